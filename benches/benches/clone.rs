@@ -1,1 +1,1749 @@
-fn main() {}
+//! Side-by-side benchmark: `seedd` against `git http-backend` (run as CGI behind a minimal
+//! HTTP/1.1 bridge) on the same bare repositories, in one run. Prints a table of absolute
+//! figures and ratios (seedd / git) and writes the same figures as JSON to
+//! `<target>/seedd-bench.json`. See `benches/README.md`.
+//!
+//! The bridge runs as a separate process (this binary re-executed with `--cgi-server <root>
+//! <port>`) so that its CPU (utime+stime+cutime+cstime, children reaped) is measured exactly
+//! like seedd's.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::fmt::Write as _;
+use std::io::{self, BufRead, BufReader, Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use seedd_tests::{git, pkt, run, stdout, synthetic_repo, workspace, Seed, SeedOptions};
+
+/// Bump when the generated datasets change, so cached ones are regenerated.
+const DATA_VERSION: &str = "v1";
+/// "medium": commits, files, files rewritten and edited per commit.
+const MEDIUM_COMMITS: usize = 200;
+const MEDIUM_FILES: usize = 300;
+const MEDIUM_REWRITES: usize = 8;
+const MEDIUM_EDITS: usize = 10;
+/// "refs10k": number of tags.
+const TAGS: usize = 10_000;
+/// Full clone: timed rounds per server (after one untimed warm-up).
+const ROUNDS: usize = 3;
+/// Concurrent identical clones.
+const CONCURRENT: usize = 16;
+/// Request-rate runs: duration and keep-alive connections.
+const RPS_SECS: f64 = 3.0;
+const RPS_CONNS: usize = 4;
+
+fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    if let Some(i) = args.iter().position(|a| a == "--cgi-server") {
+        let root = PathBuf::from(args.get(i + 1).expect("--cgi-server <root> <port>"));
+        let port: u16 = args
+            .get(i + 2)
+            .and_then(|p| p.parse().ok())
+            .expect("--cgi-server <root> <port>");
+        cgi::serve(&root, port);
+        return;
+    }
+    bench::run();
+}
+
+// ------------------------------------------------------------------------------------------
+// /proc helpers
+// ------------------------------------------------------------------------------------------
+
+mod procfs {
+    use std::time::{Duration, Instant};
+
+    /// Clock ticks per second (`getconf CLK_TCK`, else 100).
+    pub fn clk_tck() -> f64 {
+        std::process::Command::new("getconf")
+            .arg("CLK_TCK")
+            .output()
+            .ok()
+            .and_then(|o| {
+                String::from_utf8_lossy(&o.stdout)
+                    .trim()
+                    .parse::<f64>()
+                    .ok()
+            })
+            .filter(|t| *t > 0.0)
+            .unwrap_or(100.0)
+    }
+
+    /// Fields after `comm` in /proc/<pid>/stat (index 0 = state, 1 = ppid, 11 = utime ...).
+    fn stat_fields(pid: u32) -> Option<Vec<String>> {
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+        let (_, rest) = stat.rsplit_once(") ")?;
+        Some(rest.split_whitespace().map(str::to_owned).collect())
+    }
+
+    /// utime + stime + cutime + cstime of `pid`, in clock ticks.
+    pub fn cpu_ticks(pid: u32) -> u64 {
+        let f = stat_fields(pid).unwrap_or_else(|| panic!("process {pid} is gone"));
+        f[11..15]
+            .iter()
+            .map(|v| v.parse::<u64>().unwrap_or(0))
+            .sum()
+    }
+
+    /// A `kB` field of /proc/<pid>/status (e.g. `VmHWM`, `VmRSS`), in KiB.
+    pub fn status_kib(pid: u32, key: &str) -> u64 {
+        let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+        status
+            .lines()
+            .find_map(|l| {
+                let rest = l.strip_prefix(key)?.strip_prefix(':')?;
+                rest.split_whitespace().next()?.parse().ok()
+            })
+            .unwrap_or(0)
+    }
+
+    /// Reset VmHWM to the current RSS (`echo 5 > clear_refs`, Linux ≥ 4.0).
+    pub fn reset_hwm(pid: u32) -> bool {
+        std::fs::write(format!("/proc/{pid}/clear_refs"), "5").is_ok()
+    }
+
+    /// Number of child processes of `pid` (including zombies not yet reaped).
+    pub fn children(pid: u32) -> usize {
+        let ppid = pid.to_string();
+        std::fs::read_dir("/proc")
+            .map(|rd| {
+                rd.flatten()
+                    .filter(|e| {
+                        e.file_name()
+                            .to_string_lossy()
+                            .bytes()
+                            .all(|b| b.is_ascii_digit())
+                    })
+                    .filter_map(|e| e.file_name().to_str().and_then(|p| p.parse::<u32>().ok()))
+                    .filter(|p| stat_fields(*p).is_some_and(|f| f.get(1) == Some(&ppid)))
+                    .count()
+            })
+            .unwrap_or(0)
+    }
+
+    /// Wait (bounded) until the server has reaped all its children, so that their CPU is in
+    /// cutime/cstime.
+    pub fn settle(pid: u32) {
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while children(pid) > 0 && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        std::thread::sleep(Duration::from_millis(30));
+    }
+}
+
+// ------------------------------------------------------------------------------------------
+// The CGI bridge: minimal HTTP/1.1 server running `git http-backend` per request.
+// ------------------------------------------------------------------------------------------
+
+mod cgi {
+    use super::*;
+    use std::net::TcpListener;
+    use std::process::ChildStdin;
+
+    pub fn serve(root: &Path, port: u16) {
+        let listener = TcpListener::bind(("127.0.0.1", port)).expect("bind 127.0.0.1");
+        println!("listening {}", listener.local_addr().unwrap());
+        io::stdout().flush().unwrap();
+        for stream in listener.incoming() {
+            let Ok(stream) = stream else { continue };
+            let root = root.to_owned();
+            std::thread::spawn(move || {
+                let _ = connection(stream, &root);
+            });
+        }
+    }
+
+    pub struct Head {
+        pub method: String,
+        pub target: String,
+        pub version: String,
+        pub headers: Vec<(String, String)>,
+    }
+
+    impl Head {
+        pub fn header(&self, name: &str) -> Option<&str> {
+            self.headers
+                .iter()
+                .find(|(k, _)| k.eq_ignore_ascii_case(name))
+                .map(|(_, v)| v.as_str())
+        }
+    }
+
+    /// Read a request head; `None` on a clean end of the connection.
+    pub fn read_head(r: &mut impl BufRead) -> io::Result<Option<Head>> {
+        let mut line = String::new();
+        loop {
+            line.clear();
+            if r.read_line(&mut line)? == 0 {
+                return Ok(None);
+            }
+            if !line.trim().is_empty() {
+                break;
+            }
+        }
+        let mut parts = line.split_whitespace();
+        // A response's status line parses the same way: "HTTP/1.1" "200" "OK".
+        let (Some(method), Some(target)) = (parts.next(), parts.next()) else {
+            return Err(io::Error::new(io::ErrorKind::InvalidData, "bad start line"));
+        };
+        let version = parts.next().unwrap_or("");
+        let mut head = Head {
+            method: method.to_owned(),
+            target: target.to_owned(),
+            version: version.to_owned(),
+            headers: Vec::new(),
+        };
+        loop {
+            line.clear();
+            if r.read_line(&mut line)? == 0 {
+                return Err(io::ErrorKind::UnexpectedEof.into());
+            }
+            let l = line.trim_end_matches(['\r', '\n']);
+            if l.is_empty() {
+                break;
+            }
+            if let Some((k, v)) = l.split_once(':') {
+                head.headers
+                    .push((k.trim().to_owned(), v.trim().to_owned()));
+            }
+        }
+        Ok(Some(head))
+    }
+
+    fn connection(stream: TcpStream, root: &Path) -> io::Result<()> {
+        stream.set_nodelay(true)?;
+        let mut reader = BufReader::with_capacity(64 * 1024, stream.try_clone()?);
+        let mut writer = stream;
+        while let Some(head) = read_head(&mut reader)? {
+            if !request(&head, &mut reader, &mut writer, root)? {
+                break;
+            }
+        }
+        Ok(())
+    }
+
+    /// A sink that swallows writes once the CGI stops reading, so the request body is still
+    /// drained from the socket and the connection stays in sync.
+    struct Lenient(Option<ChildStdin>);
+
+    impl Write for Lenient {
+        fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+            if let Some(w) = &mut self.0 {
+                if w.write_all(buf).is_err() {
+                    self.0 = None;
+                }
+            }
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> io::Result<()> {
+            Ok(())
+        }
+    }
+
+    /// Copy a chunked body, decoded, from `r` to `w`.
+    pub fn copy_chunked(r: &mut impl BufRead, w: &mut impl Write) -> io::Result<u64> {
+        let mut total = 0;
+        let mut line = String::new();
+        loop {
+            line.clear();
+            if r.read_line(&mut line)? == 0 {
+                return Err(io::ErrorKind::UnexpectedEof.into());
+            }
+            let size = line.trim().split(';').next().unwrap_or("");
+            let size = u64::from_str_radix(size.trim(), 16)
+                .map_err(|_| io::Error::new(io::ErrorKind::InvalidData, "bad chunk size"))?;
+            if size == 0 {
+                // Trailers until the blank line.
+                loop {
+                    line.clear();
+                    if r.read_line(&mut line)? == 0 || line.trim().is_empty() {
+                        return Ok(total);
+                    }
+                }
+            }
+            let n = io::copy(&mut r.by_ref().take(size), w)?;
+            if n != size {
+                return Err(io::ErrorKind::UnexpectedEof.into());
+            }
+            total += n;
+            line.clear();
+            r.read_line(&mut line)?;
+        }
+    }
+
+    /// Answer one request. Returns whether the connection may be kept open.
+    fn request(
+        head: &Head,
+        reader: &mut BufReader<TcpStream>,
+        writer: &mut TcpStream,
+        root: &Path,
+    ) -> io::Result<bool> {
+        let (path, query) = head.target.split_once('?').unwrap_or((&head.target, ""));
+        let chunked = head
+            .header("transfer-encoding")
+            .is_some_and(|v| v.to_ascii_lowercase().contains("chunked"));
+        let length = head
+            .header("content-length")
+            .and_then(|v| v.parse::<u64>().ok());
+        let has_body = chunked || length.is_some_and(|n| n > 0);
+        let keep_alive = head.version == "HTTP/1.1"
+            && !head
+                .header("connection")
+                .is_some_and(|v| v.eq_ignore_ascii_case("close"));
+
+        let mut cmd = Command::new("git");
+        cmd.arg("http-backend")
+            .env_clear()
+            .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+            .env("HOME", root)
+            .env("LANG", "C")
+            .env("GIT_CONFIG_NOSYSTEM", "1")
+            .env("GIT_CONFIG_GLOBAL", "/dev/null")
+            .env("GIT_TERMINAL_PROMPT", "0")
+            .env("GIT_PROJECT_ROOT", root)
+            .env("GIT_HTTP_EXPORT_ALL", "1")
+            .env("GATEWAY_INTERFACE", "CGI/1.1")
+            .env("SERVER_PROTOCOL", "HTTP/1.1")
+            .env("REMOTE_ADDR", "127.0.0.1")
+            .env("PATH_INFO", path)
+            .env("QUERY_STRING", query)
+            .env("REQUEST_METHOD", &head.method);
+        if let Some(v) = head.header("content-type") {
+            cmd.env("CONTENT_TYPE", v);
+        }
+        if let (Some(n), false) = (length, chunked) {
+            cmd.env("CONTENT_LENGTH", n.to_string());
+        }
+        if let Some(v) = head.header("git-protocol") {
+            cmd.env("HTTP_GIT_PROTOCOL", v);
+        }
+        if let Some(v) = head.header("content-encoding") {
+            cmd.env("HTTP_CONTENT_ENCODING", v);
+        }
+        cmd.stdin(if has_body {
+            Stdio::piped()
+        } else {
+            Stdio::null()
+        })
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null());
+        if has_body
+            && head
+                .header("expect")
+                .is_some_and(|v| v.eq_ignore_ascii_case("100-continue"))
+        {
+            writer.write_all(b"HTTP/1.1 100 Continue\r\n\r\n")?;
+        }
+        let mut child = match cmd.spawn() {
+            Ok(c) => c,
+            Err(_) => {
+                writer.write_all(
+                    b"HTTP/1.1 500 Internal Server Error\r\nContent-Length: 0\r\nConnection: close\r\n\r\n",
+                )?;
+                return Ok(false);
+            }
+        };
+        let stdin = Lenient(child.stdin.take());
+        let stdout = child.stdout.take().unwrap();
+        let (sent, fed) = std::thread::scope(|s| {
+            let feeder = s.spawn(move || -> io::Result<()> {
+                let mut stdin = stdin;
+                if chunked {
+                    copy_chunked(reader, &mut stdin)?;
+                } else if let Some(n) = length {
+                    let got = io::copy(&mut reader.by_ref().take(n), &mut stdin)?;
+                    if got != n {
+                        return Err(io::ErrorKind::UnexpectedEof.into());
+                    }
+                }
+                Ok(())
+            });
+            let sent = respond(stdout, writer);
+            if sent.is_err() {
+                let _ = child.kill();
+            }
+            (sent, feeder.join().unwrap())
+        });
+        let _ = child.wait();
+        sent?;
+        fed?;
+        Ok(keep_alive)
+    }
+
+    /// Parse the CGI header block, then stream the body with chunked encoding.
+    fn respond(stdout: std::process::ChildStdout, w: &mut TcpStream) -> io::Result<()> {
+        let mut out = BufReader::with_capacity(64 * 1024, stdout);
+        let mut status = String::from("200 OK");
+        let mut headers = String::new();
+        let mut saw_header = false;
+        let mut line = Vec::new();
+        loop {
+            line.clear();
+            if out.read_until(b'\n', &mut line)? == 0 {
+                break;
+            }
+            saw_header = true;
+            let l = String::from_utf8_lossy(&line);
+            let l = l.trim_end_matches(['\r', '\n']);
+            if l.is_empty() {
+                break;
+            }
+            let Some((k, v)) = l.split_once(':') else {
+                continue;
+            };
+            let (k, v) = (k.trim(), v.trim());
+            if k.eq_ignore_ascii_case("status") {
+                status = v.to_owned();
+            } else if !["content-length", "transfer-encoding", "connection"]
+                .iter()
+                .any(|h| k.eq_ignore_ascii_case(h))
+            {
+                let _ = write!(headers, "{k}: {v}\r\n");
+            }
+        }
+        if !saw_header {
+            status = String::from("502 Bad Gateway");
+        }
+        w.write_all(
+            format!("HTTP/1.1 {status}\r\n{headers}Transfer-Encoding: chunked\r\n\r\n").as_bytes(),
+        )?;
+        let mut frame = Vec::with_capacity(64 * 1024 + 16);
+        loop {
+            let buf = out.fill_buf()?;
+            if buf.is_empty() {
+                break;
+            }
+            let n = buf.len();
+            frame.clear();
+            let _ = write!(frame, "{n:x}\r\n");
+            frame.extend_from_slice(buf);
+            frame.extend_from_slice(b"\r\n");
+            w.write_all(&frame)?;
+            out.consume(n);
+        }
+        w.write_all(b"0\r\n\r\n")?;
+        w.flush()
+    }
+}
+
+// ------------------------------------------------------------------------------------------
+// A minimal keep-alive HTTP/1.1 client for the request-rate runs.
+// ------------------------------------------------------------------------------------------
+
+mod client {
+    use super::*;
+
+    pub struct Client {
+        addr: SocketAddr,
+        conn: Option<(BufReader<TcpStream>, TcpStream)>,
+    }
+
+    impl Client {
+        pub fn new(addr: SocketAddr) -> Self {
+            Client { addr, conn: None }
+        }
+
+        /// Send a raw request and read the whole response: (status, body bytes).
+        pub fn exchange(&mut self, request: &[u8]) -> io::Result<(u16, u64)> {
+            let result = self.try_exchange(request);
+            if result.is_err() {
+                self.conn = None;
+            }
+            result
+        }
+
+        fn try_exchange(&mut self, request: &[u8]) -> io::Result<(u16, u64)> {
+            if self.conn.is_none() {
+                let s = TcpStream::connect(self.addr)?;
+                s.set_nodelay(true)?;
+                s.set_read_timeout(Some(Duration::from_secs(30)))?;
+                self.conn = Some((BufReader::with_capacity(256 * 1024, s.try_clone()?), s));
+            }
+            let (r, w) = self.conn.as_mut().unwrap();
+            w.write_all(request)?;
+            let (status, bytes, keep) = read_response(r)?;
+            if !keep {
+                self.conn = None;
+            }
+            Ok((status, bytes))
+        }
+    }
+
+    /// (status, body bytes, connection reusable).
+    pub fn read_response(r: &mut impl BufRead) -> io::Result<(u16, u64, bool)> {
+        let head = cgi_head(r)?;
+        let status: u16 = head
+            .target // the status code, in the position of a request target
+            .parse()
+            .map_err(|_| io::Error::new(io::ErrorKind::InvalidData, "bad status line"))?;
+        let chunked = head
+            .header("transfer-encoding")
+            .is_some_and(|v| v.to_ascii_lowercase().contains("chunked"));
+        let close = head
+            .header("connection")
+            .is_some_and(|v| v.eq_ignore_ascii_case("close"));
+        if chunked {
+            let n = cgi::copy_chunked(r, &mut io::sink())?;
+            Ok((status, n, !close))
+        } else if let Some(len) = head.header("content-length").and_then(|v| v.parse().ok()) {
+            let n = io::copy(&mut r.by_ref().take(len), &mut io::sink())?;
+            if n != len {
+                return Err(io::ErrorKind::UnexpectedEof.into());
+            }
+            Ok((status, n, !close))
+        } else {
+            let n = io::copy(r, &mut io::sink())?;
+            Ok((status, n, false))
+        }
+    }
+
+    /// A response head parsed like a request head ("HTTP/1.1 200 OK" → method, target, ...).
+    fn cgi_head(r: &mut impl BufRead) -> io::Result<cgi::Head> {
+        cgi::read_head(r)?.ok_or_else(|| io::ErrorKind::UnexpectedEof.into())
+    }
+}
+
+// ------------------------------------------------------------------------------------------
+// JSON output without a JSON crate (the bench keeps its dependency list unchanged).
+// ------------------------------------------------------------------------------------------
+
+enum Json {
+    Num(f64),
+    Str(String),
+    Bool(bool),
+    Arr(Vec<Json>),
+    Obj(Vec<(String, Json)>),
+    Null,
+}
+
+impl Json {
+    fn obj(fields: Vec<(&str, Json)>) -> Json {
+        Json::Obj(fields.into_iter().map(|(k, v)| (k.to_owned(), v)).collect())
+    }
+
+    fn opt(v: Option<f64>) -> Json {
+        v.map_or(Json::Null, Json::Num)
+    }
+
+    fn write(&self, out: &mut String, indent: usize) {
+        let pad = "  ".repeat(indent + 1);
+        match self {
+            Json::Num(n) if n.is_finite() => {
+                if n.fract() == 0.0 && n.abs() < 1e15 {
+                    let _ = write!(out, "{}", *n as i64);
+                } else {
+                    let _ = write!(out, "{n:.6}");
+                }
+            }
+            Json::Num(_) | Json::Null => out.push_str("null"),
+            Json::Bool(b) => out.push_str(if *b { "true" } else { "false" }),
+            Json::Str(s) => {
+                out.push('"');
+                for c in s.chars() {
+                    match c {
+                        '"' => out.push_str("\\\""),
+                        '\\' => out.push_str("\\\\"),
+                        '\n' => out.push_str("\\n"),
+                        c if (c as u32) < 0x20 => {
+                            let _ = write!(out, "\\u{:04x}", c as u32);
+                        }
+                        c => out.push(c),
+                    }
+                }
+                out.push('"');
+            }
+            Json::Arr(items) => {
+                out.push('[');
+                for (i, v) in items.iter().enumerate() {
+                    out.push_str(if i == 0 { "\n" } else { ",\n" });
+                    out.push_str(&pad);
+                    v.write(out, indent + 1);
+                }
+                if !items.is_empty() {
+                    out.push('\n');
+                    out.push_str(&"  ".repeat(indent));
+                }
+                out.push(']');
+            }
+            Json::Obj(fields) => {
+                out.push('{');
+                for (i, (k, v)) in fields.iter().enumerate() {
+                    out.push_str(if i == 0 { "\n" } else { ",\n" });
+                    out.push_str(&pad);
+                    Json::Str(k.clone()).write(out, indent + 1);
+                    out.push_str(": ");
+                    v.write(out, indent + 1);
+                }
+                if !fields.is_empty() {
+                    out.push('\n');
+                    out.push_str(&"  ".repeat(indent));
+                }
+                out.push('}');
+            }
+        }
+    }
+}
+
+// ------------------------------------------------------------------------------------------
+// Datasets
+// ------------------------------------------------------------------------------------------
+
+mod data {
+    use super::*;
+
+    /// Deterministic xorshift64* generator.
+    pub struct Rng(u64);
+
+    impl Rng {
+        pub fn new(seed: u64) -> Self {
+            Rng(seed | 1)
+        }
+        pub fn next(&mut self) -> u64 {
+            self.0 ^= self.0 >> 12;
+            self.0 ^= self.0 << 25;
+            self.0 ^= self.0 >> 27;
+            self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
+        }
+        pub fn below(&mut self, n: usize) -> usize {
+            (self.next() % n as u64) as usize
+        }
+    }
+
+    pub struct Repo {
+        pub name: String,
+        pub canonical: String,
+        pub head: String,
+        pub path: PathBuf,
+    }
+
+    impl Repo {
+        /// Bytes in the repository's pack files.
+        pub fn pack_bytes(&self) -> u64 {
+            pack_bytes(&self.path)
+        }
+    }
+
+    /// Sum of `objects/pack/*.pack` sizes under a (bare) git directory.
+    pub fn pack_bytes(git_dir: &Path) -> u64 {
+        std::fs::read_dir(git_dir.join("objects/pack"))
+            .map(|rd| {
+                rd.flatten()
+                    .filter(|e| e.path().extension().is_some_and(|x| x == "pack"))
+                    .filter_map(|e| e.metadata().ok())
+                    .map(|m| m.len())
+                    .sum()
+            })
+            .unwrap_or(0)
+    }
+
+    fn vocabulary(rng: &mut Rng, n: usize) -> Vec<Vec<u8>> {
+        (0..n)
+            .map(|_| {
+                let len = 2 + rng.below(8);
+                (0..len).map(|_| b'a' + rng.below(26) as u8).collect()
+            })
+            .collect()
+    }
+
+    fn line(rng: &mut Rng, vocab: &[Vec<u8>], out: &mut Vec<u8>) {
+        let words = 6 + rng.below(9);
+        for i in 0..words {
+            if i > 0 {
+                out.push(b' ');
+            }
+            out.extend_from_slice(&vocab[rng.below(vocab.len())]);
+        }
+        out.push(b'\n');
+    }
+
+    fn text(rng: &mut Rng, vocab: &[Vec<u8>], bytes: usize) -> Vec<u8> {
+        let mut out = Vec::with_capacity(bytes + 128);
+        while out.len() < bytes {
+            line(rng, vocab, &mut out);
+        }
+        out
+    }
+
+    /// Replace a few lines and insert a few more (a delta-friendly change).
+    fn edit(rng: &mut Rng, vocab: &[Vec<u8>], file: &Path) {
+        let old = std::fs::read(file).unwrap();
+        let mut lines: Vec<Vec<u8>> = old
+            .split_inclusive(|b| *b == b'\n')
+            .map(<[u8]>::to_vec)
+            .collect();
+        for _ in 0..3 {
+            let mut l = Vec::new();
+            line(rng, vocab, &mut l);
+            let i = rng.below(lines.len().max(1));
+            if i < lines.len() {
+                lines[i] = l;
+            }
+        }
+        for _ in 0..2 {
+            let mut l = Vec::new();
+            line(rng, vocab, &mut l);
+            let i = rng.below(lines.len() + 1);
+            lines.insert(i, l);
+        }
+        std::fs::write(file, lines.concat()).unwrap();
+    }
+
+    fn populate_medium(work: &Path, g: &dyn Fn(&[&str]) -> String) {
+        let mut rng = Rng::new(0x5eed_d0d0_cafe_f00d);
+        let vocab = vocabulary(&mut rng, 4096);
+        let files: Vec<PathBuf> = (0..MEDIUM_FILES)
+            .map(|i| work.join(format!("src/m{:02}/f{i:03}.txt", i % 24)))
+            .collect();
+        for f in &files {
+            std::fs::create_dir_all(f.parent().unwrap()).unwrap();
+            let size = 8 * 1024 + rng.below(16 * 1024);
+            std::fs::write(f, text(&mut rng, &vocab, size)).unwrap();
+        }
+        g(&["add", "-A"]);
+        g(&["commit", "-q", "-m", "initial import"]);
+        for c in 1..MEDIUM_COMMITS {
+            for _ in 0..MEDIUM_REWRITES {
+                let f = &files[rng.below(files.len())];
+                let size = 24 * 1024 + rng.below(16 * 1024);
+                std::fs::write(f, text(&mut rng, &vocab, size)).unwrap();
+            }
+            for _ in 0..MEDIUM_EDITS {
+                let f = &files[rng.below(files.len())];
+                edit(&mut rng, &vocab, f);
+            }
+            g(&["add", "-A"]);
+            g(&["commit", "-q", "-m", &format!("change {c}")]);
+        }
+    }
+
+    fn populate_blob(work: &Path, g: &dyn Fn(&[&str]) -> String, mib: usize, seed: u64) {
+        let mut data = vec![0u8; mib * 1024 * 1024];
+        let mut rng = Rng::new(seed);
+        for chunk in data.chunks_mut(8) {
+            let b = rng.next().to_le_bytes();
+            chunk.copy_from_slice(&b[..chunk.len()]);
+        }
+        std::fs::write(work.join("blob.bin"), &data).unwrap();
+        std::fs::write(work.join("README"), format!("{mib} MiB of random bytes\n")).unwrap();
+        g(&["add", "-A"]);
+        g(&["commit", "-q", "-m", "big blob"]);
+    }
+
+    fn populate_small(work: &Path, g: &dyn Fn(&[&str]) -> String) {
+        std::fs::write(work.join("README"), "a small repository with many tags\n").unwrap();
+        g(&["add", "-A"]);
+        g(&["commit", "-q", "-m", "small"]);
+    }
+
+    fn gd(home: &Path, repo: &Path, args: &[&str]) -> String {
+        stdout(&run(git(home).arg("--git-dir").arg(repo).args(args)))
+    }
+
+    /// Tuned layout (G-tuned in performance.md §3): one pack with a bitmap, commit-graph,
+    /// packed refs. Served as is by both servers.
+    fn tune(home: &Path, repo: &Path) {
+        gd(home, repo, &["repack", "-a", "-d", "-b", "-q"]);
+        gd(
+            home,
+            repo,
+            &["commit-graph", "write", "--reachable", "--no-progress"],
+        );
+        gd(home, repo, &["pack-refs", "--all"]);
+    }
+
+    fn add_tags(home: &Path, repo: &Path, head: &str, n: usize) {
+        let mut child = git(home)
+            .arg("--git-dir")
+            .arg(repo)
+            .args(["update-ref", "--stdin"])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::null())
+            .spawn()
+            .unwrap();
+        let mut input = String::new();
+        for i in 0..n {
+            let _ = writeln!(input, "create refs/tags/v{i:05} {head}");
+        }
+        child
+            .stdin
+            .take()
+            .unwrap()
+            .write_all(input.as_bytes())
+            .unwrap();
+        assert!(child.wait().unwrap().success(), "update-ref --stdin failed");
+    }
+
+    /// Generate (or load the cached) datasets; returns their storage directory and the repos
+    /// in the order medium, big16, big64, refs10k.
+    pub fn datasets(cache: &Path, log: &dyn Fn(&str)) -> (PathBuf, Vec<Repo>) {
+        let dir = cache.join(DATA_VERSION);
+        let manifest = dir.join("manifest.txt");
+        if !manifest.exists() {
+            let tmp = cache.join(format!("{DATA_VERSION}.tmp"));
+            let _ = std::fs::remove_dir_all(&tmp);
+            std::fs::create_dir_all(tmp.join("storage")).unwrap();
+            let home = tmp.join("home");
+            std::fs::create_dir_all(&home).unwrap();
+            let storage = tmp.join("storage");
+            let mut lines = String::new();
+            type Populate = Box<dyn FnOnce(&Path, &dyn Fn(&[&str]) -> String)>;
+            let specs: Vec<(&str, Populate)> = vec![
+                ("medium", Box::new(populate_medium)),
+                (
+                    "big16",
+                    Box::new(|w: &Path, g: &dyn Fn(&[&str]) -> String| populate_blob(w, g, 16, 16)),
+                ),
+                (
+                    "big64",
+                    Box::new(|w: &Path, g: &dyn Fn(&[&str]) -> String| populate_blob(w, g, 64, 64)),
+                ),
+                ("refs10k", Box::new(populate_small)),
+            ];
+            for (name, populate) in specs {
+                let t = Instant::now();
+                log(&format!("generating dataset {name} ..."));
+                let (rid, path) = synthetic_repo(&storage, name, populate);
+                let head = gd(&home, &path, &["rev-parse", "refs/heads/main"]);
+                if name == "refs10k" {
+                    add_tags(&home, &path, &head, TAGS);
+                }
+                tune(&home, &path);
+                log(&format!(
+                    "  {name}: {rid}, {:.1} MB packed, {:.1}s",
+                    pack_bytes(&path) as f64 / 1e6,
+                    t.elapsed().as_secs_f64()
+                ));
+                let _ = writeln!(lines, "{name} {} {head}", rid.trim_start_matches("rad:"));
+            }
+            std::fs::write(tmp.join("manifest.txt"), lines).unwrap();
+            let _ = std::fs::remove_dir_all(&home);
+            let _ = std::fs::remove_dir_all(&dir);
+            std::fs::rename(&tmp, &dir).unwrap();
+        }
+        let storage = dir.join("storage");
+        let repos = std::fs::read_to_string(&manifest)
+            .unwrap()
+            .lines()
+            .map(|l| {
+                let mut f = l.split_whitespace();
+                let (name, canonical, head) =
+                    (f.next().unwrap(), f.next().unwrap(), f.next().unwrap());
+                Repo {
+                    name: name.to_owned(),
+                    canonical: canonical.to_owned(),
+                    head: head.to_owned(),
+                    path: storage.join(canonical),
+                }
+            })
+            .collect();
+        (storage, repos)
+    }
+}
+
+// ------------------------------------------------------------------------------------------
+// The benchmark
+// ------------------------------------------------------------------------------------------
+
+mod bench {
+    use super::data::Repo;
+    use super::*;
+
+    /// One server under test.
+    struct Server {
+        label: &'static str,
+        pid: u32,
+        addr: SocketAddr,
+        /// URL path suffix after the canonical RID: seedd takes `<rid>.git`, git http-backend
+        /// the directory name under GIT_PROJECT_ROOT.
+        suffix: &'static str,
+    }
+
+    impl Server {
+        fn path(&self, repo: &Repo) -> String {
+            format!("/{}{}", repo.canonical, self.suffix)
+        }
+        fn url(&self, repo: &Repo) -> String {
+            format!("http://{}{}", self.addr, self.path(repo))
+        }
+    }
+
+    /// The CGI bridge process (this binary, `--cgi-server`).
+    struct CgiProcess {
+        child: Child,
+        addr: SocketAddr,
+    }
+
+    impl CgiProcess {
+        fn start(root: &Path) -> CgiProcess {
+            let mut child = Command::new(std::env::current_exe().unwrap())
+                .arg("--cgi-server")
+                .arg(root)
+                .arg("0")
+                .stdin(Stdio::null())
+                .stdout(Stdio::piped())
+                .spawn()
+                .unwrap();
+            let mut line = String::new();
+            BufReader::new(child.stdout.take().unwrap())
+                .read_line(&mut line)
+                .unwrap();
+            let addr = line
+                .trim()
+                .strip_prefix("listening ")
+                .and_then(|a| a.parse().ok())
+                .unwrap_or_else(|| panic!("CGI bridge did not start: {line:?}"));
+            CgiProcess { child, addr }
+        }
+    }
+
+    impl Drop for CgiProcess {
+        fn drop(&mut self) {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+
+    /// A figure for both servers.
+    struct Row {
+        key: String,
+        workload: String,
+        metric: String,
+        unit: &'static str,
+        seedd: Option<f64>,
+        git: Option<f64>,
+        /// "lower" or "higher" is better; "" for informational rows.
+        better: &'static str,
+    }
+
+    impl Row {
+        fn ratio(&self) -> Option<f64> {
+            match (self.seedd, self.git) {
+                (Some(s), Some(g)) if g > 0.0 => Some(s / g),
+                _ => None,
+            }
+        }
+    }
+
+    struct Ctx {
+        started: Instant,
+        tck: f64,
+        home: PathBuf,
+        scratch: PathBuf,
+    }
+
+    impl Ctx {
+        fn log(&self, msg: &str) {
+            eprintln!("[{:6.1}s] {msg}", self.started.elapsed().as_secs_f64());
+        }
+
+        /// Run `f`, returning its result, the server's CPU seconds and the wall time.
+        fn measured<T>(&self, pid: u32, f: impl FnOnce() -> T) -> (T, f64, f64) {
+            procfs::settle(pid);
+            let c0 = procfs::cpu_ticks(pid);
+            let t0 = Instant::now();
+            let r = f();
+            let wall = t0.elapsed().as_secs_f64();
+            procfs::settle(pid);
+            let c1 = procfs::cpu_ticks(pid);
+            (r, c1.saturating_sub(c0) as f64 / self.tck, wall)
+        }
+
+        /// `git clone --bare` over protocol v2; returns the bytes of pack received.
+        fn clone(&self, url: &str, dest: &Path) -> Result<u64, String> {
+            let out = git(&self.home)
+                .args(["-c", "protocol.version=2", "clone", "--bare", "-q", url])
+                .arg(dest)
+                .output()
+                .map_err(|e| e.to_string())?;
+            let bytes = data::pack_bytes(dest);
+            let _ = std::fs::remove_dir_all(dest);
+            if out.status.success() {
+                Ok(bytes)
+            } else {
+                Err(String::from_utf8_lossy(&out.stderr).trim().to_owned())
+            }
+        }
+
+        /// `n` identical clones at once: (successes, failures, bytes, wall, server CPU).
+        fn concurrent(
+            &self,
+            server: &Server,
+            repo: &Repo,
+            n: usize,
+        ) -> (usize, Vec<String>, u64, f64, f64) {
+            let url = server.url(repo);
+            let ((ok, errors, bytes), cpu, wall) = self.measured(server.pid, || {
+                let children: Vec<(PathBuf, Child)> = (0..n)
+                    .map(|i| {
+                        let dest = self.scratch.join(format!("cc-{}-{i}", server.label));
+                        let child = git(&self.home)
+                            .args(["-c", "protocol.version=2", "clone", "--bare", "-q", &url])
+                            .arg(&dest)
+                            .stdout(Stdio::null())
+                            .stderr(Stdio::piped())
+                            .spawn()
+                            .unwrap();
+                        (dest, child)
+                    })
+                    .collect();
+                let mut ok = 0;
+                let mut errors = Vec::new();
+                let mut bytes = 0;
+                for (dest, child) in children {
+                    let out = child.wait_with_output().unwrap();
+                    if out.status.success() {
+                        ok += 1;
+                        bytes += data::pack_bytes(&dest);
+                    } else {
+                        errors.push(String::from_utf8_lossy(&out.stderr).trim().to_owned());
+                    }
+                }
+                (ok, errors, bytes)
+            });
+            for i in 0..n {
+                let _ =
+                    std::fs::remove_dir_all(self.scratch.join(format!("cc-{}-{i}", server.label)));
+            }
+            (ok, errors, bytes, wall, cpu)
+        }
+
+        /// Hammer one request over `conns` keep-alive connections for `secs`:
+        /// (requests answered 200, errors, body bytes of the last answer, wall, server CPU).
+        fn rate(
+            &self,
+            server: &Server,
+            request: &[u8],
+            conns: usize,
+            secs: f64,
+        ) -> (u64, u64, u64, f64, f64) {
+            let deadline = Duration::from_secs_f64(secs);
+            let ((ok, errors, body), cpu, wall) = self.measured(server.pid, || {
+                let start = Instant::now();
+                let results: Vec<(u64, u64, u64)> = std::thread::scope(|s| {
+                    let handles: Vec<_> = (0..conns)
+                        .map(|_| {
+                            s.spawn(|| {
+                                let mut c = client::Client::new(server.addr);
+                                let (mut ok, mut errors, mut body) = (0u64, 0u64, 0u64);
+                                while start.elapsed() < deadline && errors < 1000 {
+                                    match c.exchange(request) {
+                                        Ok((200, n)) => {
+                                            ok += 1;
+                                            body = n;
+                                        }
+                                        _ => errors += 1,
+                                    }
+                                }
+                                (ok, errors, body)
+                            })
+                        })
+                        .collect();
+                    handles.into_iter().map(|h| h.join().unwrap()).collect()
+                });
+                let ok = results.iter().map(|r| r.0).sum();
+                let errors = results.iter().map(|r| r.1).sum();
+                let body = results.iter().map(|r| r.2).max().unwrap_or(0);
+                (ok, errors, body)
+            });
+            (ok, errors, body, wall, cpu)
+        }
+    }
+
+    fn median(v: &mut [f64]) -> f64 {
+        v.sort_by(f64::total_cmp);
+        if v.is_empty() {
+            f64::NAN
+        } else if v.len() % 2 == 1 {
+            v[v.len() / 2]
+        } else {
+            (v[v.len() / 2 - 1] + v[v.len() / 2]) / 2.0
+        }
+    }
+
+    fn fmt(v: Option<f64>) -> String {
+        match v {
+            None => "n/a".into(),
+            Some(v) if !v.is_finite() => "n/a".into(),
+            Some(v) if v.abs() >= 1000.0 => format!("{v:.0}"),
+            Some(v) if v.abs() >= 100.0 => format!("{v:.1}"),
+            Some(v) if v.abs() >= 1.0 => format!("{v:.2}"),
+            Some(v) => format!("{v:.3}"),
+        }
+    }
+
+    /// `<target>/<profile>` of this executable (`…/release/deps/clone-<hash>` → `…/release`).
+    fn profile_dir() -> PathBuf {
+        let exe = std::env::current_exe().unwrap();
+        let dir = exe.parent().unwrap();
+        if dir.ends_with("deps") {
+            dir.parent().unwrap().to_owned()
+        } else {
+            dir.to_owned()
+        }
+    }
+
+    /// Build the seedd binary next to this bench (`cargo build --release -p seedd`), unless
+    /// `SEEDD_BENCH_NO_BUILD` is set. A failed build (e.g. someone mid-edit) falls back to an
+    /// existing binary.
+    fn ensure_seedd(ctx: &Ctx, profile: &Path) -> PathBuf {
+        let path = profile.join("seedd");
+        if std::env::var_os("SEEDD_BENCH_NO_BUILD").is_none() {
+            let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+            let target = profile.parent().unwrap();
+            let name = profile.file_name().unwrap().to_string_lossy().into_owned();
+            let cargo_profile = if name == "debug" {
+                "dev".to_owned()
+            } else {
+                name
+            };
+            ctx.log(&format!(
+                "cargo build --profile {cargo_profile} -p seedd (target {})",
+                target.display()
+            ));
+            let status = Command::new(cargo)
+                .args([
+                    "build",
+                    "--profile",
+                    &cargo_profile,
+                    "-p",
+                    "seedd",
+                    "--bin",
+                    "seedd",
+                ])
+                .current_dir(workspace())
+                .env("CARGO_TARGET_DIR", target)
+                .stdin(Stdio::null())
+                .status();
+            match status {
+                Ok(s) if s.success() => {}
+                other if path.exists() => {
+                    ctx.log(&format!(
+                        "WARNING: building seedd failed ({other:?}); using the existing {}",
+                        path.display()
+                    ));
+                }
+                other => panic!(
+                    "seedd could not be built ({other:?}) and {} does not exist",
+                    path.display()
+                ),
+            }
+        }
+        assert!(path.exists(), "{} missing", path.display());
+        path
+    }
+
+    fn cmd_out(cmd: &mut Command) -> String {
+        cmd.output()
+            .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_owned())
+            .unwrap_or_default()
+    }
+
+    pub fn run() {
+        let started = Instant::now();
+        let profile = profile_dir();
+        let target = profile.parent().unwrap().to_owned();
+        let cache = target.join("seedd-bench-data");
+        std::fs::create_dir_all(&cache).unwrap();
+        // Stale scratch dirs from interrupted runs.
+        if let Ok(rd) = std::fs::read_dir(&cache) {
+            for e in rd.flatten() {
+                if e.file_name().to_string_lossy().starts_with("run-") {
+                    let _ = std::fs::remove_dir_all(e.path());
+                }
+            }
+        }
+        let scratch = cache.join(format!("run-{}", std::process::id()));
+        let home = scratch.join("home");
+        std::fs::create_dir_all(&home).unwrap();
+        let ctx = Ctx {
+            started,
+            tck: procfs::clk_tck(),
+            home,
+            scratch: scratch.clone(),
+        };
+        let seedd_bin = ensure_seedd(&ctx, &profile);
+        let (data_storage, repos) = data::datasets(&cache, &|m| ctx.log(m));
+        assert_eq!(repos.len(), 4, "unexpected dataset manifest");
+
+        // One data dir, the same bare repositories served by both.
+        let data_dir = scratch.join("data");
+        std::fs::create_dir_all(&data_dir).unwrap();
+        run(Command::new("cp")
+            .arg("-a")
+            .arg(&data_storage)
+            .arg(data_dir.join("storage")));
+        let storage = data_dir.join("storage");
+        let repos: Vec<Repo> = repos
+            .iter()
+            .map(|r| Repo {
+                name: r.name.clone(),
+                canonical: r.canonical.clone(),
+                head: r.head.clone(),
+                path: storage.join(&r.canonical),
+            })
+            .collect();
+        let [medium, big16, big64, refs10k] = &repos[..] else {
+            unreachable!()
+        };
+
+        ctx.log(&format!("starting seedd ({})", seedd_bin.display()));
+        let seed = Seed::start(SeedOptions {
+            data_dir: Some(data_dir.clone()),
+            env: vec![
+                // The production default level; the harness default is debug.
+                ("RUST_LOG".into(), "info".into()),
+                // 16 clones queue for the (default, = CPUs) pack slots: let them wait.
+                ("SEEDD_HTTP__PACK_QUEUE_TIMEOUT_MS".into(), "600000".into()),
+                ("SEEDD_HTTP__PACK_QUEUE".into(), "64".into()),
+            ],
+            ..SeedOptions::default()
+        });
+        seed.rescan();
+        let cgi = CgiProcess::start(&storage);
+        let servers = [
+            Server {
+                label: "seedd",
+                pid: seed.child.id(),
+                addr: seed.http,
+                suffix: ".git",
+            },
+            Server {
+                label: "git",
+                pid: cgi.child.id(),
+                addr: cgi.addr,
+                suffix: "",
+            },
+        ];
+        ctx.log(&format!(
+            "seedd pid {} at {}, git http-backend bridge pid {} at {}",
+            servers[0].pid, servers[0].addr, servers[1].pid, servers[1].addr
+        ));
+
+        // Sanity: every repository is served by both.
+        for s in &servers {
+            for r in &repos {
+                let req = format!(
+                    "GET {}/info/refs?service=git-upload-pack HTTP/1.1\r\nHost: {}\r\nConnection: close\r\n\r\n",
+                    s.path(r),
+                    s.addr
+                );
+                let got = client::Client::new(s.addr).exchange(req.as_bytes());
+                if !matches!(got, Ok((200, _))) {
+                    eprintln!(
+                        "{} does not serve {} ({}): {got:?}",
+                        s.label,
+                        r.name,
+                        s.url(r)
+                    );
+                    if s.label == "seedd" {
+                        eprintln!("seedd log:\n{}", seed.logs());
+                    }
+                    std::process::exit(1);
+                }
+            }
+        }
+
+        let mut rows: Vec<Row> = Vec::new();
+        let mut notes: Vec<String> = Vec::new();
+
+        // Idle CPU (background work of the server itself).
+        let mut idle = [0.0; 2];
+        for (i, s) in servers.iter().enumerate() {
+            let ((), cpu, _) = ctx.measured(s.pid, || std::thread::sleep(Duration::from_secs(1)));
+            idle[i] = cpu;
+        }
+        rows.push(Row {
+            key: "idle_cpu_ms_per_s".into(),
+            workload: "idle, 1 s".into(),
+            metric: "server CPU".into(),
+            unit: "ms",
+            seedd: Some(idle[0] * 1000.0),
+            git: Some(idle[1] * 1000.0),
+            better: "lower",
+        });
+
+        // RSS flatness (seedd first, on a fresh process) + big-blob clones on both.
+        let seedd_pid = servers[0].pid;
+        let hwm_at_start = procfs::status_kib(seedd_pid, "VmHWM");
+        let mut reset_ok = true;
+        let mut rss: Vec<(String, u64, u64, u64)> = Vec::new(); // (name, base, peak, rss after)
+        for repo in [big16, big64] {
+            let mut cpu = [None, None];
+            let mut wall = [None, None];
+            let mut bytes = [None, None];
+            for (i, s) in servers.iter().enumerate() {
+                let is_seedd = i == 0;
+                if is_seedd {
+                    procfs::settle(s.pid);
+                    reset_ok &= procfs::reset_hwm(s.pid);
+                }
+                let base = procfs::status_kib(s.pid, "VmHWM");
+                ctx.log(&format!("full clone {} from {}", repo.name, s.label));
+                let dest = ctx.scratch.join(format!("clone-{}-{}", s.label, repo.name));
+                let (res, c, w) = ctx.measured(s.pid, || ctx.clone(&s.url(repo), &dest));
+                match res {
+                    Ok(b) => {
+                        cpu[i] = Some(c);
+                        wall[i] = Some(w);
+                        bytes[i] = Some(b as f64 / 1e6);
+                    }
+                    Err(e) => notes.push(format!(
+                        "clone of {} from {} failed: {e}",
+                        repo.name, s.label
+                    )),
+                }
+                if is_seedd {
+                    rss.push((
+                        repo.name.clone(),
+                        base,
+                        procfs::status_kib(s.pid, "VmHWM"),
+                        procfs::status_kib(s.pid, "VmRSS"),
+                    ));
+                }
+            }
+            let w = format!("full clone {} (v2, 1 run)", repo.name);
+            rows.push(Row {
+                key: format!("clone_{}_cpu_s", repo.name),
+                workload: w.clone(),
+                metric: "server CPU".into(),
+                unit: "s",
+                seedd: cpu[0],
+                git: cpu[1],
+                better: "lower",
+            });
+            rows.push(Row {
+                key: format!("clone_{}_wall_s", repo.name),
+                workload: w.clone(),
+                metric: "wall time".into(),
+                unit: "s",
+                seedd: wall[0],
+                git: wall[1],
+                better: "lower",
+            });
+            rows.push(Row {
+                key: format!("clone_{}_pack_mb", repo.name),
+                workload: w,
+                metric: "pack received".into(),
+                unit: "MB",
+                seedd: bytes[0],
+                git: bytes[1],
+                better: "",
+            });
+        }
+        if !reset_ok {
+            notes.push(
+                "VmHWM could not be reset (clear_refs); peaks are cumulative since start".into(),
+            );
+        }
+        for (name, base, peak, now) in &rss {
+            rows.push(Row {
+                key: format!("seedd_vmhwm_{name}_mib"),
+                workload: format!("seedd RSS, clone of {name}"),
+                metric: "VmHWM peak".into(),
+                unit: "MiB",
+                seedd: Some(*peak as f64 / 1024.0),
+                git: None,
+                better: "",
+            });
+            rows.push(Row {
+                key: format!("seedd_vmhwm_{name}_growth_mib"),
+                workload: format!("seedd RSS, clone of {name}"),
+                metric: "peak − before".into(),
+                unit: "MiB",
+                seedd: Some(peak.saturating_sub(*base) as f64 / 1024.0),
+                git: None,
+                better: "",
+            });
+            let _ = now;
+        }
+
+        // Full clone of the medium repository, median of ROUNDS (after a warm-up each).
+        let mut cpu = [Vec::new(), Vec::new()];
+        let mut wall = [Vec::new(), Vec::new()];
+        let mut bytes = [0u64; 2];
+        for round in 0..=ROUNDS {
+            for (i, s) in servers.iter().enumerate() {
+                ctx.log(&format!(
+                    "full clone medium from {} ({})",
+                    s.label,
+                    if round == 0 {
+                        "warm-up".to_owned()
+                    } else {
+                        format!("{round}/{ROUNDS}")
+                    }
+                ));
+                let dest = ctx.scratch.join(format!("clone-{}-medium", s.label));
+                let (res, c, w) = ctx.measured(s.pid, || ctx.clone(&s.url(medium), &dest));
+                match res {
+                    Ok(b) => {
+                        bytes[i] = b;
+                        if round > 0 {
+                            cpu[i].push(c);
+                            wall[i].push(w);
+                        }
+                    }
+                    Err(e) => notes.push(format!("clone of medium from {} failed: {e}", s.label)),
+                }
+            }
+        }
+        let cold_cpu = [median(&mut cpu[0]), median(&mut cpu[1])];
+        let w = format!("full clone medium (v2, median of {ROUNDS})");
+        rows.push(Row {
+            key: "clone_medium_cpu_s".into(),
+            workload: w.clone(),
+            metric: "server CPU".into(),
+            unit: "s",
+            seedd: Some(cold_cpu[0]),
+            git: Some(cold_cpu[1]),
+            better: "lower",
+        });
+        rows.push(Row {
+            key: "clone_medium_wall_s".into(),
+            workload: w.clone(),
+            metric: "wall time".into(),
+            unit: "s",
+            seedd: Some(median(&mut wall[0])),
+            git: Some(median(&mut wall[1])),
+            better: "lower",
+        });
+        rows.push(Row {
+            key: "clone_medium_pack_mb".into(),
+            workload: w,
+            metric: "pack received".into(),
+            unit: "MB",
+            seedd: Some(bytes[0] as f64 / 1e6),
+            git: Some(bytes[1] as f64 / 1e6),
+            better: "",
+        });
+
+        // 16 concurrent identical clones.
+        let mut thr = [None, None];
+        let mut ccpu = [None, None];
+        let mut cpu_per_gb = [None, None];
+        let mut cwall = [None, None];
+        let mut fails = [0.0; 2];
+        for (i, s) in servers.iter().enumerate() {
+            ctx.log(&format!(
+                "{CONCURRENT} concurrent clones of medium from {}",
+                s.label
+            ));
+            let (ok, errors, b, w, c) = ctx.concurrent(s, medium, CONCURRENT);
+            thr[i] = Some(b as f64 / 1e6 / w);
+            ccpu[i] = Some(c);
+            cwall[i] = Some(w);
+            cpu_per_gb[i] = (b > 0).then(|| c / (b as f64 / 1e9));
+            fails[i] = errors.len() as f64;
+            if let Some(e) = errors.first() {
+                notes.push(format!("{} of {CONCURRENT} concurrent clones from {} failed (ok {ok}), first error: {e}", errors.len(), s.label));
+            }
+        }
+        let w = format!("{CONCURRENT} concurrent clones of medium");
+        rows.push(Row {
+            key: "concurrent_throughput_mb_s".into(),
+            workload: w.clone(),
+            metric: "aggregate pack bytes/s".into(),
+            unit: "MB/s",
+            seedd: thr[0],
+            git: thr[1],
+            better: "higher",
+        });
+        rows.push(Row {
+            key: "concurrent_wall_s".into(),
+            workload: w.clone(),
+            metric: "wall time".into(),
+            unit: "s",
+            seedd: cwall[0],
+            git: cwall[1],
+            better: "lower",
+        });
+        rows.push(Row {
+            key: "concurrent_cpu_s".into(),
+            workload: w.clone(),
+            metric: "server CPU".into(),
+            unit: "s",
+            seedd: ccpu[0],
+            git: ccpu[1],
+            better: "lower",
+        });
+        rows.push(Row {
+            key: "concurrent_cpu_s_per_gb".into(),
+            workload: w.clone(),
+            metric: "server CPU per GB served".into(),
+            unit: "s/GB",
+            seedd: cpu_per_gb[0],
+            git: cpu_per_gb[1],
+            better: "lower",
+        });
+        rows.push(Row {
+            key: "concurrent_failed".into(),
+            workload: w,
+            metric: "failed clones".into(),
+            unit: "",
+            seedd: Some(fails[0]),
+            git: Some(fails[1]),
+            better: "",
+        });
+
+        // Ref advertisement rates on refs10k.
+        let v2_body = {
+            let mut b = String::new();
+            b.push_str(&pkt("command=ls-refs\n"));
+            b.push_str(&pkt("agent=seedd-bench\n"));
+            b.push_str(&pkt("object-format=sha1\n"));
+            b.push_str("0001");
+            b.push_str(&pkt("peel\n"));
+            b.push_str(&pkt("symrefs\n"));
+            b.push_str("0000");
+            b
+        };
+        for (variant, label) in [("v0", "info/refs v0 GET"), ("v2", "ls-refs v2 POST")] {
+            let mut rps = [None, None];
+            let mut cpu_ms = [None, None];
+            let mut body = [None, None];
+            for (i, s) in servers.iter().enumerate() {
+                let req = if variant == "v0" {
+                    format!(
+                        "GET {}/info/refs?service=git-upload-pack HTTP/1.1\r\nHost: {}\r\nUser-Agent: git/2.47\r\n\r\n",
+                        s.path(refs10k),
+                        s.addr
+                    )
+                } else {
+                    format!(
+                        "POST {}/git-upload-pack HTTP/1.1\r\nHost: {}\r\nUser-Agent: git/2.47\r\nGit-Protocol: version=2\r\nContent-Type: application/x-git-upload-pack-request\r\nAccept: application/x-git-upload-pack-result\r\nContent-Length: {}\r\n\r\n{v2_body}",
+                        s.path(refs10k),
+                        s.addr,
+                        v2_body.len()
+                    )
+                };
+                ctx.log(&format!(
+                    "{label} on refs10k at {}, {RPS_CONNS} keep-alive connections, {RPS_SECS} s",
+                    s.label
+                ));
+                let (ok, errors, b, w, c) = ctx.rate(s, req.as_bytes(), RPS_CONNS, RPS_SECS);
+                rps[i] = Some(ok as f64 / w);
+                cpu_ms[i] = (ok > 0).then(|| c * 1000.0 / ok as f64);
+                body[i] = Some(b as f64 / 1e3);
+                if errors > 0 {
+                    notes.push(format!("{label} at {}: {errors} failed requests", s.label));
+                }
+            }
+            let w = format!("{label} refs10k ({RPS_CONNS} conns)");
+            rows.push(Row {
+                key: format!("refs_{variant}_req_per_s"),
+                workload: w.clone(),
+                metric: "requests/s".into(),
+                unit: "req/s",
+                seedd: rps[0],
+                git: rps[1],
+                better: "higher",
+            });
+            rows.push(Row {
+                key: format!("refs_{variant}_cpu_ms_per_req"),
+                workload: w.clone(),
+                metric: "server CPU per request".into(),
+                unit: "ms",
+                seedd: cpu_ms[0],
+                git: cpu_ms[1],
+                better: "lower",
+            });
+            rows.push(Row {
+                key: format!("refs_{variant}_response_kb"),
+                workload: w,
+                metric: "response body".into(),
+                unit: "kB",
+                seedd: body[0],
+                git: body[1],
+                better: "",
+            });
+        }
+
+        // Floors from the issue.
+        let clone_ratio = cold_cpu[0] / cold_cpu[1];
+        let clone_ok = clone_ratio.is_finite() && clone_ratio <= 1.2;
+        let growth: Vec<f64> = rss
+            .iter()
+            .map(|(_, b, p, _)| p.saturating_sub(*b) as f64 / 1024.0)
+            .collect();
+        let peaks: Vec<f64> = rss.iter().map(|(_, _, p, _)| *p as f64 / 1024.0).collect();
+        // Flat: the 64 MiB clone raises the peak by less than 8 MiB over the 16 MiB one
+        // (buffering the pack would add ≥ 48 MiB).
+        let rss_delta = if peaks.len() == 2 {
+            peaks[1] - peaks[0]
+        } else {
+            f64::NAN
+        };
+        let rss_flat = rss_delta.is_finite() && rss_delta < 8.0;
+
+        // Output: table.
+        let git_version = cmd_out(Command::new("git").arg("--version"));
+        let cpus = std::thread::available_parallelism().map_or(0, |n| n.get());
+        let mut t = String::new();
+        let _ = writeln!(t);
+        let _ = writeln!(t, "seedd vs git http-backend (CGI), same repositories, same run — {git_version}, {cpus} CPUs, CLK_TCK {}", ctx.tck);
+        let _ = writeln!(
+            t,
+            "datasets (repack -adb, commit-graph, packed refs): medium {:.1} MB packed ({MEDIUM_COMMITS} commits, {MEDIUM_FILES} files); big16 {:.1} MB; big64 {:.1} MB; refs10k {TAGS} tags",
+            medium.pack_bytes() as f64 / 1e6,
+            big16.pack_bytes() as f64 / 1e6,
+            big64.pack_bytes() as f64 / 1e6
+        );
+        let _ = writeln!(t, "ratio = seedd / git; 'better' says which direction is good. Server CPU = Δ(utime+stime+cutime+cstime) of the server process.");
+        let _ = writeln!(t);
+        let _ = writeln!(
+            t,
+            "{:<40} {:<26} {:>10} {:>10} {:>8}  {:<6} better",
+            "workload", "metric", "seedd", "git", "ratio", "unit"
+        );
+        let _ = writeln!(t, "{}", "-".repeat(112));
+        let mut last = String::new();
+        for r in &rows {
+            let w = if r.workload == last {
+                String::new()
+            } else {
+                r.workload.clone()
+            };
+            last = r.workload.clone();
+            let _ = writeln!(
+                t,
+                "{:<40} {:<26} {:>10} {:>10} {:>8}  {:<6} {}",
+                w,
+                r.metric,
+                fmt(r.seedd),
+                fmt(r.git),
+                r.ratio().map_or("".into(), |x| format!("{x:.2}×")),
+                r.unit,
+                r.better
+            );
+        }
+        let _ = writeln!(t);
+        let _ = writeln!(
+            t,
+            "floor: cold full clone CPU ≤ 1.2× git: {:.2}× → {}",
+            clone_ratio,
+            if clone_ok { "MET" } else { "NOT MET" }
+        );
+        let _ = writeln!(
+            t,
+            "floor: seedd RSS flat as repo size grows: VmHWM {} MiB after the 16 MiB clone, {} MiB after the 64 MiB clone (Δ {:.1} MiB; growth during each clone {}) → {}",
+            fmt(peaks.first().copied()),
+            fmt(peaks.get(1).copied()),
+            rss_delta,
+            growth.iter().map(|g| format!("{g:.1}")).collect::<Vec<_>>().join(" / "),
+            if rss_flat { "FLAT" } else { "GROWS" }
+        );
+        for n in &notes {
+            let _ = writeln!(t, "note: {n}");
+        }
+        let elapsed = started.elapsed().as_secs_f64();
+        let _ = writeln!(
+            t,
+            "total bench time {elapsed:.0} s (VmHWM at seedd start {:.1} MiB)",
+            hwm_at_start as f64 / 1024.0
+        );
+        print!("{t}");
+
+        // Output: JSON.
+        let unix = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0.0, |d| d.as_secs_f64().floor());
+        let json = Json::obj(vec![
+            ("schema", Json::Num(1.0)),
+            ("unix_time", Json::Num(unix)),
+            ("git_version", Json::Str(git_version)),
+            ("cpus", Json::Num(cpus as f64)),
+            ("clk_tck", Json::Num(ctx.tck)),
+            ("duration_s", Json::Num(elapsed)),
+            ("seedd_binary", Json::Str(seedd_bin.display().to_string())),
+            (
+                "settings",
+                Json::obj(vec![
+                    ("rounds", Json::Num(ROUNDS as f64)),
+                    ("concurrent_clones", Json::Num(CONCURRENT as f64)),
+                    ("rps_seconds", Json::Num(RPS_SECS)),
+                    ("rps_connections", Json::Num(RPS_CONNS as f64)),
+                    ("seedd_env", Json::Str("RUST_LOG=info SEEDD_HTTP__PACK_QUEUE_TIMEOUT_MS=600000 SEEDD_HTTP__PACK_QUEUE=64".into())),
+                ]),
+            ),
+            (
+                "datasets",
+                Json::Arr(
+                    repos
+                        .iter()
+                        .map(|r| {
+                            Json::obj(vec![
+                                ("name", Json::Str(r.name.clone())),
+                                ("rid", Json::Str(format!("rad:{}", r.canonical))),
+                                ("head", Json::Str(r.head.clone())),
+                                ("pack_bytes", Json::Num(r.pack_bytes() as f64)),
+                            ])
+                        })
+                        .collect(),
+                ),
+            ),
+            (
+                "results",
+                Json::Arr(
+                    rows.iter()
+                        .map(|r| {
+                            Json::obj(vec![
+                                ("key", Json::Str(r.key.clone())),
+                                ("workload", Json::Str(r.workload.clone())),
+                                ("metric", Json::Str(r.metric.clone())),
+                                ("unit", Json::Str(r.unit.into())),
+                                ("seedd", Json::opt(r.seedd)),
+                                ("git", Json::opt(r.git)),
+                                ("ratio", Json::opt(r.ratio())),
+                                ("better", Json::Str(r.better.into())),
+                            ])
+                        })
+                        .collect(),
+                ),
+            ),
+            (
+                "rss",
+                Json::Arr(
+                    rss.iter()
+                        .map(|(name, base, peak, now)| {
+                            Json::obj(vec![
+                                ("dataset", Json::Str(name.clone())),
+                                ("vmhwm_before_kib", Json::Num(*base as f64)),
+                                ("vmhwm_after_kib", Json::Num(*peak as f64)),
+                                ("vmrss_after_kib", Json::Num(*now as f64)),
+                            ])
+                        })
+                        .chain(std::iter::once(Json::obj(vec![
+                            ("hwm_reset_supported", Json::Bool(reset_ok)),
+                            ("vmhwm_at_start_kib", Json::Num(hwm_at_start as f64)),
+                        ])))
+                        .collect(),
+                ),
+            ),
+            (
+                "floors",
+                Json::obj(vec![
+                    ("cold_clone_cpu_ratio", Json::Num(clone_ratio)),
+                    ("cold_clone_cpu_max_ratio", Json::Num(1.2)),
+                    ("cold_clone_cpu_met", Json::Bool(clone_ok)),
+                    ("rss_vmhwm_16mib_mib", Json::opt(peaks.first().copied())),
+                    ("rss_vmhwm_64mib_mib", Json::opt(peaks.get(1).copied())),
+                    ("rss_delta_mib", Json::Num(rss_delta)),
+                    ("rss_flat", Json::Bool(rss_flat)),
+                ]),
+            ),
+            ("notes", Json::Arr(notes.iter().map(|n| Json::Str(n.clone())).collect())),
+        ]);
+        let mut out = String::new();
+        json.write(&mut out, 0);
+        out.push('\n');
+        let json_path = target.join("seedd-bench.json");
+        std::fs::write(&json_path, out).unwrap();
+        println!("JSON: {}", json_path.display());
+
+        drop(cgi);
+        drop(seed);
+        let _ = std::fs::remove_dir_all(&scratch);
+    }
+}

@@ -1,1 +1,190 @@
-fn main() {}
+//! `seedctl`: the operator's CLI for seedd. It talks to the daemon only over the admin API.
+#![forbid(unsafe_code)]
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use anyhow::{anyhow, Context as _};
+use clap::{Parser, Subcommand, ValueEnum};
+use serde_json::Value;
+
+#[derive(Parser)]
+#[command(name = "seedctl", version, about = "Operate a seedd seed node over its admin API")]
+struct Cli {
+    /// Admin API base URL.
+    #[arg(long, env = "SEEDCTL_ADMIN", default_value = "http://127.0.0.1:9776", global = true)]
+    admin: String,
+    /// File holding the admin bearer token (seedd writes <data_dir>/admin-token by default).
+    #[arg(long, env = "SEEDCTL_TOKEN_FILE", global = true)]
+    token_file: Option<PathBuf>,
+    /// The admin token itself (prefer --token-file; visible in the process list).
+    #[arg(long, env = "SEEDCTL_TOKEN", hide_env_values = true, global = true)]
+    token: Option<String>,
+    /// Output format.
+    #[arg(short, long, value_enum, default_value = "text", global = true)]
+    output: Output,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Clone, Copy, ValueEnum, PartialEq)]
+enum Output {
+    Text,
+    Json,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Identity, version, uptime, repositories and listeners of the seed.
+    Status,
+    /// Re-read storage and update the index (picks up repositories added on disk).
+    Rescan,
+    /// Repositories in the index.
+    Repo {
+        #[command(subcommand)]
+        command: RepoCommand,
+    },
+}
+
+#[derive(Subcommand)]
+enum RepoCommand {
+    /// List indexed repositories.
+    Ls,
+    /// One repository: identity, canonical head, namespaces and their signed-refs status.
+    Show { rid: String },
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    match run(&cli) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("seedctl: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn token(cli: &Cli) -> anyhow::Result<String> {
+    if let Some(t) = &cli.token {
+        return Ok(t.trim().to_owned());
+    }
+    let path = cli
+        .token_file
+        .clone()
+        .unwrap_or_else(|| PathBuf::from("./seedd-data/admin-token"));
+    let t = std::fs::read_to_string(&path).with_context(|| {
+        format!(
+            "reading the admin token {}: pass --token-file (seedd writes <data_dir>/admin-token)",
+            path.display()
+        )
+    })?;
+    Ok(t.trim().to_owned())
+}
+
+fn call(cli: &Cli, method: &str, path: &str) -> anyhow::Result<Value> {
+    let url = format!("{}{}", cli.admin.trim_end_matches('/'), path);
+    let auth = format!("Bearer {}", token(cli)?);
+    let agent: ureq::Agent = ureq::Agent::config_builder()
+        .http_status_as_error(false)
+        .timeout_global(Some(std::time::Duration::from_secs(120)))
+        .build()
+        .into();
+    let resp = match method {
+        "POST" => agent.post(&url).header("Authorization", &auth).send_empty(),
+        _ => agent.get(&url).header("Authorization", &auth).call(),
+    }
+    .map_err(|e| anyhow!("cannot reach the admin API at {url}: {e}; is seedd running and --admin right?"))?;
+    let status = resp.status();
+    let body: Value = resp
+        .into_body()
+        .read_json()
+        .map_err(|e| anyhow!("{url}: answer is not JSON ({e})"))?;
+    if !status.is_success() {
+        let msg = body
+            .get("error")
+            .and_then(Value::as_str)
+            .unwrap_or("request failed");
+        return Err(anyhow!("{url}: {status}: {msg}"));
+    }
+    Ok(body)
+}
+
+fn run(cli: &Cli) -> anyhow::Result<()> {
+    let (value, text) = match cli.command {
+        Command::Status => {
+            let v = call(cli, "GET", "/api/v1/status")?;
+            let t = format!(
+                "NID      {}\nalias    {}\nversion  {}\nuptime   {}s\nready    {}\nrepos    {} ({} public, {} private)\nhttp     {}{}\nadmin    {}",
+                s(&v["nid"]),
+                s(&v["alias"]),
+                s(&v["version"]),
+                v["uptime_seconds"],
+                v["ready"],
+                v["repos"]["total"],
+                v["repos"]["public"],
+                v["repos"]["private"],
+                s(&v["http"]["listen"]),
+                if v["http"]["tls"].as_bool() == Some(true) { " (TLS)" } else { "" },
+                s(&v["admin"]["listen"]),
+            );
+            (v, t)
+        }
+        Command::Rescan => {
+            let v = call(cli, "POST", "/api/v1/rescan")?;
+            let mut t = format!(
+                "scanned {}  added {}  updated {}  unchanged {}  removed {}  failed {}  ({} ms)",
+                v["scanned"], v["added"], v["updated"], v["unchanged"], v["removed"], v["failed"], v["duration_ms"]
+            );
+            if let Some(errors) = v["errors"].as_array() {
+                for e in errors {
+                    t.push_str(&format!("\n  {}", s(e)));
+                }
+            }
+            (v, t)
+        }
+        Command::Repo { command: RepoCommand::Ls } => {
+            let v = call(cli, "GET", "/api/v1/repos")?;
+            let mut t = format!("{:<40} {:<24} {:<8} {:>4} {:>5}", "RID", "NAME", "VISIBLE", "DELS", "PEERS");
+            for r in v["repos"].as_array().into_iter().flatten() {
+                t.push_str(&format!(
+                    "\n{:<40} {:<24} {:<8} {:>4} {:>5}",
+                    s(&r["rid"]),
+                    s(&r["name"]),
+                    s(&r["visibility"]["type"]),
+                    r["delegates"].as_array().map_or(0, Vec::len),
+                    r["namespaces"].as_array().map_or(0, Vec::len),
+                ));
+            }
+            (v, t)
+        }
+        Command::Repo { command: RepoCommand::Show { ref rid } } => {
+            let v = call(cli, "GET", &format!("/api/v1/repos/{rid}"))?;
+            let r = &v["repo"];
+            let mut t = format!(
+                "RID         {}\nname        {}\ndescription {}\nbranch      {}\nhead        {}\nvisibility  {}\nthreshold   {}\ndelegates   {}",
+                s(&r["rid"]), s(&r["name"]), s(&r["description"]), s(&r["default_branch"]), s(&r["head"]),
+                s(&r["visibility"]["type"]), r["threshold"],
+                r["delegates"].as_array().map(|d| d.iter().map(s).collect::<Vec<_>>().join(", ")).unwrap_or_default(),
+            );
+            for sr in v["sigrefs"].as_array().into_iter().flatten() {
+                let state = if sr["error"].is_null() { format!("ok ({})", s(&sr["level"])) } else { format!("INVALID: {}", s(&sr["error"])) };
+                t.push_str(&format!("\npeer        {} {}", s(&sr["nid"]), state));
+            }
+            (v, t)
+        }
+    };
+    emit(cli, &value, &text)
+}
+
+fn emit(cli: &Cli, value: &Value, text: &str) -> anyhow::Result<()> {
+    match cli.output {
+        Output::Json => println!("{}", serde_json::to_string_pretty(value)?),
+        Output::Text => println!("{text}"),
+    }
+    Ok(())
+}
+
+fn s(v: &Value) -> String {
+    v.as_str().map_or_else(|| v.to_string(), str::to_owned)
+}

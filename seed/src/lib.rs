@@ -1,1 +1,13 @@
+//! seedd: a Radicle seed node for operators. See ARCHITECTURE.md for the map of this crate.
 #![forbid(unsafe_code)]
+
+pub mod admin;
+pub mod config;
+pub mod crypto;
+pub mod daemon;
+pub mod http;
+pub mod index;
+pub mod logging;
+pub mod metrics;
+pub mod serve;
+pub mod storage;

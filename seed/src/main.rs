@@ -1,1 +1,151 @@
-fn main() {}
+//! `seedd`: run a seed, print its identity, check or print its configuration.
+#![forbid(unsafe_code)]
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand, ValueEnum};
+use seedd::config::{Config, Overrides};
+
+#[derive(Parser)]
+#[command(name = "seedd", version, about = "A Radicle seed node for operators")]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+enum LogFormat {
+    Text,
+    Json,
+}
+
+#[derive(Clone, Copy, ValueEnum, PartialEq)]
+enum Output {
+    Text,
+    Json,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Start the seed (creates the data directory and key on first start).
+    Run {
+        /// TOML config file (defaults < file < SEEDD_* env < flags).
+        #[arg(long, env = "SEEDD_CONFIG")]
+        config: Option<PathBuf>,
+        /// Data directory (overrides `data_dir`).
+        #[arg(long)]
+        data_dir: Option<PathBuf>,
+        /// Log format (overrides `log.format`).
+        #[arg(long, value_enum)]
+        log_format: Option<LogFormat>,
+        /// Log filter, e.g. `info` or `seedd=debug,info` (overrides `log.level`; RUST_LOG wins).
+        #[arg(long)]
+        log_level: Option<String>,
+    },
+    /// Print the node id (z6Mk…) and did:key of the seed's identity.
+    Id {
+        #[arg(long, env = "SEEDD_CONFIG")]
+        config: Option<PathBuf>,
+        #[arg(long)]
+        data_dir: Option<PathBuf>,
+        #[arg(short, long, value_enum, default_value = "text")]
+        output: Output,
+    },
+    /// Configuration tools.
+    Config {
+        #[command(subcommand)]
+        command: ConfigCommand,
+    },
+}
+
+#[derive(Subcommand)]
+enum ConfigCommand {
+    /// Validate a config file (with SEEDD_* env applied); exit 1 with the key at fault.
+    Check { file: PathBuf },
+    /// Print the effective configuration as TOML.
+    Print {
+        #[arg(long, env = "SEEDD_CONFIG")]
+        config: Option<PathBuf>,
+        #[arg(long)]
+        data_dir: Option<PathBuf>,
+    },
+}
+
+fn main() -> ExitCode {
+    match real_main() {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("seedd: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn real_main() -> anyhow::Result<()> {
+    let cli = Cli::parse();
+    match cli.command {
+        Command::Run {
+            config,
+            data_dir,
+            log_format,
+            log_level,
+        } => {
+            let overrides = Overrides {
+                data_dir,
+                log_format: log_format.map(|f| match f {
+                    LogFormat::Text => "text".to_owned(),
+                    LogFormat::Json => "json".to_owned(),
+                }),
+                log_level,
+            };
+            let (cfg, _) = Config::load(config.as_deref(), &overrides)?;
+            seedd::logging::init(&cfg.log.format, &cfg.log.level);
+            let runtime = tokio::runtime::Builder::new_multi_thread()
+                .enable_all()
+                .thread_name("seedd")
+                .build()?;
+            runtime.block_on(seedd::daemon::run(cfg))
+        }
+        Command::Id {
+            config,
+            data_dir,
+            output,
+        } => {
+            let overrides = Overrides {
+                data_dir,
+                ..Overrides::default()
+            };
+            let (cfg, _) = Config::load(config.as_deref(), &overrides)?;
+            seedd::logging::init("text", "warn");
+            let key = seedd::daemon::load_identity(&cfg)?;
+            let nid = key.nid();
+            if output == Output::Json {
+                println!(
+                    "{}",
+                    serde_json::json!({ "nid": nid.to_string(), "did": nid.to_did() })
+                );
+            } else {
+                println!("{nid}");
+                println!("{}", nid.to_did());
+            }
+            Ok(())
+        }
+        Command::Config { command } => match command {
+            ConfigCommand::Check { file } => {
+                Config::load(Some(&file), &Overrides::default())?;
+                println!("{}: ok", file.display());
+                Ok(())
+            }
+            ConfigCommand::Print { config, data_dir } => {
+                let overrides = Overrides {
+                    data_dir,
+                    ..Overrides::default()
+                };
+                let (cfg, _) = Config::load(config.as_deref(), &overrides)?;
+                print!("{}", cfg.to_toml()?);
+                Ok(())
+            }
+        },
+    }
+}

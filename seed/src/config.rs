@@ -1,0 +1,591 @@
+//! Layered configuration: built-in defaults < TOML file < `SEEDD_*` environment.
+//!
+//! This is the only module that reads configuration files or `SEEDD_*` variables. Key names are a
+//! contract with the Helm chart, scripts and tests (design.md §Config keys); every error names the
+//! key and where its value came from.
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+/// Environment prefix: `SEEDD_<SECTION>__<KEY>`.
+const ENV_PREFIX: &str = "SEEDD";
+/// Separator between levels in environment keys.
+const ENV_SEPARATOR: &str = "__";
+/// Keys whose environment value is a comma-separated list.
+const ENV_LIST_KEYS: &[&str] = &["p2p.listen", "p2p.external_addresses", "p2p.connect"];
+
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("config file {0}: not found")]
+    FileNotFound(PathBuf),
+    #[error("config: {0}")]
+    Load(String),
+    #[error("config key `{key}` (from {origin}): {reason}")]
+    Invalid {
+        key: String,
+        origin: String,
+        reason: String,
+    },
+    #[error("config file {file}: unknown key `{key}`")]
+    UnknownKey { file: PathBuf, key: String },
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(default)]
+pub struct Config {
+    /// Data directory: keys, storage, index, cache.
+    pub data_dir: PathBuf,
+    /// Announced node alias (1–32 bytes, no whitespace).
+    pub alias: String,
+    pub p2p: P2pConfig,
+    pub http: HttpConfig,
+    pub admin: AdminConfig,
+    pub policy: PolicyConfig,
+    pub log: LogConfig,
+    pub keys: KeysConfig,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(default)]
+pub struct P2pConfig {
+    pub listen: Vec<String>,
+    pub external_addresses: Vec<String>,
+    pub connect: Vec<String>,
+    pub bootstrap: bool,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(default)]
+pub struct HttpConfig {
+    pub listen: String,
+    pub tls: Option<TlsConfig>,
+    /// Concurrent pack generations (git upload-pack POSTs) across all repos.
+    pub max_concurrent_packs: usize,
+    /// Requests that may wait for a pack slot; beyond that: 503 + Retry-After.
+    pub pack_queue: usize,
+    /// How long a queued request waits for a slot before 503.
+    pub pack_queue_timeout_ms: u64,
+    /// A git response that produces no bytes for this long is aborted.
+    pub idle_timeout_secs: u64,
+    /// Hard cap on one git request's total duration.
+    pub request_timeout_secs: u64,
+    /// Largest accepted (decompressed) upload-pack request body.
+    pub max_request_bytes: u64,
+    /// Path to the `git` executable used for pack generation.
+    pub git_binary: String,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct TlsConfig {
+    pub cert: PathBuf,
+    pub key: PathBuf,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(default)]
+pub struct AdminConfig {
+    pub listen: String,
+    /// Bearer token file. Unset: a token is generated once at `<data_dir>/admin-token`.
+    pub token_file: Option<PathBuf>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(default)]
+pub struct PolicyConfig {
+    pub default: String,
+    pub scope: String,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(default)]
+pub struct LogConfig {
+    pub format: String,
+    pub level: String,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default)]
+#[serde(default)]
+pub struct KeysConfig {
+    /// Secret key file of the default identity (OpenSSH, as `rad auth` writes), e.g. a mounted
+    /// Secret. Unset: `<data_dir>/keys/default/radicle`, generated on first start.
+    pub secret: Option<PathBuf>,
+    /// File holding the key's passphrase, for an encrypted key (`rad auth` with a passphrase).
+    pub passphrase_file: Option<PathBuf>,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Self {
+            data_dir: PathBuf::from("./seedd-data"),
+            alias: "seedd".to_owned(),
+            p2p: P2pConfig::default(),
+            http: HttpConfig::default(),
+            admin: AdminConfig::default(),
+            policy: PolicyConfig::default(),
+            log: LogConfig::default(),
+            keys: KeysConfig::default(),
+        }
+    }
+}
+
+impl Default for P2pConfig {
+    fn default() -> Self {
+        Self {
+            listen: vec!["0.0.0.0:8776".to_owned()],
+            external_addresses: Vec::new(),
+            connect: Vec::new(),
+            bootstrap: false,
+        }
+    }
+}
+
+impl Default for HttpConfig {
+    fn default() -> Self {
+        let cpus = std::thread::available_parallelism().map_or(2, |n| n.get());
+        Self {
+            listen: "0.0.0.0:8080".to_owned(),
+            tls: None,
+            max_concurrent_packs: cpus.max(2),
+            pack_queue: 32,
+            pack_queue_timeout_ms: 5_000,
+            idle_timeout_secs: 120,
+            request_timeout_secs: 3_600,
+            max_request_bytes: 64 * 1024 * 1024,
+            git_binary: "git".to_owned(),
+        }
+    }
+}
+
+impl Default for AdminConfig {
+    fn default() -> Self {
+        Self {
+            listen: "127.0.0.1:9776".to_owned(),
+            token_file: None,
+        }
+    }
+}
+
+impl Default for PolicyConfig {
+    fn default() -> Self {
+        Self {
+            default: "block".to_owned(),
+            scope: "all".to_owned(),
+        }
+    }
+}
+
+impl Default for LogConfig {
+    fn default() -> Self {
+        Self {
+            format: "text".to_owned(),
+            level: "info".to_owned(),
+        }
+    }
+}
+
+/// Where the configuration came from, to name the origin of a bad value.
+#[derive(Debug, Clone, Default)]
+pub struct Sources {
+    pub file: Option<PathBuf>,
+    file_keys: Vec<String>,
+}
+
+impl Sources {
+    /// Name the source that set `key`: environment, file, or built-in default.
+    pub fn origin(&self, key: &str) -> String {
+        let env = env_name(key);
+        if std::env::var_os(&env).is_some() {
+            return format!("environment variable {env}");
+        }
+        if let Some(file) = &self.file {
+            if self.file_keys.iter().any(|k| k == key) {
+                return format!("file {}", file.display());
+            }
+        }
+        "built-in default".to_owned()
+    }
+}
+
+/// `http.listen` → `SEEDD_HTTP__LISTEN`.
+pub fn env_name(key: &str) -> String {
+    format!(
+        "{ENV_PREFIX}_{}",
+        key.replace('.', ENV_SEPARATOR).to_ascii_uppercase()
+    )
+}
+
+/// Overrides given on the command line (highest precedence).
+#[derive(Debug, Default, Clone)]
+pub struct Overrides {
+    pub data_dir: Option<PathBuf>,
+    pub log_format: Option<String>,
+    pub log_level: Option<String>,
+}
+
+impl Config {
+    /// Load defaults < `file` (if given; must exist) < `SEEDD_*` env < command-line overrides,
+    /// then validate.
+    pub fn load(file: Option<&Path>, overrides: &Overrides) -> Result<(Self, Sources), ConfigError> {
+        let defaults = config::Config::try_from(&Config::default())
+            .map_err(|e| ConfigError::Load(e.to_string()))?;
+        let mut builder = config::Config::builder().add_source(defaults);
+        let mut sources = Sources::default();
+        if let Some(path) = file {
+            if !path.is_file() {
+                return Err(ConfigError::FileNotFound(path.to_owned()));
+            }
+            let text = std::fs::read_to_string(path)
+                .map_err(|e| ConfigError::Load(format!("{}: {e}", path.display())))?;
+            let table: toml::Table = text
+                .parse()
+                .map_err(|e| ConfigError::Load(format!("{}: {e}", path.display())))?;
+            sources.file_keys = flatten_keys(&table, "");
+            check_known_keys(path, &sources.file_keys)?;
+            sources.file = Some(path.to_owned());
+            builder = builder.add_source(
+                config::File::from(path)
+                    .format(config::FileFormat::Toml)
+                    .required(true),
+            );
+        }
+        let mut env = config::Environment::with_prefix(ENV_PREFIX)
+            .prefix_separator("_")
+            .separator(ENV_SEPARATOR)
+            .list_separator(",")
+            .try_parsing(true);
+        for key in ENV_LIST_KEYS {
+            env = env.with_list_parse_key(key);
+        }
+        builder = builder.add_source(env);
+        if let Some(dir) = &overrides.data_dir {
+            builder = builder
+                .set_override("data_dir", dir.to_string_lossy().to_string())
+                .map_err(|e| ConfigError::Load(e.to_string()))?;
+        }
+        if let Some(f) = &overrides.log_format {
+            builder = builder
+                .set_override("log.format", f.as_str())
+                .map_err(|e| ConfigError::Load(e.to_string()))?;
+        }
+        if let Some(l) = &overrides.log_level {
+            builder = builder
+                .set_override("log.level", l.as_str())
+                .map_err(|e| ConfigError::Load(e.to_string()))?;
+        }
+        let cfg: Config = builder
+            .build()
+            .and_then(|c| c.try_deserialize())
+            .map_err(|e| ConfigError::Load(e.to_string()))?;
+        cfg.validate(&sources)?;
+        Ok((cfg, sources))
+    }
+
+    /// Semantic checks; each error names the key and its origin.
+    pub fn validate(&self, sources: &Sources) -> Result<(), ConfigError> {
+        let bad = |key: &str, reason: String| ConfigError::Invalid {
+            key: key.to_owned(),
+            origin: sources.origin(key),
+            reason,
+        };
+        if self.alias.is_empty()
+            || self.alias.len() > 32
+            || self.alias.chars().any(char::is_whitespace)
+        {
+            return Err(bad(
+                "alias",
+                format!(
+                    "{:?} must be 1–32 bytes without whitespace (protocol.md §4.8)",
+                    self.alias
+                ),
+            ));
+        }
+        if self.data_dir.as_os_str().is_empty() {
+            return Err(bad("data_dir", "must not be empty".into()));
+        }
+        for (i, l) in self.p2p.listen.iter().enumerate() {
+            l.parse::<SocketAddr>()
+                .map_err(|e| bad("p2p.listen", format!("entry {i} {l:?}: {e}")))?;
+        }
+        for (i, c) in self.p2p.connect.iter().enumerate() {
+            let Some((nid, addr)) = c.split_once('@') else {
+                return Err(bad(
+                    "p2p.connect",
+                    format!("entry {i} {c:?}: expected \"z6Mk…@host:port\""),
+                ));
+            };
+            nid.parse::<crate::crypto::NodeId>()
+                .map_err(|e| bad("p2p.connect", format!("entry {i} {c:?}: {e}")))?;
+            if addr.rsplit_once(':').is_none() {
+                return Err(bad(
+                    "p2p.connect",
+                    format!("entry {i} {c:?}: address needs a port"),
+                ));
+            }
+        }
+        for (i, a) in self.p2p.external_addresses.iter().enumerate() {
+            if a.rsplit_once(':').is_none_or(|(h, p)| h.is_empty() || p.parse::<u16>().is_err()) {
+                return Err(bad(
+                    "p2p.external_addresses",
+                    format!("entry {i} {a:?}: expected \"host:port\""),
+                ));
+            }
+        }
+        self.http_listen()
+            .map_err(|e| bad("http.listen", format!("{:?}: {e}", self.http.listen)))?;
+        self.admin_listen()
+            .map_err(|e| bad("admin.listen", format!("{:?}: {e}", self.admin.listen)))?;
+        if self.http.max_concurrent_packs == 0 {
+            return Err(bad("http.max_concurrent_packs", "must be at least 1".into()));
+        }
+        if self.http.idle_timeout_secs == 0 {
+            return Err(bad("http.idle_timeout_secs", "must be at least 1".into()));
+        }
+        if self.http.request_timeout_secs == 0 {
+            return Err(bad("http.request_timeout_secs", "must be at least 1".into()));
+        }
+        if self.http.max_request_bytes < 1024 {
+            return Err(bad("http.max_request_bytes", "must be at least 1024".into()));
+        }
+        if let Some(tls) = &self.http.tls {
+            for (key, path) in [("http.tls.cert", &tls.cert), ("http.tls.key", &tls.key)] {
+                if !path.is_file() {
+                    return Err(bad(key, format!("{} is not a readable file", path.display())));
+                }
+            }
+        }
+        match self.policy.default.as_str() {
+            "allow" | "block" => {}
+            other => {
+                return Err(bad(
+                    "policy.default",
+                    format!("{other:?}: expected \"allow\" or \"block\""),
+                ))
+            }
+        }
+        match self.policy.scope.as_str() {
+            "all" | "followed" => {}
+            other => {
+                return Err(bad(
+                    "policy.scope",
+                    format!("{other:?}: expected \"all\" or \"followed\""),
+                ))
+            }
+        }
+        match self.log.format.as_str() {
+            "text" | "json" => {}
+            other => {
+                return Err(bad(
+                    "log.format",
+                    format!("{other:?}: expected \"text\" or \"json\""),
+                ))
+            }
+        }
+        if tracing_subscriber::EnvFilter::try_new(&self.log.level).is_err() {
+            return Err(bad(
+                "log.level",
+                format!(
+                    "{:?}: expected a level or filter such as \"info\" or \"seedd=debug,info\"",
+                    self.log.level
+                ),
+            ));
+        }
+        Ok(())
+    }
+
+    pub fn http_listen(&self) -> Result<SocketAddr, std::net::AddrParseError> {
+        self.http.listen.parse()
+    }
+
+    pub fn admin_listen(&self) -> Result<SocketAddr, std::net::AddrParseError> {
+        self.admin.listen.parse()
+    }
+
+    pub fn storage_dir(&self) -> PathBuf {
+        self.data_dir.join("storage")
+    }
+
+    pub fn index_dir(&self) -> PathBuf {
+        self.data_dir.join("index")
+    }
+
+    pub fn cache_dir(&self) -> PathBuf {
+        self.data_dir.join("cache")
+    }
+
+    /// Secret key path of the default identity.
+    pub fn secret_key_path(&self) -> PathBuf {
+        self.keys
+            .secret
+            .clone()
+            .unwrap_or_else(|| self.data_dir.join("keys").join("default").join("radicle"))
+    }
+
+    pub fn admin_token_path(&self) -> PathBuf {
+        self.admin
+            .token_file
+            .clone()
+            .unwrap_or_else(|| self.data_dir.join("admin-token"))
+    }
+
+    /// The effective configuration as TOML.
+    pub fn to_toml(&self) -> Result<String, ConfigError> {
+        toml::to_string_pretty(self).map_err(|e| ConfigError::Load(e.to_string()))
+    }
+}
+
+/// Dotted keys of every leaf in a TOML table (`http.tls.cert`, …).
+fn flatten_keys(table: &toml::Table, prefix: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    for (k, v) in table {
+        let key = if prefix.is_empty() {
+            k.clone()
+        } else {
+            format!("{prefix}.{k}")
+        };
+        match v {
+            toml::Value::Table(t) => {
+                out.push(key.clone());
+                out.extend(flatten_keys(t, &key));
+            }
+            _ => out.push(key),
+        }
+    }
+    out
+}
+
+/// Reject keys the daemon does not know, so a typo is an error and not a silent default.
+fn check_known_keys(file: &Path, keys: &[String]) -> Result<(), ConfigError> {
+    let mut known = match toml::Table::try_from(Config::default()) {
+        Ok(t) => flatten_keys(&t, ""),
+        Err(e) => return Err(ConfigError::Load(e.to_string())),
+    };
+    // Optional keys absent from the serialized defaults.
+    known.extend(
+        [
+            "http.tls",
+            "http.tls.cert",
+            "http.tls.key",
+            "admin.token_file",
+            "keys.secret",
+            "keys.passphrase_file",
+        ]
+        .map(str::to_owned),
+    );
+    match keys.iter().find(|k| !known.contains(k)) {
+        Some(k) => Err(ConfigError::UnknownKey {
+            file: file.to_owned(),
+            key: k.clone(),
+        }),
+        None => Ok(()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::Write;
+
+    fn write(dir: &Path, text: &str) -> PathBuf {
+        let path = dir.join("seedd.toml");
+        let mut f = std::fs::File::create(&path).unwrap();
+        f.write_all(text.as_bytes()).unwrap();
+        path
+    }
+
+    #[test]
+    fn defaults_are_valid_and_safe() {
+        let cfg = Config::default();
+        cfg.validate(&Sources::default()).unwrap();
+        assert_eq!(cfg.policy.default, "block");
+        assert!(!cfg.p2p.bootstrap);
+        assert_eq!(cfg.admin.listen, "127.0.0.1:9776");
+        assert_eq!(cfg.data_dir, PathBuf::from("./seedd-data"));
+    }
+
+    #[test]
+    fn file_overrides_defaults() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = write(
+            dir.path(),
+            "alias = \"seed.test\"\n[http]\nlisten = \"127.0.0.1:18080\"\n[policy]\ndefault = \"allow\"\n",
+        );
+        let (cfg, sources) = Config::load(Some(&path), &Overrides::default()).unwrap();
+        assert_eq!(cfg.alias, "seed.test");
+        assert_eq!(cfg.http.listen, "127.0.0.1:18080");
+        assert_eq!(cfg.policy.default, "allow");
+        assert_eq!(cfg.admin.listen, "127.0.0.1:9776");
+        assert!(sources.origin("alias").contains("seedd.toml"));
+        assert_eq!(sources.origin("admin.listen"), "built-in default");
+    }
+
+    #[test]
+    fn invalid_value_names_key_and_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = write(dir.path(), "[policy]\ndefault = \"maybe\"\n");
+        let err = Config::load(Some(&path), &Overrides::default())
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("policy.default"), "{err}");
+        assert!(err.contains("seedd.toml"), "{err}");
+    }
+
+    #[test]
+    fn unknown_key_is_rejected_with_its_name() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = write(dir.path(), "[http]\nlisen = \"127.0.0.1:1\"\n");
+        let err = Config::load(Some(&path), &Overrides::default())
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("http.lisen"), "{err}");
+    }
+
+    #[test]
+    fn type_errors_name_the_key() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = write(dir.path(), "[http]\nmax_concurrent_packs = \"lots\"\n");
+        let err = Config::load(Some(&path), &Overrides::default())
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("max_concurrent_packs"), "{err}");
+    }
+
+    #[test]
+    fn missing_file_is_an_error() {
+        let err = Config::load(Some(Path::new("/nonexistent/seedd.toml")), &Overrides::default())
+            .unwrap_err();
+        assert!(matches!(err, ConfigError::FileNotFound(_)));
+    }
+
+    #[test]
+    fn bad_alias_and_connect_are_rejected() {
+        let mut cfg = Config {
+            alias: "has space".into(),
+            ..Config::default()
+        };
+        assert!(cfg.validate(&Sources::default()).unwrap_err().to_string().contains("alias"));
+        cfg.alias = "ok".into();
+        cfg.p2p.connect = vec!["nonsense".into()];
+        assert!(cfg
+            .validate(&Sources::default())
+            .unwrap_err()
+            .to_string()
+            .contains("p2p.connect"));
+    }
+
+    #[test]
+    fn env_names_follow_the_contract() {
+        assert_eq!(env_name("http.listen"), "SEEDD_HTTP__LISTEN");
+        assert_eq!(env_name("data_dir"), "SEEDD_DATA_DIR");
+    }
+
+    #[test]
+    fn printed_config_round_trips() {
+        let cfg = Config::default();
+        let text = cfg.to_toml().unwrap();
+        let back: Config = toml::from_str(&text).unwrap();
+        assert_eq!(back, cfg);
+    }
+}

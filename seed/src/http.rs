@@ -1,0 +1,124 @@
+//! HTTP(S) front: hyper (HTTP/1.1 + HTTP/2) with optional rustls, serving git smart-HTTP.
+//! The accept loop here is shared with the admin listener.
+
+pub mod git;
+pub mod tls;
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::Router;
+use hyper_util::rt::{TokioExecutor, TokioIo};
+use hyper_util::server::conn::auto;
+use hyper_util::service::TowerToHyperService;
+use tokio::net::TcpListener;
+use tokio::sync::watch;
+
+use crate::index::Index;
+use crate::metrics::Metrics;
+use crate::serve::{GitServer, PackLimiter};
+use crate::storage::Storage;
+
+/// TLS handshakes that take longer than this are dropped.
+const TLS_HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// What HTTP handlers share.
+pub struct HttpState {
+    pub storage: Storage,
+    pub index: Index,
+    pub git: GitServer,
+    pub limiter: PackLimiter,
+    pub metrics: Arc<Metrics>,
+    pub max_request_bytes: u64,
+}
+
+/// The public HTTP router: everything is a git path for now (the JSON API joins under `/api`).
+pub fn router(state: Arc<HttpState>) -> Router {
+    Router::new().fallback(git::handle).with_state(state)
+}
+
+/// Accept connections until `shutdown` flips to true, then let in-flight connections finish
+/// for at most `grace`.
+pub async fn serve(
+    listener: TcpListener,
+    tls: Option<Arc<rustls::ServerConfig>>,
+    app: Router,
+    mut shutdown: watch::Receiver<bool>,
+    grace: Duration,
+) {
+    let local = listener
+        .local_addr()
+        .map_or_else(|_| "?".to_owned(), |a| a.to_string());
+    let acceptor = tls.map(tokio_rustls::TlsAcceptor::from);
+    let graceful = hyper_util::server::graceful::GracefulShutdown::new();
+    let builder = auto::Builder::new(TokioExecutor::new());
+    loop {
+        let (stream, peer) = tokio::select! {
+            r = listener.accept() => match r {
+                Ok(x) => x,
+                Err(e) => {
+                    // EMFILE and friends: back off instead of spinning.
+                    tracing::warn!(listen = %local, error = %e, "accept failed");
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                    continue;
+                }
+            },
+            _ = shutdown.changed() => break,
+        };
+        let _ = stream.set_nodelay(true);
+        let service = TowerToHyperService::new(app.clone());
+        let builder = builder.clone();
+        match &acceptor {
+            None => {
+                let conn = builder.serve_connection_with_upgrades(TokioIo::new(stream), service);
+                let conn = graceful.watch(conn.into_owned());
+                tokio::spawn(async move {
+                    if let Err(e) = conn.await {
+                        tracing::debug!(%peer, error = %e, "http connection ended with error");
+                    }
+                });
+            }
+            Some(acceptor) => {
+                let acceptor = acceptor.clone();
+                let watcher = graceful.watcher();
+                tokio::spawn(async move {
+                    let tls = match tokio::time::timeout(
+                        TLS_HANDSHAKE_TIMEOUT,
+                        acceptor.accept(stream),
+                    )
+                    .await
+                    {
+                        Ok(Ok(s)) => s,
+                        Ok(Err(e)) => {
+                            tracing::debug!(%peer, error = %e, "TLS handshake failed");
+                            return;
+                        }
+                        Err(_) => {
+                            tracing::debug!(%peer, "TLS handshake timed out");
+                            return;
+                        }
+                    };
+                    let conn = builder.serve_connection_with_upgrades(TokioIo::new(tls), service);
+                    if let Err(e) = watcher.watch(conn.into_owned()).await {
+                        tracing::debug!(%peer, error = %e, "https connection ended with error");
+                    }
+                });
+            }
+        }
+    }
+    drop(listener);
+    tokio::select! {
+        _ = graceful.shutdown() => tracing::debug!(listen = %local, "all connections closed"),
+        _ = tokio::time::sleep(grace) => tracing::warn!(listen = %local, "connections still open after the grace period; closing"),
+    }
+}
+
+/// Bind a listener, with an error that names the address and what to do.
+pub async fn bind(what: &str, addr: SocketAddr) -> anyhow::Result<TcpListener> {
+    TcpListener::bind(addr).await.map_err(|e| {
+        anyhow::anyhow!(
+            "cannot listen on {addr} for {what}: {e}; pick another address with the `{what}.listen` key"
+        )
+    })
+}

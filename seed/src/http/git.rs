@@ -1,0 +1,454 @@
+//! Anonymous git smart-HTTP (http-api.md §2): `GET /<rid>[.git][/<nid>]/info/refs` and
+//! `POST /<rid>[.git][/<nid>]/git-upload-pack`. Push is refused; private and unknown
+//! repositories are indistinguishable (404).
+
+use std::sync::Arc;
+
+use axum::body::Body;
+use axum::extract::{Request, State};
+use axum::http::{header, HeaderMap, HeaderValue, Method, StatusCode};
+use axum::response::{IntoResponse, Response};
+use bytes::Bytes;
+use futures_util::TryStreamExt;
+use tokio::io::AsyncReadExt;
+
+use super::HttpState;
+use crate::crypto::{NodeId, RepoId};
+use crate::serve::{self, GitOutput, Service, View};
+
+/// What a git path asks for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Endpoint {
+    InfoRefs,
+    UploadPack,
+    ReceivePack,
+}
+
+impl Endpoint {
+    /// Bounded metric label.
+    pub fn route(self) -> &'static str {
+        match self {
+            Endpoint::InfoRefs => "info_refs",
+            Endpoint::UploadPack => "upload_pack",
+            Endpoint::ReceivePack => "receive_pack",
+        }
+    }
+}
+
+/// A parsed git URL path.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct GitPath {
+    pub rid: RepoId,
+    pub nid: Option<NodeId>,
+    pub endpoint: Endpoint,
+}
+
+/// Why a path is not a git path; each maps to a 4xx.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PathError {
+    NotFound,
+    BadRepoId,
+}
+
+/// Parse `/<rid>[.git][/<nid>]/<endpoint>`; `<rid>` with or without `rad:` (also `rad%3A`).
+pub fn parse_path(path: &str) -> Result<GitPath, PathError> {
+    let mut segs: Vec<&str> = path.split('/').filter(|s| !s.is_empty()).collect();
+    if segs.len() < 2 || segs.len() > 4 {
+        return Err(PathError::NotFound);
+    }
+    let endpoint = match segs.as_slice() {
+        [.., "info", "refs"] => {
+            segs.truncate(segs.len() - 2);
+            Endpoint::InfoRefs
+        }
+        [.., "git-upload-pack"] => {
+            segs.truncate(segs.len() - 1);
+            Endpoint::UploadPack
+        }
+        [.., "git-receive-pack"] => {
+            segs.truncate(segs.len() - 1);
+            Endpoint::ReceivePack
+        }
+        _ => return Err(PathError::NotFound),
+    };
+    let (repo, nid) = match segs.as_slice() {
+        [repo] => (*repo, None),
+        [repo, nid] => (*repo, Some(*nid)),
+        _ => return Err(PathError::NotFound),
+    };
+    let repo = repo.strip_suffix(".git").unwrap_or(repo);
+    let repo = ["rad:", "rad%3A", "rad%3a"]
+        .iter()
+        .find_map(|p| repo.strip_prefix(p))
+        .unwrap_or(repo);
+    let rid: RepoId = repo.parse().map_err(|_| PathError::BadRepoId)?;
+    let nid = match nid {
+        None => None,
+        Some(n) => Some(n.parse::<NodeId>().map_err(|_| PathError::NotFound)?),
+    };
+    Ok(GitPath { rid, nid, endpoint })
+}
+
+fn text(status: StatusCode, msg: &str) -> Response {
+    (
+        status,
+        [(header::CONTENT_TYPE, "text/plain; charset=utf-8")],
+        format!("{msg}\n"),
+    )
+        .into_response()
+}
+
+fn no_cache(headers: &mut HeaderMap) {
+    headers.insert(
+        header::CACHE_CONTROL,
+        HeaderValue::from_static("no-cache, max-age=0, must-revalidate"),
+    );
+    headers.insert(header::PRAGMA, HeaderValue::from_static("no-cache"));
+    headers.insert(
+        header::EXPIRES,
+        HeaderValue::from_static("Fri, 01 Jan 1980 00:00:00 GMT"),
+    );
+}
+
+/// Axum fallback handler for every path outside other routes.
+pub async fn handle(State(state): State<Arc<HttpState>>, req: Request) -> Response {
+    let route = match parse_path(req.uri().path()) {
+        Ok(p) => p.endpoint.route(),
+        Err(_) => "other",
+    };
+    let response = route_request(&state, req).await;
+    state.metrics.count_request(route, response.status().as_u16());
+    response
+}
+
+async fn route_request(state: &Arc<HttpState>, req: Request) -> Response {
+    let path = match parse_path(req.uri().path()) {
+        Ok(p) => p,
+        Err(PathError::NotFound) => return text(StatusCode::NOT_FOUND, "not found"),
+        Err(PathError::BadRepoId) => {
+            return text(
+                StatusCode::BAD_REQUEST,
+                "invalid repository id: expected rad:z… or z… (base58btc, 20 bytes)",
+            )
+        }
+    };
+    let query = req.uri().query().unwrap_or("");
+    let wants_receive = query
+        .split('&')
+        .any(|kv| kv == "service=git-receive-pack");
+    if path.endpoint == Endpoint::ReceivePack || wants_receive {
+        return text(
+            StatusCode::FORBIDDEN,
+            "push is not accepted over HTTP: publish with `git push rad` from a Radicle node",
+        );
+    }
+    // Visibility: private and unknown look the same.
+    let record = match state.index.repo(&path.rid) {
+        Ok(Some(r)) if r.is_public() => r,
+        Ok(_) => return text(StatusCode::NOT_FOUND, "repository not found"),
+        Err(e) => {
+            tracing::error!(rid = %path.rid, error = %e, "index lookup failed");
+            return text(StatusCode::INTERNAL_SERVER_ERROR, "index unavailable");
+        }
+    };
+    let view = match path.nid {
+        None => View::Canonical,
+        Some(nid) if record.namespaces.contains(&nid) => View::Namespace(nid),
+        Some(_) => return text(StatusCode::NOT_FOUND, "repository not found"),
+    };
+    let protocol = serve::git_protocol(
+        req.headers()
+            .get("git-protocol")
+            .and_then(|v| v.to_str().ok()),
+    );
+    let repo_path = state.storage.path_of(&path.rid);
+    match path.endpoint {
+        Endpoint::InfoRefs => {
+            if req.method() != Method::GET && req.method() != Method::HEAD {
+                return text(StatusCode::METHOD_NOT_ALLOWED, "use GET for info/refs");
+            }
+            if !query.split('&').any(|kv| kv == "service=git-upload-pack") {
+                return text(
+                    StatusCode::FORBIDDEN,
+                    "only smart HTTP is served: use a git client that sends ?service=git-upload-pack",
+                );
+            }
+            advertise(state, &repo_path, view, protocol.as_deref()).await
+        }
+        Endpoint::UploadPack => {
+            if req.method() != Method::POST {
+                return text(StatusCode::METHOD_NOT_ALLOWED, "use POST for git-upload-pack");
+            }
+            upload_pack(state, &repo_path, view, protocol, req).await
+        }
+        Endpoint::ReceivePack => text(StatusCode::FORBIDDEN, "push is not accepted"),
+    }
+}
+
+fn finish_hook(
+    state: &Arc<HttpState>,
+    route: &'static str,
+    protocol: Option<&'static str>,
+) -> Box<dyn FnOnce(serve::Summary) + Send> {
+    let metrics = state.metrics.clone();
+    metrics.http_in_flight.with_label_values(&[route]).inc();
+    Box::new(move |s| {
+        metrics.http_in_flight.with_label_values(&[route]).dec();
+        metrics
+            .http_response_bytes
+            .with_label_values(&[route])
+            .inc_by(s.bytes);
+        if let Some(reason) = s.aborted {
+            metrics.git_aborted.with_label_values(&[reason]).inc();
+            tracing::info!(route, reason, bytes = s.bytes, "git response aborted");
+        }
+        if let Some(p) = protocol {
+            metrics.packs_in_flight.dec();
+            if s.aborted.is_none() {
+                metrics
+                    .clone_duration
+                    .with_label_values(&[p])
+                    .observe(s.elapsed.as_secs_f64());
+            }
+        }
+    })
+}
+
+async fn advertise(
+    state: &Arc<HttpState>,
+    repo: &std::path::Path,
+    view: View,
+    protocol: Option<&str>,
+) -> Response {
+    let mut proc = match state
+        .git
+        .spawn(repo, Service::AdvertiseRefs, view, protocol)
+    {
+        Ok(p) => p,
+        Err(e) => {
+            tracing::error!(error = %e, "spawning git failed");
+            return text(StatusCode::INTERNAL_SERVER_ERROR, "git unavailable");
+        }
+    };
+    // v0/v1 clients expect the smart-HTTP service preamble; v2 has none (as http-backend does).
+    let prefix = (!serve::is_v2(protocol))
+        .then(|| Bytes::from_static(b"001e# service=git-upload-pack\n0000"));
+    proc.stdin = None;
+    let out = GitOutput::new(
+        prefix,
+        proc.stdout,
+        proc.child,
+        state.git.limits,
+        None,
+        finish_hook(state, "info_refs", None),
+    );
+    let mut resp = Response::new(Body::from_stream(out));
+    let h = resp.headers_mut();
+    h.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/x-git-upload-pack-advertisement"),
+    );
+    no_cache(h);
+    resp
+}
+
+async fn upload_pack(
+    state: &Arc<HttpState>,
+    repo: &std::path::Path,
+    view: View,
+    protocol: Option<String>,
+    req: Request,
+) -> Response {
+    let headers = req.headers().clone();
+    let headers = &headers;
+    if headers.get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok())
+        != Some("application/x-git-upload-pack-request")
+    {
+        return text(
+            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            "expected Content-Type: application/x-git-upload-pack-request",
+        );
+    }
+    let max = state.max_request_bytes;
+    let declared = headers
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<u64>().ok());
+    if declared.is_some_and(|n| n > max) {
+        state
+            .metrics
+            .git_aborted
+            .with_label_values(&["body_too_large"])
+            .inc();
+        return text(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            &format!("request body over {max} bytes"),
+        );
+    }
+    let gzip = match headers
+        .get(header::CONTENT_ENCODING)
+        .and_then(|v| v.to_str().ok())
+    {
+        None | Some("identity") => false,
+        Some("gzip") | Some("x-gzip") => true,
+        Some(_) => {
+            return text(
+                StatusCode::UNSUPPORTED_MEDIA_TYPE,
+                "unsupported Content-Encoding (gzip or none)",
+            )
+        }
+    };
+
+    // The request body, decompressed if needed, capped at `max` (+1 to detect overflow).
+    let body = req
+        .into_body()
+        .into_data_stream()
+        .map_err(std::io::Error::other);
+    let reader = tokio_util::io::StreamReader::new(body);
+    let mut body: Box<dyn tokio::io::AsyncRead + Send + Unpin> = if gzip {
+        Box::new(async_compression::tokio::bufread::GzipDecoder::new(reader).take(max + 1))
+    } else {
+        Box::new(reader.take(max + 1))
+    };
+    // A git request starts with a pkt-line length: reject anything else before spawning git.
+    let mut first = [0u8; 4];
+    let valid = match body.read_exact(&mut first).await {
+        Ok(_) => first.iter().all(u8::is_ascii_hexdigit),
+        Err(_) => false,
+    };
+    if !valid {
+        return text(StatusCode::BAD_REQUEST, "malformed git request: expected pkt-lines");
+    }
+
+    // Admission before any work.
+    state
+        .metrics
+        .pack_queue_depth
+        .set(i64::try_from(state.limiter.waiting() + 1).unwrap_or(i64::MAX));
+    let permit = state.limiter.acquire().await;
+    state
+        .metrics
+        .pack_queue_depth
+        .set(i64::try_from(state.limiter.waiting()).unwrap_or(i64::MAX));
+    let permit = match permit {
+        Ok(p) => p,
+        Err(why) => {
+            state
+                .metrics
+                .pack_rejected
+                .with_label_values(&[why.reason()])
+                .inc();
+            let mut r = text(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "too many clones in progress; retry shortly",
+            );
+            r.headers_mut()
+                .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
+            return r;
+        }
+    };
+
+    let mut proc = match state
+        .git
+        .spawn(repo, Service::UploadPack, view, protocol.as_deref())
+    {
+        Ok(p) => p,
+        Err(e) => {
+            tracing::error!(error = %e, "spawning git failed");
+            return text(StatusCode::INTERNAL_SERVER_ERROR, "git unavailable");
+        }
+    };
+    state.metrics.packs_in_flight.inc();
+
+    // Request body → child stdin, capped.
+    if let Some(mut stdin) = proc.stdin.take() {
+        let metrics = state.metrics.clone();
+        tokio::spawn(async move {
+            use tokio::io::AsyncWriteExt;
+            let copied = match stdin.write_all(&first).await {
+                Ok(()) => tokio::io::copy(&mut body, &mut stdin).await.map(|n| n + 4),
+                Err(e) => Err(e),
+            };
+            match copied {
+                Ok(n) if n > max => {
+                    metrics
+                        .git_aborted
+                        .with_label_values(&["body_too_large"])
+                        .inc();
+                    tracing::warn!(bytes = n, "upload-pack request body over the limit; truncated");
+                }
+                Ok(_) => {}
+                Err(e) => tracing::debug!(error = %e, "upload-pack request body ended early"),
+            }
+            // Dropping stdin closes it: upload-pack sees the end of the request.
+        });
+    }
+    let label = if serve::is_v2(protocol.as_deref()) {
+        "v2"
+    } else {
+        "v0"
+    };
+    let out = GitOutput::new(
+        None,
+        proc.stdout,
+        proc.child,
+        state.git.limits,
+        Some(permit),
+        finish_hook(state, "upload_pack", Some(label)),
+    );
+    let mut resp = Response::new(Body::from_stream(out));
+    let h = resp.headers_mut();
+    h.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/x-git-upload-pack-result"),
+    );
+    no_cache(h);
+    resp
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const RID: &str = "z3gqcJUoA1n9HaHKufZs5FCSGazv5";
+    const NID: &str = "z6Mkon3Necd6NkkyfoGoHxid2znGc59LU3K7mubaRcFbLfLX";
+
+    #[test]
+    fn parses_every_url_form() {
+        for p in [
+            format!("/{RID}.git/info/refs"),
+            format!("/{RID}/info/refs"),
+            format!("/rad:{RID}.git/info/refs"),
+            format!("/rad%3A{RID}/info/refs"),
+        ] {
+            let g = parse_path(&p).unwrap();
+            assert_eq!(g.rid.canonical(), RID);
+            assert_eq!(g.endpoint, Endpoint::InfoRefs);
+            assert!(g.nid.is_none());
+        }
+        let g = parse_path(&format!("/{RID}.git/{NID}/git-upload-pack")).unwrap();
+        assert_eq!(g.nid.unwrap().to_string(), NID);
+        assert_eq!(g.endpoint, Endpoint::UploadPack);
+        let g = parse_path(&format!("/{RID}.git/git-receive-pack")).unwrap();
+        assert_eq!(g.endpoint, Endpoint::ReceivePack);
+    }
+
+    #[test]
+    fn rejects_bad_paths() {
+        assert_eq!(parse_path("/"), Err(PathError::NotFound));
+        assert_eq!(parse_path("/favicon.ico"), Err(PathError::NotFound));
+        assert_eq!(parse_path("/zzz/info/refs"), Err(PathError::BadRepoId));
+        assert_eq!(
+            parse_path(&format!("/{RID}/notanid/info/refs")),
+            Err(PathError::NotFound)
+        );
+        assert_eq!(
+            parse_path(&format!("/{RID}/objects/info/packs")),
+            Err(PathError::NotFound)
+        );
+        assert_eq!(
+            parse_path(&format!("/{RID}/a/b/c/info/refs")),
+            Err(PathError::NotFound)
+        );
+    }
+}

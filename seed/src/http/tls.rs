@@ -1,0 +1,123 @@
+//! TLS for the HTTP listener: certificate + key from PEM files, reloaded without dropping
+//! connections when the files change (polled) or on SIGHUP.
+
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, RwLock};
+use std::time::SystemTime;
+
+use rustls::server::{ClientHello, ResolvesServerCert};
+use rustls::sign::CertifiedKey;
+
+#[derive(Debug, thiserror::Error)]
+pub enum TlsError {
+    #[error("TLS file {path}: {source}")]
+    Io {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("TLS certificate {0}: no certificate found in the PEM file")]
+    NoCertificate(PathBuf),
+    #[error("TLS key {0}: no private key found in the PEM file")]
+    NoKey(PathBuf),
+    #[error("TLS key {path}: {reason}")]
+    BadKey { path: PathBuf, reason: String },
+    #[error("TLS: {0}")]
+    Rustls(#[from] rustls::Error),
+}
+
+/// Serves the current certificate; swapped atomically on reload.
+#[derive(Debug)]
+pub struct ReloadingCert {
+    cert: PathBuf,
+    key: PathBuf,
+    current: RwLock<Arc<CertifiedKey>>,
+    stamp: Mutex<Option<(SystemTime, SystemTime)>>,
+}
+
+fn mtime(path: &Path) -> Option<SystemTime> {
+    std::fs::metadata(path).and_then(|m| m.modified()).ok()
+}
+
+fn load(cert: &Path, key: &Path) -> Result<CertifiedKey, TlsError> {
+    let io = |path: &Path| {
+        let path = path.to_owned();
+        move |source| TlsError::Io { path, source }
+    };
+    let cert_pem = std::fs::read(cert).map_err(io(cert))?;
+    let certs = rustls_pemfile::certs(&mut cert_pem.as_slice())
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(io(cert))?;
+    if certs.is_empty() {
+        return Err(TlsError::NoCertificate(cert.to_owned()));
+    }
+    let key_pem = std::fs::read(key).map_err(io(key))?;
+    let private = rustls_pemfile::private_key(&mut key_pem.as_slice())
+        .map_err(io(key))?
+        .ok_or_else(|| TlsError::NoKey(key.to_owned()))?;
+    let signing = rustls::crypto::ring::sign::any_supported_type(&private).map_err(|e| {
+        TlsError::BadKey {
+            path: key.to_owned(),
+            reason: e.to_string(),
+        }
+    })?;
+    Ok(CertifiedKey::new(certs, signing))
+}
+
+impl ReloadingCert {
+    pub fn new(cert: PathBuf, key: PathBuf) -> Result<Self, TlsError> {
+        let loaded = load(&cert, &key)?;
+        let stamp = mtime(&cert).zip(mtime(&key));
+        Ok(Self {
+            cert,
+            key,
+            current: RwLock::new(Arc::new(loaded)),
+            stamp: Mutex::new(stamp),
+        })
+    }
+
+    /// Reload if the files changed (or always, with `force`). On error the old certificate stays.
+    pub fn reload(&self, force: bool) -> Result<bool, TlsError> {
+        let stamp = mtime(&self.cert).zip(mtime(&self.key));
+        let changed = match self.stamp.lock() {
+            Ok(s) => *s != stamp,
+            Err(_) => true,
+        };
+        if !force && !changed {
+            return Ok(false);
+        }
+        let loaded = load(&self.cert, &self.key)?;
+        if let Ok(mut cur) = self.current.write() {
+            *cur = Arc::new(loaded);
+        }
+        if let Ok(mut s) = self.stamp.lock() {
+            *s = stamp;
+        }
+        tracing::info!(cert = %self.cert.display(), "TLS certificate reloaded");
+        Ok(true)
+    }
+
+    /// A rustls server config (HTTP/2 and HTTP/1.1 by ALPN) resolving through `self`.
+    pub fn server_config(self: &Arc<Self>) -> Arc<rustls::ServerConfig> {
+        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        let builder = rustls::ServerConfig::builder_with_provider(provider)
+            .with_safe_default_protocol_versions();
+        let mut cfg = match builder {
+            Ok(b) => b.with_no_client_auth().with_cert_resolver(self.clone()),
+            // The ring provider always supports the default versions.
+            Err(e) => {
+                tracing::error!(error = %e, "TLS provider rejected default protocol versions");
+                rustls::ServerConfig::builder()
+                    .with_no_client_auth()
+                    .with_cert_resolver(self.clone())
+            }
+        };
+        cfg.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
+        Arc::new(cfg)
+    }
+}
+
+impl ResolvesServerCert for ReloadingCert {
+    fn resolve(&self, _hello: ClientHello<'_>) -> Option<Arc<CertifiedKey>> {
+        self.current.read().ok().map(|c| c.clone())
+    }
+}

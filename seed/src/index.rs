@@ -1,0 +1,379 @@
+//! The RocksDB index: typed accessors over column families. Never the only copy of git data:
+//! everything in `repos`, `refs` and `sigrefs` can be rebuilt from storage (see `scan`).
+//!
+//! Schema (documented in ARCHITECTURE.md; keys are binary, values JSON unless noted):
+//!
+//! | CF | key | value |
+//! |---|---|---|
+//! | `meta` | utf-8 name (`schema_version`) | utf-8 |
+//! | `repos` | rid (20 bytes) | [`RepoRecord`] |
+//! | `refs` | rid (20) ‖ ref name | 20-byte oid, or `ref: <target>` for symbolic refs |
+//! | `sigrefs` | rid (20) ‖ nid (32) | [`SigrefsRecord`] |
+//! | `routing` | rid (20) ‖ nid (32) | last-seen timestamp (gossip issue) |
+//! | `nodes` | nid (32) | node record (gossip issue) |
+//! | `announcements` | nid (32) ‖ kind (1) | last announcement (gossip issue) |
+//! | `policies` | `repo/` rid · `node/` nid | policy (replication issue) |
+//! | `tenants` | tenant name | tenant record (operators issue) |
+//! | `fetch_state` | rid (20) | fetch bookkeeping (replication issue) |
+//! | `pack_cache` | cache key | pack cache entry metadata (performance issue) |
+//! | `bans` | ip bytes | ban record (gossip issue) |
+
+pub mod scan;
+
+use std::path::Path;
+use std::sync::Arc;
+
+use rocksdb::{ColumnFamilyDescriptor, Options, WriteBatch, DB};
+use serde::{Deserialize, Serialize};
+
+use crate::crypto::{NodeId, RepoId};
+use crate::storage::{FeatureLevel, RefTarget, Visibility};
+
+pub const SCHEMA_VERSION: &str = "1";
+
+pub const CF_META: &str = "meta";
+pub const CF_REPOS: &str = "repos";
+pub const CF_REFS: &str = "refs";
+pub const CF_SIGREFS: &str = "sigrefs";
+/// Every column family, in creation order.
+pub const COLUMN_FAMILIES: &[&str] = &[
+    CF_META,
+    CF_REPOS,
+    CF_REFS,
+    CF_SIGREFS,
+    "routing",
+    "nodes",
+    "announcements",
+    "policies",
+    "tenants",
+    "fetch_state",
+    "pack_cache",
+    "bans",
+];
+
+#[derive(Debug, thiserror::Error)]
+pub enum IndexError {
+    #[error("index at {path}: {source}")]
+    Open {
+        path: std::path::PathBuf,
+        source: rocksdb::Error,
+    },
+    #[error("index: {0}")]
+    Db(#[from] rocksdb::Error),
+    #[error("index: column family {0} missing")]
+    MissingCf(&'static str),
+    #[error("index: corrupt record in {cf}: {reason}")]
+    Corrupt { cf: &'static str, reason: String },
+    #[error(
+        "index schema version {found:?} is not {SCHEMA_VERSION}: delete the index directory to rebuild it from storage"
+    )]
+    Schema { found: String },
+}
+
+/// What the index knows about one repository.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RepoRecord {
+    pub rid: RepoId,
+    pub name: String,
+    pub description: String,
+    pub default_branch: String,
+    pub delegates: Vec<NodeId>,
+    pub threshold: usize,
+    pub visibility: Visibility,
+    /// Identity COB head at top-level `refs/rad/id`.
+    pub identity_head: String,
+    /// Canonical default branch tip, if any.
+    pub head: Option<String>,
+    /// Hash over the repository's ref listing; unchanged → no reindex.
+    pub fingerprint: String,
+    pub ref_count: usize,
+    /// Namespaces with valid signed refs.
+    pub namespaces: Vec<NodeId>,
+    /// Unix seconds of the last (re)index.
+    pub indexed_at: u64,
+}
+
+impl RepoRecord {
+    pub fn is_public(&self) -> bool {
+        self.visibility.is_public()
+    }
+}
+
+/// Verification outcome for one namespace's signed refs.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SigrefsRecord {
+    pub nid: NodeId,
+    pub commit: Option<String>,
+    pub level: Option<FeatureLevel>,
+    /// `None` when verified; otherwise why verification failed.
+    pub error: Option<String>,
+}
+
+/// Handle to the index database. Cheap to clone.
+#[derive(Clone)]
+pub struct Index {
+    db: Arc<DB>,
+}
+
+impl Index {
+    pub fn open(path: &Path) -> Result<Self, IndexError> {
+        let mut opts = Options::default();
+        opts.create_if_missing(true);
+        opts.create_missing_column_families(true);
+        opts.set_keep_log_file_num(4);
+        let cfs = COLUMN_FAMILIES.iter().map(|name| {
+            let mut o = Options::default();
+            if matches!(*name, CF_REFS | CF_SIGREFS | "routing") {
+                // Per-repo prefix scans (rid = 20 bytes).
+                o.set_prefix_extractor(rocksdb::SliceTransform::create_fixed_prefix(20));
+            }
+            ColumnFamilyDescriptor::new(*name, o)
+        });
+        let db = DB::open_cf_descriptors(&opts, path, cfs).map_err(|source| IndexError::Open {
+            path: path.to_owned(),
+            source,
+        })?;
+        let index = Self { db: Arc::new(db) };
+        index.check_schema()?;
+        Ok(index)
+    }
+
+    fn cf(&self, name: &'static str) -> Result<&rocksdb::ColumnFamily, IndexError> {
+        self.db.cf_handle(name).ok_or(IndexError::MissingCf(name))
+    }
+
+    fn check_schema(&self) -> Result<(), IndexError> {
+        let meta = self.cf(CF_META)?;
+        match self.db.get_cf(meta, b"schema_version")? {
+            None => self.db.put_cf(meta, b"schema_version", SCHEMA_VERSION)?,
+            Some(v) if v == SCHEMA_VERSION.as_bytes() => {}
+            Some(v) => {
+                return Err(IndexError::Schema {
+                    found: String::from_utf8_lossy(&v).into_owned(),
+                })
+            }
+        }
+        Ok(())
+    }
+
+    pub fn repo(&self, rid: &RepoId) -> Result<Option<RepoRecord>, IndexError> {
+        match self.db.get_pinned_cf(self.cf(CF_REPOS)?, rid.as_bytes())? {
+            None => Ok(None),
+            Some(v) => serde_json::from_slice(&v)
+                .map(Some)
+                .map_err(|e| IndexError::Corrupt {
+                    cf: CF_REPOS,
+                    reason: e.to_string(),
+                }),
+        }
+    }
+
+    pub fn repos(&self) -> Result<Vec<RepoRecord>, IndexError> {
+        let mut out = Vec::new();
+        for item in self
+            .db
+            .iterator_cf(self.cf(CF_REPOS)?, rocksdb::IteratorMode::Start)
+        {
+            let (_, v) = item?;
+            out.push(
+                serde_json::from_slice(&v).map_err(|e| IndexError::Corrupt {
+                    cf: CF_REPOS,
+                    reason: e.to_string(),
+                })?,
+            );
+        }
+        Ok(out)
+    }
+
+    pub fn repo_count(&self) -> Result<usize, IndexError> {
+        Ok(self
+            .db
+            .iterator_cf(self.cf(CF_REPOS)?, rocksdb::IteratorMode::Start)
+            .count())
+    }
+
+    /// The stored ref snapshot of a repository.
+    pub fn refs(&self, rid: &RepoId) -> Result<Vec<(String, RefTarget)>, IndexError> {
+        let mut out = Vec::new();
+        for item in self.db.prefix_iterator_cf(self.cf(CF_REFS)?, rid.as_bytes()) {
+            let (k, v) = item?;
+            if !k.starts_with(rid.as_bytes()) {
+                break;
+            }
+            let name = String::from_utf8_lossy(&k[20..]).into_owned();
+            out.push((name, decode_target(&v)?));
+        }
+        Ok(out)
+    }
+
+    pub fn sigrefs(&self, rid: &RepoId) -> Result<Vec<SigrefsRecord>, IndexError> {
+        let mut out = Vec::new();
+        for item in self
+            .db
+            .prefix_iterator_cf(self.cf(CF_SIGREFS)?, rid.as_bytes())
+        {
+            let (k, v) = item?;
+            if !k.starts_with(rid.as_bytes()) {
+                break;
+            }
+            out.push(
+                serde_json::from_slice(&v).map_err(|e| IndexError::Corrupt {
+                    cf: CF_SIGREFS,
+                    reason: e.to_string(),
+                })?,
+            );
+        }
+        Ok(out)
+    }
+
+    /// Replace everything known about `record.rid` in one atomic batch.
+    pub fn put_repo(
+        &self,
+        record: &RepoRecord,
+        refs: &[(String, RefTarget)],
+        sigrefs: &[SigrefsRecord],
+    ) -> Result<(), IndexError> {
+        let rid = record.rid;
+        let mut batch = WriteBatch::default();
+        self.delete_repo_into(&mut batch, &rid)?;
+        let value = serde_json::to_vec(record).map_err(|e| IndexError::Corrupt {
+            cf: CF_REPOS,
+            reason: e.to_string(),
+        })?;
+        batch.put_cf(self.cf(CF_REPOS)?, rid.as_bytes(), value);
+        let cf_refs = self.cf(CF_REFS)?;
+        for (name, target) in refs {
+            let mut key = rid.as_bytes().to_vec();
+            key.extend_from_slice(name.as_bytes());
+            batch.put_cf(cf_refs, key, encode_target(target));
+        }
+        let cf_sig = self.cf(CF_SIGREFS)?;
+        for s in sigrefs {
+            let mut key = rid.as_bytes().to_vec();
+            key.extend_from_slice(s.nid.as_bytes());
+            let value = serde_json::to_vec(s).map_err(|e| IndexError::Corrupt {
+                cf: CF_SIGREFS,
+                reason: e.to_string(),
+            })?;
+            batch.put_cf(cf_sig, key, value);
+        }
+        self.db.write(batch)?;
+        Ok(())
+    }
+
+    /// Forget a repository (it left storage).
+    pub fn remove_repo(&self, rid: &RepoId) -> Result<(), IndexError> {
+        let mut batch = WriteBatch::default();
+        self.delete_repo_into(&mut batch, rid)?;
+        self.db.write(batch)?;
+        Ok(())
+    }
+
+    fn delete_repo_into(&self, batch: &mut WriteBatch, rid: &RepoId) -> Result<(), IndexError> {
+        let start = rid.as_bytes().to_vec();
+        let end = prefix_end(&start);
+        batch.delete_cf(self.cf(CF_REPOS)?, &start);
+        batch.delete_range_cf(self.cf(CF_REFS)?, &start, &end);
+        batch.delete_range_cf(self.cf(CF_SIGREFS)?, &start, &end);
+        Ok(())
+    }
+}
+
+/// Smallest key greater than every key with this prefix (the prefix is never all 0xff for a
+/// 20-byte RID in practice; if it is, append a byte so the range still covers it).
+fn prefix_end(prefix: &[u8]) -> Vec<u8> {
+    let mut end = prefix.to_vec();
+    while let Some(last) = end.pop() {
+        if last < 0xff {
+            end.push(last + 1);
+            return end;
+        }
+    }
+    let mut end = prefix.to_vec();
+    end.extend_from_slice(&[0xff; 64]);
+    end
+}
+
+fn encode_target(t: &RefTarget) -> Vec<u8> {
+    match t {
+        RefTarget::Oid(oid) => oid.as_bytes().to_vec(),
+        RefTarget::Symbolic(name) => format!("ref: {name}").into_bytes(),
+    }
+}
+
+fn decode_target(v: &[u8]) -> Result<RefTarget, IndexError> {
+    if let Some(name) = v.strip_prefix(b"ref: ") {
+        return Ok(RefTarget::Symbolic(String::from_utf8_lossy(name).into_owned()));
+    }
+    gix::ObjectId::try_from(v)
+        .map(RefTarget::Oid)
+        .map_err(|e| IndexError::Corrupt {
+            cf: CF_REFS,
+            reason: e.to_string(),
+        })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn record(rid: RepoId) -> RepoRecord {
+        RepoRecord {
+            rid,
+            name: "x".into(),
+            description: String::new(),
+            default_branch: "main".into(),
+            delegates: vec![],
+            threshold: 1,
+            visibility: Visibility::Public,
+            identity_head: "00".into(),
+            head: None,
+            fingerprint: "f".into(),
+            ref_count: 1,
+            namespaces: vec![],
+            indexed_at: 0,
+        }
+    }
+
+    #[test]
+    fn put_replace_and_remove_are_atomic_per_repo() {
+        let dir = tempfile::tempdir().unwrap();
+        let index = Index::open(dir.path()).unwrap();
+        let a = RepoId::from_oid_bytes([1; 20]);
+        let b = RepoId::from_oid_bytes([2; 20]);
+        let oid = gix::ObjectId::from_bytes_or_panic(&[7; 20]);
+        let refs = vec![
+            ("refs/heads/main".to_owned(), RefTarget::Oid(oid)),
+            ("HEAD".to_owned(), RefTarget::Symbolic("refs/heads/main".into())),
+        ];
+        index.put_repo(&record(a), &refs, &[]).unwrap();
+        index.put_repo(&record(b), &refs[..1], &[]).unwrap();
+        assert_eq!(index.refs(&a).unwrap().len(), 2);
+        assert_eq!(index.refs(&b).unwrap().len(), 1);
+        // Replacing drops refs that disappeared.
+        index.put_repo(&record(a), &refs[1..], &[]).unwrap();
+        assert_eq!(index.refs(&a).unwrap(), refs[1..].to_vec());
+        index.remove_repo(&a).unwrap();
+        assert!(index.repo(&a).unwrap().is_none());
+        assert!(index.refs(&a).unwrap().is_empty());
+        assert_eq!(index.repo_count().unwrap(), 1);
+    }
+
+    #[test]
+    fn survives_reopen_and_checks_schema() {
+        let dir = tempfile::tempdir().unwrap();
+        let rid = RepoId::from_oid_bytes([9; 20]);
+        {
+            let index = Index::open(dir.path()).unwrap();
+            index.put_repo(&record(rid), &[], &[]).unwrap();
+        }
+        let index = Index::open(dir.path()).unwrap();
+        assert_eq!(index.repo(&rid).unwrap().unwrap().name, "x");
+    }
+
+    #[test]
+    fn prefix_end_covers_the_prefix() {
+        assert_eq!(prefix_end(&[1, 2]), vec![1, 3]);
+        assert_eq!(prefix_end(&[1, 0xff]), vec![2]);
+    }
+}

@@ -1,0 +1,182 @@
+//! Every Prometheus metric seedd exports, defined in one place. Names are `seedd_*` with units;
+//! labels are bounded (route names, status classes, results — never RIDs or NIDs).
+
+use prometheus::{
+    Encoder, Histogram, HistogramOpts, HistogramVec, IntCounterVec, IntGauge, IntGaugeVec, Opts,
+    Registry, TextEncoder,
+};
+
+/// One row of the metrics catalogue (README/ARCHITECTURE list these; a test checks it).
+pub struct MetricDoc {
+    pub name: &'static str,
+    pub kind: &'static str,
+    pub labels: &'static [&'static str],
+    pub help: &'static str,
+}
+
+/// The catalogue: the single source of truth for names, types, labels and meaning.
+pub const CATALOGUE: &[MetricDoc] = &[
+    MetricDoc { name: "seedd_build_info", kind: "gauge", labels: &["version"], help: "Always 1; labels carry the build version." },
+    MetricDoc { name: "seedd_http_requests_total", kind: "counter", labels: &["route", "status"], help: "HTTP requests answered, by route and status code." },
+    MetricDoc { name: "seedd_http_response_bytes_total", kind: "counter", labels: &["route"], help: "Response body bytes sent over HTTP, by route." },
+    MetricDoc { name: "seedd_http_requests_in_flight", kind: "gauge", labels: &["route"], help: "HTTP requests currently being answered (including streaming bodies)." },
+    MetricDoc { name: "seedd_git_clone_duration_seconds", kind: "histogram", labels: &["protocol"], help: "Duration of git upload-pack (pack) responses over HTTP, from request to last byte." },
+    MetricDoc { name: "seedd_git_packs_in_flight", kind: "gauge", labels: &[], help: "Pack generations running now." },
+    MetricDoc { name: "seedd_git_pack_queue_depth", kind: "gauge", labels: &[], help: "Requests waiting for a pack-generation slot." },
+    MetricDoc { name: "seedd_git_pack_rejected_total", kind: "counter", labels: &["reason"], help: "Pack requests refused with 503 (queue_full, queue_timeout)." },
+    MetricDoc { name: "seedd_git_aborted_total", kind: "counter", labels: &["reason"], help: "git responses aborted (client_gone, idle_timeout, request_timeout, body_too_large)." },
+    MetricDoc { name: "seedd_repos_indexed", kind: "gauge", labels: &["visibility"], help: "Repositories in the index, by visibility." },
+    MetricDoc { name: "seedd_index_scan_duration_seconds", kind: "histogram", labels: &[], help: "Duration of storage → index reconcile passes." },
+    MetricDoc { name: "seedd_tls_reloads_total", kind: "counter", labels: &["result"], help: "TLS certificate reloads (ok, error)." },
+];
+
+/// The live metric handles.
+pub struct Metrics {
+    pub registry: Registry,
+    pub http_requests: IntCounterVec,
+    pub http_response_bytes: IntCounterVec,
+    pub http_in_flight: IntGaugeVec,
+    pub clone_duration: HistogramVec,
+    pub packs_in_flight: IntGauge,
+    pub pack_queue_depth: IntGauge,
+    pub pack_rejected: IntCounterVec,
+    pub git_aborted: IntCounterVec,
+    pub repos_indexed: IntGaugeVec,
+    pub scan_duration: Histogram,
+    pub tls_reloads: IntCounterVec,
+    build_info: IntGaugeVec,
+}
+
+fn doc(name: &str) -> &'static MetricDoc {
+    // Every metric below is in the catalogue; a unit test guarantees it.
+    CATALOGUE
+        .iter()
+        .find(|d| d.name == name)
+        .unwrap_or(&CATALOGUE[0])
+}
+
+fn opts(name: &str) -> Opts {
+    Opts::new(name, doc(name).help)
+}
+
+impl Metrics {
+    pub fn new() -> Result<Self, prometheus::Error> {
+        let registry = Registry::new();
+        let build_info = IntGaugeVec::new(opts("seedd_build_info"), &["version"])?;
+        let http_requests =
+            IntCounterVec::new(opts("seedd_http_requests_total"), &["route", "status"])?;
+        let http_response_bytes =
+            IntCounterVec::new(opts("seedd_http_response_bytes_total"), &["route"])?;
+        let http_in_flight = IntGaugeVec::new(opts("seedd_http_requests_in_flight"), &["route"])?;
+        let clone_duration = HistogramVec::new(
+            HistogramOpts::new(
+                "seedd_git_clone_duration_seconds",
+                doc("seedd_git_clone_duration_seconds").help,
+            )
+            .buckets(vec![
+                0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0,
+            ]),
+            &["protocol"],
+        )?;
+        let packs_in_flight = IntGauge::with_opts(opts("seedd_git_packs_in_flight"))?;
+        let pack_queue_depth = IntGauge::with_opts(opts("seedd_git_pack_queue_depth"))?;
+        let pack_rejected = IntCounterVec::new(opts("seedd_git_pack_rejected_total"), &["reason"])?;
+        let git_aborted = IntCounterVec::new(opts("seedd_git_aborted_total"), &["reason"])?;
+        let repos_indexed = IntGaugeVec::new(opts("seedd_repos_indexed"), &["visibility"])?;
+        let scan_duration = Histogram::with_opts(HistogramOpts::new(
+            "seedd_index_scan_duration_seconds",
+            doc("seedd_index_scan_duration_seconds").help,
+        ))?;
+        let tls_reloads = IntCounterVec::new(opts("seedd_tls_reloads_total"), &["result"])?;
+
+        registry.register(Box::new(build_info.clone()))?;
+        registry.register(Box::new(http_requests.clone()))?;
+        registry.register(Box::new(http_response_bytes.clone()))?;
+        registry.register(Box::new(http_in_flight.clone()))?;
+        registry.register(Box::new(clone_duration.clone()))?;
+        registry.register(Box::new(packs_in_flight.clone()))?;
+        registry.register(Box::new(pack_queue_depth.clone()))?;
+        registry.register(Box::new(pack_rejected.clone()))?;
+        registry.register(Box::new(git_aborted.clone()))?;
+        registry.register(Box::new(repos_indexed.clone()))?;
+        registry.register(Box::new(scan_duration.clone()))?;
+        registry.register(Box::new(tls_reloads.clone()))?;
+
+        build_info
+            .with_label_values(&[env!("CARGO_PKG_VERSION")])
+            .set(1);
+        Ok(Self {
+            registry,
+            http_requests,
+            http_response_bytes,
+            http_in_flight,
+            clone_duration,
+            packs_in_flight,
+            pack_queue_depth,
+            pack_rejected,
+            git_aborted,
+            repos_indexed,
+            scan_duration,
+            tls_reloads,
+            build_info,
+        })
+    }
+
+    /// Prometheus text exposition.
+    pub fn render(&self) -> Vec<u8> {
+        let mut buf = Vec::new();
+        let families = self.registry.gather();
+        if let Err(e) = TextEncoder::new().encode(&families, &mut buf) {
+            tracing::error!(error = %e, "encoding metrics failed");
+        }
+        buf
+    }
+
+    pub fn count_request(&self, route: &str, status: u16) {
+        self.http_requests
+            .with_label_values(&[route, &status.to_string()])
+            .inc();
+    }
+
+    pub fn build_info(&self) -> &IntGaugeVec {
+        &self.build_info
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_registered_metric_is_in_the_catalogue_and_vice_versa() {
+        let m = Metrics::new().unwrap();
+        // Touch labelled metrics so they appear in the exposition.
+        m.count_request("upload_pack", 200);
+        m.http_response_bytes.with_label_values(&["upload_pack"]).inc();
+        m.http_in_flight.with_label_values(&["upload_pack"]).set(0);
+        m.clone_duration.with_label_values(&["v2"]).observe(0.1);
+        m.pack_rejected.with_label_values(&["queue_full"]).inc();
+        m.git_aborted.with_label_values(&["client_gone"]).inc();
+        m.repos_indexed.with_label_values(&["public"]).set(1);
+        m.tls_reloads.with_label_values(&["ok"]).inc();
+        let names: Vec<String> = m
+            .registry
+            .gather()
+            .iter()
+            .map(|f| f.name().to_owned())
+            .collect();
+        for d in CATALOGUE {
+            assert!(names.contains(&d.name.to_owned()), "{} not registered", d.name);
+            assert!(d.name.starts_with("seedd_"));
+        }
+        for n in &names {
+            assert!(CATALOGUE.iter().any(|d| d.name == n), "{n} not in catalogue");
+        }
+        let readme = include_str!("../../README.md");
+        for d in CATALOGUE {
+            assert!(readme.contains(&format!("`{}`", d.name)), "{} missing from README's metrics table", d.name);
+        }
+        let text = String::from_utf8(m.render()).unwrap();
+        assert!(text.contains("seedd_build_info{version="));
+    }
+}

@@ -1,0 +1,204 @@
+//! Radicle storage layout on disk (protocol.md §2), read with gix.
+//!
+//! `storage/<rid without rad:>/` is a bare git repository. Top-level `refs/heads/*`, `refs/tags/*`,
+//! `refs/rad/id` and `HEAD` are the canonical refs; each peer's data lives under
+//! `refs/namespaces/<nid>/refs/…` and is covered by that peer's signed refs (`rad/sigrefs`).
+//! This module reads and verifies; it decides no policy.
+
+mod identity;
+mod sigrefs;
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+pub use identity::{Doc, Identity, IdentityError, Project, Visibility};
+pub use sigrefs::{FeatureLevel, SignedRefs, SigrefsError};
+
+use crate::crypto::{NodeId, RepoId};
+
+#[derive(Debug, thiserror::Error)]
+pub enum StorageError {
+    #[error("storage {path}: {source}")]
+    Io {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("repository {rid} not found in storage")]
+    NotFound { rid: RepoId },
+    #[error("repository {rid}: {message}")]
+    Git { rid: RepoId, message: String },
+    #[error("repository {rid}: identity: {source}")]
+    Identity { rid: RepoId, source: IdentityError },
+}
+
+/// A ref as stored: direct to an object, or symbolic to another ref.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub enum RefTarget {
+    Oid(gix::ObjectId),
+    Symbolic(String),
+}
+
+/// The storage root: one bare repository per RID.
+#[derive(Debug, Clone)]
+pub struct Storage {
+    root: PathBuf,
+}
+
+impl Storage {
+    pub fn open(root: impl Into<PathBuf>) -> Result<Self, StorageError> {
+        let root = root.into();
+        std::fs::create_dir_all(&root).map_err(|source| StorageError::Io {
+            path: root.clone(),
+            source,
+        })?;
+        Ok(Self { root })
+    }
+
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+
+    pub fn path_of(&self, rid: &RepoId) -> PathBuf {
+        self.root.join(rid.canonical())
+    }
+
+    /// RIDs of every repository directory. Entries that are not RIDs are skipped (and logged).
+    pub fn list(&self) -> Result<Vec<RepoId>, StorageError> {
+        let io = |source| StorageError::Io {
+            path: self.root.clone(),
+            source,
+        };
+        let mut out = Vec::new();
+        for entry in std::fs::read_dir(&self.root).map_err(io)? {
+            let entry = entry.map_err(io)?;
+            let name = entry.file_name();
+            let Some(name) = name.to_str() else { continue };
+            if name.starts_with('.') {
+                continue;
+            }
+            match name.parse::<RepoId>() {
+                Ok(rid) if entry.path().join("HEAD").exists() || entry.path().join("refs").is_dir() => {
+                    out.push(rid)
+                }
+                Ok(_) => tracing::warn!(path = %entry.path().display(), "skipping storage entry: not a git repository"),
+                Err(_) => tracing::warn!(path = %entry.path().display(), "skipping storage entry: name is not a repository id"),
+            }
+        }
+        out.sort();
+        Ok(out)
+    }
+
+    pub fn repo(&self, rid: RepoId) -> Result<Repo, StorageError> {
+        let path = self.path_of(&rid);
+        if !path.is_dir() {
+            return Err(StorageError::NotFound { rid });
+        }
+        // Isolated: no global/system config or environment leaks into how we read storage.
+        let git = gix::open_opts(&path, gix::open::Options::isolated()).map_err(|e| {
+            StorageError::Git {
+                rid,
+                message: e.to_string(),
+            }
+        })?;
+        Ok(Repo { rid, path, git })
+    }
+}
+
+/// One repository in storage.
+pub struct Repo {
+    rid: RepoId,
+    path: PathBuf,
+    git: gix::Repository,
+}
+
+impl Repo {
+    pub fn rid(&self) -> RepoId {
+        self.rid
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    fn err(&self, e: impl std::fmt::Display) -> StorageError {
+        StorageError::Git {
+            rid: self.rid,
+            message: e.to_string(),
+        }
+    }
+
+    /// Every ref (name → target), plus `HEAD`. Reads ref files and packed-refs only, no objects.
+    pub fn refs(&self) -> Result<BTreeMap<String, RefTarget>, StorageError> {
+        let mut out = BTreeMap::new();
+        let platform = self.git.references().map_err(|e| self.err(e))?;
+        for r in platform.all().map_err(|e| self.err(e))? {
+            let r = r.map_err(|e| self.err(e))?;
+            out.insert(r.name().as_bstr().to_string(), target_of(&r));
+        }
+        if let Ok(Some(head)) = self.git.try_find_reference("HEAD") {
+            out.insert("HEAD".to_owned(), target_of(&head));
+        }
+        Ok(out)
+    }
+
+    /// Resolve a ref (following symbolic refs) to an object id.
+    pub fn resolve(&self, name: &str) -> Result<Option<gix::ObjectId>, StorageError> {
+        match self.git.try_find_reference(name).map_err(|e| self.err(e))? {
+            None => Ok(None),
+            Some(r) => match r.into_fully_peeled_id() {
+                Ok(id) => Ok(Some(id.detach())),
+                Err(_) => Ok(None),
+            },
+        }
+    }
+
+    /// The canonical identity (top-level `refs/rad/id`), or a delegate's if no canonical head
+    /// exists yet.
+    pub fn identity(&self) -> Result<Identity, StorageError> {
+        let head = match self.resolve("refs/rad/id")? {
+            Some(h) => h,
+            None => {
+                return Err(StorageError::Identity {
+                    rid: self.rid,
+                    source: IdentityError::Missing,
+                })
+            }
+        };
+        identity::read(&self.git, head).map_err(|source| StorageError::Identity {
+            rid: self.rid,
+            source,
+        })
+    }
+
+    /// Node ids having signed refs in this repository.
+    pub fn namespaces(refs: &BTreeMap<String, RefTarget>) -> Vec<NodeId> {
+        refs.keys()
+            .filter_map(|name| {
+                let rest = name.strip_prefix("refs/namespaces/")?;
+                let (nid, tail) = rest.split_once('/')?;
+                (tail == "refs/rad/sigrefs").then(|| nid.parse().ok())?
+            })
+            .collect()
+    }
+
+    /// Read and verify `refs/namespaces/<nid>/refs/rad/sigrefs` (protocol.md §2.3).
+    pub fn verify_sigrefs(&self, nid: &NodeId) -> Result<SignedRefs, SigrefsError> {
+        let name = format!("refs/namespaces/{nid}/refs/rad/sigrefs");
+        let tip = self
+            .resolve(&name)
+            .map_err(|e| SigrefsError::Git(e.to_string()))?
+            .ok_or(SigrefsError::Missing)?;
+        sigrefs::verify(&self.git, self.rid, nid, tip)
+    }
+
+    pub fn git(&self) -> &gix::Repository {
+        &self.git
+    }
+}
+
+fn target_of(r: &gix::Reference<'_>) -> RefTarget {
+    match r.target() {
+        gix::refs::TargetRef::Object(oid) => RefTarget::Oid(oid.to_owned()),
+        gix::refs::TargetRef::Symbolic(name) => RefTarget::Symbolic(name.as_bstr().to_string()),
+    }
+}

@@ -1,0 +1,479 @@
+//! seedd as a process, real `git` as the client: anonymous clone over HTTP(S), v0 and v2,
+//! shallow, partial, incremental, per-peer URLs, refusals and malformed input.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::io::Read;
+use std::path::Path;
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use seedd_tests::*;
+
+const HEARTWOOD: &str = "heartwood-fixture";
+const SECRET: &str = "secret-fixture";
+const SMALL: &str = "small-fixture";
+
+fn seed_with_fixtures() -> Seed {
+    Seed::start(SeedOptions {
+        repos: vec![HEARTWOOD.into(), SECRET.into(), SMALL.into()],
+        ..SeedOptions::default()
+    })
+}
+
+fn canonical(rid: &str) -> &str {
+    rid.trim_start_matches("rad:")
+}
+
+fn ls_remote(home: &Path, url: &str, v: &str) -> Vec<(String, String)> {
+    let out = run(git(home)
+        .args(["-c", &format!("protocol.version={v}"), "ls-remote", url]));
+    stdout(&out)
+        .lines()
+        .map(|l| {
+            let (oid, name) = l.split_once('\t').unwrap();
+            (oid.to_owned(), name.to_owned())
+        })
+        .collect()
+}
+
+#[test]
+fn clone_over_http_v2_and_v0_gets_the_canonical_branch_and_tags() {
+    let seed = seed_with_fixtures();
+    let f = fixtures();
+    let repo = f.repo(HEARTWOOD);
+    let rid = f.rid(HEARTWOOD);
+    let head = repo["head"].as_str().unwrap();
+    let tmp = tempfile::tempdir().unwrap();
+    for (v, url) in [
+        ("2", seed.url(&format!("{}.git", canonical(&rid)))),
+        ("0", seed.url(&rid)),
+        ("1", seed.url(&format!("{rid}.git"))),
+    ] {
+        let dest = tmp.path().join(format!("clone-v{v}"));
+        run(git(tmp.path())
+            .args(["-c", &format!("protocol.version={v}"), "clone", "-q", &url])
+            .arg(&dest));
+        let got = stdout(&run(git(tmp.path()).arg("-C").arg(&dest).args(["rev-parse", "HEAD"])));
+        assert_eq!(got, head, "protocol v{v}: HEAD");
+        let branch = stdout(&run(git(tmp.path())
+            .arg("-C")
+            .arg(&dest)
+            .args(["symbolic-ref", "--short", "HEAD"])));
+        assert_eq!(branch, repo["default_branch"].as_str().unwrap());
+        let tags = stdout(&run(git(tmp.path()).arg("-C").arg(&dest).args(["tag", "-l"])));
+        for tag in repo["tags"].as_object().unwrap().keys() {
+            assert!(tags.lines().any(|t| t == tag), "v{v}: tag {tag} missing in {tags}");
+        }
+        run(git(tmp.path()).arg("-C").arg(&dest).args(["fsck", "--no-progress"]));
+    }
+    // The canonical URL advertises only the top-level refs.
+    for v in ["0", "2"] {
+        let refs = ls_remote(tmp.path(), &seed.url(&format!("{rid}.git")), v);
+        assert!(!refs.is_empty());
+        for (_, name) in &refs {
+            assert!(
+                name == "HEAD"
+                    || name.starts_with("refs/heads/")
+                    || name.starts_with("refs/tags/")
+                    || name == "refs/rad/id",
+                "v{v}: unexpected ref {name} on the canonical URL"
+            );
+        }
+        assert!(refs.iter().any(|(_, n)| n == "refs/rad/id"), "v{v}: refs/rad/id missing");
+    }
+}
+
+#[test]
+fn shallow_partial_and_incremental_fetches_work() {
+    let seed = seed_with_fixtures();
+    let f = fixtures();
+    let rid = f.rid(HEARTWOOD);
+    let url = seed.url(&format!("{rid}.git"));
+    let tmp = tempfile::tempdir().unwrap();
+    let h = tmp.path();
+
+    let shallow = h.join("shallow");
+    run(git(h).args(["clone", "-q", "--depth", "1", &url]).arg(&shallow));
+    let count = stdout(&run(git(h).arg("-C").arg(&shallow).args(["rev-list", "--count", "HEAD"])));
+    assert_eq!(count, "1");
+    // Deepen it.
+    run(git(h).arg("-C").arg(&shallow).args(["fetch", "-q", "--unshallow"]));
+    let count: usize = stdout(&run(git(h).arg("-C").arg(&shallow).args(["rev-list", "--count", "HEAD"])))
+        .parse()
+        .unwrap();
+    assert!(count > 1);
+
+    for v in ["0", "2"] {
+        let partial = h.join(format!("partial-v{v}"));
+        run(git(h)
+            .args(["-c", &format!("protocol.version={v}"), "clone", "-q", "--filter=blob:none", &url])
+            .arg(&partial));
+        let filter = stdout(&run(git(h)
+            .arg("-C")
+            .arg(&partial)
+            .args(["config", "remote.origin.partialclonefilter"])));
+        assert_eq!(filter, "blob:none");
+        // Blobs of older commits were not sent.
+        let missing = stdout(&run(git(h)
+            .arg("-C")
+            .arg(&partial)
+            .args(["rev-list", "--objects", "--missing=print", "--all"])));
+        assert!(
+            missing.lines().any(|l| l.starts_with('?')),
+            "v{v}: a blob:none clone should miss some historical blobs"
+        );
+    }
+
+    // Incremental: a new commit lands in storage; a fetch brings just that.
+    let clone = h.join("clone");
+    run(git(h).args(["clone", "-q", &url]).arg(&clone));
+    let work = h.join("work");
+    run(git(h).args(["clone", "-q", &url]).arg(&work));
+    std::fs::write(work.join("NEW.md"), "new\n").unwrap();
+    run(git(h).arg("-C").arg(&work).args(["add", "NEW.md"]));
+    run(git(h).arg("-C").arg(&work).args(["commit", "-q", "-m", "new commit"]));
+    let new_head = stdout(&run(git(h).arg("-C").arg(&work).args(["rev-parse", "HEAD"])));
+    let branch = f.repo(HEARTWOOD)["default_branch"].as_str().unwrap().to_owned();
+    let storage_repo = seed.storage().join(canonical(&rid));
+    run(git(h)
+        .arg("-C")
+        .arg(&work)
+        .arg("push")
+        .arg("-q")
+        .arg(&storage_repo)
+        .arg(format!("HEAD:refs/heads/{branch}")));
+    let report = seed.rescan();
+    assert_eq!(report["updated"], 1, "{report}");
+    for v in ["0", "2"] {
+        run(git(h)
+            .arg("-C")
+            .arg(&clone)
+            .args(["-c", &format!("protocol.version={v}"), "fetch", "-q", "origin"]));
+        let got = stdout(&run(git(h)
+            .arg("-C")
+            .arg(&clone)
+            .args(["rev-parse", &format!("origin/{branch}")])));
+        assert_eq!(got, new_head, "v{v}");
+    }
+}
+
+#[test]
+fn per_peer_url_serves_that_namespace_and_any_object_can_be_wanted() {
+    let seed = seed_with_fixtures();
+    let f = fixtures();
+    let rid = f.rid(HEARTWOOD);
+    let alice = f.json["alice"]["nid"].as_str().unwrap();
+    let tmp = tempfile::tempdir().unwrap();
+    let h = tmp.path();
+    let url = seed.url(&format!("{}.git/{alice}", canonical(&rid)));
+    for v in ["0", "2"] {
+        let refs = ls_remote(h, &url, v);
+        assert!(refs.iter().any(|(_, n)| n == "refs/rad/sigrefs"), "v{v}: {refs:?}");
+        assert!(refs.iter().any(|(_, n)| n.starts_with("refs/heads/")), "v{v}: {refs:?}");
+        assert!(refs.iter().all(|(_, n)| !n.starts_with("refs/namespaces/")), "v{v}: {refs:?}");
+    }
+    let dest = h.join("alice");
+    run(git(h).args(["clone", "-q", "--bare", &url]).arg(&dest));
+    // Unknown peer → 404.
+    let other = "z6Mko9hTggMwjSTEaJaPUfE6tqcy2xvU6BnNq3e3o8qVBiyH";
+    let (status, _) = http_get(
+        &seed.url(&format!("{rid}.git/{other}/info/refs?service=git-upload-pack")),
+        &[],
+    )
+    .unwrap();
+    assert_eq!(status, 404);
+
+    // A patch head lives only in a peer namespace; it can be fetched by id from the canonical URL.
+    let patch_head = f.repo(HEARTWOOD)["patch_head"].as_str().unwrap();
+    let clone = h.join("clone");
+    run(git(h).args(["clone", "-q", &seed.url(&format!("{rid}.git"))]).arg(&clone));
+    for v in ["0", "2"] {
+        run(git(h)
+            .arg("-C")
+            .arg(&clone)
+            .args(["-c", &format!("protocol.version={v}"), "fetch", "-q", "origin", patch_head]));
+    }
+    run(git(h).arg("-C").arg(&clone).args(["cat-file", "-e", patch_head]));
+}
+
+#[test]
+fn push_private_unknown_and_malformed_requests_are_refused() {
+    let seed = seed_with_fixtures();
+    let f = fixtures();
+    let rid = f.rid(HEARTWOOD);
+    let secret = f.rid(SECRET);
+    let tmp = tempfile::tempdir().unwrap();
+    let h = tmp.path();
+
+    // Push: 403 with a one-line reason, and git push fails.
+    let (status, body) = http_get(
+        &seed.url(&format!("{rid}.git/info/refs?service=git-receive-pack")),
+        &[],
+    )
+    .unwrap();
+    assert_eq!(status, 403);
+    assert_eq!(body.trim().lines().count(), 1, "{body}");
+    let (status, _) = http_post(&seed.url(&format!("{rid}.git/git-receive-pack")), &[], b"0000").unwrap();
+    assert_eq!(status, 403);
+    let clone = h.join("c");
+    run(git(h).args(["clone", "-q", &seed.url(&format!("{rid}.git"))]).arg(&clone));
+    let out = git(h)
+        .arg("-C")
+        .arg(&clone)
+        .args(["push", "origin", "HEAD:refs/heads/evil"])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+
+    // Private and unknown repositories look the same.
+    let unknown = "rad:z3gqcJUoA1n9HaHKufZs5FCSGazv5";
+    let (s1, b1) = http_get(&seed.url(&format!("{secret}.git/info/refs?service=git-upload-pack")), &[]).unwrap();
+    let (s2, b2) = http_get(&seed.url(&format!("{unknown}.git/info/refs?service=git-upload-pack")), &[]).unwrap();
+    assert_eq!((s1, s2), (404, 404));
+    assert_eq!(b1, b2);
+    let out = git(h)
+        .args(["clone", "-q", &seed.url(&format!("{secret}.git"))])
+        .arg(h.join("secret"))
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+
+    // Malformed requests → 4xx.
+    let (s, _) = http_get(&seed.url("not-a-rid.git/info/refs?service=git-upload-pack"), &[]).unwrap();
+    assert_eq!(s, 400);
+    let (s, _) = http_get(&seed.url("/"), &[]).unwrap();
+    assert_eq!(s, 404);
+    let (s, _) = http_get(&seed.url(&format!("{rid}.git/info/refs")), &[]).unwrap();
+    assert_eq!(s, 403, "dumb HTTP is not served");
+    let (s, _) = http_get(&seed.url(&format!("{rid}.git/git-upload-pack")), &[]).unwrap();
+    assert_eq!(s, 405);
+    let (s, _) = http_post(
+        &seed.url(&format!("{rid}.git/git-upload-pack")),
+        &[("Content-Type", "text/plain")],
+        b"0000",
+    )
+    .unwrap();
+    assert_eq!(s, 415);
+    let (s, _) = http_post(
+        &seed.url(&format!("{rid}.git/git-upload-pack")),
+        &[("Content-Type", "application/x-git-upload-pack-request")],
+        b"this is not a pkt-line",
+    )
+    .unwrap();
+    assert_eq!(s, 400);
+    // Oversized (declared) body → 413 without reading it.
+    let mut s = raw_request(
+        seed.http,
+        format!(
+            "POST /{rid}.git/git-upload-pack HTTP/1.1\r\nHost: x\r\nContent-Type: application/x-git-upload-pack-request\r\nContent-Length: {}\r\n\r\n",
+            1u64 << 40
+        )
+        .as_bytes(),
+    );
+    let mut buf = [0u8; 64];
+    let n = s.read(&mut buf).unwrap();
+    assert!(String::from_utf8_lossy(&buf[..n]).starts_with("HTTP/1.1 413"));
+    // Garbage on the socket never takes the server down.
+    let mut s = raw_request(seed.http, b"\x00\x01\x02 garbage\r\n\r\n");
+    let _ = s.read(&mut buf);
+    let (status, _) = http_get(&seed.admin_url("/healthz"), &[]).unwrap();
+    assert_eq!(status, 200);
+}
+
+/// A synthetic repository with one large incompressible blob, so a clone takes a while.
+fn big_repo(storage: &Path, mib: usize) -> String {
+    let (rid, _) = synthetic_repo(storage, "big", |work, g| {
+        let mut data = vec![0u8; mib * 1024 * 1024];
+        // xorshift: incompressible and deterministic.
+        let mut x: u64 = 0x9e3779b97f4a7c15;
+        for chunk in data.chunks_mut(8) {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            let b = x.to_le_bytes();
+            chunk.copy_from_slice(&b[..chunk.len()]);
+        }
+        std::fs::write(work.join("big.bin"), &data).unwrap();
+        g(&["add", "big.bin"]);
+        g(&["commit", "-q", "-m", "big"]);
+    });
+    rid
+}
+
+fn v2_fetch_body(want: &str) -> Vec<u8> {
+    let mut body = String::new();
+    body.push_str(&pkt("command=fetch\n"));
+    body.push_str(&pkt("object-format=sha1\n"));
+    body.push_str("0001");
+    body.push_str(&pkt("no-progress\n"));
+    body.push_str(&pkt(&format!("want {want}\n")));
+    body.push_str(&pkt("done\n"));
+    body.push_str("0000");
+    body.into_bytes()
+}
+
+fn seedd_children(pid: u32) -> Vec<String> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir("/proc").unwrap().flatten() {
+        if let Ok(stat) = std::fs::read_to_string(e.path().join("stat")) {
+            // pid (comm) state ppid ...
+            if let Some(rest) = stat.rsplit_once(") ") {
+                let fields: Vec<&str> = rest.1.split(' ').collect();
+                if fields.get(1) == Some(&pid.to_string().as_str()) {
+                    out.push(stat.clone());
+                }
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn client_disconnect_mid_clone_kills_the_work_and_leaves_no_process() {
+    let seed = Seed::start(SeedOptions::default());
+    let rid = big_repo(&seed.storage(), 48);
+    seed.rescan();
+    let repo_path = seed.storage().join(canonical(&rid));
+    let head = stdout(&run(git(seed.dir.path())
+        .arg("--git-dir")
+        .arg(&repo_path)
+        .args(["rev-parse", "HEAD"])));
+    let body = v2_fetch_body(&head);
+    let mut req = format!(
+        "POST /{rid}.git/git-upload-pack HTTP/1.1\r\nHost: x\r\nGit-Protocol: version=2\r\nContent-Type: application/x-git-upload-pack-request\r\nContent-Length: {}\r\n\r\n",
+        body.len()
+    )
+    .into_bytes();
+    req.extend_from_slice(&body);
+    let mut s = raw_request(seed.http, &req);
+    let mut buf = vec![0u8; 64 * 1024];
+    let mut got = 0;
+    while got < 256 * 1024 {
+        let n = s.read(&mut buf).unwrap();
+        assert!(n > 0, "server closed early");
+        got += n;
+    }
+    // The pack is still being generated/streamed: there are git children.
+    let needle = repo_path.to_str().unwrap().to_owned();
+    assert!(!processes_mentioning(&needle).is_empty(), "expected upload-pack to run");
+    drop(s);
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let procs = processes_mentioning(&needle);
+        let zombies: Vec<String> = seedd_children(seed.child.id())
+            .into_iter()
+            .filter(|s| s.contains(") Z "))
+            .collect();
+        if procs.is_empty() && zombies.is_empty() {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "git processes left behind after the client went away: {procs:?} zombies: {zombies:?}"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let (_, metrics) = http_get(&seed.admin_url("/metrics"), &[]).unwrap();
+    assert!(
+        metrics.contains("seedd_git_aborted_total{reason=\"client_gone\"} 1"),
+        "{metrics}"
+    );
+}
+
+#[test]
+fn pack_generation_is_capped_and_overflow_gets_503_with_retry_after() {
+    let seed = Seed::start(SeedOptions {
+        extra_config: String::new(),
+        env: vec![
+            ("SEEDD_HTTP__MAX_CONCURRENT_PACKS".into(), "1".into()),
+            ("SEEDD_HTTP__PACK_QUEUE".into(), "0".into()),
+        ],
+        ..SeedOptions::default()
+    });
+    let rid = big_repo(&seed.storage(), 32);
+    seed.rescan();
+    let repo_path = seed.storage().join(canonical(&rid));
+    let head = stdout(&run(git(seed.dir.path())
+        .arg("--git-dir")
+        .arg(&repo_path)
+        .args(["rev-parse", "HEAD"])));
+    let body = v2_fetch_body(&head);
+    let mut req = format!(
+        "POST /{rid}.git/git-upload-pack HTTP/1.1\r\nHost: x\r\nGit-Protocol: version=2\r\nContent-Type: application/x-git-upload-pack-request\r\nContent-Length: {}\r\n\r\n",
+        body.len()
+    )
+    .into_bytes();
+    req.extend_from_slice(&body);
+    // First request holds the only slot: read its headers, then stop reading.
+    let mut first = raw_request(seed.http, &req);
+    let mut buf = [0u8; 512];
+    let n = first.read(&mut buf).unwrap();
+    assert!(String::from_utf8_lossy(&buf[..n]).starts_with("HTTP/1.1 200"));
+    // Second is refused at once.
+    let mut second = raw_request(seed.http, &req);
+    let mut resp = String::new();
+    let started = Instant::now();
+    let n = second.read(&mut buf).unwrap();
+    resp.push_str(&String::from_utf8_lossy(&buf[..n]));
+    assert!(resp.starts_with("HTTP/1.1 503"), "{resp}");
+    assert!(resp.to_ascii_lowercase().contains("retry-after: 1"), "{resp}");
+    assert!(started.elapsed() < Duration::from_secs(5));
+    drop(first);
+    // Once the slot is free, clones work again.
+    let tmp = tempfile::tempdir().unwrap();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let out = git(tmp.path())
+            .args(["ls-remote", &seed.url(&format!("{rid}.git"))])
+            .output()
+            .unwrap();
+        let (_, m) = http_get(&seed.admin_url("/metrics"), &[]).unwrap();
+        if out.status.success() && m.contains("seedd_git_packs_in_flight 0") {
+            break;
+        }
+        assert!(Instant::now() < deadline, "slot never released");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+#[test]
+fn repos_added_on_disk_appear_after_rescan_or_sighup() {
+    let seed = Seed::start(SeedOptions::default());
+    let f = fixtures();
+    let tmp = tempfile::tempdir().unwrap();
+    let mut added = Vec::new();
+    for (name, trigger) in [(SMALL, "admin"), (HEARTWOOD, "sighup")] {
+        let rid = f.rid(name);
+        let url = seed.url(&format!("{rid}.git/info/refs?service=git-upload-pack"));
+        assert_eq!(http_get(&url, &[]).unwrap().0, 404);
+        copy_tree(
+            &f.storage().join(canonical(&rid)),
+            &seed.storage().join(canonical(&rid)),
+        );
+        if trigger == "admin" {
+            // Through seedctl, the operator's tool.
+            let out = run(Command::new(bin("seedctl"))
+                .args(["--admin", &seed.admin_url(""), "--token-file"])
+                .arg(seed.token_file())
+                .args(["rescan", "-o", "json"]));
+            let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+            assert_eq!(v["added"], 1, "{v}");
+        } else {
+            seed.signal(1);
+        }
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while http_get(&url, &[]).unwrap().0 != 200 {
+            assert!(Instant::now() < deadline, "{name} not served after {trigger}");
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        run(git(tmp.path())
+            .args(["clone", "-q", &seed.url(&format!("{rid}.git"))])
+            .arg(tmp.path().join(name)));
+        added.push(rid);
+    }
+    // A restart keeps the index and re-reads nothing that did not change.
+    let data = seed.data_dir();
+    let _ = data;
+    let status = seed.stop();
+    assert!(status.success(), "seedd exited with {status}");
+}

@@ -1,0 +1,270 @@
+//! The operator's surface: keys and `seedd id`, config check/print and env overrides, the admin
+//! API and metrics, `seedctl`, HTTPS with certificate reload.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use seedd_tests::*;
+
+#[test]
+fn key_written_by_rad_auth_gives_the_same_nid_as_rad_self() {
+    let f = fixtures();
+    let alice_nid = f.json["alice"]["nid"].as_str().unwrap();
+    let home = f.dir.join("homes/alice");
+    let data = tempfile::tempdir().unwrap();
+    let keys = data.path().join("keys/default");
+    std::fs::create_dir_all(&keys).unwrap();
+    std::fs::copy(home.join("keys/radicle"), keys.join("radicle")).unwrap();
+    std::fs::copy(home.join("keys/radicle.pub"), keys.join("radicle.pub")).unwrap();
+    let out = run(Command::new(bin("seedd"))
+        .args(["id", "--data-dir"])
+        .arg(data.path()));
+    let text = stdout(&out);
+    let mut lines = text.lines();
+    assert_eq!(lines.next(), Some(alice_nid));
+    assert_eq!(lines.next(), Some(format!("did:key:{alice_nid}").as_str()));
+
+    // The same key mounted as a Secret via keys.secret.
+    let cfg = data.path().join("seedd.toml");
+    std::fs::write(
+        &cfg,
+        format!("[keys]\nsecret = \"{}\"\n", home.join("keys/radicle").display()),
+    )
+    .unwrap();
+    let other = tempfile::tempdir().unwrap();
+    let out = run(Command::new(bin("seedd"))
+        .args(["id", "-o", "json", "--config"])
+        .arg(&cfg)
+        .arg("--data-dir")
+        .arg(other.path()));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["nid"], alice_nid);
+}
+
+#[test]
+fn first_start_creates_a_key_that_real_rad_accepts() {
+    let data = tempfile::tempdir().unwrap();
+    let out = run(Command::new(bin("seedd")).args(["id", "--data-dir"]).arg(data.path()));
+    let nid = stdout(&out).lines().next().unwrap().to_owned();
+    assert!(nid.starts_with("z6Mk"));
+    // Stable across calls.
+    let again = run(Command::new(bin("seedd")).args(["id", "--data-dir"]).arg(data.path()));
+    assert_eq!(stdout(&again).lines().next().unwrap(), nid);
+    // The real `rad` reads the key file seedd wrote.
+    let rad_home = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(rad_home.path().join("keys")).unwrap();
+    for f in ["radicle", "radicle.pub"] {
+        std::fs::copy(
+            data.path().join("keys/default").join(f),
+            rad_home.path().join("keys").join(f),
+        )
+        .unwrap();
+    }
+    let out = run(Command::new("rad")
+        .args(["self", "--nid"])
+        .env("RAD_HOME", rad_home.path())
+        .env("RAD_PASSPHRASE", ""));
+    assert_eq!(stdout(&out), nid);
+}
+
+#[test]
+fn config_errors_name_the_key_and_the_file_and_env_overrides_the_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let bad = dir.path().join("bad.toml");
+    std::fs::write(&bad, "[http]\nlisten = \"not an address\"\n").unwrap();
+    let out = Command::new(bin("seedd"))
+        .args(["config", "check"])
+        .arg(&bad)
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("http.listen") && err.contains("bad.toml"), "{err}");
+
+    let typo = dir.path().join("typo.toml");
+    std::fs::write(&typo, "[polcy]\ndefault = \"allow\"\n").unwrap();
+    let out = Command::new(bin("seedd"))
+        .args(["config", "check"])
+        .arg(&typo)
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("polcy"));
+
+    let good = dir.path().join("good.toml");
+    std::fs::write(&good, "alias = \"from-file\"\n[http]\nlisten = \"127.0.0.1:1234\"\n").unwrap();
+    run(Command::new(bin("seedd")).args(["config", "check"]).arg(&good));
+    let out = run(Command::new(bin("seedd"))
+        .args(["config", "print", "--config"])
+        .arg(&good)
+        .env("SEEDD_HTTP__LISTEN", "127.0.0.1:4321")
+        .env("SEEDD_P2P__CONNECT", "z6Mkon3Necd6NkkyfoGoHxid2znGc59LU3K7mubaRcFbLfLX@127.0.0.1:8776,z6Mko9hTggMwjSTEaJaPUfE6tqcy2xvU6BnNq3e3o8qVBiyH@127.0.0.1:8777"));
+    let printed = stdout(&out);
+    assert!(printed.contains("alias = \"from-file\""), "{printed}");
+    assert!(printed.contains("listen = \"127.0.0.1:4321\""), "{printed}");
+    assert!(printed.contains("z6Mko9hTggMwjSTEaJaPUfE6tqcy2xvU6BnNq3e3o8qVBiyH@127.0.0.1:8777"), "{printed}");
+    // A bad env value names the variable.
+    let out = Command::new(bin("seedd"))
+        .args(["config", "check"])
+        .arg(&good)
+        .env("SEEDD_POLICY__DEFAULT", "sometimes")
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("SEEDD_POLICY__DEFAULT"));
+}
+
+#[test]
+fn admin_api_needs_the_token_and_metrics_count_clones() {
+    let seed = Seed::start(SeedOptions {
+        repos: vec!["small-fixture".into()],
+        ..SeedOptions::default()
+    });
+    for path in ["/healthz", "/readyz", "/metrics"] {
+        assert_eq!(http_get(&seed.admin_url(path), &[]).unwrap().0, 200, "{path}");
+    }
+    let (status, _) = http_get(&seed.admin_url("/api/v1/status"), &[]).unwrap();
+    assert_eq!(status, 401);
+    let (status, _) = http_get(
+        &seed.admin_url("/api/v1/status"),
+        &[("Authorization", "Bearer wrong")],
+    )
+    .unwrap();
+    assert_eq!(status, 401);
+    let out = run(Command::new(bin("seedctl"))
+        .args(["--admin", &seed.admin_url(""), "--token-file"])
+        .arg(seed.token_file())
+        .args(["status", "-o", "json"]));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(v["nid"].as_str().unwrap().starts_with("z6Mk"));
+    assert_eq!(v["repos"]["total"], 1);
+    let text = run(Command::new(bin("seedctl"))
+        .args(["--admin", &seed.admin_url("")])
+        .env("SEEDCTL_TOKEN_FILE", seed.token_file())
+        .arg("status"));
+    assert!(stdout(&text).contains("NID"));
+    // Wrong token: one clear line and a non-zero exit.
+    let bad = tempfile::NamedTempFile::new().unwrap();
+    std::fs::write(bad.path(), "nope").unwrap();
+    let out = Command::new(bin("seedctl"))
+        .args(["--admin", &seed.admin_url(""), "--token-file"])
+        .arg(bad.path())
+        .arg("status")
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert_eq!(String::from_utf8_lossy(&out.stderr).trim().lines().count(), 1);
+
+    let rid = fixtures().rid("small-fixture");
+    let tmp = tempfile::tempdir().unwrap();
+    run(git(tmp.path())
+        .args(["clone", "-q", &seed.url(&format!("{rid}.git"))])
+        .arg(tmp.path().join("c")));
+    let (_, m) = http_get(&seed.admin_url("/metrics"), &[]).unwrap();
+    assert!(m.contains("seedd_http_requests_total{route=\"upload_pack\",status=\"200\"}"), "{m}");
+    assert!(m.contains("seedd_git_clone_duration_seconds_count{protocol=\"v2\"} 1"), "{m}");
+    assert!(m.contains("seedd_repos_indexed{visibility=\"public\"} 1"), "{m}");
+    assert!(m.contains("seedd_build_info{version="), "{m}");
+    assert!(m.contains("seedd_git_packs_in_flight 0"), "{m}");
+}
+
+fn write_certs(dir: &std::path::Path, name: &str) -> (std::path::PathBuf, std::path::PathBuf, std::path::PathBuf) {
+    let ca_key = rcgen::KeyPair::generate().unwrap();
+    let mut ca_params = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
+    ca_params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+    ca_params
+        .distinguished_name
+        .push(rcgen::DnType::CommonName, format!("seedd test CA {name}"));
+    let ca = ca_params.self_signed(&ca_key).unwrap();
+    let key = rcgen::KeyPair::generate().unwrap();
+    let params =
+        rcgen::CertificateParams::new(vec!["localhost".to_owned(), "127.0.0.1".to_owned()]).unwrap();
+    let cert = params.signed_by(&key, &ca, &ca_key).unwrap();
+    let ca_path = dir.join(format!("{name}-ca.pem"));
+    let cert_path = dir.join("tls.crt");
+    let key_path = dir.join("tls.key");
+    std::fs::write(&ca_path, ca.pem()).unwrap();
+    std::fs::write(&cert_path, cert.pem()).unwrap();
+    std::fs::write(&key_path, key.serialize_pem()).unwrap();
+    (ca_path, cert_path, key_path)
+}
+
+#[test]
+fn https_clone_over_http1_and_http2_and_certificate_reload_on_sighup() {
+    let certs = tempfile::tempdir().unwrap();
+    let (ca1, cert, key) = write_certs(certs.path(), "one");
+    let seed = Seed::start(SeedOptions {
+        repos: vec!["small-fixture".into()],
+        tls: Some((cert.clone(), key.clone())),
+        ..SeedOptions::default()
+    });
+    let rid = fixtures().rid("small-fixture");
+    let url = format!("https://localhost:{}/{rid}.git", seed.http.port());
+    let tmp = tempfile::tempdir().unwrap();
+    for (i, version) in ["HTTP/1.1", "HTTP/2"].iter().enumerate() {
+        run(git(tmp.path())
+            .env("GIT_SSL_CAINFO", &ca1)
+            .args(["-c", &format!("http.version={version}"), "clone", "-q", &url])
+            .arg(tmp.path().join(format!("c{i}"))));
+    }
+    // Without the CA, the clone fails (it really is TLS).
+    let out = git(tmp.path())
+        .args(["clone", "-q", &url])
+        .arg(tmp.path().join("untrusted"))
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+
+    // Replace the certificate (new CA) and send SIGHUP: new connections use it.
+    let (ca2, _, _) = write_certs(certs.path(), "two");
+    seed.signal(1);
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let out = git(tmp.path())
+            .env("GIT_SSL_CAINFO", &ca2)
+            .args(["ls-remote", &url])
+            .output()
+            .unwrap();
+        if out.status.success() {
+            break;
+        }
+        assert!(Instant::now() < deadline, "new certificate not served after SIGHUP");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    let (_, m) = http_get(&seed.admin_url("/metrics"), &[]).unwrap();
+    assert!(m.contains("seedd_tls_reloads_total{result=\"ok\"}"), "{m}");
+}
+
+#[test]
+fn sigterm_stops_cleanly_and_restart_reuses_the_index() {
+    let keep = tempfile::tempdir().unwrap();
+    let data = keep.path().join("data");
+    let seed = Seed::start(SeedOptions {
+        repos: vec!["small-fixture".into(), "heartwood-fixture".into()],
+        data_dir: Some(data.clone()),
+        ..SeedOptions::default()
+    });
+    assert!(seed.logs().contains("added=2"), "{}", seed.logs());
+    let status = seed.stop();
+    assert!(status.success(), "seedd exited with {status}");
+    // Restart on the same data directory: the index is reused, no repository is re-read.
+    let seed = Seed::start(SeedOptions {
+        data_dir: Some(data.clone()),
+        ..SeedOptions::default()
+    });
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !seed.logs().contains("index reconciled") {
+        assert!(Instant::now() < deadline, "{}", seed.logs());
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let logs = seed.logs();
+    assert!(logs.contains("unchanged=2") && logs.contains("added=0"), "{logs}");
+    let rid = fixtures().rid("small-fixture");
+    assert_eq!(
+        http_get(&seed.url(&format!("{rid}.git/info/refs?service=git-upload-pack")), &[])
+            .unwrap()
+            .0,
+        200
+    );
+}
