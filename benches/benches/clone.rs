@@ -918,6 +918,26 @@ mod bench {
         better: &'static str,
     }
 
+    fn row(
+        key: impl Into<String>,
+        workload: impl Into<String>,
+        metric: &str,
+        unit: &'static str,
+        seedd: Option<f64>,
+        git: Option<f64>,
+        better: &'static str,
+    ) -> Row {
+        Row {
+            key: key.into(),
+            workload: workload.into(),
+            metric: metric.into(),
+            unit,
+            seedd,
+            git,
+            better,
+        }
+    }
+
     impl Row {
         fn ratio(&self) -> Option<f64> {
             match (self.seedd, self.git) {
@@ -1164,17 +1184,19 @@ mod bench {
             home,
             scratch: scratch.clone(),
         };
-        let seedd_bin = ensure_seedd(&ctx, &profile);
         let (data_storage, repos) = data::datasets(&cache, &|m| ctx.log(m));
         assert_eq!(repos.len(), 4, "unexpected dataset manifest");
+        let seedd_bin = ensure_seedd(&ctx, &profile);
 
         // One data dir, the same bare repositories served by both.
         let data_dir = scratch.join("data");
         std::fs::create_dir_all(&data_dir).unwrap();
-        run(Command::new("cp")
-            .arg("-a")
-            .arg(&data_storage)
-            .arg(data_dir.join("storage")));
+        seedd_tests::run(
+            Command::new("cp")
+                .arg("-a")
+                .arg(&data_storage)
+                .arg(data_dir.join("storage")),
+        );
         let storage = data_dir.join("storage");
         let repos: Vec<Repo> = repos
             .iter()
@@ -1255,15 +1277,15 @@ mod bench {
             let ((), cpu, _) = ctx.measured(s.pid, || std::thread::sleep(Duration::from_secs(1)));
             idle[i] = cpu;
         }
-        rows.push(Row {
-            key: "idle_cpu_ms_per_s".into(),
-            workload: "idle, 1 s".into(),
-            metric: "server CPU".into(),
-            unit: "ms",
-            seedd: Some(idle[0] * 1000.0),
-            git: Some(idle[1] * 1000.0),
-            better: "lower",
-        });
+        rows.push(row(
+            "idle_cpu_ms_per_s",
+            "idle, 1 s",
+            "server CPU",
+            "ms",
+            Some(idle[0] * 1000.0),
+            Some(idle[1] * 1000.0),
+            "lower",
+        ));
 
         // RSS flatness (seedd first, on a fresh process) + big-blob clones on both.
         let seedd_pid = servers[0].pid;
@@ -1305,33 +1327,33 @@ mod bench {
                 }
             }
             let w = format!("full clone {} (v2, 1 run)", repo.name);
-            rows.push(Row {
-                key: format!("clone_{}_cpu_s", repo.name),
-                workload: w.clone(),
-                metric: "server CPU".into(),
-                unit: "s",
-                seedd: cpu[0],
-                git: cpu[1],
-                better: "lower",
-            });
-            rows.push(Row {
-                key: format!("clone_{}_wall_s", repo.name),
-                workload: w.clone(),
-                metric: "wall time".into(),
-                unit: "s",
-                seedd: wall[0],
-                git: wall[1],
-                better: "lower",
-            });
-            rows.push(Row {
-                key: format!("clone_{}_pack_mb", repo.name),
-                workload: w,
-                metric: "pack received".into(),
-                unit: "MB",
-                seedd: bytes[0],
-                git: bytes[1],
-                better: "",
-            });
+            rows.push(row(
+                format!("clone_{}_cpu_s", repo.name),
+                w.clone(),
+                "server CPU",
+                "s",
+                cpu[0],
+                cpu[1],
+                "lower",
+            ));
+            rows.push(row(
+                format!("clone_{}_wall_s", repo.name),
+                w.clone(),
+                "wall time",
+                "s",
+                wall[0],
+                wall[1],
+                "lower",
+            ));
+            rows.push(row(
+                format!("clone_{}_pack_mb", repo.name),
+                w,
+                "pack received",
+                "MB",
+                bytes[0],
+                bytes[1],
+                "",
+            ));
         }
         if !reset_ok {
             notes.push(
@@ -1339,24 +1361,24 @@ mod bench {
             );
         }
         for (name, base, peak, now) in &rss {
-            rows.push(Row {
-                key: format!("seedd_vmhwm_{name}_mib"),
-                workload: format!("seedd RSS, clone of {name}"),
-                metric: "VmHWM peak".into(),
-                unit: "MiB",
-                seedd: Some(*peak as f64 / 1024.0),
-                git: None,
-                better: "",
-            });
-            rows.push(Row {
-                key: format!("seedd_vmhwm_{name}_growth_mib"),
-                workload: format!("seedd RSS, clone of {name}"),
-                metric: "peak − before".into(),
-                unit: "MiB",
-                seedd: Some(peak.saturating_sub(*base) as f64 / 1024.0),
-                git: None,
-                better: "",
-            });
+            rows.push(row(
+                format!("seedd_vmhwm_{name}_mib"),
+                format!("seedd RSS, clone of {name}"),
+                "VmHWM peak",
+                "MiB",
+                Some(*peak as f64 / 1024.0),
+                None,
+                "",
+            ));
+            rows.push(row(
+                format!("seedd_vmhwm_{name}_growth_mib"),
+                format!("seedd RSS, clone of {name}"),
+                "peak − before",
+                "MiB",
+                Some(peak.saturating_sub(*base) as f64 / 1024.0),
+                None,
+                "",
+            ));
             let _ = now;
         }
 
@@ -1391,33 +1413,33 @@ mod bench {
         }
         let cold_cpu = [median(&mut cpu[0]), median(&mut cpu[1])];
         let w = format!("full clone medium (v2, median of {ROUNDS})");
-        rows.push(Row {
-            key: "clone_medium_cpu_s".into(),
-            workload: w.clone(),
-            metric: "server CPU".into(),
-            unit: "s",
-            seedd: Some(cold_cpu[0]),
-            git: Some(cold_cpu[1]),
-            better: "lower",
-        });
-        rows.push(Row {
-            key: "clone_medium_wall_s".into(),
-            workload: w.clone(),
-            metric: "wall time".into(),
-            unit: "s",
-            seedd: Some(median(&mut wall[0])),
-            git: Some(median(&mut wall[1])),
-            better: "lower",
-        });
-        rows.push(Row {
-            key: "clone_medium_pack_mb".into(),
-            workload: w,
-            metric: "pack received".into(),
-            unit: "MB",
-            seedd: Some(bytes[0] as f64 / 1e6),
-            git: Some(bytes[1] as f64 / 1e6),
-            better: "",
-        });
+        rows.push(row(
+            "clone_medium_cpu_s",
+            w.clone(),
+            "server CPU",
+            "s",
+            Some(cold_cpu[0]),
+            Some(cold_cpu[1]),
+            "lower",
+        ));
+        rows.push(row(
+            "clone_medium_wall_s",
+            w.clone(),
+            "wall time",
+            "s",
+            Some(median(&mut wall[0])),
+            Some(median(&mut wall[1])),
+            "lower",
+        ));
+        rows.push(row(
+            "clone_medium_pack_mb",
+            w,
+            "pack received",
+            "MB",
+            Some(bytes[0] as f64 / 1e6),
+            Some(bytes[1] as f64 / 1e6),
+            "",
+        ));
 
         // 16 concurrent identical clones.
         let mut thr = [None, None];
@@ -1441,51 +1463,51 @@ mod bench {
             }
         }
         let w = format!("{CONCURRENT} concurrent clones of medium");
-        rows.push(Row {
-            key: "concurrent_throughput_mb_s".into(),
-            workload: w.clone(),
-            metric: "aggregate pack bytes/s".into(),
-            unit: "MB/s",
-            seedd: thr[0],
-            git: thr[1],
-            better: "higher",
-        });
-        rows.push(Row {
-            key: "concurrent_wall_s".into(),
-            workload: w.clone(),
-            metric: "wall time".into(),
-            unit: "s",
-            seedd: cwall[0],
-            git: cwall[1],
-            better: "lower",
-        });
-        rows.push(Row {
-            key: "concurrent_cpu_s".into(),
-            workload: w.clone(),
-            metric: "server CPU".into(),
-            unit: "s",
-            seedd: ccpu[0],
-            git: ccpu[1],
-            better: "lower",
-        });
-        rows.push(Row {
-            key: "concurrent_cpu_s_per_gb".into(),
-            workload: w.clone(),
-            metric: "server CPU per GB served".into(),
-            unit: "s/GB",
-            seedd: cpu_per_gb[0],
-            git: cpu_per_gb[1],
-            better: "lower",
-        });
-        rows.push(Row {
-            key: "concurrent_failed".into(),
-            workload: w,
-            metric: "failed clones".into(),
-            unit: "",
-            seedd: Some(fails[0]),
-            git: Some(fails[1]),
-            better: "",
-        });
+        rows.push(row(
+            "concurrent_throughput_mb_s",
+            w.clone(),
+            "aggregate pack bytes/s",
+            "MB/s",
+            thr[0],
+            thr[1],
+            "higher",
+        ));
+        rows.push(row(
+            "concurrent_wall_s",
+            w.clone(),
+            "wall time",
+            "s",
+            cwall[0],
+            cwall[1],
+            "lower",
+        ));
+        rows.push(row(
+            "concurrent_cpu_s",
+            w.clone(),
+            "server CPU",
+            "s",
+            ccpu[0],
+            ccpu[1],
+            "lower",
+        ));
+        rows.push(row(
+            "concurrent_cpu_s_per_gb",
+            w.clone(),
+            "server CPU per GB served",
+            "s/GB",
+            cpu_per_gb[0],
+            cpu_per_gb[1],
+            "lower",
+        ));
+        rows.push(row(
+            "concurrent_failed",
+            w,
+            "failed clones",
+            "",
+            Some(fails[0]),
+            Some(fails[1]),
+            "",
+        ));
 
         // Ref advertisement rates on refs10k.
         let v2_body = {
@@ -1531,33 +1553,33 @@ mod bench {
                 }
             }
             let w = format!("{label} refs10k ({RPS_CONNS} conns)");
-            rows.push(Row {
-                key: format!("refs_{variant}_req_per_s"),
-                workload: w.clone(),
-                metric: "requests/s".into(),
-                unit: "req/s",
-                seedd: rps[0],
-                git: rps[1],
-                better: "higher",
-            });
-            rows.push(Row {
-                key: format!("refs_{variant}_cpu_ms_per_req"),
-                workload: w.clone(),
-                metric: "server CPU per request".into(),
-                unit: "ms",
-                seedd: cpu_ms[0],
-                git: cpu_ms[1],
-                better: "lower",
-            });
-            rows.push(Row {
-                key: format!("refs_{variant}_response_kb"),
-                workload: w,
-                metric: "response body".into(),
-                unit: "kB",
-                seedd: body[0],
-                git: body[1],
-                better: "",
-            });
+            rows.push(row(
+                format!("refs_{variant}_req_per_s"),
+                w.clone(),
+                "requests/s",
+                "req/s",
+                rps[0],
+                rps[1],
+                "higher",
+            ));
+            rows.push(row(
+                format!("refs_{variant}_cpu_ms_per_req"),
+                w.clone(),
+                "server CPU per request",
+                "ms",
+                cpu_ms[0],
+                cpu_ms[1],
+                "lower",
+            ));
+            rows.push(row(
+                format!("refs_{variant}_response_kb"),
+                w,
+                "response body",
+                "kB",
+                body[0],
+                body[1],
+                "",
+            ));
         }
 
         // Floors from the issue.

@@ -106,13 +106,13 @@ impl GitServer {
             cmd.env("GIT_PROTOCOL", p);
         }
         // Any object may be wanted by id (patch heads live in peer namespaces only).
+        // Not `allowRefInWant`: git (2.47) then sends `wanted-refs` before `shallow-info`, which
+        // breaks `clone --depth` for every v2 client.
         cmd.args([
             "-c",
             "uploadpack.allowAnySHA1InWant=true",
             "-c",
             "uploadpack.allowFilter=true",
-            "-c",
-            "uploadpack.allowRefInWant=true",
         ]);
         match view {
             View::Canonical => {

@@ -32,7 +32,7 @@ pub enum StorageError {
 }
 
 /// A ref as stored: direct to an object, or symbolic to another ref.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum RefTarget {
     Oid(gix::ObjectId),
     Symbolic(String),

@@ -2,6 +2,7 @@
 //! memory), an idle timeout and a total deadline, and on drop (client gone, timeout, shutdown)
 //! the child's whole process group is killed and the child reaped.
 
+use std::future::Future;
 use std::io;
 use std::pin::Pin;
 use std::task::{Context, Poll};

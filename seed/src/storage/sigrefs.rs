@@ -63,7 +63,7 @@ pub enum FeatureLevel {
 }
 
 /// A verified set of signed refs.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SignedRefs {
     pub nid: NodeId,
     /// The sigrefs commit the state was taken from (the oldest one on a replay).
