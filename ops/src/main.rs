@@ -9,10 +9,19 @@ use clap::{Parser, Subcommand, ValueEnum};
 use serde_json::Value;
 
 #[derive(Parser)]
-#[command(name = "seedctl", version, about = "Operate a seedd seed node over its admin API")]
+#[command(
+    name = "seedctl",
+    version,
+    about = "Operate a seedd seed node over its admin API"
+)]
 struct Cli {
     /// Admin API base URL.
-    #[arg(long, env = "SEEDCTL_ADMIN", default_value = "http://127.0.0.1:9776", global = true)]
+    #[arg(
+        long,
+        env = "SEEDCTL_ADMIN",
+        default_value = "http://127.0.0.1:9776",
+        global = true
+    )]
     admin: String,
     /// File holding the admin bearer token (seedd writes <data_dir>/admin-token by default).
     #[arg(long, env = "SEEDCTL_TOKEN_FILE", global = true)]
@@ -94,7 +103,9 @@ fn call(cli: &Cli, method: &str, path: &str) -> anyhow::Result<Value> {
         "POST" => agent.post(&url).header("Authorization", &auth).send_empty(),
         _ => agent.get(&url).header("Authorization", &auth).call(),
     }
-    .map_err(|e| anyhow!("cannot reach the admin API at {url}: {e}; is seedd running and --admin right?"))?;
+    .map_err(|e| {
+        anyhow!("cannot reach the admin API at {url}: {e}; is seedd running and --admin right?")
+    })?;
     let status = resp.status();
     let body: Value = resp
         .into_body()
@@ -134,7 +145,13 @@ fn run(cli: &Cli) -> anyhow::Result<()> {
             let v = call(cli, "POST", "/api/v1/rescan")?;
             let mut t = format!(
                 "scanned {}  added {}  updated {}  unchanged {}  removed {}  failed {}  ({} ms)",
-                v["scanned"], v["added"], v["updated"], v["unchanged"], v["removed"], v["failed"], v["duration_ms"]
+                v["scanned"],
+                v["added"],
+                v["updated"],
+                v["unchanged"],
+                v["removed"],
+                v["failed"],
+                v["duration_ms"]
             );
             if let Some(errors) = v["errors"].as_array() {
                 for e in errors {
@@ -143,9 +160,14 @@ fn run(cli: &Cli) -> anyhow::Result<()> {
             }
             (v, t)
         }
-        Command::Repo { command: RepoCommand::Ls } => {
+        Command::Repo {
+            command: RepoCommand::Ls,
+        } => {
             let v = call(cli, "GET", "/api/v1/repos")?;
-            let mut t = format!("{:<40} {:<24} {:<8} {:>4} {:>5}", "RID", "NAME", "VISIBLE", "DELS", "PEERS");
+            let mut t = format!(
+                "{:<40} {:<24} {:<8} {:>4} {:>5}",
+                "RID", "NAME", "VISIBLE", "DELS", "PEERS"
+            );
             for r in v["repos"].as_array().into_iter().flatten() {
                 t.push_str(&format!(
                     "\n{:<40} {:<24} {:<8} {:>4} {:>5}",
@@ -158,7 +180,9 @@ fn run(cli: &Cli) -> anyhow::Result<()> {
             }
             (v, t)
         }
-        Command::Repo { command: RepoCommand::Show { ref rid } } => {
+        Command::Repo {
+            command: RepoCommand::Show { ref rid },
+        } => {
             let v = call(cli, "GET", &format!("/api/v1/repos/{rid}"))?;
             let r = &v["repo"];
             let mut t = format!(
@@ -168,7 +192,11 @@ fn run(cli: &Cli) -> anyhow::Result<()> {
                 r["delegates"].as_array().map(|d| d.iter().map(s).collect::<Vec<_>>().join(", ")).unwrap_or_default(),
             );
             for sr in v["sigrefs"].as_array().into_iter().flatten() {
-                let state = if sr["error"].is_null() { format!("ok ({})", s(&sr["level"])) } else { format!("INVALID: {}", s(&sr["error"])) };
+                let state = if sr["error"].is_null() {
+                    format!("ok ({})", s(&sr["level"]))
+                } else {
+                    format!("INVALID: {}", s(&sr["error"]))
+                };
                 t.push_str(&format!("\npeer        {} {}", s(&sr["nid"]), state));
             }
             (v, t)

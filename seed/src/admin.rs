@@ -164,16 +164,15 @@ async fn repos(State(state): State<Arc<AdminState>>) -> Response {
 }
 
 async fn repo(State(state): State<Arc<AdminState>>, Path(rid): Path<String>) -> Response {
-    let rid: crate::crypto::RepoId = match rid.parse() {
-        Ok(r) => r,
-        Err(e) => {
-            return (
+    let rid: crate::crypto::RepoId =
+        match rid.parse() {
+            Ok(r) => r,
+            Err(e) => return (
                 StatusCode::BAD_REQUEST,
                 Json(serde_json::json!({ "error": format!("invalid repository id {rid:?}: {e}") })),
             )
-                .into_response()
-        }
-    };
+                .into_response(),
+        };
     let index = state.index.clone();
     let found = tokio::task::spawn_blocking(move || {
         let record = index.repo(&rid)?;

@@ -228,7 +228,10 @@ pub struct Overrides {
 impl Config {
     /// Load defaults < `file` (if given; must exist) < `SEEDD_*` env < command-line overrides,
     /// then validate.
-    pub fn load(file: Option<&Path>, overrides: &Overrides) -> Result<(Self, Sources), ConfigError> {
+    pub fn load(
+        file: Option<&Path>,
+        overrides: &Overrides,
+    ) -> Result<(Self, Sources), ConfigError> {
         let defaults = config::Config::try_from(&Config::default())
             .map_err(|e| ConfigError::Load(e.to_string()))?;
         let mut builder = config::Config::builder().add_source(defaults);
@@ -326,7 +329,9 @@ impl Config {
             }
         }
         for (i, a) in self.p2p.external_addresses.iter().enumerate() {
-            if a.rsplit_once(':').is_none_or(|(h, p)| h.is_empty() || p.parse::<u16>().is_err()) {
+            if a.rsplit_once(':')
+                .is_none_or(|(h, p)| h.is_empty() || p.parse::<u16>().is_err())
+            {
                 return Err(bad(
                     "p2p.external_addresses",
                     format!("entry {i} {a:?}: expected \"host:port\""),
@@ -338,21 +343,33 @@ impl Config {
         self.admin_listen()
             .map_err(|e| bad("admin.listen", format!("{:?}: {e}", self.admin.listen)))?;
         if self.http.max_concurrent_packs == 0 {
-            return Err(bad("http.max_concurrent_packs", "must be at least 1".into()));
+            return Err(bad(
+                "http.max_concurrent_packs",
+                "must be at least 1".into(),
+            ));
         }
         if self.http.idle_timeout_secs == 0 {
             return Err(bad("http.idle_timeout_secs", "must be at least 1".into()));
         }
         if self.http.request_timeout_secs == 0 {
-            return Err(bad("http.request_timeout_secs", "must be at least 1".into()));
+            return Err(bad(
+                "http.request_timeout_secs",
+                "must be at least 1".into(),
+            ));
         }
         if self.http.max_request_bytes < 1024 {
-            return Err(bad("http.max_request_bytes", "must be at least 1024".into()));
+            return Err(bad(
+                "http.max_request_bytes",
+                "must be at least 1024".into(),
+            ));
         }
         if let Some(tls) = &self.http.tls {
             for (key, path) in [("http.tls.cert", &tls.cert), ("http.tls.key", &tls.key)] {
                 if !path.is_file() {
-                    return Err(bad(key, format!("{} is not a readable file", path.display())));
+                    return Err(bad(
+                        key,
+                        format!("{} is not a readable file", path.display()),
+                    ));
                 }
             }
         }
@@ -554,8 +571,11 @@ mod tests {
 
     #[test]
     fn missing_file_is_an_error() {
-        let err = Config::load(Some(Path::new("/nonexistent/seedd.toml")), &Overrides::default())
-            .unwrap_err();
+        let err = Config::load(
+            Some(Path::new("/nonexistent/seedd.toml")),
+            &Overrides::default(),
+        )
+        .unwrap_err();
         assert!(matches!(err, ConfigError::FileNotFound(_)));
     }
 
@@ -565,7 +585,11 @@ mod tests {
             alias: "has space".into(),
             ..Config::default()
         };
-        assert!(cfg.validate(&Sources::default()).unwrap_err().to_string().contains("alias"));
+        assert!(cfg
+            .validate(&Sources::default())
+            .unwrap_err()
+            .to_string()
+            .contains("alias"));
         cfg.alias = "ok".into();
         cfg.p2p.connect = vec!["nonsense".into()];
         assert!(cfg

@@ -107,7 +107,10 @@ fn rescanner(
             let public = repos.iter().filter(|r| r.is_public()).count();
             let public = i64::try_from(public).unwrap_or(i64::MAX);
             let total = i64::try_from(repos.len()).unwrap_or(i64::MAX);
-            metrics.repos_indexed.with_label_values(&["public"]).set(public);
+            metrics
+                .repos_indexed
+                .with_label_values(&["public"])
+                .set(public);
             metrics
                 .repos_indexed
                 .with_label_values(&["private"])
@@ -118,7 +121,11 @@ fn rescanner(
 }
 
 pub async fn run(cfg: Config) -> anyhow::Result<()> {
-    for dir in [cfg.data_dir.clone(), cfg.cache_dir(), cfg.cache_dir().join("git-home")] {
+    for dir in [
+        cfg.data_dir.clone(),
+        cfg.cache_dir(),
+        cfg.cache_dir().join("git-home"),
+    ] {
         std::fs::create_dir_all(&dir)
             .with_context(|| format!("creating data directory {}", dir.display()))?;
     }
@@ -206,7 +213,9 @@ pub async fn run(cfg: Config) -> anyhow::Result<()> {
         tokio::task::spawn_blocking(move || {
             match rescan() {
                 Ok(_) => {}
-                Err(e) => tracing::error!(error = %e, "initial index failed; fix the cause and send SIGHUP"),
+                Err(e) => {
+                    tracing::error!(error = %e, "initial index failed; fix the cause and send SIGHUP")
+                }
             }
             ready.store(true, Ordering::Release);
         });

@@ -175,12 +175,10 @@ impl Index {
             .iterator_cf(self.cf(CF_REPOS)?, rocksdb::IteratorMode::Start)
         {
             let (_, v) = item?;
-            out.push(
-                serde_json::from_slice(&v).map_err(|e| IndexError::Corrupt {
-                    cf: CF_REPOS,
-                    reason: e.to_string(),
-                })?,
-            );
+            out.push(serde_json::from_slice(&v).map_err(|e| IndexError::Corrupt {
+                cf: CF_REPOS,
+                reason: e.to_string(),
+            })?);
         }
         Ok(out)
     }
@@ -195,7 +193,10 @@ impl Index {
     /// The stored ref snapshot of a repository.
     pub fn refs(&self, rid: &RepoId) -> Result<Vec<(String, RefTarget)>, IndexError> {
         let mut out = Vec::new();
-        for item in self.db.prefix_iterator_cf(self.cf(CF_REFS)?, rid.as_bytes()) {
+        for item in self
+            .db
+            .prefix_iterator_cf(self.cf(CF_REFS)?, rid.as_bytes())
+        {
             let (k, v) = item?;
             if !k.starts_with(rid.as_bytes()) {
                 break;
@@ -216,12 +217,10 @@ impl Index {
             if !k.starts_with(rid.as_bytes()) {
                 break;
             }
-            out.push(
-                serde_json::from_slice(&v).map_err(|e| IndexError::Corrupt {
-                    cf: CF_SIGREFS,
-                    reason: e.to_string(),
-                })?,
-            );
+            out.push(serde_json::from_slice(&v).map_err(|e| IndexError::Corrupt {
+                cf: CF_SIGREFS,
+                reason: e.to_string(),
+            })?);
         }
         Ok(out)
     }
@@ -303,7 +302,9 @@ fn encode_target(t: &RefTarget) -> Vec<u8> {
 
 fn decode_target(v: &[u8]) -> Result<RefTarget, IndexError> {
     if let Some(name) = v.strip_prefix(b"ref: ") {
-        return Ok(RefTarget::Symbolic(String::from_utf8_lossy(name).into_owned()));
+        return Ok(RefTarget::Symbolic(
+            String::from_utf8_lossy(name).into_owned(),
+        ));
     }
     gix::ObjectId::try_from(v)
         .map(RefTarget::Oid)
@@ -344,7 +345,10 @@ mod tests {
         let oid = gix::ObjectId::from_bytes_or_panic(&[7; 20]);
         let refs = vec![
             ("refs/heads/main".to_owned(), RefTarget::Oid(oid)),
-            ("HEAD".to_owned(), RefTarget::Symbolic("refs/heads/main".into())),
+            (
+                "HEAD".to_owned(),
+                RefTarget::Symbolic("refs/heads/main".into()),
+            ),
         ];
         index.put_repo(&record(a), &refs, &[]).unwrap();
         index.put_repo(&record(b), &refs[..1], &[]).unwrap();

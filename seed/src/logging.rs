@@ -11,7 +11,8 @@ pub fn init(format: &str, level: &str) {
         .unwrap_or_else(|| EnvFilter::new("info"));
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
-        .with_writer(std::io::stderr);
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()));
     let result = if format == "json" {
         builder.json().flatten_event(true).try_init()
     } else {

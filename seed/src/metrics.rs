@@ -16,18 +16,78 @@ pub struct MetricDoc {
 
 /// The catalogue: the single source of truth for names, types, labels and meaning.
 pub const CATALOGUE: &[MetricDoc] = &[
-    MetricDoc { name: "seedd_build_info", kind: "gauge", labels: &["version"], help: "Always 1; labels carry the build version." },
-    MetricDoc { name: "seedd_http_requests_total", kind: "counter", labels: &["route", "status"], help: "HTTP requests answered, by route and status code." },
-    MetricDoc { name: "seedd_http_response_bytes_total", kind: "counter", labels: &["route"], help: "Response body bytes sent over HTTP, by route." },
-    MetricDoc { name: "seedd_http_requests_in_flight", kind: "gauge", labels: &["route"], help: "HTTP requests currently being answered (including streaming bodies)." },
-    MetricDoc { name: "seedd_git_clone_duration_seconds", kind: "histogram", labels: &["protocol"], help: "Duration of git upload-pack (pack) responses over HTTP, from request to last byte." },
-    MetricDoc { name: "seedd_git_packs_in_flight", kind: "gauge", labels: &[], help: "Pack generations running now." },
-    MetricDoc { name: "seedd_git_pack_queue_depth", kind: "gauge", labels: &[], help: "Requests waiting for a pack-generation slot." },
-    MetricDoc { name: "seedd_git_pack_rejected_total", kind: "counter", labels: &["reason"], help: "Pack requests refused with 503 (queue_full, queue_timeout)." },
-    MetricDoc { name: "seedd_git_aborted_total", kind: "counter", labels: &["reason"], help: "git responses aborted (client_gone, idle_timeout, request_timeout, body_too_large)." },
-    MetricDoc { name: "seedd_repos_indexed", kind: "gauge", labels: &["visibility"], help: "Repositories in the index, by visibility." },
-    MetricDoc { name: "seedd_index_scan_duration_seconds", kind: "histogram", labels: &[], help: "Duration of storage → index reconcile passes." },
-    MetricDoc { name: "seedd_tls_reloads_total", kind: "counter", labels: &["result"], help: "TLS certificate reloads (ok, error)." },
+    MetricDoc {
+        name: "seedd_build_info",
+        kind: "gauge",
+        labels: &["version"],
+        help: "Always 1; labels carry the build version.",
+    },
+    MetricDoc {
+        name: "seedd_http_requests_total",
+        kind: "counter",
+        labels: &["route", "status"],
+        help: "HTTP requests answered, by route and status code.",
+    },
+    MetricDoc {
+        name: "seedd_http_response_bytes_total",
+        kind: "counter",
+        labels: &["route"],
+        help: "Response body bytes sent over HTTP, by route.",
+    },
+    MetricDoc {
+        name: "seedd_http_requests_in_flight",
+        kind: "gauge",
+        labels: &["route"],
+        help: "HTTP requests currently being answered (including streaming bodies).",
+    },
+    MetricDoc {
+        name: "seedd_git_clone_duration_seconds",
+        kind: "histogram",
+        labels: &["protocol"],
+        help: "Duration of git upload-pack (pack) responses over HTTP, from request to last byte.",
+    },
+    MetricDoc {
+        name: "seedd_git_packs_in_flight",
+        kind: "gauge",
+        labels: &[],
+        help: "Pack generations running now.",
+    },
+    MetricDoc {
+        name: "seedd_git_pack_queue_depth",
+        kind: "gauge",
+        labels: &[],
+        help: "Requests waiting for a pack-generation slot.",
+    },
+    MetricDoc {
+        name: "seedd_git_pack_rejected_total",
+        kind: "counter",
+        labels: &["reason"],
+        help: "Pack requests refused with 503 (queue_full, queue_timeout).",
+    },
+    MetricDoc {
+        name: "seedd_git_aborted_total",
+        kind: "counter",
+        labels: &["reason"],
+        help: "git responses aborted (client_gone, idle_timeout, request_timeout, body_too_large).",
+    },
+    MetricDoc {
+        name: "seedd_repos_indexed",
+        kind: "gauge",
+        labels: &["visibility"],
+        help: "Repositories in the index, by visibility.",
+    },
+    MetricDoc {
+        name: "seedd_index_scan_duration_seconds",
+        kind: "histogram",
+        labels: &[],
+        help: "Duration of storage → index reconcile passes.",
+    },
+    MetricDoc {
+        name: "seedd_tls_reloads_total",
+        kind: "counter",
+        labels: &["result"],
+        help: "TLS certificate reloads (ok, error).",
+    },
 ];
 
 /// The live metric handles.
@@ -152,7 +212,9 @@ mod tests {
         let m = Metrics::new().unwrap();
         // Touch labelled metrics so they appear in the exposition.
         m.count_request("upload_pack", 200);
-        m.http_response_bytes.with_label_values(&["upload_pack"]).inc();
+        m.http_response_bytes
+            .with_label_values(&["upload_pack"])
+            .inc();
         m.http_in_flight.with_label_values(&["upload_pack"]).set(0);
         m.clone_duration.with_label_values(&["v2"]).observe(0.1);
         m.pack_rejected.with_label_values(&["queue_full"]).inc();
@@ -166,15 +228,26 @@ mod tests {
             .map(|f| f.name().to_owned())
             .collect();
         for d in CATALOGUE {
-            assert!(names.contains(&d.name.to_owned()), "{} not registered", d.name);
+            assert!(
+                names.contains(&d.name.to_owned()),
+                "{} not registered",
+                d.name
+            );
             assert!(d.name.starts_with("seedd_"));
         }
         for n in &names {
-            assert!(CATALOGUE.iter().any(|d| d.name == n), "{n} not in catalogue");
+            assert!(
+                CATALOGUE.iter().any(|d| d.name == n),
+                "{n} not in catalogue"
+            );
         }
         let readme = include_str!("../../README.md");
         for d in CATALOGUE {
-            assert!(readme.contains(&format!("`{}`", d.name)), "{} missing from README's metrics table", d.name);
+            assert!(
+                readme.contains(&format!("`{}`", d.name)),
+                "{} missing from README's metrics table",
+                d.name
+            );
         }
         let text = String::from_utf8(m.render()).unwrap();
         assert!(text.contains("seedd_build_info{version="));

@@ -22,10 +22,7 @@ use crate::metrics::Metrics;
 #[derive(Debug, thiserror::Error)]
 pub enum ServeError {
     #[error("could not start `{git} upload-pack`: {source}; is git installed and on PATH?")]
-    Spawn {
-        git: String,
-        source: std::io::Error,
-    },
+    Spawn { git: String, source: std::io::Error },
     #[error("git child has no {0} pipe")]
     Pipe(&'static str),
 }
@@ -132,7 +129,9 @@ impl GitServer {
                 cmd.env("GIT_NAMESPACE", nid.to_string());
             }
         }
-        cmd.arg("upload-pack").arg("--stateless-rpc").arg("--strict");
+        cmd.arg("upload-pack")
+            .arg("--stateless-rpc")
+            .arg("--strict");
         if service == Service::AdvertiseRefs {
             cmd.arg("--advertise-refs");
         }
@@ -184,7 +183,10 @@ mod tests {
 
     #[test]
     fn git_protocol_header_is_filtered() {
-        assert_eq!(git_protocol(Some("version=2")).as_deref(), Some("version=2"));
+        assert_eq!(
+            git_protocol(Some("version=2")).as_deref(),
+            Some("version=2")
+        );
         assert_eq!(
             git_protocol(Some("version=2:object-format=sha1")).as_deref(),
             Some("version=2:object-format=sha1")

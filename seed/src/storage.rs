@@ -77,11 +77,17 @@ impl Storage {
                 continue;
             }
             match name.parse::<RepoId>() {
-                Ok(rid) if entry.path().join("HEAD").exists() || entry.path().join("refs").is_dir() => {
+                Ok(rid)
+                    if entry.path().join("HEAD").exists() || entry.path().join("refs").is_dir() =>
+                {
                     out.push(rid)
                 }
-                Ok(_) => tracing::warn!(path = %entry.path().display(), "skipping storage entry: not a git repository"),
-                Err(_) => tracing::warn!(path = %entry.path().display(), "skipping storage entry: name is not a repository id"),
+                Ok(_) => {
+                    tracing::warn!(path = %entry.path().display(), "skipping storage entry: not a git repository")
+                }
+                Err(_) => {
+                    tracing::warn!(path = %entry.path().display(), "skipping storage entry: name is not a repository id")
+                }
             }
         }
         out.sort();

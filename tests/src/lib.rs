@@ -48,7 +48,9 @@ pub fn free_port() -> u16 {
 
 /// Run a command, failing the test with its output if it fails.
 pub fn run(cmd: &mut Command) -> Output {
-    let out = cmd.output().unwrap_or_else(|e| panic!("spawn {cmd:?}: {e}"));
+    let out = cmd
+        .output()
+        .unwrap_or_else(|e| panic!("spawn {cmd:?}: {e}"));
     assert!(
         out.status.success(),
         "{cmd:?} failed: {}\nstdout: {}\nstderr: {}",
@@ -108,7 +110,8 @@ pub fn fixtures() -> &'static Fixtures {
     F.get_or_init(|| {
         let dir = std::env::var_os("SEEDD_FIXTURES_DIR").map_or_else(
             || {
-                let home = std::env::var_os("HOME").map_or_else(|| PathBuf::from("/tmp"), PathBuf::from);
+                let home =
+                    std::env::var_os("HOME").map_or_else(|| PathBuf::from("/tmp"), PathBuf::from);
                 home.join(".cache/seedd/fixtures")
             },
             PathBuf::from,
@@ -126,7 +129,10 @@ pub fn fixtures() -> &'static Fixtures {
 /// Copy a directory tree (`cp -a`).
 pub fn copy_tree(from: &Path, to: &Path) {
     std::fs::create_dir_all(to).unwrap();
-    run(Command::new("cp").arg("-a").arg(format!("{}/.", from.display())).arg(to));
+    run(Command::new("cp")
+        .arg("-a")
+        .arg(format!("{}/.", from.display()))
+        .arg(to));
 }
 
 /// Options for a seed under test.
@@ -334,7 +340,11 @@ pub fn http_get(url: &str, headers: &[(&str, &str)]) -> Result<(u16, String), St
 }
 
 /// POST → (status, body text).
-pub fn http_post(url: &str, headers: &[(&str, &str)], body: &[u8]) -> Result<(u16, String), String> {
+pub fn http_post(
+    url: &str,
+    headers: &[(&str, &str)],
+    body: &[u8],
+) -> Result<(u16, String), String> {
     let mut req = agent().post(url);
     for (k, v) in headers {
         req = req.header(*k, *v);
@@ -385,7 +395,9 @@ pub fn synthetic_repo(
     let oid = stdout(&run(git(home).args(["hash-object"]).arg(&docfile)));
     let rid = rid_from_hex(&oid);
     let path = storage.join(rid.trim_start_matches("rad:"));
-    run(git(home).args(["init", "--bare", "-q", "-b", "main"]).arg(&path));
+    run(git(home)
+        .args(["init", "--bare", "-q", "-b", "main"])
+        .arg(&path));
     let gd = |args: &[&str]| -> String {
         stdout(&run(git(home).arg("--git-dir").arg(&path).args(args)))
     };
@@ -394,7 +406,11 @@ pub fn synthetic_repo(
     let embeds = {
         let mut c = git(home);
         c.arg("--git-dir").arg(&path).arg("mktree");
-        let mut child = c.stdin(Stdio::piped()).stdout(Stdio::piped()).spawn().unwrap();
+        let mut child = c
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap();
         use std::io::Write;
         child
             .stdin
@@ -407,7 +423,11 @@ pub fn synthetic_repo(
     let root_tree = {
         let mut c = git(home);
         c.arg("--git-dir").arg(&path).arg("mktree");
-        let mut child = c.stdin(Stdio::piped()).stdout(Stdio::piped()).spawn().unwrap();
+        let mut child = c
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap();
         use std::io::Write;
         child
             .stdin

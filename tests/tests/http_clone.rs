@@ -25,8 +25,7 @@ fn canonical(rid: &str) -> &str {
 }
 
 fn ls_remote(home: &Path, url: &str, v: &str) -> Vec<(String, String)> {
-    let out = run(git(home)
-        .args(["-c", &format!("protocol.version={v}"), "ls-remote", url]));
+    let out = run(git(home).args(["-c", &format!("protocol.version={v}"), "ls-remote", url]));
     stdout(&out)
         .lines()
         .map(|l| {
@@ -53,18 +52,32 @@ fn clone_over_http_v2_and_v0_gets_the_canonical_branch_and_tags() {
         run(git(tmp.path())
             .args(["-c", &format!("protocol.version={v}"), "clone", "-q", &url])
             .arg(&dest));
-        let got = stdout(&run(git(tmp.path()).arg("-C").arg(&dest).args(["rev-parse", "HEAD"])));
-        assert_eq!(got, head, "protocol v{v}: HEAD");
-        let branch = stdout(&run(git(tmp.path())
+        let got = stdout(&run(git(tmp.path())
             .arg("-C")
             .arg(&dest)
-            .args(["symbolic-ref", "--short", "HEAD"])));
+            .args(["rev-parse", "HEAD"])));
+        assert_eq!(got, head, "protocol v{v}: HEAD");
+        let branch = stdout(&run(git(tmp.path()).arg("-C").arg(&dest).args([
+            "symbolic-ref",
+            "--short",
+            "HEAD",
+        ])));
         assert_eq!(branch, repo["default_branch"].as_str().unwrap());
-        let count: usize = stdout(&run(git(tmp.path()).arg("-C").arg(&dest).args(["rev-list", "--count", "HEAD"])))
-            .parse()
-            .unwrap();
-        assert_eq!(count as u64, repo["commits"].as_u64().unwrap(), "v{v}: history");
-        run(git(tmp.path()).arg("-C").arg(&dest).args(["fsck", "--no-progress"]));
+        let count: usize = stdout(&run(git(tmp.path())
+            .arg("-C")
+            .arg(&dest)
+            .args(["rev-list", "--count", "HEAD"])))
+        .parse()
+        .unwrap();
+        assert_eq!(
+            count as u64,
+            repo["commits"].as_u64().unwrap(),
+            "v{v}: history"
+        );
+        run(git(tmp.path())
+            .arg("-C")
+            .arg(&dest)
+            .args(["fsck", "--no-progress"]));
     }
     // The canonical URL advertises only the top-level refs.
     for v in ["0", "2"] {
@@ -79,7 +92,10 @@ fn clone_over_http_v2_and_v0_gets_the_canonical_branch_and_tags() {
                 "v{v}: unexpected ref {name} on the canonical URL"
             );
         }
-        assert!(refs.iter().any(|(_, n)| n == "refs/rad/id"), "v{v}: refs/rad/id missing");
+        assert!(
+            refs.iter().any(|(_, n)| n == "refs/rad/id"),
+            "v{v}: refs/rad/id missing"
+        );
     }
 }
 
@@ -93,20 +109,38 @@ fn shallow_partial_and_incremental_fetches_work() {
     let h = tmp.path();
 
     let shallow = h.join("shallow");
-    run(git(h).args(["clone", "-q", "--depth", "1", &url]).arg(&shallow));
-    let count = stdout(&run(git(h).arg("-C").arg(&shallow).args(["rev-list", "--count", "HEAD"])));
+    run(git(h)
+        .args(["clone", "-q", "--depth", "1", &url])
+        .arg(&shallow));
+    let count = stdout(&run(git(h)
+        .arg("-C")
+        .arg(&shallow)
+        .args(["rev-list", "--count", "HEAD"])));
     assert_eq!(count, "1");
     // Deepen it.
-    run(git(h).arg("-C").arg(&shallow).args(["fetch", "-q", "--unshallow"]));
-    let count: usize = stdout(&run(git(h).arg("-C").arg(&shallow).args(["rev-list", "--count", "HEAD"])))
-        .parse()
-        .unwrap();
+    run(git(h)
+        .arg("-C")
+        .arg(&shallow)
+        .args(["fetch", "-q", "--unshallow"]));
+    let count: usize = stdout(&run(git(h)
+        .arg("-C")
+        .arg(&shallow)
+        .args(["rev-list", "--count", "HEAD"])))
+    .parse()
+    .unwrap();
     assert!(count > 1);
 
     for v in ["0", "2"] {
         let partial = h.join(format!("partial-v{v}"));
         run(git(h)
-            .args(["-c", &format!("protocol.version={v}"), "clone", "-q", "--filter=blob:none", &url])
+            .args([
+                "-c",
+                &format!("protocol.version={v}"),
+                "clone",
+                "-q",
+                "--filter=blob:none",
+                &url,
+            ])
             .arg(&partial));
         let filter = stdout(&run(git(h)
             .arg("-C")
@@ -114,10 +148,12 @@ fn shallow_partial_and_incremental_fetches_work() {
             .args(["config", "remote.origin.partialclonefilter"])));
         assert_eq!(filter, "blob:none");
         // Blobs of older commits were not sent.
-        let missing = stdout(&run(git(h)
-            .arg("-C")
-            .arg(&partial)
-            .args(["rev-list", "--objects", "--missing=print", "--all"])));
+        let missing = stdout(&run(git(h).arg("-C").arg(&partial).args([
+            "rev-list",
+            "--objects",
+            "--missing=print",
+            "--all",
+        ])));
         assert!(
             missing.lines().any(|l| l.starts_with('?')),
             "v{v}: a blob:none clone should miss some historical blobs"
@@ -131,9 +167,18 @@ fn shallow_partial_and_incremental_fetches_work() {
     run(git(h).args(["clone", "-q", &url]).arg(&work));
     std::fs::write(work.join("NEW.md"), "new\n").unwrap();
     run(git(h).arg("-C").arg(&work).args(["add", "NEW.md"]));
-    run(git(h).arg("-C").arg(&work).args(["commit", "-q", "-m", "new commit"]));
-    let new_head = stdout(&run(git(h).arg("-C").arg(&work).args(["rev-parse", "HEAD"])));
-    let branch = f.repo(HEARTWOOD)["default_branch"].as_str().unwrap().to_owned();
+    run(git(h)
+        .arg("-C")
+        .arg(&work)
+        .args(["commit", "-q", "-m", "new commit"]));
+    let new_head = stdout(&run(git(h)
+        .arg("-C")
+        .arg(&work)
+        .args(["rev-parse", "HEAD"])));
+    let branch = f.repo(HEARTWOOD)["default_branch"]
+        .as_str()
+        .unwrap()
+        .to_owned();
     let storage_repo = seed.storage().join(canonical(&rid));
     run(git(h)
         .arg("-C")
@@ -145,10 +190,13 @@ fn shallow_partial_and_incremental_fetches_work() {
     let report = seed.rescan();
     assert_eq!(report["updated"], 1, "{report}");
     for v in ["0", "2"] {
-        run(git(h)
-            .arg("-C")
-            .arg(&clone)
-            .args(["-c", &format!("protocol.version={v}"), "fetch", "-q", "origin"]));
+        run(git(h).arg("-C").arg(&clone).args([
+            "-c",
+            &format!("protocol.version={v}"),
+            "fetch",
+            "-q",
+            "origin",
+        ]));
         let got = stdout(&run(git(h)
             .arg("-C")
             .arg(&clone)
@@ -168,13 +216,23 @@ fn per_peer_url_serves_that_namespace_and_any_object_can_be_wanted() {
     let url = seed.url(&format!("{}.git/{alice}", canonical(&rid)));
     for v in ["0", "2"] {
         let refs = ls_remote(h, &url, v);
-        assert!(refs.iter().any(|(_, n)| n == "refs/rad/sigrefs"), "v{v}: {refs:?}");
-        assert!(refs.iter().any(|(_, n)| n.starts_with("refs/heads/")), "v{v}: {refs:?}");
-        assert!(refs.iter().all(|(_, n)| !n.starts_with("refs/namespaces/")), "v{v}: {refs:?}");
+        assert!(
+            refs.iter().any(|(_, n)| n == "refs/rad/sigrefs"),
+            "v{v}: {refs:?}"
+        );
+        assert!(
+            refs.iter().any(|(_, n)| n.starts_with("refs/heads/")),
+            "v{v}: {refs:?}"
+        );
+        assert!(
+            refs.iter().all(|(_, n)| !n.starts_with("refs/namespaces/")),
+            "v{v}: {refs:?}"
+        );
         // Tags are the peer's (only the default branch is canonical without crefs rules).
         for (tag, oid) in f.repo(HEARTWOOD)["tags"].as_object().unwrap() {
             assert!(
-                refs.iter().any(|(o, n)| n == &format!("refs/tags/{tag}") && o == oid.as_str().unwrap()),
+                refs.iter()
+                    .any(|(o, n)| n == &format!("refs/tags/{tag}") && o == oid.as_str().unwrap()),
                 "v{v}: tag {tag} missing: {refs:?}"
             );
         }
@@ -184,7 +242,9 @@ fn per_peer_url_serves_that_namespace_and_any_object_can_be_wanted() {
     // Unknown peer → 404.
     let other = "z6Mko9hTggMwjSTEaJaPUfE6tqcy2xvU6BnNq3e3o8qVBiyH";
     let (status, _) = http_get(
-        &seed.url(&format!("{rid}.git/{other}/info/refs?service=git-upload-pack")),
+        &seed.url(&format!(
+            "{rid}.git/{other}/info/refs?service=git-upload-pack"
+        )),
         &[],
     )
     .unwrap();
@@ -193,14 +253,23 @@ fn per_peer_url_serves_that_namespace_and_any_object_can_be_wanted() {
     // A patch head lives only in a peer namespace; it can be fetched by id from the canonical URL.
     let patch_head = f.repo(HEARTWOOD)["patch_head"].as_str().unwrap();
     let clone = h.join("clone");
-    run(git(h).args(["clone", "-q", &seed.url(&format!("{rid}.git"))]).arg(&clone));
+    run(git(h)
+        .args(["clone", "-q", &seed.url(&format!("{rid}.git"))])
+        .arg(&clone));
     for v in ["0", "2"] {
-        run(git(h)
-            .arg("-C")
-            .arg(&clone)
-            .args(["-c", &format!("protocol.version={v}"), "fetch", "-q", "origin", patch_head]));
+        run(git(h).arg("-C").arg(&clone).args([
+            "-c",
+            &format!("protocol.version={v}"),
+            "fetch",
+            "-q",
+            "origin",
+            patch_head,
+        ]));
     }
-    run(git(h).arg("-C").arg(&clone).args(["cat-file", "-e", patch_head]));
+    run(git(h)
+        .arg("-C")
+        .arg(&clone)
+        .args(["cat-file", "-e", patch_head]));
 }
 
 #[test]
@@ -220,10 +289,17 @@ fn push_private_unknown_and_malformed_requests_are_refused() {
     .unwrap();
     assert_eq!(status, 403);
     assert_eq!(body.trim().lines().count(), 1, "{body}");
-    let (status, _) = http_post(&seed.url(&format!("{rid}.git/git-receive-pack")), &[], b"0000").unwrap();
+    let (status, _) = http_post(
+        &seed.url(&format!("{rid}.git/git-receive-pack")),
+        &[],
+        b"0000",
+    )
+    .unwrap();
     assert_eq!(status, 403);
     let clone = h.join("c");
-    run(git(h).args(["clone", "-q", &seed.url(&format!("{rid}.git"))]).arg(&clone));
+    run(git(h)
+        .args(["clone", "-q", &seed.url(&format!("{rid}.git"))])
+        .arg(&clone));
     let out = git(h)
         .arg("-C")
         .arg(&clone)
@@ -234,8 +310,16 @@ fn push_private_unknown_and_malformed_requests_are_refused() {
 
     // Private and unknown repositories look the same.
     let unknown = "rad:z3gqcJUoA1n9HaHKufZs5FCSGazv5";
-    let (s1, b1) = http_get(&seed.url(&format!("{secret}.git/info/refs?service=git-upload-pack")), &[]).unwrap();
-    let (s2, b2) = http_get(&seed.url(&format!("{unknown}.git/info/refs?service=git-upload-pack")), &[]).unwrap();
+    let (s1, b1) = http_get(
+        &seed.url(&format!("{secret}.git/info/refs?service=git-upload-pack")),
+        &[],
+    )
+    .unwrap();
+    let (s2, b2) = http_get(
+        &seed.url(&format!("{unknown}.git/info/refs?service=git-upload-pack")),
+        &[],
+    )
+    .unwrap();
     assert_eq!((s1, s2), (404, 404));
     assert_eq!(b1, b2);
     let out = git(h)
@@ -246,7 +330,11 @@ fn push_private_unknown_and_malformed_requests_are_refused() {
     assert!(!out.status.success());
 
     // Malformed requests → 4xx.
-    let (s, _) = http_get(&seed.url("not-a-rid.git/info/refs?service=git-upload-pack"), &[]).unwrap();
+    let (s, _) = http_get(
+        &seed.url("not-a-rid.git/info/refs?service=git-upload-pack"),
+        &[],
+    )
+    .unwrap();
     assert_eq!(s, 400);
     let (s, _) = http_get(&seed.url("/"), &[]).unwrap();
     assert_eq!(s, 404);
@@ -362,7 +450,10 @@ fn client_disconnect_mid_clone_kills_the_work_and_leaves_no_process() {
     }
     // The pack is still being generated/streamed: there are git children.
     let needle = repo_path.to_str().unwrap().to_owned();
-    assert!(!processes_mentioning(&needle).is_empty(), "expected upload-pack to run");
+    assert!(
+        !processes_mentioning(&needle).is_empty(),
+        "expected upload-pack to run"
+    );
     drop(s);
     let deadline = Instant::now() + Duration::from_secs(20);
     loop {
@@ -423,7 +514,10 @@ fn pack_generation_is_capped_and_overflow_gets_503_with_retry_after() {
     let n = second.read(&mut buf).unwrap();
     resp.push_str(&String::from_utf8_lossy(&buf[..n]));
     assert!(resp.starts_with("HTTP/1.1 503"), "{resp}");
-    assert!(resp.to_ascii_lowercase().contains("retry-after: 1"), "{resp}");
+    assert!(
+        resp.to_ascii_lowercase().contains("retry-after: 1"),
+        "{resp}"
+    );
     assert!(started.elapsed() < Duration::from_secs(5));
     drop(first);
     // Once the slot is free, clones work again.
@@ -470,7 +564,10 @@ fn repos_added_on_disk_appear_after_rescan_or_sighup() {
         }
         let deadline = Instant::now() + Duration::from_secs(20);
         while http_get(&url, &[]).unwrap().0 != 200 {
-            assert!(Instant::now() < deadline, "{name} not served after {trigger}");
+            assert!(
+                Instant::now() < deadline,
+                "{name} not served after {trigger}"
+            );
             std::thread::sleep(Duration::from_millis(100));
         }
         run(git(tmp.path())

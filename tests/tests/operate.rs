@@ -29,7 +29,10 @@ fn key_written_by_rad_auth_gives_the_same_nid_as_rad_self() {
     let cfg = data.path().join("seedd.toml");
     std::fs::write(
         &cfg,
-        format!("[keys]\nsecret = \"{}\"\n", home.join("keys/radicle").display()),
+        format!(
+            "[keys]\nsecret = \"{}\"\n",
+            home.join("keys/radicle").display()
+        ),
     )
     .unwrap();
     let other = tempfile::tempdir().unwrap();
@@ -45,15 +48,25 @@ fn key_written_by_rad_auth_gives_the_same_nid_as_rad_self() {
 #[test]
 fn first_start_creates_a_key_that_real_rad_accepts() {
     let data = tempfile::tempdir().unwrap();
-    let out = run(Command::new(bin("seedd")).args(["id", "--data-dir"]).arg(data.path()));
+    let out = run(Command::new(bin("seedd"))
+        .args(["id", "--data-dir"])
+        .arg(data.path()));
     let nid = stdout(&out).lines().next().unwrap().to_owned();
     assert!(nid.starts_with("z6Mk"));
     // Stable across calls.
-    let again = run(Command::new(bin("seedd")).args(["id", "--data-dir"]).arg(data.path()));
+    let again = run(Command::new(bin("seedd"))
+        .args(["id", "--data-dir"])
+        .arg(data.path()));
     assert_eq!(stdout(&again).lines().next().unwrap(), nid);
     // The real `rad` reads the key file seedd wrote.
     let rad_home = tempfile::tempdir().unwrap();
     std::fs::create_dir_all(rad_home.path().join("keys")).unwrap();
+    // A loopback-only profile config (the fixtures' own).
+    std::fs::copy(
+        fixtures().dir.join("homes/alice/config.json"),
+        rad_home.path().join("config.json"),
+    )
+    .unwrap();
     for f in ["radicle", "radicle.pub"] {
         std::fs::copy(
             data.path().join("keys/default").join(f),
@@ -80,7 +93,10 @@ fn config_errors_name_the_key_and_the_file_and_env_overrides_the_file() {
         .unwrap();
     assert!(!out.status.success());
     let err = String::from_utf8_lossy(&out.stderr);
-    assert!(err.contains("http.listen") && err.contains("bad.toml"), "{err}");
+    assert!(
+        err.contains("http.listen") && err.contains("bad.toml"),
+        "{err}"
+    );
 
     let typo = dir.path().join("typo.toml");
     std::fs::write(&typo, "[polcy]\ndefault = \"allow\"\n").unwrap();
@@ -93,8 +109,14 @@ fn config_errors_name_the_key_and_the_file_and_env_overrides_the_file() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("polcy"));
 
     let good = dir.path().join("good.toml");
-    std::fs::write(&good, "alias = \"from-file\"\n[http]\nlisten = \"127.0.0.1:1234\"\n").unwrap();
-    run(Command::new(bin("seedd")).args(["config", "check"]).arg(&good));
+    std::fs::write(
+        &good,
+        "alias = \"from-file\"\n[http]\nlisten = \"127.0.0.1:1234\"\n",
+    )
+    .unwrap();
+    run(Command::new(bin("seedd"))
+        .args(["config", "check"])
+        .arg(&good));
     let out = run(Command::new(bin("seedd"))
         .args(["config", "print", "--config"])
         .arg(&good)
@@ -103,7 +125,10 @@ fn config_errors_name_the_key_and_the_file_and_env_overrides_the_file() {
     let printed = stdout(&out);
     assert!(printed.contains("alias = \"from-file\""), "{printed}");
     assert!(printed.contains("listen = \"127.0.0.1:4321\""), "{printed}");
-    assert!(printed.contains("z6Mko9hTggMwjSTEaJaPUfE6tqcy2xvU6BnNq3e3o8qVBiyH@127.0.0.1:8777"), "{printed}");
+    assert!(
+        printed.contains("z6Mko9hTggMwjSTEaJaPUfE6tqcy2xvU6BnNq3e3o8qVBiyH@127.0.0.1:8777"),
+        "{printed}"
+    );
     // A bad env value names the variable.
     let out = Command::new(bin("seedd"))
         .args(["config", "check"])
@@ -122,7 +147,11 @@ fn admin_api_needs_the_token_and_metrics_count_clones() {
         ..SeedOptions::default()
     });
     for path in ["/healthz", "/readyz", "/metrics"] {
-        assert_eq!(http_get(&seed.admin_url(path), &[]).unwrap().0, 200, "{path}");
+        assert_eq!(
+            http_get(&seed.admin_url(path), &[]).unwrap().0,
+            200,
+            "{path}"
+        );
     }
     let (status, _) = http_get(&seed.admin_url("/api/v1/status"), &[]).unwrap();
     assert_eq!(status, 401);
@@ -154,7 +183,10 @@ fn admin_api_needs_the_token_and_metrics_count_clones() {
         .output()
         .unwrap();
     assert!(!out.status.success());
-    assert_eq!(String::from_utf8_lossy(&out.stderr).trim().lines().count(), 1);
+    assert_eq!(
+        String::from_utf8_lossy(&out.stderr).trim().lines().count(),
+        1
+    );
 
     let rid = fixtures().rid("small-fixture");
     let tmp = tempfile::tempdir().unwrap();
@@ -162,14 +194,27 @@ fn admin_api_needs_the_token_and_metrics_count_clones() {
         .args(["clone", "-q", &seed.url(&format!("{rid}.git"))])
         .arg(tmp.path().join("c")));
     let (_, m) = http_get(&seed.admin_url("/metrics"), &[]).unwrap();
-    assert!(m.contains("seedd_http_requests_total{route=\"upload_pack\",status=\"200\"}"), "{m}");
-    assert!(m.contains("seedd_git_clone_duration_seconds_count{protocol=\"v2\"} 1"), "{m}");
-    assert!(m.contains("seedd_repos_indexed{visibility=\"public\"} 1"), "{m}");
+    assert!(
+        m.contains("seedd_http_requests_total{route=\"upload_pack\",status=\"200\"}"),
+        "{m}"
+    );
+    // ls-refs and fetch are both upload-pack POSTs in v2.
+    assert!(
+        m.contains("seedd_git_clone_duration_seconds_count{protocol=\"v2\"} 2"),
+        "{m}"
+    );
+    assert!(
+        m.contains("seedd_repos_indexed{visibility=\"public\"} 1"),
+        "{m}"
+    );
     assert!(m.contains("seedd_build_info{version="), "{m}");
     assert!(m.contains("seedd_git_packs_in_flight 0"), "{m}");
 }
 
-fn write_certs(dir: &std::path::Path, name: &str) -> (std::path::PathBuf, std::path::PathBuf, std::path::PathBuf) {
+fn write_certs(
+    dir: &std::path::Path,
+    name: &str,
+) -> (std::path::PathBuf, std::path::PathBuf, std::path::PathBuf) {
     let ca_key = rcgen::KeyPair::generate().unwrap();
     let mut ca_params = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
     ca_params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
@@ -179,7 +224,8 @@ fn write_certs(dir: &std::path::Path, name: &str) -> (std::path::PathBuf, std::p
     let ca = ca_params.self_signed(&ca_key).unwrap();
     let key = rcgen::KeyPair::generate().unwrap();
     let params =
-        rcgen::CertificateParams::new(vec!["localhost".to_owned(), "127.0.0.1".to_owned()]).unwrap();
+        rcgen::CertificateParams::new(vec!["localhost".to_owned(), "127.0.0.1".to_owned()])
+            .unwrap();
     let cert = params.signed_by(&key, &ca, &ca_key).unwrap();
     let ca_path = dir.join(format!("{name}-ca.pem"));
     let cert_path = dir.join("tls.crt");
@@ -205,7 +251,13 @@ fn https_clone_over_http1_and_http2_and_certificate_reload_on_sighup() {
     for (i, version) in ["HTTP/1.1", "HTTP/2"].iter().enumerate() {
         run(git(tmp.path())
             .env("GIT_SSL_CAINFO", &ca1)
-            .args(["-c", &format!("http.version={version}"), "clone", "-q", &url])
+            .args([
+                "-c",
+                &format!("http.version={version}"),
+                "clone",
+                "-q",
+                &url,
+            ])
             .arg(tmp.path().join(format!("c{i}"))));
     }
     // Without the CA, the clone fails (it really is TLS).
@@ -229,7 +281,10 @@ fn https_clone_over_http1_and_http2_and_certificate_reload_on_sighup() {
         if out.status.success() {
             break;
         }
-        assert!(Instant::now() < deadline, "new certificate not served after SIGHUP");
+        assert!(
+            Instant::now() < deadline,
+            "new certificate not served after SIGHUP"
+        );
         std::thread::sleep(Duration::from_millis(200));
     }
     let (_, m) = http_get(&seed.admin_url("/metrics"), &[]).unwrap();
@@ -259,12 +314,18 @@ fn sigterm_stops_cleanly_and_restart_reuses_the_index() {
         std::thread::sleep(Duration::from_millis(50));
     }
     let logs = seed.logs();
-    assert!(logs.contains("unchanged=2") && logs.contains("added=0"), "{logs}");
+    assert!(
+        logs.contains("unchanged=2") && logs.contains("added=0"),
+        "{logs}"
+    );
     let rid = fixtures().rid("small-fixture");
     assert_eq!(
-        http_get(&seed.url(&format!("{rid}.git/info/refs?service=git-upload-pack")), &[])
-            .unwrap()
-            .0,
+        http_get(
+            &seed.url(&format!("{rid}.git/info/refs?service=git-upload-pack")),
+            &[]
+        )
+        .unwrap()
+        .0,
         200
     );
 }

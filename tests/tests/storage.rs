@@ -57,7 +57,10 @@ fn identity_documents_and_signed_refs_made_by_rad_are_read_and_verified() {
             assert!(s["error"].is_null(), "{name}: {s}");
             assert!(s["level"].is_string(), "{name}: {s}");
         }
-        let mut nss: Vec<String> = sigrefs.iter().map(|s| s["nid"].as_str().unwrap().to_owned()).collect();
+        let mut nss: Vec<String> = sigrefs
+            .iter()
+            .map(|s| s["nid"].as_str().unwrap().to_owned())
+            .collect();
         let mut want_ns: Vec<String> = want["namespaces"]
             .as_array()
             .unwrap()
@@ -99,7 +102,12 @@ fn forge_sigrefs(home: &std::path::Path, repo: &std::path::Path, nid: &str) {
         .spawn()
         .unwrap();
     use std::io::Write;
-    child.stdin.take().unwrap().write_all(forged_refs.as_bytes()).unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(forged_refs.as_bytes())
+        .unwrap();
     let blob = stdout(&child.wait_with_output().unwrap());
     let mut child = git(home)
         .arg("--git-dir")
@@ -129,7 +137,9 @@ fn forged_signed_refs_are_rejected_and_that_peer_is_not_served() {
     let f = fixtures();
     let rid = f.rid("small-fixture");
     let alice = f.json["alice"]["nid"].as_str().unwrap().to_owned();
-    let peer_url = seed.url(&format!("{rid}.git/{alice}/info/refs?service=git-upload-pack"));
+    let peer_url = seed.url(&format!(
+        "{rid}.git/{alice}/info/refs?service=git-upload-pack"
+    ));
     assert_eq!(http_get(&peer_url, &[]).unwrap().0, 200);
     let tmp = tempfile::tempdir().unwrap();
     let repo = seed.storage().join(rid.trim_start_matches("rad:"));
@@ -144,7 +154,10 @@ fn forged_signed_refs_are_rejected_and_that_peer_is_not_served() {
         .find(|s| s["nid"] == alice.as_str())
         .unwrap();
     assert!(
-        s["error"].as_str().unwrap().contains("signature does not verify"),
+        s["error"]
+            .as_str()
+            .unwrap()
+            .contains("signature does not verify"),
         "{s}"
     );
     assert_eq!(http_get(&peer_url, &[]).unwrap().0, 404);

@@ -243,8 +243,7 @@ pub fn ssh_fingerprint(nid: &NodeId) -> String {
 
 /// Standard-alphabet base64 (RFC 4648 §4).
 fn base64_std(bytes: &[u8], pad: bool) -> String {
-    const ALPHABET: &[u8; 64] =
-        b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
     let mut out = String::with_capacity(bytes.len().div_ceil(3) * 4);
     for chunk in bytes.chunks(3) {
         let b = [

@@ -16,8 +16,8 @@ use std::path::PathBuf;
 pub use canonical::{canonical_json, to_canonical_json};
 pub use ids::{git_blob_oid, NodeId, RepoId};
 pub use keys::{
-    load_or_generate, mock_seed, ssh_fingerprint, ssh_public_key_string, Keypair,
-    PRIVATE_KEY_FILE, PUBLIC_KEY_FILE,
+    load_or_generate, mock_seed, ssh_fingerprint, ssh_public_key_string, Keypair, PRIVATE_KEY_FILE,
+    PUBLIC_KEY_FILE,
 };
 
 /// Errors of the crypto module.

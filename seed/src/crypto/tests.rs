@@ -66,7 +66,10 @@ fn seed_mock_rule() {
     for chunk in s.chunks(8) {
         assert_eq!(chunk, [1, 2, 3, 4, 5, 6, 7, 8]);
     }
-    assert_eq!(Keypair::mock(u64::MAX).nid(), Keypair::from_seed([0xFF; 32]).nid());
+    assert_eq!(
+        Keypair::mock(u64::MAX).nid(),
+        Keypair::from_seed([0xFF; 32]).nid()
+    );
 }
 
 #[test]
@@ -87,12 +90,18 @@ fn keys_a_and_b() {
         hex::encode(a.as_bytes()),
         "8a88e3dd7409f195fd52db2d3cba5d72ca6709bf1d94121bf3748801b40f6f5c"
     );
-    assert_eq!(a.to_string(), "z6Mkon3Necd6NkkyfoGoHxid2znGc59LU3K7mubaRcFbLfLX");
+    assert_eq!(
+        a.to_string(),
+        "z6Mkon3Necd6NkkyfoGoHxid2znGc59LU3K7mubaRcFbLfLX"
+    );
     assert_eq!(
         hex::encode(b.as_bytes()),
         "8139770ea87d175f56a35466c34c7ecccb8d8a91b4ee37a25df60f5b8fc9b394"
     );
-    assert_eq!(b.to_string(), "z6Mko9hTggMwjSTEaJaPUfE6tqcy2xvU6BnNq3e3o8qVBiyH");
+    assert_eq!(
+        b.to_string(),
+        "z6Mko9hTggMwjSTEaJaPUfE6tqcy2xvU6BnNq3e3o8qVBiyH"
+    );
     // Ord is byte order (0x81… < 0x8a…).
     assert!(b < a);
 }
@@ -145,7 +154,10 @@ fn verify_rejects_bad_input() {
     ));
     let mut bad = sig;
     bad[10] ^= 1;
-    assert!(matches!(nid.verify(b"hello", &bad), Err(CryptoError::BadSignature(_))));
+    assert!(matches!(
+        nid.verify(b"hello", &bad),
+        Err(CryptoError::BadSignature(_))
+    ));
     assert!(matches!(
         nid.verify(b"hello", &sig[..63]),
         Err(CryptoError::InvalidSignatureLength(63))
@@ -176,16 +188,16 @@ fn invalid_node_ids() {
     let bad = [
         String::new(),
         "z".to_owned(),
-        valid[1..].to_owned(),                     // no multibase prefix
-        format!("f{}", hex::encode(key)),         // base16 multibase
-        format!("Z{}", &valid[1..]),              // wrong case prefix
-        valid.replacen('h', "0", 1),              // '0' is not base58
-        format!(" {valid}"),                      // whitespace
-        enc(&wrong_codec),                        // not ed25519-pub
+        valid[1..].to_owned(),            // no multibase prefix
+        format!("f{}", hex::encode(key)), // base16 multibase
+        format!("Z{}", &valid[1..]),      // wrong case prefix
+        valid.replacen('h', "0", 1),      // '0' is not base58
+        format!(" {valid}"),              // whitespace
+        enc(&wrong_codec),                // not ed25519-pub
         enc(&too_long),
         enc(&too_short),
-        enc(&key),                                // no multicodec prefix
-        format!("did:key:{valid}"),               // DID is not accepted by FromStr
+        enc(&key),                  // no multicodec prefix
+        format!("did:key:{valid}"), // DID is not accepted by FromStr
         "rad:z3gqcJUoA1n9HaHKufZs5FCSGazv5".to_owned(),
     ];
     for s in bad {
@@ -236,9 +248,15 @@ fn heartwood_rid() {
     assert_eq!(rid.to_hex(), "c0dc26955e1b6db81f1252205bdd7d4133365882");
     assert_eq!(rid.to_string(), "rad:z3gqcJUoA1n9HaHKufZs5FCSGazv5");
     assert_eq!(rid.canonical(), "z3gqcJUoA1n9HaHKufZs5FCSGazv5");
-    assert_eq!(format!("{rid:?}"), "RepoId(rad:z3gqcJUoA1n9HaHKufZs5FCSGazv5)");
+    assert_eq!(
+        format!("{rid:?}"),
+        "RepoId(rad:z3gqcJUoA1n9HaHKufZs5FCSGazv5)"
+    );
     // Without `rad:`.
-    assert_eq!("z3gqcJUoA1n9HaHKufZs5FCSGazv5".parse::<RepoId>().unwrap(), rid);
+    assert_eq!(
+        "z3gqcJUoA1n9HaHKufZs5FCSGazv5".parse::<RepoId>().unwrap(),
+        rid
+    );
     let oid: [u8; 20] = unhex("c0dc26955e1b6db81f1252205bdd7d4133365882")
         .try_into()
         .unwrap();
@@ -258,13 +276,13 @@ fn invalid_repo_ids() {
         "rad:".to_owned(),
         "rad:z".to_owned(),
         "z".to_owned(),
-        format!("rad:f{}", hex::encode(&oid)),     // base16 multibase
+        format!("rad:f{}", hex::encode(&oid)), // base16 multibase
         format!("rad:u{}", "wNwmlV4bbbgfElIgW919QTM2WII"), // base64url multibase
-        "rad:3gqcJUoA1n9HaHKufZs5FCSGazv5".to_owned(),    // no multibase prefix
+        "rad:3gqcJUoA1n9HaHKufZs5FCSGazv5".to_owned(), // no multibase prefix
         "rad:Z3gqcJUoA1n9HaHKufZs5FCSGazv5".to_owned(),
         "RAD:z3gqcJUoA1n9HaHKufZs5FCSGazv5".to_owned(),
         "rad:rad:z3gqcJUoA1n9HaHKufZs5FCSGazv5".to_owned(),
-        "rad:z3gqcJUoA1n9HaHKufZs5FCSGazv0".to_owned(),   // '0' not base58
+        "rad:z3gqcJUoA1n9HaHKufZs5FCSGazv0".to_owned(), // '0' not base58
         format!("rad:{}", enc(&oid[..19])),
         format!("rad:{}", enc(&[oid.as_slice(), &[0]].concat())),
         "z6MkhaXgBZDvotDkL5257faiztiGiC2QtKLGpbnnEGta2doK".to_owned(), // a NID (34 bytes)
@@ -483,7 +501,10 @@ fn canonical_rejects_floats() {
         json!({"a": {"b": [1e10]}}),
     ] {
         assert!(
-            matches!(canonical_json(&v), Err(CryptoError::FloatInCanonicalJson(_))),
+            matches!(
+                canonical_json(&v),
+                Err(CryptoError::FloatInCanonicalJson(_))
+            ),
             "{v}"
         );
     }
@@ -498,7 +519,10 @@ fn canonical_depth_limit() {
     for _ in 0..600 {
         v = json!([v]);
     }
-    assert!(matches!(canonical_json(&v), Err(CryptoError::JsonTooDeep(_))));
+    assert!(matches!(
+        canonical_json(&v),
+        Err(CryptoError::JsonTooDeep(_))
+    ));
     let mut v = json!(1);
     for _ in 0..100 {
         v = json!({ "k": v });
@@ -533,7 +557,10 @@ fn run(cmd: &mut Command) -> String {
 
 /// `ssh-ed25519 <base64>` of an OpenSSH public key line (comment dropped).
 fn key_part(line: &str) -> String {
-    line.split_whitespace().take(2).collect::<Vec<_>>().join(" ")
+    line.split_whitespace()
+        .take(2)
+        .collect::<Vec<_>>()
+        .join(" ")
 }
 
 #[cfg(unix)]
@@ -599,17 +626,33 @@ fn encrypted_key_needs_passphrase() {
     .unwrap();
     let key = key.encrypt(&mut rand::rngs::OsRng, "s3cret").unwrap();
     assert!(key.is_encrypted());
-    key.write_openssh_file(&path, ssh_key::LineEnding::LF).unwrap();
+    key.write_openssh_file(&path, ssh_key::LineEnding::LF)
+        .unwrap();
 
     let err = Keypair::load(&path, None).unwrap_err();
-    assert!(matches!(err, CryptoError::PassphraseRequired { .. }), "{err}");
-    assert!(err.to_string().contains(&path.display().to_string()), "{err}");
+    assert!(
+        matches!(err, CryptoError::PassphraseRequired { .. }),
+        "{err}"
+    );
+    assert!(
+        err.to_string().contains(&path.display().to_string()),
+        "{err}"
+    );
     let err = Keypair::load(&path, Some("")).unwrap_err();
-    assert!(matches!(err, CryptoError::PassphraseRequired { .. }), "{err}");
+    assert!(
+        matches!(err, CryptoError::PassphraseRequired { .. }),
+        "{err}"
+    );
     let err = Keypair::load(&path, Some("wrong")).unwrap_err();
     assert!(matches!(err, CryptoError::Decrypt { .. }), "{err}");
-    assert!(err.to_string().contains(&path.display().to_string()), "{err}");
-    assert_eq!(Keypair::load(&path, Some("s3cret")).unwrap().nid(), kp.nid());
+    assert!(
+        err.to_string().contains(&path.display().to_string()),
+        "{err}"
+    );
+    assert_eq!(
+        Keypair::load(&path, Some("s3cret")).unwrap().nid(),
+        kp.nid()
+    );
 
     // And via write_with_passphrase.
     let dir = tmp.path().join("keys");
@@ -673,10 +716,16 @@ fn non_ed25519_and_garbage_keys_rejected() {
         .arg(&path));
     let err = Keypair::load(&path, None).unwrap_err();
     assert!(
-        matches!(err, CryptoError::UnsupportedKeyType { .. } | CryptoError::KeyFile { .. }),
+        matches!(
+            err,
+            CryptoError::UnsupportedKeyType { .. } | CryptoError::KeyFile { .. }
+        ),
         "{err}"
     );
-    assert!(err.to_string().contains(&path.display().to_string()), "{err}");
+    assert!(
+        err.to_string().contains(&path.display().to_string()),
+        "{err}"
+    );
 
     let garbage = tmp.path().join("garbage");
     std::fs::write(&garbage, "not a key\n").unwrap();
@@ -716,7 +765,10 @@ fn load_or_generate_creates_then_loads() {
     )
     .unwrap();
     let err = load_or_generate(&dir, None).unwrap_err();
-    assert!(matches!(err, CryptoError::PublicKeyMismatch { .. }), "{err}");
+    assert!(
+        matches!(err, CryptoError::PublicKeyMismatch { .. }),
+        "{err}"
+    );
 }
 
 #[test]

@@ -117,7 +117,9 @@ pub async fn handle(State(state): State<Arc<HttpState>>, req: Request) -> Respon
         Err(_) => "other",
     };
     let response = route_request(&state, req).await;
-    state.metrics.count_request(route, response.status().as_u16());
+    state
+        .metrics
+        .count_request(route, response.status().as_u16());
     response
 }
 
@@ -133,9 +135,7 @@ async fn route_request(state: &Arc<HttpState>, req: Request) -> Response {
         }
     };
     let query = req.uri().query().unwrap_or("");
-    let wants_receive = query
-        .split('&')
-        .any(|kv| kv == "service=git-receive-pack");
+    let wants_receive = query.split('&').any(|kv| kv == "service=git-receive-pack");
     if path.endpoint == Endpoint::ReceivePack || wants_receive {
         return text(
             StatusCode::FORBIDDEN,
@@ -177,7 +177,10 @@ async fn route_request(state: &Arc<HttpState>, req: Request) -> Response {
         }
         Endpoint::UploadPack => {
             if req.method() != Method::POST {
-                return text(StatusCode::METHOD_NOT_ALLOWED, "use POST for git-upload-pack");
+                return text(
+                    StatusCode::METHOD_NOT_ALLOWED,
+                    "use POST for git-upload-pack",
+                );
             }
             upload_pack(state, &repo_path, view, protocol, req).await
         }
@@ -261,7 +264,9 @@ async fn upload_pack(
 ) -> Response {
     let headers = req.headers().clone();
     let headers = &headers;
-    if headers.get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok())
+    if headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
         != Some("application/x-git-upload-pack-request")
     {
         return text(
@@ -317,7 +322,10 @@ async fn upload_pack(
         Err(_) => false,
     };
     if !valid {
-        return text(StatusCode::BAD_REQUEST, "malformed git request: expected pkt-lines");
+        return text(
+            StatusCode::BAD_REQUEST,
+            "malformed git request: expected pkt-lines",
+        );
     }
 
     // Admission before any work.
@@ -375,7 +383,10 @@ async fn upload_pack(
                         .git_aborted
                         .with_label_values(&["body_too_large"])
                         .inc();
-                    tracing::warn!(bytes = n, "upload-pack request body over the limit; truncated");
+                    tracing::warn!(
+                        bytes = n,
+                        "upload-pack request body over the limit; truncated"
+                    );
                 }
                 Ok(_) => {}
                 Err(e) => tracing::debug!(error = %e, "upload-pack request body ended early"),

@@ -54,12 +54,11 @@ fn load(cert: &Path, key: &Path) -> Result<CertifiedKey, TlsError> {
     let private = rustls_pemfile::private_key(&mut key_pem.as_slice())
         .map_err(io(key))?
         .ok_or_else(|| TlsError::NoKey(key.to_owned()))?;
-    let signing = rustls::crypto::ring::sign::any_supported_type(&private).map_err(|e| {
-        TlsError::BadKey {
+    let signing =
+        rustls::crypto::ring::sign::any_supported_type(&private).map_err(|e| TlsError::BadKey {
             path: key.to_owned(),
             reason: e.to_string(),
-        }
-    })?;
+        })?;
     Ok(CertifiedKey::new(certs, signing))
 }
 

@@ -96,7 +96,10 @@ pub fn index_repo(storage: &Storage, index: &Index, rid: RepoId) -> Result<Index
     let refs = repo.refs()?;
     let fingerprint = fingerprint(&refs);
     let previous = index.repo(&rid)?;
-    if previous.as_ref().is_some_and(|p| p.fingerprint == fingerprint) {
+    if previous
+        .as_ref()
+        .is_some_and(|p| p.fingerprint == fingerprint)
+    {
         return Ok(Indexed::Unchanged);
     }
     let (record, sigrefs) = build_record(&repo, &refs, fingerprint)?;

@@ -165,7 +165,10 @@ impl Drop for GitOutput {
                     // Output complete; let it exit on its own, and reap it.
                     Ok(handle) => {
                         handle.spawn(async move {
-                            if tokio::time::timeout(EXIT_GRACE, child.wait()).await.is_err() {
+                            if tokio::time::timeout(EXIT_GRACE, child.wait())
+                                .await
+                                .is_err()
+                            {
                                 kill_group(&child);
                             }
                         });

@@ -104,7 +104,8 @@ impl Doc {
         }
         let mut delegates = Vec::with_capacity(raw.delegates.len());
         for d in &raw.delegates {
-            let nid = NodeId::from_did(d).map_err(|e| IdentityError::Delegates(format!("{d}: {e}")))?;
+            let nid =
+                NodeId::from_did(d).map_err(|e| IdentityError::Delegates(format!("{d}: {e}")))?;
             if !delegates.contains(&nid) {
                 delegates.push(nid);
             }
@@ -156,14 +157,13 @@ pub struct Identity {
 }
 
 /// Read the document embedded at `embeds/radicle.json` of the identity commit `head`.
-pub(super) fn read(
-    git: &gix::Repository,
-    head: gix::ObjectId,
-) -> Result<Identity, IdentityError> {
+pub(super) fn read(git: &gix::Repository, head: gix::ObjectId) -> Result<Identity, IdentityError> {
     let commit = git
         .find_commit(head)
         .map_err(|e| IdentityError::Git(e.to_string()))?;
-    let tree = commit.tree().map_err(|e| IdentityError::Git(e.to_string()))?;
+    let tree = commit
+        .tree()
+        .map_err(|e| IdentityError::Git(e.to_string()))?;
     let entry = tree
         .lookup_entry_by_path("embeds/radicle.json")
         .map_err(|e| IdentityError::Git(e.to_string()))?

@@ -131,9 +131,10 @@ fn read_entry(
     let parent = parents.first().copied();
     let tree = commit.tree().map_err(git_err)?;
     let blob = |name: &'static str| -> Result<Vec<u8>, SigrefsError> {
-        let entry = tree
-            .find_entry(name)
-            .ok_or(SigrefsError::MissingBlob { commit: id, blob: name })?;
+        let entry = tree.find_entry(name).ok_or(SigrefsError::MissingBlob {
+            commit: id,
+            blob: name,
+        })?;
         let oid = entry.object_id();
         let blob = git.find_blob(oid).map_err(git_err)?;
         Ok(blob.data.clone())
