@@ -581,3 +581,58 @@ fn repos_added_on_disk_appear_after_rescan_or_sighup() {
     let status = seed.stop();
     assert!(status.success(), "seedd exited with {status}");
 }
+
+#[test]
+fn a_client_that_stops_reading_is_timed_out_and_frees_its_slot() {
+    let seed = Seed::start(SeedOptions {
+        env: vec![
+            ("SEEDD_HTTP__MAX_CONCURRENT_PACKS".into(), "1".into()),
+            ("SEEDD_HTTP__PACK_QUEUE".into(), "0".into()),
+            ("SEEDD_HTTP__IDLE_TIMEOUT_SECS".into(), "1".into()),
+        ],
+        ..SeedOptions::default()
+    });
+    let rid = big_repo(&seed.storage(), 32);
+    seed.rescan();
+    let repo_path = seed.storage().join(canonical(&rid));
+    let head = stdout(&run(git(seed.dir.path())
+        .arg("--git-dir")
+        .arg(&repo_path)
+        .args(["rev-parse", "HEAD"])));
+    let body = v2_fetch_body(&head);
+    let mut req = format!(
+        "POST /{rid}.git/git-upload-pack HTTP/1.1\r\nHost: x\r\nGit-Protocol: version=2\r\nContent-Type: application/x-git-upload-pack-request\r\nContent-Length: {}\r\n\r\n",
+        body.len()
+    )
+    .into_bytes();
+    req.extend_from_slice(&body);
+    // Read the status line, then stall with the connection open.
+    let mut stalled = raw_request(seed.http, &req);
+    let mut buf = [0u8; 256];
+    let n = stalled.read(&mut buf).unwrap();
+    assert!(String::from_utf8_lossy(&buf[..n]).starts_with("HTTP/1.1 200"));
+    let needle = repo_path.to_str().unwrap().to_owned();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let (_, m) = http_get(&seed.admin_url("/metrics"), &[]).unwrap();
+        if m.contains("seedd_git_aborted_total{reason=\"idle_timeout\"} 1")
+            && processes_mentioning(&needle).is_empty()
+        {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "stalled client never timed out: {m}"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    // The slot is free again although the stalled connection is still open.
+    let mut next = raw_request(seed.http, &req);
+    let n = next.read(&mut buf).unwrap();
+    assert!(
+        String::from_utf8_lossy(&buf[..n]).starts_with("HTTP/1.1 200"),
+        "{}",
+        String::from_utf8_lossy(&buf[..n])
+    );
+    drop(stalled);
+}

@@ -1,17 +1,18 @@
 //! The output of a git child as a bounded byte stream: fixed-size reads (never the whole pack in
-//! memory), an idle timeout and a total deadline, and on drop (client gone, timeout, shutdown)
-//! the child's whole process group is killed and the child reaped.
+//! memory); a watchdog enforces an idle timeout (git silent *or* client not reading) and a total
+//! deadline; on drop (client gone, timeout, shutdown) the child's whole process group is killed
+//! and the child reaped.
 
-use std::future::Future;
 use std::io;
 use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
 use bytes::{Bytes, BytesMut};
 use futures_util::Stream;
 use tokio::process::{Child, ChildStdout};
-use tokio::time::Sleep;
 
 use super::Permit;
 
@@ -37,23 +38,36 @@ pub struct Summary {
 
 type OnFinish = Box<dyn FnOnce(Summary) + Send>;
 
+/// What the stream and its watchdog share.
+struct Shared {
+    /// Last time bytes moved (read from git, which only happens when the client consumes).
+    progress: Mutex<Instant>,
+    state: Mutex<Owned>,
+    done: AtomicBool,
+}
+
+/// Resources that must be released on abort even if the body is never polled again.
+struct Owned {
+    child: Option<Child>,
+    permit: Option<Permit>,
+    aborted: Option<&'static str>,
+}
+
 pub struct GitOutput {
     prefix: Option<Bytes>,
     stdout: ChildStdout,
-    child: Option<Child>,
     buf: BytesMut,
-    limits: StreamLimits,
     started: Instant,
-    deadline: Instant,
-    timer: Pin<Box<Sleep>>,
     bytes: u64,
     finished: bool,
-    aborted: Option<&'static str>,
+    read_error: bool,
+    shared: Arc<Shared>,
     on_finish: Option<OnFinish>,
-    _permit: Option<Permit>,
 }
 
 impl GitOutput {
+    /// Must be called within a tokio runtime: it spawns the watchdog that enforces `limits`
+    /// even when the client stops reading (the body is then not polled at all).
     pub fn new(
         prefix: Option<Bytes>,
         stdout: ChildStdout,
@@ -63,28 +77,60 @@ impl GitOutput {
         on_finish: OnFinish,
     ) -> Self {
         let started = Instant::now();
-        let deadline = started + limits.total;
-        let first = (started + limits.idle).min(deadline);
+        let shared = Arc::new(Shared {
+            progress: Mutex::new(started),
+            state: Mutex::new(Owned {
+                child: Some(child),
+                permit,
+                aborted: None,
+            }),
+            done: AtomicBool::new(false),
+        });
+        tokio::spawn(watchdog(shared.clone(), limits, started));
         Self {
             prefix,
             stdout,
-            child: Some(child),
             buf: BytesMut::with_capacity(CHUNK),
-            limits,
             started,
-            deadline,
-            timer: Box::pin(tokio::time::sleep_until(first.into())),
             bytes: 0,
             finished: false,
-            aborted: None,
+            read_error: false,
+            shared,
             on_finish: Some(on_finish),
-            _permit: permit,
         }
     }
+}
 
-    fn rearm(&mut self) {
-        let next = (Instant::now() + self.limits.idle).min(self.deadline);
-        self.timer.as_mut().reset(next.into());
+/// Abort a response that stalls (either side) for `limits.idle` or runs past `limits.total`:
+/// kill git and free the pack slot.
+async fn watchdog(shared: Arc<Shared>, limits: StreamLimits, started: Instant) {
+    let tick = (limits.idle / 4).clamp(Duration::from_millis(50), Duration::from_secs(1));
+    let deadline = started + limits.total;
+    loop {
+        tokio::time::sleep(tick).await;
+        if shared.done.load(Ordering::Acquire) {
+            return;
+        }
+        let now = Instant::now();
+        let last = shared.progress.lock().map_or(now, |p| *p);
+        let reason = if now >= deadline {
+            "request_timeout"
+        } else if now.duration_since(last) >= limits.idle {
+            "idle_timeout"
+        } else {
+            continue;
+        };
+        if let Ok(mut st) = shared.state.lock() {
+            if let Some(mut child) = st.child.take() {
+                if let Ok(None) = child.try_wait() {
+                    kill_group(&child);
+                }
+            }
+            st.permit = None;
+            st.aborted.get_or_insert(reason);
+        }
+        tracing::warn!(reason, "aborting git response");
+        return;
     }
 }
 
@@ -106,32 +152,29 @@ impl Stream for GitOutput {
         match tokio_util::io::poll_read_buf(Pin::new(&mut this.stdout), cx, &mut this.buf) {
             Poll::Ready(Ok(0)) => {
                 this.finished = true;
-                Poll::Ready(None)
+                // EOF after the watchdog killed git is a truncated response: fail the body so
+                // the client sees an error rather than a clean end.
+                let aborted = this.shared.state.lock().ok().and_then(|s| s.aborted);
+                match aborted {
+                    Some(reason) => {
+                        Poll::Ready(Some(Err(io::Error::new(io::ErrorKind::TimedOut, reason))))
+                    }
+                    None => Poll::Ready(None),
+                }
             }
             Poll::Ready(Ok(n)) => {
                 this.bytes += n as u64;
-                this.rearm();
+                if let Ok(mut p) = this.shared.progress.lock() {
+                    *p = Instant::now();
+                }
                 Poll::Ready(Some(Ok(this.buf.split().freeze())))
             }
             Poll::Ready(Err(e)) => {
                 this.finished = true;
-                this.aborted = Some("read_error");
+                this.read_error = true;
                 Poll::Ready(Some(Err(e)))
             }
-            Poll::Pending => match this.timer.as_mut().poll(cx) {
-                Poll::Ready(()) => {
-                    this.finished = true;
-                    let reason = if Instant::now() >= this.deadline {
-                        "request_timeout"
-                    } else {
-                        "idle_timeout"
-                    };
-                    this.aborted = Some(reason);
-                    tracing::warn!(reason, bytes = this.bytes, "aborting git response");
-                    Poll::Ready(Some(Err(io::Error::new(io::ErrorKind::TimedOut, reason))))
-                }
-                Poll::Pending => Poll::Pending,
-            },
+            Poll::Pending => Poll::Pending,
         }
     }
 }
@@ -152,8 +195,15 @@ const EXIT_GRACE: Duration = Duration::from_secs(10);
 
 impl Drop for GitOutput {
     fn drop(&mut self) {
-        let mut aborted = self.aborted;
-        if let Some(mut child) = self.child.take() {
+        self.shared.done.store(true, Ordering::Release);
+        let (child, permit, mut aborted) = match self.shared.state.lock() {
+            Ok(mut st) => (st.child.take(), st.permit.take(), st.aborted),
+            Err(_) => (None, None, Some("internal")),
+        };
+        if self.read_error {
+            aborted.get_or_insert("read_error");
+        }
+        if let Some(mut child) = child {
             let clean_eof = self.finished && aborted.is_none();
             match child.try_wait() {
                 Ok(Some(status)) => {
@@ -176,7 +226,7 @@ impl Drop for GitOutput {
                     Err(_) => kill_group(&child),
                 },
                 Ok(None) => {
-                    // The client went away (or we timed out): stop the work now.
+                    // The client went away: stop the work now.
                     kill_group(&child);
                     aborted.get_or_insert("client_gone");
                     // kill_on_drop + tokio's orphan reaper collect the zombie.
@@ -184,6 +234,7 @@ impl Drop for GitOutput {
                 Err(e) => tracing::debug!(error = %e, "could not poll git child"),
             }
         }
+        drop(permit);
         if let Some(f) = self.on_finish.take() {
             f(Summary {
                 bytes: self.bytes,
