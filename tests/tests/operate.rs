@@ -237,7 +237,7 @@ fn write_certs(
 }
 
 #[test]
-fn https_clone_over_http1_and_http2_and_certificate_reload_on_sighup() {
+fn https_clone_over_http1_and_http2_and_certificate_reload_on_change_and_sighup() {
     let certs = tempfile::tempdir().unwrap();
     let (ca1, cert, key) = write_certs(certs.path(), "one");
     let seed = Seed::start(SeedOptions {
@@ -268,25 +268,13 @@ fn https_clone_over_http1_and_http2_and_certificate_reload_on_sighup() {
         .unwrap();
     assert!(!out.status.success());
 
-    // Replace the certificate (new CA) and send SIGHUP: new connections use it.
+    // Replace the certificate files: the change is noticed without a signal (polled).
     let (ca2, _, _) = write_certs(certs.path(), "two");
+    wait_for_ca(&seed, &url, &ca2, tmp.path(), Duration::from_secs(40));
+    // Replace them again and send SIGHUP: reloaded at once.
+    let (ca3, _, _) = write_certs(certs.path(), "three");
     seed.signal(1);
-    let deadline = Instant::now() + Duration::from_secs(20);
-    loop {
-        let out = git(tmp.path())
-            .env("GIT_SSL_CAINFO", &ca2)
-            .args(["ls-remote", &url])
-            .output()
-            .unwrap();
-        if out.status.success() {
-            break;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "new certificate not served after SIGHUP"
-        );
-        std::thread::sleep(Duration::from_millis(200));
-    }
+    wait_for_ca(&seed, &url, &ca3, tmp.path(), Duration::from_secs(5));
     let (_, m) = http_get(&seed.admin_url("/metrics"), &[]).unwrap();
     assert!(m.contains("seedd_tls_reloads_total{result=\"ok\"}"), "{m}");
 }
@@ -328,4 +316,51 @@ fn sigterm_stops_cleanly_and_restart_reuses_the_index() {
         .0,
         200
     );
+}
+
+fn wait_for_ca(
+    seed: &Seed,
+    url: &str,
+    ca: &std::path::Path,
+    home: &std::path::Path,
+    within: Duration,
+) {
+    let deadline = Instant::now() + within;
+    loop {
+        let out = git(home)
+            .env("GIT_SSL_CAINFO", ca)
+            .args(["ls-remote", url])
+            .output()
+            .unwrap();
+        if out.status.success() {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "new certificate not served; log:\n{}",
+            seed.logs()
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+#[test]
+fn json_logs_are_one_object_per_line_with_fields() {
+    let seed = Seed::start(SeedOptions {
+        env: vec![("SEEDD_LOG__FORMAT".into(), "json".into())],
+        repos: vec!["small-fixture".into()],
+        ..SeedOptions::default()
+    });
+    let logs = seed.logs();
+    let mut saw_nid = false;
+    for line in logs.lines().filter(|l| !l.trim().is_empty()) {
+        let v: serde_json::Value =
+            serde_json::from_str(line).unwrap_or_else(|e| panic!("not JSON ({e}): {line}"));
+        assert!(
+            v["level"].is_string() && v["timestamp"].is_string(),
+            "{line}"
+        );
+        saw_nid |= v["nid"].as_str().is_some_and(|n| n.starts_with("z6Mk"));
+    }
+    assert!(saw_nid, "{logs}");
 }
