@@ -403,40 +403,18 @@ pub fn synthetic_repo(
     };
     let blob = gd(&["hash-object", "-w", docfile.to_str().unwrap()]);
     assert_eq!(blob, oid);
-    let embeds = {
-        let mut c = git(home);
-        c.arg("--git-dir").arg(&path).arg("mktree");
-        let mut child = c
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .spawn()
-            .unwrap();
-        use std::io::Write;
-        child
-            .stdin
-            .take()
-            .unwrap()
-            .write_all(format!("100644 blob {blob}\tradicle.json\n").as_bytes())
-            .unwrap();
-        stdout(&child.wait_with_output().unwrap())
-    };
-    let root_tree = {
-        let mut c = git(home);
-        c.arg("--git-dir").arg(&path).arg("mktree");
-        let mut child = c
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .spawn()
-            .unwrap();
-        use std::io::Write;
-        child
-            .stdin
-            .take()
-            .unwrap()
-            .write_all(format!("040000 tree {embeds}\tembeds\n").as_bytes())
-            .unwrap();
-        stdout(&child.wait_with_output().unwrap())
-    };
+    let embeds = git_with_input(
+        home,
+        &path,
+        &["mktree"],
+        format!("100644 blob {blob}\tradicle.json\n").as_bytes(),
+    );
+    let root_tree = git_with_input(
+        home,
+        &path,
+        &["mktree"],
+        format!("040000 tree {embeds}\tembeds\n").as_bytes(),
+    );
     let id_commit = gd(&["commit-tree", &root_tree, "-m", "Initialize identity"]);
     gd(&["update-ref", "refs/rad/id", &id_commit]);
     // Content, made in a work tree and pushed to the bare repo.
@@ -501,4 +479,21 @@ pub fn processes_mentioning(needle: &str) -> Vec<String> {
         }
     }
     out
+}
+
+/// Run `git --git-dir <git_dir> <args>` with `input` on stdin; its trimmed stdout.
+pub fn git_with_input(home: &Path, git_dir: &Path, args: &[&str], input: &[u8]) -> String {
+    use std::io::Write;
+    let mut child = git(home)
+        .arg("--git-dir")
+        .arg(git_dir)
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child.stdin.take().unwrap().write_all(input).unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success(), "git {args:?} failed");
+    stdout(&out)
 }

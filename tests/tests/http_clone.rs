@@ -395,6 +395,25 @@ fn big_repo(storage: &Path, mib: usize) -> String {
     rid
 }
 
+/// Add a big synthetic repo to `seed` and build a raw v2 fetch request for its HEAD.
+fn big_repo_fetch(seed: &Seed, mib: usize) -> (String, std::path::PathBuf, Vec<u8>) {
+    let rid = big_repo(&seed.storage(), mib);
+    seed.rescan();
+    let repo_path = seed.storage().join(canonical(&rid));
+    let head = stdout(&run(git(seed.dir.path())
+        .arg("--git-dir")
+        .arg(&repo_path)
+        .args(["rev-parse", "HEAD"])));
+    let body = v2_fetch_body(&head);
+    let mut req = format!(
+        "POST /{rid}.git/git-upload-pack HTTP/1.1\r\nHost: x\r\nGit-Protocol: version=2\r\nContent-Type: application/x-git-upload-pack-request\r\nContent-Length: {}\r\n\r\n",
+        body.len()
+    )
+    .into_bytes();
+    req.extend_from_slice(&body);
+    (rid, repo_path, req)
+}
+
 fn v2_fetch_body(want: &str) -> Vec<u8> {
     let mut body = String::new();
     body.push_str(&pkt("command=fetch\n"));
@@ -426,20 +445,7 @@ fn seedd_children(pid: u32) -> Vec<String> {
 #[test]
 fn client_disconnect_mid_clone_kills_the_work_and_leaves_no_process() {
     let seed = Seed::start(SeedOptions::default());
-    let rid = big_repo(&seed.storage(), 48);
-    seed.rescan();
-    let repo_path = seed.storage().join(canonical(&rid));
-    let head = stdout(&run(git(seed.dir.path())
-        .arg("--git-dir")
-        .arg(&repo_path)
-        .args(["rev-parse", "HEAD"])));
-    let body = v2_fetch_body(&head);
-    let mut req = format!(
-        "POST /{rid}.git/git-upload-pack HTTP/1.1\r\nHost: x\r\nGit-Protocol: version=2\r\nContent-Type: application/x-git-upload-pack-request\r\nContent-Length: {}\r\n\r\n",
-        body.len()
-    )
-    .into_bytes();
-    req.extend_from_slice(&body);
+    let (_rid, repo_path, req) = big_repo_fetch(&seed, 48);
     let mut s = raw_request(seed.http, &req);
     let mut buf = vec![0u8; 64 * 1024];
     let mut got = 0;
@@ -488,20 +494,7 @@ fn pack_generation_is_capped_and_overflow_gets_503_with_retry_after() {
         ],
         ..SeedOptions::default()
     });
-    let rid = big_repo(&seed.storage(), 32);
-    seed.rescan();
-    let repo_path = seed.storage().join(canonical(&rid));
-    let head = stdout(&run(git(seed.dir.path())
-        .arg("--git-dir")
-        .arg(&repo_path)
-        .args(["rev-parse", "HEAD"])));
-    let body = v2_fetch_body(&head);
-    let mut req = format!(
-        "POST /{rid}.git/git-upload-pack HTTP/1.1\r\nHost: x\r\nGit-Protocol: version=2\r\nContent-Type: application/x-git-upload-pack-request\r\nContent-Length: {}\r\n\r\n",
-        body.len()
-    )
-    .into_bytes();
-    req.extend_from_slice(&body);
+    let (rid, _repo_path, req) = big_repo_fetch(&seed, 32);
     // First request holds the only slot: read its headers, then stop reading.
     let mut first = raw_request(seed.http, &req);
     let mut buf = [0u8; 512];
@@ -592,20 +585,7 @@ fn a_client_that_stops_reading_is_timed_out_and_frees_its_slot() {
         ],
         ..SeedOptions::default()
     });
-    let rid = big_repo(&seed.storage(), 32);
-    seed.rescan();
-    let repo_path = seed.storage().join(canonical(&rid));
-    let head = stdout(&run(git(seed.dir.path())
-        .arg("--git-dir")
-        .arg(&repo_path)
-        .args(["rev-parse", "HEAD"])));
-    let body = v2_fetch_body(&head);
-    let mut req = format!(
-        "POST /{rid}.git/git-upload-pack HTTP/1.1\r\nHost: x\r\nGit-Protocol: version=2\r\nContent-Type: application/x-git-upload-pack-request\r\nContent-Length: {}\r\n\r\n",
-        body.len()
-    )
-    .into_bytes();
-    req.extend_from_slice(&body);
+    let (_rid, repo_path, req) = big_repo_fetch(&seed, 32);
     // Read the status line, then stall with the connection open.
     let mut stalled = raw_request(seed.http, &req);
     let mut buf = [0u8; 256];

@@ -2,7 +2,7 @@
 //! refs are read and verified; forged signed refs are rejected and that peer is not served.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use std::process::{Command, Stdio};
+use std::process::Command;
 
 use seedd_tests::*;
 
@@ -93,37 +93,18 @@ fn forge_sigrefs(home: &std::path::Path, repo: &std::path::Path, nid: &str) {
         })
         .collect();
     assert_ne!(forged_refs.trim_end(), refs.trim_end());
-    let mut child = git(home)
-        .arg("--git-dir")
-        .arg(repo)
-        .args(["hash-object", "-w", "--stdin"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
-    use std::io::Write;
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(forged_refs.as_bytes())
-        .unwrap();
-    let blob = stdout(&child.wait_with_output().unwrap());
-    let mut child = git(home)
-        .arg("--git-dir")
-        .arg(repo)
-        .arg("mktree")
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(format!("100644 blob {blob}\trefs\n100644 blob {sig}\tsignature\n").as_bytes())
-        .unwrap();
-    let tree = stdout(&child.wait_with_output().unwrap());
+    let blob = git_with_input(
+        home,
+        repo,
+        &["hash-object", "-w", "--stdin"],
+        forged_refs.as_bytes(),
+    );
+    let tree = git_with_input(
+        home,
+        repo,
+        &["mktree"],
+        format!("100644 blob {blob}\trefs\n100644 blob {sig}\tsignature\n").as_bytes(),
+    );
     let commit = g(&["commit-tree", &tree, "-p", &tip, "-m", "Update signed refs"]);
     g(&["update-ref", &sigref, &commit]);
 }
