@@ -194,6 +194,11 @@ pub async fn run(cfg: Config) -> anyhow::Result<()> {
             cfg.http.pack_queue,
             Duration::from_millis(cfg.http.pack_queue_timeout_ms),
         ),
+        ref_limiter: PackLimiter::new(
+            cfg.http.max_concurrent_packs.saturating_mul(4),
+            cfg.http.pack_queue,
+            Duration::from_millis(cfg.http.pack_queue_timeout_ms),
+        ),
         metrics: metrics.clone(),
         max_request_bytes: cfg.http.max_request_bytes,
     });

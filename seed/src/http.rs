@@ -20,6 +20,8 @@ use crate::metrics::Metrics;
 use crate::serve::{GitServer, PackLimiter};
 use crate::storage::Storage;
 
+/// HTTP/1 request headers that take longer than this to arrive end the connection.
+const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(30);
 /// TLS handshakes that take longer than this are dropped.
 const TLS_HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 
@@ -28,7 +30,10 @@ pub struct HttpState {
     pub storage: Storage,
     pub index: Index,
     pub git: GitServer,
+    /// Pack generation (upload-pack POSTs).
     pub limiter: PackLimiter,
+    /// Ref advertisements (info/refs GETs): cheap, but each is a process.
+    pub ref_limiter: PackLimiter,
     pub metrics: Arc<Metrics>,
     pub max_request_bytes: u64,
 }
@@ -52,7 +57,13 @@ pub async fn serve(
         .map_or_else(|_| "?".to_owned(), |a| a.to_string());
     let acceptor = tls.map(tokio_rustls::TlsAcceptor::from);
     let graceful = hyper_util::server::graceful::GracefulShutdown::new();
-    let builder = auto::Builder::new(TokioExecutor::new());
+    let mut builder = auto::Builder::new(TokioExecutor::new());
+    // Slow-loris guard: a request's headers must arrive within this time.
+    builder
+        .http1()
+        .timer(hyper_util::rt::TokioTimer::new())
+        .header_read_timeout(HEADER_READ_TIMEOUT);
+    builder.http2().timer(hyper_util::rt::TokioTimer::new());
     loop {
         let (stream, peer) = tokio::select! {
             r = listener.accept() => match r {

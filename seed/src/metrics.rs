@@ -62,7 +62,7 @@ pub const CATALOGUE: &[MetricDoc] = &[
         name: "seedd_git_pack_rejected_total",
         kind: "counter",
         labels: &["reason"],
-        help: "Pack requests refused with 503 (queue_full, queue_timeout).",
+        help: "Git requests refused with 503: packs (queue_full, queue_timeout), ref advertisements (refs_queue_full, refs_queue_timeout).",
     },
     MetricDoc {
         name: "seedd_git_aborted_total",

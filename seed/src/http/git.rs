@@ -217,12 +217,54 @@ fn finish_hook(
     })
 }
 
+/// Take a slot from `limiter` or answer 503 + `Retry-After` at once, before any work.
+async fn admit(
+    state: &Arc<HttpState>,
+    limiter: &serve::PackLimiter,
+    pack: bool,
+) -> Result<serve::Permit, Response> {
+    let depth = |n: usize| i64::try_from(n).unwrap_or(i64::MAX);
+    if pack {
+        state
+            .metrics
+            .pack_queue_depth
+            .set(depth(limiter.waiting() + 1));
+    }
+    let permit = limiter.acquire().await;
+    if pack {
+        state.metrics.pack_queue_depth.set(depth(limiter.waiting()));
+    }
+    permit.map_err(|why| {
+        let reason = match (pack, why) {
+            (true, _) => why.reason(),
+            (false, serve::Admission::QueueFull) => "refs_queue_full",
+            (false, serve::Admission::QueueTimeout) => "refs_queue_timeout",
+        };
+        state
+            .metrics
+            .pack_rejected
+            .with_label_values(&[reason])
+            .inc();
+        let mut r = text(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "too many git requests in progress; retry shortly",
+        );
+        r.headers_mut()
+            .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
+        r
+    })
+}
+
 async fn advertise(
     state: &Arc<HttpState>,
     repo: &std::path::Path,
     view: View,
     protocol: Option<&str>,
 ) -> Response {
+    let permit = match admit(state, &state.ref_limiter, false).await {
+        Ok(p) => p,
+        Err(r) => return r,
+    };
     let mut proc = match state
         .git
         .spawn(repo, Service::AdvertiseRefs, view, protocol)
@@ -242,7 +284,7 @@ async fn advertise(
         proc.stdout,
         proc.child,
         state.git.limits,
-        None,
+        Some(permit),
         finish_hook(state, "info_refs", None),
     );
     let mut resp = Response::new(Body::from_stream(out));
@@ -329,31 +371,9 @@ async fn upload_pack(
     }
 
     // Admission before any work.
-    state
-        .metrics
-        .pack_queue_depth
-        .set(i64::try_from(state.limiter.waiting() + 1).unwrap_or(i64::MAX));
-    let permit = state.limiter.acquire().await;
-    state
-        .metrics
-        .pack_queue_depth
-        .set(i64::try_from(state.limiter.waiting()).unwrap_or(i64::MAX));
-    let permit = match permit {
+    let permit = match admit(state, &state.limiter, true).await {
         Ok(p) => p,
-        Err(why) => {
-            state
-                .metrics
-                .pack_rejected
-                .with_label_values(&[why.reason()])
-                .inc();
-            let mut r = text(
-                StatusCode::SERVICE_UNAVAILABLE,
-                "too many clones in progress; retry shortly",
-            );
-            r.headers_mut()
-                .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
-            return r;
-        }
+        Err(r) => return r,
     };
 
     let mut proc = match state
