@@ -11,3 +11,4 @@ pub mod logging;
 pub mod metrics;
 pub mod serve;
 pub mod storage;
+pub mod wire;
