@@ -18,15 +18,16 @@ use std::time::{Duration, Instant};
 use seedd_tests::{git, pkt, run, stdout, synthetic_repo, workspace, Seed, SeedOptions};
 
 /// Bump when the generated datasets change, so cached ones are regenerated.
-const DATA_VERSION: &str = "v1";
+const DATA_VERSION: &str = "v2";
 /// "medium": commits, files, files rewritten and edited per commit.
 const MEDIUM_COMMITS: usize = 200;
 const MEDIUM_FILES: usize = 300;
-const MEDIUM_REWRITES: usize = 8;
+const MEDIUM_REWRITES: usize = 7;
 const MEDIUM_EDITS: usize = 10;
 /// "refs10k": number of tags.
 const TAGS: usize = 10_000;
-/// Full clone: timed rounds per server (after one untimed warm-up).
+/// Full clone: timed rounds per server (after one untimed warm-up); `SEEDD_BENCH_ROUNDS`
+/// overrides.
 const ROUNDS: usize = 3;
 /// Concurrent identical clones.
 const CONCURRENT: usize = 16;
@@ -45,7 +46,7 @@ fn main() {
         cgi::serve(&root, port);
         return;
     }
-    bench::run();
+    bench::all();
 }
 
 // ------------------------------------------------------------------------------------------
@@ -780,6 +781,15 @@ mod data {
     /// in the order medium, big16, big64, refs10k.
     pub fn datasets(cache: &Path, log: &dyn Fn(&str)) -> (PathBuf, Vec<Repo>) {
         let dir = cache.join(DATA_VERSION);
+        // Datasets of other versions are obsolete.
+        if let Ok(rd) = std::fs::read_dir(cache) {
+            for e in rd.flatten() {
+                let name = e.file_name().to_string_lossy().into_owned();
+                if name.starts_with('v') && name != DATA_VERSION {
+                    let _ = std::fs::remove_dir_all(e.path());
+                }
+            }
+        }
         let manifest = dir.join("manifest.txt");
         if !manifest.exists() {
             let tmp = cache.join(format!("{DATA_VERSION}.tmp"));
@@ -1030,6 +1040,41 @@ mod bench {
             (ok, errors, bytes, wall, cpu)
         }
 
+        /// `n` identical raw requests at once, each on its own connection, the response only
+        /// counted: (successes, failures, body bytes, wall, server CPU).
+        fn concurrent_raw(
+            &self,
+            server: &Server,
+            request: &[u8],
+            n: usize,
+        ) -> (usize, Vec<String>, u64, f64, f64) {
+            let (results, cpu, wall) = self.measured(server.pid, || {
+                std::thread::scope(|s| {
+                    let handles: Vec<_> = (0..n)
+                        .map(|_| s.spawn(|| client::Client::new(server.addr).exchange(request)))
+                        .collect();
+                    handles
+                        .into_iter()
+                        .map(|h| h.join().unwrap())
+                        .collect::<Vec<_>>()
+                })
+            });
+            let mut ok = 0;
+            let mut errors = Vec::new();
+            let mut bytes = 0;
+            for r in results {
+                match r {
+                    Ok((200, b)) => {
+                        ok += 1;
+                        bytes += b;
+                    }
+                    Ok((status, _)) => errors.push(format!("HTTP {status}")),
+                    Err(e) => errors.push(e.to_string()),
+                }
+            }
+            (ok, errors, bytes, wall, cpu)
+        }
+
         /// Hammer one request over `conns` keep-alive connections for `secs`:
         /// (requests answered 200, errors, body bytes of the last answer, wall, server CPU).
         fn rate(
@@ -1070,6 +1115,30 @@ mod bench {
             });
             (ok, errors, body, wall, cpu)
         }
+    }
+
+    /// A v2 `fetch` of `wants` (no haves) as a complete HTTP/1.1 request.
+    fn fetch_request(server: &Server, repo: &Repo, wants: &[&str]) -> Vec<u8> {
+        let mut body = String::new();
+        body.push_str(&pkt("command=fetch\n"));
+        body.push_str(&pkt("agent=seedd-bench\n"));
+        body.push_str(&pkt("object-format=sha1\n"));
+        body.push_str("0001");
+        body.push_str(&pkt("thin-pack\n"));
+        body.push_str(&pkt("ofs-delta\n"));
+        body.push_str(&pkt("no-progress\n"));
+        for w in wants {
+            body.push_str(&pkt(&format!("want {w}\n")));
+        }
+        body.push_str(&pkt("done\n"));
+        body.push_str("0000");
+        format!(
+            "POST {}/git-upload-pack HTTP/1.1\r\nHost: {}\r\nUser-Agent: git/2.47\r\nGit-Protocol: version=2\r\nContent-Type: application/x-git-upload-pack-request\r\nAccept: application/x-git-upload-pack-result\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+            server.path(repo),
+            server.addr,
+            body.len()
+        )
+        .into_bytes()
     }
 
     fn median(v: &mut [f64]) -> f64 {
@@ -1161,7 +1230,7 @@ mod bench {
             .unwrap_or_default()
     }
 
-    pub fn run() {
+    pub fn all() {
         let started = Instant::now();
         let profile = profile_dir();
         let target = profile.parent().unwrap().to_owned();
@@ -1360,7 +1429,7 @@ mod bench {
                 "VmHWM could not be reset (clear_refs); peaks are cumulative since start".into(),
             );
         }
-        for (name, base, peak, now) in &rss {
+        for (name, base, peak, _) in &rss {
             rows.push(row(
                 format!("seedd_vmhwm_{name}_mib"),
                 format!("seedd RSS, clone of {name}"),
@@ -1379,14 +1448,18 @@ mod bench {
                 None,
                 "",
             ));
-            let _ = now;
         }
 
         // Full clone of the medium repository, median of ROUNDS (after a warm-up each).
         let mut cpu = [Vec::new(), Vec::new()];
         let mut wall = [Vec::new(), Vec::new()];
         let mut bytes = [0u64; 2];
-        for round in 0..=ROUNDS {
+        let rounds: usize = std::env::var("SEEDD_BENCH_ROUNDS")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .filter(|n| *n > 0)
+            .unwrap_or(ROUNDS);
+        for round in 0..=rounds {
             for (i, s) in servers.iter().enumerate() {
                 ctx.log(&format!(
                     "full clone medium from {} ({})",
@@ -1394,7 +1467,7 @@ mod bench {
                     if round == 0 {
                         "warm-up".to_owned()
                     } else {
-                        format!("{round}/{ROUNDS}")
+                        format!("{round}/{rounds}")
                     }
                 ));
                 let dest = ctx.scratch.join(format!("clone-{}-medium", s.label));
@@ -1412,7 +1485,7 @@ mod bench {
             }
         }
         let cold_cpu = [median(&mut cpu[0]), median(&mut cpu[1])];
-        let w = format!("full clone medium (v2, median of {ROUNDS})");
+        let w = format!("full clone medium (v2, median of {rounds})");
         rows.push(row(
             "clone_medium_cpu_s",
             w.clone(),
@@ -1441,73 +1514,91 @@ mod bench {
             "",
         ));
 
-        // 16 concurrent identical clones.
-        let mut thr = [None, None];
-        let mut ccpu = [None, None];
-        let mut cpu_per_gb = [None, None];
-        let mut cwall = [None, None];
-        let mut fails = [0.0; 2];
-        for (i, s) in servers.iter().enumerate() {
-            ctx.log(&format!(
-                "{CONCURRENT} concurrent clones of medium from {}",
-                s.label
-            ));
-            let (ok, errors, b, w, c) = ctx.concurrent(s, medium, CONCURRENT);
-            thr[i] = Some(b as f64 / 1e6 / w);
-            ccpu[i] = Some(c);
-            cwall[i] = Some(w);
-            cpu_per_gb[i] = (b > 0).then(|| c / (b as f64 / 1e9));
-            fails[i] = errors.len() as f64;
-            if let Some(e) = errors.first() {
-                notes.push(format!("{} of {CONCURRENT} concurrent clones from {} failed (ok {ok}), first error: {e}", errors.len(), s.label));
+        // 16 concurrent identical clones: real `git clone`s (client-bound on a small box: 16
+        // index-packs share the cores with the server), then raw v2 fetches whose client only
+        // counts the bytes (server-bound).
+        let rad_id = stdout(&run(git(&ctx.home)
+            .arg("--git-dir")
+            .arg(&medium.path)
+            .args(["rev-parse", "refs/rad/id"])));
+        for variant in ["clone", "raw"] {
+            let mut thr = [None, None];
+            let mut ccpu = [None, None];
+            let mut cpu_per_gb = [None, None];
+            let mut cwall = [None, None];
+            let mut fails = [None, None];
+            for (i, s) in servers.iter().enumerate() {
+                let (ok, errors, b, w, c) = if variant == "clone" {
+                    ctx.log(&format!(
+                        "{CONCURRENT} concurrent git clones of medium from {}",
+                        s.label
+                    ));
+                    ctx.concurrent(s, medium, CONCURRENT)
+                } else {
+                    ctx.log(&format!(
+                        "{CONCURRENT} concurrent raw v2 fetches of medium from {}",
+                        s.label
+                    ));
+                    let req = fetch_request(s, medium, &[&medium.head, &rad_id]);
+                    ctx.concurrent_raw(s, &req, CONCURRENT)
+                };
+                thr[i] = Some(b as f64 / 1e6 / w);
+                ccpu[i] = Some(c);
+                cwall[i] = Some(w);
+                cpu_per_gb[i] = (b > 0).then(|| c / (b as f64 / 1e9));
+                fails[i] = Some(errors.len() as f64);
+                if let Some(e) = errors.first() {
+                    notes.push(format!(
+                        "{} of {CONCURRENT} concurrent {variant} requests to {} failed (ok {ok}), first error: {e}",
+                        errors.len(),
+                        s.label
+                    ));
+                }
             }
+            let w = if variant == "clone" {
+                format!("{CONCURRENT} concurrent git clones, medium")
+            } else {
+                format!("{CONCURRENT} concurrent raw v2 fetches, medium")
+            };
+            let k = |m: &str| format!("concurrent_{variant}_{m}");
+            rows.push(row(
+                k("throughput_mb_s"),
+                w.clone(),
+                "aggregate pack bytes/s",
+                "MB/s",
+                thr[0],
+                thr[1],
+                "higher",
+            ));
+            rows.push(row(
+                k("wall_s"),
+                w.clone(),
+                "wall time",
+                "s",
+                cwall[0],
+                cwall[1],
+                "lower",
+            ));
+            rows.push(row(
+                k("cpu_s"),
+                w.clone(),
+                "server CPU",
+                "s",
+                ccpu[0],
+                ccpu[1],
+                "lower",
+            ));
+            rows.push(row(
+                k("cpu_s_per_gb"),
+                w.clone(),
+                "server CPU per GB served",
+                "s/GB",
+                cpu_per_gb[0],
+                cpu_per_gb[1],
+                "lower",
+            ));
+            rows.push(row(k("failed"), w, "failed", "", fails[0], fails[1], ""));
         }
-        let w = format!("{CONCURRENT} concurrent clones of medium");
-        rows.push(row(
-            "concurrent_throughput_mb_s",
-            w.clone(),
-            "aggregate pack bytes/s",
-            "MB/s",
-            thr[0],
-            thr[1],
-            "higher",
-        ));
-        rows.push(row(
-            "concurrent_wall_s",
-            w.clone(),
-            "wall time",
-            "s",
-            cwall[0],
-            cwall[1],
-            "lower",
-        ));
-        rows.push(row(
-            "concurrent_cpu_s",
-            w.clone(),
-            "server CPU",
-            "s",
-            ccpu[0],
-            ccpu[1],
-            "lower",
-        ));
-        rows.push(row(
-            "concurrent_cpu_s_per_gb",
-            w.clone(),
-            "server CPU per GB served",
-            "s/GB",
-            cpu_per_gb[0],
-            cpu_per_gb[1],
-            "lower",
-        ));
-        rows.push(row(
-            "concurrent_failed",
-            w,
-            "failed clones",
-            "",
-            Some(fails[0]),
-            Some(fails[1]),
-            "",
-        ));
 
         // Ref advertisement rates on refs10k.
         let v2_body = {
@@ -1682,7 +1773,7 @@ mod bench {
             (
                 "settings",
                 Json::obj(vec![
-                    ("rounds", Json::Num(ROUNDS as f64)),
+                    ("rounds", Json::Num(rounds as f64)),
                     ("concurrent_clones", Json::Num(CONCURRENT as f64)),
                     ("rps_seconds", Json::Num(RPS_SECS)),
                     ("rps_connections", Json::Num(RPS_CONNS as f64)),
