@@ -5,7 +5,7 @@
 
 use std::io;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
@@ -44,6 +44,24 @@ struct Shared {
     progress: Mutex<Instant>,
     state: Mutex<Owned>,
     done: AtomicBool,
+    bytes: AtomicU64,
+    started: Instant,
+    /// Called exactly once: by the watchdog on abort (the body may never be dropped while a
+    /// stalled client keeps the connection open) or by `Drop`.
+    on_finish: Mutex<Option<OnFinish>>,
+}
+
+impl Shared {
+    fn finish(&self, aborted: Option<&'static str>) {
+        let f = self.on_finish.lock().ok().and_then(|mut f| f.take());
+        if let Some(f) = f {
+            f(Summary {
+                bytes: self.bytes.load(Ordering::Relaxed),
+                elapsed: self.started.elapsed(),
+                aborted,
+            });
+        }
+    }
 }
 
 /// Resources that must be released on abort even if the body is never polled again.
@@ -57,12 +75,9 @@ pub struct GitOutput {
     prefix: Option<Bytes>,
     stdout: ChildStdout,
     buf: BytesMut,
-    started: Instant,
-    bytes: u64,
     finished: bool,
     read_error: bool,
     shared: Arc<Shared>,
-    on_finish: Option<OnFinish>,
 }
 
 impl GitOutput {
@@ -85,18 +100,18 @@ impl GitOutput {
                 aborted: None,
             }),
             done: AtomicBool::new(false),
+            bytes: AtomicU64::new(0),
+            started,
+            on_finish: Mutex::new(Some(on_finish)),
         });
         tokio::spawn(watchdog(shared.clone(), limits, started));
         Self {
             prefix,
             stdout,
             buf: BytesMut::with_capacity(CHUNK),
-            started,
-            bytes: 0,
             finished: false,
             read_error: false,
             shared,
-            on_finish: Some(on_finish),
         }
     }
 }
@@ -130,6 +145,7 @@ async fn watchdog(shared: Arc<Shared>, limits: StreamLimits, started: Instant) {
             st.aborted.get_or_insert(reason);
         }
         tracing::warn!(reason, "aborting git response");
+        shared.finish(Some(reason));
         return;
     }
 }
@@ -143,7 +159,9 @@ impl Stream for GitOutput {
             return Poll::Ready(None);
         }
         if let Some(p) = this.prefix.take() {
-            this.bytes += p.len() as u64;
+            this.shared
+                .bytes
+                .fetch_add(p.len() as u64, Ordering::Relaxed);
             return Poll::Ready(Some(Ok(p)));
         }
         if this.buf.capacity() < CHUNK {
@@ -163,7 +181,7 @@ impl Stream for GitOutput {
                 }
             }
             Poll::Ready(Ok(n)) => {
-                this.bytes += n as u64;
+                this.shared.bytes.fetch_add(n as u64, Ordering::Relaxed);
                 if let Ok(mut p) = this.shared.progress.lock() {
                     *p = Instant::now();
                 }
@@ -235,12 +253,6 @@ impl Drop for GitOutput {
             }
         }
         drop(permit);
-        if let Some(f) = self.on_finish.take() {
-            f(Summary {
-                bytes: self.bytes,
-                elapsed: self.started.elapsed(),
-                aborted,
-            });
-        }
+        self.shared.finish(aborted);
     }
 }
