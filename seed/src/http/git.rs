@@ -98,6 +98,15 @@ fn text(status: StatusCode, msg: &str) -> Response {
         .into_response()
 }
 
+/// A streamed, uncacheable git response.
+fn streamed(out: GitOutput, content_type: &'static str) -> Response {
+    let mut resp = Response::new(Body::from_stream(out));
+    let h = resp.headers_mut();
+    h.insert(header::CONTENT_TYPE, HeaderValue::from_static(content_type));
+    no_cache(h);
+    resp
+}
+
 fn no_cache(headers: &mut HeaderMap) {
     headers.insert(
         header::CACHE_CONTROL,
@@ -287,14 +296,7 @@ async fn advertise(
         Some(permit),
         finish_hook(state, "info_refs", None),
     );
-    let mut resp = Response::new(Body::from_stream(out));
-    let h = resp.headers_mut();
-    h.insert(
-        header::CONTENT_TYPE,
-        HeaderValue::from_static("application/x-git-upload-pack-advertisement"),
-    );
-    no_cache(h);
-    resp
+    streamed(out, "application/x-git-upload-pack-advertisement")
 }
 
 async fn upload_pack(
@@ -427,14 +429,7 @@ async fn upload_pack(
         Some(permit),
         finish_hook(state, "upload_pack", Some(label)),
     );
-    let mut resp = Response::new(Body::from_stream(out));
-    let h = resp.headers_mut();
-    h.insert(
-        header::CONTENT_TYPE,
-        HeaderValue::from_static("application/x-git-upload-pack-result"),
-    );
-    no_cache(h);
-    resp
+    streamed(out, "application/x-git-upload-pack-result")
 }
 
 #[cfg(test)]
