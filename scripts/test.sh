@@ -13,4 +13,13 @@ cargo fmt --all -- --check
 echo "== cargo clippy"
 cargo clippy --workspace --all-targets --locked -- -D warnings
 echo "== cargo test"
-cargo test --workspace --locked --no-fail-fast
+log="$(mktemp)"
+trap 'rm -f "$log"' EXIT
+status=0
+cargo test --workspace --locked --no-fail-fast 2>&1 | tee "$log" || status=$?
+# One closing line over every test binary (cargo's own last line is a doc-test summary).
+passed=$(awk '/^test result:/ { for (i = 1; i <= NF; i++) if ($i ~ /^passed/) p += $(i-1) } END { print p + 0 }' "$log")
+failed=$(awk '/^test result:/ { for (i = 1; i <= NF; i++) if ($i ~ /^failed/) f += $(i-1) } END { print f + 0 }' "$log")
+echo
+echo "${passed:-0} passed, ${failed:-0} failed"
+exit "$status"
