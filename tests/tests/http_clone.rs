@@ -395,6 +395,32 @@ fn big_repo(storage: &Path, mib: usize) -> String {
     rid
 }
 
+/// A seed with one pack slot and no queue, plus `env`.
+fn single_slot_seed(env: &[(&str, &str)]) -> Seed {
+    let mut all = vec![
+        (
+            "SEEDD_HTTP__MAX_CONCURRENT_PACKS".to_owned(),
+            "1".to_owned(),
+        ),
+        ("SEEDD_HTTP__PACK_QUEUE".to_owned(), "0".to_owned()),
+    ];
+    all.extend(env.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())));
+    Seed::start(SeedOptions {
+        env: all,
+        ..SeedOptions::default()
+    })
+}
+
+/// Send `req`, read the response head (200 expected), then stop reading; the caller keeps the
+/// connection open.
+fn stalled_request(seed: &Seed, req: &[u8]) -> std::net::TcpStream {
+    let mut s = raw_request(seed.http, req);
+    let mut buf = [0u8; 256];
+    let n = s.read(&mut buf).unwrap();
+    assert!(String::from_utf8_lossy(&buf[..n]).starts_with("HTTP/1.1 200"));
+    s
+}
+
 /// Add a big synthetic repo to `seed` and build a raw v2 fetch request for its HEAD.
 fn big_repo_fetch(seed: &Seed, mib: usize) -> (String, std::path::PathBuf, Vec<u8>) {
     let rid = big_repo(&seed.storage(), mib);
@@ -486,20 +512,11 @@ fn client_disconnect_mid_clone_kills_the_work_and_leaves_no_process() {
 
 #[test]
 fn pack_generation_is_capped_and_overflow_gets_503_with_retry_after() {
-    let seed = Seed::start(SeedOptions {
-        extra_config: String::new(),
-        env: vec![
-            ("SEEDD_HTTP__MAX_CONCURRENT_PACKS".into(), "1".into()),
-            ("SEEDD_HTTP__PACK_QUEUE".into(), "0".into()),
-        ],
-        ..SeedOptions::default()
-    });
+    let seed = single_slot_seed(&[]);
     let (rid, _repo_path, req) = big_repo_fetch(&seed, 32);
     // First request holds the only slot: read its headers, then stop reading.
-    let mut first = raw_request(seed.http, &req);
+    let first = stalled_request(&seed, &req);
     let mut buf = [0u8; 512];
-    let n = first.read(&mut buf).unwrap();
-    assert!(String::from_utf8_lossy(&buf[..n]).starts_with("HTTP/1.1 200"));
     // Second is refused at once.
     let mut second = raw_request(seed.http, &req);
     let mut resp = String::new();
@@ -577,20 +594,11 @@ fn repos_added_on_disk_appear_after_rescan_or_sighup() {
 
 #[test]
 fn a_client_that_stops_reading_is_timed_out_and_frees_its_slot() {
-    let seed = Seed::start(SeedOptions {
-        env: vec![
-            ("SEEDD_HTTP__MAX_CONCURRENT_PACKS".into(), "1".into()),
-            ("SEEDD_HTTP__PACK_QUEUE".into(), "0".into()),
-            ("SEEDD_HTTP__IDLE_TIMEOUT_SECS".into(), "1".into()),
-        ],
-        ..SeedOptions::default()
-    });
+    let seed = single_slot_seed(&[("SEEDD_HTTP__IDLE_TIMEOUT_SECS", "1")]);
     let (_rid, repo_path, req) = big_repo_fetch(&seed, 32);
     // Read the status line, then stall with the connection open.
-    let mut stalled = raw_request(seed.http, &req);
+    let stalled = stalled_request(&seed, &req);
     let mut buf = [0u8; 256];
-    let n = stalled.read(&mut buf).unwrap();
-    assert!(String::from_utf8_lossy(&buf[..n]).starts_with("HTTP/1.1 200"));
     let needle = repo_path.to_str().unwrap().to_owned();
     let deadline = Instant::now() + Duration::from_secs(20);
     loop {
