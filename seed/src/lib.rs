@@ -3,7 +3,7 @@
 
 pub mod admin;
 pub mod config;
-pub mod crypto;
+pub use seedd_proto::crypto;
 pub mod daemon;
 pub mod http;
 pub mod index;
@@ -11,4 +11,4 @@ pub mod logging;
 pub mod metrics;
 pub mod serve;
 pub mod storage;
-pub mod wire;
+pub use seedd_proto::wire;
