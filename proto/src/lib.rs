@@ -5,7 +5,9 @@
 //!
 //! * [`crypto`] — node and repository ids, keys, canonical JSON.
 //! * [`wire`] — frames, gossip messages, the Noise handshake.
+//! * [`gossip`] — the gossip service: sessions, announcements, routing, relaying, timers.
 #![forbid(unsafe_code)]
 
 pub mod crypto;
+pub mod gossip;
 pub mod wire;

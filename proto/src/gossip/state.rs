@@ -1,0 +1,222 @@
+//! In-memory tables of the gossip service: stored announcements, routing table, address book.
+//! Their changes are emitted as [`Change`](super::Change)s so the shell can persist them.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+
+use serde::{Deserialize, Serialize};
+
+use crate::crypto::{NodeId, RepoId};
+use crate::wire::{Announcement, AnnouncementMessage, MessageType};
+
+/// De-duplication key of an announcement: (author, repository for refs, kind) (§4.9 step 4).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct AnnouncementKey {
+    pub node: NodeId,
+    pub rid: Option<RepoId>,
+    /// Message type id (2 node, 4 inventory, 6 refs).
+    pub kind: u16,
+}
+
+impl AnnouncementKey {
+    pub fn of(ann: &Announcement) -> Self {
+        let rid = match &ann.message {
+            AnnouncementMessage::Refs(refs) => Some(refs.rid),
+            _ => None,
+        };
+        Self {
+            node: ann.node,
+            rid,
+            kind: ann.message.message_type() as u16,
+        }
+    }
+
+    /// Binary form: nid (32) ‖ kind (2, BE) ‖ rid (20, refs only). Sorts like the key.
+    pub fn to_bytes(&self) -> Vec<u8> {
+        let mut out = Vec::with_capacity(54);
+        out.extend_from_slice(self.node.as_bytes());
+        out.extend_from_slice(&self.kind.to_be_bytes());
+        if let Some(rid) = &self.rid {
+            out.extend_from_slice(rid.as_bytes());
+        }
+        out
+    }
+
+    /// Parses [`to_bytes`](Self::to_bytes) output.
+    pub fn from_bytes(bytes: &[u8]) -> Option<Self> {
+        let node: [u8; 32] = bytes.get(..32)?.try_into().ok()?;
+        let kind = u16::from_be_bytes(bytes.get(32..34)?.try_into().ok()?);
+        MessageType::try_from(kind).ok()?;
+        let rid = match bytes.get(34..) {
+            Some([]) | None => None,
+            Some(rest) => Some(RepoId::from_oid_bytes(rest.try_into().ok()?)),
+        };
+        Some(Self {
+            node: NodeId::from_bytes(node),
+            rid,
+            kind,
+        })
+    }
+}
+
+/// A received (or our own) announcement and when it arrived.
+#[derive(Debug, Clone, PartialEq)]
+pub struct StoredAnnouncement {
+    pub announcement: Announcement,
+    /// Milliseconds since the epoch.
+    pub received_at: u64,
+}
+
+impl StoredAnnouncement {
+    pub fn key(&self) -> AnnouncementKey {
+        AnnouncementKey::of(&self.announcement)
+    }
+}
+
+/// An address-book entry: a node that announced itself with the SEED feature.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NodeRecord {
+    pub nid: NodeId,
+    pub version: u8,
+    pub features: u64,
+    pub alias: String,
+    pub agent: String,
+    /// Announced addresses, as `host:port` strings.
+    pub addresses: Vec<String>,
+    /// Timestamp of its latest node announcement (ms).
+    pub timestamp: u64,
+    /// When we last received its node announcement (ms).
+    pub last_seen: u64,
+}
+
+/// Stored announcements with lookups by key and by timestamp.
+#[derive(Debug, Default)]
+pub(super) struct GossipStore {
+    by_key: HashMap<AnnouncementKey, StoredAnnouncement>,
+    /// (announcement timestamp, key) — ordered for Subscribe answers (§4.9).
+    by_time: BTreeSet<(u64, AnnouncementKey)>,
+}
+
+impl GossipStore {
+    pub fn insert(&mut self, stored: StoredAnnouncement) {
+        let key = stored.key();
+        if let Some(old) = self.by_key.remove(&key) {
+            self.by_time.remove(&(old.announcement.timestamp(), key));
+        }
+        self.by_time.insert((stored.announcement.timestamp(), key));
+        self.by_key.insert(key, stored);
+    }
+
+    pub fn get(&self, key: &AnnouncementKey) -> Option<&StoredAnnouncement> {
+        self.by_key.get(key)
+    }
+
+    pub fn remove(&mut self, key: &AnnouncementKey) {
+        if let Some(old) = self.by_key.remove(key) {
+            self.by_time.remove(&(old.announcement.timestamp(), *key));
+        }
+    }
+
+    pub fn len(&self) -> usize {
+        self.by_key.len()
+    }
+
+    pub fn newest_timestamp(&self) -> Option<u64> {
+        self.by_time.last().map(|(ts, _)| *ts)
+    }
+
+    /// Announcements with `since <= timestamp < until`, oldest first.
+    pub fn range(&self, since: u64, until: u64) -> impl Iterator<Item = &StoredAnnouncement> {
+        self.by_time
+            .iter()
+            .skip_while(move |(ts, _)| *ts < since)
+            .take_while(move |(ts, _)| *ts < until)
+            .filter_map(|(_, key)| self.by_key.get(key))
+    }
+
+    /// Keys of announcements whose timestamp is before `cutoff`.
+    pub fn older_than(&self, cutoff: u64) -> Vec<AnnouncementKey> {
+        self.by_time
+            .iter()
+            .take_while(|(ts, _)| *ts < cutoff)
+            .map(|(_, key)| *key)
+            .collect()
+    }
+}
+
+/// The routing table: which nodes seed which repositories, with the time of the information.
+#[derive(Debug, Default)]
+pub(super) struct Routing {
+    by_repo: BTreeMap<RepoId, BTreeMap<NodeId, u64>>,
+    by_node: HashMap<NodeId, BTreeSet<RepoId>>,
+    len: usize,
+}
+
+impl Routing {
+    /// Inserts or refreshes an entry; whether it was new or its timestamp changed.
+    pub fn insert(&mut self, rid: RepoId, nid: NodeId, ts: u64) -> bool {
+        let nodes = self.by_repo.entry(rid).or_default();
+        match nodes.insert(nid, ts) {
+            Some(old) => old != ts,
+            None => {
+                self.by_node.entry(nid).or_default().insert(rid);
+                self.len += 1;
+                true
+            }
+        }
+    }
+
+    pub fn remove(&mut self, rid: &RepoId, nid: &NodeId) -> bool {
+        let Some(nodes) = self.by_repo.get_mut(rid) else {
+            return false;
+        };
+        if nodes.remove(nid).is_none() {
+            return false;
+        }
+        if nodes.is_empty() {
+            self.by_repo.remove(rid);
+        }
+        if let Some(repos) = self.by_node.get_mut(nid) {
+            repos.remove(rid);
+            if repos.is_empty() {
+                self.by_node.remove(nid);
+            }
+        }
+        self.len -= 1;
+        true
+    }
+
+    pub fn contains(&self, rid: &RepoId, nid: &NodeId) -> bool {
+        self.by_repo.get(rid).is_some_and(|n| n.contains_key(nid))
+    }
+
+    pub fn repos_of(&self, nid: &NodeId) -> Vec<RepoId> {
+        self.by_node
+            .get(nid)
+            .map(|r| r.iter().copied().collect())
+            .unwrap_or_default()
+    }
+
+    pub fn seeds(&self, rid: &RepoId) -> Vec<(NodeId, u64)> {
+        self.by_repo
+            .get(rid)
+            .map(|n| n.iter().map(|(k, v)| (*k, *v)).collect())
+            .unwrap_or_default()
+    }
+
+    pub fn iter(&self) -> impl Iterator<Item = (RepoId, NodeId, u64)> + '_ {
+        self.by_repo
+            .iter()
+            .flat_map(|(rid, nodes)| nodes.iter().map(move |(nid, ts)| (*rid, *nid, *ts)))
+    }
+
+    pub fn older_than(&self, cutoff: u64) -> Vec<(RepoId, NodeId)> {
+        self.iter()
+            .filter(|(_, _, ts)| *ts < cutoff)
+            .map(|(rid, nid, _)| (rid, nid))
+            .collect()
+    }
+
+    pub fn len(&self) -> usize {
+        self.len
+    }
+}

@@ -1,0 +1,604 @@
+//! Behaviour of the gossip service, driven without sockets or clocks.
+
+use super::*;
+use crate::wire::message::MAX_CLOCK_SKEW_MS;
+
+const T0: u64 = 1_700_000_000_000;
+
+fn rid(n: u8) -> RepoId {
+    RepoId::from_oid_bytes([n; 20])
+}
+
+fn config() -> Config {
+    Config {
+        alias: "seedd-test".parse().unwrap(),
+        user_agent: UserAgent::seedd(),
+        external_addresses: vec!["seed.example.com:8776".parse().unwrap()],
+        relay: true,
+        seed_all: true,
+        seeded: BTreeSet::new(),
+        timers: Timers::default(),
+    }
+}
+
+fn service(seed: u64) -> Service {
+    let mut s = Service::new(Keypair::mock(seed), config(), Restored::default(), T0);
+    s.take_outputs();
+    s
+}
+
+fn node_ann(key: &Keypair, ts: u64, features: u64) -> Announcement {
+    AnnouncementMessage::Node(NodeAnnouncement {
+        version: 1,
+        features,
+        timestamp: ts,
+        alias: "peer".parse().unwrap(),
+        addresses: vec!["127.0.0.1:8776".parse().unwrap()],
+        nonce: 1,
+        agent: "/radicle:test/".parse().unwrap(),
+    })
+    .sign(key)
+    .unwrap()
+}
+
+fn inv_ann(key: &Keypair, ts: u64, rids: &[RepoId]) -> Announcement {
+    AnnouncementMessage::Inventory(InventoryAnnouncement {
+        inventory: rids.to_vec(),
+        timestamp: ts,
+    })
+    .sign(key)
+    .unwrap()
+}
+
+fn refs_ann(key: &Keypair, ts: u64, rid: RepoId, remote: NodeId) -> Announcement {
+    AnnouncementMessage::Refs(RefsAnnouncement {
+        rid,
+        refs: vec![RefsAt {
+            remote,
+            at: crate::wire::Oid([7; 20]),
+        }],
+        timestamp: ts,
+    })
+    .sign(key)
+    .unwrap()
+}
+
+fn sends(outputs: &[Output]) -> Vec<(Vec<SessionId>, Message)> {
+    outputs
+        .iter()
+        .filter_map(|o| match o {
+            Output::Send { to, message } => Some((to.clone(), message.clone())),
+            _ => None,
+        })
+        .collect()
+}
+
+fn sent_to(outputs: &[Output], id: SessionId) -> Vec<Message> {
+    sends(outputs)
+        .into_iter()
+        .filter(|(to, _)| to.contains(&id))
+        .map(|(_, m)| m)
+        .collect()
+}
+
+fn disconnects(outputs: &[Output]) -> Vec<(SessionId, DisconnectReason)> {
+    outputs
+        .iter()
+        .filter_map(|o| match o {
+            Output::Disconnect { session, reason } => Some((*session, reason.clone())),
+            _ => None,
+        })
+        .collect()
+}
+
+fn events(outputs: &[Output]) -> Vec<Event> {
+    outputs
+        .iter()
+        .filter_map(|o| match o {
+            Output::Event(e) => Some(e.clone()),
+            _ => None,
+        })
+        .collect()
+}
+
+/// Connects a peer with `key` and makes it known (SEED node announcement + Subscribe all).
+fn known_peer(s: &mut Service, id: SessionId, key: &Keypair, now: u64) {
+    s.connected(id, key.nid(), Link::Inbound, now);
+    s.received(
+        id,
+        Message::Announcement(node_ann(key, now, FEATURE_SEED)),
+        now,
+    );
+    s.received(id, Message::Subscribe(Subscribe::all()), now);
+    s.take_outputs();
+}
+
+#[test]
+fn first_messages_are_node_inventory_subscribe_in_order() {
+    let mut s = service(1);
+    s.set_inventory(vec![rid(1), rid(2)], T0);
+    s.take_outputs();
+    let peer = Keypair::mock(2);
+    s.connected(10, peer.nid(), Link::Inbound, T0 + 5);
+    let out = s.take_outputs();
+    let msgs = sent_to(&out, 10);
+    assert_eq!(msgs.len(), 3, "{msgs:?}");
+    let Message::Announcement(node) = &msgs[0] else {
+        panic!("first is not an announcement: {:?}", msgs[0]);
+    };
+    let AnnouncementMessage::Node(n) = &node.message else {
+        panic!("first is not a node announcement");
+    };
+    assert!(n.is_seed());
+    assert_eq!(n.nonce, 1);
+    assert_eq!(n.addresses.len(), 1);
+    assert!(node.verify());
+    let Message::Announcement(inv) = &msgs[1] else {
+        panic!("second is not an announcement");
+    };
+    assert_eq!(
+        inv.message,
+        AnnouncementMessage::Inventory(InventoryAnnouncement {
+            inventory: vec![rid(1), rid(2)],
+            timestamp: inv.timestamp()
+        })
+    );
+    let Message::Subscribe(sub) = &msgs[2] else {
+        panic!("third is not a subscribe");
+    };
+    assert!(sub.since <= sub.until);
+    assert_eq!(sub.until, TIMESTAMP_MAX);
+    assert_eq!(sub.filter, Filter::default());
+}
+
+#[test]
+fn own_timestamps_strictly_increase_even_across_restarts_and_clock_steps() {
+    let mut s = Service::new(Keypair::mock(1), config(), Restored::default(), T0);
+    s.set_inventory(vec![rid(1)], T0);
+    s.set_inventory(vec![rid(2)], T0); // same millisecond
+    let out = s.take_outputs();
+    let mut persisted = Vec::new();
+    let mut inv_ts = Vec::new();
+    for o in &out {
+        if let Output::Persist(Change::OwnTimestamp { kind, timestamp }) = o {
+            persisted.push((*kind, *timestamp));
+            if *kind == MessageType::InventoryAnnouncement {
+                inv_ts.push(*timestamp);
+            }
+        }
+    }
+    assert!(inv_ts.windows(2).all(|w| w[0] < w[1]), "{inv_ts:?}");
+    let node_ts = s.node_announcement().timestamp();
+    // Restart with the clock set back an hour: still strictly newer than before.
+    let latest: HashMap<MessageType, u64> = persisted.into_iter().collect();
+    let restored = Restored {
+        own_timestamps: latest.into_iter().collect(),
+        ..Restored::default()
+    };
+    let mut s2 = Service::new(Keypair::mock(1), config(), restored, T0 - HOUR);
+    assert!(s2.node_announcement().timestamp() > node_ts);
+    s2.set_inventory(vec![rid(3)], T0 - HOUR);
+    assert!(s2.inventory_announcement.timestamp() > *inv_ts.last().unwrap());
+}
+
+#[test]
+fn ping_is_answered_with_exact_pong_and_oversized_ping_ignored() {
+    let mut s = service(1);
+    s.connected(1, Keypair::mock(2).nid(), Link::Outbound, T0);
+    s.take_outputs();
+    s.received(
+        1,
+        Message::Ping(Ping {
+            ponglen: 42,
+            zeroes: 9,
+        }),
+        T0,
+    );
+    assert_eq!(
+        sent_to(&s.take_outputs(), 1),
+        vec![Message::Pong { zeroes: 42 }]
+    );
+    s.received(
+        1,
+        Message::Ping(Ping {
+            ponglen: MAX_PONG_ZEROES + 1,
+            zeroes: 0,
+        }),
+        T0,
+    );
+    assert!(sent_to(&s.take_outputs(), 1).is_empty());
+}
+
+#[test]
+fn keepalive_pings_quiet_sessions_and_drops_silent_ones() {
+    let mut s = service(1);
+    s.connected(1, Keypair::mock(2).nid(), Link::Outbound, T0);
+    s.take_outputs();
+    s.tick(T0 + 10_000);
+    assert!(s.take_outputs().is_empty());
+    s.tick(T0 + 30_000);
+    let out = s.take_outputs();
+    let msgs = sent_to(&out, 1);
+    let [Message::Ping(ping)] = msgs.as_slice() else {
+        panic!("expected one ping: {msgs:?}");
+    };
+    // The peer answers: latency measured, session alive.
+    s.received(
+        1,
+        Message::Pong {
+            zeroes: ping.ponglen,
+        },
+        T0 + 30_050,
+    );
+    assert!(events(&s.take_outputs()).contains(&Event::Pong {
+        session: 1,
+        latency_ms: 50
+    }));
+    // Silent for 120 s after its last message: dropped.
+    s.tick(T0 + 30_050 + 119_999);
+    assert!(disconnects(&s.take_outputs()).is_empty());
+    s.tick(T0 + 30_050 + 120_000);
+    assert_eq!(
+        disconnects(&s.take_outputs()),
+        vec![(1, DisconnectReason::Stale)]
+    );
+}
+
+#[test]
+fn invalid_signature_disconnects() {
+    let mut s = service(1);
+    let peer = Keypair::mock(2);
+    s.connected(1, peer.nid(), Link::Inbound, T0);
+    s.take_outputs();
+    let mut ann = node_ann(&peer, T0, FEATURE_SEED);
+    ann.signature[0] ^= 1;
+    s.received(1, Message::Announcement(ann), T0);
+    let out = s.take_outputs();
+    assert_eq!(
+        disconnects(&out),
+        vec![(1, DisconnectReason::InvalidSignature)]
+    );
+    assert!(
+        !out.iter().any(|o| matches!(o, Output::Persist(_))),
+        "nothing stored"
+    );
+    assert_eq!(s.nodes().count(), 0);
+}
+
+#[test]
+fn future_timestamp_disconnects_but_59_minutes_is_fine() {
+    let mut s = service(1);
+    let peer = Keypair::mock(2);
+    s.connected(1, peer.nid(), Link::Inbound, T0);
+    s.take_outputs();
+    let ok = node_ann(&peer, T0 + MAX_CLOCK_SKEW_MS, FEATURE_SEED);
+    s.received(1, Message::Announcement(ok), T0);
+    assert!(disconnects(&s.take_outputs()).is_empty());
+    let bad = node_ann(&peer, T0 + MAX_CLOCK_SKEW_MS + 2, FEATURE_SEED);
+    s.received(1, Message::Announcement(bad), T0);
+    let d = disconnects(&s.take_outputs());
+    assert!(
+        matches!(
+            d.as_slice(),
+            [(1, DisconnectReason::InvalidTimestamp { .. })]
+        ),
+        "{d:?}"
+    );
+    assert!(d[0].1.is_misbehaviour());
+}
+
+#[test]
+fn inventory_from_unknown_or_non_seed_author_is_ignored() {
+    let mut s = service(1);
+    let peer = Keypair::mock(2);
+    s.connected(1, peer.nid(), Link::Inbound, T0);
+    s.received(1, Message::Announcement(inv_ann(&peer, T0, &[rid(9)])), T0);
+    assert!(events(&s.take_outputs()).contains(&Event::Dropped {
+        session: 1,
+        reason: Dropped::UnknownAuthor
+    }));
+    // A node announcement without the SEED bit does not make it known either.
+    s.received(1, Message::Announcement(node_ann(&peer, T0, 0)), T0);
+    s.received(
+        1,
+        Message::Announcement(inv_ann(&peer, T0 + 1, &[rid(9)])),
+        T0,
+    );
+    assert!(events(&s.take_outputs()).contains(&Event::Dropped {
+        session: 1,
+        reason: Dropped::UnknownAuthor
+    }));
+    assert!(s.seeds_of(&rid(9)).is_empty());
+}
+
+#[test]
+fn inventory_updates_routing_as_full_replacement_and_dedupes() {
+    let mut s = service(1);
+    let peer = Keypair::mock(2);
+    known_peer(&mut s, 1, &peer, T0);
+    assert_eq!(s.nodes().count(), 1);
+    s.received(
+        1,
+        Message::Announcement(inv_ann(&peer, T0 + 1, &[rid(1), rid(2)])),
+        T0 + 1,
+    );
+    let out = s.take_outputs();
+    assert!(out.contains(&Output::Persist(Change::Routing {
+        rid: rid(1),
+        nid: peer.nid(),
+        timestamp: T0 + 1
+    })));
+    assert_eq!(s.seeds_of(&rid(2)), vec![(peer.nid(), T0 + 1)]);
+    // Same timestamp again: stale.
+    s.received(
+        1,
+        Message::Announcement(inv_ann(&peer, T0 + 1, &[rid(3)])),
+        T0 + 2,
+    );
+    assert!(events(&s.take_outputs()).contains(&Event::Dropped {
+        session: 1,
+        reason: Dropped::Stale
+    }));
+    assert!(s.seeds_of(&rid(3)).is_empty());
+    // Newer: replaces (rid 1 gone, rid 3 added).
+    s.received(
+        1,
+        Message::Announcement(inv_ann(&peer, T0 + 5, &[rid(2), rid(3)])),
+        T0 + 5,
+    );
+    let out = s.take_outputs();
+    assert!(out.contains(&Output::Persist(Change::RoutingRemoved {
+        rid: rid(1),
+        nid: peer.nid()
+    })));
+    assert!(s.seeds_of(&rid(1)).is_empty());
+    assert_eq!(s.seeds_of(&rid(3)).len(), 1);
+    // A direct peer's repos that we seed are reported (fetch trigger for replication).
+    assert!(events(&out)
+        .iter()
+        .any(|e| matches!(e, Event::Seeds { author, .. } if *author == peer.nid())));
+}
+
+#[test]
+fn relays_node_at_once_inventory_on_timer_and_never_back_to_sender() {
+    let mut s = service(1);
+    let (a, b, c) = (Keypair::mock(2), Keypair::mock(3), Keypair::mock(4));
+    known_peer(&mut s, 1, &a, T0);
+    known_peer(&mut s, 2, &b, T0);
+    // C's node announcement arrives via A: relayed at once to B only.
+    s.received(
+        1,
+        Message::Announcement(node_ann(&c, T0 + 1, FEATURE_SEED)),
+        T0 + 1,
+    );
+    let out = s.take_outputs();
+    let relayed = sends(&out);
+    assert_eq!(relayed.len(), 1);
+    assert_eq!(relayed[0].0, vec![2]);
+    // C's inventory via A: queued, sent by the 6 s timer to B only.
+    s.received(
+        1,
+        Message::Announcement(inv_ann(&c, T0 + 2, &[rid(5)])),
+        T0 + 2,
+    );
+    assert!(sends(&s.take_outputs()).is_empty());
+    s.tick(T0 + 6_000);
+    let out = s.take_outputs();
+    let inv: Vec<_> = sends(&out)
+        .into_iter()
+        .filter(|(_, m)| m.message_type() == MessageType::InventoryAnnouncement)
+        .collect();
+    assert_eq!(inv.len(), 1);
+    assert_eq!(inv[0].0, vec![2]);
+}
+
+#[test]
+fn no_relay_when_relay_is_off() {
+    let mut cfg = config();
+    cfg.relay = false;
+    let mut s = Service::new(Keypair::mock(1), cfg, Restored::default(), T0);
+    let (a, b, c) = (Keypair::mock(2), Keypair::mock(3), Keypair::mock(4));
+    known_peer(&mut s, 1, &a, T0);
+    known_peer(&mut s, 2, &b, T0);
+    s.received(
+        1,
+        Message::Announcement(node_ann(&c, T0 + 1, FEATURE_SEED)),
+        T0 + 1,
+    );
+    assert!(sends(&s.take_outputs()).is_empty());
+}
+
+#[test]
+fn refs_relayed_only_to_subscribers_of_the_repo() {
+    let mut s = service(1);
+    let (a, b, c) = (Keypair::mock(2), Keypair::mock(3), Keypair::mock(4));
+    known_peer(&mut s, 1, &a, T0);
+    // B subscribes to rid 7 only, C never subscribes.
+    s.connected(2, b.nid(), Link::Inbound, T0);
+    s.received(
+        2,
+        Message::Subscribe(Subscribe {
+            filter: Filter::new([&rid(7)]),
+            since: T0,
+            until: TIMESTAMP_MAX,
+        }),
+        T0,
+    );
+    s.connected(3, c.nid(), Link::Inbound, T0);
+    s.take_outputs();
+    s.received(
+        1,
+        Message::Announcement(refs_ann(&a, T0 + 1, rid(7), a.nid())),
+        T0 + 1,
+    );
+    let out = s.take_outputs();
+    let r = sends(&out);
+    assert_eq!(r.len(), 1, "{r:?}");
+    assert_eq!(r[0].0, vec![2]);
+    assert_eq!(s.seeds_of(&rid(7)), vec![(a.nid(), T0 + 1)]);
+    // Refs for a repo nobody subscribed to: stored, routed, but sent to nobody.
+    s.received(
+        1,
+        Message::Announcement(refs_ann(&a, T0 + 2, rid(8), a.nid())),
+        T0 + 2,
+    );
+    assert!(sends(&s.take_outputs()).is_empty());
+}
+
+#[test]
+fn refs_mentioning_us_report_sync() {
+    let mut s = service(1);
+    let a = Keypair::mock(2);
+    known_peer(&mut s, 1, &a, T0);
+    let me = s.nid();
+    s.received(
+        1,
+        Message::Announcement(refs_ann(&a, T0 + 1, rid(7), me)),
+        T0 + 1,
+    );
+    assert!(events(&s.take_outputs()).contains(&Event::RefsSynced {
+        rid: rid(7),
+        remote: a.nid()
+    }));
+}
+
+#[test]
+fn subscribe_is_answered_from_store_in_range_without_the_subscribers_own() {
+    let mut s = service(1);
+    let (a, b) = (Keypair::mock(2), Keypair::mock(3));
+    known_peer(&mut s, 1, &a, T0);
+    s.received(
+        1,
+        Message::Announcement(inv_ann(&a, T0 + 10, &[rid(1)])),
+        T0 + 10,
+    );
+    s.received(
+        1,
+        Message::Announcement(refs_ann(&a, T0 + 20, rid(1), a.nid())),
+        T0 + 20,
+    );
+    s.connected(2, b.nid(), Link::Outbound, T0 + 30);
+    s.take_outputs();
+    // B asks for [T0+10, T0+20): only A's inventory (and our own from that window).
+    s.received(
+        2,
+        Message::Subscribe(Subscribe {
+            filter: Filter::default(),
+            since: T0 + 10,
+            until: T0 + 20,
+        }),
+        T0 + 31,
+    );
+    let msgs = sent_to(&s.take_outputs(), 2);
+    assert_eq!(msgs.len(), 1, "{msgs:?}");
+    assert_eq!(msgs[0].message_type(), MessageType::InventoryAnnouncement);
+    // Everything: A's node, inventory, refs and our own node + inventory; A gets none of its own.
+    s.received(2, Message::Subscribe(Subscribe::all()), T0 + 32);
+    let msgs = sent_to(&s.take_outputs(), 2);
+    assert_eq!(msgs.len(), 5, "{msgs:?}");
+    s.received(1, Message::Subscribe(Subscribe::all()), T0 + 33);
+    let msgs = sent_to(&s.take_outputs(), 1);
+    assert!(msgs.iter().all(|m| match m {
+        Message::Announcement(ann) => ann.node != a.nid(),
+        _ => true,
+    }));
+    // An inverted range is answered with nothing (and does not panic).
+    s.received(
+        2,
+        Message::Subscribe(Subscribe {
+            filter: Filter::default(),
+            since: 10,
+            until: 5,
+        }),
+        T0 + 34,
+    );
+    assert!(sent_to(&s.take_outputs(), 2).is_empty());
+}
+
+#[test]
+fn restored_state_survives_restart() {
+    let mut s = service(1);
+    let a = Keypair::mock(2);
+    s.connected(1, a.nid(), Link::Inbound, T0);
+    s.received(1, Message::Announcement(node_ann(&a, T0, FEATURE_SEED)), T0);
+    s.received(
+        1,
+        Message::Announcement(inv_ann(&a, T0 + 10, &[rid(1)])),
+        T0 + 10,
+    );
+    // Replay the persisted changes into a Restored, as the shell does with RocksDB.
+    let mut restored = Restored::default();
+    let mut s0 = Service::new(Keypair::mock(1), config(), Restored::default(), T0);
+    let mut all = s0.take_outputs();
+    all.extend(s.take_outputs());
+    let mut anns: HashMap<AnnouncementKey, StoredAnnouncement> = HashMap::new();
+    for o in all {
+        match o {
+            Output::Persist(Change::Announcement(st)) => {
+                anns.insert(st.key(), st);
+            }
+            Output::Persist(Change::Node(n)) => restored.nodes.push(n),
+            Output::Persist(Change::Routing {
+                rid,
+                nid,
+                timestamp,
+            }) => restored.routing.push((rid, nid, timestamp)),
+            _ => {}
+        }
+    }
+    restored.announcements = anns.into_values().collect();
+    let s2 = Service::new(Keypair::mock(1), config(), restored, T0 + 100);
+    assert_eq!(s2.seeds_of(&rid(1)), vec![(a.nid(), T0 + 10)]);
+    assert_eq!(s2.nodes().count(), 1);
+    assert!(s2.stored_announcements() >= 3);
+}
+
+#[test]
+fn prune_drops_old_gossip_but_keeps_our_own() {
+    let mut s = service(1);
+    let a = Keypair::mock(2);
+    known_peer(&mut s, 1, &a, T0);
+    let before = s.stored_announcements();
+    s.prune(T0 + 15 * DAY);
+    let out = s.take_outputs();
+    assert!(out.iter().any(
+        |o| matches!(o, Output::Persist(Change::AnnouncementRemoved(k)) if k.node == a.nid())
+    ));
+    assert!(s.stored_announcements() < before);
+    assert!(s.stored_announcements() >= 2, "own node + inventory stay");
+}
+
+#[test]
+fn inventory_over_the_message_cap_is_truncated_with_a_warning() {
+    let mut s = service(1);
+    let rids: Vec<RepoId> = (0..3000u32)
+        .map(|i| {
+            let mut b = [0u8; 20];
+            b[..4].copy_from_slice(&i.to_be_bytes());
+            RepoId::from_oid_bytes(b)
+        })
+        .collect();
+    s.set_inventory(rids, T0);
+    let out = s.take_outputs();
+    assert!(events(&out).contains(&Event::InventoryTruncated {
+        total: 3000,
+        announced: INVENTORY_LIMIT
+    }));
+    let ann = &s.inventory_announcement;
+    assert!(ann.verify());
+    assert!(Message::Announcement(ann.clone()).encode().is_ok());
+}
+
+#[test]
+fn announcement_key_bytes_round_trip() {
+    let a = Keypair::mock(2);
+    for ann in [
+        node_ann(&a, T0, 1),
+        inv_ann(&a, T0, &[rid(1)]),
+        refs_ann(&a, T0, rid(3), a.nid()),
+    ] {
+        let key = AnnouncementKey::of(&ann);
+        assert_eq!(AnnouncementKey::from_bytes(&key.to_bytes()), Some(key));
+    }
+    assert_eq!(AnnouncementKey::from_bytes(&[0; 10]), None);
+}
