@@ -34,6 +34,8 @@ pub struct AdminState {
     pub admin_listen: String,
     pub tls: bool,
     pub rescan: Rescan,
+    /// The p2p shell (absent when no p2p listener/dialer runs, e.g. in some tests).
+    pub net: Option<crate::net::Net>,
 }
 
 pub fn router(state: Arc<AdminState>) -> Router {
@@ -42,6 +44,12 @@ pub fn router(state: Arc<AdminState>) -> Router {
         .route("/api/v1/rescan", post(rescan))
         .route("/api/v1/repos", get(repos))
         .route("/api/v1/repos/{rid}", get(repo))
+        .route("/api/v1/peers", get(peers))
+        .route("/api/v1/peers/connect", post(peers_connect))
+        .route("/api/v1/peers/disconnect", post(peers_disconnect))
+        .route("/api/v1/routing", get(routing))
+        .route("/api/v1/nodes", get(nodes))
+        .route("/api/v1/bans", get(bans))
         .route_layer(middleware::from_fn_with_state(state.clone(), require_token));
     Router::new()
         .route("/metrics", get(metrics))
@@ -191,5 +199,126 @@ async fn repo(State(state): State<Arc<AdminState>>, Path(rid): Path<String>) -> 
             .into_response(),
         Ok(Err(e)) => internal(e),
         Err(e) => internal(e),
+    }
+}
+
+fn bad_request(msg: String) -> Response {
+    (
+        StatusCode::BAD_REQUEST,
+        Json(serde_json::json!({ "error": msg })),
+    )
+        .into_response()
+}
+
+fn net(state: &AdminState) -> Result<&crate::net::Net, Response> {
+    state.net.as_ref().ok_or_else(|| {
+        (
+            StatusCode::SERVICE_UNAVAILABLE,
+            Json(serde_json::json!({ "error": "the p2p layer is not running" })),
+        )
+            .into_response()
+    })
+}
+
+async fn peers(State(state): State<Arc<AdminState>>) -> Response {
+    match net(&state) {
+        Ok(n) => Json(serde_json::json!({ "peers": n.peers() })).into_response(),
+        Err(r) => r,
+    }
+}
+
+#[derive(serde::Deserialize)]
+struct ConnectBody {
+    /// `z6Mk…@host:port`
+    addr: String,
+}
+
+async fn peers_connect(
+    State(state): State<Arc<AdminState>>,
+    body: Result<Json<ConnectBody>, axum::extract::rejection::JsonRejection>,
+) -> Response {
+    let n = match net(&state) {
+        Ok(n) => n,
+        Err(r) => return r,
+    };
+    let Ok(Json(body)) = body else {
+        return bad_request("expected JSON {\"addr\": \"z6Mk…@host:port\"}".into());
+    };
+    match crate::net::parse_peer(&body.addr) {
+        Ok((nid, addr)) => {
+            if nid == state.nid {
+                return bad_request(format!("{nid} is this node"));
+            }
+            let started = n.connect(nid, addr.clone());
+            Json(serde_json::json!({ "nid": nid, "addr": addr, "dialing": true, "new": started }))
+                .into_response()
+        }
+        Err(e) => bad_request(format!("invalid peer {:?}: {e}", body.addr)),
+    }
+}
+
+#[derive(serde::Deserialize)]
+struct DisconnectBody {
+    nid: String,
+}
+
+async fn peers_disconnect(
+    State(state): State<Arc<AdminState>>,
+    body: Result<Json<DisconnectBody>, axum::extract::rejection::JsonRejection>,
+) -> Response {
+    let n = match net(&state) {
+        Ok(n) => n,
+        Err(r) => return r,
+    };
+    let Ok(Json(body)) = body else {
+        return bad_request("expected JSON {\"nid\": \"z6Mk…\"}".into());
+    };
+    match body.nid.parse::<NodeId>() {
+        Ok(nid) => {
+            let closed = n.disconnect(nid);
+            Json(serde_json::json!({ "nid": nid, "sessions_closed": closed })).into_response()
+        }
+        Err(e) => bad_request(format!("invalid node id {:?}: {e}", body.nid)),
+    }
+}
+
+#[derive(serde::Deserialize)]
+struct RoutingQuery {
+    rid: Option<String>,
+    nid: Option<String>,
+}
+
+async fn routing(
+    State(state): State<Arc<AdminState>>,
+    axum::extract::Query(q): axum::extract::Query<RoutingQuery>,
+) -> Response {
+    let n = match net(&state) {
+        Ok(n) => n,
+        Err(r) => return r,
+    };
+    let rid = match q.rid.as_deref().map(str::parse::<crate::crypto::RepoId>) {
+        None => None,
+        Some(Ok(r)) => Some(r),
+        Some(Err(e)) => return bad_request(format!("invalid rid: {e}")),
+    };
+    let nid = match q.nid.as_deref().map(str::parse::<NodeId>) {
+        None => None,
+        Some(Ok(r)) => Some(r),
+        Some(Err(e)) => return bad_request(format!("invalid nid: {e}")),
+    };
+    Json(serde_json::json!({ "routes": n.routing(rid, nid) })).into_response()
+}
+
+async fn nodes(State(state): State<Arc<AdminState>>) -> Response {
+    match net(&state) {
+        Ok(n) => Json(serde_json::json!({ "nodes": n.nodes() })).into_response(),
+        Err(r) => r,
+    }
+}
+
+async fn bans(State(state): State<Arc<AdminState>>) -> Response {
+    match net(&state) {
+        Ok(n) => Json(serde_json::json!({ "bans": n.bans() })).into_response(),
+        Err(r) => r,
     }
 }

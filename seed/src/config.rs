@@ -54,6 +54,76 @@ pub struct P2pConfig {
     pub external_addresses: Vec<String>,
     pub connect: Vec<String>,
     pub bootstrap: bool,
+    /// Relay other nodes' gossip: "auto" (iff external_addresses is set), "always", "never".
+    pub relay: String,
+    /// Most inbound sessions (loopback peers are not counted against it).
+    pub max_inbound: usize,
+    /// Most outbound sessions.
+    pub max_outbound: usize,
+    /// A dialer or listener that has not finished the handshake by then is dropped.
+    pub handshake_timeout_secs: u64,
+    pub rate: RateConfig,
+    pub ban: BanConfig,
+}
+
+/// Token buckets (fractional refill per second, burst capacity).
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct Bucket {
+    pub fill_rate: f64,
+    pub capacity: f64,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(default)]
+pub struct RateConfig {
+    /// Per remote IP, before the handshake: one token per connection attempt.
+    pub connect: Bucket,
+    /// Per node id after the handshake, inbound sessions: one token per gossip message.
+    pub inbound: Bucket,
+    /// Per node id, outbound sessions.
+    pub outbound: Bucket,
+    /// Loopback and private (LAN) addresses and configured `connect` peers are not limited.
+    pub exempt_local: bool,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(default)]
+pub struct BanConfig {
+    /// Penalty points at which an IP is banned (a malformed frame costs 16, an invalid
+    /// signature or a far-future timestamp 32).
+    pub threshold: u32,
+    /// How long a ban lasts.
+    pub duration_secs: u64,
+}
+
+impl Default for RateConfig {
+    fn default() -> Self {
+        Self {
+            connect: Bucket {
+                fill_rate: 1.0,
+                capacity: 32.0,
+            },
+            inbound: Bucket {
+                fill_rate: 5.0,
+                capacity: 1024.0,
+            },
+            outbound: Bucket {
+                fill_rate: 10.0,
+                capacity: 2048.0,
+            },
+            exempt_local: true,
+        }
+    }
+}
+
+impl Default for BanConfig {
+    fn default() -> Self {
+        Self {
+            threshold: 64,
+            duration_secs: 3600,
+        }
+    }
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
@@ -138,6 +208,12 @@ impl Default for P2pConfig {
             external_addresses: Vec::new(),
             connect: Vec::new(),
             bootstrap: false,
+            relay: "auto".to_owned(),
+            max_inbound: 128,
+            max_outbound: 16,
+            handshake_timeout_secs: 10,
+            rate: RateConfig::default(),
+            ban: BanConfig::default(),
         }
     }
 }
@@ -337,6 +413,43 @@ impl Config {
                     format!("entry {i} {a:?}: expected \"host:port\""),
                 ));
             }
+        }
+        match self.p2p.relay.as_str() {
+            "auto" | "always" | "never" => {}
+            other => {
+                return Err(bad(
+                    "p2p.relay",
+                    format!("{other:?}: expected \"auto\", \"always\" or \"never\""),
+                ))
+            }
+        }
+        if self.p2p.handshake_timeout_secs == 0 {
+            return Err(bad(
+                "p2p.handshake_timeout_secs",
+                "must be at least 1".into(),
+            ));
+        }
+        for (key, b) in [
+            ("p2p.rate.connect", &self.p2p.rate.connect),
+            ("p2p.rate.inbound", &self.p2p.rate.inbound),
+            ("p2p.rate.outbound", &self.p2p.rate.outbound),
+        ] {
+            if !(b.fill_rate.is_finite()
+                && b.fill_rate >= 0.0
+                && b.capacity.is_finite()
+                && b.capacity >= 1.0)
+            {
+                return Err(bad(
+                    key,
+                    format!(
+                        "fill_rate {} / capacity {}: need fill_rate ≥ 0 and capacity ≥ 1",
+                        b.fill_rate, b.capacity
+                    ),
+                ));
+            }
+        }
+        if self.p2p.ban.threshold == 0 {
+            return Err(bad("p2p.ban.threshold", "must be at least 1".into()));
         }
         self.http_listen()
             .map_err(|e| bad("http.listen", format!("{:?}: {e}", self.http.listen)))?;

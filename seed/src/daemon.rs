@@ -16,6 +16,7 @@ use crate::http::{self, tls::ReloadingCert, HttpState};
 use crate::index::scan::{self, ScanReport};
 use crate::index::Index;
 use crate::metrics::Metrics;
+use crate::net::{Net, NetConfig};
 use crate::serve::{GitServer, PackLimiter, StreamLimits};
 use crate::storage::Storage;
 
@@ -120,6 +121,28 @@ fn rescanner(
     })
 }
 
+/// After each successful rescan, announce the public repositories as our inventory.
+fn with_inventory(
+    rescan: Arc<dyn Fn() -> Result<ScanReport, String> + Send + Sync>,
+    index: Index,
+    net: Net,
+) -> Arc<dyn Fn() -> Result<ScanReport, String> + Send + Sync> {
+    Arc::new(move || {
+        let report = rescan()?;
+        match index.repos() {
+            Ok(repos) => net.set_inventory(
+                repos
+                    .iter()
+                    .filter(|r| r.is_public())
+                    .map(|r| r.rid)
+                    .collect(),
+            ),
+            Err(e) => tracing::error!(error = %e, "reading the index for the inventory failed"),
+        }
+        Ok(report)
+    })
+}
+
 pub async fn run(cfg: Config) -> anyhow::Result<()> {
     for dir in [
         cfg.data_dir.clone(),
@@ -145,6 +168,18 @@ pub async fn run(cfg: Config) -> anyhow::Result<()> {
     let admin_listener = http::bind("admin", admin_addr).await?;
     let http_listener = http::bind("http", http_addr).await?;
 
+    // The p2p layer: restore gossip state, listen, dial configured peers.
+    let p2p_shutdown = tokio_util::sync::CancellationToken::new();
+    let net = Net::start(
+        key.clone(),
+        NetConfig::from_config(&cfg)?,
+        index.clone(),
+        metrics.clone(),
+        p2p_shutdown.clone(),
+    )
+    .await?;
+    let rescan = with_inventory(rescan, index.clone(), net.clone());
+
     let cert = match &cfg.http.tls {
         Some(t) => Some(Arc::new(
             ReloadingCert::new(t.cert.clone(), t.key.clone())
@@ -166,6 +201,7 @@ pub async fn run(cfg: Config) -> anyhow::Result<()> {
         admin_listen: admin_listener.local_addr()?.to_string(),
         tls: cert.is_some(),
         rescan: rescan.clone(),
+        net: Some(net.clone()),
     });
     tracing::info!(listen = %admin_state.admin_listen, "admin listening (/metrics, /healthz, /readyz, /api/v1)");
     let admin_task = tokio::spawn(http::serve(
@@ -263,6 +299,7 @@ pub async fn run(cfg: Config) -> anyhow::Result<()> {
     }
     tracing::info!("shutting down: no new connections; finishing in-flight responses");
     let _ = shutdown_tx.send(true);
+    p2p_shutdown.cancel();
     let _ = tokio::join!(http_task, admin_task);
     tracing::info!("stopped");
     Ok(())

@@ -5,19 +5,20 @@
 //!
 //! | CF | key | value |
 //! |---|---|---|
-//! | `meta` | utf-8 name (`schema_version`) | utf-8 |
+//! | `meta` | `schema_version`; `own_ts/<type>` | utf-8; u64 BE |
 //! | `repos` | rid (20 bytes) | [`RepoRecord`] |
 //! | `refs` | rid (20) ‖ ref name | 20-byte oid, or `ref: <target>` for symbolic refs |
 //! | `sigrefs` | rid (20) ‖ nid (32) | [`SigrefsRecord`] |
-//! | `routing` | rid (20) ‖ nid (32) | last-seen timestamp (gossip issue) |
-//! | `nodes` | nid (32) | node record (gossip issue) |
-//! | `announcements` | nid (32) ‖ kind (1) | last announcement (gossip issue) |
+//! | `routing` | rid (20) ‖ nid (32) | u64 BE timestamp (see [`gossip`]) |
+//! | `nodes` | nid (32) | address-book record |
+//! | `announcements` | nid (32) ‖ kind (2) ‖ rid (20, refs only) | u64 BE received-at ‖ message |
 //! | `policies` | `repo/` rid · `node/` nid | policy (replication issue) |
 //! | `tenants` | tenant name | tenant record (operators issue) |
 //! | `fetch_state` | rid (20) | fetch bookkeeping (replication issue) |
 //! | `pack_cache` | cache key | pack cache entry metadata (performance issue) |
-//! | `bans` | ip bytes | ban record (gossip issue) |
+//! | `bans` | ip (text) | penalty/ban record |
 
+pub mod gossip;
 pub mod scan;
 
 use std::path::Path;
@@ -41,14 +42,14 @@ pub const COLUMN_FAMILIES: &[&str] = &[
     CF_REPOS,
     CF_REFS,
     CF_SIGREFS,
-    "routing",
-    "nodes",
-    "announcements",
+    gossip::CF_ROUTING,
+    gossip::CF_NODES,
+    gossip::CF_ANNOUNCEMENTS,
     "policies",
     "tenants",
     "fetch_state",
     "pack_cache",
-    "bans",
+    gossip::CF_BANS,
 ];
 
 #[derive(Debug, thiserror::Error)]
@@ -123,7 +124,7 @@ impl Index {
         opts.set_keep_log_file_num(4);
         let cfs = COLUMN_FAMILIES.iter().map(|name| {
             let mut o = Options::default();
-            if matches!(*name, CF_REFS | CF_SIGREFS | "routing") {
+            if matches!(*name, CF_REFS | CF_SIGREFS | gossip::CF_ROUTING) {
                 // Per-repo prefix scans (rid = 20 bytes).
                 o.set_prefix_extractor(rocksdb::SliceTransform::create_fixed_prefix(20));
             }

@@ -9,6 +9,7 @@ pub mod http;
 pub mod index;
 pub mod logging;
 pub mod metrics;
+pub mod net;
 pub mod serve;
 pub mod storage;
 pub use seedd_proto::wire;

@@ -2,8 +2,8 @@
 //! labels are bounded (route names, status classes, results — never RIDs or NIDs).
 
 use prometheus::{
-    Encoder, Histogram, HistogramOpts, HistogramVec, IntCounterVec, IntGauge, IntGaugeVec, Opts,
-    Registry, TextEncoder,
+    Encoder, Histogram, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGauge,
+    IntGaugeVec, Opts, Registry, TextEncoder,
 };
 
 /// One row of the metrics catalogue (README/ARCHITECTURE list these; a test checks it).
@@ -88,6 +88,102 @@ pub const CATALOGUE: &[MetricDoc] = &[
         labels: &["result"],
         help: "TLS certificate reloads (ok, error).",
     },
+    MetricDoc {
+        name: "seedd_p2p_sessions",
+        kind: "gauge",
+        labels: &["link", "state"],
+        help: "Radicle peer sessions by link (inbound, outbound) and state (handshake, connected).",
+    },
+    MetricDoc {
+        name: "seedd_p2p_handshakes_total",
+        kind: "counter",
+        labels: &["link", "result"],
+        help: "Noise handshakes by link and result (ok, timeout, error, self, conflict).",
+    },
+    MetricDoc {
+        name: "seedd_p2p_messages_total",
+        kind: "counter",
+        labels: &["direction", "type"],
+        help: "Frames received (in) and sent (out), by gossip message type, or control/git.",
+    },
+    MetricDoc {
+        name: "seedd_p2p_message_bytes_total",
+        kind: "counter",
+        labels: &["direction", "type"],
+        help: "Frame bytes received and sent, by gossip message type, or control/git.",
+    },
+    MetricDoc {
+        name: "seedd_p2p_dropped_messages_total",
+        kind: "counter",
+        labels: &["reason"],
+        help: "Gossip messages not acted on (rate_limited, stale, unknown_author, own) or not sent (outbox_full).",
+    },
+    MetricDoc {
+        name: "seedd_p2p_rate_limited_total",
+        kind: "counter",
+        labels: &["scope"],
+        help: "Rate-limit hits: connection attempts per IP (ip) and messages per node (nid).",
+    },
+    MetricDoc {
+        name: "seedd_p2p_connections_rejected_total",
+        kind: "counter",
+        labels: &["reason"],
+        help: "Inbound connections refused before the handshake (banned, rate_limited, inbound_limit).",
+    },
+    MetricDoc {
+        name: "seedd_p2p_disconnects_total",
+        kind: "counter",
+        labels: &["reason"],
+        help: "Sessions ended, by reason (peer_closed, io_error, decode_error, invalid_signature, invalid_timestamp, stale, command, conflict, outbox_full, banned, shutdown).",
+    },
+    MetricDoc {
+        name: "seedd_p2p_penalties_total",
+        kind: "counter",
+        labels: &["reason"],
+        help: "Misbehaviour penalties given to peer IPs, by reason.",
+    },
+    MetricDoc {
+        name: "seedd_p2p_bans_total",
+        kind: "counter",
+        labels: &[],
+        help: "IP addresses banned after passing the penalty threshold.",
+    },
+    MetricDoc {
+        name: "seedd_p2p_banned_ips",
+        kind: "gauge",
+        labels: &[],
+        help: "IP addresses currently banned.",
+    },
+    MetricDoc {
+        name: "seedd_p2p_relayed_total",
+        kind: "counter",
+        labels: &["type"],
+        help: "Announcements relayed (one per announcement and receiving peer), by type.",
+    },
+    MetricDoc {
+        name: "seedd_p2p_routing_entries",
+        kind: "gauge",
+        labels: &[],
+        help: "Routing-table entries (repository, seeding node).",
+    },
+    MetricDoc {
+        name: "seedd_p2p_address_book_nodes",
+        kind: "gauge",
+        labels: &[],
+        help: "Nodes in the address book (announced with the SEED feature).",
+    },
+    MetricDoc {
+        name: "seedd_p2p_stored_announcements",
+        kind: "gauge",
+        labels: &[],
+        help: "Announcements kept for Subscribe answers and de-duplication.",
+    },
+    MetricDoc {
+        name: "seedd_p2p_inventory_repos",
+        kind: "gauge",
+        labels: &["state"],
+        help: "Public repositories in our inventory: announced, or unannounced beyond the 2,973-repo message cap.",
+    },
 ];
 
 /// The live metric handles.
@@ -104,7 +200,75 @@ pub struct Metrics {
     pub repos_indexed: IntGaugeVec,
     pub scan_duration: Histogram,
     pub tls_reloads: IntCounterVec,
+    pub p2p: P2pMetrics,
     build_info: IntGaugeVec,
+}
+
+/// Peer-to-peer metrics (see the catalogue for meanings).
+pub struct P2pMetrics {
+    pub sessions: IntGaugeVec,
+    pub handshakes: IntCounterVec,
+    pub messages: IntCounterVec,
+    pub message_bytes: IntCounterVec,
+    pub dropped: IntCounterVec,
+    pub rate_limited: IntCounterVec,
+    pub rejected: IntCounterVec,
+    pub disconnects: IntCounterVec,
+    pub penalties: IntCounterVec,
+    pub bans: IntCounter,
+    pub banned_ips: IntGauge,
+    pub relayed: IntCounterVec,
+    pub routing_entries: IntGauge,
+    pub address_book: IntGauge,
+    pub stored_announcements: IntGauge,
+    pub inventory: IntGaugeVec,
+}
+
+impl P2pMetrics {
+    fn new(registry: &Registry) -> Result<Self, prometheus::Error> {
+        let counter = |name: &str, labels: &[&str]| -> Result<IntCounterVec, prometheus::Error> {
+            let c = IntCounterVec::new(opts(name), labels)?;
+            registry.register(Box::new(c.clone()))?;
+            Ok(c)
+        };
+        let gauge = |name: &str| -> Result<IntGauge, prometheus::Error> {
+            let g = IntGauge::with_opts(opts(name))?;
+            registry.register(Box::new(g.clone()))?;
+            Ok(g)
+        };
+        let sessions = IntGaugeVec::new(opts("seedd_p2p_sessions"), &["link", "state"])?;
+        registry.register(Box::new(sessions.clone()))?;
+        let inventory = IntGaugeVec::new(opts("seedd_p2p_inventory_repos"), &["state"])?;
+        registry.register(Box::new(inventory.clone()))?;
+        let bans = IntCounter::with_opts(opts("seedd_p2p_bans_total"))?;
+        registry.register(Box::new(bans.clone()))?;
+        for link in ["inbound", "outbound"] {
+            for state in ["handshake", "connected"] {
+                sessions.with_label_values(&[link, state]).set(0);
+            }
+        }
+        for state in ["announced", "unannounced"] {
+            inventory.with_label_values(&[state]).set(0);
+        }
+        Ok(Self {
+            sessions,
+            handshakes: counter("seedd_p2p_handshakes_total", &["link", "result"])?,
+            messages: counter("seedd_p2p_messages_total", &["direction", "type"])?,
+            message_bytes: counter("seedd_p2p_message_bytes_total", &["direction", "type"])?,
+            dropped: counter("seedd_p2p_dropped_messages_total", &["reason"])?,
+            rate_limited: counter("seedd_p2p_rate_limited_total", &["scope"])?,
+            rejected: counter("seedd_p2p_connections_rejected_total", &["reason"])?,
+            disconnects: counter("seedd_p2p_disconnects_total", &["reason"])?,
+            penalties: counter("seedd_p2p_penalties_total", &["reason"])?,
+            bans,
+            banned_ips: gauge("seedd_p2p_banned_ips")?,
+            relayed: counter("seedd_p2p_relayed_total", &["type"])?,
+            routing_entries: gauge("seedd_p2p_routing_entries")?,
+            address_book: gauge("seedd_p2p_address_book_nodes")?,
+            stored_announcements: gauge("seedd_p2p_stored_announcements")?,
+            inventory,
+        })
+    }
 }
 
 fn doc(name: &str) -> &'static MetricDoc {
@@ -161,6 +325,7 @@ impl Metrics {
         registry.register(Box::new(repos_indexed.clone()))?;
         registry.register(Box::new(scan_duration.clone()))?;
         registry.register(Box::new(tls_reloads.clone()))?;
+        let p2p = P2pMetrics::new(&registry)?;
 
         build_info
             .with_label_values(&[env!("CARGO_PKG_VERSION")])
@@ -178,6 +343,7 @@ impl Metrics {
             repos_indexed,
             scan_duration,
             tls_reloads,
+            p2p,
             build_info,
         })
     }
@@ -221,6 +387,16 @@ mod tests {
         m.git_aborted.with_label_values(&["client_gone"]).inc();
         m.repos_indexed.with_label_values(&["public"]).set(1);
         m.tls_reloads.with_label_values(&["ok"]).inc();
+        let p = &m.p2p;
+        p.handshakes.with_label_values(&["inbound", "ok"]).inc();
+        p.messages.with_label_values(&["in", "ping"]).inc();
+        p.message_bytes.with_label_values(&["in", "ping"]).inc();
+        p.dropped.with_label_values(&["stale"]).inc();
+        p.rate_limited.with_label_values(&["ip"]).inc();
+        p.rejected.with_label_values(&["banned"]).inc();
+        p.disconnects.with_label_values(&["stale"]).inc();
+        p.penalties.with_label_values(&["decode_error"]).inc();
+        p.relayed.with_label_values(&["node"]).inc();
         let names: Vec<String> = m
             .registry
             .gather()

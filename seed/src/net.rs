@@ -1,0 +1,674 @@
+//! The peer-to-peer shell: a tokio listener and dialers around the sans-IO `wire` codecs and
+//! `gossip` service. Protocol rules live in `seedd_proto`; this module moves bytes, keeps
+//! time, enforces connection/rate limits and bans, and persists gossip state.
+//!
+//! Locking: one `std::sync::Mutex` around the service and the session table (`Core`). It is
+//! held only for a service call plus non-blocking `try_send`s of its outputs, so outputs reach
+//! each session's outbox in the order the service produced them.
+
+mod conn;
+pub mod guard;
+
+use std::collections::{HashMap, HashSet};
+use std::net::{IpAddr, SocketAddr};
+use std::sync::atomic::AtomicU64;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use bytes::Bytes;
+use seedd_proto::crypto::{Keypair, NodeId, RepoId};
+use seedd_proto::gossip::{
+    self, Change, DisconnectReason, Event, Output, Restored, Service, SessionId,
+};
+use seedd_proto::wire::{Address, Frame, Link, Message, MessageType};
+use serde::Serialize;
+use tokio::net::TcpListener;
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+
+use crate::config::Config;
+use crate::index::gossip::BanRecord;
+use crate::index::Index;
+use crate::metrics::Metrics;
+use guard::{Guard, Offence};
+
+/// Outbox capacity per session, in frames. A peer that lets this fill is too slow and is
+/// dropped rather than letting memory grow.
+const OUTBOX_FRAMES: usize = 1024;
+/// Timer tick of the gossip service.
+const TICK: Duration = Duration::from_secs(1);
+
+/// Wall-clock milliseconds since the Unix epoch.
+pub fn now_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_millis() as u64)
+        .unwrap_or(0)
+}
+
+/// Label of a link for metrics.
+pub fn link_label(link: Link) -> &'static str {
+    match link {
+        Link::Inbound => "inbound",
+        Link::Outbound => "outbound",
+    }
+}
+
+/// Label of a message type for metrics.
+pub fn type_label(t: MessageType) -> &'static str {
+    match t {
+        MessageType::NodeAnnouncement => "node",
+        MessageType::InventoryAnnouncement => "inventory",
+        MessageType::RefsAnnouncement => "refs",
+        MessageType::Subscribe => "subscribe",
+        MessageType::Ping => "ping",
+        MessageType::Pong => "pong",
+        MessageType::Info => "info",
+    }
+}
+
+/// Settings of the p2p shell, derived from [`Config`].
+#[derive(Debug, Clone)]
+pub struct NetConfig {
+    pub listen: Vec<SocketAddr>,
+    /// Persistent peers: (node id, "host:port").
+    pub connect: Vec<(NodeId, String)>,
+    pub max_inbound: usize,
+    pub max_outbound: usize,
+    pub handshake_timeout: Duration,
+    pub gossip: gossip::Config,
+    pub rate: crate::config::RateConfig,
+    pub ban: crate::config::BanConfig,
+}
+
+impl NetConfig {
+    pub fn from_config(cfg: &Config) -> anyhow::Result<Self> {
+        use anyhow::Context as _;
+        let listen = cfg
+            .p2p
+            .listen
+            .iter()
+            .map(|l| {
+                l.parse::<SocketAddr>()
+                    .with_context(|| format!("p2p.listen {l:?}"))
+            })
+            .collect::<Result<_, _>>()?;
+        let connect = cfg
+            .p2p
+            .connect
+            .iter()
+            .map(|c| parse_peer(c).with_context(|| format!("p2p.connect {c:?}")))
+            .collect::<Result<_, _>>()?;
+        let external_addresses: Vec<Address> = cfg
+            .p2p
+            .external_addresses
+            .iter()
+            .map(|a| {
+                a.parse::<Address>()
+                    .map_err(|e| anyhow::anyhow!("p2p.external_addresses {a:?}: {e}"))
+            })
+            .collect::<Result<_, _>>()?;
+        let relay = match cfg.p2p.relay.as_str() {
+            "always" => true,
+            "never" => false,
+            _ => !external_addresses.is_empty(),
+        };
+        let gossip = gossip::Config {
+            alias: cfg
+                .alias
+                .parse()
+                .map_err(|e| anyhow::anyhow!("alias {:?}: {e}", cfg.alias))?,
+            user_agent: seedd_proto::wire::UserAgent::seedd(),
+            external_addresses,
+            relay,
+            seed_all: cfg.policy.default == "allow",
+            seeded: Default::default(),
+            timers: gossip::Timers::default(),
+        };
+        Ok(Self {
+            listen,
+            connect,
+            max_inbound: cfg.p2p.max_inbound,
+            max_outbound: cfg.p2p.max_outbound,
+            handshake_timeout: Duration::from_secs(cfg.p2p.handshake_timeout_secs),
+            gossip,
+            rate: cfg.p2p.rate.clone(),
+            ban: cfg.p2p.ban.clone(),
+        })
+    }
+}
+
+/// Parses `z6Mk…@host:port`.
+pub fn parse_peer(s: &str) -> anyhow::Result<(NodeId, String)> {
+    let (nid, addr) = s
+        .split_once('@')
+        .ok_or_else(|| anyhow::anyhow!("expected \"z6Mk…@host:port\""))?;
+    let nid: NodeId = nid.parse()?;
+    if addr
+        .rsplit_once(':')
+        .is_none_or(|(h, p)| h.is_empty() || p.parse::<u16>().is_err())
+    {
+        anyhow::bail!("address {addr:?} needs a host and a port");
+    }
+    Ok((nid, addr.to_owned()))
+}
+
+/// What goes into a session's outbox.
+#[derive(Debug)]
+pub(crate) enum Outgoing {
+    Frame { bytes: Bytes },
+}
+
+/// A live (handshaken) session, as the shell tracks it.
+pub(crate) struct SessionHandle {
+    pub nid: NodeId,
+    pub link: Link,
+    pub addr: SocketAddr,
+    pub since: u64,
+    pub outbox: mpsc::Sender<Outgoing>,
+    pub cancel: CancellationToken,
+    /// Why it is being closed (set before cancelling).
+    pub close_reason: Arc<Mutex<Option<&'static str>>>,
+}
+
+/// State guarded by one mutex (see the module docs).
+pub(crate) struct Core {
+    pub service: Service,
+    pub sessions: HashMap<SessionId, SessionHandle>,
+    pub guard: Guard,
+    pub inbound_handshaking: usize,
+}
+
+pub(crate) struct Shared {
+    pub keypair: Keypair,
+    pub nid: NodeId,
+    pub cfg: NetConfig,
+    pub core: Mutex<Core>,
+    pub index: Index,
+    pub metrics: Arc<Metrics>,
+    pub persist: mpsc::UnboundedSender<Vec<Change>>,
+    pub next_id: AtomicU64,
+    pub shutdown: CancellationToken,
+    /// Dial targets and the token that stops their dialer.
+    pub dialers: Mutex<HashMap<NodeId, (String, CancellationToken)>>,
+    pub trusted: HashSet<NodeId>,
+}
+
+/// Handle to the running p2p shell. Cheap to clone.
+#[derive(Clone)]
+pub struct Net {
+    shared: Arc<Shared>,
+    local_addrs: Arc<Vec<SocketAddr>>,
+}
+
+/// A session, for operators (`seedctl peers ls`).
+#[derive(Debug, Clone, Serialize)]
+pub struct PeerInfo {
+    pub nid: NodeId,
+    pub link: &'static str,
+    pub addr: String,
+    pub state: &'static str,
+    /// Unix ms.
+    pub since: u64,
+    pub latency_ms: Option<u64>,
+    pub subscribed: bool,
+    pub alias: Option<String>,
+    pub agent: Option<String>,
+}
+
+/// A routing-table row.
+#[derive(Debug, Clone, Serialize)]
+pub struct RouteInfo {
+    pub rid: RepoId,
+    pub nid: NodeId,
+    /// Unix ms of the information.
+    pub timestamp: u64,
+}
+
+impl Net {
+    /// Restores gossip state from the index, binds the listeners and starts the dialers and
+    /// timers. Stops when `shutdown` fires.
+    pub async fn start(
+        keypair: Keypair,
+        cfg: NetConfig,
+        index: Index,
+        metrics: Arc<Metrics>,
+        shutdown: CancellationToken,
+    ) -> anyhow::Result<Self> {
+        use anyhow::Context as _;
+        let restored: Restored = index.load_gossip().context("loading gossip state")?;
+        let bans = index.bans().context("loading bans")?;
+        tracing::info!(
+            routes = restored.routing.len(),
+            nodes = restored.nodes.len(),
+            announcements = restored.announcements.len(),
+            bans = bans.len(),
+            "restored gossip state"
+        );
+        let now = now_ms();
+        let service = Service::new(keypair.clone(), cfg.gossip.clone(), restored, now);
+        let guard = Guard::new(cfg.rate.clone(), cfg.ban.clone(), bans);
+        let (persist_tx, persist_rx) = mpsc::unbounded_channel();
+        let trusted = cfg.connect.iter().map(|(nid, _)| *nid).collect();
+        let shared = Arc::new(Shared {
+            nid: keypair.nid(),
+            keypair,
+            cfg,
+            core: Mutex::new(Core {
+                service,
+                sessions: HashMap::new(),
+                guard,
+                inbound_handshaking: 0,
+            }),
+            index: index.clone(),
+            metrics,
+            persist: persist_tx,
+            next_id: AtomicU64::new(1),
+            shutdown: shutdown.clone(),
+            dialers: Mutex::new(HashMap::new()),
+            trusted,
+        });
+        // Persist what the constructor produced (own announcements, timestamps).
+        {
+            let mut core = shared.lock();
+            let outputs = core.service.take_outputs();
+            shared.dispatch(&mut core, outputs);
+        }
+        tokio::spawn(persister(index, persist_rx));
+
+        let mut local_addrs = Vec::new();
+        for addr in &shared.cfg.listen {
+            let listener = TcpListener::bind(addr).await.with_context(|| {
+                format!("binding p2p listener on {addr} (p2p.listen): is the port in use?")
+            })?;
+            let local = listener.local_addr()?;
+            tracing::info!(listen = %local, nid = %shared.nid, "p2p listening");
+            local_addrs.push(local);
+            tokio::spawn(conn::accept_loop(shared.clone(), listener));
+        }
+        for (nid, addr) in shared.cfg.connect.clone() {
+            start_dialer(&shared, nid, addr);
+        }
+        tokio::spawn(ticker(shared.clone()));
+        Ok(Self {
+            shared,
+            local_addrs: Arc::new(local_addrs),
+        })
+    }
+
+    /// Addresses the listeners are bound to.
+    pub fn local_addrs(&self) -> &[SocketAddr] {
+        &self.local_addrs
+    }
+
+    pub fn nid(&self) -> NodeId {
+        self.shared.nid
+    }
+
+    /// Replaces the inventory (public repositories served); announces it if it changed.
+    pub fn set_inventory(&self, rids: Vec<RepoId>) {
+        let total = rids.len();
+        let mut core = self.shared.lock();
+        core.service.set_inventory(rids, now_ms());
+        let outputs = core.service.take_outputs();
+        self.shared.dispatch(&mut core, outputs);
+        drop(core);
+        let announced = total.min(seedd_proto::wire::message::INVENTORY_LIMIT);
+        let inv = &self.shared.metrics.p2p.inventory;
+        inv.with_label_values(&["announced"]).set(announced as i64);
+        inv.with_label_values(&["unannounced"])
+            .set((total - announced) as i64);
+    }
+
+    /// Connected sessions.
+    pub fn peers(&self) -> Vec<PeerInfo> {
+        let core = self.shared.lock();
+        let mut out: Vec<PeerInfo> = core
+            .sessions
+            .iter()
+            .map(|(id, h)| {
+                let s = core.service.session(*id);
+                let node = core.service.nodes().find(|n| n.nid == h.nid);
+                PeerInfo {
+                    nid: h.nid,
+                    link: link_label(h.link),
+                    addr: h.addr.to_string(),
+                    state: "connected",
+                    since: h.since,
+                    latency_ms: s.and_then(|s| s.latency_ms),
+                    subscribed: s.is_some_and(|s| s.subscription.is_some()),
+                    alias: node.map(|n| n.alias.clone()),
+                    agent: node.map(|n| n.agent.clone()),
+                }
+            })
+            .collect();
+        drop(core);
+        let dialers = self.shared.dialers_lock();
+        for (nid, (addr, _)) in dialers.iter() {
+            if !out.iter().any(|p| p.nid == *nid) {
+                out.push(PeerInfo {
+                    nid: *nid,
+                    link: "outbound",
+                    addr: addr.clone(),
+                    state: "connecting",
+                    since: 0,
+                    latency_ms: None,
+                    subscribed: false,
+                    alias: None,
+                    agent: None,
+                });
+            }
+        }
+        out.sort_by(|a, b| a.nid.cmp(&b.nid).then(a.link.cmp(b.link)));
+        out
+    }
+
+    /// Routing entries, optionally filtered.
+    pub fn routing(&self, rid: Option<RepoId>, nid: Option<NodeId>) -> Vec<RouteInfo> {
+        let core = self.shared.lock();
+        let rows: Vec<RouteInfo> = match rid {
+            Some(rid) => core
+                .service
+                .seeds_of(&rid)
+                .into_iter()
+                .map(|(n, ts)| (rid, n, ts))
+                .filter(|(_, n, _)| nid.is_none_or(|x| x == *n))
+                .map(|(rid, nid, timestamp)| RouteInfo {
+                    rid,
+                    nid,
+                    timestamp,
+                })
+                .collect(),
+            None => core
+                .service
+                .routing()
+                .filter(|(_, n, _)| nid.is_none_or(|x| x == *n))
+                .map(|(rid, nid, timestamp)| RouteInfo {
+                    rid,
+                    nid,
+                    timestamp,
+                })
+                .collect(),
+        };
+        rows
+    }
+
+    /// The address book.
+    pub fn nodes(&self) -> Vec<gossip::NodeRecord> {
+        let core = self.shared.lock();
+        let mut v: Vec<_> = core.service.nodes().cloned().collect();
+        v.sort_by_key(|n| n.nid);
+        v
+    }
+
+    /// Penalty and ban records.
+    pub fn bans(&self) -> Vec<BanRecord> {
+        let core = self.shared.lock();
+        let mut v: Vec<_> = core.guard.records().cloned().collect();
+        v.sort_by_key(|r| r.ip);
+        v
+    }
+
+    /// Starts dialing `nid` at `addr` (kept until [`disconnect`](Self::disconnect)).
+    pub fn connect(&self, nid: NodeId, addr: String) -> bool {
+        if nid == self.shared.nid {
+            return false;
+        }
+        start_dialer(&self.shared, nid, addr)
+    }
+
+    /// Closes every session with `nid` and stops dialing it. Returns the sessions closed.
+    pub fn disconnect(&self, nid: NodeId) -> usize {
+        if let Some((_, token)) = self.shared.dialers_lock().remove(&nid) {
+            token.cancel();
+        }
+        let mut core = self.shared.lock();
+        let ids: Vec<SessionId> = core
+            .sessions
+            .iter()
+            .filter(|(_, h)| h.nid == nid)
+            .map(|(id, _)| *id)
+            .collect();
+        for id in &ids {
+            core.service.disconnect(*id);
+        }
+        let outputs = core.service.take_outputs();
+        self.shared.dispatch(&mut core, outputs);
+        ids.len()
+    }
+}
+
+impl Shared {
+    pub(crate) fn lock(&self) -> MutexGuard<'_, Core> {
+        // A panic while holding the lock would be a bug; keep serving with the state as is.
+        self.core.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn dialers_lock(&self) -> MutexGuard<'_, HashMap<NodeId, (String, CancellationToken)>> {
+        self.dialers.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Carries out the service's outputs. Called with the core lock held.
+    pub(crate) fn dispatch(&self, core: &mut Core, outputs: Vec<Output>) {
+        let mut changes = Vec::new();
+        for output in outputs {
+            match output {
+                Output::Send { to, message } => self.send(core, &to, &message),
+                Output::Disconnect { session, reason } => {
+                    self.close_session(core, session, reason_label(&reason));
+                    if let DisconnectReason::InvalidSignature
+                    | DisconnectReason::InvalidTimestamp { .. } = reason
+                    {
+                        let offence = if matches!(reason, DisconnectReason::InvalidSignature) {
+                            Offence::InvalidSignature
+                        } else {
+                            Offence::InvalidTimestamp
+                        };
+                        if let Some(h) = core.sessions.get(&session) {
+                            let ip = h.addr.ip();
+                            let nid = h.nid;
+                            tracing::warn!(peer = %nid, addr = %h.addr, %reason, "peer misbehaved; disconnecting");
+                            self.penalise(core, ip, offence, &reason.to_string());
+                        }
+                    } else {
+                        tracing::info!(session, %reason, "disconnecting peer");
+                    }
+                }
+                Output::Persist(change) => changes.push(change),
+                Output::Event(event) => self.event(core, event),
+            }
+        }
+        if !changes.is_empty() {
+            let _ = self.persist.send(changes);
+        }
+    }
+
+    fn event(&self, core: &Core, event: Event) {
+        let m = &self.metrics.p2p;
+        match event {
+            Event::Dropped { reason, .. } => {
+                m.dropped.with_label_values(&[reason.label()]).inc();
+            }
+            Event::Relayed { kind, peers } => {
+                m.relayed
+                    .with_label_values(&[type_label(kind)])
+                    .inc_by(peers as u64);
+            }
+            Event::InventoryTruncated { total, announced } => {
+                tracing::warn!(
+                    total,
+                    announced,
+                    "inventory exceeds the {announced}-repository message cap; other nodes will see only part of it"
+                );
+            }
+            Event::RefsSynced { rid, remote } => {
+                tracing::debug!(%rid, %remote, "peer reports it is synced with us");
+            }
+            Event::Pong { .. } => {}
+            Event::Seeds { author, rids, .. } => {
+                tracing::debug!(%author, repos = rids.len(), "peer seeds repositories we seed");
+            }
+        }
+        let _ = core;
+    }
+
+    /// Encodes `message` once per link and queues it on each target's outbox.
+    fn send(&self, core: &mut Core, to: &[SessionId], message: &Message) {
+        let label = type_label(message.message_type());
+        let mut cache: [Option<Bytes>; 2] = [None, None];
+        let mut slow = Vec::new();
+        for id in to {
+            let Some(h) = core.sessions.get(id) else {
+                continue;
+            };
+            let slot = match h.link {
+                Link::Outbound => 0,
+                Link::Inbound => 1,
+            };
+            let bytes = match &cache[slot] {
+                Some(b) => b.clone(),
+                None => match Frame::gossip(h.link, message.clone()).encode() {
+                    Ok(v) => {
+                        let b = Bytes::from(v);
+                        cache[slot] = Some(b.clone());
+                        b
+                    }
+                    Err(e) => {
+                        tracing::error!(error = %e, kind = label, "cannot encode our own message; not sent");
+                        return;
+                    }
+                },
+            };
+            let len = bytes.len() as u64;
+            match h.outbox.try_send(Outgoing::Frame { bytes }) {
+                Ok(()) => {
+                    self.metrics
+                        .p2p
+                        .messages
+                        .with_label_values(&["out", label])
+                        .inc();
+                    self.metrics
+                        .p2p
+                        .message_bytes
+                        .with_label_values(&["out", label])
+                        .inc_by(len);
+                }
+                Err(_) => {
+                    self.metrics
+                        .p2p
+                        .dropped
+                        .with_label_values(&["outbox_full"])
+                        .inc();
+                    slow.push(*id);
+                }
+            }
+        }
+        for id in slow {
+            tracing::warn!(session = id, "peer is not reading; disconnecting");
+            self.close_session(core, id, "outbox_full");
+        }
+    }
+
+    /// Marks a session for closing; its task ends and cleans up.
+    pub(crate) fn close_session(&self, core: &mut Core, id: SessionId, reason: &'static str) {
+        if let Some(h) = core.sessions.get(&id) {
+            if let Ok(mut r) = h.close_reason.lock() {
+                r.get_or_insert(reason);
+            }
+            h.cancel.cancel();
+        }
+    }
+
+    /// Adds a penalty to `ip`; at the threshold bans it and drops its sessions.
+    pub(crate) fn penalise(&self, core: &mut Core, ip: IpAddr, offence: Offence, reason: &str) {
+        let now = now_ms();
+        let p = core.guard.penalise(ip, offence, reason, now);
+        self.metrics
+            .p2p
+            .penalties
+            .with_label_values(&[offence.label()])
+            .inc();
+        if let Err(e) = self.index.put_ban(&p.record) {
+            tracing::error!(error = %e, %ip, "cannot persist penalty");
+        }
+        if p.newly_banned {
+            self.metrics.p2p.bans.inc();
+            self.metrics
+                .p2p
+                .banned_ips
+                .set(core.guard.banned_count(now) as i64);
+            tracing::warn!(%ip, penalty = p.record.penalty, until_ms = ?p.record.banned_until, "banned peer IP");
+            let ids: Vec<SessionId> = core
+                .sessions
+                .iter()
+                .filter(|(_, h)| h.addr.ip() == ip)
+                .map(|(id, _)| *id)
+                .collect();
+            for id in ids {
+                self.close_session(core, id, "banned");
+            }
+        }
+    }
+}
+
+fn reason_label(reason: &DisconnectReason) -> &'static str {
+    reason.label()
+}
+
+/// Writes gossip changes to RocksDB in batches, off the async threads.
+async fn persister(index: Index, mut rx: mpsc::UnboundedReceiver<Vec<Change>>) {
+    while let Some(mut batch) = rx.recv().await {
+        while let Ok(more) = rx.try_recv() {
+            batch.extend(more);
+        }
+        let index = index.clone();
+        let result = tokio::task::spawn_blocking(move || index.apply_gossip(&batch)).await;
+        match result {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => tracing::error!(error = %e, "persisting gossip state failed"),
+            Err(e) => tracing::error!(error = %e, "persisting gossip state panicked"),
+        }
+    }
+}
+
+/// Feeds the service its timer and refreshes gauges.
+async fn ticker(shared: Arc<Shared>) {
+    let mut interval = tokio::time::interval(TICK);
+    interval.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut n: u64 = 0;
+    loop {
+        tokio::select! {
+            _ = interval.tick() => {}
+            _ = shared.shutdown.cancelled() => return,
+        }
+        n += 1;
+        let now = now_ms();
+        let mut core = shared.lock();
+        core.service.tick(now);
+        let outputs = core.service.take_outputs();
+        shared.dispatch(&mut core, outputs);
+        if n % 60 == 0 {
+            core.guard.prune(now);
+        }
+        let m = &shared.metrics.p2p;
+        m.routing_entries.set(core.service.routing_len() as i64);
+        m.address_book.set(core.service.nodes().count() as i64);
+        m.stored_announcements
+            .set(core.service.stored_announcements() as i64);
+        m.banned_ips.set(core.guard.banned_count(now) as i64);
+    }
+}
+
+/// Starts a dialer for `nid` unless one runs. Returns whether a new one was started.
+fn start_dialer(shared: &Arc<Shared>, nid: NodeId, addr: String) -> bool {
+    let token = shared.shutdown.child_token();
+    {
+        let mut dialers = shared.dialers_lock();
+        if dialers.contains_key(&nid) {
+            return false;
+        }
+        dialers.insert(nid, (addr.clone(), token.clone()));
+    }
+    tokio::spawn(conn::dial_loop(shared.clone(), nid, addr, token));
+    true
+}

@@ -1,0 +1,537 @@
+//! One TCP connection: admission, the Noise handshake, then the frame loop of a session.
+
+use std::net::SocketAddr;
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use seedd_proto::crypto::{Keypair, NodeId};
+use seedd_proto::gossip::SessionId;
+use seedd_proto::wire::handshake::{Initiator, Responder, ACT1_LEN, ACT2_LEN, ACT3_LEN};
+use seedd_proto::wire::{Control, Frame, FrameDecoder, FrameError, Link};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+
+use super::guard::Offence;
+use super::{link_label, now_ms, type_label, Outgoing, SessionHandle, Shared, OUTBOX_FRAMES};
+
+/// A session that lasted this long resets the dialer's backoff.
+const STABLE: Duration = Duration::from_secs(60);
+/// Read buffer size.
+const READ_CHUNK: usize = 64 * 1024;
+
+/// Accepts inbound connections until shutdown.
+pub(super) async fn accept_loop(shared: Arc<Shared>, listener: TcpListener) {
+    loop {
+        let accepted = tokio::select! {
+            r = listener.accept() => r,
+            _ = shared.shutdown.cancelled() => return,
+        };
+        let (stream, addr) = match accepted {
+            Ok(x) => x,
+            Err(e) => {
+                // EMFILE and friends: back off briefly instead of spinning.
+                tracing::warn!(error = %e, "p2p accept failed");
+                tokio::time::sleep(Duration::from_millis(100)).await;
+                continue;
+            }
+        };
+        if let Some(reason) = admit(&shared, &addr) {
+            shared
+                .metrics
+                .p2p
+                .rejected
+                .with_label_values(&[reason])
+                .inc();
+            tracing::debug!(%addr, reason, "refused inbound connection");
+            drop(stream);
+            continue;
+        }
+        let shared = shared.clone();
+        tokio::spawn(async move {
+            if let Err(e) = run(shared, stream, addr, Link::Inbound, None).await {
+                tracing::debug!(%addr, error = %e, "inbound connection ended");
+            }
+        });
+    }
+}
+
+/// Admission before the handshake: bans, per-IP rate, inbound limit (loopback exempt).
+fn admit(shared: &Shared, addr: &SocketAddr) -> Option<&'static str> {
+    let ip = addr.ip();
+    let now = now_ms();
+    let mut core = shared.lock();
+    let (banned, lifted) = core.guard.banned(&ip, now);
+    if let Some(ip) = lifted {
+        if let Err(e) = shared.index.remove_ban(&ip) {
+            tracing::error!(error = %e, %ip, "cannot lift ban in index");
+        }
+        tracing::info!(%ip, "ban expired");
+    }
+    if banned {
+        return Some("banned");
+    }
+    if !core.guard.admit_connection(&ip, now) {
+        shared
+            .metrics
+            .p2p
+            .rate_limited
+            .with_label_values(&["ip"])
+            .inc();
+        return Some("rate_limited");
+    }
+    if !ip.is_loopback() {
+        let inbound = core
+            .sessions
+            .values()
+            .filter(|h| h.link == Link::Inbound && !h.addr.ip().is_loopback())
+            .count()
+            + core.inbound_handshaking;
+        if inbound >= shared.cfg.max_inbound {
+            return Some("inbound_limit");
+        }
+    }
+    None
+}
+
+/// Dials `nid` at `addr` and keeps the session up, with backoff 2^n s in [3 s, 60 min].
+pub(super) async fn dial_loop(
+    shared: Arc<Shared>,
+    nid: NodeId,
+    addr: String,
+    token: CancellationToken,
+) {
+    let mut attempts: u32 = 0;
+    loop {
+        if token.is_cancelled() {
+            break;
+        }
+        let connected_already = {
+            let core = shared.lock();
+            let outbound = core
+                .sessions
+                .values()
+                .filter(|h| h.link == Link::Outbound)
+                .count();
+            if outbound >= shared.cfg.max_outbound {
+                tracing::debug!(peer = %nid, "outbound limit reached; waiting");
+                true
+            } else {
+                core.sessions.values().any(|h| h.nid == nid)
+            }
+        };
+        if connected_already {
+            tokio::select! {
+                _ = tokio::time::sleep(Duration::from_secs(5)) => continue,
+                _ = token.cancelled() => break,
+            }
+        }
+        let started = Instant::now();
+        tracing::info!(peer = %nid, %addr, attempt = attempts + 1, "dialing peer");
+        let result = tokio::select! {
+            r = dial_once(&shared, nid, &addr) => r,
+            _ = token.cancelled() => break,
+        };
+        match result {
+            Ok(()) => tracing::info!(peer = %nid, %addr, "session with peer ended"),
+            Err(e) => {
+                tracing::warn!(peer = %nid, %addr, error = %e, "connecting to peer failed; will retry")
+            }
+        }
+        if started.elapsed() >= STABLE {
+            attempts = 0;
+        }
+        let delay = Duration::from_secs(2u64.saturating_pow(attempts).clamp(3, 3600));
+        attempts = attempts.saturating_add(1);
+        tokio::select! {
+            _ = tokio::time::sleep(delay) => {}
+            _ = token.cancelled() => break,
+        }
+    }
+    let mut dialers = shared.dialers.lock().unwrap_or_else(|e| e.into_inner());
+    if dialers.get(&nid).is_some_and(|(_, t)| t.is_cancelled()) {
+        dialers.remove(&nid);
+    }
+}
+
+async fn dial_once(shared: &Arc<Shared>, nid: NodeId, addr: &str) -> anyhow::Result<()> {
+    let timeout = shared.cfg.handshake_timeout;
+    let stream = tokio::time::timeout(timeout, TcpStream::connect(addr))
+        .await
+        .map_err(|_| anyhow::anyhow!("TCP connect timed out after {timeout:?}"))??;
+    let peer = stream.peer_addr()?;
+    run(shared.clone(), stream, peer, Link::Outbound, Some(nid)).await
+}
+
+/// Handshake, then the session until it ends.
+async fn run(
+    shared: Arc<Shared>,
+    mut stream: TcpStream,
+    addr: SocketAddr,
+    link: Link,
+    remote: Option<NodeId>,
+) -> anyhow::Result<()> {
+    let _ = stream.set_nodelay(true);
+    let m = &shared.metrics.p2p;
+    let ll = link_label(link);
+    let gauge = m.sessions.with_label_values(&[ll, "handshake"]);
+    gauge.inc();
+    if link == Link::Inbound {
+        shared.lock().inbound_handshaking += 1;
+    }
+    let hs = tokio::time::timeout(
+        shared.cfg.handshake_timeout,
+        handshake(&shared.keypair, &mut stream, remote),
+    )
+    .await;
+    gauge.dec();
+    if link == Link::Inbound {
+        let mut core = shared.lock();
+        core.inbound_handshaking = core.inbound_handshaking.saturating_sub(1);
+    }
+    let remote = match hs {
+        Err(_) => {
+            m.handshakes.with_label_values(&[ll, "timeout"]).inc();
+            anyhow::bail!("handshake timed out");
+        }
+        Ok(Err(e)) => {
+            m.handshakes.with_label_values(&[ll, "error"]).inc();
+            if let HandshakeFailure::Protocol(_) = e {
+                let mut core = shared.lock();
+                shared.penalise(&mut core, addr.ip(), Offence::Handshake, &e.to_string());
+            }
+            anyhow::bail!("handshake failed: {e}");
+        }
+        Ok(Ok(nid)) => nid,
+    };
+    if remote == shared.nid {
+        m.handshakes.with_label_values(&[ll, "self"]).inc();
+        anyhow::bail!("connected to ourselves");
+    }
+    session(shared, stream, addr, link, remote).await
+}
+
+#[derive(Debug, thiserror::Error)]
+enum HandshakeFailure {
+    #[error("{0}")]
+    Io(#[from] std::io::Error),
+    #[error("{0}")]
+    Protocol(#[from] seedd_proto::wire::handshake::HandshakeError),
+}
+
+/// The Noise XK exchange (32/32/48 bytes, protocol.md §3.2). Returns the remote node id.
+async fn handshake(
+    local: &Keypair,
+    stream: &mut TcpStream,
+    remote: Option<NodeId>,
+) -> Result<NodeId, HandshakeFailure> {
+    // A fresh ephemeral per connection (the official node uses a fixed one; peers accept any).
+    let ephemeral = Keypair::generate();
+    match remote {
+        Some(remote) => {
+            let (awaiting, act1) = Initiator::new(local.clone(), ephemeral, remote).act1()?;
+            stream.write_all(&act1).await?;
+            let mut act2 = [0u8; ACT2_LEN];
+            stream.read_exact(&mut act2).await?;
+            let (act3, done) = awaiting.act3(&act2)?;
+            stream.write_all(&act3).await?;
+            Ok(done.remote)
+        }
+        None => {
+            let mut act1 = [0u8; ACT1_LEN];
+            stream.read_exact(&mut act1).await?;
+            let (awaiting, act2) = Responder::new(local.clone(), ephemeral).act2(&act1)?;
+            stream.write_all(&act2).await?;
+            let mut act3 = [0u8; ACT3_LEN];
+            stream.read_exact(&mut act3).await?;
+            Ok(awaiting.finish(&act3)?.remote)
+        }
+    }
+}
+
+/// Resolves a duplicate session with the same node (protocol.md §3.9): with mixed
+/// directions the connection dialed by the greater node id survives; otherwise the newer one
+/// is closed. Returns the session to close: `None` (no conflict), the existing one, or
+/// `Some(0)` for the new one.
+fn resolve_conflict(
+    local: &NodeId,
+    remote: &NodeId,
+    new_link: Link,
+    existing: &[(SessionId, Link)],
+) -> Option<SessionId> {
+    let (id, old_link) = *existing.first()?;
+    if old_link == new_link {
+        return Some(0);
+    }
+    // The surviving link is ours-dialed (Outbound) if we have precedence.
+    let winner = if local > remote {
+        Link::Outbound
+    } else {
+        Link::Inbound
+    };
+    if new_link == winner {
+        Some(id)
+    } else {
+        Some(0)
+    }
+}
+
+/// The frame loop of an established session.
+async fn session(
+    shared: Arc<Shared>,
+    stream: TcpStream,
+    addr: SocketAddr,
+    link: Link,
+    remote: NodeId,
+) -> anyhow::Result<()> {
+    let m = &shared.metrics.p2p;
+    let ll = link_label(link);
+    let id = shared.next_id.fetch_add(1, Ordering::Relaxed);
+    let (tx, mut rx) = mpsc::channel::<Outgoing>(OUTBOX_FRAMES);
+    let cancel = shared.shutdown.child_token();
+    let close_reason = Arc::new(Mutex::new(None));
+    let trusted = shared.trusted.contains(&remote);
+    {
+        let mut core = shared.lock();
+        let existing: Vec<(SessionId, Link)> = core
+            .sessions
+            .iter()
+            .filter(|(_, h)| h.nid == remote)
+            .map(|(id, h)| (*id, h.link))
+            .collect();
+        match resolve_conflict(&shared.nid, &remote, link, &existing) {
+            Some(0) => {
+                m.handshakes.with_label_values(&[ll, "conflict"]).inc();
+                tracing::info!(peer = %remote, %addr, link = ll, "duplicate connection; keeping the existing session");
+                anyhow::bail!("duplicate connection with {remote}");
+            }
+            Some(old) => {
+                tracing::info!(peer = %remote, %addr, link = ll, "duplicate connection; replacing the existing session");
+                shared.close_session(&mut core, old, "conflict");
+                core.service.disconnected(old);
+                core.sessions.remove(&old);
+            }
+            None => {}
+        }
+        m.handshakes.with_label_values(&[ll, "ok"]).inc();
+        core.sessions.insert(
+            id,
+            SessionHandle {
+                nid: remote,
+                link,
+                addr,
+                since: now_ms(),
+                outbox: tx,
+                cancel: cancel.clone(),
+                close_reason: close_reason.clone(),
+            },
+        );
+        core.service.connected(id, remote, link, now_ms());
+        let outputs = core.service.take_outputs();
+        shared.dispatch(&mut core, outputs);
+    }
+    m.sessions.with_label_values(&[ll, "connected"]).inc();
+    tracing::info!(peer = %remote, %addr, link = ll, session = id, "peer connected");
+
+    let (mut reader, mut writer) = stream.into_split();
+    // Writer: drains the outbox; ends on error or cancellation.
+    let writer_cancel = cancel.clone();
+    let writer_task = tokio::spawn(async move {
+        loop {
+            let next = tokio::select! {
+                n = rx.recv() => n,
+                _ = writer_cancel.cancelled() => None,
+            };
+            let Some(Outgoing::Frame { bytes }) = next else {
+                break;
+            };
+            if let Err(e) = writer.write_all(&bytes).await {
+                return Err(e);
+            }
+        }
+        let _ = writer.shutdown().await;
+        Ok(())
+    });
+
+    let mut decoder = FrameDecoder::new();
+    let mut buf = vec![0u8; READ_CHUNK];
+    let outcome: &'static str = loop {
+        let n = tokio::select! {
+            r = reader.read(&mut buf) => r,
+            _ = cancel.cancelled() => break "cancelled",
+        };
+        let n = match n {
+            Ok(0) => break "peer_closed",
+            Ok(n) => n,
+            Err(_) => break "io_error",
+        };
+        let Some(chunk) = buf.get(..n) else {
+            break "io_error";
+        };
+        decoder.push(chunk);
+        let mut failed = None;
+        loop {
+            let before = decoder.buffered();
+            match decoder.next_frame() {
+                Ok(Some(frame)) => {
+                    let size = before.saturating_sub(decoder.buffered()) as u64;
+                    if let Err(reason) =
+                        on_frame(&shared, id, remote, addr, link, trusted, frame, size)
+                    {
+                        failed = Some(reason);
+                        break;
+                    }
+                }
+                Ok(None) => break,
+                Err(e) => {
+                    failed = Some(decode_failure(&shared, remote, addr, &e));
+                    break;
+                }
+            }
+        }
+        if let Some(reason) = failed {
+            break reason;
+        }
+    };
+    cancel.cancel();
+    let _ = writer_task.await;
+
+    let reason = match outcome {
+        "cancelled" => close_reason
+            .lock()
+            .ok()
+            .and_then(|r| *r)
+            .unwrap_or("shutdown"),
+        other => other,
+    };
+    {
+        let mut core = shared.lock();
+        // A conflict may already have removed (and replaced) this session.
+        if core.sessions.get(&id).is_some() {
+            core.sessions.remove(&id);
+            core.service.disconnected(id);
+        }
+    }
+    m.sessions.with_label_values(&[ll, "connected"]).dec();
+    m.disconnects.with_label_values(&[reason]).inc();
+    tracing::info!(peer = %remote, %addr, link = ll, reason, "peer disconnected");
+    Ok(())
+}
+
+fn decode_failure(
+    shared: &Shared,
+    remote: NodeId,
+    addr: SocketAddr,
+    e: &FrameError,
+) -> &'static str {
+    tracing::warn!(peer = %remote, %addr, error = %e, "malformed frame; disconnecting peer");
+    let mut core = shared.lock();
+    shared.penalise(&mut core, addr.ip(), Offence::DecodeError, &e.to_string());
+    "decode_error"
+}
+
+/// Handles one decoded frame. `Err` ends the session with that reason.
+#[allow(clippy::too_many_arguments)]
+fn on_frame(
+    shared: &Shared,
+    id: SessionId,
+    remote: NodeId,
+    addr: SocketAddr,
+    link: Link,
+    trusted: bool,
+    frame: Frame,
+    size: u64,
+) -> Result<(), &'static str> {
+    let m = &shared.metrics.p2p;
+    match frame {
+        Frame::Gossip { message, .. } => {
+            let label = type_label(message.message_type());
+            m.messages.with_label_values(&["in", label]).inc();
+            m.message_bytes
+                .with_label_values(&["in", label])
+                .inc_by(size);
+            let now = now_ms();
+            let mut core = shared.lock();
+            let admitted =
+                core.guard
+                    .admit_message(&remote, &addr.ip(), link == Link::Inbound, trusted, now);
+            if !admitted {
+                m.rate_limited.with_label_values(&["nid"]).inc();
+                m.dropped.with_label_values(&["rate_limited"]).inc();
+                return Ok(());
+            }
+            core.service.received(id, message, now);
+            let outputs = core.service.take_outputs();
+            shared.dispatch(&mut core, outputs);
+            Ok(())
+        }
+        Frame::Control { control, .. } => {
+            m.messages.with_label_values(&["in", "control"]).inc();
+            m.message_bytes
+                .with_label_values(&["in", "control"])
+                .inc_by(size);
+            if let Control::Open { stream } = control {
+                // Git streams are served by the replication layer; until then a fetch is
+                // refused the way radicle refuses one: by closing the stream.
+                let close = Frame::control(link, Control::Close { stream });
+                if let Ok(bytes) = close.encode() {
+                    let core = shared.lock();
+                    if let Some(h) = core.sessions.get(&id) {
+                        let _ = h.outbox.try_send(Outgoing::Frame {
+                            bytes: Bytes::from(bytes),
+                        });
+                    }
+                }
+                tracing::debug!(peer = %remote, %stream, "refused git stream (not served yet)");
+            }
+            Ok(())
+        }
+        Frame::Git { data, .. } => {
+            m.messages.with_label_values(&["in", "git"]).inc();
+            m.message_bytes
+                .with_label_values(&["in", "git"])
+                .inc_by(size.max(data.len() as u64));
+            // Frames for streams we do not serve are ignored (§3.7).
+            Ok(())
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn conflict_resolution_follows_node_id_precedence() {
+        let low = NodeId::from_bytes([1; 32]);
+        let high = NodeId::from_bytes([2; 32]);
+        // No existing session: no conflict.
+        assert_eq!(resolve_conflict(&high, &low, Link::Inbound, &[]), None);
+        // Same direction: the new one goes.
+        assert_eq!(
+            resolve_conflict(&high, &low, Link::Inbound, &[(7, Link::Inbound)]),
+            Some(0)
+        );
+        // We are higher: our dial (outbound) survives.
+        assert_eq!(
+            resolve_conflict(&high, &low, Link::Outbound, &[(7, Link::Inbound)]),
+            Some(7)
+        );
+        assert_eq!(
+            resolve_conflict(&high, &low, Link::Inbound, &[(7, Link::Outbound)]),
+            Some(0)
+        );
+        // We are lower: their dial (our inbound) survives.
+        assert_eq!(
+            resolve_conflict(&low, &high, Link::Inbound, &[(7, Link::Outbound)]),
+            Some(7)
+        );
+        assert_eq!(
+            resolve_conflict(&low, &high, Link::Outbound, &[(7, Link::Inbound)]),
+            Some(0)
+        );
+    }
+}

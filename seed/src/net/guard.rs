@@ -1,0 +1,286 @@
+//! Admission control for peers: per-IP connection-attempt and per-node message rate limits,
+//! misbehaviour penalties and IP bans (persisted in the index).
+
+use std::collections::HashMap;
+use std::net::IpAddr;
+
+use seedd_proto::crypto::NodeId;
+use seedd_proto::gossip::limiter::{Limiter, RateLimit};
+
+use crate::config::{BanConfig, Bucket, RateConfig};
+use crate::index::gossip::BanRecord;
+
+/// What a misbehaviour costs, in penalty points.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Offence {
+    /// A frame or message that does not decode (bad magic, oversized, invalid field).
+    DecodeError,
+    /// An announcement whose signature does not verify.
+    InvalidSignature,
+    /// An announcement far in the future.
+    InvalidTimestamp,
+    /// A handshake that failed after the peer sent bytes (not a timeout).
+    Handshake,
+}
+
+impl Offence {
+    pub fn points(self) -> u32 {
+        match self {
+            Offence::DecodeError => 16,
+            Offence::InvalidSignature | Offence::InvalidTimestamp => 32,
+            Offence::Handshake => 8,
+        }
+    }
+
+    pub fn label(self) -> &'static str {
+        match self {
+            Offence::DecodeError => "decode_error",
+            Offence::InvalidSignature => "invalid_signature",
+            Offence::InvalidTimestamp => "invalid_timestamp",
+            Offence::Handshake => "handshake",
+        }
+    }
+}
+
+fn limit(b: &Bucket) -> RateLimit {
+    RateLimit {
+        fill_rate: b.fill_rate,
+        capacity: b.capacity,
+    }
+}
+
+/// Whether an address is loopback, private or link-local (exempt from rate limits when
+/// `p2p.rate.exempt_local` is set).
+pub fn is_local(ip: &IpAddr) -> bool {
+    match ip {
+        IpAddr::V4(v4) => {
+            v4.is_loopback() || v4.is_private() || v4.is_link_local() || v4.is_unspecified()
+        }
+        IpAddr::V6(v6) => {
+            v6.is_loopback()
+                || v6.is_unspecified()
+                || (v6.segments()[0] & 0xfe00) == 0xfc00
+                || (v6.segments()[0] & 0xffc0) == 0xfe80
+                || v6
+                    .to_ipv4_mapped()
+                    .is_some_and(|v4| is_local(&IpAddr::V4(v4)))
+        }
+    }
+}
+
+/// The result of a penalty.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Penalised {
+    pub record: BanRecord,
+    /// The penalty just crossed the threshold.
+    pub newly_banned: bool,
+}
+
+pub struct Guard {
+    rate: RateConfig,
+    ban: BanConfig,
+    ips: Limiter<IpAddr>,
+    nodes: Limiter<NodeId>,
+    records: HashMap<IpAddr, BanRecord>,
+}
+
+impl Guard {
+    pub fn new(rate: RateConfig, ban: BanConfig, records: Vec<BanRecord>) -> Self {
+        Self {
+            rate,
+            ban,
+            ips: Limiter::default(),
+            nodes: Limiter::default(),
+            records: records.into_iter().map(|r| (r.ip, r)).collect(),
+        }
+    }
+
+    fn exempt(&self, ip: &IpAddr) -> bool {
+        self.rate.exempt_local && is_local(ip)
+    }
+
+    /// A connection attempt from `ip`: `false` if over its rate.
+    pub fn admit_connection(&mut self, ip: &IpAddr, now: u64) -> bool {
+        self.exempt(ip) || self.ips.take(ip, &limit(&self.rate.connect), now)
+    }
+
+    /// A gossip message from `nid` (connected from `ip`): `false` if over its rate.
+    /// `trusted` peers (configured `connect` peers) are never limited.
+    pub fn admit_message(
+        &mut self,
+        nid: &NodeId,
+        ip: &IpAddr,
+        inbound: bool,
+        trusted: bool,
+        now: u64,
+    ) -> bool {
+        if trusted || self.exempt(ip) {
+            return true;
+        }
+        let bucket = if inbound {
+            &self.rate.inbound
+        } else {
+            &self.rate.outbound
+        };
+        self.nodes.take(nid, &limit(bucket), now)
+    }
+
+    /// Whether `ip` is banned at `now`. Expired bans are lifted (returned for removal).
+    pub fn banned(&mut self, ip: &IpAddr, now: u64) -> (bool, Option<IpAddr>) {
+        match self.records.get(ip) {
+            Some(r) => match r.banned_until {
+                Some(until) if until > now => (true, None),
+                Some(_) => {
+                    self.records.remove(ip);
+                    (false, Some(*ip))
+                }
+                None => (false, None),
+            },
+            None => (false, None),
+        }
+    }
+
+    /// Adds an offence to `ip`'s record; bans it at the threshold.
+    pub fn penalise(&mut self, ip: IpAddr, offence: Offence, reason: &str, now: u64) -> Penalised {
+        let threshold = self.ban.threshold;
+        let duration_ms = self.ban.duration_secs.saturating_mul(1000);
+        let record = self.records.entry(ip).or_insert_with(|| BanRecord {
+            ip,
+            penalty: 0,
+            banned_until: None,
+            reason: String::new(),
+            updated_at: now,
+        });
+        let was_banned = record.banned_until.is_some_and(|u| u > now);
+        record.penalty = record.penalty.saturating_add(offence.points());
+        record.reason = reason.to_owned();
+        record.updated_at = now;
+        let newly_banned = !was_banned && record.penalty >= threshold;
+        if newly_banned {
+            record.banned_until = Some(now.saturating_add(duration_ms));
+        }
+        Penalised {
+            record: record.clone(),
+            newly_banned,
+        }
+    }
+
+    /// Records (penalties and bans) for operators.
+    pub fn records(&self) -> impl Iterator<Item = &BanRecord> {
+        self.records.values()
+    }
+
+    pub fn banned_count(&self, now: u64) -> usize {
+        self.records
+            .values()
+            .filter(|r| r.banned_until.is_some_and(|u| u > now))
+            .count()
+    }
+
+    /// Forgets idle rate-limit buckets.
+    pub fn prune(&mut self, now: u64) {
+        self.ips.prune(&limit(&self.rate.connect), now);
+        self.nodes.prune(&limit(&self.rate.outbound), now);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn guard(exempt_local: bool) -> Guard {
+        let rate = RateConfig {
+            connect: Bucket {
+                fill_rate: 1.0,
+                capacity: 2.0,
+            },
+            inbound: Bucket {
+                fill_rate: 1.0,
+                capacity: 3.0,
+            },
+            outbound: Bucket {
+                fill_rate: 1.0,
+                capacity: 3.0,
+            },
+            exempt_local,
+        };
+        Guard::new(
+            rate,
+            BanConfig {
+                threshold: 64,
+                duration_secs: 10,
+            },
+            Vec::new(),
+        )
+    }
+
+    #[test]
+    fn connection_attempts_are_limited_per_ip_unless_local() {
+        let mut g = guard(true);
+        let public: IpAddr = "203.0.113.9".parse().unwrap();
+        let lo: IpAddr = "127.0.0.1".parse().unwrap();
+        assert!(g.admit_connection(&public, 0));
+        assert!(g.admit_connection(&public, 0));
+        assert!(!g.admit_connection(&public, 0));
+        assert!(g.admit_connection(&public, 1000));
+        for _ in 0..100 {
+            assert!(g.admit_connection(&lo, 0));
+        }
+        let mut strict = guard(false);
+        assert!(strict.admit_connection(&lo, 0));
+        assert!(strict.admit_connection(&lo, 0));
+        assert!(!strict.admit_connection(&lo, 0));
+    }
+
+    #[test]
+    fn messages_are_limited_per_node_and_trusted_peers_are_exempt() {
+        let mut g = guard(false);
+        let ip: IpAddr = "127.0.0.1".parse().unwrap();
+        let a = NodeId::from_bytes([1; 32]);
+        let b = NodeId::from_bytes([2; 32]);
+        for _ in 0..3 {
+            assert!(g.admit_message(&a, &ip, true, false, 0));
+        }
+        assert!(!g.admit_message(&a, &ip, true, false, 0));
+        assert!(
+            g.admit_message(&b, &ip, true, false, 0),
+            "other node has its own bucket"
+        );
+        assert!(g.admit_message(&a, &ip, true, true, 0), "trusted");
+        assert!(g.admit_message(&a, &ip, true, false, 1000), "refilled");
+    }
+
+    #[test]
+    fn penalties_accumulate_to_a_ban_that_expires() {
+        let mut g = guard(true);
+        let ip: IpAddr = "127.0.0.2".parse().unwrap();
+        let p = g.penalise(ip, Offence::InvalidSignature, "bad sig", 0);
+        assert!(!p.newly_banned);
+        assert_eq!(p.record.penalty, 32);
+        assert_eq!(g.banned(&ip, 1), (false, None));
+        let p = g.penalise(ip, Offence::InvalidTimestamp, "future", 5);
+        assert!(p.newly_banned);
+        assert_eq!(p.record.banned_until, Some(10_005));
+        assert_eq!(g.banned(&ip, 6), (true, None));
+        assert_eq!(g.banned_count(6), 1);
+        assert_eq!(g.banned(&ip, 10_005), (false, Some(ip)));
+        assert_eq!(g.banned_count(10_005), 0);
+    }
+
+    #[test]
+    fn local_addresses() {
+        for ip in [
+            "127.0.0.1",
+            "10.1.2.3",
+            "192.168.1.1",
+            "::1",
+            "fd00::1",
+            "fe80::1",
+        ] {
+            assert!(is_local(&ip.parse().unwrap()), "{ip}");
+        }
+        for ip in ["203.0.113.9", "2001:db8::1", "8.8.8.8"] {
+            assert!(!is_local(&ip.parse().unwrap()), "{ip}");
+        }
+    }
+}
