@@ -53,6 +53,40 @@ enum Command {
         #[command(subcommand)]
         command: RepoCommand,
     },
+    /// Radicle peers: sessions, dialing, disconnecting.
+    Peers {
+        #[command(subcommand)]
+        command: PeersCommand,
+    },
+    /// The routing table: which nodes seed which repositories.
+    Routing {
+        #[command(subcommand)]
+        command: RoutingCommand,
+    },
+}
+
+#[derive(Subcommand)]
+enum PeersCommand {
+    /// Connected sessions and peers being dialed.
+    Ls,
+    /// Dial a peer and keep the session up (until `peers disconnect` or a restart).
+    Connect {
+        /// `z6Mk…@host:port`
+        addr: String,
+    },
+    /// Close every session with a node and stop dialing it.
+    Disconnect { nid: String },
+}
+
+#[derive(Subcommand)]
+enum RoutingCommand {
+    /// List routing entries, optionally for one repository and/or node.
+    Ls {
+        #[arg(long)]
+        rid: Option<String>,
+        #[arg(long)]
+        nid: Option<String>,
+    },
 }
 
 #[derive(Subcommand)]
@@ -92,6 +126,10 @@ fn token(cli: &Cli) -> anyhow::Result<String> {
 }
 
 fn call(cli: &Cli, method: &str, path: &str) -> anyhow::Result<Value> {
+    call_with(cli, method, path, None)
+}
+
+fn call_with(cli: &Cli, method: &str, path: &str, body: Option<Value>) -> anyhow::Result<Value> {
     let url = format!("{}{}", cli.admin.trim_end_matches('/'), path);
     let auth = format!("Bearer {}", token(cli)?);
     let agent: ureq::Agent = ureq::Agent::config_builder()
@@ -100,7 +138,14 @@ fn call(cli: &Cli, method: &str, path: &str) -> anyhow::Result<Value> {
         .build()
         .into();
     let resp = match method {
-        "POST" => agent.post(&url).header("Authorization", &auth).send_empty(),
+        "POST" => match body {
+            Some(b) => agent
+                .post(&url)
+                .header("Authorization", &auth)
+                .header("Content-Type", "application/json")
+                .send(b.to_string()),
+            None => agent.post(&url).header("Authorization", &auth).send_empty(),
+        },
         _ => agent.get(&url).header("Authorization", &auth).call(),
     }
     .map_err(|e| {
@@ -198,6 +243,93 @@ fn run(cli: &Cli) -> anyhow::Result<()> {
                     format!("INVALID: {}", s(&sr["error"]))
                 };
                 t.push_str(&format!("\npeer        {} {}", s(&sr["nid"]), state));
+            }
+            (v, t)
+        }
+        Command::Peers {
+            command: PeersCommand::Ls,
+        } => {
+            let v = call(cli, "GET", "/api/v1/peers")?;
+            let mut t = format!(
+                "{:<50} {:<9} {:<11} {:<22} {:<16} {:>8}",
+                "NID", "LINK", "STATE", "ADDRESS", "ALIAS", "RTT"
+            );
+            for p in v["peers"].as_array().into_iter().flatten() {
+                t.push_str(&format!(
+                    "\n{:<50} {:<9} {:<11} {:<22} {:<16} {:>8}",
+                    s(&p["nid"]),
+                    s(&p["link"]),
+                    s(&p["state"]),
+                    s(&p["addr"]),
+                    p["alias"].as_str().unwrap_or("-"),
+                    p["latency_ms"]
+                        .as_u64()
+                        .map_or_else(|| "-".to_owned(), |ms| format!("{ms}ms")),
+                ));
+            }
+            (v, t)
+        }
+        Command::Peers {
+            command: PeersCommand::Connect { ref addr },
+        } => {
+            let v = call_with(
+                cli,
+                "POST",
+                "/api/v1/peers/connect",
+                Some(serde_json::json!({ "addr": addr })),
+            )?;
+            let t = format!(
+                "dialing {} at {}{}",
+                s(&v["nid"]),
+                s(&v["addr"]),
+                if v["new"].as_bool() == Some(false) {
+                    " (already dialing)"
+                } else {
+                    ""
+                }
+            );
+            (v, t)
+        }
+        Command::Peers {
+            command: PeersCommand::Disconnect { ref nid },
+        } => {
+            let v = call_with(
+                cli,
+                "POST",
+                "/api/v1/peers/disconnect",
+                Some(serde_json::json!({ "nid": nid })),
+            )?;
+            let t = format!(
+                "disconnected {} ({} session(s) closed)",
+                s(&v["nid"]),
+                v["sessions_closed"]
+            );
+            (v, t)
+        }
+        Command::Routing {
+            command: RoutingCommand::Ls { ref rid, ref nid },
+        } => {
+            let mut q = Vec::new();
+            if let Some(r) = rid {
+                q.push(format!("rid={r}"));
+            }
+            if let Some(n) = nid {
+                q.push(format!("nid={n}"));
+            }
+            let path = if q.is_empty() {
+                "/api/v1/routing".to_owned()
+            } else {
+                format!("/api/v1/routing?{}", q.join("&"))
+            };
+            let v = call(cli, "GET", &path)?;
+            let mut t = format!("{:<40} {:<50} {:>14}", "RID", "NID", "TIMESTAMP");
+            for r in v["routes"].as_array().into_iter().flatten() {
+                t.push_str(&format!(
+                    "\n{:<40} {:<50} {:>14}",
+                    s(&r["rid"]),
+                    s(&r["nid"]),
+                    r["timestamp"]
+                ));
             }
             (v, t)
         }

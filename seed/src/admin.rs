@@ -210,20 +210,22 @@ fn bad_request(msg: String) -> Response {
         .into_response()
 }
 
-fn net(state: &AdminState) -> Result<&crate::net::Net, Response> {
+fn net(state: &AdminState) -> Result<&crate::net::Net, Box<Response>> {
     state.net.as_ref().ok_or_else(|| {
-        (
-            StatusCode::SERVICE_UNAVAILABLE,
-            Json(serde_json::json!({ "error": "the p2p layer is not running" })),
+        Box::new(
+            (
+                StatusCode::SERVICE_UNAVAILABLE,
+                Json(serde_json::json!({ "error": "the p2p layer is not running" })),
+            )
+                .into_response(),
         )
-            .into_response()
     })
 }
 
 async fn peers(State(state): State<Arc<AdminState>>) -> Response {
     match net(&state) {
         Ok(n) => Json(serde_json::json!({ "peers": n.peers() })).into_response(),
-        Err(r) => r,
+        Err(r) => *r,
     }
 }
 
@@ -239,7 +241,7 @@ async fn peers_connect(
 ) -> Response {
     let n = match net(&state) {
         Ok(n) => n,
-        Err(r) => return r,
+        Err(r) => return *r,
     };
     let Ok(Json(body)) = body else {
         return bad_request("expected JSON {\"addr\": \"z6Mk…@host:port\"}".into());
@@ -268,7 +270,7 @@ async fn peers_disconnect(
 ) -> Response {
     let n = match net(&state) {
         Ok(n) => n,
-        Err(r) => return r,
+        Err(r) => return *r,
     };
     let Ok(Json(body)) = body else {
         return bad_request("expected JSON {\"nid\": \"z6Mk…\"}".into());
@@ -294,7 +296,7 @@ async fn routing(
 ) -> Response {
     let n = match net(&state) {
         Ok(n) => n,
-        Err(r) => return r,
+        Err(r) => return *r,
     };
     let rid = match q.rid.as_deref().map(str::parse::<crate::crypto::RepoId>) {
         None => None,
@@ -312,13 +314,13 @@ async fn routing(
 async fn nodes(State(state): State<Arc<AdminState>>) -> Response {
     match net(&state) {
         Ok(n) => Json(serde_json::json!({ "nodes": n.nodes() })).into_response(),
-        Err(r) => r,
+        Err(r) => *r,
     }
 }
 
 async fn bans(State(state): State<Arc<AdminState>>) -> Response {
     match net(&state) {
         Ok(n) => Json(serde_json::json!({ "bans": n.bans() })).into_response(),
-        Err(r) => r,
+        Err(r) => *r,
     }
 }

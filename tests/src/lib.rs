@@ -150,6 +150,8 @@ pub struct SeedOptions {
     pub tls: Option<(PathBuf, PathBuf)>,
     /// Use this data directory (kept by the caller) instead of a fresh one.
     pub data_dir: Option<PathBuf>,
+    /// Extra lines for the `[p2p]` section (its `listen` is set by the harness).
+    pub p2p_config: String,
 }
 
 /// A running seedd.
@@ -159,6 +161,7 @@ pub struct Seed {
     data: PathBuf,
     pub http: SocketAddr,
     pub admin: SocketAddr,
+    pub p2p: SocketAddr,
     pub log: PathBuf,
 }
 
@@ -218,10 +221,12 @@ impl Seed {
         }
         let http = free_port();
         let admin = free_port();
+        let p2p = free_port();
         let mut config = format!(
-            "data_dir = \"{}\"\nalias = \"test-seed\"\n{}\n[p2p]\nlisten = [\"127.0.0.1:0\"]\n[http]\nlisten = \"127.0.0.1:{http}\"\n",
+            "data_dir = \"{}\"\nalias = \"test-seed\"\n{}\n[p2p]\nlisten = [\"127.0.0.1:{p2p}\"]\n{}\n[http]\nlisten = \"127.0.0.1:{http}\"\n",
             data.display(),
-            opts.top_config
+            opts.top_config,
+            opts.p2p_config,
         );
         if let Some((cert, key)) = &opts.tls {
             config.push_str(&format!(
@@ -255,6 +260,7 @@ impl Seed {
             data,
             http: format!("127.0.0.1:{http}").parse().unwrap(),
             admin: format!("127.0.0.1:{admin}").parse().unwrap(),
+            p2p: format!("127.0.0.1:{p2p}").parse().unwrap(),
             log,
         };
         seed.wait_ready();
@@ -287,6 +293,53 @@ impl Seed {
         .unwrap();
         assert_eq!(status, 200, "{body}");
         serde_json::from_str(&body).unwrap()
+    }
+
+    /// GET an admin API path with the token; panics unless 200.
+    pub fn api(&self, path: &str) -> Value {
+        let (status, body) = http_get(
+            &self.admin_url(path),
+            &[("Authorization", &format!("Bearer {}", self.token()))],
+        )
+        .unwrap();
+        assert_eq!(status, 200, "{path}: {body}");
+        serde_json::from_str(&body).unwrap()
+    }
+
+    /// The seed's node id.
+    pub fn nid(&self) -> String {
+        self.api("/api/v1/status")["nid"]
+            .as_str()
+            .unwrap()
+            .to_owned()
+    }
+
+    /// `z6Mk…@127.0.0.1:port` for radicle-node's `connect`.
+    pub fn p2p_peer(&self) -> String {
+        format!("{}@{}", self.nid(), self.p2p)
+    }
+
+    /// Runs `seedctl` against this seed (admin URL and token file set).
+    pub fn seedctl(&self, args: &[&str]) -> Output {
+        let mut cmd = Command::new(bin("seedctl"));
+        cmd.arg("--admin")
+            .arg(format!("http://{}", self.admin))
+            .arg("--token-file")
+            .arg(self.token_file())
+            .args(args);
+        run(&mut cmd)
+    }
+
+    /// A metric's value (sum over series whose label text contains every `labels` entry).
+    pub fn metric(&self, name: &str, labels: &[&str]) -> f64 {
+        let (_, text) = http_get(&self.admin_url("/metrics"), &[]).unwrap();
+        text.lines()
+            .filter(|l| !l.starts_with('#'))
+            .filter(|l| {
+                l.split([' ', '{']).next() == Some(name) && labels.iter().all(|x| l.contains(x))
+            })
+            .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+            .sum()
     }
 
     pub fn signal(&self, sig: i32) {
@@ -496,4 +549,169 @@ pub fn git_with_input(home: &Path, git_dir: &Path, args: &[&str], input: &[u8]) 
     let out = child.wait_with_output().unwrap();
     assert!(out.status.success(), "git {args:?} failed");
     stdout(&out)
+}
+
+/// Polls `cond` every 200 ms until it returns `Some`, or panics with `what` after `timeout`.
+pub fn wait_for<T>(what: &str, timeout: Duration, mut cond: impl FnMut() -> Option<T>) -> T {
+    let deadline = Instant::now() + timeout;
+    loop {
+        if let Some(v) = cond() {
+            return v;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "timed out after {timeout:?} waiting for {what}"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+/// Directory of the official Radicle binaries: from PATH (scripts/test.sh puts them there) or
+/// the cache scripts/install-radicle.sh fills.
+pub fn radicle_bin(name: &str) -> PathBuf {
+    if let Some(path) = std::env::var_os("PATH") {
+        for dir in std::env::split_paths(&path) {
+            let p = dir.join(name);
+            if p.is_file() {
+                return p;
+            }
+        }
+    }
+    let home = std::env::var_os("HOME")
+        .map(PathBuf::from)
+        .unwrap_or_default();
+    let p = home.join(".cache/seedd/radicle/bin").join(name);
+    assert!(
+        p.is_file(),
+        "{name} not found: run scripts/install-radicle.sh (or scripts/test.sh)"
+    );
+    p
+}
+
+/// A real `radicle-node` 0.21.1 on loopback, with a copy of a fixture home (alice or bob).
+/// Config: network test, no preferred seeds, static peers, listening on a loopback port.
+pub struct RadNode {
+    pub name: String,
+    pub dir: tempfile::TempDir,
+    pub home: PathBuf,
+    pub child: Child,
+    pub port: u16,
+    pub nid: String,
+    pub log: PathBuf,
+}
+
+impl RadNode {
+    /// Starts `name`'s node, dialing `connect` peers (`nid@host:port`), seeding everything.
+    pub fn start(name: &str, connect: &[String]) -> RadNode {
+        let dir = tempfile::Builder::new()
+            .prefix("rn")
+            .tempdir_in("/tmp")
+            .unwrap();
+        let home = dir.path().join(name);
+        copy_tree(&fixtures().dir.join("homes").join(name), &home);
+        let port = free_port();
+        let cfg_path = home.join("config.json");
+        let mut cfg: Value =
+            serde_json::from_str(&std::fs::read_to_string(&cfg_path).unwrap()).unwrap();
+        let node = &mut cfg["node"];
+        node["listen"] = serde_json::json!([format!("127.0.0.1:{port}")]);
+        node["connect"] = serde_json::json!(connect);
+        node["network"] = Value::from("test");
+        node["peers"] = serde_json::json!({ "type": "static" });
+        node["externalAddresses"] = serde_json::json!([]);
+        node["seedingPolicy"] = serde_json::json!({ "default": "allow", "scope": "all" });
+        cfg["preferredSeeds"] = serde_json::json!([]);
+        std::fs::write(&cfg_path, serde_json::to_vec_pretty(&cfg).unwrap()).unwrap();
+        let log = dir.path().join(format!("{name}.log"));
+        let log_file = std::fs::File::create(&log).unwrap();
+        let child = Command::new(radicle_bin("radicle-node"))
+            .arg("--log-level")
+            .arg("debug")
+            .env("RAD_HOME", &home)
+            .env("RAD_PASSPHRASE", "")
+            .env_remove("RAD_SOCKET")
+            .stdin(Stdio::null())
+            .stdout(log_file.try_clone().unwrap())
+            .stderr(log_file)
+            .spawn()
+            .unwrap();
+        let mut node = RadNode {
+            name: name.to_owned(),
+            home,
+            dir,
+            child,
+            port,
+            nid: String::new(),
+            log,
+        };
+        node.nid = wait_for(
+            &format!("{name}'s radicle-node to start"),
+            Duration::from_secs(60),
+            || {
+                let out = node.rad_raw(&["node", "status", "--only", "nid"]);
+                let nid = String::from_utf8_lossy(&out.stdout).trim().to_owned();
+                (out.status.success() && nid.starts_with("z6Mk")).then_some(nid)
+            },
+        );
+        node
+    }
+
+    fn rad_raw(&self, args: &[&str]) -> Output {
+        Command::new(radicle_bin("rad"))
+            .args(args)
+            .env("RAD_HOME", &self.home)
+            .env("RAD_PASSPHRASE", "")
+            .env_remove("RAD_SOCKET")
+            .output()
+            .unwrap()
+    }
+
+    /// Runs `rad` as this node's user; panics on failure.
+    pub fn rad(&self, args: &[&str]) -> Output {
+        let out = self.rad_raw(args);
+        assert!(
+            out.status.success(),
+            "rad {args:?} failed: {}\n{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        out
+    }
+
+    /// `rad node routing --json` as (rid, nid) pairs.
+    pub fn routing(&self) -> Vec<(String, String)> {
+        let out = self.rad_raw(&["node", "routing", "--json"]);
+        String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+            .map(|v| {
+                (
+                    v["rid"].as_str().unwrap_or_default().to_owned(),
+                    v["nid"].as_str().unwrap_or_default().to_owned(),
+                )
+            })
+            .collect()
+    }
+
+    /// `rad node debug` (per-peer connection metrics).
+    pub fn debug(&self) -> Value {
+        let out = self.rad(&["node", "debug"]);
+        serde_json::from_slice(&out.stdout).unwrap()
+    }
+
+    /// `nid@127.0.0.1:port`
+    pub fn peer(&self) -> String {
+        format!("{}@127.0.0.1:{}", self.nid, self.port)
+    }
+
+    pub fn logs(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+}
+
+impl Drop for RadNode {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
 }

@@ -26,6 +26,8 @@ pub const CF_BANS: &str = "bans";
 
 const OWN_TS_PREFIX: &str = "own_ts/";
 
+type KeyValue = (Box<[u8]>, Box<[u8]>);
+
 /// Misbehaviour bookkeeping for one IP address.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct BanRecord {
@@ -57,7 +59,7 @@ fn u64_be(bytes: &[u8], cf: &'static str) -> Result<u64, IndexError> {
 
 impl Index {
     /// Full scan of a column family (total order, ignoring any prefix extractor).
-    fn scan(&self, cf: &'static str) -> Result<Vec<(Box<[u8]>, Box<[u8]>)>, IndexError> {
+    fn scan(&self, cf: &'static str) -> Result<Vec<KeyValue>, IndexError> {
         let mut opts = ReadOptions::default();
         opts.set_total_order_seek(true);
         self.db

@@ -348,12 +348,10 @@ async fn session(
             let Some(Outgoing::Frame { bytes }) = next else {
                 break;
             };
-            if let Err(e) = writer.write_all(&bytes).await {
-                return Err(e);
-            }
+            writer.write_all(&bytes).await?;
         }
         let _ = writer.shutdown().await;
-        Ok(())
+        Ok::<(), std::io::Error>(())
     });
 
     let mut decoder = FrameDecoder::new();
@@ -410,7 +408,7 @@ async fn session(
     {
         let mut core = shared.lock();
         // A conflict may already have removed (and replaced) this session.
-        if core.sessions.get(&id).is_some() {
+        if core.sessions.contains_key(&id) {
             core.sessions.remove(&id);
             core.service.disconnected(id);
         }

@@ -1,0 +1,560 @@
+//! The Radicle wire protocol against real peers: the official radicle-node 0.21.1 on loopback
+//! (network test, no preferred seeds, static peers) and raw protocol clients built from
+//! `seedd_proto` for the cases a well-behaved node never produces.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use seedd_proto::crypto::Keypair;
+use seedd_proto::wire::handshake::{Initiator, ACT2_LEN};
+use seedd_proto::wire::{
+    Announcement, AnnouncementMessage, Frame, FrameDecoder, Link, Message, NodeAnnouncement, Ping,
+};
+use seedd_tests::{fixtures, wait_for, RadNode, Seed, SeedOptions};
+use serde_json::Value;
+
+const HEARTWOOD: &str = "heartwood-fixture";
+const SMALL: &str = "small-fixture";
+
+fn now_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as u64
+}
+
+fn seed_with(repos: &[&str], p2p: &str) -> Seed {
+    seed_in(repos, p2p, None)
+}
+
+fn seed_in(repos: &[&str], p2p: &str, data_dir: Option<std::path::PathBuf>) -> Seed {
+    Seed::start(SeedOptions {
+        repos: repos.iter().map(|s| s.to_string()).collect(),
+        top_config: String::new(),
+        extra_config: "[policy]\ndefault = \"allow\"\n".into(),
+        p2p_config: format!("relay = \"always\"\n{p2p}"),
+        data_dir,
+        ..Default::default()
+    })
+}
+
+fn seed_routes(seed: &Seed, query: &str) -> Vec<(String, String)> {
+    let v = seed.api(&format!("/api/v1/routing{query}"));
+    v["routes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| {
+            (
+                r["rid"].as_str().unwrap().to_owned(),
+                r["nid"].as_str().unwrap().to_owned(),
+            )
+        })
+        .collect()
+}
+
+fn peers(seed: &Seed) -> Vec<Value> {
+    seed.api("/api/v1/peers")["peers"]
+        .as_array()
+        .unwrap()
+        .clone()
+}
+
+/// A raw protocol client: TCP from `src` (a 127.0.0.0/8 address, so bans are per client),
+/// then the initiator handshake. Returns the stream with the handshake done.
+fn raw_connect(seed: &Seed, src: &str, key: &Keypair) -> TcpStream {
+    let stream = raw_tcp(seed.p2p, src);
+    handshake(stream, key, seed)
+}
+
+fn raw_tcp(to: SocketAddr, src: &str) -> TcpStream {
+    use socket2::{Domain, Socket, Type};
+    let socket = Socket::new(Domain::IPV4, Type::STREAM, None).unwrap();
+    let from: SocketAddr = format!("{src}:0").parse().unwrap();
+    socket.bind(&from.into()).unwrap();
+    socket.connect(&to.into()).unwrap();
+    let stream: TcpStream = socket.into();
+    stream
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
+    stream
+}
+
+fn handshake(mut stream: TcpStream, key: &Keypair, seed: &Seed) -> TcpStream {
+    let remote = seed.nid().parse().unwrap();
+    let (awaiting, act1) = Initiator::new(key.clone(), Keypair::generate(), remote)
+        .act1()
+        .unwrap();
+    stream.write_all(&act1).unwrap();
+    let mut act2 = [0u8; ACT2_LEN];
+    stream.read_exact(&mut act2).unwrap();
+    let (act3, _) = awaiting.act3(&act2).unwrap();
+    stream.write_all(&act3).unwrap();
+    stream
+}
+
+fn send(stream: &mut TcpStream, message: Message) {
+    let bytes = Frame::gossip(Link::Outbound, message).encode().unwrap();
+    stream.write_all(&bytes).unwrap();
+}
+
+/// Reads frames until `want` returns true for the frames so far, the peer closes (returns
+/// `closed = true`), or `timeout`.
+fn read_until(
+    stream: &mut TcpStream,
+    timeout: Duration,
+    mut want: impl FnMut(&[Frame]) -> bool,
+) -> (Vec<Frame>, bool) {
+    let deadline = Instant::now() + timeout;
+    let mut decoder = FrameDecoder::new();
+    let mut frames = Vec::new();
+    let mut buf = [0u8; 65536];
+    stream
+        .set_read_timeout(Some(Duration::from_millis(200)))
+        .unwrap();
+    loop {
+        if want(&frames) {
+            return (frames, false);
+        }
+        if Instant::now() > deadline {
+            return (frames, false);
+        }
+        match stream.read(&mut buf) {
+            Ok(0) => return (frames, true),
+            Ok(n) => {
+                decoder.push(&buf[..n]);
+                while let Ok(Some(f)) = decoder.next_frame() {
+                    frames.push(f);
+                }
+            }
+            Err(e)
+                if e.kind() == std::io::ErrorKind::WouldBlock
+                    || e.kind() == std::io::ErrorKind::TimedOut => {}
+            Err(_) => return (frames, true),
+        }
+    }
+}
+
+fn closed_within(stream: &mut TcpStream, timeout: Duration) -> bool {
+    read_until(stream, timeout, |_| false).1
+}
+
+fn node_announcement(key: &Keypair, timestamp: u64) -> Announcement {
+    AnnouncementMessage::Node(NodeAnnouncement {
+        version: 1,
+        features: 1,
+        timestamp,
+        alias: "raw".parse().unwrap(),
+        addresses: vec![],
+        nonce: 1,
+        agent: "/raw:test/".parse().unwrap(),
+    })
+    .sign(key)
+    .unwrap()
+}
+
+fn ban_record(seed: &Seed, ip: &str) -> Option<Value> {
+    seed.api("/api/v1/bans")["bans"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|b| b["ip"] == ip)
+        .cloned()
+}
+
+/// The official node dials seedd: both routing tables learn the other's repositories, seedctl
+/// shows the session, and it outlives radicle-node's 120 s idle limit while misbehaving raw
+/// peers are disconnected and penalised without disturbing it.
+#[test]
+fn real_node_dials_seedd_and_stays_while_misbehaving_peers_are_dropped() {
+    let f = fixtures();
+    let seed = seed_with(&[HEARTWOOD], "");
+    let seed_nid = seed.nid();
+    let heartwood = f.rid(HEARTWOOD);
+    let bob = RadNode::start("bob", &[seed.p2p_peer()]);
+
+    // The real node lists seedd as a seed of seedd's repository…
+    wait_for(
+        "bob's routing table to list seedd",
+        Duration::from_secs(30),
+        || {
+            bob.routing()
+                .contains(&(heartwood.clone(), seed_nid.clone()))
+                .then_some(())
+        },
+    );
+    // …and seedd's routing table lists bob's repositories.
+    wait_for(
+        "seedd's routing table to list bob",
+        Duration::from_secs(30),
+        || {
+            seed_routes(&seed, "")
+                .contains(&(heartwood.clone(), bob.nid.clone()))
+                .then_some(())
+        },
+    );
+    let out = seed.seedctl(&["-o", "json", "routing", "ls", "--rid", &heartwood]);
+    let routes: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(routes["routes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|r| r["nid"] == bob.nid.as_str()));
+    let out = seed.seedctl(&["-o", "json", "routing", "ls", "--nid", &bob.nid]);
+    let routes: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(routes["routes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .all(|r| r["nid"] == bob.nid.as_str()));
+    let out = seed.seedctl(&["-o", "json", "peers", "ls"]);
+    let listed: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let session = listed["peers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["nid"] == bob.nid.as_str())
+        .cloned()
+        .expect("bob in seedctl peers ls");
+    assert_eq!(session["link"], "inbound");
+    assert_eq!(session["state"], "connected");
+    assert_eq!(session["alias"], "bob");
+    let since = session["since"].as_u64().unwrap();
+    let text = String::from_utf8(seed.seedctl(&["peers", "ls"]).stdout).unwrap();
+    assert!(
+        text.contains(&bob.nid) && text.contains("connected"),
+        "{text}"
+    );
+    let connected_at = Instant::now();
+
+    // Misbehaving peers, each from its own loopback address.
+    // 1. Bad magic.
+    let mut s = raw_connect(&seed, "127.0.0.2", &Keypair::mock(101));
+    s.write_all(b"rad\x02\x02\x01\x00").unwrap();
+    assert!(
+        closed_within(&mut s, Duration::from_secs(5)),
+        "bad magic: still connected"
+    );
+    // 2. Oversized gossip frame (length 70 000 > 65 535).
+    let mut s = raw_connect(&seed, "127.0.0.3", &Keypair::mock(102));
+    s.write_all(&[b'r', b'a', b'd', 1, 0x02, 0x80, 0x01, 0x11, 0x70])
+        .unwrap();
+    assert!(
+        closed_within(&mut s, Duration::from_secs(5)),
+        "oversized: still connected"
+    );
+    // 3. Invalid signature.
+    let key = Keypair::mock(103);
+    let mut s = raw_connect(&seed, "127.0.0.4", &key);
+    let mut ann = node_announcement(&key, now_ms());
+    ann.signature[5] ^= 0x40;
+    send(&mut s, Message::Announcement(ann));
+    assert!(
+        closed_within(&mut s, Duration::from_secs(5)),
+        "bad signature: still connected"
+    );
+    // 4. Timestamp two hours in the future.
+    let key = Keypair::mock(104);
+    let mut s = raw_connect(&seed, "127.0.0.5", &key);
+    send(
+        &mut s,
+        Message::Announcement(node_announcement(&key, now_ms() + 2 * 3600 * 1000)),
+    );
+    assert!(
+        closed_within(&mut s, Duration::from_secs(5)),
+        "future timestamp: still connected"
+    );
+
+    for (ip, penalty) in [
+        ("127.0.0.2", 16),
+        ("127.0.0.3", 16),
+        ("127.0.0.4", 32),
+        ("127.0.0.5", 32),
+    ] {
+        let r = wait_for(&format!("penalty for {ip}"), Duration::from_secs(5), || {
+            ban_record(&seed, ip)
+        });
+        assert_eq!(r["penalty"], penalty, "{ip}: {r}");
+        assert!(r["banned_until"].is_null(), "{ip} banned too early: {r}");
+    }
+    // The invalid announcements were not stored: the raw nodes are not in the address book.
+    let nodes = seed.api("/api/v1/nodes");
+    let raw_nids = [
+        Keypair::mock(103).nid().to_string(),
+        Keypair::mock(104).nid().to_string(),
+    ];
+    assert!(nodes["nodes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .all(|n| !raw_nids.iter().any(|r| n["nid"] == r.as_str())));
+
+    // 5. Repeat offender: two invalid signatures (64 points) → banned; the next connection is
+    //    refused before the handshake.
+    for _ in 0..2 {
+        let key = Keypair::mock(105);
+        let mut s = raw_connect(&seed, "127.0.0.6", &key);
+        let mut ann = node_announcement(&key, now_ms());
+        ann.signature[0] ^= 1;
+        send(&mut s, Message::Announcement(ann));
+        assert!(closed_within(&mut s, Duration::from_secs(5)));
+    }
+    let r = wait_for("ban of 127.0.0.6", Duration::from_secs(5), || {
+        ban_record(&seed, "127.0.0.6").filter(|r| !r["banned_until"].is_null())
+    });
+    assert_eq!(r["penalty"], 64);
+    let mut s = raw_tcp(seed.p2p, "127.0.0.6");
+    assert!(
+        closed_within(&mut s, Duration::from_secs(5)),
+        "banned IP was served"
+    );
+    assert!(
+        seed.metric(
+            "seedd_p2p_connections_rejected_total",
+            &["reason=\"banned\""]
+        ) >= 1.0
+    );
+    assert!(seed.metric("seedd_p2p_bans_total", &[]) >= 1.0);
+    assert!(seed.metric("seedd_p2p_disconnects_total", &["reason=\"decode_error\""]) >= 2.0);
+    assert!(
+        seed.metric(
+            "seedd_p2p_disconnects_total",
+            &["reason=\"invalid_signature\""]
+        ) >= 3.0
+    );
+    assert!(
+        seed.metric(
+            "seedd_p2p_disconnects_total",
+            &["reason=\"invalid_timestamp\""]
+        ) >= 1.0
+    );
+
+    // The real node's session outlives its 120 s idle limit, untouched by the above.
+    let idle_limit = Duration::from_secs(130);
+    if let Some(rest) = idle_limit.checked_sub(connected_at.elapsed()) {
+        std::thread::sleep(rest);
+    }
+    let session = peers(&seed)
+        .into_iter()
+        .find(|p| p["nid"] == bob.nid.as_str())
+        .unwrap_or_else(|| panic!("bob's session is gone; seedd log:\n{}", seed.logs()));
+    assert_eq!(session["since"].as_u64().unwrap(), since, "bob reconnected");
+    let debug = bob.debug();
+    let m = &debug["metrics"]["peers"][seed_nid.as_str()];
+    assert_eq!(m["disconnects"], 0, "bob saw a disconnect: {debug}");
+    assert_eq!(m["outboundConnectionAttempts"], 1, "bob redialed: {debug}");
+    assert!(
+        seed.metric(
+            "seedd_p2p_sessions",
+            &["link=\"inbound\"", "state=\"connected\""]
+        ) >= 1.0
+    );
+}
+
+/// seedd dials the official node (configured `connect` peer): the same exchange in the other
+/// direction; the learned routes survive a restart of seedd.
+#[test]
+fn seedd_dials_real_node_and_routes_survive_restart() {
+    let f = fixtures();
+    let alice = RadNode::start("alice", &[]);
+    let tmp = tempfile::tempdir().unwrap();
+    let data = tmp.path().join("data");
+    let seed = seed_in(
+        &[HEARTWOOD],
+        &format!("connect = [\"{}\"]\n", alice.peer()),
+        Some(data.clone()),
+    );
+    let seed_nid = seed.nid();
+    let heartwood = f.rid(HEARTWOOD);
+    let small = f.rid(SMALL);
+    wait_for(
+        "alice's routing table to list seedd",
+        Duration::from_secs(30),
+        || {
+            alice
+                .routing()
+                .contains(&(heartwood.clone(), seed_nid.clone()))
+                .then_some(())
+        },
+    );
+    wait_for(
+        "seedd's routing table to list alice's repos",
+        Duration::from_secs(30),
+        || {
+            seed_routes(&seed, &format!("?nid={}", alice.nid))
+                .contains(&(small.clone(), alice.nid.clone()))
+                .then_some(())
+        },
+    );
+    let p = peers(&seed);
+    let session = p.iter().find(|p| p["nid"] == alice.nid.as_str()).unwrap();
+    assert_eq!(session["link"], "outbound");
+    assert!(
+        seed.metric(
+            "seedd_p2p_handshakes_total",
+            &["link=\"outbound\"", "result=\"ok\""]
+        ) >= 1.0
+    );
+
+    // Restart without the connect peer: the routing table and address book come back from
+    // RocksDB.
+    let alice_nid = alice.nid.clone();
+    drop(alice);
+    assert!(seed.stop().success());
+    let seed = seed_in(&[], "", Some(data));
+    assert_eq!(alice_nid_of(&seed, &small), alice_nid);
+    assert!(seed.api("/api/v1/nodes")["nodes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|n| n["alias"] == "alice"));
+    assert!(seed.metric("seedd_p2p_routing_entries", &[]) >= 1.0);
+}
+
+fn alice_nid_of(seed: &Seed, rid: &str) -> String {
+    let routes = seed_routes(seed, &format!("?rid={rid}"));
+    routes
+        .first()
+        .unwrap_or_else(|| panic!("no route for {rid} after restart"))
+        .1
+        .clone()
+}
+
+/// Two official nodes connected only through seedd learn of each other's repositories.
+#[test]
+fn relay_between_two_real_nodes() {
+    let f = fixtures();
+    // seedd itself holds nothing: what bob learns about alice can only come by relay.
+    let seed = seed_with(&[], "");
+    let small = f.rid(SMALL);
+    let alice = RadNode::start("alice", &[seed.p2p_peer()]);
+    let bob = RadNode::start("bob", &[seed.p2p_peer()]);
+    wait_for(
+        "bob to learn alice's repos through seedd",
+        Duration::from_secs(40),
+        || {
+            bob.routing()
+                .contains(&(small.clone(), alice.nid.clone()))
+                .then_some(())
+        },
+    );
+    assert!(
+        !bob.routing().iter().any(|(_, n)| *n == seed.nid()),
+        "seedd announced no repos"
+    );
+    // Bob never connected to alice directly.
+    let debug = bob.debug();
+    assert!(
+        debug["metrics"]["peers"].get(alice.nid.as_str()).is_none(),
+        "{debug}"
+    );
+    assert!(seed.metric("seedd_p2p_relayed_total", &[]) >= 1.0);
+}
+
+/// A raw client sees the session start exactly as protocol.md §5.1 says, gets exact pongs,
+/// and is rate limited per node id when the limit is configured tight.
+#[test]
+fn raw_peer_session_start_pong_and_rate_limit() {
+    let seed = seed_with(
+        &[HEARTWOOD],
+        "[p2p.rate]\nexempt_local = false\ninbound = { fill_rate = 0.5, capacity = 5.0 }\nconnect = { fill_rate = 0.1, capacity = 3.0 }\n",
+    );
+    let key = Keypair::mock(200);
+    let mut s = raw_connect(&seed, "127.0.0.7", &key);
+    let (frames, closed) = read_until(&mut s, Duration::from_secs(10), |f| f.len() >= 3);
+    assert!(!closed);
+    let kinds: Vec<_> = frames
+        .iter()
+        .map(|f| match f {
+            Frame::Gossip { stream, message } => {
+                // The listener sends on its own gossip stream id (3).
+                assert_eq!(stream.as_u64(), 3);
+                message.message_type() as u16
+            }
+            other => panic!("unexpected frame {other:?}"),
+        })
+        .collect();
+    assert_eq!(&kinds[..3], &[2, 4, 8], "node, inventory, subscribe");
+    let Frame::Gossip {
+        message: Message::Announcement(node),
+        ..
+    } = &frames[0]
+    else {
+        unreachable!()
+    };
+    assert!(node.verify());
+    assert_eq!(node.node.to_string(), seed.nid());
+    let AnnouncementMessage::Node(n) = &node.message else {
+        unreachable!()
+    };
+    assert!(n.is_seed());
+    assert!(n.timestamp <= now_ms());
+
+    // Ping → Pong with exactly ponglen zero bytes.
+    send(
+        &mut s,
+        Message::Ping(Ping {
+            ponglen: 777,
+            zeroes: 3,
+        }),
+    );
+    let (frames, _) = read_until(&mut s, Duration::from_secs(5), |f| {
+        f.iter().any(|f| {
+            matches!(
+                f,
+                Frame::Gossip {
+                    message: Message::Pong { .. },
+                    ..
+                }
+            )
+        })
+    });
+    assert!(frames.iter().any(|f| matches!(
+        f,
+        Frame::Gossip {
+            message: Message::Pong { zeroes: 777 },
+            ..
+        }
+    )));
+
+    // 20 pings at once against a 5-token bucket: most are dropped, the session survives.
+    for _ in 0..20 {
+        send(
+            &mut s,
+            Message::Ping(Ping {
+                ponglen: 1,
+                zeroes: 0,
+            }),
+        );
+    }
+    let (frames, closed) = read_until(&mut s, Duration::from_secs(3), |_| false);
+    assert!(!closed, "rate limiting must drop messages, not the peer");
+    let pongs = frames
+        .iter()
+        .filter(|f| {
+            matches!(
+                f,
+                Frame::Gossip {
+                    message: Message::Pong { zeroes: 1 },
+                    ..
+                }
+            )
+        })
+        .count();
+    assert!((2..20).contains(&pongs), "{pongs} pongs");
+    assert!(seed.metric("seedd_p2p_rate_limited_total", &["scope=\"nid\""]) >= 1.0);
+
+    // Connection attempts per IP: capacity 3 (one used above) → the 3rd new one is refused.
+    let _a = raw_tcp(seed.p2p, "127.0.0.7");
+    let _b = raw_tcp(seed.p2p, "127.0.0.7");
+    let mut c = raw_tcp(seed.p2p, "127.0.0.7");
+    assert!(closed_within(&mut c, Duration::from_secs(5)));
+    assert!(
+        seed.metric(
+            "seedd_p2p_connections_rejected_total",
+            &["reason=\"rate_limited\""]
+        ) >= 1.0
+    );
+}
