@@ -170,7 +170,7 @@ fn run(cli: &Cli) -> anyhow::Result<()> {
     let (value, text) = match cli.command {
         Command::Status => {
             let v = call(cli, "GET", "/api/v1/status")?;
-            let t = format!(
+            let mut t = format!(
                 "NID      {}\nalias    {}\nversion  {}\nuptime   {}s\nready    {}\nrepos    {} ({} public, {} private)\nhttp     {}{}\nadmin    {}",
                 s(&v["nid"]),
                 s(&v["alias"]),
@@ -184,6 +184,20 @@ fn run(cli: &Cli) -> anyhow::Result<()> {
                 if v["http"]["tls"].as_bool() == Some(true) { " (TLS)" } else { "" },
                 s(&v["admin"]["listen"]),
             );
+            let p = &v["p2p"];
+            if !p.is_null() {
+                t.push_str(&format!(
+                    "\np2p      {} (relay {}; {} sessions; {} routes; {} known nodes)",
+                    p["listen"]
+                        .as_array()
+                        .map(|l| l.iter().map(s).collect::<Vec<_>>().join(", "))
+                        .unwrap_or_default(),
+                    if p["relay"].as_bool() == Some(true) { "on" } else { "off" },
+                    p["sessions"],
+                    p["routing_entries"],
+                    p["known_nodes"],
+                ));
+            }
             (v, t)
         }
         Command::Rescan => {

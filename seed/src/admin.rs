@@ -133,6 +133,7 @@ async fn status(State(state): State<Arc<AdminState>>) -> Response {
         "repos": { "total": repos.len(), "public": public, "private": repos.len() - public },
         "http": { "listen": state.http_listen, "tls": state.tls },
         "admin": { "listen": state.admin_listen },
+        "p2p": state.net.as_ref().map(|n| n.status()),
     }))
     .into_response()
 }

@@ -407,6 +407,7 @@ impl Config {
         for (i, a) in self.p2p.external_addresses.iter().enumerate() {
             if a.rsplit_once(':')
                 .is_none_or(|(h, p)| h.is_empty() || p.parse::<u16>().is_err())
+                || a.parse::<crate::wire::Address>().is_err()
             {
                 return Err(bad(
                     "p2p.external_addresses",

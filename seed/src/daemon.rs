@@ -299,7 +299,7 @@ pub async fn run(cfg: Config) -> anyhow::Result<()> {
     }
     tracing::info!("shutting down: no new connections; finishing in-flight responses");
     let _ = shutdown_tx.send(true);
-    p2p_shutdown.cancel();
+    net.shutdown().await;
     let _ = tokio::join!(http_task, admin_task);
     tracing::info!("stopped");
     Ok(())

@@ -38,6 +38,13 @@ const OUTBOX_FRAMES: usize = 1024;
 /// Timer tick of the gossip service.
 const TICK: Duration = Duration::from_secs(1);
 
+/// The public Radicle network's bootstrap seeds (radicle 0.25.1 `node/config.rs`), dialed only
+/// with `p2p.bootstrap = true`.
+pub const BOOTSTRAP_SEEDS: [&str; 2] = [
+    "z6MkrLMMsiPWUcNPHcRajuMi9mDfYckSoJyPwwnknocNYPm7@iris.radicle.network:8776",
+    "z6Mkmqogy2qEM2ummccUthFEaaHvyYmYBYh3dbe9W4ebScxo@rosa.radicle.network:8776",
+];
+
 /// Wall-clock milliseconds since the Unix epoch.
 pub fn now_ms() -> u64 {
     SystemTime::now()
@@ -93,12 +100,20 @@ impl NetConfig {
                     .with_context(|| format!("p2p.listen {l:?}"))
             })
             .collect::<Result<_, _>>()?;
-        let connect = cfg
+        let mut connect: Vec<(NodeId, String)> = cfg
             .p2p
             .connect
             .iter()
             .map(|c| parse_peer(c).with_context(|| format!("p2p.connect {c:?}")))
             .collect::<Result<_, _>>()?;
+        if cfg.p2p.bootstrap {
+            for peer in BOOTSTRAP_SEEDS {
+                let (nid, addr) = parse_peer(peer)?;
+                if !connect.iter().any(|(n, _)| *n == nid) {
+                    connect.push((nid, addr));
+                }
+            }
+        }
         let external_addresses: Vec<Address> = cfg
             .p2p
             .external_addresses
@@ -153,6 +168,13 @@ pub fn parse_peer(s: &str) -> anyhow::Result<(NodeId, String)> {
     Ok((nid, addr.to_owned()))
 }
 
+/// Work for the persister task.
+pub(crate) enum Persist {
+    Changes(Vec<Change>),
+    /// Answered once everything sent before it is written.
+    Flush(tokio::sync::oneshot::Sender<()>),
+}
+
 /// What goes into a session's outbox.
 #[derive(Debug)]
 pub(crate) enum Outgoing {
@@ -186,7 +208,7 @@ pub(crate) struct Shared {
     pub core: Mutex<Core>,
     pub index: Index,
     pub metrics: Arc<Metrics>,
-    pub persist: mpsc::UnboundedSender<Vec<Change>>,
+    pub persist: mpsc::UnboundedSender<Persist>,
     pub next_id: AtomicU64,
     pub shutdown: CancellationToken,
     /// Dial targets and the token that stops their dialer.
@@ -318,6 +340,31 @@ impl Net {
         inv.with_label_values(&["announced"]).set(announced as i64);
         inv.with_label_values(&["unannounced"])
             .set((total - announced) as i64);
+    }
+
+    /// Stops listening and dialing, closes every session and waits (up to 5 s) until the
+    /// gossip state is written.
+    pub async fn shutdown(&self) {
+        self.shared.shutdown.cancel();
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        if self.shared.persist.send(Persist::Flush(tx)).is_ok() {
+            let _ = tokio::time::timeout(Duration::from_secs(5), rx).await;
+        }
+        tracing::info!("p2p stopped; gossip state saved");
+    }
+
+    /// Summary for `seedctl status`.
+    pub fn status(&self) -> serde_json::Value {
+        let core = self.shared.lock();
+        serde_json::json!({
+            "listen": self.local_addrs.iter().map(ToString::to_string).collect::<Vec<_>>(),
+            "relay": self.shared.cfg.gossip.relay,
+            "sessions": core.sessions.len(),
+            "inventory": core.service.inventory().len(),
+            "routing_entries": core.service.routing_len(),
+            "known_nodes": core.service.nodes().count(),
+            "node_announcement_timestamp": core.service.node_announcement().timestamp(),
+        })
     }
 
     /// Connected sessions.
@@ -479,7 +526,7 @@ impl Shared {
             }
         }
         if !changes.is_empty() {
-            let _ = self.persist.send(changes);
+            let _ = self.persist.send(Persist::Changes(changes));
         }
     }
 
@@ -616,17 +663,29 @@ fn reason_label(reason: &DisconnectReason) -> &'static str {
 }
 
 /// Writes gossip changes to RocksDB in batches, off the async threads.
-async fn persister(index: Index, mut rx: mpsc::UnboundedReceiver<Vec<Change>>) {
-    while let Some(mut batch) = rx.recv().await {
-        while let Ok(more) = rx.try_recv() {
-            batch.extend(more);
+async fn persister(index: Index, mut rx: mpsc::UnboundedReceiver<Persist>) {
+    while let Some(first) = rx.recv().await {
+        let mut batch = Vec::new();
+        let mut flushes = Vec::new();
+        let mut next = Some(first);
+        while let Some(msg) = next.take() {
+            match msg {
+                Persist::Changes(c) => batch.extend(c),
+                Persist::Flush(done) => flushes.push(done),
+            }
+            next = rx.try_recv().ok();
         }
-        let index = index.clone();
-        let result = tokio::task::spawn_blocking(move || index.apply_gossip(&batch)).await;
-        match result {
-            Ok(Ok(())) => {}
-            Ok(Err(e)) => tracing::error!(error = %e, "persisting gossip state failed"),
-            Err(e) => tracing::error!(error = %e, "persisting gossip state panicked"),
+        if !batch.is_empty() {
+            let index = index.clone();
+            let result = tokio::task::spawn_blocking(move || index.apply_gossip(&batch)).await;
+            match result {
+                Ok(Ok(())) => {}
+                Ok(Err(e)) => tracing::error!(error = %e, "persisting gossip state failed"),
+                Err(e) => tracing::error!(error = %e, "persisting gossip state panicked"),
+            }
+        }
+        for done in flushes {
+            let _ = done.send(());
         }
     }
 }
@@ -671,4 +730,45 @@ fn start_dialer(shared: &Arc<Shared>, nid: NodeId, addr: String) -> bool {
     }
     tokio::spawn(conn::dial_loop(shared.clone(), nid, addr, token));
     true
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn net_config_from_config() {
+        let mut cfg = Config::default();
+        cfg.p2p.listen = vec!["127.0.0.1:0".into()];
+        cfg.p2p.connect =
+            vec!["z6MkiCRcNkMLR1HFy2j6ih12FuEtDbWTLJJKzMRpoUj4yjgf@127.0.0.1:9".into()];
+        let n = NetConfig::from_config(&cfg).unwrap();
+        assert_eq!(n.connect.len(), 1);
+        assert!(!n.gossip.relay, "auto without external addresses: no relay");
+        assert!(!n.gossip.seed_all, "default policy block");
+        cfg.p2p.bootstrap = true;
+        cfg.p2p.external_addresses = vec!["seed.example.org:8776".into()];
+        cfg.policy.default = "allow".into();
+        let n = NetConfig::from_config(&cfg).unwrap();
+        assert_eq!(n.connect.len(), 3);
+        assert!(n.connect.iter().any(|(_, a)| a == "iris.radicle.network:8776"));
+        assert!(n.gossip.relay, "auto with external addresses relays");
+        assert!(n.gossip.seed_all);
+        assert_eq!(n.gossip.external_addresses.len(), 1);
+        cfg.p2p.relay = "never".into();
+        assert!(!NetConfig::from_config(&cfg).unwrap().gossip.relay);
+    }
+
+    #[test]
+    fn peer_addresses_parse() {
+        assert!(parse_peer("z6MkiCRcNkMLR1HFy2j6ih12FuEtDbWTLJJKzMRpoUj4yjgf@[::1]:8776").is_ok());
+        for bad in [
+            "z6MkiCRcNkMLR1HFy2j6ih12FuEtDbWTLJJKzMRpoUj4yjgf",
+            "z6MkiCRcNkMLR1HFy2j6ih12FuEtDbWTLJJKzMRpoUj4yjgf@host",
+            "z6MkiCRcNkMLR1HFy2j6ih12FuEtDbWTLJJKzMRpoUj4yjgf@:80",
+            "nope@127.0.0.1:80",
+        ] {
+            assert!(parse_peer(bad).is_err(), "{bad}");
+        }
+    }
 }

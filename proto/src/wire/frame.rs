@@ -427,6 +427,15 @@ impl FrameDecoder {
         self.buf.extend_from_slice(bytes);
     }
 
+    /// Releases the buffer's memory if nothing is pending and it grew beyond `keep` bytes
+    /// (idle sessions should not hold on to the capacity a large frame once needed).
+    pub fn shrink(&mut self, keep: usize) {
+        if self.buffered() == 0 && self.buf.capacity() > keep {
+            self.buf = Vec::new();
+            self.start = 0;
+        }
+    }
+
     /// Number of received bytes not yet returned as frames.
     pub fn buffered(&self) -> usize {
         self.buf.len().saturating_sub(self.start)

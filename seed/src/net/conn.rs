@@ -20,8 +20,10 @@ use super::{link_label, now_ms, type_label, Outgoing, SessionHandle, Shared, OUT
 
 /// A session that lasted this long resets the dialer's backoff.
 const STABLE: Duration = Duration::from_secs(60);
-/// Read buffer size.
-const READ_CHUNK: usize = 64 * 1024;
+/// Read buffer: starts small (idle sessions are the common case), doubles while reads fill
+/// it, up to `READ_MAX`, and drops back after a short read.
+const READ_MIN: usize = 4 * 1024;
+const READ_MAX: usize = 64 * 1024;
 
 /// Accepts inbound connections until shutdown.
 pub(super) async fn accept_loop(shared: Arc<Shared>, listener: TcpListener) {
@@ -355,7 +357,7 @@ async fn session(
     });
 
     let mut decoder = FrameDecoder::new();
-    let mut buf = vec![0u8; READ_CHUNK];
+    let mut buf = vec![0u8; READ_MIN];
     let outcome: &'static str = loop {
         let n = tokio::select! {
             r = reader.read(&mut buf) => r,
@@ -392,6 +394,12 @@ async fn session(
         }
         if let Some(reason) = failed {
             break reason;
+        }
+        decoder.shrink(16 * 1024);
+        if n == buf.len() && buf.len() < READ_MAX {
+            buf = vec![0u8; buf.len() * 2];
+        } else if n < buf.len() / 8 && buf.len() > READ_MIN {
+            buf = vec![0u8; READ_MIN];
         }
     };
     cancel.cancel();
