@@ -192,7 +192,11 @@ fn run(cli: &Cli) -> anyhow::Result<()> {
                         .as_array()
                         .map(|l| l.iter().map(s).collect::<Vec<_>>().join(", "))
                         .unwrap_or_default(),
-                    if p["relay"].as_bool() == Some(true) { "on" } else { "off" },
+                    if p["relay"].as_bool() == Some(true) {
+                        "on"
+                    } else {
+                        "off"
+                    },
                     p["sessions"],
                     p["routing_entries"],
                     p["known_nodes"],

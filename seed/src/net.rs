@@ -751,7 +751,10 @@ mod tests {
         cfg.policy.default = "allow".into();
         let n = NetConfig::from_config(&cfg).unwrap();
         assert_eq!(n.connect.len(), 3);
-        assert!(n.connect.iter().any(|(_, a)| a == "iris.radicle.network:8776"));
+        assert!(n
+            .connect
+            .iter()
+            .any(|(_, a)| a == "iris.radicle.network:8776"));
         assert!(n.gossip.relay, "auto with external addresses relays");
         assert!(n.gossip.seed_all);
         assert_eq!(n.gossip.external_addresses.len(), 1);
