@@ -229,6 +229,29 @@ fn real_node_dials_seedd_and_stays_while_misbehaving_peers_are_dropped() {
     );
     let connected_at = Instant::now();
 
+    // A repository added on disk and picked up by a rescan is announced (new inventory) to
+    // the connected node at once.
+    let small = f.rid(SMALL);
+    let canonical = small.trim_start_matches("rad:");
+    seedd_tests::copy_tree(
+        &f.storage().join(canonical),
+        &seed.storage().join(canonical),
+    );
+    seed.rescan();
+    wait_for(
+        "bob to learn seedd's new repository",
+        Duration::from_secs(20),
+        || {
+            bob.routing()
+                .contains(&(small.clone(), seed_nid.clone()))
+                .then_some(())
+        },
+    );
+    assert_eq!(
+        seed.metric("seedd_p2p_inventory_repos", &["state=\"announced\""]),
+        2.0
+    );
+
     // Misbehaving peers, each from its own loopback address.
     // 1. Bad magic.
     let mut s = raw_connect(&seed, "127.0.0.2", &Keypair::mock(101));
