@@ -262,6 +262,27 @@ pub async fn run(cfg: Config) -> anyhow::Result<()> {
         });
     }
 
+    if let Some(t) = cert.as_ref().and_then(|c| c.not_after()) {
+        metrics
+            .tls_cert_expiry
+            .set(i64::try_from(t).unwrap_or(i64::MAX));
+    }
+    {
+        // Process and disk gauges, every 15 s.
+        let metrics = metrics.clone();
+        let data_dir = cfg.data_dir.clone();
+        let mut stop = shutdown_rx.clone();
+        tokio::spawn(async move {
+            loop {
+                let (m, d) = (metrics.clone(), data_dir.clone());
+                let _ = tokio::task::spawn_blocking(move || m.sample_system(&d)).await;
+                tokio::select! {
+                    _ = tokio::time::sleep(Duration::from_secs(15)) => {}
+                    _ = stop.changed() => return,
+                }
+            }
+        });
+    }
     if let Some(cert) = cert.clone() {
         let metrics = metrics.clone();
         let mut stop = shutdown_rx.clone();
@@ -306,7 +327,13 @@ pub async fn run(cfg: Config) -> anyhow::Result<()> {
 }
 
 fn reload_tls(cert: &ReloadingCert, metrics: &Metrics, force: bool) {
-    match cert.reload(force) {
+    let result = cert.reload(force);
+    if let Some(t) = cert.not_after() {
+        metrics
+            .tls_cert_expiry
+            .set(i64::try_from(t).unwrap_or(i64::MAX));
+    }
+    match result {
         Ok(true) => metrics.tls_reloads.with_label_values(&["ok"]).inc(),
         Ok(false) => {}
         Err(e) => {

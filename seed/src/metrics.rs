@@ -89,6 +89,36 @@ pub const CATALOGUE: &[MetricDoc] = &[
         help: "TLS certificate reloads (ok, error).",
     },
     MetricDoc {
+        name: "seedd_tls_cert_expiry_timestamp_seconds",
+        kind: "gauge",
+        labels: &[],
+        help: "notAfter of the served TLS certificate (Unix seconds); 0 without TLS.",
+    },
+    MetricDoc {
+        name: "seedd_process_open_fds",
+        kind: "gauge",
+        labels: &[],
+        help: "File descriptors open in the seedd process.",
+    },
+    MetricDoc {
+        name: "seedd_process_max_fds",
+        kind: "gauge",
+        labels: &[],
+        help: "The process's file-descriptor limit (RLIMIT_NOFILE soft limit).",
+    },
+    MetricDoc {
+        name: "seedd_data_dir_free_bytes",
+        kind: "gauge",
+        labels: &[],
+        help: "Bytes available to seedd on the filesystem holding data_dir.",
+    },
+    MetricDoc {
+        name: "seedd_data_dir_capacity_bytes",
+        kind: "gauge",
+        labels: &[],
+        help: "Size of the filesystem holding data_dir.",
+    },
+    MetricDoc {
         name: "seedd_p2p_sessions",
         kind: "gauge",
         labels: &["link", "state"],
@@ -201,6 +231,11 @@ pub struct Metrics {
     pub scan_duration: Histogram,
     pub tls_reloads: IntCounterVec,
     pub p2p: P2pMetrics,
+    pub tls_cert_expiry: IntGauge,
+    pub open_fds: IntGauge,
+    pub max_fds: IntGauge,
+    pub data_dir_free: IntGauge,
+    pub data_dir_capacity: IntGauge,
     build_info: IntGaugeVec,
 }
 
@@ -326,6 +361,16 @@ impl Metrics {
         registry.register(Box::new(scan_duration.clone()))?;
         registry.register(Box::new(tls_reloads.clone()))?;
         let p2p = P2pMetrics::new(&registry)?;
+        let gauge = |name: &str| -> Result<IntGauge, prometheus::Error> {
+            let g = IntGauge::with_opts(opts(name))?;
+            registry.register(Box::new(g.clone()))?;
+            Ok(g)
+        };
+        let tls_cert_expiry = gauge("seedd_tls_cert_expiry_timestamp_seconds")?;
+        let open_fds = gauge("seedd_process_open_fds")?;
+        let max_fds = gauge("seedd_process_max_fds")?;
+        let data_dir_free = gauge("seedd_data_dir_free_bytes")?;
+        let data_dir_capacity = gauge("seedd_data_dir_capacity_bytes")?;
 
         build_info
             .with_label_values(&[env!("CARGO_PKG_VERSION")])
@@ -344,6 +389,11 @@ impl Metrics {
             scan_duration,
             tls_reloads,
             p2p,
+            tls_cert_expiry,
+            open_fds,
+            max_fds,
+            data_dir_free,
+            data_dir_capacity,
             build_info,
         })
     }
@@ -366,6 +416,32 @@ impl Metrics {
 
     pub fn build_info(&self) -> &IntGaugeVec {
         &self.build_info
+    }
+
+    /// Samples process and filesystem gauges (open fds, fd limit, data_dir space).
+    pub fn sample_system(&self, data_dir: &std::path::Path) {
+        if let Ok(dir) = std::fs::read_dir("/proc/self/fd") {
+            self.open_fds.set(dir.count() as i64);
+        }
+        if let Ok(limits) = std::fs::read_to_string("/proc/self/limits") {
+            let soft = limits
+                .lines()
+                .find(|l| l.starts_with("Max open files"))
+                .and_then(|l| l.split_whitespace().nth(3))
+                .and_then(|v| v.parse::<i64>().ok());
+            if let Some(soft) = soft {
+                self.max_fds.set(soft);
+            }
+        }
+        if let Ok(st) = rustix::fs::statvfs(data_dir) {
+            let frsize = st.f_frsize;
+            let free = st.f_bavail.saturating_mul(frsize);
+            let total = st.f_blocks.saturating_mul(frsize);
+            self.data_dir_free
+                .set(i64::try_from(free).unwrap_or(i64::MAX));
+            self.data_dir_capacity
+                .set(i64::try_from(total).unwrap_or(i64::MAX));
+        }
     }
 }
 
@@ -425,6 +501,11 @@ mod tests {
                 d.name
             );
         }
+        m.sample_system(std::path::Path::new("/"));
+        assert!(m.open_fds.get() > 0);
+        assert!(m.max_fds.get() >= m.open_fds.get());
+        assert!(m.data_dir_capacity.get() >= m.data_dir_free.get());
+        assert!(m.data_dir_capacity.get() > 0);
         let text = String::from_utf8(m.render()).unwrap();
         assert!(text.contains("seedd_build_info{version="));
     }

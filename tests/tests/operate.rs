@@ -223,9 +223,11 @@ fn write_certs(
         .push(rcgen::DnType::CommonName, format!("seedd test CA {name}"));
     let ca = ca_params.self_signed(&ca_key).unwrap();
     let key = rcgen::KeyPair::generate().unwrap();
-    let params =
+    let mut params =
         rcgen::CertificateParams::new(vec!["localhost".to_owned(), "127.0.0.1".to_owned()])
             .unwrap();
+    // 2030-01-01T00:00:00Z = 1893456000: exported as the expiry metric.
+    params.not_after = rcgen::date_time_ymd(2030, 1, 1);
     let cert = params.signed_by(&key, &ca, &ca_key).unwrap();
     let ca_path = dir.join(format!("{name}-ca.pem"));
     let cert_path = dir.join("tls.crt");
@@ -277,6 +279,10 @@ fn https_clone_over_http1_and_http2_and_certificate_reload_on_change_and_sighup(
     wait_for_ca(&seed, &url, &ca3, tmp.path(), Duration::from_secs(5));
     let (_, m) = http_get(&seed.admin_url("/metrics"), &[]).unwrap();
     assert!(m.contains("seedd_tls_reloads_total{result=\"ok\"}"), "{m}");
+    assert!(
+        m.contains("seedd_tls_cert_expiry_timestamp_seconds 1893456000"),
+        "{m}"
+    );
 }
 
 #[test]

@@ -31,6 +31,8 @@ pub struct ReloadingCert {
     cert: PathBuf,
     key: PathBuf,
     current: RwLock<Arc<CertifiedKey>>,
+    /// notAfter of the current leaf certificate (Unix seconds), if it could be read.
+    not_after: Mutex<Option<u64>>,
     stamp: Mutex<Option<(SystemTime, SystemTime)>>,
 }
 
@@ -62,13 +64,34 @@ fn load(cert: &Path, key: &Path) -> Result<CertifiedKey, TlsError> {
     Ok(CertifiedKey::new(certs, signing))
 }
 
+/// The leaf certificate's notAfter, in Unix seconds.
+fn leaf_not_after(key: &CertifiedKey) -> Option<u64> {
+    use x509_cert::der::Decode as _;
+    let leaf = key.cert.first()?;
+    let cert = x509_cert::Certificate::from_der(leaf.as_ref()).ok()?;
+    Some(
+        cert.tbs_certificate
+            .validity
+            .not_after
+            .to_unix_duration()
+            .as_secs(),
+    )
+}
+
 impl ReloadingCert {
+    /// notAfter of the certificate being served (Unix seconds).
+    pub fn not_after(&self) -> Option<u64> {
+        self.not_after.lock().ok().and_then(|n| *n)
+    }
+
     pub fn new(cert: PathBuf, key: PathBuf) -> Result<Self, TlsError> {
         let loaded = load(&cert, &key)?;
         let stamp = mtime(&cert).zip(mtime(&key));
+        let not_after = leaf_not_after(&loaded);
         Ok(Self {
             cert,
             key,
+            not_after: Mutex::new(not_after),
             current: RwLock::new(Arc::new(loaded)),
             stamp: Mutex::new(stamp),
         })
@@ -85,6 +108,9 @@ impl ReloadingCert {
             return Ok(false);
         }
         let loaded = load(&self.cert, &self.key)?;
+        if let Ok(mut n) = self.not_after.lock() {
+            *n = leaf_not_after(&loaded);
+        }
         if let Ok(mut cur) = self.current.write() {
             *cur = Arc::new(loaded);
         }
