@@ -62,6 +62,14 @@ pub struct P2pConfig {
     pub max_outbound: usize,
     /// A dialer or listener that has not finished the handshake by then is dropped.
     pub handshake_timeout_secs: u64,
+    /// Git streams served to peers at once (fetching has its own budget).
+    pub max_concurrent_serves: usize,
+    /// How long a peer's fetch waits for a serve slot before its stream is closed.
+    pub serve_queue_timeout_secs: u64,
+    /// A git stream silent in both directions for this long is closed (upload-pack killed).
+    pub stream_idle_timeout_secs: u64,
+    /// Largest request a peer may send on one git stream.
+    pub max_stream_request_bytes: u64,
     pub rate: RateConfig,
     pub ban: BanConfig,
 }
@@ -212,6 +220,13 @@ impl Default for P2pConfig {
             max_inbound: 128,
             max_outbound: 16,
             handshake_timeout_secs: 10,
+            max_concurrent_serves: std::thread::available_parallelism()
+                .map_or(2, |n| n.get())
+                .max(2)
+                * 2,
+            serve_queue_timeout_secs: 10,
+            stream_idle_timeout_secs: 30,
+            max_stream_request_bytes: 64 * 1024 * 1024,
             rate: RateConfig::default(),
             ban: BanConfig::default(),
         }
@@ -422,6 +437,24 @@ impl Config {
                     "p2p.relay",
                     format!("{other:?}: expected \"auto\", \"always\" or \"never\""),
                 ))
+            }
+        }
+        for (key, v) in [
+            (
+                "p2p.max_concurrent_serves",
+                self.p2p.max_concurrent_serves as u64,
+            ),
+            (
+                "p2p.stream_idle_timeout_secs",
+                self.p2p.stream_idle_timeout_secs,
+            ),
+            (
+                "p2p.max_stream_request_bytes",
+                self.p2p.max_stream_request_bytes,
+            ),
+        ] {
+            if v == 0 {
+                return Err(bad(key, "must be at least 1".into()));
             }
         }
         if self.p2p.handshake_timeout_secs == 0 {

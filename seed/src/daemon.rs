@@ -16,7 +16,7 @@ use crate::http::{self, tls::ReloadingCert, HttpState};
 use crate::index::scan::{self, ScanReport};
 use crate::index::Index;
 use crate::metrics::Metrics;
-use crate::net::{Net, NetConfig};
+use crate::net::{Net, NetConfig, NetDeps};
 use crate::serve::{GitServer, PackLimiter, StreamLimits};
 use crate::storage::Storage;
 
@@ -170,11 +170,25 @@ pub async fn run(cfg: Config) -> anyhow::Result<()> {
 
     // The p2p layer: restore gossip state, listen, dial configured peers.
     let p2p_shutdown = tokio_util::sync::CancellationToken::new();
+    let net_cfg = NetConfig::from_config(&cfg)?;
+    let stream_git = GitServer::new(
+        cfg.http.git_binary.clone(),
+        cfg.cache_dir().join("git-home"),
+        StreamLimits {
+            idle: net_cfg.stream_idle_timeout,
+            total: Duration::from_secs(cfg.http.request_timeout_secs),
+        },
+        metrics.clone(),
+    );
     let net = Net::start(
         key.clone(),
-        NetConfig::from_config(&cfg)?,
-        index.clone(),
-        metrics.clone(),
+        net_cfg,
+        NetDeps {
+            index: index.clone(),
+            storage: storage.clone(),
+            git: stream_git,
+            metrics: metrics.clone(),
+        },
         p2p_shutdown.clone(),
     )
     .await?;

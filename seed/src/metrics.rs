@@ -191,6 +191,24 @@ pub const CATALOGUE: &[MetricDoc] = &[
         help: "Announcements relayed (one per announcement and receiving peer), by type.",
     },
     MetricDoc {
+        name: "seedd_p2p_git_serves_total",
+        kind: "counter",
+        labels: &["result"],
+        help: "Git streams served to Radicle peers, by result (ok, refused_unknown, refused_private, refused_busy, bad_header, timeout, too_large, cancelled, error).",
+    },
+    MetricDoc {
+        name: "seedd_p2p_git_serves_in_flight",
+        kind: "gauge",
+        labels: &[],
+        help: "Git streams being served to Radicle peers now.",
+    },
+    MetricDoc {
+        name: "seedd_p2p_git_served_bytes_total",
+        kind: "counter",
+        labels: &[],
+        help: "Git bytes (upload-pack output) sent to Radicle peers.",
+    },
+    MetricDoc {
         name: "seedd_p2p_routing_entries",
         kind: "gauge",
         labels: &[],
@@ -253,6 +271,9 @@ pub struct P2pMetrics {
     pub bans: IntCounter,
     pub banned_ips: IntGauge,
     pub relayed: IntCounterVec,
+    pub git_serves: IntCounterVec,
+    pub git_serves_in_flight: IntGauge,
+    pub git_served_bytes: IntCounter,
     pub routing_entries: IntGauge,
     pub address_book: IntGauge,
     pub stored_announcements: IntGauge,
@@ -277,6 +298,8 @@ impl P2pMetrics {
         registry.register(Box::new(inventory.clone()))?;
         let bans = IntCounter::with_opts(opts("seedd_p2p_bans_total"))?;
         registry.register(Box::new(bans.clone()))?;
+        let git_served_bytes = IntCounter::with_opts(opts("seedd_p2p_git_served_bytes_total"))?;
+        registry.register(Box::new(git_served_bytes.clone()))?;
         for link in ["inbound", "outbound"] {
             for state in ["handshake", "connected"] {
                 sessions.with_label_values(&[link, state]).set(0);
@@ -298,6 +321,9 @@ impl P2pMetrics {
             bans,
             banned_ips: gauge("seedd_p2p_banned_ips")?,
             relayed: counter("seedd_p2p_relayed_total", &["type"])?,
+            git_serves: counter("seedd_p2p_git_serves_total", &["result"])?,
+            git_serves_in_flight: gauge("seedd_p2p_git_serves_in_flight")?,
+            git_served_bytes,
             routing_entries: gauge("seedd_p2p_routing_entries")?,
             address_book: gauge("seedd_p2p_address_book_nodes")?,
             stored_announcements: gauge("seedd_p2p_stored_announcements")?,
@@ -473,6 +499,7 @@ mod tests {
         p.disconnects.with_label_values(&["stale"]).inc();
         p.penalties.with_label_values(&["decode_error"]).inc();
         p.relayed.with_label_values(&["node"]).inc();
+        p.git_serves.with_label_values(&["ok"]).inc();
         let names: Vec<String> = m
             .registry
             .gather()

@@ -8,6 +8,7 @@
 
 mod conn;
 pub mod guard;
+pub mod stream;
 
 use std::collections::{HashMap, HashSet};
 use std::net::{IpAddr, SocketAddr};
@@ -86,6 +87,14 @@ pub struct NetConfig {
     pub gossip: gossip::Config,
     pub rate: crate::config::RateConfig,
     pub ban: crate::config::BanConfig,
+    /// Git streams served at once (all peers); separate from the fetch budget.
+    pub max_concurrent_serves: usize,
+    /// How long a stream waits for a serve slot before it is refused.
+    pub serve_queue_timeout: Duration,
+    /// A git stream with no traffic either way for this long is closed.
+    pub stream_idle_timeout: Duration,
+    /// Largest request (fetcher → us) accepted on one stream.
+    pub max_stream_request_bytes: u64,
 }
 
 impl NetConfig {
@@ -149,6 +158,10 @@ impl NetConfig {
             gossip,
             rate: cfg.p2p.rate.clone(),
             ban: cfg.p2p.ban.clone(),
+            max_concurrent_serves: cfg.p2p.max_concurrent_serves,
+            serve_queue_timeout: Duration::from_secs(cfg.p2p.serve_queue_timeout_secs),
+            stream_idle_timeout: Duration::from_secs(cfg.p2p.stream_idle_timeout_secs),
+            max_stream_request_bytes: cfg.p2p.max_stream_request_bytes,
         })
     }
 }
@@ -178,7 +191,12 @@ pub(crate) enum Persist {
 /// What goes into a session's outbox.
 #[derive(Debug)]
 pub(crate) enum Outgoing {
-    Frame { bytes: Bytes },
+    /// Encoded frame bytes; `permit` (git output) returns its bytes to the session's budget
+    /// once written.
+    Frame {
+        bytes: Bytes,
+        permit: Option<tokio::sync::OwnedSemaphorePermit>,
+    },
 }
 
 /// A live (handshaken) session, as the shell tracks it.
@@ -214,6 +232,18 @@ pub(crate) struct Shared {
     /// Dial targets and the token that stops their dialer.
     pub dialers: Mutex<HashMap<NodeId, (String, CancellationToken)>>,
     pub trusted: HashSet<NodeId>,
+    pub storage: crate::storage::Storage,
+    /// Spawns `git upload-pack` for git streams.
+    pub git: crate::serve::GitServer,
+    pub serve_slots: Arc<tokio::sync::Semaphore>,
+}
+
+/// What the p2p layer needs from the rest of the daemon.
+pub struct NetDeps {
+    pub index: Index,
+    pub storage: crate::storage::Storage,
+    pub git: crate::serve::GitServer,
+    pub metrics: Arc<Metrics>,
 }
 
 /// Handle to the running p2p shell. Cheap to clone.
@@ -253,11 +283,16 @@ impl Net {
     pub async fn start(
         keypair: Keypair,
         cfg: NetConfig,
-        index: Index,
-        metrics: Arc<Metrics>,
+        deps: NetDeps,
         shutdown: CancellationToken,
     ) -> anyhow::Result<Self> {
         use anyhow::Context as _;
+        let NetDeps {
+            index,
+            storage,
+            git,
+            metrics,
+        } = deps;
         let restored: Restored = index.load_gossip().context("loading gossip state")?;
         let bans = index.bans().context("loading bans")?;
         tracing::info!(
@@ -272,6 +307,7 @@ impl Net {
         let guard = Guard::new(cfg.rate.clone(), cfg.ban.clone(), bans);
         let (persist_tx, persist_rx) = mpsc::unbounded_channel();
         let trusted = cfg.connect.iter().map(|(nid, _)| *nid).collect();
+        let cfg_serves = cfg.max_concurrent_serves;
         let shared = Arc::new(Shared {
             nid: keypair.nid(),
             keypair,
@@ -289,6 +325,9 @@ impl Net {
             shutdown: shutdown.clone(),
             dialers: Mutex::new(HashMap::new()),
             trusted,
+            storage,
+            git,
+            serve_slots: Arc::new(tokio::sync::Semaphore::new(shared_serves(&cfg_serves))),
         });
         // Persist what the constructor produced (own announcements, timestamps).
         {
@@ -587,7 +626,10 @@ impl Shared {
                 },
             };
             let len = bytes.len() as u64;
-            match h.outbox.try_send(Outgoing::Frame { bytes }) {
+            match h.outbox.try_send(Outgoing::Frame {
+                bytes,
+                permit: None,
+            }) {
                 Ok(()) => {
                     self.metrics
                         .p2p
@@ -716,6 +758,10 @@ async fn ticker(shared: Arc<Shared>) {
             .set(core.service.stored_announcements() as i64);
         m.banned_ips.set(core.guard.banned_count(now) as i64);
     }
+}
+
+fn shared_serves(n: &usize) -> usize {
+    (*n).max(1)
 }
 
 /// Starts a dialer for `nid` unless one runs. Returns whether a new one was started.

@@ -34,6 +34,9 @@ pub enum Service {
     AdvertiseRefs,
     /// `upload-pack --stateless-rpc` (POST git-upload-pack).
     UploadPack,
+    /// Stateful protocol-v2 `upload-pack` for a Radicle git stream (several commands on one
+    /// connection; protocol.md §6.3).
+    Stream,
 }
 
 /// Which refs a request may see.
@@ -43,6 +46,8 @@ pub enum View {
     Canonical,
     /// One peer's namespace, re-rooted (`refs/namespaces/<nid>/refs/x` → `refs/x`).
     Namespace(NodeId),
+    /// Every ref, namespaces included (Radicle fetchers filter with `ref-prefix`).
+    All,
 }
 
 /// The protocol version asked for with `Git-Protocol`, if any and if well-formed.
@@ -103,14 +108,23 @@ impl GitServer {
             cmd.env("GIT_PROTOCOL", p);
         }
         // Any object may be wanted by id (patch heads live in peer namespaces only).
-        // Not `allowRefInWant`: git (2.47) then sends `wanted-refs` before `shallow-info`, which
-        // breaks `clone --depth` for every v2 client.
+        // Not `allowRefInWant` over HTTP: git (2.47) then sends `wanted-refs` before
+        // `shallow-info`, which breaks `clone --depth` for every v2 client. Radicle streams set
+        // it like radicle-node does (its fetcher never asks for shallow).
         cmd.args([
             "-c",
             "uploadpack.allowAnySHA1InWant=true",
             "-c",
             "uploadpack.allowFilter=true",
         ]);
+        if service == Service::Stream {
+            cmd.args([
+                "-c",
+                "uploadpack.allowRefInWant=true",
+                "-c",
+                "lsrefs.unborn=ignore",
+            ]);
+        }
         match view {
             View::Canonical => {
                 // Advertise the canonical refs only; peers are reachable via /<rid>/<nid>.
@@ -128,15 +142,24 @@ impl GitServer {
             View::Namespace(nid) => {
                 cmd.env("GIT_NAMESPACE", nid.to_string());
             }
+            View::All => {}
         }
-        cmd.arg("upload-pack")
-            .arg("--stateless-rpc")
-            .arg("--strict");
+        cmd.arg("upload-pack");
+        if service == Service::Stream {
+            // Stateful; upload-pack gives up on a fetcher silent for this long.
+            cmd.arg(format!(
+                "--timeout={}",
+                self.limits.idle.as_secs().clamp(1, 3600)
+            ));
+        } else {
+            cmd.arg("--stateless-rpc");
+        }
+        cmd.arg("--strict");
         if service == Service::AdvertiseRefs {
             cmd.arg("--advertise-refs");
         }
         cmd.arg(repo)
-            .stdin(if service == Service::UploadPack {
+            .stdin(if service != Service::AdvertiseRefs {
                 Stdio::piped()
             } else {
                 Stdio::null()

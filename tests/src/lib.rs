@@ -588,6 +588,15 @@ pub fn radicle_bin(name: &str) -> PathBuf {
     p
 }
 
+/// PATH with the Radicle binaries first (git-remote-rad must be found by git).
+fn rad_path() -> std::ffi::OsString {
+    let mut dirs = vec![radicle_bin("rad").parent().unwrap().to_owned()];
+    if let Some(p) = std::env::var_os("PATH") {
+        dirs.extend(std::env::split_paths(&p));
+    }
+    std::env::join_paths(dirs).unwrap()
+}
+
 /// A real `radicle-node` 0.21.1 on loopback, with a copy of a fixture home (alice or bob).
 /// Config: network test, no preferred seeds, static peers, listening on a loopback port.
 pub struct RadNode {
@@ -602,13 +611,31 @@ pub struct RadNode {
 
 impl RadNode {
     /// Starts `name`'s node, dialing `connect` peers (`nid@host:port`), seeding everything.
+    /// `alice` and `bob` are the fixture homes; any other name gets a fresh identity (key
+    /// derived from the name with `rad auth`), with no repositories.
     pub fn start(name: &str, connect: &[String]) -> RadNode {
         let dir = tempfile::Builder::new()
             .prefix("rn")
             .tempdir_in("/tmp")
             .unwrap();
         let home = dir.path().join(name);
-        copy_tree(&fixtures().dir.join("homes").join(name), &home);
+        let fixture_home = fixtures().dir.join("homes").join(name);
+        if fixture_home.is_dir() {
+            copy_tree(&fixture_home, &home);
+        } else {
+            let seed_hex: String = name
+                .bytes()
+                .cycle()
+                .take(32)
+                .map(|b| format!("{b:02x}"))
+                .collect();
+            run(Command::new(radicle_bin("rad"))
+                .args(["auth", "--alias", name])
+                .env("RAD_HOME", &home)
+                .env("RAD_PASSPHRASE", "")
+                .env("RAD_KEYGEN_SEED", seed_hex)
+                .env_remove("RAD_SOCKET"));
+        }
         let port = free_port();
         let cfg_path = home.join("config.json");
         let mut cfg: Value =
@@ -620,6 +647,7 @@ impl RadNode {
         node["peers"] = serde_json::json!({ "type": "static" });
         node["externalAddresses"] = serde_json::json!([]);
         node["seedingPolicy"] = serde_json::json!({ "default": "allow", "scope": "all" });
+        node["alias"] = Value::from(name);
         cfg["preferredSeeds"] = serde_json::json!([]);
         std::fs::write(&cfg_path, serde_json::to_vec_pretty(&cfg).unwrap()).unwrap();
         let log = dir.path().join(format!("{name}.log"));
@@ -661,6 +689,21 @@ impl RadNode {
             .args(args)
             .env("RAD_HOME", &self.home)
             .env("RAD_PASSPHRASE", "")
+            .env_remove("RAD_SOCKET")
+            .output()
+            .unwrap()
+    }
+
+    /// Runs `rad` as this node's user in `dir`; returns the output whatever the status.
+    pub fn rad_in(&self, dir: &Path, args: &[&str]) -> Output {
+        Command::new(radicle_bin("rad"))
+            .args(args)
+            .current_dir(dir)
+            .env("RAD_HOME", &self.home)
+            .env("RAD_PASSPHRASE", "")
+            .env("PATH", rad_path())
+            .env("GIT_CONFIG_GLOBAL", "/dev/null")
+            .env("GIT_CONFIG_NOSYSTEM", "1")
             .env_remove("RAD_SOCKET")
             .output()
             .unwrap()

@@ -581,3 +581,85 @@ fn raw_peer_session_start_pong_and_rate_limit() {
         ) >= 1.0
     );
 }
+
+/// A fresh user's real node, connected only to seedd, `rad clone`s a repository from it over
+/// Radicle git streams — issues and patches included — and is refused a private one.
+#[test]
+fn rad_clone_from_seedd_over_radicle_streams() {
+    let f = fixtures();
+    let seed = seed_with(&["heartwood-fixture", "secret-fixture"], "");
+    let heartwood = f.rid(HEARTWOOD);
+    let secret = f.rid("secret-fixture");
+    let carol = RadNode::start("carol", &[seed.p2p_peer()]);
+    wait_for(
+        "carol to see seedd as a seed",
+        Duration::from_secs(30),
+        || {
+            carol
+                .routing()
+                .contains(&(heartwood.clone(), seed.nid()))
+                .then_some(())
+        },
+    );
+    let work = tempfile::tempdir().unwrap();
+    let out = carol.rad_in(
+        work.path(),
+        &["clone", &heartwood, "wc", "--timeout", "30s"],
+    );
+    assert!(
+        out.status.success(),
+        "rad clone failed: {}\n{}\nseedd log:\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+        seed.logs()
+    );
+    let wc = work.path().join("wc");
+    let issues = carol.rad_in(&wc, &["issue", "list"]);
+    assert!(
+        String::from_utf8_lossy(&issues.stdout).contains("Fixture issue"),
+        "{}",
+        String::from_utf8_lossy(&issues.stdout)
+    );
+    let patches = carol.rad_in(&wc, &["patch", "list", "--all"]);
+    assert!(
+        String::from_utf8_lossy(&patches.stdout).contains("Fixture patch"),
+        "{}",
+        String::from_utf8_lossy(&patches.stdout)
+    );
+    let expected = f.repo(HEARTWOOD)["head"].as_str().map(str::to_owned);
+    let head = seedd_tests::stdout(&seedd_tests::run(
+        seedd_tests::git(work.path())
+            .current_dir(&wc)
+            .args(["rev-parse", "HEAD"]),
+    ));
+    if let Some(expected) = expected {
+        assert_eq!(head.trim(), expected);
+    }
+    assert!(seed.metric("seedd_p2p_git_serves_total", &["result=\"ok\""]) >= 1.0);
+    assert!(seed.metric("seedd_p2p_git_served_bytes_total", &[]) > 0.0);
+
+    // A private repository is not served to a node outside its allow list: the stream is
+    // closed and the clone fails.
+    let out = carol.rad_in(
+        work.path(),
+        &[
+            "clone",
+            &secret,
+            "secret",
+            "--seed",
+            &seed.nid(),
+            "--timeout",
+            "15s",
+        ],
+    );
+    assert!(!out.status.success(), "private repository was cloned");
+    assert!(!work.path().join("secret").exists());
+    wait_for("refusal counted", Duration::from_secs(10), || {
+        (seed.metric(
+            "seedd_p2p_git_serves_total",
+            &["result=\"refused_private\""],
+        ) >= 1.0)
+            .then_some(())
+    });
+    assert_eq!(seed.metric("seedd_p2p_git_serves_in_flight", &[]), 0.0);
+}

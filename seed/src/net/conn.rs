@@ -1,5 +1,6 @@
 //! One TCP connection: admission, the Noise handshake, then the frame loop of a session.
 
+use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
@@ -9,13 +10,14 @@ use bytes::Bytes;
 use seedd_proto::crypto::{Keypair, NodeId};
 use seedd_proto::gossip::SessionId;
 use seedd_proto::wire::handshake::{Initiator, Responder, ACT1_LEN, ACT2_LEN, ACT3_LEN};
-use seedd_proto::wire::{Control, Frame, FrameDecoder, FrameError, Link};
+use seedd_proto::wire::{Control, Frame, FrameDecoder, FrameError, Link, StreamId};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, Semaphore};
 use tokio_util::sync::CancellationToken;
 
 use super::guard::Offence;
+use super::stream::{self, StreamCtx, GIT_OUTBOX_BYTES};
 use super::{link_label, now_ms, type_label, Outgoing, SessionHandle, Shared, OUTBOX_FRAMES};
 
 /// A session that lasted this long resets the dialer's backoff.
@@ -296,6 +298,7 @@ async fn session(
     let cancel = shared.shutdown.child_token();
     let close_reason = Arc::new(Mutex::new(None));
     let trusted = shared.trusted.contains(&remote);
+    let streams_outbox = tx.clone();
     {
         let mut core = shared.lock();
         let existing: Vec<(SessionId, Link)> = core
@@ -338,6 +341,18 @@ async fn session(
     m.sessions.with_label_values(&[ll, "connected"]).inc();
     tracing::info!(peer = %remote, %addr, link = ll, session = id, "peer connected");
 
+    let mut streams = Streams {
+        ctx: StreamCtx {
+            shared: shared.clone(),
+            remote,
+            link,
+            outbox: streams_outbox,
+            budget: Arc::new(Semaphore::new(GIT_OUTBOX_BYTES)),
+        },
+        open: HashMap::new(),
+        done: mpsc::unbounded_channel(),
+    };
+
     let (mut reader, mut writer) = stream.into_split();
     // Writer: drains the outbox; ends on error or cancellation.
     let writer_cancel = cancel.clone();
@@ -347,10 +362,11 @@ async fn session(
                 n = rx.recv() => n,
                 _ = writer_cancel.cancelled() => None,
             };
-            let Some(Outgoing::Frame { bytes }) = next else {
+            let Some(Outgoing::Frame { bytes, permit }) = next else {
                 break;
             };
             writer.write_all(&bytes).await?;
+            drop(permit);
         }
         let _ = writer.shutdown().await;
         Ok::<(), std::io::Error>(())
@@ -362,6 +378,10 @@ async fn session(
         let n = tokio::select! {
             r = reader.read(&mut buf) => r,
             _ = cancel.cancelled() => break "cancelled",
+            Some(done) = streams.done.1.recv() => {
+                streams.open.remove(&done);
+                continue;
+            }
         };
         let n = match n {
             Ok(0) => break "peer_closed",
@@ -376,14 +396,25 @@ async fn session(
         loop {
             let before = decoder.buffered();
             match decoder.next_frame() {
-                Ok(Some(frame)) => {
+                Ok(Some(Frame::Gossip { message, .. })) => {
                     let size = before.saturating_sub(decoder.buffered()) as u64;
-                    if let Err(reason) =
-                        on_frame(&shared, id, remote, addr, link, trusted, frame, size)
-                    {
-                        failed = Some(reason);
-                        break;
-                    }
+                    on_gossip(&shared, id, remote, addr, link, trusted, message, size);
+                }
+                Ok(Some(Frame::Control { control, .. })) => {
+                    let size = before.saturating_sub(decoder.buffered()) as u64;
+                    m.messages.with_label_values(&["in", "control"]).inc();
+                    m.message_bytes
+                        .with_label_values(&["in", "control"])
+                        .inc_by(size);
+                    streams.control(control);
+                }
+                Ok(Some(Frame::Git { stream, data })) => {
+                    let size = before.saturating_sub(decoder.buffered()) as u64;
+                    m.messages.with_label_values(&["in", "git"]).inc();
+                    m.message_bytes
+                        .with_label_values(&["in", "git"])
+                        .inc_by(size);
+                    streams.data(stream, data).await;
                 }
                 Ok(None) => break,
                 Err(e) => {
@@ -403,6 +434,7 @@ async fn session(
         }
     };
     cancel.cancel();
+    streams.close_all();
     let _ = writer_task.await;
 
     let reason = match outcome {
@@ -439,69 +471,123 @@ fn decode_failure(
     "decode_error"
 }
 
-/// Handles one decoded frame. `Err` ends the session with that reason.
+/// Handles one gossip message: per-node rate limit, then the service.
 #[allow(clippy::too_many_arguments)]
-fn on_frame(
+fn on_gossip(
     shared: &Shared,
     id: SessionId,
     remote: NodeId,
     addr: SocketAddr,
     link: Link,
     trusted: bool,
-    frame: Frame,
+    message: seedd_proto::wire::Message,
     size: u64,
-) -> Result<(), &'static str> {
+) {
     let m = &shared.metrics.p2p;
-    match frame {
-        Frame::Gossip { message, .. } => {
-            let label = type_label(message.message_type());
-            m.messages.with_label_values(&["in", label]).inc();
-            m.message_bytes
-                .with_label_values(&["in", label])
-                .inc_by(size);
-            let now = now_ms();
-            let mut core = shared.lock();
-            let admitted =
-                core.guard
-                    .admit_message(&remote, &addr.ip(), link == Link::Inbound, trusted, now);
-            if !admitted {
-                m.rate_limited.with_label_values(&["nid"]).inc();
-                m.dropped.with_label_values(&["rate_limited"]).inc();
-                return Ok(());
-            }
-            core.service.received(id, message, now);
-            let outputs = core.service.take_outputs();
-            shared.dispatch(&mut core, outputs);
-            Ok(())
-        }
-        Frame::Control { control, .. } => {
-            m.messages.with_label_values(&["in", "control"]).inc();
-            m.message_bytes
-                .with_label_values(&["in", "control"])
-                .inc_by(size);
-            if let Control::Open { stream } = control {
-                // Git streams are served by the replication layer; until then a fetch is
-                // refused the way radicle refuses one: by closing the stream.
-                let close = Frame::control(link, Control::Close { stream });
-                if let Ok(bytes) = close.encode() {
-                    let core = shared.lock();
-                    if let Some(h) = core.sessions.get(&id) {
-                        let _ = h.outbox.try_send(Outgoing::Frame {
-                            bytes: Bytes::from(bytes),
-                        });
-                    }
+    let label = type_label(message.message_type());
+    m.messages.with_label_values(&["in", label]).inc();
+    m.message_bytes
+        .with_label_values(&["in", label])
+        .inc_by(size);
+    let now = now_ms();
+    let mut core = shared.lock();
+    let admitted =
+        core.guard
+            .admit_message(&remote, &addr.ip(), link == Link::Inbound, trusted, now);
+    if !admitted {
+        m.rate_limited.with_label_values(&["nid"]).inc();
+        m.dropped.with_label_values(&["rate_limited"]).inc();
+        return;
+    }
+    core.service.received(id, message, now);
+    let outputs = core.service.take_outputs();
+    shared.dispatch(&mut core, outputs);
+}
+
+/// A registered stream: its input (until `Eof`) and its serving task.
+type OpenStream = (Option<mpsc::Sender<Vec<u8>>>, tokio::task::AbortHandle);
+
+/// A session's git streams opened by the peer (we are the responder).
+struct Streams {
+    ctx: StreamCtx,
+    /// Registered streams; `None` input once the peer sent `Eof`.
+    open: HashMap<StreamId, OpenStream>,
+    done: (
+        mpsc::UnboundedSender<StreamId>,
+        mpsc::UnboundedReceiver<StreamId>,
+    ),
+}
+
+/// Streams one peer may have open at once (radicle fetches one at a time per peer).
+const MAX_STREAMS_PER_SESSION: usize = 4;
+
+impl Streams {
+    fn control(&mut self, control: Control) {
+        match control {
+            Control::Open { stream } => {
+                // An Open for a registered id is ignored (§3.7); kinds other than git too.
+                if self.open.contains_key(&stream)
+                    || stream.kind() != Ok(seedd_proto::wire::StreamKind::Git)
+                {
+                    return;
                 }
-                tracing::debug!(peer = %remote, %stream, "refused git stream (not served yet)");
+                if self.open.len() >= MAX_STREAMS_PER_SESSION {
+                    tracing::warn!(peer = %self.ctx.remote, %stream, "too many git streams from peer; refusing");
+                    let ctx = self.ctx.clone();
+                    tokio::spawn(async move {
+                        ctx.shared
+                            .metrics
+                            .p2p
+                            .git_serves
+                            .with_label_values(&["refused_busy"])
+                            .inc();
+                        if let Ok(bytes) =
+                            Frame::control(ctx.link, Control::Close { stream }).encode()
+                        {
+                            let _ = ctx
+                                .outbox
+                                .send(Outgoing::Frame {
+                                    bytes: Bytes::from(bytes),
+                                    permit: None,
+                                })
+                                .await;
+                        }
+                    });
+                    return;
+                }
+                let (tx, rx) = mpsc::channel(64);
+                let ctx = self.ctx.clone();
+                let done = self.done.0.clone();
+                let task = tokio::spawn(async move {
+                    stream::serve(ctx, stream, rx).await;
+                    let _ = done.send(stream);
+                });
+                self.open.insert(stream, (Some(tx), task.abort_handle()));
             }
-            Ok(())
+            Control::Eof { stream } => {
+                if let Some((input, _)) = self.open.get_mut(&stream) {
+                    *input = None;
+                }
+            }
+            Control::Close { stream } => {
+                if let Some((_, task)) = self.open.remove(&stream) {
+                    // Aborting drops upload-pack (killed with its process group).
+                    task.abort();
+                }
+            }
         }
-        Frame::Git { data, .. } => {
-            m.messages.with_label_values(&["in", "git"]).inc();
-            m.message_bytes
-                .with_label_values(&["in", "git"])
-                .inc_by(size.max(data.len() as u64));
-            // Frames for streams we do not serve are ignored (§3.7).
-            Ok(())
+    }
+
+    /// Git bytes for a stream: passed on with back-pressure; unknown streams are ignored.
+    async fn data(&mut self, stream: StreamId, data: Vec<u8>) {
+        if let Some((Some(input), _)) = self.open.get(&stream) {
+            let _ = input.send(data).await;
+        }
+    }
+
+    fn close_all(&mut self) {
+        for (_, (_, task)) in self.open.drain() {
+            task.abort();
         }
     }
 }
