@@ -70,6 +70,12 @@ pub struct P2pConfig {
     pub stream_idle_timeout_secs: u64,
     /// Largest request a peer may send on one git stream.
     pub max_stream_request_bytes: u64,
+    /// Fetches from peers at once (a budget separate from serving).
+    pub max_concurrent_fetches: usize,
+    /// Largest amount of git data one fetch may receive.
+    pub max_fetch_bytes: u64,
+    /// A fetch that receives nothing for this long is aborted.
+    pub fetch_timeout_secs: u64,
     pub rate: RateConfig,
     pub ban: BanConfig,
 }
@@ -227,6 +233,9 @@ impl Default for P2pConfig {
             serve_queue_timeout_secs: 10,
             stream_idle_timeout_secs: 30,
             max_stream_request_bytes: 64 * 1024 * 1024,
+            max_concurrent_fetches: 4,
+            max_fetch_bytes: 500 * 1024 * 1024,
+            fetch_timeout_secs: 30,
             rate: RateConfig::default(),
             ban: BanConfig::default(),
         }
@@ -452,6 +461,12 @@ impl Config {
                 "p2p.max_stream_request_bytes",
                 self.p2p.max_stream_request_bytes,
             ),
+            (
+                "p2p.max_concurrent_fetches",
+                self.p2p.max_concurrent_fetches as u64,
+            ),
+            ("p2p.max_fetch_bytes", self.p2p.max_fetch_bytes),
+            ("p2p.fetch_timeout_secs", self.p2p.fetch_timeout_secs),
         ] {
             if v == 0 {
                 return Err(bad(key, "must be at least 1".into()));

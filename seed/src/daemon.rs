@@ -12,6 +12,7 @@ use tokio::sync::watch;
 use crate::admin::{self, AdminState};
 use crate::config::Config;
 use crate::crypto::Keypair;
+use crate::fetch::{FetchConfig, Fetcher};
 use crate::http::{self, tls::ReloadingCert, HttpState};
 use crate::index::scan::{self, ScanReport};
 use crate::index::Index;
@@ -193,6 +194,44 @@ pub async fn run(cfg: Config) -> anyhow::Result<()> {
     )
     .await?;
     let rescan = with_inventory(rescan, index.clone(), net.clone());
+
+    // Replication: fetch what peers tell us about (policy allow), validate, apply, re-index.
+    let fetch_cfg = FetchConfig {
+        seed_all: cfg.policy.default == "allow",
+        max_concurrent: cfg.p2p.max_concurrent_fetches,
+        max_pack_bytes: cfg.p2p.max_fetch_bytes,
+        timeout: Duration::from_secs(cfg.p2p.fetch_timeout_secs),
+        git: cfg.http.git_binary.clone(),
+        git_home: cfg.cache_dir().join("git-home"),
+        work_dir: cfg.cache_dir().join("fetch"),
+    };
+    let on_change: Arc<dyn Fn(crate::crypto::RepoId) + Send + Sync> = {
+        let (storage, index, net) = (storage.clone(), index.clone(), net.clone());
+        Arc::new(move |rid| {
+            match scan::index_repo(&storage, &index, rid) {
+                Ok(_) => {}
+                Err(e) => tracing::error!(%rid, error = %e, "re-indexing after fetch failed"),
+            }
+            match index.repos() {
+                Ok(repos) => net.set_inventory(
+                    repos
+                        .iter()
+                        .filter(|r| r.is_public())
+                        .map(|r| r.rid)
+                        .collect(),
+                ),
+                Err(e) => tracing::error!(error = %e, "reading the index for the inventory failed"),
+            }
+        })
+    };
+    let fetcher = Fetcher::new(
+        fetch_cfg,
+        net.clone(),
+        storage.clone(),
+        metrics.clone(),
+        on_change,
+    );
+    fetcher.spawn_hint_loop();
 
     let cert = match &cfg.http.tls {
         Some(t) => Some(Arc::new(

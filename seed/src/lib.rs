@@ -5,6 +5,7 @@ pub mod admin;
 pub mod config;
 pub use seedd_proto::crypto;
 pub mod daemon;
+pub mod fetch;
 pub mod http;
 pub mod index;
 pub mod logging;

@@ -52,6 +52,10 @@ enum Command {
         #[arg(short, long, value_enum, default_value = "text")]
         output: Output,
     },
+    /// Internal: the `ext::` transport command of seedd's fetches (relays stdin/stdout to the
+    /// daemon's socket).
+    #[command(hide = true)]
+    Bridge { socket: PathBuf },
     /// Configuration tools.
     Config {
         #[command(subcommand)]
@@ -107,6 +111,8 @@ fn real_main() -> anyhow::Result<()> {
                 .build()?;
             runtime.block_on(seedd::daemon::run(cfg))
         }
+        Command::Bridge { socket } => seedd::fetch::bridge(&socket)
+            .map_err(|e| anyhow::anyhow!("bridge {}: {e}", socket.display())),
         Command::Id {
             config,
             data_dir,

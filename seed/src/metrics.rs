@@ -209,6 +209,48 @@ pub const CATALOGUE: &[MetricDoc] = &[
         help: "Git bytes (upload-pack output) sent to Radicle peers.",
     },
     MetricDoc {
+        name: "seedd_fetches_total",
+        kind: "counter",
+        labels: &["result"],
+        help: "Fetches from peers by result (ok, stream, git, too_large, timeout, invalid, io, index).",
+    },
+    MetricDoc {
+        name: "seedd_fetch_duration_seconds",
+        kind: "histogram",
+        labels: &[],
+        help: "Duration of fetches from peers (transfer, validation, apply).",
+    },
+    MetricDoc {
+        name: "seedd_fetch_received_bytes_total",
+        kind: "counter",
+        labels: &[],
+        help: "Git bytes received from peers by fetches.",
+    },
+    MetricDoc {
+        name: "seedd_fetch_queue_depth",
+        kind: "gauge",
+        labels: &[],
+        help: "Fetches waiting for a fetch slot.",
+    },
+    MetricDoc {
+        name: "seedd_fetches_active",
+        kind: "gauge",
+        labels: &[],
+        help: "Fetches running now.",
+    },
+    MetricDoc {
+        name: "seedd_fetch_validation_failures_total",
+        kind: "counter",
+        labels: &["reason"],
+        help: "Fetches rejected by validation, by reason (missing_identity, identity, delegate_diverged, threshold).",
+    },
+    MetricDoc {
+        name: "seedd_fetch_refs_updated_total",
+        kind: "counter",
+        labels: &[],
+        help: "Refs written or deleted by applied fetches.",
+    },
+    MetricDoc {
         name: "seedd_p2p_routing_entries",
         kind: "gauge",
         labels: &[],
@@ -274,6 +316,13 @@ pub struct P2pMetrics {
     pub git_serves: IntCounterVec,
     pub git_serves_in_flight: IntGauge,
     pub git_served_bytes: IntCounter,
+    pub fetches: IntCounterVec,
+    pub fetch_duration: Histogram,
+    pub fetch_received_bytes: IntCounter,
+    pub fetch_queue: IntGauge,
+    pub fetches_active: IntGauge,
+    pub validation_failures: IntCounterVec,
+    pub refs_updated: IntCounter,
     pub routing_entries: IntGauge,
     pub address_book: IntGauge,
     pub stored_announcements: IntGauge,
@@ -300,6 +349,20 @@ impl P2pMetrics {
         registry.register(Box::new(bans.clone()))?;
         let git_served_bytes = IntCounter::with_opts(opts("seedd_p2p_git_served_bytes_total"))?;
         registry.register(Box::new(git_served_bytes.clone()))?;
+        let fetch_received_bytes = IntCounter::with_opts(opts("seedd_fetch_received_bytes_total"))?;
+        registry.register(Box::new(fetch_received_bytes.clone()))?;
+        let refs_updated = IntCounter::with_opts(opts("seedd_fetch_refs_updated_total"))?;
+        registry.register(Box::new(refs_updated.clone()))?;
+        let fetch_duration = Histogram::with_opts(
+            HistogramOpts::new(
+                "seedd_fetch_duration_seconds",
+                doc("seedd_fetch_duration_seconds").help,
+            )
+            .buckets(vec![
+                0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0,
+            ]),
+        )?;
+        registry.register(Box::new(fetch_duration.clone()))?;
         for link in ["inbound", "outbound"] {
             for state in ["handshake", "connected"] {
                 sessions.with_label_values(&[link, state]).set(0);
@@ -324,6 +387,13 @@ impl P2pMetrics {
             git_serves: counter("seedd_p2p_git_serves_total", &["result"])?,
             git_serves_in_flight: gauge("seedd_p2p_git_serves_in_flight")?,
             git_served_bytes,
+            fetches: counter("seedd_fetches_total", &["result"])?,
+            fetch_duration,
+            fetch_received_bytes,
+            fetch_queue: gauge("seedd_fetch_queue_depth")?,
+            fetches_active: gauge("seedd_fetches_active")?,
+            validation_failures: counter("seedd_fetch_validation_failures_total", &["reason"])?,
+            refs_updated,
             routing_entries: gauge("seedd_p2p_routing_entries")?,
             address_book: gauge("seedd_p2p_address_book_nodes")?,
             stored_announcements: gauge("seedd_p2p_stored_announcements")?,
@@ -500,6 +570,11 @@ mod tests {
         p.penalties.with_label_values(&["decode_error"]).inc();
         p.relayed.with_label_values(&["node"]).inc();
         p.git_serves.with_label_values(&["ok"]).inc();
+        p.fetches.with_label_values(&["ok"]).inc();
+        p.validation_failures
+            .with_label_values(&["threshold"])
+            .inc();
+        p.fetch_duration.observe(0.1);
         let names: Vec<String> = m
             .registry
             .gather()

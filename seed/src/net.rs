@@ -209,6 +209,66 @@ pub(crate) struct SessionHandle {
     pub cancel: CancellationToken,
     /// Why it is being closed (set before cancelling).
     pub close_reason: Arc<Mutex<Option<&'static str>>>,
+    /// Requests to the session task (open an outgoing git stream).
+    pub commands: mpsc::Sender<SessionCmd>,
+}
+
+/// A request to a session task.
+pub(crate) enum SessionCmd {
+    /// Open a git stream to the peer (we fetch); the reply carries the stream.
+    OpenStream(tokio::sync::oneshot::Sender<OutgoingStream>),
+}
+
+/// A git stream we opened on a session (we are the fetcher).
+pub struct OutgoingStream {
+    pub id: seedd_proto::wire::StreamId,
+    pub(crate) link: Link,
+    pub(crate) outbox: mpsc::Sender<Outgoing>,
+    /// Bytes from the peer; ends when the peer closes the stream or the session ends.
+    pub input: mpsc::Receiver<Vec<u8>>,
+    pub peer: NodeId,
+}
+
+impl OutgoingStream {
+    /// Sends git bytes (split into frames of at most 64 KiB).
+    pub async fn send(&self, data: &[u8]) -> bool {
+        for chunk in data.chunks(64 * 1024) {
+            let Ok(bytes) = Frame::git(self.id, chunk.to_vec()).encode() else {
+                return false;
+            };
+            let frame = Outgoing::Frame {
+                bytes: Bytes::from(bytes),
+                permit: None,
+            };
+            if self.outbox.send(frame).await.is_err() {
+                return false;
+            }
+        }
+        true
+    }
+
+    /// Sends a control frame about this stream (Eof, Close).
+    pub async fn control(&self, control: seedd_proto::wire::Control) -> bool {
+        let Ok(bytes) = Frame::control(self.link, control).encode() else {
+            return false;
+        };
+        self.outbox
+            .send(Outgoing::Frame {
+                bytes: Bytes::from(bytes),
+                permit: None,
+            })
+            .await
+            .is_ok()
+    }
+}
+
+/// Why a stream could not be opened.
+#[derive(Debug, thiserror::Error)]
+pub enum OpenError {
+    #[error("not connected to {0}")]
+    NotConnected(NodeId),
+    #[error("session with {0} ended")]
+    SessionGone(NodeId),
 }
 
 /// State guarded by one mutex (see the module docs).
@@ -236,6 +296,16 @@ pub(crate) struct Shared {
     /// Spawns `git upload-pack` for git streams.
     pub git: crate::serve::GitServer,
     pub serve_slots: Arc<tokio::sync::Semaphore>,
+    /// Fetch triggers for the replication layer.
+    pub hints: tokio::sync::broadcast::Sender<FetchHint>,
+}
+
+/// A reason to fetch (protocol.md §5.4), from gossip.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FetchHint {
+    /// The connected peer to fetch from.
+    pub from: NodeId,
+    pub rids: Vec<RepoId>,
 }
 
 /// What the p2p layer needs from the rest of the daemon.
@@ -328,6 +398,7 @@ impl Net {
             storage,
             git,
             serve_slots: Arc::new(tokio::sync::Semaphore::new(shared_serves(&cfg_serves))),
+            hints: tokio::sync::broadcast::channel(1024).0,
         });
         // Persist what the constructor produced (own announcements, timestamps).
         {
@@ -503,6 +574,43 @@ impl Net {
         start_dialer(&self.shared, nid, addr)
     }
 
+    /// Opens a git stream to a connected peer (we will fetch over it).
+    pub async fn open_stream(&self, nid: NodeId) -> Result<OutgoingStream, OpenError> {
+        let commands = {
+            let core = self.shared.lock();
+            core.sessions
+                .values()
+                .find(|h| h.nid == nid)
+                .map(|h| h.commands.clone())
+                .ok_or(OpenError::NotConnected(nid))?
+        };
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        commands
+            .send(SessionCmd::OpenStream(tx))
+            .await
+            .map_err(|_| OpenError::SessionGone(nid))?;
+        rx.await.map_err(|_| OpenError::SessionGone(nid))
+    }
+
+    /// Node ids of connected peers.
+    pub fn connected(&self) -> Vec<NodeId> {
+        let core = self.shared.lock();
+        core.sessions.values().map(|h| h.nid).collect()
+    }
+
+    /// Announces our signed refs of `rid` for the given namespaces to subscribed peers.
+    pub fn announce_refs(&self, rid: RepoId, refs: Vec<seedd_proto::wire::RefsAt>) {
+        let mut core = self.shared.lock();
+        core.service.announce_refs(rid, refs, now_ms());
+        let outputs = core.service.take_outputs();
+        self.shared.dispatch(&mut core, outputs);
+    }
+
+    /// Subscribes to events that may call for a fetch.
+    pub fn fetch_events(&self) -> tokio::sync::broadcast::Receiver<FetchHint> {
+        self.shared.hints.subscribe()
+    }
+
     /// Closes every session with `nid` and stops dialing it. Returns the sessions closed.
     pub fn disconnect(&self, nid: NodeId) -> usize {
         if let Some((_, token)) = self.shared.dialers_lock().remove(&nid) {
@@ -593,6 +701,7 @@ impl Shared {
             Event::Pong { .. } => {}
             Event::Seeds { author, rids, .. } => {
                 tracing::debug!(%author, repos = rids.len(), "peer seeds repositories we seed");
+                let _ = self.hints.send(FetchHint { from: author, rids });
             }
         }
         let _ = core;

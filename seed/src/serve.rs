@@ -123,6 +123,9 @@ impl GitServer {
                 "uploadpack.allowRefInWant=true",
                 "-c",
                 "lsrefs.unborn=ignore",
+                // Refs of a fetch in progress, not yet validated.
+                "-c",
+                "uploadpack.hideRefs=refs/seedd-fetch",
             ]);
         }
         match view {

@@ -5,8 +5,8 @@
 //! `refs/namespaces/<nid>/refs/…` and is covered by that peer's signed refs (`rad/sigrefs`).
 //! This module reads and verifies; it decides no policy.
 
-mod identity;
-mod sigrefs;
+pub(crate) mod identity;
+pub(crate) mod sigrefs;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};

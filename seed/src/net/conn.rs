@@ -18,7 +18,10 @@ use tokio_util::sync::CancellationToken;
 
 use super::guard::Offence;
 use super::stream::{self, StreamCtx, GIT_OUTBOX_BYTES};
-use super::{link_label, now_ms, type_label, Outgoing, SessionHandle, Shared, OUTBOX_FRAMES};
+use super::{
+    link_label, now_ms, type_label, Outgoing, OutgoingStream, SessionCmd, SessionHandle, Shared,
+    OUTBOX_FRAMES,
+};
 
 /// A session that lasted this long resets the dialer's backoff.
 const STABLE: Duration = Duration::from_secs(60);
@@ -299,6 +302,7 @@ async fn session(
     let close_reason = Arc::new(Mutex::new(None));
     let trusted = shared.trusted.contains(&remote);
     let streams_outbox = tx.clone();
+    let (cmd_tx, mut cmd_rx) = mpsc::channel::<SessionCmd>(16);
     {
         let mut core = shared.lock();
         let existing: Vec<(SessionId, Link)> = core
@@ -332,6 +336,7 @@ async fn session(
                 outbox: tx,
                 cancel: cancel.clone(),
                 close_reason: close_reason.clone(),
+                commands: cmd_tx,
             },
         );
         core.service.connected(id, remote, link, now_ms());
@@ -351,6 +356,7 @@ async fn session(
         },
         open: HashMap::new(),
         done: mpsc::unbounded_channel(),
+        opened: 0,
     };
 
     let (mut reader, mut writer) = stream.into_split();
@@ -380,6 +386,10 @@ async fn session(
             _ = cancel.cancelled() => break "cancelled",
             Some(done) = streams.done.1.recv() => {
                 streams.open.remove(&done);
+                continue;
+            }
+            Some(cmd) = cmd_rx.recv() => {
+                streams.command(cmd).await;
                 continue;
             }
         };
@@ -504,8 +514,13 @@ fn on_gossip(
     shared.dispatch(&mut core, outputs);
 }
 
-/// A registered stream: its input (until `Eof`) and its serving task.
-type OpenStream = (Option<mpsc::Sender<Vec<u8>>>, tokio::task::AbortHandle);
+/// A registered stream.
+enum OpenStream {
+    /// The peer fetches from us: its input (until `Eof`) and the serving task.
+    Served(Option<mpsc::Sender<Vec<u8>>>, tokio::task::AbortHandle),
+    /// We fetch from the peer: where its bytes go.
+    Fetching(mpsc::Sender<Vec<u8>>),
+}
 
 /// A session's git streams opened by the peer (we are the responder).
 struct Streams {
@@ -516,12 +531,38 @@ struct Streams {
         mpsc::UnboundedSender<StreamId>,
         mpsc::UnboundedReceiver<StreamId>,
     ),
+    /// Git streams we opened so far (ids are never reused within a connection).
+    opened: u64,
 }
 
 /// Streams one peer may have open at once (radicle fetches one at a time per peer).
 const MAX_STREAMS_PER_SESSION: usize = 4;
 
 impl Streams {
+    async fn command(&mut self, cmd: SessionCmd) {
+        match cmd {
+            SessionCmd::OpenStream(reply) => {
+                self.opened += 1;
+                let Ok(id) = StreamId::git(self.ctx.link, self.opened) else {
+                    return;
+                };
+                let (tx, rx) = mpsc::channel(64);
+                let stream = OutgoingStream {
+                    id,
+                    link: self.ctx.link,
+                    outbox: self.ctx.outbox.clone(),
+                    input: rx,
+                    peer: self.ctx.remote,
+                };
+                if !stream.control(Control::Open { stream: id }).await {
+                    return;
+                }
+                self.open.insert(id, OpenStream::Fetching(tx));
+                let _ = reply.send(stream);
+            }
+        }
+    }
+
     fn control(&mut self, control: Control) {
         match control {
             Control::Open { stream } => {
@@ -562,32 +603,38 @@ impl Streams {
                     stream::serve(ctx, stream, rx).await;
                     let _ = done.send(stream);
                 });
-                self.open.insert(stream, (Some(tx), task.abort_handle()));
+                self.open
+                    .insert(stream, OpenStream::Served(Some(tx), task.abort_handle()));
             }
             Control::Eof { stream } => {
-                if let Some((input, _)) = self.open.get_mut(&stream) {
+                if let Some(OpenStream::Served(input, _)) = self.open.get_mut(&stream) {
                     *input = None;
                 }
             }
-            Control::Close { stream } => {
-                if let Some((_, task)) = self.open.remove(&stream) {
-                    // Aborting drops upload-pack (killed with its process group).
-                    task.abort();
-                }
-            }
+            Control::Close { stream } => match self.open.remove(&stream) {
+                // Aborting drops upload-pack (killed with its process group).
+                Some(OpenStream::Served(_, task)) => task.abort(),
+                // Dropping the sender ends the fetcher's input.
+                Some(OpenStream::Fetching(_)) | None => {}
+            },
         }
     }
 
     /// Git bytes for a stream: passed on with back-pressure; unknown streams are ignored.
     async fn data(&mut self, stream: StreamId, data: Vec<u8>) {
-        if let Some((Some(input), _)) = self.open.get(&stream) {
-            let _ = input.send(data).await;
+        match self.open.get(&stream) {
+            Some(OpenStream::Served(Some(input), _)) | Some(OpenStream::Fetching(input)) => {
+                let _ = input.send(data).await;
+            }
+            _ => {}
         }
     }
 
     fn close_all(&mut self) {
-        for (_, (_, task)) in self.open.drain() {
-            task.abort();
+        for (_, s) in self.open.drain() {
+            if let OpenStream::Served(_, task) = s {
+                task.abort();
+            }
         }
     }
 }

@@ -157,7 +157,7 @@ pub struct Identity {
 }
 
 /// Read the document embedded at `embeds/radicle.json` of the identity commit `head`.
-pub(super) fn read(git: &gix::Repository, head: gix::ObjectId) -> Result<Identity, IdentityError> {
+pub(crate) fn read(git: &gix::Repository, head: gix::ObjectId) -> Result<Identity, IdentityError> {
     let commit = git
         .find_commit(head)
         .map_err(|e| IdentityError::Git(e.to_string()))?;

@@ -195,7 +195,7 @@ fn embeds_identity(
 }
 
 /// Verify the sigrefs chain whose tip is `tip` for namespace `nid` of repository `rid`.
-pub(super) fn verify(
+pub(crate) fn verify(
     git: &gix::Repository,
     rid: RepoId,
     nid: &NodeId,

@@ -1,0 +1,547 @@
+//! Replication: fetching a repository from a connected peer over a Radicle git stream,
+//! validating what arrived and applying it (protocol.md §5.4–§5.7, §6.4–§6.6).
+//!
+//! The git protocol-v2 client is real `git fetch`, talking through the `ext::` transport to
+//! `seedd bridge`, which relays its bytes to this daemon over a private Unix socket; the daemon
+//! carries them on the stream. Why `git fetch`: it brings negotiation (haves from every local
+//! ref), thin-pack resolution, `index-pack` and connectivity checks — everything radicle-fetch
+//! gets from gix. The daemon sends the stream's header pkt-line
+//! (`git-upload-pack /<rid>\0\0version=2\0`) itself, then relays git's bytes.
+//!
+//! Objects land in the repository's object store; refs only land after validation, in one
+//! `git update-ref --stdin` transaction: fetched refs first go to `refs/seedd-fetch/…`, each
+//! namespace's signed refs are verified (signature, `rad/root`, levels, replay), compared with
+//! what we hold (behind → ignored; diverged → ignored, or the whole fetch fails for a delegate),
+//! every written ref must be signed with the same oid, and at least `threshold` delegates must
+//! be valid. A clone is built in a temporary directory and renamed into storage at the end.
+
+mod apply;
+
+use std::collections::{HashMap, HashSet};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use seedd_proto::crypto::{NodeId, RepoId};
+use seedd_proto::wire::{Control, Oid, RefsAt};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::UnixListener;
+use tokio::sync::Semaphore;
+
+use crate::metrics::Metrics;
+use crate::net::Net;
+use crate::storage::Storage;
+
+pub use apply::{Outcome, ValidationError};
+
+/// Where fetched refs wait for validation.
+pub const QUARANTINE: &str = "refs/seedd-fetch";
+
+#[derive(Debug, thiserror::Error)]
+pub enum FetchError {
+    #[error("cannot open a stream to {0}: {1}")]
+    Stream(NodeId, crate::net::OpenError),
+    #[error("git fetch failed: {0}")]
+    Git(String),
+    #[error("received more than {0} bytes; aborted")]
+    TooLarge(u64),
+    #[error("no data from the peer for {0:?}")]
+    Timeout(Duration),
+    #[error("validation failed: {0}")]
+    Invalid(#[from] ValidationError),
+    #[error("{0}")]
+    Io(#[from] std::io::Error),
+    #[error("index: {0}")]
+    Index(String),
+}
+
+impl FetchError {
+    pub fn label(&self) -> &'static str {
+        match self {
+            FetchError::Stream(..) => "stream",
+            FetchError::Git(_) => "git",
+            FetchError::TooLarge(_) => "too_large",
+            FetchError::Timeout(_) => "timeout",
+            FetchError::Invalid(_) => "invalid",
+            FetchError::Io(_) => "io",
+            FetchError::Index(_) => "index",
+        }
+    }
+}
+
+/// Settings of the replication layer.
+#[derive(Debug, Clone)]
+pub struct FetchConfig {
+    /// Fetch everything we are told about (policy `allow`); otherwise nothing yet.
+    pub seed_all: bool,
+    pub max_concurrent: usize,
+    pub max_pack_bytes: u64,
+    pub timeout: Duration,
+    pub git: String,
+    pub git_home: PathBuf,
+    pub work_dir: PathBuf,
+}
+
+/// Runs fetches: one per repository at a time, `max_concurrent` overall.
+#[derive(Clone)]
+pub struct Fetcher {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    cfg: FetchConfig,
+    net: Net,
+    storage: Storage,
+    metrics: Arc<Metrics>,
+    slots: Semaphore,
+    /// Repositories being fetched, and whether another fetch was asked for meanwhile.
+    active: Mutex<HashMap<RepoId, Option<NodeId>>>,
+    seq: std::sync::atomic::AtomicU64,
+    /// Called after a repository was created or changed (re-index, inventory).
+    on_change: Arc<dyn Fn(RepoId) + Send + Sync>,
+}
+
+impl Fetcher {
+    pub fn new(
+        cfg: FetchConfig,
+        net: Net,
+        storage: Storage,
+        metrics: Arc<Metrics>,
+        on_change: Arc<dyn Fn(RepoId) + Send + Sync>,
+    ) -> Self {
+        let slots = Semaphore::new(cfg.max_concurrent.max(1));
+        Self {
+            inner: Arc::new(Inner {
+                cfg,
+                net,
+                storage,
+                metrics,
+                slots,
+                active: Mutex::new(HashMap::new()),
+                seq: std::sync::atomic::AtomicU64::new(0),
+                on_change,
+            }),
+        }
+    }
+
+    /// Follows the gossip layer's fetch hints until the process ends.
+    pub fn spawn_hint_loop(&self) {
+        let this = self.clone();
+        let mut hints = self.inner.net.fetch_events();
+        tokio::spawn(async move {
+            loop {
+                match hints.recv().await {
+                    Ok(hint) => {
+                        if !this.inner.cfg.seed_all {
+                            continue;
+                        }
+                        for rid in hint.rids {
+                            this.request(rid, hint.from);
+                        }
+                    }
+                    Err(tokio::sync::broadcast::error::RecvError::Lagged(n)) => {
+                        tracing::warn!(missed = n, "fetch hints lagged");
+                    }
+                    Err(_) => return,
+                }
+            }
+        });
+    }
+
+    /// Queues a fetch of `rid` from `from` (coalesced with one already running).
+    pub fn request(&self, rid: RepoId, from: NodeId) {
+        {
+            let mut active = self.inner.active.lock().unwrap_or_else(|e| e.into_inner());
+            if let Some(again) = active.get_mut(&rid) {
+                *again = Some(from);
+                return;
+            }
+            active.insert(rid, None);
+        }
+        let this = self.clone();
+        tokio::spawn(async move {
+            let mut from = from;
+            loop {
+                this.run_one(rid, from).await;
+                let next = {
+                    let mut active = this.inner.active.lock().unwrap_or_else(|e| e.into_inner());
+                    match active.get_mut(&rid).and_then(Option::take) {
+                        Some(n) => Some(n),
+                        None => {
+                            active.remove(&rid);
+                            None
+                        }
+                    }
+                };
+                match next {
+                    Some(n) => from = n,
+                    None => break,
+                }
+            }
+        });
+    }
+
+    /// Fetches now and waits for the result (admin requests, tests).
+    pub async fn fetch_now(&self, rid: RepoId, from: NodeId) -> Result<Outcome, FetchError> {
+        let _slot = self.inner.slots.acquire().await;
+        self.fetch(rid, from).await
+    }
+
+    async fn run_one(&self, rid: RepoId, from: NodeId) {
+        let m = &self.inner.metrics.p2p;
+        m.fetch_queue.inc();
+        let slot = self.inner.slots.acquire().await;
+        m.fetch_queue.dec();
+        m.fetches_active.inc();
+        let started = Instant::now();
+        let result = self.fetch(rid, from).await;
+        m.fetches_active.dec();
+        m.fetch_duration.observe(started.elapsed().as_secs_f64());
+        drop(slot);
+        match result {
+            Ok(outcome) => {
+                m.fetches.with_label_values(&["ok"]).inc();
+                tracing::info!(%rid, peer = %from, updated = outcome.updated.len(), refs = outcome.refs_written, clone = outcome.cloned, ms = started.elapsed().as_millis() as u64, "fetched repository");
+            }
+            Err(e) => {
+                m.fetches.with_label_values(&[e.label()]).inc();
+                if let FetchError::Invalid(v) = &e {
+                    m.validation_failures.with_label_values(&[v.label()]).inc();
+                }
+                tracing::warn!(%rid, peer = %from, error = %e, "fetch failed");
+            }
+        }
+    }
+
+    async fn fetch(&self, rid: RepoId, from: NodeId) -> Result<Outcome, FetchError> {
+        let inner = &self.inner;
+        let existing = inner.storage.path_of(&rid);
+        let clone = !existing.join("HEAD").exists();
+        let seq = inner.seq.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let work = inner
+            .cfg
+            .work_dir
+            .join(format!("fetch-{}-{seq}", std::process::id()));
+        std::fs::create_dir_all(&work)?;
+        let _cleanup = RemoveOnDrop(work.clone());
+        let repo = if clone {
+            let tmp = work.join("repo.git");
+            git_init(&inner.cfg, &tmp).await?;
+            tmp
+        } else {
+            existing.clone()
+        };
+
+        // 1. Transfer: `git fetch` through the bridge into the quarantine refs.
+        let received = self.transfer(rid, from, &repo, &work).await?;
+        inner.metrics.p2p.fetch_received_bytes.inc_by(received);
+
+        // 2. Validate and apply (blocking: gix + git update-ref).
+        let (cfg, rid2, repo2, local) = (inner.cfg.clone(), rid, repo.clone(), inner.net.nid());
+        let outcome = tokio::task::spawn_blocking(move || {
+            apply::validate_and_apply(&cfg, rid2, &repo2, &local)
+        })
+        .await
+        .map_err(|e| FetchError::Git(e.to_string()))??;
+
+        // 3. A clone moves into storage in one rename.
+        if clone {
+            if let Some(parent) = existing.parent() {
+                std::fs::create_dir_all(parent)?;
+            }
+            std::fs::rename(&repo, &existing)?;
+        }
+        inner
+            .metrics
+            .p2p
+            .refs_updated
+            .inc_by(outcome.refs_written as u64);
+        (inner.on_change)(rid);
+
+        // 4. Tell subscribers which namespaces we now hold (the pusher's ack, §5.8).
+        if !outcome.updated.is_empty() {
+            let refs = outcome
+                .updated
+                .iter()
+                .map(|(nid, oid)| RefsAt {
+                    remote: *nid,
+                    at: Oid(*oid),
+                })
+                .collect();
+            inner.net.announce_refs(rid, refs);
+        }
+        Ok(Outcome {
+            cloned: clone,
+            ..outcome
+        })
+    }
+
+    /// Runs `git fetch` with the `ext::` transport through `seedd bridge` and the stream.
+    async fn transfer(
+        &self,
+        rid: RepoId,
+        from: NodeId,
+        repo: &Path,
+        work: &Path,
+    ) -> Result<u64, FetchError> {
+        let inner = &self.inner;
+        let sock_path = work.join("bridge.sock");
+        let listener = UnixListener::bind(&sock_path)?;
+        let mut stream = inner
+            .net
+            .open_stream(from)
+            .await
+            .map_err(|e| FetchError::Stream(from, e))?;
+        let exe = std::env::current_exe()?;
+        let canonical = rid.to_string();
+        let canonical = canonical.trim_start_matches("rad:");
+        // The stream starts with the header pkt-line (protocol.md §6.2); git's `ext::` transport
+        // passes the protocol version in GIT_PROTOCOL, not in a header, so we send it ourselves.
+        let header = format!("git-upload-pack /{canonical}\0\0version=2\0");
+        let header = format!("{:04x}{header}", header.len() + 4);
+        if !stream.send(header.as_bytes()).await {
+            return Err(FetchError::Git("session closed".into()));
+        }
+        let url = format!("ext::{} bridge {}", exe.display(), sock_path.display());
+        let mut cmd = tokio::process::Command::new(&inner.cfg.git);
+        cmd.env_clear()
+            .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+            .env("HOME", &inner.cfg.git_home)
+            .env("LANG", "C")
+            .env("GIT_CONFIG_NOSYSTEM", "1")
+            .env("GIT_CONFIG_GLOBAL", "/dev/null")
+            .env("GIT_TERMINAL_PROMPT", "0")
+            .env("GIT_PROTOCOL", "version=2")
+            .arg("-C")
+            .arg(repo)
+            .args([
+                "-c",
+                "protocol.version=2",
+                "-c",
+                "protocol.ext.allow=always",
+                "-c",
+                "fetch.fsckObjects=false",
+                "fetch",
+                "--quiet",
+                "--no-tags",
+                "--no-write-fetch-head",
+                "--no-auto-maintenance",
+                "--no-auto-gc",
+                &url,
+            ])
+            .arg(format!("+refs/rad/id:{QUARANTINE}/rad/id"))
+            .arg(format!("+refs/namespaces/*:{QUARANTINE}/namespaces/*"))
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::piped())
+            .kill_on_drop(true);
+        let mut child = cmd
+            .spawn()
+            .map_err(|e| FetchError::Git(format!("spawning git: {e}")))?;
+        let timeout = inner.cfg.timeout;
+        let (mut conn, _) = tokio::time::timeout(timeout, listener.accept())
+            .await
+            .map_err(|_| FetchError::Timeout(timeout))??;
+
+        // Relay: git → stream, stream → git, counting what we receive. git half-closes its
+        // side once it has sent its last request, possibly before the answer arrived; the
+        // responder kills upload-pack on Eof (§6.3), so Eof is sent only when every request
+        // (each ends with a flush-pkt) has its answer (the capability advertisement is one
+        // more flush-terminated message).
+        let max = inner.cfg.max_pack_bytes;
+        let mut received: u64 = 0;
+        let mut buf = vec![0u8; 64 * 1024];
+        let mut git_done = false;
+        let mut eof_sent = false;
+        let mut requests = PktCounter::default();
+        let mut answers = PktCounter::default();
+        let result: Result<(), FetchError> = loop {
+            if git_done
+                && !eof_sent
+                && (answers.flushes > requests.flushes || answers.broken || requests.broken)
+            {
+                eof_sent = true;
+                let _ = stream.control(Control::Eof { stream: stream.id }).await;
+            }
+            tokio::select! {
+                n = conn.read(&mut buf), if !git_done => match n {
+                    Ok(0) | Err(_) => git_done = true,
+                    Ok(n) => {
+                        let Some(data) = buf.get(..n) else { break Err(FetchError::Git("read".into())) };
+                        requests.feed(data);
+                        if !stream.send(data).await {
+                            break Err(FetchError::Git("session closed".into()));
+                        }
+                    }
+                },
+                data = stream.input.recv() => match data {
+                    Some(data) => {
+                        received += data.len() as u64;
+                        if received > max {
+                            break Err(FetchError::TooLarge(max));
+                        }
+                        answers.feed(&data);
+                        if conn.write_all(&data).await.is_err() {
+                            break Err(FetchError::Git("git closed the connection".into()));
+                        }
+                    }
+                    // The responder closed the stream.
+                    None => break Ok(()),
+                },
+                _ = tokio::time::sleep(timeout) => break Err(FetchError::Timeout(timeout)),
+            }
+        };
+        drop(conn);
+        let _ = stream.control(Control::Close { stream: stream.id }).await;
+        if let Err(e) = result {
+            let _ = child.kill().await;
+            return Err(e);
+        }
+        let out = tokio::time::timeout(timeout, child.wait_with_output())
+            .await
+            .map_err(|_| FetchError::Timeout(timeout))??;
+        if !out.status.success() {
+            return Err(FetchError::Git(
+                String::from_utf8_lossy(&out.stderr).trim().to_owned(),
+            ));
+        }
+        Ok(received)
+    }
+}
+
+/// Counts top-level flush-pkts (`0000`) in a pkt-line byte stream fed in arbitrary chunks.
+#[derive(Debug, Default)]
+pub struct PktCounter {
+    header: Vec<u8>,
+    skip: usize,
+    pub flushes: u64,
+    /// The stream stopped looking like pkt-lines (counting is abandoned).
+    pub broken: bool,
+}
+
+impl PktCounter {
+    pub fn feed(&mut self, mut data: &[u8]) {
+        while !data.is_empty() && !self.broken {
+            if self.skip > 0 {
+                let n = self.skip.min(data.len());
+                self.skip -= n;
+                data = data.get(n..).unwrap_or_default();
+                continue;
+            }
+            let need = 4 - self.header.len();
+            let n = need.min(data.len());
+            self.header
+                .extend_from_slice(data.get(..n).unwrap_or_default());
+            data = data.get(n..).unwrap_or_default();
+            if self.header.len() < 4 {
+                continue;
+            }
+            let len = std::str::from_utf8(&self.header)
+                .ok()
+                .and_then(|s| usize::from_str_radix(s, 16).ok());
+            self.header.clear();
+            match len {
+                Some(0) => self.flushes += 1,
+                Some(1..=3) => {}
+                Some(l) => self.skip = l - 4,
+                None => self.broken = true,
+            }
+        }
+    }
+}
+
+async fn git_init(cfg: &FetchConfig, path: &Path) -> Result<(), FetchError> {
+    let out = tokio::process::Command::new(&cfg.git)
+        .env("HOME", &cfg.git_home)
+        .env("GIT_CONFIG_NOSYSTEM", "1")
+        .env("GIT_CONFIG_GLOBAL", "/dev/null")
+        .args(["init", "--quiet", "--bare"])
+        .arg(path)
+        .output()
+        .await?;
+    if !out.status.success() {
+        return Err(FetchError::Git(
+            String::from_utf8_lossy(&out.stderr).trim().to_owned(),
+        ));
+    }
+    Ok(())
+}
+
+struct RemoveOnDrop(PathBuf);
+
+impl Drop for RemoveOnDrop {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// `seedd bridge <socket>`: the `ext::` command `git fetch` runs. Copies stdin to the socket
+/// and the socket to stdout until both directions end.
+pub fn bridge(socket: &Path) -> std::io::Result<()> {
+    use std::io::{Read, Write};
+    let sock = std::os::unix::net::UnixStream::connect(socket)?;
+    let mut to_sock = sock.try_clone()?;
+    let up = std::thread::spawn(move || {
+        let mut stdin = std::io::stdin().lock();
+        let mut buf = vec![0u8; 64 * 1024];
+        loop {
+            match stdin.read(&mut buf) {
+                Ok(0) | Err(_) => break,
+                Ok(n) => {
+                    let Some(data) = buf.get(..n) else { break };
+                    if to_sock.write_all(data).is_err() {
+                        break;
+                    }
+                }
+            }
+        }
+        let _ = to_sock.shutdown(std::net::Shutdown::Write);
+    });
+    let mut from_sock = sock;
+    let mut stdout = std::io::stdout().lock();
+    let mut buf = vec![0u8; 64 * 1024];
+    loop {
+        match from_sock.read(&mut buf) {
+            Ok(0) | Err(_) => break,
+            Ok(n) => {
+                let Some(data) = buf.get(..n) else { break };
+                if stdout
+                    .write_all(data)
+                    .and_then(|()| stdout.flush())
+                    .is_err()
+                {
+                    break;
+                }
+            }
+        }
+    }
+    drop(stdout);
+    let _ = up.join();
+    Ok(())
+}
+
+/// The set of repository ids present in storage (for "do we have it").
+pub fn held(storage: &Storage) -> HashSet<RepoId> {
+    storage.list().unwrap_or_default().into_iter().collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pkt_counter_counts_flushes_across_chunks() {
+        let stream = b"000eversion 2\n0000000cls-refs\n00010008abcd0000";
+        for chunk in 1..stream.len() {
+            let mut c = PktCounter::default();
+            for part in stream.chunks(chunk) {
+                c.feed(part);
+            }
+            assert_eq!(c.flushes, 2, "chunk {chunk}");
+            assert!(!c.broken);
+        }
+        let mut c = PktCounter::default();
+        c.feed(b"zzzz");
+        assert!(c.broken);
+    }
+}

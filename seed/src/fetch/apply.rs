@@ -1,0 +1,320 @@
+//! Validation of fetched refs and their atomic application (protocol.md §2.3, §6.5, §6.6).
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::Path;
+use std::process::{Command, Stdio};
+
+use seedd_proto::crypto::{NodeId, RepoId};
+
+use super::{FetchConfig, FetchError, QUARANTINE};
+use crate::storage::{identity, sigrefs};
+
+/// Why a fetch as a whole was rejected (nothing written).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ValidationError {
+    #[error("the peer has no canonical refs/rad/id")]
+    MissingIdentity,
+    #[error("identity document: {0}")]
+    Identity(String),
+    #[error("delegate {0} has diverged rad/sigrefs")]
+    DelegateDiverged(NodeId),
+    #[error("only {valid} valid delegate(s), threshold is {threshold}")]
+    Threshold { valid: usize, threshold: usize },
+}
+
+impl ValidationError {
+    pub fn label(&self) -> &'static str {
+        match self {
+            ValidationError::MissingIdentity => "missing_identity",
+            ValidationError::Identity(_) => "identity",
+            ValidationError::DelegateDiverged(_) => "delegate_diverged",
+            ValidationError::Threshold { .. } => "threshold",
+        }
+    }
+}
+
+/// What a fetch changed.
+#[derive(Debug, Clone, Default)]
+pub struct Outcome {
+    pub cloned: bool,
+    /// Namespaces updated, with their new `rad/sigrefs` commit.
+    pub updated: Vec<(NodeId, [u8; 20])>,
+    /// Namespaces dropped, with the reason.
+    pub pruned: Vec<(NodeId, String)>,
+    pub refs_written: usize,
+}
+
+fn git(cfg: &FetchConfig, repo: &Path) -> Command {
+    let mut cmd = Command::new(&cfg.git);
+    cmd.env_clear()
+        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+        .env("HOME", &cfg.git_home)
+        .env("GIT_CONFIG_NOSYSTEM", "1")
+        .env("GIT_CONFIG_GLOBAL", "/dev/null")
+        .arg("-C")
+        .arg(repo);
+    cmd
+}
+
+fn git_err(e: impl std::fmt::Display) -> FetchError {
+    FetchError::Git(e.to_string())
+}
+
+/// `(name, oid)` of every ref under `prefix`.
+fn refs_under(
+    cfg: &FetchConfig,
+    repo: &Path,
+    prefix: &str,
+) -> Result<Vec<(String, String)>, FetchError> {
+    let out = git(cfg, repo)
+        .args(["for-each-ref", "--format=%(refname) %(objectname)", prefix])
+        .output()?;
+    if !out.status.success() {
+        return Err(git_err(String::from_utf8_lossy(&out.stderr)));
+    }
+    Ok(String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|l| l.split_once(' '))
+        .map(|(n, o)| (n.to_owned(), o.to_owned()))
+        .collect())
+}
+
+fn is_ancestor(cfg: &FetchConfig, repo: &Path, a: &str, b: &str) -> Result<bool, FetchError> {
+    let status = git(cfg, repo)
+        .args(["merge-base", "--is-ancestor", a, b])
+        .stderr(Stdio::null())
+        .status()?;
+    Ok(status.success())
+}
+
+/// Runs an `update-ref --stdin` transaction (all or nothing).
+fn transaction(cfg: &FetchConfig, repo: &Path, lines: &[String]) -> Result<(), FetchError> {
+    use std::io::Write as _;
+    let mut child = git(cfg, repo)
+        .args(["update-ref", "--stdin"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()?;
+    {
+        let mut stdin = child.stdin.take().ok_or_else(|| git_err("no stdin"))?;
+        let mut script = String::from("start\n");
+        for l in lines {
+            script.push_str(l);
+            script.push('\n');
+        }
+        script.push_str("prepare\ncommit\n");
+        stdin.write_all(script.as_bytes())?;
+    }
+    let out = child.wait_with_output()?;
+    if !out.status.success() {
+        return Err(git_err(format!(
+            "update-ref: {}",
+            String::from_utf8_lossy(&out.stderr).trim()
+        )));
+    }
+    Ok(())
+}
+
+/// Removes the quarantine refs whatever happens (they must never be served).
+struct Quarantine<'a> {
+    cfg: &'a FetchConfig,
+    repo: &'a Path,
+}
+
+impl Drop for Quarantine<'_> {
+    fn drop(&mut self) {
+        if let Ok(refs) = refs_under(self.cfg, self.repo, QUARANTINE) {
+            let lines: Vec<String> = refs.iter().map(|(n, _)| format!("delete {n}")).collect();
+            if !lines.is_empty() {
+                if let Err(e) = transaction(self.cfg, self.repo, &lines) {
+                    tracing::error!(error = %e, repo = %self.repo.display(), "cannot remove quarantine refs");
+                }
+            }
+        }
+    }
+}
+
+/// Validates what the fetch put under the quarantine refs and applies it.
+pub fn validate_and_apply(
+    cfg: &FetchConfig,
+    rid: RepoId,
+    repo: &Path,
+    local: &NodeId,
+) -> Result<Outcome, FetchError> {
+    let _quarantine = Quarantine { cfg, repo };
+    let gix_repo = gix::open(repo).map_err(git_err)?;
+    let fetched = refs_under(cfg, repo, QUARANTINE)?;
+    let fetched: BTreeMap<String, String> = fetched.into_iter().collect();
+
+    // 1. The identity document (canonical rad/id as the peer holds it).
+    let id_oid = fetched
+        .get(&format!("{QUARANTINE}/rad/id"))
+        .ok_or(ValidationError::MissingIdentity)?;
+    let id_head = gix::ObjectId::from_hex(id_oid.as_bytes()).map_err(git_err)?;
+    let ident =
+        identity::read(&gix_repo, id_head).map_err(|e| ValidationError::Identity(e.to_string()))?;
+    let doc = &ident.doc;
+    let threshold = if doc.delegates.contains(local) {
+        doc.threshold.saturating_sub(1)
+    } else {
+        doc.threshold
+    };
+
+    // 2. Each namespace's signed refs.
+    let ns_prefix = format!("{QUARANTINE}/namespaces/");
+    let mut namespaces: Vec<NodeId> = fetched
+        .keys()
+        .filter_map(|name| {
+            let rest = name.strip_prefix(&ns_prefix)?;
+            let (nid, tail) = rest.split_once('/')?;
+            (tail == "refs/rad/sigrefs").then(|| nid.parse().ok())?
+        })
+        .collect();
+    namespaces.sort();
+    let mut outcome = Outcome::default();
+    let mut valid_delegates = 0usize;
+    let mut lines = Vec::new();
+    for nid in namespaces {
+        let is_delegate = doc.delegates.contains(&nid);
+        let q = |name: &str| fetched.get(&format!("{ns_prefix}{nid}/{name}"));
+        let Some(tip) = q("refs/rad/sigrefs") else {
+            continue;
+        };
+        let tip_id = gix::ObjectId::from_hex(tip.as_bytes()).map_err(git_err)?;
+        let signed = match sigrefs::verify(&gix_repo, rid, &nid, tip_id) {
+            Ok(s) => s,
+            Err(e) => {
+                tracing::warn!(%rid, namespace = %nid, error = %e, "pruning namespace: invalid signed refs");
+                outcome.pruned.push((nid, e.to_string()));
+                continue;
+            }
+        };
+        let current = refs_under(
+            cfg,
+            repo,
+            &format!("refs/namespaces/{nid}/refs/rad/sigrefs"),
+        )?
+        .into_iter()
+        .next()
+        .map(|(_, o)| o);
+        match &current {
+            Some(cur) if cur == tip => {
+                // Unchanged.
+                if is_delegate {
+                    valid_delegates += 1;
+                }
+                continue;
+            }
+            Some(cur) => {
+                if is_ancestor(cfg, repo, tip, cur)? {
+                    // Behind what we hold: ignored.
+                    if is_delegate {
+                        valid_delegates += 1;
+                    }
+                    continue;
+                }
+                if !is_ancestor(cfg, repo, cur, tip)? {
+                    if is_delegate {
+                        return Err(ValidationError::DelegateDiverged(nid).into());
+                    }
+                    tracing::warn!(%rid, namespace = %nid, "ignoring diverged signed refs");
+                    outcome.pruned.push((nid, "diverged rad/sigrefs".into()));
+                    continue;
+                }
+            }
+            None => {}
+        }
+        // Every ref we write must be signed with the same oid, every signed ref present.
+        let mut ns_lines = Vec::new();
+        let mut bad = None;
+        for (name, oid) in &signed.refs {
+            if name == "refs/rad/sigrefs-parent" {
+                continue; // recorded in the blob only, never a ref
+            }
+            match q(name) {
+                Some(got) if got == &oid.to_string() => {
+                    ns_lines.push(format!("update refs/namespaces/{nid}/{name} {oid}"));
+                }
+                Some(_) => {
+                    bad = Some(format!("{name} does not match its signed oid"));
+                    break;
+                }
+                None => {
+                    bad = Some(format!("signed ref {name} is missing"));
+                    break;
+                }
+            }
+        }
+        if let Some(reason) = bad {
+            tracing::warn!(%rid, namespace = %nid, reason, "pruning namespace");
+            outcome.pruned.push((nid, reason));
+            continue;
+        }
+        // Refs we hold in that namespace that are no longer signed go away.
+        let held = refs_under(cfg, repo, &format!("refs/namespaces/{nid}/"))?;
+        for (name, _) in held {
+            let rel = name
+                .strip_prefix(&format!("refs/namespaces/{nid}/"))
+                .unwrap_or(&name);
+            if rel != "refs/rad/sigrefs" && !signed.refs.contains_key(rel) {
+                ns_lines.push(format!("delete {name}"));
+            }
+        }
+        ns_lines.push(format!(
+            "update refs/namespaces/{nid}/refs/rad/sigrefs {tip}"
+        ));
+        outcome.refs_written += ns_lines.len();
+        lines.extend(ns_lines);
+        let mut at = [0u8; 20];
+        at.copy_from_slice(tip_id.as_bytes());
+        outcome.updated.push((nid, at));
+        if is_delegate {
+            valid_delegates += 1;
+        }
+    }
+    if valid_delegates < threshold {
+        return Err(ValidationError::Threshold {
+            valid: valid_delegates,
+            threshold,
+        }
+        .into());
+    }
+
+    // 3. Canonical refs: rad/id, and the default branch where `threshold` delegates agree.
+    lines.push(format!("update refs/rad/id {id_oid}"));
+    let default_branch = doc.project().map(|p| p.default_branch);
+    if let Some(branch) = &default_branch {
+        let mut votes: HashMap<String, usize> = HashMap::new();
+        for d in &doc.delegates {
+            let name = format!("refs/heads/{branch}");
+            let updated = outcome.updated.iter().any(|(n, _)| n == d);
+            let tip = if updated {
+                fetched.get(&format!("{ns_prefix}{d}/{name}")).cloned()
+            } else {
+                refs_under(cfg, repo, &format!("refs/namespaces/{d}/{name}"))?
+                    .into_iter()
+                    .find(|(n, _)| n == &format!("refs/namespaces/{d}/{name}"))
+                    .map(|(_, o)| o)
+            };
+            if let Some(t) = tip {
+                *votes.entry(t).or_default() += 1;
+            }
+        }
+        let needed = doc.threshold.max(1);
+        if let Some((oid, _)) = votes
+            .into_iter()
+            .filter(|(_, n)| *n >= needed)
+            .max_by_key(|(_, n)| *n)
+        {
+            lines.push(format!("update refs/heads/{branch} {oid}"));
+        }
+    }
+    transaction(cfg, repo, &lines)?;
+    if let Some(branch) = default_branch {
+        let _ = git(cfg, repo)
+            .args(["symbolic-ref", "HEAD", &format!("refs/heads/{branch}")])
+            .status();
+    }
+    Ok(outcome)
+}
