@@ -1,0 +1,598 @@
+#!/usr/bin/env python3
+"""Generates the Grafana dashboards in grafana/*.json (the JSON files are committed; this is their
+source). Run `python3 ops/tools/gen_dashboards.py` after editing, or `--check` to verify that the
+committed JSON is what this script produces (scripts/check-observability.sh does).
+
+Every query uses only metrics from README.md's "Metrics" table (seed/src/metrics.rs `CATALOGUE`)
+and the Prometheus built-in `up`; ops/tools/check_metric_names.py enforces that.
+"""
+import json
+import pathlib
+import sys
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+OUT = ROOT / "grafana"
+
+DS = {"type": "prometheus", "uid": "${datasource}"}
+I = 'instance=~"$instance"'  # every selector is scoped to the chosen seeds
+RATE = "$__rate_interval"
+INVENTORY_CAP = 2973  # Radicle's inventory announcement limit (RIDs per message)
+
+
+class Layout:
+    """Places panels left to right, wrapping at 24 columns; rows span the full width."""
+
+    def __init__(self):
+        self.x = 0
+        self.y = 0
+        self.row_h = 0
+        self.next_id = 1
+
+    def id(self):
+        i = self.next_id
+        self.next_id += 1
+        return i
+
+    def place(self, w, h):
+        if self.x + w > 24:
+            self.x = 0
+            self.y += self.row_h
+            self.row_h = 0
+        pos = {"h": h, "w": w, "x": self.x, "y": self.y}
+        self.x += w
+        self.row_h = max(self.row_h, h)
+        return pos
+
+    def row(self, title):
+        if self.x:
+            self.y += self.row_h
+        self.x, self.row_h = 0, 0
+        pos = {"h": 1, "w": 24, "x": 0, "y": self.y}
+        self.y += 1
+        return {
+            "collapsed": False,
+            "gridPos": pos,
+            "id": self.id(),
+            "panels": [],
+            "title": title,
+            "type": "row",
+        }
+
+
+def target(expr, legend="__auto", ref="A", fmt=None, instant=False):
+    t = {"datasource": DS, "expr": expr, "legendFormat": legend, "refId": ref}
+    if fmt:
+        t["format"] = fmt
+    if instant:
+        t["instant"] = True
+        t["range"] = False
+    return t
+
+
+def targets(queries, **kw):
+    out = []
+    for i, q in enumerate(queries):
+        expr, legend = q if isinstance(q, tuple) else (q, "__auto")
+        out.append(target(expr, legend, ref=chr(ord("A") + i), **kw))
+    return out
+
+
+def thresholds(steps):
+    """steps: [(value or None, colour)], first value None (base)."""
+    return {
+        "mode": "absolute",
+        "steps": [{"color": c, "value": v} for v, c in steps],
+    }
+
+
+GREEN = [(None, "green")]
+
+
+def timeseries(lay, title, queries, unit="short", desc="", w=12, h=8, stack=False,
+               steps=None, line_at=None, min0=True, legend_calcs=("mean", "max", "lastNotNull")):
+    custom = {
+        "drawStyle": "line",
+        "lineWidth": 1,
+        "fillOpacity": 10 if not stack else 30,
+        "showPoints": "never",
+        "spanNulls": False,
+        "stacking": {"group": "A", "mode": "normal" if stack else "none"},
+    }
+    defaults = {"custom": custom, "unit": unit, "color": {"mode": "palette-classic"}}
+    if min0:
+        defaults["min"] = 0
+    if line_at is not None:
+        defaults["thresholds"] = thresholds([(None, "transparent"), (line_at, "red")])
+        custom["thresholdsStyle"] = {"mode": "line"}
+    elif steps:
+        defaults["thresholds"] = thresholds(steps)
+    return {
+        "datasource": DS,
+        "description": desc,
+        "fieldConfig": {"defaults": defaults, "overrides": []},
+        "gridPos": lay.place(w, h),
+        "id": lay.id(),
+        "options": {
+            "legend": {
+                "calcs": list(legend_calcs),
+                "displayMode": "table",
+                "placement": "bottom",
+                "showLegend": True,
+            },
+            "tooltip": {"mode": "multi", "sort": "desc"},
+        },
+        "targets": targets(queries),
+        "title": title,
+        "type": "timeseries",
+    }
+
+
+def stat(lay, title, queries, unit="short", desc="", w=4, h=4, steps=None, mappings=None,
+         text_mode="auto", color_mode="value", decimals=None, instant=True, graph=False):
+    defaults = {
+        "color": {"mode": "thresholds"},
+        "thresholds": thresholds(steps or GREEN),
+        "unit": unit,
+    }
+    if mappings:
+        defaults["mappings"] = mappings
+    if decimals is not None:
+        defaults["decimals"] = decimals
+    return {
+        "datasource": DS,
+        "description": desc,
+        "fieldConfig": {"defaults": defaults, "overrides": []},
+        "gridPos": lay.place(w, h),
+        "id": lay.id(),
+        "options": {
+            "colorMode": color_mode,
+            "graphMode": "area" if graph else "none",
+            "justifyMode": "auto",
+            "orientation": "auto",
+            "reduceOptions": {"calcs": ["lastNotNull"], "fields": "", "values": False},
+            "textMode": text_mode,
+        },
+        "targets": targets(queries, instant=instant),
+        "title": title,
+        "type": "stat",
+    }
+
+
+def bargauge(lay, title, queries, unit="short", desc="", w=8, h=6, max_=None, steps=None):
+    defaults = {
+        "color": {"mode": "thresholds"},
+        "thresholds": thresholds(steps or GREEN),
+        "unit": unit,
+        "min": 0,
+    }
+    if max_ is not None:
+        defaults["max"] = max_
+    return {
+        "datasource": DS,
+        "description": desc,
+        "fieldConfig": {"defaults": defaults, "overrides": []},
+        "gridPos": lay.place(w, h),
+        "id": lay.id(),
+        "options": {
+            "displayMode": "gradient",
+            "orientation": "horizontal",
+            "reduceOptions": {"calcs": ["lastNotNull"], "fields": "", "values": False},
+            "showUnfilled": True,
+        },
+        "targets": targets(queries, instant=True),
+        "title": title,
+        "type": "bargauge",
+    }
+
+
+def heatmap(lay, title, expr, desc="", w=12, h=8):
+    return {
+        "datasource": DS,
+        "description": desc,
+        "fieldConfig": {"defaults": {"custom": {"scaleDistribution": {"type": "linear"}}},
+                        "overrides": []},
+        "gridPos": lay.place(w, h),
+        "id": lay.id(),
+        "options": {
+            "calculate": False,
+            "cellGap": 1,
+            "color": {"mode": "scheme", "scheme": "Oranges", "steps": 64},
+            "yAxis": {"unit": "s"},
+            "rowsFrame": {"layout": "auto"},
+            "tooltip": {"mode": "single", "yHistogram": False},
+        },
+        "targets": [target(expr, "{{le}}", fmt="heatmap")],
+        "title": title,
+        "type": "heatmap",
+    }
+
+
+def up_mapping():
+    return [{
+        "type": "value",
+        "options": {
+            "0": {"color": "red", "index": 0, "text": "DOWN"},
+            "1": {"color": "green", "index": 1, "text": "UP"},
+        },
+    }]
+
+
+def variables():
+    return [
+        {
+            "name": "datasource",
+            "label": "Data source",
+            "type": "datasource",
+            "query": "prometheus",
+            "hide": 0,
+            "includeAll": False,
+            "multi": False,
+            "refresh": 1,
+            "regex": "",
+        },
+        {
+            "name": "instance",
+            "label": "Seed",
+            "description": "seedd admin endpoints (label_values of seedd_build_info)",
+            "type": "query",
+            "datasource": DS,
+            "query": {
+                "query": "label_values(seedd_build_info, instance)",
+                "refId": "PrometheusVariableQueryEditor-VariableQuery",
+                "qryType": 1,
+            },
+            "hide": 0,
+            "includeAll": True,
+            "allValue": ".+",
+            "multi": True,
+            "refresh": 2,
+            "regex": "",
+            "sort": 1,
+            "current": {"selected": True, "text": ["All"], "value": ["$__all"]},
+        },
+    ]
+
+
+def dashboard(uid, title, desc, panels, tags=()):
+    return {
+        "annotations": {"list": [{
+            "builtIn": 1,
+            "datasource": {"type": "grafana", "uid": "-- Grafana --"},
+            "enable": True,
+            "hide": True,
+            "iconColor": "rgba(0, 211, 255, 1)",
+            "name": "Annotations & Alerts",
+            "type": "dashboard",
+        }]},
+        "description": desc,
+        "editable": True,
+        "fiscalYearStartMonth": 0,
+        "graphTooltip": 1,
+        "id": None,
+        "links": [{
+            "asDropdown": True,
+            "icon": "external link",
+            "includeVars": True,
+            "keepTime": True,
+            "tags": ["seedd"],
+            "targetBlank": False,
+            "title": "seedd dashboards",
+            "tooltip": "",
+            "type": "dashboards",
+            "url": "",
+        }],
+        "liveNow": False,
+        "panels": panels,
+        "refresh": "30s",
+        "schemaVersion": 39,
+        "tags": ["seedd", "radicle", *tags],
+        "templating": {"list": variables()},
+        "time": {"from": "now-6h", "to": "now"},
+        "timepicker": {},
+        "timezone": "browser",
+        "title": title,
+        "uid": uid,
+        "version": 1,
+        "weekStart": "",
+    }
+
+
+def clone_quantile(q, by="le"):
+    return (f"histogram_quantile({q}, sum by ({by}) "
+            f"(rate(seedd_git_clone_duration_seconds_bucket{{{I}}}[{RATE}])))")
+
+
+# ---------------------------------------------------------------------------------------------
+def overview():
+    lay = Layout()
+    p = [lay.row("Health")]
+    p.append(stat(lay, "Scrape status", [(f'up{{{I}}}', "{{instance}}")],
+                  desc="Prometheus `up` for each seedd admin endpoint (1 = scraped).",
+                  mappings=up_mapping(), steps=[(None, "red"), (1, "green")],
+                  color_mode="background", w=4))
+    p.append(stat(lay, "Version", [(f"seedd_build_info{{{I}}}", "{{instance}}: {{version}}")],
+                  desc="seedd_build_info: the running build (the series name carries the version).",
+                  text_mode="name", w=5))
+    p.append(stat(lay, "Repositories", [
+        (f'sum(seedd_repos_indexed{{{I}, visibility="public"}})', "public"),
+        (f'sum(seedd_repos_indexed{{{I}, visibility="private"}})', "private"),
+    ], desc="Repositories in the index, by visibility.", w=4, text_mode="value_and_name"))
+    p.append(stat(lay, "Connected peers", [
+        (f'sum(seedd_p2p_sessions{{{I}, state="connected", link="inbound"}})', "inbound"),
+        (f'sum(seedd_p2p_sessions{{{I}, state="connected", link="outbound"}})', "outbound"),
+    ], desc="Radicle peer sessions past the handshake. 0 for a long time: see the SeeddNoPeers alert.",
+        steps=[(None, "orange"), (1, "green")], w=4, text_mode="value_and_name"))
+    p.append(stat(lay, "Data dir free", [
+        (f"min(seedd_data_dir_free_bytes{{{I}}} / seedd_data_dir_capacity_bytes{{{I}}})", "free"),
+    ], unit="percentunit", desc="Lowest free fraction of the filesystem holding data_dir.",
+        steps=[(None, "red"), (0.1, "orange"), (0.2, "green")], decimals=1, w=3))
+    p.append(stat(lay, "Announced inventory", [
+        (f'sum(seedd_p2p_inventory_repos{{{I}, state="announced"}})', "announced"),
+        (f'sum(seedd_p2p_inventory_repos{{{I}, state="unannounced"}})', "over the cap"),
+    ], desc=f"Public repositories announced to peers; Radicle's cap is {INVENTORY_CAP} per "
+            "announcement, repositories beyond it are not announced.",
+        steps=[(None, "green"), (2700, "orange"), (INVENTORY_CAP, "red")], w=4,
+        text_mode="value_and_name"))
+
+    p.append(lay.row("Traffic"))
+    p.append(timeseries(lay, "HTTP requests by status", [
+        (f"sum by (status) (rate(seedd_http_requests_total{{{I}}}[{RATE}]))", "{{status}}"),
+    ], unit="reqps", desc="Git smart-HTTP requests answered per second, by status code.", stack=True))
+    p.append(timeseries(lay, "HTTP error ratio", [
+        (f'sum(rate(seedd_http_requests_total{{{I}, status=~"5.."}}[{RATE}])) '
+         f"/ sum(rate(seedd_http_requests_total{{{I}}}[{RATE}]))", "5xx"),
+        (f'sum(rate(seedd_http_requests_total{{{I}, status=~"4.."}}[{RATE}])) '
+         f"/ sum(rate(seedd_http_requests_total{{{I}}}[{RATE}]))", "4xx"),
+    ], unit="percentunit", desc="Share of HTTP answers that are errors. 503s are pack-queue "
+                                 "back-pressure (see Serving); 404s include unknown and private repositories."))
+    p.append(timeseries(lay, "Clone latency", [
+        (clone_quantile(0.5), "p50"),
+        (clone_quantile(0.95), "p95"),
+    ], unit="s", desc="git upload-pack responses over HTTP, request to last byte (all protocols)."))
+    p.append(timeseries(lay, "Peer sessions", [
+        (f'sum by (link) (seedd_p2p_sessions{{{I}, state="connected"}})', "{{link}}"),
+        (f'sum(seedd_p2p_sessions{{{I}, state="handshake"}})', "handshaking"),
+    ], desc="Connected Radicle peers by direction, and sessions still in the Noise handshake."))
+    p.append(timeseries(lay, "Data dir free space", [
+        (f"seedd_data_dir_free_bytes{{{I}}}", "{{instance}} free"),
+        (f"seedd_data_dir_capacity_bytes{{{I}}}", "{{instance}} capacity"),
+    ], unit="bytes", desc="Filesystem holding data_dir. Growth forecast: Storage dashboard."))
+    p.append(timeseries(lay, "Gossip traffic", [
+        (f'sum(rate(seedd_p2p_message_bytes_total{{{I}, direction="in"}}[{RATE}]))', "in"),
+        (f'sum(rate(seedd_p2p_message_bytes_total{{{I}, direction="out"}}[{RATE}]))', "out"),
+    ], unit="binBps", desc="Radicle frame bytes received and sent (all message types)."))
+    return dashboard("seedd-overview", "seedd / Overview",
+                     "One screen per seed: up, version, repositories, peers, HTTP traffic and "
+                     "errors, clone latency, disk.", p)
+
+
+def p2p():
+    lay = Layout()
+    p = [lay.row("Sessions")]
+    p.append(timeseries(lay, "Sessions by link and state", [
+        (f"sum by (link, state) (seedd_p2p_sessions{{{I}}})", "{{link}} {{state}}"),
+    ], desc="Peer sessions: inbound/outbound × handshake/connected (inbound limit "
+            "p2p.max_inbound, default 128; outbound p2p.max_outbound, default 16).", w=8))
+    p.append(timeseries(lay, "Handshakes by result", [
+        (f"sum by (link, result) (rate(seedd_p2p_handshakes_total{{{I}}}[{RATE}]))",
+         "{{link}} {{result}}"),
+    ], unit="ops", desc="Noise XK handshakes per second (ok, timeout, error, self, conflict).", w=8))
+    p.append(timeseries(lay, "Disconnects by reason", [
+        (f"sum by (reason) (rate(seedd_p2p_disconnects_total{{{I}}}[{RATE}]))", "{{reason}}"),
+    ], unit="ops", desc="Sessions ended per second, by reason.", w=8))
+
+    p.append(lay.row("Messages"))
+    for direction, word in (("in", "received"), ("out", "sent")):
+        p.append(timeseries(lay, f"Messages {word} by type", [
+            (f'sum by (type) (rate(seedd_p2p_messages_total{{{I}, direction="{direction}"}}[{RATE}]))',
+             "{{type}}"),
+        ], unit="ops", desc=f"Frames {word} per second by gossip type, or control/git.", stack=True))
+    for direction, word in (("in", "received"), ("out", "sent")):
+        p.append(timeseries(lay, f"Bytes {word} by type", [
+            (f'sum by (type) (rate(seedd_p2p_message_bytes_total{{{I}, direction="{direction}"}}[{RATE}]))',
+             "{{type}}"),
+        ], unit="binBps", desc=f"Frame bytes {word} per second by type.", stack=True))
+    p.append(timeseries(lay, "Relayed announcements by type", [
+        (f"sum by (type) (rate(seedd_p2p_relayed_total{{{I}}}[{RATE}]))", "{{type}}"),
+    ], unit="ops", desc="Announcements relayed to other peers (one per announcement and receiving "
+                        "peer). Only with p2p.relay on."))
+    p.append(timeseries(lay, "Dropped messages by reason", [
+        (f"sum by (reason) (rate(seedd_p2p_dropped_messages_total{{{I}}}[{RATE}]))", "{{reason}}"),
+    ], unit="ops", desc="Gossip not acted on (rate_limited, stale, unknown_author, own) or not "
+                        "sent (outbox_full)."))
+
+    p.append(lay.row("Abuse: rate limits, penalties, bans"))
+    p.append(timeseries(lay, "Rate-limit hits by scope", [
+        (f"sum by (scope) (rate(seedd_p2p_rate_limited_total{{{I}}}[{RATE}]))", "{{scope}}"),
+    ], unit="ops", desc="Token-bucket hits: connection attempts per IP (ip), messages per node (nid).",
+        w=8))
+    p.append(timeseries(lay, "Connections rejected by reason", [
+        (f"sum by (reason) (rate(seedd_p2p_connections_rejected_total{{{I}}}[{RATE}]))",
+         "{{reason}}"),
+    ], unit="ops", desc="Inbound connections refused before the handshake (banned, rate_limited, "
+                        "inbound_limit).", w=8))
+    p.append(timeseries(lay, "Penalties by reason", [
+        (f"sum by (reason) (rate(seedd_p2p_penalties_total{{{I}}}[{RATE}]))", "{{reason}}"),
+    ], unit="ops", desc="Misbehaviour penalties given to peer IPs (ban at p2p.ban.threshold).", w=8))
+    p.append(timeseries(lay, "Bans", [
+        (f"sum(increase(seedd_p2p_bans_total{{{I}}}[1h]))", "new bans in the last hour"),
+        (f"sum(seedd_p2p_banned_ips{{{I}}})", "banned now"),
+    ], desc="IPs banned after passing the penalty threshold (kept in RocksDB for "
+            "p2p.ban.duration_secs).", w=8))
+
+    p.append(lay.row("Gossip state"))
+    p.append(timeseries(lay, "Routing table, address book, stored announcements", [
+        (f"sum(seedd_p2p_routing_entries{{{I}}})", "routing entries"),
+        (f"sum(seedd_p2p_address_book_nodes{{{I}}})", "address book nodes"),
+        (f"sum(seedd_p2p_stored_announcements{{{I}}})", "stored announcements"),
+    ], desc="Routing-table entries (repository, seeding node), seed nodes known, announcements "
+            "kept for Subscribe answers.", w=8))
+    p.append(timeseries(lay, "Inventory: announced vs unannounced", [
+        (f'sum(seedd_p2p_inventory_repos{{{I}, state="announced"}})', "announced"),
+        (f'sum(seedd_p2p_inventory_repos{{{I}, state="unannounced"}})', "beyond the cap"),
+    ], desc=f"Public repositories announced; above {INVENTORY_CAP} the rest are not announced "
+            "(red line).", line_at=INVENTORY_CAP, w=8))
+    p.append(bargauge(lay, "Inventory vs cap", [
+        (f'seedd_p2p_inventory_repos{{{I}, state="announced"}}', "{{instance}}"),
+    ], desc=f"Announced inventory per seed against the {INVENTORY_CAP}-RID cap.",
+        max_=INVENTORY_CAP, steps=[(None, "green"), (2700, "orange"), (INVENTORY_CAP, "red")],
+        w=8, h=8))
+    return dashboard("seedd-p2p", "seedd / P2P network",
+                     "Radicle peer-to-peer: sessions, handshakes, gossip messages and bytes, "
+                     "relay, rate limits, penalties and bans, routing state, inventory.",
+                     p, tags=("p2p",))
+
+
+def serving():
+    lay = Layout()
+    p = [lay.row("HTTP")]
+    p.append(timeseries(lay, "Requests by route and status", [
+        (f"sum by (route, status) (rate(seedd_http_requests_total{{{I}}}[{RATE}]))",
+         "{{route}} {{status}}"),
+    ], unit="reqps", desc="route ∈ info_refs, upload_pack, receive_pack, other."))
+    p.append(timeseries(lay, "Response bytes by route", [
+        (f"sum by (route) (rate(seedd_http_response_bytes_total{{{I}}}[{RATE}]))", "{{route}}"),
+    ], unit="binBps", desc="Response body bytes sent per second.", stack=True))
+    p.append(timeseries(lay, "Requests in flight by route", [
+        (f"sum by (route) (seedd_http_requests_in_flight{{{I}}})", "{{route}}"),
+    ], desc="Requests being answered, including streaming bodies.", w=8))
+    p.append(stat(lay, "Error ratio (5xx, range)", [
+        (f'sum(increase(seedd_http_requests_total{{{I}, status=~"5.."}}[$__range])) '
+         f"/ sum(increase(seedd_http_requests_total{{{I}}}[$__range]))", "5xx"),
+    ], unit="percentunit", desc="Share of 5xx answers over the dashboard's time range.",
+        steps=[(None, "green"), (0.01, "orange"), (0.05, "red")], w=4, h=8, decimals=2))
+    p.append(timeseries(lay, "Clones per second by protocol", [
+        (f"sum by (protocol) (rate(seedd_git_clone_duration_seconds_count{{{I}}}[{RATE}]))",
+         "{{protocol}}"),
+    ], unit="ops", desc="Completed upload-pack (pack) responses per second, by git protocol.",
+        w=12))
+
+    p.append(lay.row("Clone duration"))
+    p.append(timeseries(lay, "Clone duration quantiles", [
+        (clone_quantile(0.5, "le, protocol"), "p50 {{protocol}}"),
+        (clone_quantile(0.9, "le, protocol"), "p90 {{protocol}}"),
+        (clone_quantile(0.99, "le, protocol"), "p99 {{protocol}}"),
+        (f"sum by (protocol) (rate(seedd_git_clone_duration_seconds_sum{{{I}}}[{RATE}])) "
+         f"/ sum by (protocol) (rate(seedd_git_clone_duration_seconds_count{{{I}}}[{RATE}]))",
+         "mean {{protocol}}"),
+    ], unit="s", desc="Request to last byte, from the seedd_git_clone_duration_seconds histogram "
+                      "(buckets 5 ms … 300 s)."))
+    p.append(heatmap(lay, "Clone duration distribution",
+                     f"sum by (le) (increase(seedd_git_clone_duration_seconds_bucket{{{I}}}[{RATE}]))",
+                     desc="Completed clones per duration bucket."))
+
+    p.append(lay.row("Pack generation"))
+    p.append(timeseries(lay, "Packs in flight and queue", [
+        (f"sum(seedd_git_packs_in_flight{{{I}}})", "in flight"),
+        (f"sum(seedd_git_pack_queue_depth{{{I}}})", "waiting for a slot"),
+    ], desc="Pack generations running (cap http.max_concurrent_packs) and requests queued "
+            "(cap http.pack_queue).", w=8))
+    p.append(timeseries(lay, "Rejected (503) by reason", [
+        (f"sum by (reason) (rate(seedd_git_pack_rejected_total{{{I}}}[{RATE}]))", "{{reason}}"),
+    ], unit="ops", desc="queue_full, queue_timeout (packs); refs_queue_full, refs_queue_timeout "
+                        "(ref advertisements). Answered 503 + Retry-After.", w=8))
+    p.append(timeseries(lay, "Aborted responses by reason", [
+        (f"sum by (reason) (rate(seedd_git_aborted_total{{{I}}}[{RATE}]))", "{{reason}}"),
+    ], unit="ops", desc="client_gone, idle_timeout, request_timeout, body_too_large, read_error.",
+        w=8))
+    return dashboard("seedd-serving", "seedd / Serving",
+                     "git over HTTP(S): requests by route and status, bytes, in flight, clone "
+                     "duration, pack slots, queue, rejections and aborts.",
+                     p, tags=("git",))
+
+
+def storage():
+    lay = Layout()
+    p = [lay.row("Repositories and index")]
+    p.append(timeseries(lay, "Repositories by visibility", [
+        (f"sum by (visibility) (seedd_repos_indexed{{{I}}})", "{{visibility}}"),
+    ], desc="Repositories in the index.", stack=True, w=8))
+    p.append(timeseries(lay, "Index scan duration", [
+        (f"histogram_quantile(0.5, sum by (le) (rate(seedd_index_scan_duration_seconds_bucket{{{I}}}[$__range])))",
+         "p50 (range)"),
+        (f"histogram_quantile(0.95, sum by (le) (rate(seedd_index_scan_duration_seconds_bucket{{{I}}}[$__range])))",
+         "p95 (range)"),
+        (f"sum(rate(seedd_index_scan_duration_seconds_sum{{{I}}}[1h])) "
+         f"/ sum(rate(seedd_index_scan_duration_seconds_count{{{I}}}[1h]))", "mean (1h)"),
+    ], unit="s", desc="Storage → index reconcile passes (startup, rescans, SIGHUP).", w=8))
+    p.append(timeseries(lay, "Index scans", [
+        (f"sum(increase(seedd_index_scan_duration_seconds_count{{{I}}}[1h]))", "scans per hour"),
+    ], desc="Reconcile passes per hour.", w=8))
+
+    p.append(lay.row("Disk"))
+    p.append(timeseries(lay, "Data dir free and capacity", [
+        (f"seedd_data_dir_free_bytes{{{I}}}", "{{instance}} free"),
+        (f"seedd_data_dir_capacity_bytes{{{I}}}", "{{instance}} capacity"),
+        (f"predict_linear(seedd_data_dir_free_bytes{{{I}}}[6h], 24 * 3600)",
+         "{{instance}} free in 24 h (linear, 6 h trend)"),
+    ], unit="bytes", desc="Filesystem holding data_dir. The forecast is what the "
+                          "SeeddDiskFillingUp alert uses.", min0=False))
+    p.append(timeseries(lay, "Data dir used", [
+        (f"1 - seedd_data_dir_free_bytes{{{I}}} / seedd_data_dir_capacity_bytes{{{I}}}",
+         "{{instance}}"),
+    ], unit="percentunit", desc="Used fraction (SeeddDiskAlmostFull at 90 %, red line).",
+        line_at=0.9, w=8))
+    p.append(stat(lay, "Time until full (6 h trend)", [
+        (f"seedd_data_dir_free_bytes{{{I}}} / (-deriv(seedd_data_dir_free_bytes{{{I}}}[6h]) > 0)",
+         "{{instance}}"),
+    ], unit="s", desc="Free bytes divided by the current fill rate; empty when the disk is not "
+                      "filling.", steps=[(None, "red"), (86400, "orange"), (7 * 86400, "green")],
+        w=4, h=8))
+
+    p.append(lay.row("Process and TLS"))
+    p.append(timeseries(lay, "Open file descriptors", [
+        (f"seedd_process_open_fds{{{I}}}", "{{instance}} open"),
+        (f"seedd_process_max_fds{{{I}}}", "{{instance}} limit"),
+    ], desc="Open fds against the soft RLIMIT_NOFILE (SeeddFdsNearLimit at 80 %).", w=8))
+    p.append(bargauge(lay, "File descriptors used", [
+        (f"seedd_process_open_fds{{{I}}} / seedd_process_max_fds{{{I}}}", "{{instance}}"),
+    ], unit="percentunit", max_=1, steps=[(None, "green"), (0.6, "orange"), (0.8, "red")],
+        desc="open / limit", w=6, h=8))
+    p.append(stat(lay, "TLS certificate expires in", [
+        (f"(seedd_tls_cert_expiry_timestamp_seconds{{{I}}} > 0) - time()", "{{instance}}"),
+    ], unit="s", desc="notAfter of the served certificate minus now; empty without TLS "
+                      "(SeeddTLSCertExpiringSoon under 14 days).",
+        steps=[(None, "red"), (3 * 86400, "orange"), (14 * 86400, "green")], w=5, h=8))
+    p.append(timeseries(lay, "TLS reloads by result", [
+        (f"sum by (result) (increase(seedd_tls_reloads_total{{{I}}}[1h]))", "{{result}}"),
+    ], desc="Certificate reloads per hour (file change or SIGHUP); errors keep the old "
+            "certificate.", w=5))
+    return dashboard("seedd-storage", "seedd / Storage and process",
+                     "Repositories and index scans, data_dir space with a 24 h forecast, file "
+                     "descriptors, TLS certificate expiry.", p, tags=("storage",))
+
+
+DASHBOARDS = {
+    "seedd-overview.json": overview,
+    "seedd-p2p.json": p2p,
+    "seedd-serving.json": serving,
+    "seedd-storage.json": storage,
+}
+
+
+def render(build):
+    return json.dumps(build(), indent=2, ensure_ascii=False) + "\n"
+
+
+def main(argv):
+    check = "--check" in argv
+    bad = []
+    for name, build in DASHBOARDS.items():
+        path = OUT / name
+        text = render(build)
+        if check:
+            if not path.exists() or path.read_text() != text:
+                bad.append(name)
+        else:
+            OUT.mkdir(exist_ok=True)
+            path.write_text(text)
+            print(f"wrote {path.relative_to(ROOT)}")
+    if bad:
+        print("grafana/ is out of date with ops/tools/gen_dashboards.py: " + ", ".join(bad)
+              + " (run python3 ops/tools/gen_dashboards.py)", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
