@@ -709,6 +709,25 @@ impl RadNode {
             .unwrap()
     }
 
+    /// Runs `git` as this node's user in `dir` (git-remote-rad on PATH); returns the output.
+    pub fn git_in(&self, dir: &Path, args: &[&str]) -> Output {
+        Command::new("git")
+            .args(args)
+            .current_dir(dir)
+            .env("RAD_HOME", &self.home)
+            .env("RAD_PASSPHRASE", "")
+            .env("PATH", rad_path())
+            .env("GIT_CONFIG_GLOBAL", "/dev/null")
+            .env("GIT_CONFIG_NOSYSTEM", "1")
+            .env("GIT_AUTHOR_NAME", &self.name)
+            .env("GIT_AUTHOR_EMAIL", format!("{}@example.org", self.name))
+            .env("GIT_COMMITTER_NAME", &self.name)
+            .env("GIT_COMMITTER_EMAIL", format!("{}@example.org", self.name))
+            .env_remove("RAD_SOCKET")
+            .output()
+            .unwrap()
+    }
+
     /// Runs `rad` as this node's user; panics on failure.
     pub fn rad(&self, args: &[&str]) -> Output {
         let out = self.rad_raw(args);
