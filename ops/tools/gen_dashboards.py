@@ -495,9 +495,23 @@ def serving():
         (f"sum by (reason) (rate(seedd_git_aborted_total{{{I}}}[{RATE}]))", "{{reason}}"),
     ], unit="ops", desc="client_gone, idle_timeout, request_timeout, body_too_large, read_error.",
         w=8))
+
+    p.append(lay.row("git over Radicle streams"))
+    p.append(timeseries(lay, "Git streams served by result", [
+        (f"sum by (result) (rate(seedd_p2p_git_serves_total{{{I}}}[{RATE}]))", "{{result}}"),
+    ], unit="ops", desc="git streams served to Radicle peers (rad clone / fetch from this seed), "
+                        "by result: ok, refused_unknown, refused_private, refused_busy, "
+                        "bad_header, timeout, too_large, cancelled, error.", w=8))
+    p.append(timeseries(lay, "Git streams in flight", [
+        (f"sum(seedd_p2p_git_serves_in_flight{{{I}}})", "in flight"),
+    ], desc="git streams being served now (cap p2p.max_concurrent_serves).", w=8))
+    p.append(timeseries(lay, "Git bytes sent to peers", [
+        (f"sum(rate(seedd_p2p_git_served_bytes_total{{{I}}}[{RATE}]))", "sent"),
+    ], unit="binBps", desc="upload-pack output sent over Radicle streams.", w=8))
     return dashboard("seedd-serving", "seedd / Serving",
                      "git over HTTP(S): requests by route and status, bytes, in flight, clone "
-                     "duration, pack slots, queue, rejections and aborts.",
+                     "duration, pack slots, queue, rejections and aborts; git served over "
+                     "Radicle streams.",
                      p, tags=("git",))
 
 
