@@ -201,7 +201,7 @@ impl Fetcher {
         match result {
             Ok(outcome) => {
                 m.fetches.with_label_values(&["ok"]).inc();
-                tracing::info!(%rid, peer = %from, updated = outcome.updated.len(), refs = outcome.refs_written, clone = outcome.cloned, ms = started.elapsed().as_millis() as u64, "fetched repository");
+                tracing::info!(%rid, peer = %from, updated = outcome.updated.len(), pruned = outcome.pruned.len(), refs = outcome.refs_written, clone = outcome.cloned, ms = started.elapsed().as_millis() as u64, "fetched repository");
             }
             Err(e) => {
                 m.fetches.with_label_values(&[e.label()]).inc();
@@ -238,8 +238,16 @@ impl Fetcher {
 
         // 2. Validate and apply (blocking: gix + git update-ref).
         let (cfg, rid2, repo2, local) = (inner.cfg.clone(), rid, repo.clone(), inner.net.nid());
+        let metrics = inner.metrics.clone();
+        let pruned = move |label: &'static str| {
+            metrics
+                .p2p
+                .validation_failures
+                .with_label_values(&[label])
+                .inc();
+        };
         let outcome = tokio::task::spawn_blocking(move || {
-            apply::validate_and_apply(&cfg, rid2, &repo2, &local)
+            apply::validate_and_apply(&cfg, rid2, &repo2, &local, &pruned)
         })
         .await
         .map_err(|e| FetchError::Git(e.to_string()))??;

@@ -242,7 +242,7 @@ pub const CATALOGUE: &[MetricDoc] = &[
         name: "seedd_fetch_validation_failures_total",
         kind: "counter",
         labels: &["reason"],
-        help: "Fetches rejected by validation, by reason (missing_identity, identity, delegate_diverged, threshold).",
+        help: "Validation failures: whole fetches rejected (missing_identity, identity, delegate_diverged, threshold) and namespaces pruned (invalid_sigrefs, unsigned_ref, mismatched_ref, missing_ref, diverged).",
     },
     MetricDoc {
         name: "seedd_fetch_refs_updated_total",

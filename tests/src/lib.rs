@@ -618,9 +618,17 @@ impl RadNode {
             .prefix("rn")
             .tempdir_in("/tmp")
             .unwrap();
+        Self::start_home(dir, name, connect)
+    }
+
+    /// Like [`start`](Self::start), with a home prepared in `dir/<name>` beforehand (e.g. a
+    /// fixture home whose storage a test tampered with).
+    pub fn start_home(dir: tempfile::TempDir, name: &str, connect: &[String]) -> RadNode {
         let home = dir.path().join(name);
         let fixture_home = fixtures().dir.join("homes").join(name);
-        if fixture_home.is_dir() {
+        if home.is_dir() {
+            // Prepared by the caller.
+        } else if fixture_home.is_dir() {
             copy_tree(&fixture_home, &home);
         } else {
             let seed_hex: String = name

@@ -160,3 +160,169 @@ fn push_to_real_node_is_replicated_acknowledged_and_served() {
         .to_owned();
     assert_eq!(erin_head, second);
 }
+
+fn git_at(repo: &Path, args: &[&str]) -> String {
+    stdout(&run(git(repo).arg("-C").arg(repo).args(args)))
+        .trim()
+        .to_owned()
+}
+
+fn git_input(repo: &Path, args: &[&str], input: &str) -> String {
+    seedd_tests::git_with_input(repo, repo, args, input.as_bytes())
+        .trim()
+        .to_owned()
+}
+
+/// A peer whose storage was tampered with: an unsigned ref in the only delegate's namespace
+/// (the whole fetch is refused: below threshold, nothing written) and a forged sigrefs
+/// signature in a second delegate's namespace (that namespace is pruned; the rest applies).
+#[test]
+fn tampered_peer_storage_is_rejected_and_nothing_unsigned_is_written() {
+    let f = seedd_tests::fixtures();
+    let small = f.rid("small-fixture");
+    let heartwood = f.rid("heartwood-fixture");
+    let alice_nid = "z6MkeYAdpK8EPmUhABhVB2k6Bd6kSGzrh3e6QoUjxM4U48jz";
+    let bob_nid = "z6MkiCRcNkMLR1HFy2j6ih12FuEtDbWTLJJKzMRpoUj4yjgf";
+    let seed = Seed::start(SeedOptions {
+        extra_config: "[policy]\ndefault = \"allow\"\n".into(),
+        ..Default::default()
+    });
+    // Tamper with a copy of alice's home before her node starts.
+    let home = tempfile::Builder::new()
+        .prefix("tamper")
+        .tempdir_in("/tmp")
+        .unwrap();
+    seedd_tests::copy_tree(
+        &f.dir.join("homes").join("alice"),
+        &home.path().join("alice"),
+    );
+    let storage = home.path().join("alice").join("storage");
+    // 1. small-fixture: an unsigned branch in alice's (the only delegate's) namespace.
+    let repo = storage.join(small.trim_start_matches("rad:"));
+    let main = git_at(
+        &repo,
+        &[
+            "rev-parse",
+            &format!("refs/namespaces/{alice_nid}/refs/heads/master"),
+        ],
+    );
+    git_at(
+        &repo,
+        &[
+            "update-ref",
+            &format!("refs/namespaces/{alice_nid}/refs/heads/evil"),
+            &main,
+        ],
+    );
+    // 2. heartwood: bob's sigrefs re-committed with a changed refs blob, old signature.
+    let repo = storage.join(heartwood.trim_start_matches("rad:"));
+    let sigrefs = format!("refs/namespaces/{bob_nid}/refs/rad/sigrefs");
+    let tip = git_at(&repo, &["rev-parse", &sigrefs]);
+    let refs_blob = git_at(&repo, &["cat-file", "-p", &format!("{tip}:refs")]);
+    let feature = git_at(
+        &repo,
+        &[
+            "rev-parse",
+            &format!("refs/namespaces/{alice_nid}/refs/heads/feature"),
+        ],
+    );
+    let forged: String = refs_blob
+        .lines()
+        .map(|l| {
+            if l.ends_with(" refs/heads/main") {
+                format!("{feature} refs/heads/main\n")
+            } else {
+                format!("{l}\n")
+            }
+        })
+        .collect();
+    let forged_blob = git_input(&repo, &["hash-object", "-w", "--stdin"], &forged);
+    let tree: String = git_at(&repo, &["ls-tree", &tip])
+        .lines()
+        .map(|l| {
+            if l.ends_with("\trefs") {
+                format!("100644 blob {forged_blob}\trefs\n")
+            } else {
+                format!("{l}\n")
+            }
+        })
+        .collect();
+    let new_tree = git_input(&repo, &["mktree"], &tree);
+    let parents = git_at(&repo, &["rev-list", "--parents", "-n", "1", &tip]);
+    let mut args = vec![
+        "commit-tree".to_owned(),
+        new_tree,
+        "-m".into(),
+        "forged".into(),
+    ];
+    for p in parents.split_whitespace().skip(1) {
+        args.push("-p".into());
+        args.push(p.to_owned());
+    }
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let forged_commit = git_at(&repo, &args);
+    git_at(&repo, &["update-ref", &sigrefs, &forged_commit]);
+    git_at(
+        &repo,
+        &[
+            "update-ref",
+            &format!("refs/namespaces/{bob_nid}/refs/heads/main"),
+            &feature,
+        ],
+    );
+
+    let alice = RadNode::start_home(home, "alice", &[seed.p2p_peer()]);
+    // heartwood arrives with alice's namespace only; small-fixture never arrives.
+    wait_for("heartwood replicated", Duration::from_secs(40), || {
+        seed.storage()
+            .join(heartwood.trim_start_matches("rad:"))
+            .join("HEAD")
+            .exists()
+            .then_some(())
+    });
+    wait_for("both fetches finished", Duration::from_secs(40), || {
+        (seed.metric("seedd_fetches_total", &[]) >= 2.0).then_some(())
+    });
+    let held = seed.storage().join(heartwood.trim_start_matches("rad:"));
+    let refs = git_at(&held, &["for-each-ref", "--format=%(refname)"]);
+    assert!(
+        refs.contains(&format!("refs/namespaces/{alice_nid}/refs/rad/sigrefs")),
+        "{refs}"
+    );
+    assert!(!refs.contains(bob_nid), "forged namespace written:\n{refs}");
+    assert!(
+        !refs.contains("seedd-fetch"),
+        "quarantine refs left:\n{refs}"
+    );
+    assert!(
+        !seed
+            .storage()
+            .join(small.trim_start_matches("rad:"))
+            .exists(),
+        "unsigned data written"
+    );
+    let logs = seed.logs();
+    assert!(
+        seed.metric(
+            "seedd_fetch_validation_failures_total",
+            &["reason=\"invalid_sigrefs\""]
+        ) >= 1.0,
+        "{logs}"
+    );
+    assert!(
+        seed.metric(
+            "seedd_fetch_validation_failures_total",
+            &["reason=\"unsigned_ref\""]
+        ) >= 1.0,
+        "{logs}"
+    );
+    assert!(
+        seed.metric(
+            "seedd_fetch_validation_failures_total",
+            &["reason=\"threshold\""]
+        ) >= 1.0
+    );
+    assert!(seed.metric("seedd_fetches_total", &["result=\"invalid\""]) >= 1.0);
+    assert!(logs.contains("unsigned ref refs/heads/evil"), "{logs}");
+    drop(alice);
+}

@@ -39,8 +39,8 @@ pub struct Outcome {
     pub cloned: bool,
     /// Namespaces updated, with their new `rad/sigrefs` commit.
     pub updated: Vec<(NodeId, [u8; 20])>,
-    /// Namespaces dropped, with the reason.
-    pub pruned: Vec<(NodeId, String)>,
+    /// Namespaces dropped: the namespace, a metric label and the reason.
+    pub pruned: Vec<(NodeId, &'static str, String)>,
     pub refs_written: usize,
 }
 
@@ -141,6 +141,7 @@ pub fn validate_and_apply(
     rid: RepoId,
     repo: &Path,
     local: &NodeId,
+    on_prune: &dyn Fn(&'static str),
 ) -> Result<Outcome, FetchError> {
     let _quarantine = Quarantine { cfg, repo };
     let gix_repo = gix::open(repo).map_err(git_err)?;
@@ -186,7 +187,8 @@ pub fn validate_and_apply(
             Ok(s) => s,
             Err(e) => {
                 tracing::warn!(%rid, namespace = %nid, error = %e, "pruning namespace: invalid signed refs");
-                outcome.pruned.push((nid, e.to_string()));
+                on_prune("invalid_sigrefs");
+                outcome.pruned.push((nid, "invalid_sigrefs", e.to_string()));
                 continue;
             }
         };
@@ -219,15 +221,19 @@ pub fn validate_and_apply(
                         return Err(ValidationError::DelegateDiverged(nid).into());
                     }
                     tracing::warn!(%rid, namespace = %nid, "ignoring diverged signed refs");
-                    outcome.pruned.push((nid, "diverged rad/sigrefs".into()));
+                    on_prune("diverged");
+                    outcome
+                        .pruned
+                        .push((nid, "diverged", "diverged rad/sigrefs".into()));
                     continue;
                 }
             }
             None => {}
         }
-        // Every ref we write must be signed with the same oid, every signed ref present.
+        // Every ref we write must be signed with the same oid, every signed ref present, and
+        // the peer must not offer refs in the namespace that its owner did not sign.
         let mut ns_lines = Vec::new();
-        let mut bad = None;
+        let mut bad: Option<(&'static str, String)> = None;
         for (name, oid) in &signed.refs {
             if name == "refs/rad/sigrefs-parent" {
                 continue; // recorded in the blob only, never a ref
@@ -237,18 +243,31 @@ pub fn validate_and_apply(
                     ns_lines.push(format!("update refs/namespaces/{nid}/{name} {oid}"));
                 }
                 Some(_) => {
-                    bad = Some(format!("{name} does not match its signed oid"));
+                    bad = Some((
+                        "mismatched_ref",
+                        format!("{name} does not match its signed oid"),
+                    ));
                     break;
                 }
                 None => {
-                    bad = Some(format!("signed ref {name} is missing"));
+                    bad = Some(("missing_ref", format!("signed ref {name} is missing")));
                     break;
                 }
             }
         }
-        if let Some(reason) = bad {
+        if bad.is_none() {
+            let prefix = format!("{ns_prefix}{nid}/");
+            if let Some(unsigned) = fetched.keys().find_map(|k| {
+                let rel = k.strip_prefix(&prefix)?;
+                (rel != "refs/rad/sigrefs" && !signed.refs.contains_key(rel)).then_some(rel)
+            }) {
+                bad = Some(("unsigned_ref", format!("unsigned ref {unsigned}")));
+            }
+        }
+        if let Some((label, reason)) = bad {
             tracing::warn!(%rid, namespace = %nid, reason, "pruning namespace");
-            outcome.pruned.push((nid, reason));
+            on_prune(label);
+            outcome.pruned.push((nid, label, reason));
             continue;
         }
         // Refs we hold in that namespace that are no longer signed go away.
