@@ -4,8 +4,8 @@
 #
 #   scripts/check-packaging.sh              everything
 #   scripts/check-packaging.sh --no-docker  skip the image build and run
-#   scripts/check-packaging.sh --sync       first copy ops/alerts/seedd-rules.yml and grafana/*.json
-#                                           into helm/seedd/files/ (then check as usual)
+#   scripts/check-packaging.sh --sync       first copy the committed ops/alerts/seedd-rules.yml and
+#                                           grafana/*.json into helm/seedd/files/ (then check)
 #
 # Steps: copies in the chart == their sources; Dockerfile and docker/Dockerfile.prebuilt share the
 # runtime stage; hadolint; helm lint --strict (defaults and every ci/*-values.yaml); helm template
@@ -80,22 +80,29 @@ step() { # step NAME CMD...: run, record a failure, keep going
 # Copies inside the chart: Helm cannot read files outside it, and symlinks do not work
 # (a dangling one breaks lint/template/package, and checkov's helm runner rejects the warning
 # helm prints for any symlink). Sources: ops/alerts/seedd-rules.yml and grafana/*.json.
-# Only sources tracked by git count (in CI that is every file; on a shared machine it keeps
-# someone's untracked work in progress out of the chart until it is committed).
-tracked() {
-  if git rev-parse --is-inside-work-tree >/dev/null 2>&1; then
-    git ls-files --error-unmatch -- "$1" >/dev/null 2>&1
+# The copies mirror the sources as committed (HEAD): in CI that is the checkout; on a shared
+# machine it keeps other people's uncommitted edits out of the chart. Outside git: the files.
+in_git() { git rev-parse --verify -q HEAD >/dev/null 2>&1; }
+source_list() { # committed ops/alerts/seedd-rules.yml and grafana/*.json
+  if in_git; then
+    git ls-tree --name-only HEAD -- ops/alerts/seedd-rules.yml
+    git ls-tree --name-only HEAD -- grafana/ | grep -E '^grafana/[^/]+\.json$'
   else
-    [ -f "$1" ]
+    ls ops/alerts/seedd-rules.yml grafana/*.json 2>/dev/null
   fi
+  return 0
 }
-copy_pairs() { # prints "SOURCE COPY" lines for every source that exists
-  if [ -f ops/alerts/seedd-rules.yml ] && tracked ops/alerts/seedd-rules.yml; then
-    echo "ops/alerts/seedd-rules.yml $CHART/files/prometheus/seedd-rules.yml"
-  fi
+source_content() { if in_git; then git show "HEAD:$1"; else cat "$1"; fi; }
+copy_of() {
+  case "$1" in
+    ops/alerts/seedd-rules.yml) echo "$CHART/files/prometheus/seedd-rules.yml" ;;
+    grafana/*) echo "$CHART/files/grafana/$(basename "$1")" ;;
+  esac
+}
+existing_copies() {
   local f
-  for f in grafana/*.json; do
-    [ -f "$f" ] && tracked "$f" && echo "$f $CHART/files/grafana/$(basename "$f")"
+  for f in "$CHART"/files/prometheus/*.yml "$CHART"/files/grafana/*.json; do
+    [ -f "$f" ] && echo "$f"
   done
   return 0
 }
@@ -103,36 +110,44 @@ copy_pairs() { # prints "SOURCE COPY" lines for every source that exists
 sync_copies() {
   mkdir -p "$CHART/files/prometheus" "$CHART/files/grafana"
   local src dst
-  while read -r src dst; do
-    cmp -s "$src" "$dst" || { cp "$src" "$dst" && echo "copied $src -> $dst"; }
-  done < <(copy_pairs)
-  for dst in "$CHART"/files/prometheus/*.yml "$CHART"/files/grafana/*.json; do
-    [ -f "$dst" ] || continue
-    copy_pairs | awk '{print $2}' | grep -qxF "$dst" || { rm "$dst" && echo "removed stale $dst"; }
+  for src in $(source_list); do
+    dst="$(copy_of "$src")"
+    source_content "$src" >"$WORK/src"
+    cmp -s "$WORK/src" "$dst" || { cp "$WORK/src" "$dst" && echo "copied $src (HEAD) -> $dst"; }
   done
+  local want
+  want="$(for src in $(source_list); do copy_of "$src"; done)"
+  for dst in $(existing_copies); do
+    grep -qxF "$dst" <<<"$want" || { rm "$dst" && echo "removed stale $dst"; }
+  done
+  return 0
 }
 
 check_copies() {
-  local ok=0 src dst
-  while read -r src dst; do
+  local ok=0 src dst n=0
+  for src in $(source_list); do
+    n=$((n + 1))
+    dst="$(copy_of "$src")"
+    source_content "$src" >"$WORK/src"
     if [ ! -f "$dst" ]; then
       echo "missing copy: $dst (of $src)"
       ok=1
-    elif ! cmp -s "$src" "$dst"; then
-      echo "out of date: $dst differs from $src"
-      diff -u "$dst" "$src" | head -20
+    elif ! cmp -s "$WORK/src" "$dst"; then
+      echo "out of date: $dst differs from the committed $src"
+      diff -u "$dst" "$WORK/src" | head -20
       ok=1
     fi
-  done < <(copy_pairs)
-  for dst in "$CHART"/files/prometheus/*.yml "$CHART"/files/grafana/*.json; do
-    [ -f "$dst" ] || continue
-    copy_pairs | awk '{print $2}' | grep -qxF "$dst" || {
-      echo "stale copy: $dst has no source any more"
+  done
+  local want
+  want="$(for src in $(source_list); do copy_of "$src"; done)"
+  for dst in $(existing_copies); do
+    grep -qxF "$dst" <<<"$want" || {
+      echo "stale copy: $dst has no committed source"
       ok=1
     }
   done
   [ "$ok" = 0 ] || echo "fix: scripts/check-packaging.sh --sync, then commit $CHART/files"
-  echo "$(copy_pairs | wc -l) file(s) shipped from ops/alerts and grafana"
+  echo "$n file(s) shipped from ops/alerts and grafana"
   return "$ok"
 }
 
@@ -193,6 +208,24 @@ template_all() {
       ok=1
     }
     echo "$(name_of "$v"): $(grep -c '^kind:' "$OUT/$(name_of "$v").yaml") objects"
+  done
+  return "$ok"
+}
+
+# NOTES.txt is only rendered by `helm install`: render it through a wrapper template.
+notes_all() {
+  local v ok=0 nc="$WORK/notes-chart"
+  cp -r "$CHART" "$nc"
+  printf '%s\n' 'apiVersion: v1' 'kind: ConfigMap' 'metadata: {name: notes}' 'data:' \
+    '  notes: {{ include (print $.Template.BasePath "/NOTES.txt") . | quote }}' >"$nc/templates/zz-notes.yaml"
+  for v in $(values_files); do
+    # shellcheck disable=SC2046
+    helm template ci "$nc" --namespace "$NS" $(values_args "$v") --show-only templates/zz-notes.yaml \
+      >"$WORK/notes.yaml" 2>&1 && grep -q 'seedd id' "$WORK/notes.yaml" || {
+      echo "NOTES.txt with $(values_args "$v"):"
+      tail -5 "$WORK/notes.yaml"
+      ok=1
+    }
   done
   return "$ok"
 }
@@ -564,6 +597,7 @@ step "Dockerfile and docker/Dockerfile.prebuilt share the runtime stage" check_d
 step "hadolint Dockerfile docker/Dockerfile.prebuilt" hadolint --failure-threshold style Dockerfile docker/Dockerfile.prebuilt
 step "helm lint --strict (defaults and ci/*-values.yaml)" lint_all
 step "helm template (defaults and ci/*-values.yaml)" template_all
+step "NOTES.txt renders (defaults and ci/*-values.yaml)" notes_all
 step "helm template refuses wrong values" template_refuses
 step "kubernetes-validate --strict (Kubernetes ${KUBE_VERSIONS[*]})" validate_all
 step "seedd config check on every rendered config" config_check_all
