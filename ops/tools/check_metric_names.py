@@ -129,6 +129,11 @@ def main(argv):
                 used.add(n)
                 if n not in ok:
                     bad.append(f"{f}: {where}: unknown metric {n} (not in {readme}'s Metrics table)")
+        # Also any seedd_* name in titles, descriptions, annotations and comments.
+        text = open(f, encoding="utf-8").read()
+        for n in sorted(set(re.findall(r"(?<![A-Za-z0-9_:])seedd_[a-z0-9_]+", text))):
+            if n not in ok:
+                bad.append(f"{f}: unknown metric name {n} in the text (not in {readme}'s Metrics table)")
     for b in bad:
         print(b, file=sys.stderr)
     print(f"check_metric_names: {len(used)} metric names in {len(files)} files; "
