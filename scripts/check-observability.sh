@@ -77,7 +77,7 @@ python3 ops/tools/dash_promql.py grafana/*.json
 step "metric names"
 python3 ops/tools/check_metric_names.py README.md grafana/*.json ops/alerts/*.yml
 
-step "dashboards: unique uids, datasource variable, instance variable"
+step "dashboards: unique uids, variables, datasources, \$instance scoping, grid"
 python3 - grafana/*.json <<'PY'
 import json, sys
 uids, bad = {}, []
@@ -105,6 +105,24 @@ for f in sys.argv[1:]:
             for i, v in enumerate(n):
                 walk(v, f"{path}[{i}]")
     walk(d.get("panels", []), "panels")
+    # Grid: inside 24 columns, no two panels overlap, panel ids unique.
+    cells, ids = {}, set()
+    for p in d.get("panels", []):
+        g, title = p.get("gridPos", {}), p.get("title")
+        if p.get("id") in ids:
+            bad.append(f"{f}: duplicate panel id {p.get('id')}")
+        ids.add(p.get("id"))
+        if g.get("x", 0) + g.get("w", 0) > 24:
+            bad.append(f"{f}: {title!r} wider than the grid")
+        for x in range(g.get("x", 0), g.get("x", 0) + g.get("w", 0)):
+            for y in range(g.get("y", 0), g.get("y", 0) + g.get("h", 0)):
+                if (x, y) in cells:
+                    bad.append(f"{f}: {title!r} overlaps {cells[(x, y)]!r}")
+                    break
+                cells[(x, y)] = title
+            else:
+                continue
+            break
 for b in bad:
     print(b, file=sys.stderr)
 print(f"{len(uids)} dashboards, {len(bad)} problems")
