@@ -58,6 +58,22 @@ enum Command {
         #[command(subcommand)]
         command: PeersCommand,
     },
+    /// Follow and block policies of nodes.
+    Node {
+        #[command(subcommand)]
+        command: NodeCommand,
+    },
+    /// Fetch a repository now (from `--from` or a connected node known to seed it).
+    Fetch {
+        rid: String,
+        #[arg(long)]
+        from: Option<String>,
+    },
+    /// Explicit seeding and follow policies.
+    Policy {
+        #[command(subcommand)]
+        command: PolicyCommand,
+    },
     /// The routing table: which nodes seed which repositories.
     Routing {
         #[command(subcommand)]
@@ -79,6 +95,12 @@ enum PeersCommand {
 }
 
 #[derive(Subcommand)]
+enum PolicyCommand {
+    /// List explicit repository and node policies.
+    Ls,
+}
+
+#[derive(Subcommand)]
 enum RoutingCommand {
     /// List routing entries, optionally for one repository and/or node.
     Ls {
@@ -95,6 +117,34 @@ enum RepoCommand {
     Ls,
     /// One repository: identity, canonical head, namespaces and their signed-refs status.
     Show { rid: String },
+    /// Seed a repository (policy allow) and fetch it from a connected seed or `--from`.
+    Seed {
+        rid: String,
+        /// Namespaces to fetch: all, or delegates and followed nodes only.
+        #[arg(long, value_parser = ["all", "followed"])]
+        scope: Option<String>,
+        /// Peer to connect to and fetch from, `z6Mk…@host:port`.
+        #[arg(long)]
+        from: Option<String>,
+    },
+    /// Stop seeding a repository (policy block; data is kept until purged).
+    Unseed { rid: String },
+}
+
+#[derive(Subcommand)]
+enum NodeCommand {
+    /// Follow a node (its namespaces are fetched with scope `followed`).
+    Follow {
+        nid: String,
+        #[arg(long)]
+        alias: Option<String>,
+    },
+    /// Stop following a node.
+    Unfollow { nid: String },
+    /// Block a node: disconnected, never fetched from, its namespaces never written.
+    Block { nid: String },
+    /// Remove a node's block.
+    Unblock { nid: String },
 }
 
 fn main() -> ExitCode {
@@ -261,6 +311,106 @@ fn run(cli: &Cli) -> anyhow::Result<()> {
                     format!("INVALID: {}", s(&sr["error"]))
                 };
                 t.push_str(&format!("\npeer        {} {}", s(&sr["nid"]), state));
+            }
+            (v, t)
+        }
+        Command::Repo {
+            command:
+                RepoCommand::Seed {
+                    ref rid,
+                    ref scope,
+                    ref from,
+                },
+        } => {
+            let v = call_with(
+                cli,
+                "POST",
+                &format!("/api/v1/repos/{rid}/seed"),
+                Some(serde_json::json!({ "scope": scope, "from": from })),
+            )?;
+            let t = format!(
+                "seeding {} (scope {}){}",
+                s(&v["rid"]),
+                s(&v["scope"]),
+                v["fetching_from"]
+                    .as_str()
+                    .map(|n| format!("; fetching from {n}"))
+                    .unwrap_or_default()
+            );
+            (v, t)
+        }
+        Command::Repo {
+            command: RepoCommand::Unseed { ref rid },
+        } => {
+            let v = call(cli, "POST", &format!("/api/v1/repos/{rid}/unseed"))?;
+            let t = format!("no longer seeding {}", s(&v["rid"]));
+            (v, t)
+        }
+        Command::Node { ref command } => {
+            let (nid, action, alias) = match command {
+                NodeCommand::Follow { nid, alias } => (nid, "follow", alias.clone()),
+                NodeCommand::Unfollow { nid } => (nid, "unfollow", None),
+                NodeCommand::Block { nid } => (nid, "block", None),
+                NodeCommand::Unblock { nid } => (nid, "unblock", None),
+            };
+            let v = call_with(
+                cli,
+                "POST",
+                &format!("/api/v1/nodes/{nid}/{action}"),
+                Some(serde_json::json!({ "alias": alias })),
+            )?;
+            let t = format!("{} {}", action, s(&v["nid"]));
+            (v, t)
+        }
+        Command::Fetch { ref rid, ref from } => {
+            let v = call_with(
+                cli,
+                "POST",
+                "/api/v1/fetch",
+                Some(serde_json::json!({ "rid": rid, "from": from })),
+            )?;
+            let mut t = format!(
+                "fetched {} from {}: {} namespace(s) updated, {} ref update(s){}",
+                s(&v["rid"]),
+                s(&v["from"]),
+                v["updated"].as_array().map_or(0, Vec::len),
+                v["refs_written"],
+                if v["cloned"].as_bool() == Some(true) {
+                    " (new)"
+                } else {
+                    ""
+                }
+            );
+            for p in v["pruned"].as_array().into_iter().flatten() {
+                t.push_str(&format!("\n  pruned {}: {}", s(&p["nid"]), s(&p["detail"])));
+            }
+            (v, t)
+        }
+        Command::Policy {
+            command: PolicyCommand::Ls,
+        } => {
+            let v = call(cli, "GET", "/api/v1/policies")?;
+            let mut t = format!(
+                "{:<6} {:<50} {:<8} {}",
+                "KIND", "ID", "POLICY", "SCOPE/ALIAS"
+            );
+            for r in v["repos"].as_array().into_iter().flatten() {
+                t.push_str(&format!(
+                    "\n{:<6} {:<50} {:<8} {}",
+                    "repo",
+                    s(&r["rid"]),
+                    s(&r["policy"]["policy"]),
+                    r["policy"]["scope"].as_str().unwrap_or("-")
+                ));
+            }
+            for n in v["nodes"].as_array().into_iter().flatten() {
+                t.push_str(&format!(
+                    "\n{:<6} {:<50} {:<8} {}",
+                    "node",
+                    s(&n["nid"]),
+                    s(&n["policy"]["policy"]),
+                    n["policy"]["alias"].as_str().unwrap_or("-")
+                ));
             }
             (v, t)
         }

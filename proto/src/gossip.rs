@@ -509,6 +509,24 @@ impl Service {
         }
     }
 
+    /// Changes what we seed; sends the new subscription filter to every peer.
+    pub fn set_seeding(&mut self, seed_all: bool, seeded: BTreeSet<RepoId>, now: u64) {
+        self.config.seed_all = seed_all;
+        self.config.seeded = seeded;
+        let filter = self.subscription_filter();
+        let to: Vec<SessionId> = self.sessions.keys().copied().collect();
+        let since = now.saturating_sub(3 * MINUTE);
+        self.send(
+            to,
+            Message::Subscribe(Subscribe {
+                filter,
+                since,
+                until: TIMESTAMP_MAX,
+            }),
+            now,
+        );
+    }
+
     /// A session closed.
     pub fn disconnected(&mut self, id: SessionId) {
         self.sessions.remove(&id);

@@ -36,6 +36,8 @@ pub struct AdminState {
     pub rescan: Rescan,
     /// The p2p shell (absent when no p2p listener/dialer runs, e.g. in some tests).
     pub net: Option<crate::net::Net>,
+    pub policies: Option<crate::policy::Policies>,
+    pub fetcher: Option<crate::fetch::Fetcher>,
 }
 
 pub fn router(state: Arc<AdminState>) -> Router {
@@ -50,6 +52,11 @@ pub fn router(state: Arc<AdminState>) -> Router {
         .route("/api/v1/routing", get(routing))
         .route("/api/v1/nodes", get(nodes))
         .route("/api/v1/bans", get(bans))
+        .route("/api/v1/policies", get(policies))
+        .route("/api/v1/repos/{rid}/seed", post(repo_seed))
+        .route("/api/v1/repos/{rid}/unseed", post(repo_unseed))
+        .route("/api/v1/nodes/{nid}/{action}", post(node_policy))
+        .route("/api/v1/fetch", post(fetch))
         .route_layer(middleware::from_fn_with_state(state.clone(), require_token));
     Router::new()
         .route("/metrics", get(metrics))
@@ -323,5 +330,249 @@ async fn bans(State(state): State<Arc<AdminState>>) -> Response {
     match net(&state) {
         Ok(n) => Json(serde_json::json!({ "bans": n.bans() })).into_response(),
         Err(r) => *r,
+    }
+}
+
+fn parts(
+    state: &AdminState,
+) -> Result<
+    (
+        &crate::net::Net,
+        &crate::policy::Policies,
+        &crate::fetch::Fetcher,
+    ),
+    Box<Response>,
+> {
+    let n = net(state)?;
+    match (&state.policies, &state.fetcher) {
+        (Some(p), Some(f)) => Ok((n, p, f)),
+        _ => Err(Box::new(
+            (
+                StatusCode::SERVICE_UNAVAILABLE,
+                Json(serde_json::json!({ "error": "replication is not running" })),
+            )
+                .into_response(),
+        )),
+    }
+}
+
+fn parse_rid(rid: &str) -> Result<crate::crypto::RepoId, Box<Response>> {
+    rid.parse()
+        .map_err(|e| Box::new(bad_request(format!("invalid repository id {rid:?}: {e}"))))
+}
+
+fn parse_nid(nid: &str) -> Result<NodeId, Box<Response>> {
+    nid.parse()
+        .map_err(|e| Box::new(bad_request(format!("invalid node id {nid:?}: {e}"))))
+}
+
+/// After a policy change: new subscription filter, inventory.
+fn policy_changed(state: &AdminState, net: &crate::net::Net, p: &crate::policy::Policies) {
+    let seeded = p.explicitly_seeded().into_iter().map(|(r, _)| r).collect();
+    net.set_seeding(p.seeds_by_default(), seeded);
+    crate::daemon::refresh_inventory(&state.index, net, p);
+}
+
+async fn policies(State(state): State<Arc<AdminState>>) -> Response {
+    let p = match &state.policies {
+        Some(p) => p.clone(),
+        None => return internal("policies are not available"),
+    };
+    match tokio::task::spawn_blocking(move || p.index().policies()).await {
+        Ok(Ok((repos, nodes))) => Json(serde_json::json!({
+            "repos": repos.iter().map(|(rid, p)| serde_json::json!({"rid": rid, "policy": p})).collect::<Vec<_>>(),
+            "nodes": nodes.iter().map(|(nid, p)| serde_json::json!({"nid": nid, "policy": p})).collect::<Vec<_>>(),
+        }))
+        .into_response(),
+        Ok(Err(e)) => internal(e),
+        Err(e) => internal(e),
+    }
+}
+
+#[derive(serde::Deserialize, Default)]
+struct SeedBody {
+    scope: Option<String>,
+    /// `z6Mk…@host:port`: connect to this peer and fetch from it.
+    from: Option<String>,
+}
+
+async fn repo_seed(
+    State(state): State<Arc<AdminState>>,
+    Path(rid): Path<String>,
+    body: Option<Json<SeedBody>>,
+) -> Response {
+    let (net, p, fetcher) = match parts(&state) {
+        Ok(x) => x,
+        Err(r) => return *r,
+    };
+    let rid = match parse_rid(&rid) {
+        Ok(r) => r,
+        Err(r) => return *r,
+    };
+    let body = body.map(|Json(b)| b).unwrap_or_default();
+    let scope = match body.scope.as_deref() {
+        None | Some("all") => crate::index::policy::Scope::All,
+        Some("followed") => crate::index::policy::Scope::Followed,
+        Some(other) => {
+            return bad_request(format!("scope {other:?}: expected \"all\" or \"followed\""))
+        }
+    };
+    let from = match body.from.as_deref().map(crate::net::parse_peer) {
+        None => None,
+        Some(Ok(x)) => Some(x),
+        Some(Err(e)) => return bad_request(format!("from: {e}")),
+    };
+    if let Err(e) = p.set_repo(
+        &rid,
+        Some(crate::index::policy::RepoPolicy::Allow { scope }),
+    ) {
+        return internal(e);
+    }
+    policy_changed(&state, net, p);
+    // Fetch from the given peer, or from a connected node known to seed it.
+    let source = match from {
+        Some((nid, addr)) => {
+            net.connect(nid, addr);
+            Some(nid)
+        }
+        None => {
+            let connected = net.connected();
+            net.routing(Some(rid), None)
+                .into_iter()
+                .map(|r| r.nid)
+                .find(|n| connected.contains(n))
+        }
+    };
+    if let Some(nid) = source {
+        let (net, fetcher) = (net.clone(), fetcher.clone());
+        tokio::spawn(async move {
+            for _ in 0..100 {
+                if net.connected().contains(&nid) {
+                    fetcher.request(rid, nid);
+                    return;
+                }
+                tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+            }
+            tracing::warn!(%rid, peer = %nid, "seed: peer did not connect; fetch later by sync");
+        });
+    }
+    Json(serde_json::json!({ "rid": rid, "policy": "allow", "scope": scope, "fetching_from": source }))
+        .into_response()
+}
+
+async fn repo_unseed(State(state): State<Arc<AdminState>>, Path(rid): Path<String>) -> Response {
+    let (net, p, _) = match parts(&state) {
+        Ok(x) => x,
+        Err(r) => return *r,
+    };
+    let rid = match parse_rid(&rid) {
+        Ok(r) => r,
+        Err(r) => return *r,
+    };
+    if let Err(e) = p.set_repo(&rid, Some(crate::index::policy::RepoPolicy::Block)) {
+        return internal(e);
+    }
+    policy_changed(&state, net, p);
+    Json(serde_json::json!({ "rid": rid, "policy": "block" })).into_response()
+}
+
+#[derive(serde::Deserialize, Default)]
+struct NodeBody {
+    alias: Option<String>,
+}
+
+async fn node_policy(
+    State(state): State<Arc<AdminState>>,
+    Path((nid, action)): Path<(String, String)>,
+    body: Option<Json<NodeBody>>,
+) -> Response {
+    let (net, p, _) = match parts(&state) {
+        Ok(x) => x,
+        Err(r) => return *r,
+    };
+    let nid = match parse_nid(&nid) {
+        Ok(n) => n,
+        Err(r) => return *r,
+    };
+    use crate::index::policy::NodePolicy;
+    let policy = match action.as_str() {
+        "follow" => Some(NodePolicy::Allow {
+            alias: body.and_then(|Json(b)| b.alias),
+        }),
+        "block" => Some(NodePolicy::Block),
+        "unblock" | "unfollow" => None,
+        other => {
+            return bad_request(format!(
+                "unknown action {other:?}: follow, unfollow, block, unblock"
+            ))
+        }
+    };
+    if let Err(e) = p.set_node(&nid, policy.clone()) {
+        return internal(e);
+    }
+    let mut closed = 0;
+    if matches!(policy, Some(NodePolicy::Block)) {
+        closed = net.disconnect(nid);
+    }
+    Json(serde_json::json!({ "nid": nid, "policy": policy, "sessions_closed": closed }))
+        .into_response()
+}
+
+#[derive(serde::Deserialize)]
+struct FetchBody {
+    rid: String,
+    from: Option<String>,
+}
+
+async fn fetch(
+    State(state): State<Arc<AdminState>>,
+    body: Result<Json<FetchBody>, axum::extract::rejection::JsonRejection>,
+) -> Response {
+    let (net, _, fetcher) = match parts(&state) {
+        Ok(x) => x,
+        Err(r) => return *r,
+    };
+    let Ok(Json(body)) = body else {
+        return bad_request("expected JSON {\"rid\": \"rad:…\", \"from\": \"z6Mk…\"}".into());
+    };
+    let rid = match parse_rid(&body.rid) {
+        Ok(r) => r,
+        Err(r) => return *r,
+    };
+    let connected = net.connected();
+    let from = match body.from.as_deref().map(str::parse::<NodeId>) {
+        Some(Ok(n)) => n,
+        Some(Err(e)) => return bad_request(format!("from: {e}")),
+        None => match net
+            .routing(Some(rid), None)
+            .into_iter()
+            .map(|r| r.nid)
+            .find(|n| connected.contains(n))
+        {
+            Some(n) => n,
+            None => {
+                return (
+                    StatusCode::CONFLICT,
+                    Json(serde_json::json!({ "error": format!("no connected peer is known to seed {rid}; pass --from") })),
+                )
+                    .into_response()
+            }
+        },
+    };
+    match fetcher.fetch_now(rid, from).await {
+        Ok(o) => Json(serde_json::json!({
+            "rid": rid,
+            "from": from,
+            "cloned": o.cloned,
+            "updated": o.updated.iter().map(|(n, _)| n.to_string()).collect::<Vec<_>>(),
+            "pruned": o.pruned.iter().map(|(n, l, r)| serde_json::json!({"nid": n, "reason": l, "detail": r})).collect::<Vec<_>>(),
+            "refs_written": o.refs_written,
+        }))
+        .into_response(),
+        Err(e) => (
+            StatusCode::BAD_GATEWAY,
+            Json(serde_json::json!({ "error": format!("fetching {rid} from {from}: {e}"), "reason": e.label() })),
+        )
+            .into_response(),
     }
 }

@@ -14,10 +14,12 @@ use crate::config::Config;
 use crate::crypto::Keypair;
 use crate::fetch::{FetchConfig, Fetcher};
 use crate::http::{self, tls::ReloadingCert, HttpState};
+use crate::index::policy::Scope;
 use crate::index::scan::{self, ScanReport};
 use crate::index::Index;
 use crate::metrics::Metrics;
 use crate::net::{Net, NetConfig, NetDeps};
+use crate::policy::Policies;
 use crate::serve::{GitServer, PackLimiter, StreamLimits};
 use crate::storage::Storage;
 
@@ -122,24 +124,30 @@ fn rescanner(
     })
 }
 
+/// Our inventory: public repositories we hold and seed (§5.5).
+pub(crate) fn refresh_inventory(index: &Index, net: &Net, policies: &Policies) {
+    match index.repos() {
+        Ok(repos) => net.set_inventory(
+            repos
+                .iter()
+                .filter(|r| r.is_public() && policies.seeding(&r.rid).is_some())
+                .map(|r| r.rid)
+                .collect(),
+        ),
+        Err(e) => tracing::error!(error = %e, "reading the index for the inventory failed"),
+    }
+}
+
 /// After each successful rescan, announce the public repositories as our inventory.
 fn with_inventory(
     rescan: Arc<dyn Fn() -> Result<ScanReport, String> + Send + Sync>,
     index: Index,
     net: Net,
+    policies: Policies,
 ) -> Arc<dyn Fn() -> Result<ScanReport, String> + Send + Sync> {
     Arc::new(move || {
         let report = rescan()?;
-        match index.repos() {
-            Ok(repos) => net.set_inventory(
-                repos
-                    .iter()
-                    .filter(|r| r.is_public())
-                    .map(|r| r.rid)
-                    .collect(),
-            ),
-            Err(e) => tracing::error!(error = %e, "reading the index for the inventory failed"),
-        }
+        refresh_inventory(&index, &net, &policies);
         Ok(report)
     })
 }
@@ -169,9 +177,23 @@ pub async fn run(cfg: Config) -> anyhow::Result<()> {
     let admin_listener = http::bind("admin", admin_addr).await?;
     let http_listener = http::bind("http", http_addr).await?;
 
+    let policies = Policies::new(
+        index.clone(),
+        cfg.policy.default == "allow",
+        if cfg.policy.scope == "followed" {
+            Scope::Followed
+        } else {
+            Scope::All
+        },
+    );
     // The p2p layer: restore gossip state, listen, dial configured peers.
     let p2p_shutdown = tokio_util::sync::CancellationToken::new();
-    let net_cfg = NetConfig::from_config(&cfg)?;
+    let mut net_cfg = NetConfig::from_config(&cfg)?;
+    net_cfg.gossip.seeded = policies
+        .explicitly_seeded()
+        .into_iter()
+        .map(|(rid, _)| rid)
+        .collect();
     let stream_git = GitServer::new(
         cfg.http.git_binary.clone(),
         cfg.cache_dir().join("git-home"),
@@ -189,15 +211,15 @@ pub async fn run(cfg: Config) -> anyhow::Result<()> {
             storage: storage.clone(),
             git: stream_git,
             metrics: metrics.clone(),
+            policies: policies.clone(),
         },
         p2p_shutdown.clone(),
     )
     .await?;
-    let rescan = with_inventory(rescan, index.clone(), net.clone());
+    let rescan = with_inventory(rescan, index.clone(), net.clone(), policies.clone());
 
     // Replication: fetch what peers tell us about (policy allow), validate, apply, re-index.
     let fetch_cfg = FetchConfig {
-        seed_all: cfg.policy.default == "allow",
         max_concurrent: cfg.p2p.max_concurrent_fetches,
         max_pack_bytes: cfg.p2p.max_fetch_bytes,
         timeout: Duration::from_secs(cfg.p2p.fetch_timeout_secs),
@@ -207,21 +229,13 @@ pub async fn run(cfg: Config) -> anyhow::Result<()> {
     };
     let on_change: Arc<dyn Fn(crate::crypto::RepoId) + Send + Sync> = {
         let (storage, index, net) = (storage.clone(), index.clone(), net.clone());
+        let policies_c = policies.clone();
         Arc::new(move |rid| {
             match scan::index_repo(&storage, &index, rid) {
                 Ok(_) => {}
                 Err(e) => tracing::error!(%rid, error = %e, "re-indexing after fetch failed"),
             }
-            match index.repos() {
-                Ok(repos) => net.set_inventory(
-                    repos
-                        .iter()
-                        .filter(|r| r.is_public())
-                        .map(|r| r.rid)
-                        .collect(),
-                ),
-                Err(e) => tracing::error!(error = %e, "reading the index for the inventory failed"),
-            }
+            refresh_inventory(&index, &net, &policies_c);
         })
     };
     let fetcher = Fetcher::new(
@@ -229,9 +243,11 @@ pub async fn run(cfg: Config) -> anyhow::Result<()> {
         net.clone(),
         storage.clone(),
         metrics.clone(),
+        policies.clone(),
         on_change,
     );
     fetcher.spawn_hint_loop();
+    fetcher.spawn_sync_loop();
 
     let cert = match &cfg.http.tls {
         Some(t) => Some(Arc::new(
@@ -255,6 +271,8 @@ pub async fn run(cfg: Config) -> anyhow::Result<()> {
         tls: cert.is_some(),
         rescan: rescan.clone(),
         net: Some(net.clone()),
+        policies: Some(policies.clone()),
+        fetcher: Some(fetcher.clone()),
     });
     tracing::info!(listen = %admin_state.admin_listen, "admin listening (/metrics, /healthz, /readyz, /api/v1)");
     let admin_task = tokio::spawn(http::serve(

@@ -28,8 +28,10 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::UnixListener;
 use tokio::sync::Semaphore;
 
+use crate::index::policy::Scope;
 use crate::metrics::Metrics;
 use crate::net::Net;
+use crate::policy::Policies;
 use crate::storage::Storage;
 
 pub use apply::{Outcome, ValidationError};
@@ -72,8 +74,6 @@ impl FetchError {
 /// Settings of the replication layer.
 #[derive(Debug, Clone)]
 pub struct FetchConfig {
-    /// Fetch everything we are told about (policy `allow`); otherwise nothing yet.
-    pub seed_all: bool,
     pub max_concurrent: usize,
     pub max_pack_bytes: u64,
     pub timeout: Duration,
@@ -93,6 +93,7 @@ struct Inner {
     net: Net,
     storage: Storage,
     metrics: Arc<Metrics>,
+    policies: Policies,
     slots: Semaphore,
     /// Repositories being fetched, and whether another fetch was asked for meanwhile.
     active: Mutex<HashMap<RepoId, Option<NodeId>>>,
@@ -107,6 +108,7 @@ impl Fetcher {
         net: Net,
         storage: Storage,
         metrics: Arc<Metrics>,
+        policies: Policies,
         on_change: Arc<dyn Fn(RepoId) + Send + Sync>,
     ) -> Self {
         let slots = Semaphore::new(cfg.max_concurrent.max(1));
@@ -116,6 +118,7 @@ impl Fetcher {
                 net,
                 storage,
                 metrics,
+                policies,
                 slots,
                 active: Mutex::new(HashMap::new()),
                 seq: std::sync::atomic::AtomicU64::new(0),
@@ -132,11 +135,14 @@ impl Fetcher {
             loop {
                 match hints.recv().await {
                     Ok(hint) => {
-                        if !this.inner.cfg.seed_all {
+                        let p = &this.inner.policies;
+                        if p.blocked(&hint.from) {
                             continue;
                         }
                         for rid in hint.rids {
-                            this.request(rid, hint.from);
+                            if p.seeding(&rid).is_some() {
+                                this.request(rid, hint.from);
+                            }
                         }
                     }
                     Err(tokio::sync::broadcast::error::RecvError::Lagged(n)) => {
@@ -176,6 +182,29 @@ impl Fetcher {
                 match next {
                     Some(n) => from = n,
                     None => break,
+                }
+            }
+        });
+    }
+
+    /// Every minute: repositories with an explicit `allow` that we lack are fetched from a
+    /// connected peer the routing table says has them (§5.2 sync task).
+    pub fn spawn_sync_loop(&self) {
+        let this = self.clone();
+        tokio::spawn(async move {
+            let mut tick = tokio::time::interval(Duration::from_secs(60));
+            loop {
+                tick.tick().await;
+                let connected: HashSet<NodeId> = this.inner.net.connected().into_iter().collect();
+                for (rid, _) in this.inner.policies.explicitly_seeded() {
+                    if this.inner.storage.path_of(&rid).join("HEAD").exists() {
+                        continue;
+                    }
+                    let seeds = this.inner.net.routing(Some(rid), None);
+                    if let Some(seed) = seeds.iter().find(|s| connected.contains(&s.nid)) {
+                        tracing::info!(%rid, peer = %seed.nid, "sync: fetching seeded repository we lack");
+                        this.request(rid, seed.nid);
+                    }
                 }
             }
         });
@@ -238,6 +267,10 @@ impl Fetcher {
 
         // 2. Validate and apply (blocking: gix + git update-ref).
         let (cfg, rid2, repo2, local) = (inner.cfg.clone(), rid, repo.clone(), inner.net.nid());
+        let policies = inner.policies.clone();
+        let scope = policies.seeding(&rid).unwrap_or(Scope::All);
+        let wants =
+            move |nid: &NodeId, delegate: bool| policies.wants_namespace(scope, nid, delegate);
         let metrics = inner.metrics.clone();
         let pruned = move |label: &'static str| {
             metrics
@@ -247,7 +280,7 @@ impl Fetcher {
                 .inc();
         };
         let outcome = tokio::task::spawn_blocking(move || {
-            apply::validate_and_apply(&cfg, rid2, &repo2, &local, &pruned)
+            apply::validate_and_apply(&cfg, rid2, &repo2, &local, &pruned, &wants)
         })
         .await
         .map_err(|e| FetchError::Git(e.to_string()))??;

@@ -19,6 +19,7 @@
 //! | `bans` | ip (text) | penalty/ban record |
 
 pub mod gossip;
+pub mod policy;
 pub mod scan;
 
 use std::path::Path;
@@ -45,7 +46,7 @@ pub const COLUMN_FAMILIES: &[&str] = &[
     gossip::CF_ROUTING,
     gossip::CF_NODES,
     gossip::CF_ANNOUNCEMENTS,
-    "policies",
+    policy::CF_POLICIES,
     "tenants",
     "fetch_state",
     "pack_cache",

@@ -11,6 +11,7 @@ pub mod index;
 pub mod logging;
 pub mod metrics;
 pub mod net;
+pub mod policy;
 pub mod serve;
 pub mod storage;
 pub use seedd_proto::wire;

@@ -298,6 +298,7 @@ pub(crate) struct Shared {
     pub serve_slots: Arc<tokio::sync::Semaphore>,
     /// Fetch triggers for the replication layer.
     pub hints: tokio::sync::broadcast::Sender<FetchHint>,
+    pub policies: crate::policy::Policies,
 }
 
 /// A reason to fetch (protocol.md §5.4), from gossip.
@@ -310,6 +311,7 @@ pub struct FetchHint {
 
 /// What the p2p layer needs from the rest of the daemon.
 pub struct NetDeps {
+    pub policies: crate::policy::Policies,
     pub index: Index,
     pub storage: crate::storage::Storage,
     pub git: crate::serve::GitServer,
@@ -358,6 +360,7 @@ impl Net {
     ) -> anyhow::Result<Self> {
         use anyhow::Context as _;
         let NetDeps {
+            policies,
             index,
             storage,
             git,
@@ -399,6 +402,7 @@ impl Net {
             git,
             serve_slots: Arc::new(tokio::sync::Semaphore::new(shared_serves(&cfg_serves))),
             hints: tokio::sync::broadcast::channel(1024).0,
+            policies,
         });
         // Persist what the constructor produced (own announcements, timestamps).
         {
@@ -602,6 +606,15 @@ impl Net {
     pub fn announce_refs(&self, rid: RepoId, refs: Vec<seedd_proto::wire::RefsAt>) {
         let mut core = self.shared.lock();
         core.service.announce_refs(rid, refs, now_ms());
+        let outputs = core.service.take_outputs();
+        self.shared.dispatch(&mut core, outputs);
+    }
+
+    /// Re-subscribes with a new filter after a seeding policy change.
+    pub fn set_seeding(&self, seed_all: bool, seeded: Vec<RepoId>) {
+        let mut core = self.shared.lock();
+        core.service
+            .set_seeding(seed_all, seeded.into_iter().collect(), now_ms());
         let outputs = core.service.take_outputs();
         self.shared.dispatch(&mut core, outputs);
     }

@@ -326,3 +326,82 @@ fn tampered_peer_storage_is_rejected_and_nothing_unsigned_is_written() {
     assert!(logs.contains("unsigned ref refs/heads/evil"), "{logs}");
     drop(alice);
 }
+
+/// Default policy `block`: nothing is fetched until `seedctl repo seed`; a blocked node's
+/// namespace is never written; `seedctl fetch` fetches on demand; all with `-o json`.
+#[test]
+fn seeding_policy_controls_what_is_fetched() {
+    let f = seedd_tests::fixtures();
+    let small = f.rid("small-fixture");
+    let heartwood = f.rid("heartwood-fixture");
+    let bob_nid = "z6MkiCRcNkMLR1HFy2j6ih12FuEtDbWTLJJKzMRpoUj4yjgf";
+    let seed = Seed::start(SeedOptions::default()); // policy.default = block
+    let alice = RadNode::start("alice", &[seed.p2p_peer()]);
+    wait_for(
+        "seedd to learn alice's repos",
+        Duration::from_secs(30),
+        || {
+            seed.api(&format!("/api/v1/routing?nid={}", alice.nid))["routes"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|r| r["rid"] == small.as_str())
+                .then_some(())
+        },
+    );
+    std::thread::sleep(Duration::from_secs(2));
+    assert_eq!(
+        seed.metric("seedd_fetches_total", &[]),
+        0.0,
+        "fetched under block"
+    );
+    let stored = |rid: &str| {
+        seed.storage()
+            .join(rid.trim_start_matches("rad:"))
+            .join("HEAD")
+            .exists()
+    };
+    assert!(!stored(&small) && !stored(&heartwood));
+
+    // Seeding one repository fetches it (from the connected node the routing table names).
+    let out = seed.seedctl(&["-o", "json", "repo", "seed", &small]);
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["fetching_from"], alice.nid.as_str());
+    wait_for("small-fixture fetched", Duration::from_secs(30), || {
+        stored(&small).then_some(())
+    });
+    assert!(!stored(&heartwood), "an unseeded repository was fetched");
+
+    // A blocked node's namespace is never written, even when another peer has it.
+    let out = seed.seedctl(&["-o", "json", "node", "block", bob_nid]);
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["policy"]["policy"], "block");
+    seed.seedctl(&["repo", "seed", &heartwood, "--scope", "all"]);
+    wait_for("heartwood fetched", Duration::from_secs(30), || {
+        stored(&heartwood).then_some(())
+    });
+    let held = seed.storage().join(heartwood.trim_start_matches("rad:"));
+    let refs = stdout(&run(git(&held)
+        .arg("-C")
+        .arg(&held)
+        .args(["for-each-ref", "--format=%(refname)"])));
+    assert!(
+        !refs.contains(bob_nid),
+        "blocked namespace written:\n{refs}"
+    );
+    assert!(refs.contains(&alice.nid), "{refs}");
+
+    // On-demand fetch, and the policy listing.
+    let out = seed.seedctl(&["-o", "json", "fetch", &small, "--from", &alice.nid]);
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["cloned"], false, "{v}");
+    let out = seed.seedctl(&["-o", "json", "policy", "ls"]);
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["repos"].as_array().unwrap().len(), 2, "{v}");
+    assert_eq!(v["nodes"][0]["nid"], bob_nid, "{v}");
+    // Unseeding stops serving it to peers and drops it from the inventory.
+    seed.seedctl(&["repo", "unseed", &small]);
+    wait_for("inventory shrinks", Duration::from_secs(10), || {
+        (seed.metric("seedd_p2p_inventory_repos", &["state=\"announced\""]) == 1.0).then_some(())
+    });
+}

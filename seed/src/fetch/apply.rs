@@ -142,6 +142,7 @@ pub fn validate_and_apply(
     repo: &Path,
     local: &NodeId,
     on_prune: &dyn Fn(&'static str),
+    wants: &dyn Fn(&NodeId, bool) -> bool,
 ) -> Result<Outcome, FetchError> {
     let _quarantine = Quarantine { cfg, repo };
     let gix_repo = gix::open(repo).map_err(git_err)?;
@@ -178,6 +179,10 @@ pub fn validate_and_apply(
     let mut lines = Vec::new();
     for nid in namespaces {
         let is_delegate = doc.delegates.contains(&nid);
+        if !wants(&nid, is_delegate) {
+            tracing::debug!(%rid, namespace = %nid, "namespace not wanted (scope or blocked)");
+            continue;
+        }
         let q = |name: &str| fetched.get(&format!("{ns_prefix}{nid}/{name}"));
         let Some(tip) = q("refs/rad/sigrefs") else {
             continue;

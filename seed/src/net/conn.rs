@@ -218,6 +218,10 @@ async fn run(
         m.handshakes.with_label_values(&[ll, "self"]).inc();
         anyhow::bail!("connected to ourselves");
     }
+    if shared.policies.blocked(&remote) {
+        m.handshakes.with_label_values(&[ll, "blocked"]).inc();
+        anyhow::bail!("{remote} is blocked by policy");
+    }
     session(shared, stream, addr, link, remote).await
 }
 

@@ -181,6 +181,10 @@ async fn serve_inner(
         Ok(Ok(r)) => r,
         _ => return "error",
     };
+    if shared.policies.seeding(&rid).is_none() {
+        tracing::info!(peer = %ctx.remote, %rid, "refusing git stream: repository blocked by policy");
+        return "refused_policy";
+    }
     let Some(record) = record else {
         tracing::info!(peer = %ctx.remote, %rid, "refusing git stream: repository not held");
         return "refused_unknown";
