@@ -39,6 +39,7 @@ FROM debian:bookworm-slim AS runtime
 # hadolint ignore=DL3008
 RUN apt-get update \
  && apt-get install -y --no-install-recommends ca-certificates curl git libstdc++6 tini \
+ && apt-get clean \
  && rm -rf /var/lib/apt/lists/* \
  && groupadd --system --gid 10001 seedd \
  && useradd --system --uid 10001 --gid 10001 --no-create-home \

@@ -440,26 +440,37 @@ start_dockerd() {
 }
 
 # debian:bookworm-slim cannot be pulled: import a debootstrap minbase rootfs under that name
-# (the legacy builder then uses the local image). The tarball is cached in the tool cache.
+# (the legacy builder then uses the local image). Made like the official slim image: no docs,
+# man pages or locales from later installs, apt caches cleaned after each install. The tarball
+# is cached in the tool cache; BASE_ID names its recipe (change it to rebuild).
+BASE_ID=debootstrap-minbase-slim-1
 base_image() {
-  if docker image inspect debian:bookworm-slim >/dev/null 2>&1; then
-    echo "debian:bookworm-slim present ($(docker image inspect -f '{{index .Config.Labels "org.seedd.base"}}' debian:bookworm-slim))"
+  if [ "$(docker image inspect -f '{{index .Config.Labels "org.seedd.base"}}' debian:bookworm-slim 2>/dev/null)" = "$BASE_ID" ]; then
+    echo "debian:bookworm-slim present ($BASE_ID)"
     return 0
   fi
-  local tools="${SEEDD_TOOLS:-$HOME/.cache/seedd/tools}" tarball mirror
-  tarball="$tools/debian-bookworm-minbase.tar"
+  local tools="${SEEDD_TOOLS:-$HOME/.cache/seedd/tools}" tarball mirror r="$WORK/rootfs"
+  tarball="$tools/debian-bookworm-$BASE_ID.tar"
   if [ ! -s "$tarball" ]; then
     mirror="$(awk '/^URIs:/{print $2; exit}' /etc/apt/sources.list.d/debian.sources 2>/dev/null)"
     mirror="${mirror:-http://deb.debian.org/debian}"
     echo "debootstrap --variant=minbase bookworm ($mirror)"
-    debootstrap --variant=minbase bookworm "$WORK/rootfs" "$mirror" >"$WORK/debootstrap.log" 2>&1 || {
+    debootstrap --variant=minbase bookworm "$r" "$mirror" >"$WORK/debootstrap.log" 2>&1 || {
       tail -20 "$WORK/debootstrap.log"
       return 1
     }
-    tar -C "$WORK/rootfs" -cf "$tarball.tmp" . && mv "$tarball.tmp" "$tarball"
-    rm -rf "$WORK/rootfs"
+    printf '%s\n' 'path-exclude /usr/share/doc/*' 'path-include /usr/share/doc/*/copyright' \
+      'path-exclude /usr/share/man/*' 'path-exclude /usr/share/info/*' \
+      'path-exclude /usr/share/locale/*' 'path-include /usr/share/locale/locale.alias' \
+      >"$r/etc/dpkg/dpkg.cfg.d/docker"
+    printf '%s\n' 'DPkg::Post-Invoke { "rm -f /var/cache/apt/archives/*.deb /var/cache/apt/*.bin || true"; };' \
+      'Dir::Cache::pkgcache ""; Dir::Cache::srcpkgcache "";' >"$r/etc/apt/apt.conf.d/docker-clean"
+    rm -rf "$r"/var/cache/apt/archives/*.deb "$r"/var/cache/apt/*.bin "$r"/var/lib/apt/lists/* \
+      "$r"/usr/share/doc/* "$r"/usr/share/man/* "$r"/usr/share/info/* "$r"/usr/share/locale/*
+    tar -C "$r" -cf "$tarball.tmp" . && mv "$tarball.tmp" "$tarball"
+    rm -rf "$r"
   fi
-  docker import --change 'LABEL org.seedd.base=debootstrap-minbase' \
+  docker import --change "LABEL org.seedd.base=$BASE_ID" \
     --change 'CMD ["bash"]' "$tarball" debian:bookworm-slim >/dev/null &&
     echo "imported $tarball as debian:bookworm-slim"
 }
@@ -483,11 +494,35 @@ build_image() {
     return 1
   }
   docker image prune -f >/dev/null 2>&1 || true
-  local user size
+  local user size base
   user="$(docker image inspect -f '{{.Config.User}}' "$IMAGE")"
   size="$(docker image inspect -f '{{.Size}}' "$IMAGE")"
-  echo "built $IMAGE: user $user, $((size / 1024 / 1024)) MiB"
+  base="$(docker image inspect -f '{{.Size}}' debian:bookworm-slim)"
+  echo "built $IMAGE: user $user, $((size / 1024 / 1024)) MiB ($(((size - base) / 1024 / 1024)) MiB on top of the base)"
   [ "$user" = "10001:10001" ] || { echo "image user is $user, want 10001:10001"; return 1; }
+}
+
+# The top-level Dockerfile cannot be built here (no rust image), but its build context can:
+# send it through .dockerignore, copy it back out and let cargo load the workspace from it.
+context_check() {
+  printf '%s\n' 'FROM debian:bookworm-slim' 'COPY . /ctx' >"$WORK/Dockerfile.ctx"
+  DOCKER_BUILDKIT=0 docker build -q --network=none -f "$WORK/Dockerfile.ctx" -t seedd-context:ci . \
+    >"$WORK/ctx-build.log" 2>&1 || { tail -5 "$WORK/ctx-build.log"; return 1; }
+  local id ok=0 bad
+  id="$(docker create seedd-context:ci true)" || return 1
+  mkdir -p "$WORK/context"
+  docker cp "$id:/ctx" "$WORK/context/" >/dev/null || ok=1
+  docker rm "$id" >/dev/null
+  docker rmi seedd-context:ci >/dev/null 2>&1
+  bad="$(cd "$WORK/context/ctx" && find . -maxdepth 3 \( -name target -o -name .git -o -name fuzz -o -name seedd-data \) | head -5)"
+  [ -z "$bad" ] || { echo "build context holds: $bad"; ok=1; }
+  [ -f "$WORK/context/ctx/docker/seedd.toml" ] || { echo "build context lacks docker/seedd.toml"; ok=1; }
+  # cargo tree resolves the two binaries' dependency graph from Cargo.lock (offline, no build).
+  (cd "$WORK/context/ctx" && cargo tree --locked --offline -p seedd -p seedctl \
+    --target "$(rustc -vV | awk '/^host:/{print $2}')" >/dev/null 2>"$WORK/metadata.log") ||
+    { echo "cargo cannot load the workspace from the build context:"; tail -5 "$WORK/metadata.log"; ok=1; }
+  [ "$ok" = 0 ] && echo "Dockerfile build context: $(du -sh "$WORK/context/ctx" | cut -f1), workspace loads"
+  return "$ok"
 }
 
 free_port() {
@@ -537,8 +572,8 @@ run_image() {
   out="$(docker exec "$CONTAINER" seedctl --admin "http://127.0.0.1:$admin" \
     --token-file /var/lib/seedd/admin-token status -o json 2>&1)"
   grep -q "$nid" <<<"$out" && echo "seedctl status: ok" || { echo "seedctl status: $out"; ok=1; }
-  curl -fsS "http://127.0.0.1:$admin/metrics" | grep -q '^seedd_build_info' &&
-    echo "/metrics: ok" || { echo "/metrics has no seedd_build_info"; ok=1; }
+  out="$(curl -fsS "http://127.0.0.1:$admin/metrics" 2>&1)"
+  grep -q '^seedd_build_info' <<<"$out" && echo "/metrics: ok" || { echo "/metrics has no seedd_build_info"; ok=1; }
   if [ -n "$fixtures" ]; then
     local rid head got
     read -r rid head < <(python3 -c 'import json,sys; r=json.load(open(sys.argv[1]))["repos"]["heartwood-fixture"]; print(r["rid"], r["head"])' "$fixtures/fixtures.json")
@@ -570,7 +605,8 @@ run_image() {
   docker stop -t 40 "$CONTAINER" >/dev/null || ok=1
   t1=$(date +%s)
   exitcode="$(docker inspect -f '{{.State.ExitCode}}' "$CONTAINER")"
-  if [ "$exitcode" = 0 ] && docker logs "$CONTAINER" 2>&1 | grep -q 'stopped'; then
+  out="$(docker logs "$CONTAINER" 2>&1)"
+  if [ "$exitcode" = 0 ] && grep -q 'stopped' <<<"$out"; then
     echo "docker stop: exit 0 after $((t1 - t0)) s"
   else
     echo "docker stop: exit code $exitcode; last log lines:"
@@ -581,11 +617,78 @@ run_image() {
   return "$ok"
 }
 
+# The image with the chart's config, mounted the way the StatefulSet mounts it: per-pod TOML
+# from the ConfigMap, node key, admin token and TLS files as read-only Secret-like files
+# (root:10001, 0440), data on a tmpfs. Only the listen addresses are overridden (loopback).
+run_as_pod() {
+  local pod="$WORK/pod" p2p http admin
+  mkdir -p "$pod/config" "$pod/keys/0" "$pod/admin" "$pod/tls"
+  helm template ci "$CHART" --namespace "$NS" -f "$CHART/ci/single-values.yaml" \
+    --set http.tls.enabled=true --set http.tls.existingSecret=tls \
+    --show-only templates/configmap.yaml >"$pod/cm.yaml" || return 1
+  python3 - "$pod/cm.yaml" "$pod/config" <<'PY' || return 1
+import pathlib, sys, yaml
+doc = yaml.safe_load(open(sys.argv[1]))
+for key, text in doc["data"].items():
+    (pathlib.Path(sys.argv[2]) / key).write_text(text)
+PY
+  ssh-keygen -q -t ed25519 -N '' -C ci -f "$pod/keys/0/radicle" || return 1
+  head -c 24 /dev/urandom | od -An -tx1 | tr -d ' \n' >"$pod/admin/token"
+  openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -days 2 \
+    -subj /CN=seed.example.org -keyout "$pod/tls/tls.key" -out "$pod/tls/tls.crt" 2>/dev/null || return 1
+  chown -R 0:10001 "$pod/keys" "$pod/admin" "$pod/tls"
+  chmod 0440 "$pod/keys/0/radicle" "$pod/admin/token" "$pod/tls/tls.key" "$pod/tls/tls.crt"
+  local want
+  want="$(SEEDD_KEYS__SECRET="$pod/keys/0/radicle" "$BIN_DIR/seedd" id --data-dir "$WORK/id" | head -1)"
+  p2p="$(free_port)"
+  http="$(free_port)"
+  admin="$(free_port)"
+  CONTAINER="seedd-ci-pod-$$"
+  docker run -d --name "$CONTAINER" --network=host --read-only --tmpfs /tmp \
+    --tmpfs /var/lib/seedd:uid=10001,gid=10001,mode=0750 --cap-drop=ALL --security-opt=no-new-privileges \
+    -v "$pod/config:/etc/seedd/config:ro" -v "$pod/keys:/etc/seedd/keys:ro" \
+    -v "$pod/admin:/etc/seedd/admin:ro" -v "$pod/tls:/etc/seedd/tls:ro" \
+    -e POD_NAME=ci-seedd-0 -e SEEDD_CONFIG=/etc/seedd/config/ci-seedd-0.toml \
+    -e SEEDD_P2P__LISTEN="127.0.0.1:$p2p" -e SEEDD_HTTP__LISTEN="127.0.0.1:$http" \
+    -e SEEDD_ADMIN__LISTEN="127.0.0.1:$admin" \
+    "$IMAGE" seedd run >/dev/null || return 1
+  local i code="" ok=0 out nid
+  for i in $(seq 1 120); do
+    code="$(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:$admin/readyz" || true)"
+    [ "$code" = 200 ] && break
+    [ "$(docker inspect -f '{{.State.Running}}' "$CONTAINER")" = true ] || break
+    sleep 0.5
+  done
+  if [ "$code" != 200 ]; then
+    echo "chart config: /readyz did not answer 200 (last: ${code:-none}); logs:"
+    docker logs "$CONTAINER" 2>&1 | tail -10
+    return 1
+  fi
+  nid="$(docker exec "$CONTAINER" seedd id | head -1)"
+  [ -n "$want" ] && [ "$nid" = "$want" ] && echo "chart config: seedd id = NID of the mounted key ($nid)" ||
+    { echo "chart config: seedd id $nid, key's NID $want"; ok=1; }
+  out="$(docker exec "$CONTAINER" seedctl --admin "http://127.0.0.1:$admin" --token-file /etc/seedd/admin/token status -o json 2>&1)"
+  grep -q "seed.example.org" <<<"$out" && echo "chart config: seedctl with the mounted token: ok (alias seed.example.org)" ||
+    { echo "chart config: seedctl status: $out"; ok=1; }
+  code="$(curl -sk -o /dev/null -w '%{http_code}' "https://127.0.0.1:$http/rad:z3XboD4VcbB574Wwju3r48skefuYb.git/info/refs?service=git-upload-pack" || true)"
+  [ "$code" = 404 ] && echo "chart config: HTTPS with the mounted certificate answers (404 for an unknown repo)" ||
+    { echo "chart config: HTTPS answered ${code:-nothing}"; ok=1; }
+  out="$(docker logs "$CONTAINER" 2>&1 | head -1)"
+  [[ "$out" == "{"* ]] && echo "chart config: JSON logs" || { echo "chart config: log line is not JSON: $out"; ok=1; }
+  docker stop -t 40 "$CONTAINER" >/dev/null || ok=1
+  [ "$(docker inspect -f '{{.State.ExitCode}}' "$CONTAINER")" = 0 ] || { echo "chart config: stop exit code not 0"; ok=1; }
+  docker rm "$CONTAINER" >/dev/null && CONTAINER=""
+  return "$ok"
+}
+
 docker_smoke() {
   build_binaries || { echo "cargo build failed"; return 1; }
   start_dockerd || return 1
   local ok=0
-  base_image && build_image && run_image || ok=1
+  base_image || ok=1
+  [ "$ok" = 0 ] && { context_check || ok=1; }
+  [ "$ok" = 0 ] && { build_image && run_image || ok=1; }
+  [ "$ok" = 0 ] && { run_as_pod || ok=1; }
   stop_docker
   return "$ok"
 }
