@@ -238,6 +238,7 @@ pub async fn run(cfg: Config) -> anyhow::Result<()> {
             refresh_inventory(&index, &net, &policies_c);
         })
     };
+    crate::fetch::recover(&fetch_cfg, &storage);
     let fetcher = Fetcher::new(
         fetch_cfg,
         net.clone(),

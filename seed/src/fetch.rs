@@ -187,27 +187,56 @@ impl Fetcher {
         });
     }
 
-    /// Every minute: repositories with an explicit `allow` that we lack are fetched from a
-    /// connected peer the routing table says has them (§5.2 sync task).
+    /// Every 30 s (§5.2 sync task): seeded repositories we lack — explicitly allowed ones, and
+    /// with a default `allow` any that a connected peer is known to have — are fetched from a
+    /// connected peer the routing table names. This also retries fetches cut short by a crash:
+    /// their inventory announcements are already stored, so gossip alone would not retry.
     pub fn spawn_sync_loop(&self) {
         let this = self.clone();
         tokio::spawn(async move {
-            let mut tick = tokio::time::interval(Duration::from_secs(60));
+            tokio::time::sleep(Duration::from_secs(5)).await;
+            let mut tick = tokio::time::interval(Duration::from_secs(30));
             loop {
                 tick.tick().await;
-                let connected: HashSet<NodeId> = this.inner.net.connected().into_iter().collect();
-                for (rid, _) in this.inner.policies.explicitly_seeded() {
-                    if this.inner.storage.path_of(&rid).join("HEAD").exists() {
-                        continue;
-                    }
-                    let seeds = this.inner.net.routing(Some(rid), None);
-                    if let Some(seed) = seeds.iter().find(|s| connected.contains(&s.nid)) {
-                        tracing::info!(%rid, peer = %seed.nid, "sync: fetching seeded repository we lack");
-                        this.request(rid, seed.nid);
-                    }
-                }
+                this.sync_once();
             }
         });
+    }
+
+    fn sync_once(&self) {
+        let inner = &self.inner;
+        let connected: HashSet<NodeId> = inner.net.connected().into_iter().collect();
+        if connected.is_empty() {
+            return;
+        }
+        let mut wanted: Vec<RepoId> = inner
+            .policies
+            .explicitly_seeded()
+            .into_iter()
+            .map(|(rid, _)| rid)
+            .collect();
+        if inner.policies.seeds_by_default() {
+            for route in inner.net.routing(None, None) {
+                if connected.contains(&route.nid) && inner.policies.seeding(&route.rid).is_some() {
+                    wanted.push(route.rid);
+                }
+            }
+        }
+        wanted.sort();
+        wanted.dedup();
+        for rid in wanted {
+            if inner.storage.path_of(&rid).join("HEAD").exists() {
+                continue;
+            }
+            let seeds = inner.net.routing(Some(rid), None);
+            if let Some(seed) = seeds
+                .iter()
+                .find(|s| connected.contains(&s.nid) && !inner.policies.blocked(&s.nid))
+            {
+                tracing::info!(%rid, peer = %seed.nid, "sync: fetching a seeded repository we lack");
+                self.request(rid, seed.nid);
+            }
+        }
     }
 
     /// Fetches now and waits for the result (admin requests, tests).
@@ -559,6 +588,28 @@ pub fn bridge(socket: &Path) -> std::io::Result<()> {
     drop(stdout);
     let _ = up.join();
     Ok(())
+}
+
+/// After a crash: removes half-built clones and quarantine refs of interrupted fetches, so
+/// storage only holds validated refs (objects a fetch brought in stay until `git gc`).
+pub fn recover(cfg: &FetchConfig, storage: &Storage) {
+    if let Ok(entries) = std::fs::read_dir(&cfg.work_dir) {
+        for e in entries.flatten() {
+            tracing::info!(path = %e.path().display(), "removing leftovers of an interrupted fetch");
+            let _ = std::fs::remove_dir_all(e.path());
+        }
+    }
+    for rid in storage.list().unwrap_or_default() {
+        let repo = storage.path_of(&rid);
+        let loose = repo.join("refs").join("seedd-fetch").exists();
+        let packed = std::fs::read_to_string(repo.join("packed-refs"))
+            .map(|s| s.contains(QUARANTINE))
+            .unwrap_or(false);
+        if loose || packed {
+            tracing::info!(%rid, "removing quarantine refs of an interrupted fetch");
+            apply::drop_quarantine(cfg, &repo);
+        }
+    }
 }
 
 /// The set of repository ids present in storage (for "do we have it").

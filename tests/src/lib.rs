@@ -152,6 +152,8 @@ pub struct SeedOptions {
     pub data_dir: Option<PathBuf>,
     /// Extra lines for the `[p2p]` section (its `listen` is set by the harness).
     pub p2p_config: String,
+    /// Fixed p2p port (e.g. to restart a seed where peers expect it); default: a free one.
+    pub p2p_port: Option<u16>,
 }
 
 /// A running seedd.
@@ -221,7 +223,7 @@ impl Seed {
         }
         let http = free_port();
         let admin = free_port();
-        let p2p = free_port();
+        let p2p = opts.p2p_port.unwrap_or_else(free_port);
         let mut config = format!(
             "data_dir = \"{}\"\nalias = \"test-seed\"\n{}\n[p2p]\nlisten = [\"127.0.0.1:{p2p}\"]\n{}\n[http]\nlisten = \"127.0.0.1:{http}\"\n",
             data.display(),

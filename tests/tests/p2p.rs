@@ -449,8 +449,12 @@ fn alice_nid_of(seed: &Seed, rid: &str) -> String {
 #[test]
 fn relay_between_two_real_nodes() {
     let f = fixtures();
-    // seedd itself holds nothing: what bob learns about alice can only come by relay.
-    let seed = seed_with(&[], "");
+    // seedd seeds nothing (default policy block: it relays but does not fetch), so what bob
+    // learns about alice can only come by relay.
+    let seed = Seed::start(SeedOptions {
+        p2p_config: "relay = \"always\"\n".into(),
+        ..Default::default()
+    });
     let small = f.rid(SMALL);
     let alice = RadNode::start("alice", &[seed.p2p_peer()]);
     let bob = RadNode::start("bob", &[seed.p2p_peer()]);

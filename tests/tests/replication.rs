@@ -405,3 +405,129 @@ fn seeding_policy_controls_what_is_fetched() {
         (seed.metric("seedd_p2p_inventory_repos", &["state=\"announced\""]) == 1.0).then_some(())
     });
 }
+
+/// Deterministic incompressible bytes (xorshift), so the pack is as large as the data.
+fn noise(len: usize, mut state: u64) -> Vec<u8> {
+    let mut out = Vec::with_capacity(len);
+    while out.len() < len {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        out.extend_from_slice(&state.to_le_bytes());
+    }
+    out.truncate(len);
+    out
+}
+
+/// `kill -9` of seedd in the middle of a large fetch: after a restart storage and index are
+/// consistent (no half-built repository, no quarantine refs, no leftovers) and the fetch is
+/// retried and succeeds.
+#[test]
+fn kill_9_during_a_fetch_leaves_storage_consistent_and_the_fetch_is_retried() {
+    let tmp = tempfile::tempdir().unwrap();
+    let data = tmp.path().join("data");
+    let port = seedd_tests::free_port();
+    let opts = || SeedOptions {
+        extra_config: "[policy]\ndefault = \"allow\"\n".into(),
+        data_dir: Some(data.clone()),
+        p2p_port: Some(port),
+        ..Default::default()
+    };
+    let seed = Seed::start(opts());
+    let frank = RadNode::start("frank", &[seed.p2p_peer()]);
+    let proj = tmp.path().join("big");
+    std::fs::create_dir_all(&proj).unwrap();
+    ok(
+        frank.git_in(&proj, &["init", "-q", "-b", "main"]),
+        "git init",
+    );
+    for i in 0..4u64 {
+        std::fs::write(
+            proj.join(format!("blob{i}")),
+            noise(10 << 20, 0x9e37_79b9 + i),
+        )
+        .unwrap();
+    }
+    ok(frank.git_in(&proj, &["add", "."]), "git add");
+    ok(
+        frank.git_in(&proj, &["commit", "-q", "-m", "big"]),
+        "git commit",
+    );
+    // rad init announces the repository; seedd starts fetching ~40 MB.
+    let init = {
+        let home = frank.home.clone();
+        let proj = proj.clone();
+        let rad = seedd_tests::radicle_bin("rad");
+        std::thread::spawn(move || {
+            std::process::Command::new(rad)
+                .args([
+                    "init",
+                    "--name",
+                    "big",
+                    "--description",
+                    "big",
+                    "--default-branch",
+                    "main",
+                    "--public",
+                    "--no-confirm",
+                ])
+                .current_dir(&proj)
+                .env("RAD_HOME", home)
+                .env("RAD_PASSPHRASE", "")
+                .env("GIT_CONFIG_GLOBAL", "/dev/null")
+                .env_remove("RAD_SOCKET")
+                .output()
+                .unwrap()
+        })
+    };
+    wait_for("a fetch to be running", Duration::from_secs(60), || {
+        (seed.metric("seedd_fetches_active", &[]) >= 1.0).then_some(())
+    });
+    let mut seed = seed;
+    seed.child.kill().unwrap(); // SIGKILL
+    seed.child.wait().unwrap();
+    let _ = init.join();
+    let rid = stdout(&frank.rad_in(&proj, &["."])).trim().to_owned();
+    assert!(rid.starts_with("rad:z"), "{rid}");
+    let repo_dir = data.join("storage").join(rid.trim_start_matches("rad:"));
+    assert!(
+        !repo_dir.exists(),
+        "a half-fetched clone was left in storage"
+    );
+    drop(seed);
+
+    // Restarted, it also dials frank (frank may not notice the dead session for a while).
+    let seed = Seed::start(SeedOptions {
+        p2p_config: format!("connect = [\"{}\"]\n", frank.peer()),
+        ..opts()
+    });
+    let leftovers: Vec<_> = std::fs::read_dir(data.join("cache").join("fetch"))
+        .map(|d| d.flatten().map(|e| e.path()).collect())
+        .unwrap_or_default();
+    assert!(leftovers.is_empty(), "{leftovers:?}");
+    assert!(!seed.logs().contains("panicked"));
+    // frank's node reconnects (persistent peer) and re-announces: the fetch is retried.
+    wait_for(
+        "the fetch retried after restart",
+        Duration::from_secs(180),
+        || repo_dir.join("HEAD").exists().then_some(()),
+    );
+    let refs = stdout(&run(git(&repo_dir)
+        .arg("-C")
+        .arg(&repo_dir)
+        .args(["for-each-ref", "--format=%(refname)"])));
+    assert!(!refs.contains("seedd-fetch"), "{refs}");
+    wait_for("the index lists it", Duration::from_secs(10), || {
+        seed.api("/api/v1/repos")["repos"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|r| r["rid"] == rid.as_str())
+            .then_some(())
+    });
+    let head = http_head(&seed, &rid, tmp.path()).expect("HTTP clone after restart");
+    let expected = stdout(&frank.git_in(&proj, &["rev-parse", "HEAD"]))
+        .trim()
+        .to_owned();
+    assert_eq!(head, expected);
+}

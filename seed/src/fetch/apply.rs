@@ -116,6 +116,18 @@ fn transaction(cfg: &FetchConfig, repo: &Path, lines: &[String]) -> Result<(), F
     Ok(())
 }
 
+/// Deletes every quarantine ref of `repo`.
+pub fn drop_quarantine(cfg: &FetchConfig, repo: &Path) {
+    if let Ok(refs) = refs_under(cfg, repo, QUARANTINE) {
+        let lines: Vec<String> = refs.iter().map(|(n, _)| format!("delete {n}")).collect();
+        if !lines.is_empty() {
+            if let Err(e) = transaction(cfg, repo, &lines) {
+                tracing::error!(error = %e, repo = %repo.display(), "cannot remove quarantine refs");
+            }
+        }
+    }
+}
+
 /// Removes the quarantine refs whatever happens (they must never be served).
 struct Quarantine<'a> {
     cfg: &'a FetchConfig,
@@ -124,14 +136,7 @@ struct Quarantine<'a> {
 
 impl Drop for Quarantine<'_> {
     fn drop(&mut self) {
-        if let Ok(refs) = refs_under(self.cfg, self.repo, QUARANTINE) {
-            let lines: Vec<String> = refs.iter().map(|(n, _)| format!("delete {n}")).collect();
-            if !lines.is_empty() {
-                if let Err(e) = transaction(self.cfg, self.repo, &lines) {
-                    tracing::error!(error = %e, repo = %self.repo.display(), "cannot remove quarantine refs");
-                }
-            }
-        }
+        drop_quarantine(self.cfg, self.repo);
     }
 }
 
