@@ -259,6 +259,13 @@ impl Fetcher {
         match result {
             Ok(outcome) => {
                 m.fetches.with_label_values(&["ok"]).inc();
+                let now = std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .map(|d| d.as_secs() as i64)
+                    .unwrap_or(0);
+                m.fetch_last_success
+                    .with_label_values(&[if outcome.cloned { "clone" } else { "update" }])
+                    .set(now);
                 tracing::info!(%rid, peer = %from, updated = outcome.updated.len(), pruned = outcome.pruned.len(), refs = outcome.refs_written, clone = outcome.cloned, ms = started.elapsed().as_millis() as u64, "fetched repository");
             }
             Err(e) => {

@@ -245,6 +245,12 @@ pub const CATALOGUE: &[MetricDoc] = &[
         help: "Validation failures: whole fetches rejected (missing_identity, identity, delegate_diverged, threshold) and namespaces pruned (invalid_sigrefs, unsigned_ref, mismatched_ref, missing_ref, diverged).",
     },
     MetricDoc {
+        name: "seedd_fetch_last_success_timestamp_seconds",
+        kind: "gauge",
+        labels: &["kind"],
+        help: "When the last successful fetch finished (Unix seconds), by kind (clone, update); alert on time() minus it.",
+    },
+    MetricDoc {
         name: "seedd_fetch_refs_updated_total",
         kind: "counter",
         labels: &[],
@@ -323,6 +329,7 @@ pub struct P2pMetrics {
     pub fetches_active: IntGauge,
     pub validation_failures: IntCounterVec,
     pub refs_updated: IntCounter,
+    pub fetch_last_success: IntGaugeVec,
     pub routing_entries: IntGauge,
     pub address_book: IntGauge,
     pub stored_announcements: IntGauge,
@@ -394,6 +401,14 @@ impl P2pMetrics {
             fetches_active: gauge("seedd_fetches_active")?,
             validation_failures: counter("seedd_fetch_validation_failures_total", &["reason"])?,
             refs_updated,
+            fetch_last_success: {
+                let g = IntGaugeVec::new(
+                    opts("seedd_fetch_last_success_timestamp_seconds"),
+                    &["kind"],
+                )?;
+                registry.register(Box::new(g.clone()))?;
+                g
+            },
             routing_entries: gauge("seedd_p2p_routing_entries")?,
             address_book: gauge("seedd_p2p_address_book_nodes")?,
             stored_announcements: gauge("seedd_p2p_stored_announcements")?,
@@ -575,6 +590,7 @@ mod tests {
             .with_label_values(&["threshold"])
             .inc();
         p.fetch_duration.observe(0.1);
+        p.fetch_last_success.with_label_values(&["clone"]).set(1);
         let names: Vec<String> = m
             .registry
             .gather()

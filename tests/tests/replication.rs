@@ -531,3 +531,88 @@ fn kill_9_during_a_fetch_leaves_storage_consistent_and_the_fetch_is_retried() {
         .to_owned();
     assert_eq!(head, expected);
 }
+
+/// Scope `followed`: delegates' namespaces are fetched, a non-delegate's only once followed.
+#[test]
+fn followed_scope_fetches_delegates_and_followed_nodes_only() {
+    let f = seedd_tests::fixtures();
+    let heartwood = f.rid("heartwood-fixture");
+    let seed = Seed::start(SeedOptions {
+        extra_config: "[policy]\ndefault = \"allow\"\nscope = \"followed\"\n".into(),
+        ..Default::default()
+    });
+    let held = seed.storage().join(heartwood.trim_start_matches("rad:"));
+    let refs = |repo: &Path| {
+        stdout(&run(git(repo)
+            .arg("-C")
+            .arg(repo)
+            .args(["for-each-ref", "--format=%(refname)"])))
+    };
+    let alice = RadNode::start("alice", &[seed.p2p_peer()]);
+    wait_for(
+        "heartwood fetched from alice",
+        Duration::from_secs(30),
+        || held.join("HEAD").exists().then_some(()),
+    );
+    // carol (not a delegate) clones from seedd and pushes a branch of her own.
+    let carol = RadNode::start("carol", &[seed.p2p_peer()]);
+    wait_for("carol sees seedd", Duration::from_secs(30), || {
+        carol
+            .routing()
+            .contains(&(heartwood.clone(), seed.nid()))
+            .then_some(())
+    });
+    let work = tempfile::tempdir().unwrap();
+    ok(
+        carol.rad_in(
+            work.path(),
+            &["clone", &heartwood, "wc", "--timeout", "30s"],
+        ),
+        "rad clone",
+    );
+    let wc = work.path().join("wc");
+    ok(
+        carol.git_in(&wc, &["checkout", "-q", "-b", "carol-idea"]),
+        "git checkout",
+    );
+    std::fs::write(wc.join("IDEA"), "carol\n").unwrap();
+    ok(carol.git_in(&wc, &["add", "IDEA"]), "git add");
+    ok(
+        carol.git_in(&wc, &["commit", "-q", "-m", "idea"]),
+        "git commit",
+    );
+    ok(
+        carol.git_in(&wc, &["push", "rad", "carol-idea"]),
+        "git push rad",
+    );
+    // seedd hears carol's refs announcement and fetches, but her namespace is not wanted.
+    wait_for("a fetch from carol", Duration::from_secs(30), || {
+        (seed.metric("seedd_fetches_total", &["result=\"ok\""]) >= 2.0).then_some(())
+    });
+    let r = refs(&held);
+    assert!(
+        !r.contains(&carol.nid),
+        "non-delegate namespace written under scope followed:\n{r}"
+    );
+    assert!(r.contains(&alice.nid), "{r}");
+    // Followed → fetched.
+    seed.seedctl(&["node", "follow", &carol.nid, "--alias", "carol"]);
+    let out = seed.seedctl(&["-o", "json", "fetch", &heartwood, "--from", &carol.nid]);
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(
+        v["updated"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|n| n == carol.nid.as_str()),
+        "{v}"
+    );
+    let r = refs(&held);
+    assert!(
+        r.contains(&format!(
+            "refs/namespaces/{}/refs/heads/carol-idea",
+            carol.nid
+        )),
+        "{r}"
+    );
+}

@@ -1,6 +1,6 @@
 //! Validation of fetched refs and their atomic application (protocol.md §2.3, §6.5, §6.6).
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::path::Path;
 use std::process::{Command, Stdio};
 
@@ -138,6 +138,30 @@ impl Drop for Quarantine<'_> {
     fn drop(&mut self) {
         drop_quarantine(self.cfg, self.repo);
     }
+}
+
+/// The canonical tip: the newest commit that at least `threshold` delegates' tips contain
+/// (each tip votes for itself and its ancestors among the candidates), or `None`.
+pub fn quorum(
+    tips: &[String],
+    threshold: usize,
+    is_ancestor: impl Fn(&str, &str) -> bool,
+) -> Option<String> {
+    let mut best: Option<&String> = None;
+    for candidate in tips {
+        let votes = tips
+            .iter()
+            .filter(|t| *t == candidate || is_ancestor(candidate, t))
+            .count();
+        if votes < threshold {
+            continue;
+        }
+        best = match best {
+            Some(b) if b == candidate || !is_ancestor(b, candidate) => Some(b),
+            _ => Some(candidate),
+        };
+    }
+    best.cloned()
 }
 
 /// Validates what the fetch put under the quarantine refs and applies it.
@@ -314,7 +338,7 @@ pub fn validate_and_apply(
     lines.push(format!("update refs/rad/id {id_oid}"));
     let default_branch = doc.project().map(|p| p.default_branch);
     if let Some(branch) = &default_branch {
-        let mut votes: HashMap<String, usize> = HashMap::new();
+        let mut tips: Vec<String> = Vec::new();
         for d in &doc.delegates {
             let name = format!("refs/heads/{branch}");
             let updated = outcome.updated.iter().any(|(n, _)| n == d);
@@ -327,15 +351,11 @@ pub fn validate_and_apply(
                     .map(|(_, o)| o)
             };
             if let Some(t) = tip {
-                *votes.entry(t).or_default() += 1;
+                tips.push(t);
             }
         }
-        let needed = doc.threshold.max(1);
-        if let Some((oid, _)) = votes
-            .into_iter()
-            .filter(|(_, n)| *n >= needed)
-            .max_by_key(|(_, n)| *n)
-        {
+        let ancestor = |a: &str, b: &str| is_ancestor(cfg, repo, a, b).unwrap_or(false);
+        if let Some(oid) = quorum(&tips, doc.threshold.max(1), ancestor) {
             lines.push(format!("update refs/heads/{branch} {oid}"));
         }
     }
@@ -346,4 +366,41 @@ pub fn validate_and_apply(
             .status();
     }
     Ok(outcome)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// History c1 ← c2 ← c3 (c1 oldest); `x` diverges from c1.
+    fn anc(a: &str, b: &str) -> bool {
+        let order = ["c1", "c2", "c3"];
+        let pos = |s: &str| order.iter().position(|o| *o == s);
+        match (a, b) {
+            ("c1", "x") => true,
+            (a, b) => matches!((pos(a), pos(b)), (Some(i), Some(j)) if i < j),
+        }
+    }
+
+    fn s(v: &[&str]) -> Vec<String> {
+        v.iter().map(|x| x.to_string()).collect()
+    }
+
+    #[test]
+    fn canonical_branch_moves_only_when_threshold_delegates_agree() {
+        // Two delegates, threshold 2: alice ahead, bob behind → bob's tip (both contain it).
+        assert_eq!(quorum(&s(&["c2", "c1"]), 2, anc).as_deref(), Some("c1"));
+        // Bob catches up → it moves.
+        assert_eq!(quorum(&s(&["c2", "c2"]), 2, anc).as_deref(), Some("c2"));
+        // Threshold 1: the newest tip wins.
+        assert_eq!(quorum(&s(&["c3", "c1"]), 1, anc).as_deref(), Some("c3"));
+        // Diverged delegates with threshold 2: only their common base qualifies if present.
+        assert_eq!(quorum(&s(&["c2", "x"]), 2, anc), None);
+        assert_eq!(
+            quorum(&s(&["c1", "c2", "x"]), 3, anc).as_deref(),
+            Some("c1")
+        );
+        // Not enough delegates with a tip.
+        assert_eq!(quorum(&s(&["c2"]), 2, anc), None);
+    }
 }
