@@ -22,8 +22,10 @@
 # default ~/.cache/seedd/tools), SEEDD_DOCKER_ROOT (dockerd data, default ~/.cache/seedd/docker),
 # SEEDD_BIN_DIR (use seedd/seedctl from there instead of building), SEEDD_FIXTURES_DIR.
 # Exit status: 0 when every step passed; 1 with the list of failed steps otherwise.
+# "cond && echo ok || { echo bad; ok=1; }" is used on purpose below (echo does not fail).
+# shellcheck disable=SC2015
 set -uo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/.." || exit 1
 ROOT="$PWD"
 
 docker=1
@@ -375,9 +377,10 @@ stop_docker() {
     docker rm -f "$CONTAINER" >/dev/null 2>&1 || true
     CONTAINER=""
   fi
+  local ctrd="" i
+  [ -n "$DOCKER_EXEC" ] && ctrd="$(cat "$DOCKER_EXEC/exec/containerd/containerd.pid" 2>/dev/null)"
   if [ -n "$DOCKERD_PID" ] && kill -0 "$DOCKERD_PID" 2>/dev/null; then
     kill -TERM "$DOCKERD_PID" 2>/dev/null || true
-    local i
     for i in $(seq 1 60); do
       kill -0 "$DOCKERD_PID" 2>/dev/null || break
       sleep 0.5
@@ -389,9 +392,24 @@ stop_docker() {
     wait "$DOCKERD_PID" 2>/dev/null || true
     echo "dockerd stopped"
   fi
+  # dockerd's own containerd (its child) exits right after it.
+  if [ -n "$ctrd" ]; then
+    for i in $(seq 1 20); do
+      kill -0 "$ctrd" 2>/dev/null || break
+      sleep 0.5
+    done
+    kill -0 "$ctrd" 2>/dev/null && { echo "stopping containerd $ctrd"; kill -TERM "$ctrd" 2>/dev/null; }
+  fi
   DOCKERD_PID=""
-  # dockerd's own containerd lives under the exec root; it exits with dockerd.
-  [ -n "$DOCKER_EXEC" ] && rm -rf "$DOCKER_EXEC" 2>/dev/null
+  # dockerd's own containerd lives under the exec root and exits with dockerd; dockerd leaves
+  # its netns bind mount (exec/netns/default) mounted: unmount whatever is left under it.
+  if [ -n "$DOCKER_EXEC" ]; then
+    local m
+    while read -r m; do
+      umount "$m" 2>/dev/null || umount -l "$m" 2>/dev/null || echo "could not unmount $m"
+    done < <(awk -v d="$DOCKER_EXEC/" 'index($2, d) == 1 {print $2}' /proc/mounts | sort -r)
+    rm -rf "$DOCKER_EXEC" 2>/dev/null
+  fi
   DOCKER_EXEC=""
   return 0
 }
@@ -697,6 +715,12 @@ docker_smoke() {
 [ "$sync" = 1 ] && step "sync chart copies of alert rules and dashboards" sync_copies
 step "chart copies of ops/alerts and grafana are up to date" check_copies
 step "Dockerfile and docker/Dockerfile.prebuilt share the runtime stage" check_dockerfiles_in_sync
+if command -v shellcheck >/dev/null 2>&1; then
+  step "shellcheck scripts/check-packaging.sh scripts/install-packaging-tools.sh" \
+    shellcheck scripts/check-packaging.sh scripts/install-packaging-tools.sh
+else
+  skipped+=("shellcheck of the packaging scripts (no shellcheck)")
+fi
 step "hadolint Dockerfile docker/Dockerfile.prebuilt" hadolint --failure-threshold style Dockerfile docker/Dockerfile.prebuilt
 step "helm lint --strict (defaults and ci/*-values.yaml)" lint_all
 step "helm template (defaults and ci/*-values.yaml)" template_all
