@@ -183,6 +183,8 @@ app.kubernetes.io/part-of: seedd
 {{- $cur := get $dst $k }}
 {{- if and (kindIs "map" $v) (kindIs "map" $cur) }}
 {{- include "seedd.merge" (dict "dst" $cur "src" $v) }}
+{{- else if kindIs "invalid" $v }}
+{{- $_ := set $dst $k nil }}
 {{- else }}
 {{- $_ := set $dst $k (deepCopy $v) }}
 {{- end }}
@@ -230,8 +232,13 @@ Keys come out sorted, so the output (and the checksum) is stable. null values ar
 {{- range $k, $v := .table }}
 {{- $name := printf "%s%s" $prefix (include "seedd.toml.key" $k) }}
 {{- if kindIs "map" $v }}
+{{- /* A header only when the table has own keys (or none at all): [a.b] alone implies [a]. */}}
+{{- $own := eq (len $v) 0 }}
+{{- range $vv := values $v }}{{ if not (or (kindIs "map" $vv) (include "seedd.toml.isTableArray" $vv)) }}{{ $own = true }}{{ end }}{{ end }}
+{{- if $own }}
 
 [{{ $name }}]
+{{- end }}
 {{- include "seedd.toml.table" (dict "prefix" (printf "%s." $name) "table" $v) }}
 {{- else if include "seedd.toml.isTableArray" $v }}
 {{- range $e := $v }}
