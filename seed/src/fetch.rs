@@ -241,11 +241,15 @@ impl Fetcher {
 
     /// Fetches now and waits for the result (admin requests, tests).
     pub async fn fetch_now(&self, rid: RepoId, from: NodeId) -> Result<Outcome, FetchError> {
-        let _slot = self.inner.slots.acquire().await;
-        self.fetch(rid, from).await
+        self.measured(rid, from).await
     }
 
     async fn run_one(&self, rid: RepoId, from: NodeId) {
+        let _ = self.measured(rid, from).await;
+    }
+
+    /// One fetch in a slot, counted and logged.
+    async fn measured(&self, rid: RepoId, from: NodeId) -> Result<Outcome, FetchError> {
         let m = &self.inner.metrics.p2p;
         m.fetch_queue.inc();
         let slot = self.inner.slots.acquire().await;
@@ -256,7 +260,7 @@ impl Fetcher {
         m.fetches_active.dec();
         m.fetch_duration.observe(started.elapsed().as_secs_f64());
         drop(slot);
-        match result {
+        match &result {
             Ok(outcome) => {
                 m.fetches.with_label_values(&["ok"]).inc();
                 let now = std::time::SystemTime::now()
@@ -270,12 +274,13 @@ impl Fetcher {
             }
             Err(e) => {
                 m.fetches.with_label_values(&[e.label()]).inc();
-                if let FetchError::Invalid(v) = &e {
+                if let FetchError::Invalid(v) = e {
                     m.validation_failures.with_label_values(&[v.label()]).inc();
                 }
                 tracing::warn!(%rid, peer = %from, error = %e, "fetch failed");
             }
         }
+        result
     }
 
     async fn fetch(&self, rid: RepoId, from: NodeId) -> Result<Outcome, FetchError> {
@@ -435,7 +440,7 @@ impl Fetcher {
         let result: Result<(), FetchError> = loop {
             if git_done
                 && !eof_sent
-                && (answers.flushes > requests.flushes || answers.broken || requests.broken)
+                && (answers.flushes > requests.messages || answers.broken || requests.broken)
             {
                 eof_sent = true;
                 let _ = stream.control(Control::Eof { stream: stream.id }).await;
@@ -486,12 +491,16 @@ impl Fetcher {
     }
 }
 
-/// Counts top-level flush-pkts (`0000`) in a pkt-line byte stream fed in arbitrary chunks.
+/// Counts top-level flush-pkts (`0000`) in a pkt-line byte stream fed in arbitrary chunks, and
+/// the messages they end (a flush after at least one other packet; git ends a v2 session with
+/// a bare flush, which is not a request).
 #[derive(Debug, Default)]
 pub struct PktCounter {
     header: Vec<u8>,
     skip: usize,
+    pending: bool,
     pub flushes: u64,
+    pub messages: u64,
     /// The stream stopped looking like pkt-lines (counting is abandoned).
     pub broken: bool,
 }
@@ -518,9 +527,17 @@ impl PktCounter {
                 .and_then(|s| usize::from_str_radix(s, 16).ok());
             self.header.clear();
             match len {
-                Some(0) => self.flushes += 1,
-                Some(1..=3) => {}
-                Some(l) => self.skip = l - 4,
+                Some(0) => {
+                    self.flushes += 1;
+                    if std::mem::take(&mut self.pending) {
+                        self.messages += 1;
+                    }
+                }
+                Some(1..=3) => self.pending = true,
+                Some(l) => {
+                    self.pending = true;
+                    self.skip = l - 4;
+                }
                 None => self.broken = true,
             }
         }
@@ -637,8 +654,13 @@ mod tests {
                 c.feed(part);
             }
             assert_eq!(c.flushes, 2, "chunk {chunk}");
+            assert_eq!(c.messages, 2, "chunk {chunk}");
             assert!(!c.broken);
         }
+        // A bare flush (git ending a v2 session) is not a message.
+        let mut c = PktCounter::default();
+        c.feed(b"000cls-refs\n00000000");
+        assert_eq!((c.flushes, c.messages), (2, 1));
         let mut c = PktCounter::default();
         c.feed(b"zzzz");
         assert!(c.broken);

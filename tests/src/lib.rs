@@ -553,6 +553,18 @@ pub fn git_with_input(home: &Path, git_dir: &Path, args: &[&str], input: &[u8]) 
     stdout(&out)
 }
 
+/// Runs `seedctl` against `seed` without asserting success.
+pub fn run_unchecked(seed: &Seed, args: &[&str]) -> Output {
+    Command::new(bin("seedctl"))
+        .arg("--admin")
+        .arg(format!("http://{}", seed.admin))
+        .arg("--token-file")
+        .arg(seed.token_file())
+        .args(args)
+        .output()
+        .unwrap()
+}
+
 /// Polls `cond` every 200 ms until it returns `Some`, or panics with `what` after `timeout`.
 pub fn wait_for<T>(what: &str, timeout: Duration, mut cond: impl FnMut() -> Option<T>) -> T {
     let deadline = Instant::now() + timeout;

@@ -616,3 +616,68 @@ fn followed_scope_fetches_delegates_and_followed_nodes_only() {
         "{r}"
     );
 }
+
+/// A delegate's signed refs replayed (an older, validly signed state) are ignored; a diverged
+/// history of a delegate's signed refs fails the whole fetch. Nothing is written either way.
+#[test]
+fn replayed_and_diverged_delegate_sigrefs_are_rejected() {
+    let f = seedd_tests::fixtures();
+    let heartwood = f.rid("heartwood-fixture");
+    let alice_nid = "z6MkeYAdpK8EPmUhABhVB2k6Bd6kSGzrh3e6QoUjxM4U48jz";
+    let seed = Seed::start(SeedOptions {
+        extra_config: "[policy]\ndefault = \"allow\"\n".into(),
+        ..Default::default()
+    });
+    let alice = RadNode::start("alice", &[seed.p2p_peer()]);
+    let held = seed.storage().join(heartwood.trim_start_matches("rad:"));
+    wait_for("heartwood fetched", Duration::from_secs(30), || {
+        held.join("HEAD").exists().then_some(())
+    });
+    let sigrefs = format!("refs/namespaces/{alice_nid}/refs/rad/sigrefs");
+    let held_tip = git_at(&held, &["rev-parse", &sigrefs]);
+    let theirs = alice
+        .home
+        .join("storage")
+        .join(heartwood.trim_start_matches("rad:"));
+    let tip = git_at(&theirs, &["rev-parse", &sigrefs]);
+    assert_eq!(tip, held_tip);
+    let parent = git_at(&theirs, &["rev-parse", &format!("{tip}^")]);
+
+    // Replay: alice's storage goes back to the previous (validly signed) sigrefs.
+    git_at(&theirs, &["update-ref", &sigrefs, &parent]);
+    let out = seed.seedctl(&["-o", "json", "fetch", &heartwood, "--from", &alice.nid]);
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(v["updated"].as_array().unwrap().is_empty(), "{v}");
+    assert_eq!(
+        git_at(&held, &["rev-parse", &sigrefs]),
+        held_tip,
+        "replayed sigrefs applied"
+    );
+
+    // Diverged: a sibling of the tip (same signed refs, another commit on the old parent).
+    let tree = git_at(&theirs, &["rev-parse", &format!("{tip}^{{tree}}")]);
+    let sibling = git_at(
+        &theirs,
+        &["commit-tree", &tree, "-p", &parent, "-m", "diverged"],
+    );
+    git_at(&theirs, &["update-ref", &sigrefs, &sibling]);
+    let out = seedd_tests::run_unchecked(&seed, &["fetch", &heartwood, "--from", &alice.nid]);
+    assert!(!out.status.success(), "diverged delegate accepted");
+    assert!(text(&out).contains("diverged"), "{}", text(&out));
+    assert_eq!(
+        git_at(&held, &["rev-parse", &sigrefs]),
+        held_tip,
+        "diverged sigrefs applied"
+    );
+    assert!(
+        seed.metric(
+            "seedd_fetch_validation_failures_total",
+            &["reason=\"delegate_diverged\""]
+        ) >= 1.0
+    );
+    let r = stdout(&run(git(&held)
+        .arg("-C")
+        .arg(&held)
+        .args(["for-each-ref", "--format=%(refname)"])));
+    assert!(!r.contains("seedd-fetch"), "{r}");
+}
