@@ -9,14 +9,11 @@ use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
 use seedd_proto::crypto::Keypair;
-use seedd_proto::wire::handshake::{Initiator, ACT2_LEN};
-use seedd_proto::wire::{
-    AnnouncementMessage, Control, Frame, FrameDecoder, Link, Message, NodeAnnouncement, Ping,
-    StreamId,
-};
+use seedd_proto::wire::{Control, Frame, Link, Message, Ping, StreamId};
+use seedd_tests::raw;
 use seedd_tests::{
     fixtures, free_port, git, http_get, raw_request, run, wait_for, workspace, Seed, SeedOptions,
 };
@@ -142,96 +139,32 @@ fn name_extraction_finds_identifiers_only() {
 // ---------------------------------------------------------------------------------------------
 // A minimal raw Radicle peer (as in p2p.rs).
 
-fn now_ms() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .unwrap()
-        .as_millis() as u64
+fn raw_peer(seed: &Seed, _nid: &str, src: &str, key: &Keypair) -> TcpStream {
+    raw::connect(seed, src, key)
 }
 
 fn raw_tcp(to: SocketAddr, src: &str) -> TcpStream {
-    use socket2::{Domain, Socket, Type};
-    let socket = Socket::new(Domain::IPV4, Type::STREAM, None).unwrap();
-    let from: SocketAddr = format!("{src}:0").parse().unwrap();
-    socket.bind(&from.into()).unwrap();
-    socket.connect(&to.into()).unwrap();
-    let stream: TcpStream = socket.into();
-    stream
-        .set_read_timeout(Some(Duration::from_secs(10)))
-        .unwrap();
-    stream
-}
-
-/// TCP from `src` (a 127.0.0.0/8 address, so limits and penalties are per client), then the
-/// Noise XK initiator handshake; returns the stream after the handshake.
-fn raw_peer(seed: &Seed, nid: &str, src: &str, key: &Keypair) -> TcpStream {
-    let mut stream = raw_tcp(seed.p2p, src);
-    let (awaiting, act1) = Initiator::new(key.clone(), Keypair::generate(), nid.parse().unwrap())
-        .act1()
-        .unwrap();
-    stream.write_all(&act1).unwrap();
-    let mut act2 = [0u8; ACT2_LEN];
-    stream.read_exact(&mut act2).unwrap();
-    let (act3, _) = awaiting.act3(&act2).unwrap();
-    stream.write_all(&act3).unwrap();
-    stream
+    raw::tcp(to, src)
 }
 
 fn send(stream: &mut TcpStream, frame: Frame) {
-    stream.write_all(&frame.encode().unwrap()).unwrap();
+    raw::send_frame(stream, frame);
 }
 
 fn gossip(stream: &mut TcpStream, message: Message) {
-    send(stream, Frame::gossip(Link::Outbound, message));
+    raw::gossip(stream, message);
 }
 
-/// Reads frames until `enough` says so, the peer closes (`true`), or `timeout`.
 fn read_frames(
     stream: &mut TcpStream,
     timeout: Duration,
-    mut enough: impl FnMut(&[Frame]) -> bool,
+    enough: impl FnMut(&[Frame]) -> bool,
 ) -> (Vec<Frame>, bool) {
-    let deadline = Instant::now() + timeout;
-    let mut decoder = FrameDecoder::new();
-    let mut frames = Vec::new();
-    let mut buf = [0u8; 65536];
-    stream
-        .set_read_timeout(Some(Duration::from_millis(200)))
-        .unwrap();
-    loop {
-        if enough(&frames) || Instant::now() > deadline {
-            return (frames, false);
-        }
-        match stream.read(&mut buf) {
-            Ok(0) => return (frames, true),
-            Ok(n) => {
-                decoder.push(&buf[..n]);
-                while let Ok(Some(f)) = decoder.next_frame() {
-                    frames.push(f);
-                }
-            }
-            Err(e)
-                if e.kind() == std::io::ErrorKind::WouldBlock
-                    || e.kind() == std::io::ErrorKind::TimedOut => {}
-            Err(_) => return (frames, true),
-        }
-    }
+    raw::read_until(stream, timeout, enough)
 }
 
 fn node_announcement(key: &Keypair) -> Message {
-    Message::Announcement(
-        AnnouncementMessage::Node(NodeAnnouncement {
-            version: 1,
-            features: 1,
-            timestamp: now_ms(),
-            alias: "obs".parse().unwrap(),
-            addresses: vec![],
-            nonce: 1,
-            agent: "/raw:observability/".parse().unwrap(),
-        })
-        .sign(key)
-        .unwrap(),
-    )
+    Message::Announcement(raw::node_announcement(key, raw::now_ms()))
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -3,27 +3,18 @@
 //! `seedd_proto` for the cases a well-behaved node never produces.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use std::io::{Read, Write};
+use std::io::Write;
 use std::net::{SocketAddr, TcpStream};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
 use seedd_proto::crypto::Keypair;
-use seedd_proto::wire::handshake::{Initiator, ACT2_LEN};
-use seedd_proto::wire::{
-    Announcement, AnnouncementMessage, Frame, FrameDecoder, Link, Message, NodeAnnouncement, Ping,
-};
+use seedd_proto::wire::{AnnouncementMessage, Frame, Message, Ping};
+use seedd_tests::raw::{self, closed_within, node_announcement, now_ms, read_until};
 use seedd_tests::{fixtures, wait_for, RadNode, Seed, SeedOptions};
 use serde_json::Value;
 
 const HEARTWOOD: &str = "heartwood-fixture";
 const SMALL: &str = "small-fixture";
-
-fn now_ms() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .unwrap()
-        .as_millis() as u64
-}
 
 fn seed_with(repos: &[&str], p2p: &str) -> Seed {
     seed_in(repos, p2p, None)
@@ -62,97 +53,16 @@ fn peers(seed: &Seed) -> Vec<Value> {
         .clone()
 }
 
-/// A raw protocol client: TCP from `src` (a 127.0.0.0/8 address, so bans are per client),
-/// then the initiator handshake. Returns the stream with the handshake done.
 fn raw_connect(seed: &Seed, src: &str, key: &Keypair) -> TcpStream {
-    let stream = raw_tcp(seed.p2p, src);
-    handshake(stream, key, seed)
+    raw::connect(seed, src, key)
 }
 
 fn raw_tcp(to: SocketAddr, src: &str) -> TcpStream {
-    use socket2::{Domain, Socket, Type};
-    let socket = Socket::new(Domain::IPV4, Type::STREAM, None).unwrap();
-    let from: SocketAddr = format!("{src}:0").parse().unwrap();
-    socket.bind(&from.into()).unwrap();
-    socket.connect(&to.into()).unwrap();
-    let stream: TcpStream = socket.into();
-    stream
-        .set_read_timeout(Some(Duration::from_secs(10)))
-        .unwrap();
-    stream
-}
-
-fn handshake(mut stream: TcpStream, key: &Keypair, seed: &Seed) -> TcpStream {
-    let remote = seed.nid().parse().unwrap();
-    let (awaiting, act1) = Initiator::new(key.clone(), Keypair::generate(), remote)
-        .act1()
-        .unwrap();
-    stream.write_all(&act1).unwrap();
-    let mut act2 = [0u8; ACT2_LEN];
-    stream.read_exact(&mut act2).unwrap();
-    let (act3, _) = awaiting.act3(&act2).unwrap();
-    stream.write_all(&act3).unwrap();
-    stream
+    raw::tcp(to, src)
 }
 
 fn send(stream: &mut TcpStream, message: Message) {
-    let bytes = Frame::gossip(Link::Outbound, message).encode().unwrap();
-    stream.write_all(&bytes).unwrap();
-}
-
-/// Reads frames until `want` returns true for the frames so far, the peer closes (returns
-/// `closed = true`), or `timeout`.
-fn read_until(
-    stream: &mut TcpStream,
-    timeout: Duration,
-    mut want: impl FnMut(&[Frame]) -> bool,
-) -> (Vec<Frame>, bool) {
-    let deadline = Instant::now() + timeout;
-    let mut decoder = FrameDecoder::new();
-    let mut frames = Vec::new();
-    let mut buf = [0u8; 65536];
-    stream
-        .set_read_timeout(Some(Duration::from_millis(200)))
-        .unwrap();
-    loop {
-        if want(&frames) {
-            return (frames, false);
-        }
-        if Instant::now() > deadline {
-            return (frames, false);
-        }
-        match stream.read(&mut buf) {
-            Ok(0) => return (frames, true),
-            Ok(n) => {
-                decoder.push(&buf[..n]);
-                while let Ok(Some(f)) = decoder.next_frame() {
-                    frames.push(f);
-                }
-            }
-            Err(e)
-                if e.kind() == std::io::ErrorKind::WouldBlock
-                    || e.kind() == std::io::ErrorKind::TimedOut => {}
-            Err(_) => return (frames, true),
-        }
-    }
-}
-
-fn closed_within(stream: &mut TcpStream, timeout: Duration) -> bool {
-    read_until(stream, timeout, |_| false).1
-}
-
-fn node_announcement(key: &Keypair, timestamp: u64) -> Announcement {
-    AnnouncementMessage::Node(NodeAnnouncement {
-        version: 1,
-        features: 1,
-        timestamp,
-        alias: "raw".parse().unwrap(),
-        addresses: vec![],
-        nonce: 1,
-        agent: "/raw:test/".parse().unwrap(),
-    })
-    .sign(key)
-    .unwrap()
+    raw::gossip(stream, message);
 }
 
 fn ban_record(seed: &Seed, ip: &str) -> Option<Value> {
