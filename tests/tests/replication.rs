@@ -681,3 +681,29 @@ fn replayed_and_diverged_delegate_sigrefs_are_rejected() {
         .args(["for-each-ref", "--format=%(refname)"])));
     assert!(!r.contains("seedd-fetch"), "{r}");
 }
+
+/// A fetch receiving more than `p2p.max_fetch_bytes` is stopped; nothing is written.
+#[test]
+fn fetch_over_the_size_cap_is_stopped_and_nothing_written() {
+    let f = seedd_tests::fixtures();
+    let heartwood = f.rid("heartwood-fixture");
+    let seed = Seed::start(SeedOptions {
+        extra_config: "[policy]\ndefault = \"allow\"\n".into(),
+        p2p_config: "max_fetch_bytes = 2000\n".into(),
+        ..Default::default()
+    });
+    let _alice = RadNode::start("alice", &[seed.p2p_peer()]);
+    wait_for("fetches refused for size", Duration::from_secs(30), || {
+        (seed.metric("seedd_fetches_total", &["result=\"too_large\""]) >= 1.0).then_some(())
+    });
+    assert_eq!(seed.metric("seedd_fetches_total", &["result=\"ok\""]), 0.0);
+    assert!(!seed
+        .storage()
+        .join(heartwood.trim_start_matches("rad:"))
+        .exists());
+    assert!(
+        seed.logs().contains("received more than 2000 bytes"),
+        "{}",
+        seed.logs()
+    );
+}
