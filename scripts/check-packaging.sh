@@ -585,7 +585,7 @@ run_image() {
   fi
   echo "/readyz 200 after ~$((i / 2)) s"
   local ok=0 out nid
-  nid="$(docker exec "$CONTAINER" seedd id | head -1)"
+  nid="$(docker exec "$CONTAINER" seedd id | awk 'NR == 1')"
   [[ "$nid" == z6Mk* ]] && echo "seedd id: $nid" || { echo "seedd id printed: $nid"; ok=1; }
   out="$(docker exec "$CONTAINER" seedctl --admin "http://127.0.0.1:$admin" \
     --token-file /var/lib/seedd/admin-token status -o json 2>&1)"
@@ -657,7 +657,7 @@ PY
   chown -R 0:10001 "$pod/keys" "$pod/admin" "$pod/tls"
   chmod 0440 "$pod/keys/0/radicle" "$pod/admin/token" "$pod/tls/tls.key" "$pod/tls/tls.crt"
   local want
-  want="$(SEEDD_KEYS__SECRET="$pod/keys/0/radicle" "$BIN_DIR/seedd" id --data-dir "$WORK/id" | head -1)"
+  want="$(SEEDD_KEYS__SECRET="$pod/keys/0/radicle" "$BIN_DIR/seedd" id --data-dir "$WORK/id" | awk 'NR == 1')"
   p2p="$(free_port)"
   http="$(free_port)"
   admin="$(free_port)"
@@ -682,7 +682,7 @@ PY
     docker logs "$CONTAINER" 2>&1 | tail -10
     return 1
   fi
-  nid="$(docker exec "$CONTAINER" seedd id | head -1)"
+  nid="$(docker exec "$CONTAINER" seedd id | awk 'NR == 1')"
   [ -n "$want" ] && [ "$nid" = "$want" ] && echo "chart config: seedd id = NID of the mounted key ($nid)" ||
     { echo "chart config: seedd id $nid, key's NID $want"; ok=1; }
   out="$(docker exec "$CONTAINER" seedctl --admin "http://127.0.0.1:$admin" --token-file /etc/seedd/admin/token status -o json 2>&1)"
@@ -691,7 +691,7 @@ PY
   code="$(curl -sk -o /dev/null -w '%{http_code}' "https://127.0.0.1:$http/rad:z3XboD4VcbB574Wwju3r48skefuYb.git/info/refs?service=git-upload-pack" || true)"
   [ "$code" = 404 ] && echo "chart config: HTTPS with the mounted certificate answers (404 for an unknown repo)" ||
     { echo "chart config: HTTPS answered ${code:-nothing}"; ok=1; }
-  out="$(docker logs "$CONTAINER" 2>&1 | head -1)"
+  out="$(docker logs "$CONTAINER" 2>&1 | awk 'NR == 1')"
   [[ "$out" == "{"* ]] && echo "chart config: JSON logs" || { echo "chart config: log line is not JSON: $out"; ok=1; }
   docker stop -t 40 "$CONTAINER" >/dev/null || ok=1
   [ "$(docker inspect -f '{{.State.ExitCode}}' "$CONTAINER")" = 0 ] || { echo "chart config: stop exit code not 0"; ok=1; }
