@@ -707,3 +707,87 @@ fn fetch_over_the_size_cap_is_stopped_and_nothing_written() {
         seed.logs()
     );
 }
+
+/// `xyz.radicle.crefs` rules make delegate-agreed tags canonical on seedd (a top-level
+/// `refs/tags/*` an HTTP clone sees), and the identity update itself replicates.
+#[test]
+fn crefs_rules_publish_canonical_tags() {
+    let seed = Seed::start(SeedOptions {
+        extra_config: "[policy]\ndefault = \"allow\"\n".into(),
+        ..Default::default()
+    });
+    let gina = RadNode::start("gina", &[seed.p2p_peer()]);
+    let tmp = tempfile::tempdir().unwrap();
+    let proj = tmp.path().join("proj");
+    std::fs::create_dir_all(&proj).unwrap();
+    ok(
+        gina.git_in(&proj, &["init", "-q", "-b", "main"]),
+        "git init",
+    );
+    ok(
+        gina.git_in(&proj, &["commit", "-q", "--allow-empty", "-m", "one"]),
+        "git commit",
+    );
+    ok(
+        gina.rad_in(
+            &proj,
+            &[
+                "init",
+                "--name",
+                "tags",
+                "--description",
+                "t",
+                "--default-branch",
+                "main",
+                "--public",
+                "--no-confirm",
+            ],
+        ),
+        "rad init",
+    );
+    let rid = stdout(&gina.rad_in(&proj, &["."])).trim().to_owned();
+    let held = seed.storage().join(rid.trim_start_matches("rad:"));
+    wait_for("replicated", Duration::from_secs(30), || {
+        held.join("HEAD").exists().then_some(())
+    });
+    ok(
+        gina.rad_in(
+            &proj,
+            &[
+                "id",
+                "update",
+                "--title",
+                "crefs",
+                "--no-confirm",
+                "--payload",
+                "xyz.radicle.crefs",
+                "rules",
+                r#"{"refs/tags/*": {"allow": "delegates", "threshold": 1}}"#,
+            ],
+        ),
+        "rad id update",
+    );
+    ok(gina.git_in(&proj, &["tag", "v1.0"]), "git tag");
+    let tagged = stdout(&gina.git_in(&proj, &["rev-parse", "v1.0"]))
+        .trim()
+        .to_owned();
+    ok(
+        gina.git_in(&proj, &["push", "rad", "--tags"]),
+        "git push --tags",
+    );
+    wait_for("canonical tag on seedd", Duration::from_secs(30), || {
+        let out = git(&held)
+            .arg("-C")
+            .arg(&held)
+            .args(["rev-parse", "--verify", "-q", "refs/tags/v1.0"])
+            .output()
+            .unwrap();
+        (out.status.success() && stdout(&out).trim() == tagged).then_some(())
+    });
+    let clone = tmp.path().join("clone");
+    run(git(tmp.path())
+        .args(["clone", "-q", &seed.url(&format!("/{rid}.git"))])
+        .arg(&clone));
+    let tags = stdout(&run(git(&clone).arg("-C").arg(&clone).args(["tag", "-l"])));
+    assert!(tags.contains("v1.0"), "{tags}");
+}

@@ -360,12 +360,157 @@ pub fn validate_and_apply(
         }
     }
     transaction(cfg, repo, &lines)?;
-    if let Some(branch) = default_branch {
+    if let Some(branch) = &default_branch {
         let _ = git(cfg, repo)
             .args(["symbolic-ref", "HEAD", &format!("refs/heads/{branch}")])
             .status();
     }
+
+    // 4. Canonical refs of `xyz.radicle.crefs` rules (RIP-0004), from the applied state.
+    let rules = cref_rules(&doc.payload, &doc.delegates);
+    if !rules.is_empty() {
+        let skip = default_branch.map(|b| format!("refs/heads/{b}"));
+        let canonical = canonical_refs(cfg, repo, &rules, skip.as_deref())?;
+        if !canonical.is_empty() {
+            let lines: Vec<String> = canonical
+                .iter()
+                .map(|(name, oid)| format!("update {name} {oid}"))
+                .collect();
+            transaction(cfg, repo, &lines)?;
+        }
+    }
     Ok(outcome)
+}
+
+/// One `xyz.radicle.crefs` rule: which refs, whose votes, how many.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CrefRule {
+    pub pattern: String,
+    pub voters: Vec<NodeId>,
+    pub threshold: usize,
+}
+
+/// Rules of the `xyz.radicle.crefs` payload, most specific first (exact names, then longer
+/// literal prefixes). Rules for protected refs (`refs/rad/…`, namespaces) are ignored.
+pub fn cref_rules(
+    payload: &serde_json::Map<String, serde_json::Value>,
+    delegates: &[NodeId],
+) -> Vec<CrefRule> {
+    let Some(rules) = payload
+        .get("xyz.radicle.crefs")
+        .and_then(|c| c.get("rules"))
+        .and_then(|r| r.as_object())
+    else {
+        return Vec::new();
+    };
+    let mut out: Vec<CrefRule> = rules
+        .iter()
+        .filter(|(p, _)| {
+            p.starts_with("refs/")
+                && !p.starts_with("refs/rad/")
+                && !p.starts_with("refs/namespaces/")
+        })
+        .filter_map(|(pattern, rule)| {
+            let threshold = usize::try_from(rule.get("threshold")?.as_u64()?).ok()?;
+            let voters = match rule.get("allow") {
+                Some(serde_json::Value::String(s)) if s == "delegates" => delegates.to_vec(),
+                Some(serde_json::Value::Array(dids)) => dids
+                    .iter()
+                    .filter_map(|d| {
+                        let d = d.as_str()?;
+                        d.strip_prefix("did:key:")
+                            .unwrap_or(d)
+                            .parse::<NodeId>()
+                            .ok()
+                    })
+                    .collect(),
+                None => delegates.to_vec(),
+                _ => return None,
+            };
+            (threshold >= 1 && threshold <= voters.len()).then(|| CrefRule {
+                pattern: pattern.clone(),
+                voters,
+                threshold,
+            })
+        })
+        .collect();
+    out.sort_by(|a, b| {
+        let lit = |p: &str| p.split('*').next().map_or(0, str::len);
+        let exact = |p: &str| !p.contains('*');
+        exact(&b.pattern)
+            .cmp(&exact(&a.pattern))
+            .then(lit(&b.pattern).cmp(&lit(&a.pattern)))
+    });
+    out
+}
+
+/// Git refspec-style matching: a trailing `*` matches everything below; a `*` inside matches
+/// any run of characters.
+pub fn pattern_matches(pattern: &str, name: &str) -> bool {
+    match pattern.split_once('*') {
+        None => pattern == name,
+        Some((prefix, "")) => name.starts_with(prefix),
+        Some((prefix, suffix)) => {
+            name.len() >= prefix.len() + suffix.len()
+                && name.starts_with(prefix)
+                && name.ends_with(suffix)
+        }
+    }
+}
+
+/// Top-level refs each rule makes canonical: per matching name, the voters' tips in their
+/// namespaces; tags need `threshold` identical votes, branches a quorum over ancestry.
+fn canonical_refs(
+    cfg: &FetchConfig,
+    repo: &Path,
+    rules: &[CrefRule],
+    skip: Option<&str>,
+) -> Result<BTreeMap<String, String>, FetchError> {
+    let mut tips: BTreeMap<String, Vec<(NodeId, String)>> = BTreeMap::new();
+    let voters: std::collections::BTreeSet<NodeId> = rules
+        .iter()
+        .flat_map(|r| r.voters.iter().copied())
+        .collect();
+    for nid in voters {
+        let prefix = format!("refs/namespaces/{nid}/");
+        for (name, oid) in refs_under(cfg, repo, &prefix)? {
+            if let Some(rel) = name.strip_prefix(&prefix) {
+                tips.entry(rel.to_owned()).or_default().push((nid, oid));
+            }
+        }
+    }
+    let mut out = BTreeMap::new();
+    for (name, votes) in tips {
+        if Some(name.as_str()) == skip || name.starts_with("refs/rad/") {
+            continue;
+        }
+        let Some(rule) = rules.iter().find(|r| pattern_matches(&r.pattern, &name)) else {
+            continue;
+        };
+        let candidates: Vec<String> = votes
+            .into_iter()
+            .filter(|(n, _)| rule.voters.contains(n))
+            .map(|(_, o)| o)
+            .collect();
+        let winner = if name.starts_with("refs/tags/") {
+            let mut counts: BTreeMap<&String, usize> = BTreeMap::new();
+            for c in &candidates {
+                *counts.entry(c).or_default() += 1;
+            }
+            counts
+                .into_iter()
+                .filter(|(_, n)| *n >= rule.threshold)
+                .max_by_key(|(_, n)| *n)
+                .map(|(o, _)| o.clone())
+        } else {
+            let ancestor = |a: &str, b: &str| is_ancestor(cfg, repo, a, b).unwrap_or(false);
+            quorum(&candidates, rule.threshold, ancestor)
+        };
+        if let Some(oid) = winner {
+            out.insert(name, oid);
+        }
+    }
+    Ok(out)
 }
 
 #[cfg(test)]
@@ -384,6 +529,43 @@ mod tests {
 
     fn s(v: &[&str]) -> Vec<String> {
         v.iter().map(|x| x.to_string()).collect()
+    }
+
+    #[test]
+    fn crefs_rules_parse_match_and_order_by_specificity() {
+        let a = NodeId::from_bytes([1; 32]);
+        let b = NodeId::from_bytes([2; 32]);
+        let payload = serde_json::json!({
+            "xyz.radicle.crefs": { "rules": {
+                "refs/tags/*": { "allow": "delegates", "threshold": 2 },
+                "refs/tags/v1.0": { "allow": [b.to_did()], "threshold": 1 },
+                "refs/rad/id": { "allow": "delegates", "threshold": 1 },
+                "refs/heads/release/*/stable": { "threshold": 1 },
+                "refs/heads/x": { "allow": "delegates", "threshold": 3 }
+            }}
+        });
+        let rules = cref_rules(payload.as_object().unwrap(), &[a, b]);
+        let patterns: Vec<&str> = rules.iter().map(|r| r.pattern.as_str()).collect();
+        // Exact first; protected and unsatisfiable (threshold > voters) rules dropped.
+        assert_eq!(
+            patterns,
+            [
+                "refs/tags/v1.0",
+                "refs/heads/release/*/stable",
+                "refs/tags/*"
+            ]
+        );
+        assert_eq!(rules[0].voters, vec![b]);
+        assert!(pattern_matches("refs/tags/*", "refs/tags/v2/rc1"));
+        assert!(pattern_matches(
+            "refs/heads/release/*/stable",
+            "refs/heads/release/1.2/stable"
+        ));
+        assert!(!pattern_matches(
+            "refs/heads/release/*/stable",
+            "refs/heads/release/1.2"
+        ));
+        assert!(!pattern_matches("refs/tags/v1.0", "refs/tags/v1.01"));
     }
 
     #[test]
