@@ -791,3 +791,161 @@ fn crefs_rules_publish_canonical_tags() {
     let tags = stdout(&run(git(&clone).arg("-C").arg(&clone).args(["tag", "-l"])));
     assert!(tags.contains("v1.0"), "{tags}");
 }
+
+/// Two delegates, threshold 2: seedd's canonical branch moves only when both agree.
+#[test]
+fn threshold_two_canonical_branch_moves_when_both_delegates_agree() {
+    let seed = Seed::start(SeedOptions {
+        extra_config: "[policy]\ndefault = \"allow\"\n".into(),
+        ..Default::default()
+    });
+    let hank = RadNode::start("hank", &[seed.p2p_peer()]);
+    let ines = RadNode::start("ines", &[seed.p2p_peer()]);
+    let tmp = tempfile::tempdir().unwrap();
+    let proj = tmp.path().join("proj");
+    std::fs::create_dir_all(&proj).unwrap();
+    ok(
+        hank.git_in(&proj, &["init", "-q", "-b", "main"]),
+        "git init",
+    );
+    ok(
+        hank.git_in(&proj, &["commit", "-q", "--allow-empty", "-m", "c1"]),
+        "git commit",
+    );
+    let c1 = stdout(&hank.git_in(&proj, &["rev-parse", "HEAD"]))
+        .trim()
+        .to_owned();
+    ok(
+        hank.rad_in(
+            &proj,
+            &[
+                "init",
+                "--name",
+                "t2",
+                "--description",
+                "t",
+                "--default-branch",
+                "main",
+                "--public",
+                "--no-confirm",
+            ],
+        ),
+        "rad init",
+    );
+    let rid = stdout(&hank.rad_in(&proj, &["."])).trim().to_owned();
+    let held = seed.storage().join(rid.trim_start_matches("rad:"));
+    let canonical = || {
+        let out = git(&held)
+            .arg("-C")
+            .arg(&held)
+            .args(["rev-parse", "-q", "--verify", "refs/heads/main"])
+            .output()
+            .unwrap();
+        stdout(&out).trim().to_owned()
+    };
+    wait_for("replicated", Duration::from_secs(30), || {
+        held.join("HEAD").exists().then_some(())
+    });
+    // ines clones (her fork of main is c1), then becomes the second delegate, threshold 2.
+    wait_for("ines sees seedd", Duration::from_secs(30), || {
+        ines.routing().iter().any(|(r, _)| *r == rid).then_some(())
+    });
+    let work = tempfile::tempdir().unwrap();
+    ok(
+        ines.rad_in(work.path(), &["clone", &rid, "wc", "--timeout", "30s"]),
+        "rad clone (ines)",
+    );
+    let ines_wc = work.path().join("wc");
+    let ines_did = format!("did:key:{}", ines.nid);
+    // ines publishes her fork (main at c1); seedd gets it; hank follows her and fetches it
+    // (a delegate must be present locally for the identity update).
+    ok(
+        ines.git_in(&ines_wc, &["push", "rad", "main"]),
+        "git push (ines fork)",
+    );
+    wait_for("ines's fork on seedd", Duration::from_secs(30), || {
+        let r = format!("refs/namespaces/{}/refs/rad/sigrefs", ines.nid);
+        let out = git(&held)
+            .arg("-C")
+            .arg(&held)
+            .args(["rev-parse", "-q", "--verify", &r])
+            .output()
+            .unwrap();
+        out.status.success().then_some(())
+    });
+    ok(hank.rad_in(&proj, &["follow", &ines_did]), "rad follow");
+    ok(
+        hank.rad_in(&proj, &["sync", "--fetch"]),
+        "rad sync --fetch (hank)",
+    );
+    ok(
+        hank.rad_in(
+            &proj,
+            &[
+                "id",
+                "update",
+                "--title",
+                "two",
+                "--delegate",
+                &ines_did,
+                "--threshold",
+                "2",
+                "--no-confirm",
+            ],
+        ),
+        "rad id update",
+    );
+    ok(hank.rad_in(&proj, &["sync", "--announce"]), "rad sync");
+    // hank alone moves to c2: the canonical branch stays at c1 (both contain it).
+    ok(
+        hank.git_in(&proj, &["commit", "-q", "--allow-empty", "-m", "c2"]),
+        "git commit",
+    );
+    let c2 = stdout(&hank.git_in(&proj, &["rev-parse", "HEAD"]))
+        .trim()
+        .to_owned();
+    ok(
+        hank.git_in(&proj, &["push", "rad", "main"]),
+        "git push (hank)",
+    );
+    wait_for("hank's c2 on seedd", Duration::from_secs(30), || {
+        let r = format!("refs/namespaces/{}/refs/heads/main", hank.nid);
+        let out = git(&held)
+            .arg("-C")
+            .arg(&held)
+            .args(["rev-parse", "-q", "--verify", &r])
+            .output()
+            .unwrap();
+        (stdout(&out).trim() == c2).then_some(())
+    });
+    assert_eq!(canonical(), c1, "canonical moved with one of two delegates");
+    // ines catches up and pushes c2: both agree, the canonical branch moves.
+    ok(
+        ines.rad_in(&ines_wc, &["sync", "--fetch"]),
+        "rad sync --fetch (ines)",
+    );
+    let remotes = stdout(&ines.git_in(&ines_wc, &["remote"]));
+    let hank_remote = remotes
+        .lines()
+        .find(|r| r.contains(&hank.nid) || r.starts_with("hank"))
+        .unwrap_or_else(|| panic!("no remote for hank in {remotes}"))
+        .to_owned();
+    ok(
+        ines.git_in(&ines_wc, &["fetch", "-q", &hank_remote]),
+        "git fetch hank",
+    );
+    ok(
+        ines.git_in(
+            &ines_wc,
+            &["merge", "-q", "--ff-only", &format!("{hank_remote}/main")],
+        ),
+        "git merge",
+    );
+    ok(
+        ines.git_in(&ines_wc, &["push", "rad", "main"]),
+        "git push (ines)",
+    );
+    wait_for("canonical branch at c2", Duration::from_secs(30), || {
+        (canonical() == c2).then_some(())
+    });
+}
