@@ -1,0 +1,1674 @@
+//! Side-by-side benchmark of the peer-to-peer layer: `seedd` against the official
+//! `radicle-node` 0.21.1, driven by the same load generator in one run, on loopback. Prints a
+//! table of absolute figures and ratios (seedd / radicle-node) and writes the same figures as
+//! JSON to `<target>/seedd-bench-p2p.json`. See `benches/README.md`.
+//!
+//! For each target the load generator (this process, tokio, one task per session):
+//!
+//! 1. opens N sessions (default 1000, at most 128 handshakes in flight), each with its own node
+//!    key: Noise handshake, the target's three initial messages, then its own NodeAnnouncement
+//!    (SEED feature) and a Subscribe (empty filter, `since` = now);
+//! 2. waits until the relayed gossip has died down, leaves all sessions idle for 5 s and reads
+//!    the target's RSS: memory per idle session = (RSS now − RSS before the ramp) / N;
+//! 3. gossip, in levels (default 20, then 200 gossipers — the issue's load): the first G
+//!    sessions each send a fresh signed InventoryAnnouncement and a RefsAnnouncement every
+//!    second for 10 s; the target's CPU and RSS are read once it has worked the level off
+//!    (no relayed frame for 7 s, under 5 % of a core), or after 60 s (then: "saturated").
+//!
+//! Every session answers Ping with Pong and refuses git streams (Close); a session that the
+//! target closes before the end counts as an error.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::fmt::Write as _;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use seedd_proto::crypto::{Keypair, NodeId, RepoId};
+use seedd_proto::wire::handshake::{Initiator, ACT2_LEN};
+use seedd_proto::wire::message::{InventoryAnnouncement, NodeAnnouncement, RefsAnnouncement};
+use seedd_proto::wire::{
+    AnnouncementMessage, Control, Filter, Frame, FrameDecoder, Link, Message, Oid, Ping, RefsAt,
+    Subscribe, TIMESTAMP_MAX,
+};
+use seedd_tests::{
+    copy_tree, fixtures, free_port, radicle_bin, wait_for, workspace, RadNode, Seed, SeedOptions,
+};
+use serde_json::{json, Value};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+use tokio::sync::{mpsc, Semaphore};
+
+/// Concurrent sessions per target (`SEEDD_BENCH_P2P_SESSIONS` overrides).
+const SESSIONS: usize = 1000;
+/// Gossip levels, run one after the other: the number of sessions that send gossip
+/// (`SEEDD_BENCH_P2P_GOSSIPERS`, comma-separated). 200 is the issue's load; radicle-node
+/// cannot work it off with 1000 peers, so a level it can finish comes first.
+const GOSSIP_LEVELS: [usize; 2] = [20, 200];
+/// Length of each gossip level in seconds: one round per second (`SEEDD_BENCH_P2P_SECS`).
+const GOSSIP_SECS: u64 = 10;
+/// Longest wait for a target to work off a gossip level after the last send
+/// (`SEEDD_BENCH_P2P_DRAIN_MAX`, seconds); a target still busy then is reported as saturated.
+const DRAIN_MAX: Duration = Duration::from_secs(60);
+/// Handshakes in flight at once during the ramp (`SEEDD_BENCH_P2P_INFLIGHT`).
+const INFLIGHT: usize = 128;
+/// Idle time with all sessions established before the RSS is read.
+const IDLE: Duration = Duration::from_secs(5);
+/// Both nodes relay queued gossip every 6 s: wait at least this long for relays to arrive.
+const RELAY_WAIT: Duration = Duration::from_secs(7);
+/// "Settled" = no frame received by any session for this long (longer than the 6 s relay
+/// interval) and the target using under [`IDLE_CPU`] of a core.
+const QUIET: Duration = Duration::from_secs(7);
+const IDLE_CPU: f64 = 0.05;
+/// Longest wait for a target to settle after the ramp.
+const SETTLE_MAX: Duration = Duration::from_secs(300);
+/// A session that has sent nothing for this long sends a Ping (both targets drop peers silent
+/// for 120 s; they ping quiet peers themselves first, so this rarely fires).
+const KEEPALIVE: Duration = Duration::from_secs(90);
+/// Handshake (connect, the three acts, the target's first three messages) deadline.
+const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(30);
+/// File descriptors kept free (per process) besides the sessions' sockets.
+const FD_RESERVE: u64 = 300;
+/// Target from the issue: memory per idle session.
+const TARGET_KIB_PER_SESSION: f64 = 64.0;
+/// The fixture repositories held by both targets; the gossip announces these (held by both,
+/// so that neither target starts a fetch).
+const REPOS: [&str; 2] = ["heartwood-fixture", "small-fixture"];
+
+fn main() {
+    let started = Instant::now();
+    let log = |msg: &str| eprintln!("[{:6.1}s] {msg}", started.elapsed().as_secs_f64());
+    let mut notes: Vec<String> = Vec::new();
+
+    let requested = env_usize("SEEDD_BENCH_P2P_SESSIONS", SESSIONS);
+    let fd_soft = fd_soft_limit();
+    let sessions = match fd_soft {
+        Some(soft) if soft < requested as u64 + FD_RESERVE => {
+            let n = soft.saturating_sub(FD_RESERVE).max(10) as usize;
+            let note = format!(
+                "open-files limit is {soft} (ulimit -n): sessions reduced from {requested} to {n}; run `ulimit -n 65536` first (benches/run.sh does)"
+            );
+            log(&format!("WARNING: {note}"));
+            notes.push(note);
+            n
+        }
+        _ => requested,
+    };
+    let cfg = LoadConfig {
+        sessions,
+        levels: std::env::var("SEEDD_BENCH_P2P_GOSSIPERS")
+            .ok()
+            .map(|v| {
+                v.split(',')
+                    .filter_map(|g| g.trim().parse::<usize>().ok())
+                    .collect::<Vec<_>>()
+            })
+            .filter(|l| !l.is_empty())
+            .unwrap_or_else(|| GOSSIP_LEVELS.to_vec())
+            .into_iter()
+            .map(|g| g.clamp(1, sessions))
+            .collect(),
+        gossip_secs: env_usize("SEEDD_BENCH_P2P_SECS", GOSSIP_SECS as usize).max(1) as u64,
+        drain_max: Duration::from_secs(env_usize(
+            "SEEDD_BENCH_P2P_DRAIN_MAX",
+            DRAIN_MAX.as_secs() as usize,
+        ) as u64),
+        inflight: env_usize("SEEDD_BENCH_P2P_INFLIGHT", INFLIGHT).max(1),
+    };
+    log(&format!(
+        "{} sessions per target ({} handshakes in flight), gossip levels {:?} gossipers × {} s; open-files limit {}",
+        cfg.sessions,
+        cfg.inflight,
+        cfg.levels,
+        cfg.gossip_secs,
+        fd_soft.map_or("unknown".into(), |s| s.to_string())
+    ));
+
+    let profile = profile_dir();
+    let target_dir = profile.parent().unwrap().to_owned();
+    let seedd_bin = ensure_seedd(&log, &profile);
+    let f = fixtures();
+    let rids: Vec<RepoId> = REPOS.iter().map(|r| f.rid(r).parse().unwrap()).collect();
+    let tck = clk_tck();
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+
+    // `SEEDD_BENCH_P2P_ONLY=seedd` or `=radicle-node` runs one target (for debugging).
+    let only = std::env::var("SEEDD_BENCH_P2P_ONLY").unwrap_or_default();
+    let wanted = |label: &str| only.is_empty() || only == label;
+
+    // seedd.
+    let mut outcomes: Vec<Outcome> = Vec::new();
+    if wanted("seedd") {
+        log(&format!("starting seedd ({})", seedd_bin.display()));
+        let seed = Seed::start(SeedOptions {
+            repos: REPOS.iter().map(|s| s.to_string()).collect(),
+            extra_config: "[policy]\ndefault = \"allow\"\n".into(),
+            p2p_config: "relay = \"always\"\n".into(),
+            // The production default level; the harness default is debug.
+            env: vec![("RUST_LOG".into(), "info".into())],
+            ..SeedOptions::default()
+        });
+        let seedd = Target {
+            label: "seedd",
+            pid: seed.child.id(),
+            addr: seed.p2p,
+            nid: seed.nid().parse().unwrap(),
+            routing: Box::new(|| Some(seed.metric("seedd_p2p_routing_entries", &[]) as u64)),
+        };
+        log(&format!(
+            "seedd pid {} p2p {} nid {}",
+            seedd.pid, seedd.addr, seedd.nid
+        ));
+        let result = run_target(&rt, &seedd, &cfg, &rids, tck, &log);
+        let metrics = seedd_tests::http_get(&seed.admin_url("/metrics"), &[])
+            .map(|(_, t)| t)
+            .unwrap_or_default();
+        let metrics = metrics
+            .lines()
+            .filter(|l| {
+                l.starts_with("seedd_p2p_disconnects_total")
+                    || l.starts_with("seedd_p2p_handshakes_total")
+                    || l.starts_with("seedd_p2p_connections_rejected_total")
+                    || l.starts_with("seedd_p2p_sessions")
+            })
+            .collect::<Vec<_>>()
+            .join("; ");
+        outcomes.push(Outcome {
+            alive: alive(seedd.pid),
+            logs: seed.logs(),
+            metrics,
+            result,
+        });
+        drop(seedd);
+        drop(seed);
+    }
+
+    // radicle-node.
+    if wanted("radicle-node") {
+        log("starting radicle-node (bob)");
+        let rad = start_radicle_node("bob", &REPOS);
+        let inventory = rad_cmd(&rad, &["node", "inventory"]);
+        for (name, rid) in REPOS.iter().zip(&rids) {
+            if !inventory.contains(&rid.to_string()) {
+                let note = format!(
+                    "radicle-node's inventory lacks {name} ({rid}): announcing it makes the node fetch (refused by the load generator)"
+                );
+                log(&format!("WARNING: {note}"));
+                notes.push(note);
+            }
+        }
+        let radicle = Target {
+            label: "radicle-node",
+            pid: rad.child.id(),
+            addr: SocketAddr::from(([127, 0, 0, 1], rad.port)),
+            nid: rad.nid.parse().unwrap(),
+            routing: Box::new(|| {
+                let out = rad_cmd(&rad, &["node", "routing", "--json"]);
+                Some(out.lines().filter(|l| l.starts_with('{')).count() as u64)
+            }),
+        };
+        log(&format!(
+            "radicle-node pid {} p2p {} nid {}",
+            radicle.pid, radicle.addr, radicle.nid
+        ));
+        let result = run_target(&rt, &radicle, &cfg, &rids, tck, &log);
+        outcomes.push(Outcome {
+            alive: alive(radicle.pid),
+            logs: rad.logs(),
+            metrics: String::new(),
+            result,
+        });
+        drop(radicle);
+        drop(rad);
+    }
+    rt.shutdown_timeout(Duration::from_secs(5));
+
+    // Errors and what the logs say about them; the whole log is kept next to the JSON.
+    for o in &outcomes {
+        let res = &o.result;
+        if !o.alive {
+            notes.push(format!("{} exited during the bench", res.label));
+        }
+        if res.errors() > 0 || !o.alive {
+            notes.push(format!(
+                "{}: {} handshake failures, {} unexpected disconnects, {} protocol errors{}{}",
+                res.label,
+                res.failures.len(),
+                res.disconnects.len(),
+                res.protocol_errors,
+                summarize("failures", &res.failures),
+                summarize("disconnects", &res.disconnects),
+            ));
+            for line in log_problems(&o.logs, 12) {
+                notes.push(format!("{} log: {line}", res.label));
+            }
+            if !o.metrics.is_empty() {
+                notes.push(format!("{} metrics: {}", res.label, o.metrics));
+            }
+            let path = target_dir.join(format!("seedd-bench-p2p-{}.log", res.label));
+            if std::fs::write(&path, &o.logs).is_ok() {
+                notes.push(format!("{} log saved to {}", res.label, path.display()));
+            }
+        }
+    }
+    for o in &outcomes {
+        for (l, g) in o.result.gossip.iter().enumerate() {
+            if !g.settled {
+                notes.push(format!(
+                    "{} did not work off the {}-gossiper level: still {:.2} cores busy {:.0} s after the last send (routing entries added {} of {}); its CPU and RSS figures for that level are lower bounds",
+                    o.result.label,
+                    g.gossipers,
+                    g.cpu_rate_at_end,
+                    g.drain_secs,
+                    g.routing_added.map_or("?".into(), |r| r.to_string()),
+                    2 * new_gossipers(&cfg.levels, l)
+                ));
+            }
+        }
+    }
+    let find = |label: &str| outcomes.iter().find(|o| o.result.label == label);
+    let seedd_out = find("seedd");
+    let radicle_out = find("radicle-node");
+
+    // Rows.
+    let s = seedd_out.map(|o| &o.result);
+    let r = radicle_out.map(|o| &o.result);
+    let both = |f: &dyn Fn(&TargetResult) -> Option<f64>| (s.and_then(f), r.and_then(f));
+    let mut rows: Vec<Row> = Vec::new();
+    let mut add = |key: &str,
+                   phase: &str,
+                   metric: &str,
+                   unit: &'static str,
+                   better: &'static str,
+                   v: (Option<f64>, Option<f64>)| {
+        rows.push(Row {
+            key: key.into(),
+            phase: phase.into(),
+            metric: metric.into(),
+            unit,
+            seedd: v.0,
+            radicle: v.1,
+            better,
+        });
+    };
+    let ramp = format!("ramp: {} sessions", cfg.sessions);
+    add(
+        "established",
+        &ramp,
+        "sessions established",
+        "count",
+        "higher",
+        both(&|t| Some(t.established as f64)),
+    );
+    add(
+        "handshake_failures",
+        &ramp,
+        "handshake failures",
+        "count",
+        "lower",
+        both(&|t| Some(t.failures.len() as f64)),
+    );
+    add(
+        "handshakes_per_s",
+        &ramp,
+        "handshakes/s",
+        "1/s",
+        "higher",
+        both(&|t| Some(t.established as f64 / t.ramp_secs)),
+    );
+    add(
+        "handshake_p50_ms",
+        &ramp,
+        "handshake latency p50",
+        "ms",
+        "lower",
+        both(&|t| t.latency_ms(0.50)),
+    );
+    add(
+        "handshake_p99_ms",
+        &ramp,
+        "handshake latency p99",
+        "ms",
+        "lower",
+        both(&|t| t.latency_ms(0.99)),
+    );
+    add(
+        "ramp_cpu_s",
+        &ramp,
+        "target CPU during ramp",
+        "s",
+        "lower",
+        both(&|t| Some(t.ramp_cpu)),
+    );
+    add(
+        "setup_cpu_s",
+        &ramp,
+        "target CPU, ramp + settle",
+        "s",
+        "lower",
+        both(&|t| Some(t.setup_cpu)),
+    );
+    add(
+        "setup_cpu_ms_per_session",
+        &ramp,
+        "  per session",
+        "ms",
+        "lower",
+        both(&|t| Some(1000.0 * t.setup_cpu / t.established.max(1) as f64)),
+    );
+    add(
+        "settle_s",
+        &ramp,
+        "settle time after the ramp",
+        "s",
+        "lower",
+        both(&|t| Some(t.settle_secs)),
+    );
+    add(
+        "ramp_frames_to_clients",
+        &ramp,
+        "frames relayed to clients",
+        "frames",
+        "",
+        both(&|t| Some(t.ramp_frames as f64)),
+    );
+    let idle = format!("idle: {} sessions, {} s", cfg.sessions, IDLE.as_secs());
+    add(
+        "rss_base_mib",
+        &idle,
+        "RSS before the ramp",
+        "MiB",
+        "lower",
+        both(&|t| Some(t.rss_base as f64 / 1024.0)),
+    );
+    add(
+        "rss_idle_mib",
+        &idle,
+        "RSS with all sessions idle",
+        "MiB",
+        "lower",
+        both(&|t| Some(t.rss_idle as f64 / 1024.0)),
+    );
+    add(
+        "kib_per_idle_session",
+        &idle,
+        "memory per idle session",
+        "KiB",
+        "lower",
+        both(&|t| t.kib_per_session()),
+    );
+    add(
+        "idle_cpu_s",
+        &idle,
+        "target CPU while idle",
+        "s",
+        "lower",
+        both(&|t| Some(t.idle_cpu)),
+    );
+    for (l, &g) in cfg.levels.iter().enumerate() {
+        let phase = format!("gossip: {g} peers × (inv+refs)/s × {} s", cfg.gossip_secs);
+        let lv = |t: &TargetResult| t.gossip.get(l).cloned();
+        // Per-announcement figures only where the target finished the level.
+        let worked_off = |t: &TargetResult| lv(t).filter(|x| x.settled);
+        let key = |k: &str| format!("gossip{g}_{k}");
+        add(
+            &key("announcements_in"),
+            &phase,
+            "announcements sent to target",
+            "count",
+            "",
+            both(&|t| lv(t).map(|x| x.sent as f64)),
+        );
+        add(
+            &key("in_per_s"),
+            &phase,
+            "announcements in/s",
+            "1/s",
+            "",
+            both(&|t| lv(t).map(|x| x.sent as f64 / x.send_secs)),
+        );
+        add(
+            &key("cpu_s"),
+            &phase,
+            "target CPU (send + drain)",
+            "s",
+            "lower",
+            both(&|t| lv(t).map(|x| x.cpu)),
+        );
+        add(
+            &key("cpu_ms_per_1k_in"),
+            &phase,
+            "CPU per 1000 announcements in",
+            "ms",
+            "lower",
+            both(&|t| worked_off(t).map(|x| 1e6 * x.cpu / x.sent.max(1) as f64)),
+        );
+        add(
+            &key("in_per_cpu_s"),
+            &phase,
+            "announcements per CPU-second",
+            "1/s",
+            "higher",
+            both(&|t| worked_off(t).map(|x| x.sent as f64 / x.cpu.max(0.01))),
+        );
+        add(
+            &key("frames_to_clients"),
+            &phase,
+            "frames relayed to clients",
+            "frames",
+            "",
+            both(&|t| lv(t).map(|x| x.frames as f64)),
+        );
+        add(
+            &key("routing_added"),
+            &phase,
+            &format!(
+                "routing entries added (of {})",
+                2 * new_gossipers(&cfg.levels, l)
+            ),
+            "entries",
+            "",
+            both(&|t| lv(t).and_then(|x| x.routing_added.map(|r| r as f64))),
+        );
+        add(
+            &key("drain_s"),
+            &phase,
+            "drain time after the last send",
+            "s",
+            "lower",
+            both(&|t| lv(t).map(|x| x.drain_secs)),
+        );
+        add(
+            &key("settled"),
+            &phase,
+            "worked off (1) / saturated (0)",
+            "bool",
+            "higher",
+            both(&|t| lv(t).map(|x| if x.settled { 1.0 } else { 0.0 })),
+        );
+        add(
+            &key("rss_end_mib"),
+            &phase,
+            "RSS after the drain",
+            "MiB",
+            "lower",
+            both(&|t| lv(t).map(|x| x.rss as f64 / 1024.0)),
+        );
+        add(
+            &key("rss_peak_mib"),
+            &phase,
+            "peak RSS (VmHWM) in the level",
+            "MiB",
+            "lower",
+            both(&|t| lv(t).and_then(|x| x.hwm.map(|h| h as f64 / 1024.0))),
+        );
+    }
+    let whole = "whole run".to_owned();
+    add(
+        "unexpected_disconnects",
+        &whole,
+        "unexpected disconnects",
+        "count",
+        "lower",
+        both(&|t| Some(t.disconnects.len() as f64)),
+    );
+    add(
+        "errors",
+        &whole,
+        "errors (failures+disconnects)",
+        "count",
+        "lower",
+        both(&|t| Some(t.errors() as f64)),
+    );
+    add(
+        "pings_answered",
+        &whole,
+        "pings answered",
+        "count",
+        "",
+        both(&|t| Some(t.pings as f64)),
+    );
+    add(
+        "keepalives_sent",
+        &whole,
+        "keep-alive pings sent",
+        "count",
+        "",
+        both(&|t| Some(t.keepalives as f64)),
+    );
+    add(
+        "git_streams_refused",
+        &whole,
+        "git streams opened by target",
+        "count",
+        "",
+        both(&|t| Some(t.opens as f64)),
+    );
+
+    let per_session = s.and_then(TargetResult::kib_per_session);
+    let mem_met = per_session.is_some_and(|k| k <= TARGET_KIB_PER_SESSION);
+    let errors_ok = seedd_out
+        .is_some_and(|o| o.alive && o.result.errors() == 0 && o.result.established == cfg.sessions);
+    let cpus = std::thread::available_parallelism().map_or(0, |n| n.get());
+    let commit = git_describe();
+
+    // Table.
+    let mut t = String::new();
+    let _ = writeln!(t);
+    let _ = writeln!(
+        t,
+        "seedd {commit} vs radicle-node {} — p2p layer, loopback, one run ({cpus} CPUs; load generator shares them)",
+        radicle_version()
+    );
+    let _ = writeln!(t, "ratio = seedd / radicle-node. Target CPU = Δ(utime+stime+cutime+cstime), RSS = VmRSS of the target process.");
+    let _ = writeln!(t);
+    let _ = writeln!(
+        t,
+        "{:<36} {:<32} {:>10} {:>12} {:>8}  {:<7} better",
+        "phase", "metric", "seedd", "radicle-node", "ratio", "unit"
+    );
+    let _ = writeln!(t, "{}", "-".repeat(120));
+    let mut last = String::new();
+    for r in &rows {
+        let p = if r.phase == last {
+            String::new()
+        } else {
+            r.phase.clone()
+        };
+        last = r.phase.clone();
+        let _ = writeln!(
+            t,
+            "{:<36} {:<32} {:>10} {:>12} {:>8}  {:<7} {}",
+            p,
+            r.metric,
+            fmt(r.seedd),
+            fmt(r.radicle),
+            r.ratio().map_or(String::new(), |x| if x >= 100.0 {
+                format!("{x:.0}×")
+            } else {
+                format!("{x:.2}×")
+            }),
+            r.unit,
+            r.better
+        );
+    }
+    let _ = writeln!(t);
+    let _ = writeln!(
+        t,
+        "target: memory per idle session ≤ {TARGET_KIB_PER_SESSION:.0} KiB: seedd {} KiB → {}",
+        fmt(per_session),
+        if mem_met { "MET" } else { "NOT MET" }
+    );
+    let _ = writeln!(
+        t,
+        "target: {} concurrent sessions without errors: seedd {} established, {} errors → {}",
+        cfg.sessions,
+        fmt(s.map(|s| s.established as f64)),
+        fmt(s.map(|s| s.errors() as f64)),
+        if errors_ok { "MET" } else { "NOT MET" }
+    );
+    for n in &notes {
+        let _ = writeln!(t, "note: {n}");
+    }
+    let elapsed = started.elapsed().as_secs_f64();
+    let _ = writeln!(t, "total bench time {elapsed:.0} s");
+    print!("{t}");
+
+    // JSON.
+    let unix = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
+    let json = json!({
+        "schema": 1,
+        "unix_time": unix,
+        "cpus": cpus,
+        "clk_tck": tck,
+        "duration_s": elapsed,
+        "seedd_binary": seedd_bin.display().to_string(),
+        "seedd_commit": commit,
+        "radicle_node": radicle_version(),
+        "settings": {
+            "sessions_requested": requested,
+            "sessions": cfg.sessions,
+            "open_files_soft_limit": fd_soft,
+            "handshakes_in_flight": cfg.inflight,
+            "idle_s": IDLE.as_secs(),
+            "gossip_levels": cfg.levels,
+            "gossip_s": cfg.gossip_secs,
+            "gossip_drain_max_s": cfg.drain_max.as_secs(),
+            "gossip_rids": rids.iter().map(|r| r.to_string()).collect::<Vec<_>>(),
+            "seedd": "RUST_LOG=info, [p2p] relay = \"always\", [policy] default = \"allow\"",
+            "radicle_node": "--log-level info, relay always, seedingPolicy allow/all, peers static, no connect",
+        },
+        "results": rows.iter().map(|r| json!({
+            "key": r.key,
+            "phase": r.phase,
+            "metric": r.metric,
+            "unit": r.unit,
+            "seedd": r.seedd,
+            "radicle_node": r.radicle,
+            "ratio": r.ratio(),
+            "better": r.better,
+        })).collect::<Vec<_>>(),
+        "targets": {
+            "seedd_kib_per_idle_session": per_session,
+            "max_kib_per_idle_session": TARGET_KIB_PER_SESSION,
+            "memory_met": mem_met,
+            "sessions_without_errors_met": errors_ok,
+        },
+        "details": outcomes.iter().map(|o| o.result.details()).collect::<Vec<_>>(),
+        "notes": notes,
+    });
+    let path = target_dir.join("seedd-bench-p2p.json");
+    std::fs::write(&path, serde_json::to_string_pretty(&json).unwrap() + "\n").unwrap();
+    println!("JSON: {}", path.display());
+}
+
+// ------------------------------------------------------------------------------------------
+// One target
+// ------------------------------------------------------------------------------------------
+
+struct LoadConfig {
+    sessions: usize,
+    /// Gossipers per gossip level.
+    levels: Vec<usize>,
+    gossip_secs: u64,
+    drain_max: Duration,
+    inflight: usize,
+}
+
+/// Gossipers that are new in level `l` (the first `levels[l]` sessions gossip; each new one
+/// adds two routing entries).
+fn new_gossipers(levels: &[usize], l: usize) -> usize {
+    let before = levels[..l].iter().copied().max().unwrap_or(0);
+    levels[l].saturating_sub(before)
+}
+
+/// One gossip level on one target.
+#[derive(Clone)]
+struct GossipResult {
+    gossipers: usize,
+    sent: u64,
+    send_secs: f64,
+    cpu: f64,
+    frames: u64,
+    drain_secs: f64,
+    /// Whether the target went quiet within the drain limit.
+    settled: bool,
+    /// Its CPU use (cores) when the wait ended.
+    cpu_rate_at_end: f64,
+    rss: u64,
+    hwm: Option<u64>,
+    routing_added: Option<u64>,
+}
+
+/// A node under test.
+struct Target<'a> {
+    label: &'static str,
+    pid: u32,
+    addr: SocketAddr,
+    nid: NodeId,
+    /// Number of routing-table entries (seedd: the gauge; radicle-node: `rad node routing`).
+    routing: Box<dyn Fn() -> Option<u64> + 'a>,
+}
+
+/// What one target did under the load.
+struct TargetResult {
+    label: &'static str,
+    established: usize,
+    failures: Vec<String>,
+    disconnects: Vec<String>,
+    protocol_errors: u64,
+    latencies_ms: Vec<f64>,
+    ramp_secs: f64,
+    ramp_cpu: f64,
+    /// CPU from the start of the ramp until the relays have settled.
+    setup_cpu: f64,
+    settle_secs: f64,
+    ramp_frames: u64,
+    rss_base: u64,
+    rss_idle: u64,
+    idle_cpu: f64,
+    gossip: Vec<GossipResult>,
+    pings: u64,
+    keepalives: u64,
+    opens: u64,
+}
+
+impl TargetResult {
+    fn errors(&self) -> usize {
+        self.failures.len() + self.disconnects.len() + self.protocol_errors as usize
+    }
+
+    fn kib_per_session(&self) -> Option<f64> {
+        (self.established > 0)
+            .then(|| (self.rss_idle as f64 - self.rss_base as f64) / self.established as f64)
+    }
+
+    fn latency_ms(&self, q: f64) -> Option<f64> {
+        let mut v = self.latencies_ms.clone();
+        if v.is_empty() {
+            return None;
+        }
+        v.sort_by(f64::total_cmp);
+        let i = ((v.len() as f64 * q).ceil() as usize).clamp(1, v.len()) - 1;
+        Some(v[i])
+    }
+
+    fn details(&self) -> Value {
+        json!({
+            "target": self.label,
+            "handshake_failures": self.failures.iter().take(20).collect::<Vec<_>>(),
+            "unexpected_disconnects": self.disconnects.iter().take(20).collect::<Vec<_>>(),
+            "protocol_errors": self.protocol_errors,
+            "ramp_s": self.ramp_secs,
+            "settle_s": self.settle_secs,
+            "keepalive_pings_sent": self.keepalives,
+            "rss_base_kib": self.rss_base,
+            "rss_idle_kib": self.rss_idle,
+            "gossip": self.gossip.iter().map(|g| json!({
+                "gossipers": g.gossipers,
+                "announcements": g.sent,
+                "send_s": g.send_secs,
+                "cpu_s": g.cpu,
+                "drain_s": g.drain_secs,
+                "settled": g.settled,
+                "cpu_cores_at_end": g.cpu_rate_at_end,
+                "frames_to_clients": g.frames,
+                "rss_kib": g.rss,
+                "vmhwm_kib": g.hwm,
+                "routing_added": g.routing_added,
+            })).collect::<Vec<_>>(),
+        })
+    }
+}
+
+/// A target's result, whether it survived, its log and (seedd) p2p metrics.
+struct Outcome {
+    result: TargetResult,
+    alive: bool,
+    logs: String,
+    metrics: String,
+}
+
+/// Counters shared by all sessions of one target.
+#[derive(Default)]
+struct Shared {
+    frames_in: AtomicU64,
+    pings: AtomicU64,
+    keepalives: AtomicU64,
+    opens: AtomicU64,
+    protocol_errors: AtomicU64,
+    closing: AtomicBool,
+    disconnects: Mutex<Vec<String>>,
+}
+
+fn run_target(
+    rt: &tokio::runtime::Runtime,
+    target: &Target<'_>,
+    cfg: &LoadConfig,
+    rids: &[RepoId],
+    tck: f64,
+    log: &dyn Fn(&str),
+) -> TargetResult {
+    let pid = target.pid;
+    let cpu = || procfs_cpu_ticks(pid) as f64 / tck;
+    std::thread::sleep(Duration::from_secs(2));
+    let rss_base = status_kib(pid, "VmRSS");
+    let routing_before = (target.routing)();
+    let shared = Arc::new(Shared::default());
+    let keys: Vec<Keypair> = (0..cfg.sessions)
+        .map(|i| Keypair::mock(i as u64 + 1))
+        .collect();
+
+    // 1. Ramp.
+    log(&format!(
+        "{}: RSS {:.1} MiB; opening {} sessions",
+        target.label,
+        rss_base as f64 / 1024.0,
+        cfg.sessions
+    ));
+    let c0 = cpu();
+    let t0 = Instant::now();
+    let (senders, latencies, failures, tasks) = rt.block_on(ramp(target, cfg, &keys, &shared));
+    let ramp_secs = t0.elapsed().as_secs_f64();
+    let ramp_cpu = cpu() - c0;
+    let established = latencies.len();
+    log(&format!(
+        "{}: {established} established, {} failed in {ramp_secs:.1} s ({:.0}/s); CPU {ramp_cpu:.2} s",
+        target.label,
+        failures.len(),
+        established as f64 / ramp_secs
+    ));
+    let settle = rt.block_on(wait_settled(&shared, pid, tck, SETTLE_MAX));
+    let settle_secs = settle.secs;
+    if !settle.settled {
+        log(&format!(
+            "{}: WARNING: not settled after {settle_secs:.0} s (still {:.2} cores busy)",
+            target.label, settle.cpu_rate
+        ));
+    }
+    let ramp_frames = shared.frames_in.load(Ordering::Relaxed);
+    let c1 = cpu();
+    let setup_cpu = c1 - c0;
+
+    // 2. Idle.
+    log(&format!(
+        "{}: settled after {settle_secs:.1} s more ({ramp_frames} frames received; CPU ramp + settle {setup_cpu:.2} s); idle {} s",
+        target.label,
+        IDLE.as_secs()
+    ));
+    std::thread::sleep(IDLE);
+    let idle_cpu = cpu() - c1;
+    let rss_idle = status_kib(pid, "VmRSS");
+    log(&format!(
+        "{}: RSS {:.1} MiB with {established} idle sessions → {:.1} KiB/session; idle CPU {idle_cpu:.2} s",
+        target.label,
+        rss_idle as f64 / 1024.0,
+        (rss_idle as f64 - rss_base as f64) / established.max(1) as f64
+    ));
+
+    // 3. Gossip, level by level (the first `g` sessions gossip).
+    let mut gossip_results = Vec::new();
+    let mut routing_before = routing_before;
+    for &g in &cfg.levels {
+        let hwm_reset = reset_hwm(pid);
+        let frames0 = shared.frames_in.load(Ordering::Relaxed);
+        let c2 = cpu();
+        let gossipers: Vec<(Keypair, mpsc::Sender<Vec<u8>>)> = senders
+            .iter()
+            .take(g)
+            .map(|(i, tx)| (keys[*i].clone(), tx.clone()))
+            .collect();
+        let t2 = Instant::now();
+        let sent = rt.block_on(gossip(&gossipers, target.nid, rids, cfg.gossip_secs));
+        let send_secs = t2.elapsed().as_secs_f64();
+        let settle = rt.block_on(wait_settled(&shared, pid, tck, cfg.drain_max));
+        let cpu_used = cpu() - c2;
+        let frames = shared.frames_in.load(Ordering::Relaxed) - frames0;
+        let rss = status_kib(pid, "VmRSS");
+        let hwm = hwm_reset.then(|| status_kib(pid, "VmHWM"));
+        let routing_now = (target.routing)();
+        let routing_added = match (routing_before, routing_now) {
+            (Some(a), Some(b)) => Some(b.saturating_sub(a)),
+            _ => None,
+        };
+        routing_before = routing_now;
+        log(&format!(
+            "{}: {g} gossipers: {sent} announcements in {send_secs:.1} s, {} after {:.1} s more; CPU {cpu_used:.2} s, {frames} frames relayed, RSS {:.1} MiB",
+            target.label,
+            if settle.settled {
+                "settled".to_owned()
+            } else {
+                format!("NOT settled (still {:.2} cores busy)", settle.cpu_rate)
+            },
+            settle.secs,
+            rss as f64 / 1024.0
+        ));
+        gossip_results.push(GossipResult {
+            gossipers: g,
+            sent,
+            send_secs,
+            cpu: cpu_used,
+            frames,
+            drain_secs: settle.secs,
+            settled: settle.settled,
+            cpu_rate_at_end: settle.cpu_rate,
+            rss,
+            hwm,
+            routing_added,
+        });
+    }
+
+    // Close everything.
+    shared.closing.store(true, Ordering::SeqCst);
+    drop(senders);
+    rt.block_on(async {
+        for t in tasks {
+            let _ = tokio::time::timeout(Duration::from_secs(5), t).await;
+        }
+    });
+    let disconnects = shared.disconnects.lock().unwrap().clone();
+    TargetResult {
+        label: target.label,
+        established,
+        failures,
+        disconnects,
+        protocol_errors: shared.protocol_errors.load(Ordering::Relaxed),
+        latencies_ms: latencies,
+        ramp_secs,
+        ramp_cpu,
+        setup_cpu,
+        settle_secs,
+        ramp_frames,
+        rss_base,
+        rss_idle,
+        idle_cpu,
+        gossip: gossip_results,
+        pings: shared.pings.load(Ordering::Relaxed),
+        keepalives: shared.keepalives.load(Ordering::Relaxed),
+        opens: shared.opens.load(Ordering::Relaxed),
+    }
+}
+
+type Ramp = (
+    Vec<(usize, mpsc::Sender<Vec<u8>>)>,
+    Vec<f64>,
+    Vec<String>,
+    Vec<tokio::task::JoinHandle<()>>,
+);
+
+/// Starts one task per session and waits until every one is established or has failed.
+/// Returns the command senders of the established sessions (in order of establishment),
+/// handshake latencies (ms), failures and the tasks.
+async fn ramp(
+    target: &Target<'_>,
+    cfg: &LoadConfig,
+    keys: &[Keypair],
+    shared: &Arc<Shared>,
+) -> Ramp {
+    let sem = Arc::new(Semaphore::new(cfg.inflight));
+    let (ready_tx, mut ready_rx) = mpsc::unbounded_channel();
+    let mut pending = Vec::with_capacity(keys.len());
+    let mut tasks = Vec::with_capacity(keys.len());
+    for (i, key) in keys.iter().enumerate() {
+        let (tx, rx) = mpsc::channel::<Vec<u8>>(4);
+        pending.push(Some(tx));
+        tasks.push(tokio::spawn(session(
+            i,
+            key.clone(),
+            target.nid,
+            target.addr,
+            sem.clone(),
+            shared.clone(),
+            ready_tx.clone(),
+            rx,
+        )));
+    }
+    drop(ready_tx);
+    let mut senders = Vec::new();
+    let mut latencies = Vec::new();
+    let mut failures = Vec::new();
+    while let Some((i, res)) = ready_rx.recv().await {
+        match res {
+            Ok(ms) => {
+                latencies.push(ms);
+                senders.push((i, pending[i].take().unwrap()));
+            }
+            Err(e) => failures.push(format!("session {i}: {e}")),
+        }
+        if latencies.len() + failures.len() == keys.len() {
+            break;
+        }
+    }
+    (senders, latencies, failures, tasks)
+}
+
+struct Settle {
+    secs: f64,
+    settled: bool,
+    /// CPU use (cores) over the last second of the wait.
+    cpu_rate: f64,
+}
+
+/// Waits at least [`RELAY_WAIT`], then until no session has received a frame for [`QUIET`]
+/// and the target's CPU use over the last second is under [`IDLE_CPU`]; at most `max`.
+/// Returns how long it waited and whether the target settled.
+async fn wait_settled(shared: &Shared, pid: u32, tck: f64, max: Duration) -> Settle {
+    let start = Instant::now();
+    let mut last = shared.frames_in.load(Ordering::Relaxed);
+    let mut changed = Instant::now();
+    // (when, CPU ticks) samples of the last ~second.
+    let mut samples = std::collections::VecDeque::from([(Instant::now(), procfs_cpu_ticks(pid))]);
+    loop {
+        tokio::time::sleep(Duration::from_millis(250)).await;
+        let now = shared.frames_in.load(Ordering::Relaxed);
+        if now != last {
+            last = now;
+            changed = Instant::now();
+        }
+        samples.push_back((Instant::now(), procfs_cpu_ticks(pid)));
+        while samples.len() > 2 && samples[1].0.elapsed() >= Duration::from_secs(1) {
+            samples.pop_front();
+        }
+        let (t0, c0) = samples[0];
+        let (t1, c1) = samples[samples.len() - 1];
+        let span = t1.duration_since(t0).as_secs_f64();
+        let cpu_rate = if span >= 0.9 {
+            c1.saturating_sub(c0) as f64 / tck / span
+        } else {
+            f64::INFINITY
+        };
+        let waited = start.elapsed();
+        let settled = waited >= RELAY_WAIT && changed.elapsed() >= QUIET && cpu_rate < IDLE_CPU;
+        if settled || waited >= max {
+            return Settle {
+                secs: waited.as_secs_f64(),
+                settled,
+                cpu_rate,
+            };
+        }
+    }
+}
+
+/// Every second for `secs` s, each gossiper sends a fresh signed InventoryAnnouncement (all
+/// `rids`) and a RefsAnnouncement (one rid; `RefsAt` of the target's own namespace, so the
+/// target records "synced" and has nothing to fetch). Returns the announcements sent.
+async fn gossip(
+    gossipers: &[(Keypair, mpsc::Sender<Vec<u8>>)],
+    target: NodeId,
+    rids: &[RepoId],
+    secs: u64,
+) -> u64 {
+    let start = tokio::time::Instant::now();
+    let mut sent = 0;
+    let mut last = 0;
+    for round in 0..secs {
+        tokio::time::sleep_until(start + Duration::from_secs(round)).await;
+        // Strictly increasing per author and kind.
+        let ts = now_ms().max(last + 1);
+        last = ts;
+        for (g, (key, tx)) in gossipers.iter().enumerate() {
+            let inventory = AnnouncementMessage::Inventory(InventoryAnnouncement {
+                inventory: rids.to_vec(),
+                timestamp: ts,
+            });
+            let mut at = [0u8; 20];
+            at[..8].copy_from_slice(&(g as u64).to_be_bytes());
+            at[8..16].copy_from_slice(&round.to_be_bytes());
+            let refs = AnnouncementMessage::Refs(RefsAnnouncement {
+                rid: rids[g % rids.len()],
+                refs: vec![RefsAt {
+                    remote: target,
+                    at: Oid(at),
+                }],
+                timestamp: ts,
+            });
+            let mut bytes = Vec::new();
+            for m in [inventory, refs] {
+                let ann = m.sign(key).unwrap();
+                Frame::gossip(Link::Outbound, Message::Announcement(ann))
+                    .encode_into(&mut bytes)
+                    .unwrap();
+            }
+            if tx.send(bytes).await.is_ok() {
+                sent += 2;
+            }
+        }
+    }
+    sent
+}
+
+// ------------------------------------------------------------------------------------------
+// One session of the load generator
+// ------------------------------------------------------------------------------------------
+
+#[allow(clippy::too_many_arguments)]
+async fn session(
+    i: usize,
+    key: Keypair,
+    remote: NodeId,
+    addr: SocketAddr,
+    sem: Arc<Semaphore>,
+    shared: Arc<Shared>,
+    ready: mpsc::UnboundedSender<(usize, Result<f64, String>)>,
+    mut cmds: mpsc::Receiver<Vec<u8>>,
+) {
+    let permit = sem.acquire_owned().await;
+    let t = Instant::now();
+    let established = tokio::time::timeout(HANDSHAKE_TIMEOUT, establish(&key, remote, addr)).await;
+    let latency_ms = t.elapsed().as_secs_f64() * 1000.0;
+    drop(permit);
+    let (mut stream, mut decoder, frames) = match established {
+        Ok(Ok(x)) => x,
+        Ok(Err(e)) => {
+            let _ = ready.send((i, Err(e)));
+            return;
+        }
+        Err(_) => {
+            let _ = ready.send((i, Err(format!("timed out after {HANDSHAKE_TIMEOUT:?}"))));
+            return;
+        }
+    };
+    shared.frames_in.fetch_add(frames, Ordering::Relaxed);
+    // Own node announcement (SEED, so the target accepts our inventory) and a Subscribe for
+    // new gossip only, with an empty filter: relayed refs reach only the peers whose
+    // inventory holds the repository.
+    let mut out = Vec::new();
+    let now = now_ms();
+    let node = AnnouncementMessage::Node(NodeAnnouncement {
+        version: 1,
+        features: 1,
+        timestamp: now,
+        alias: format!("bench{i}").parse().unwrap(),
+        addresses: vec![],
+        nonce: 1,
+        agent: "/seedd-bench:0.1/".parse().unwrap(),
+    })
+    .sign(&key)
+    .unwrap();
+    let subscribe = Subscribe {
+        filter: Filter::empty(),
+        since: now,
+        until: TIMESTAMP_MAX,
+    };
+    for m in [Message::Announcement(node), Message::Subscribe(subscribe)] {
+        Frame::gossip(Link::Outbound, m)
+            .encode_into(&mut out)
+            .unwrap();
+    }
+    if let Err(e) = stream.write_all(&out).await {
+        let _ = ready.send((i, Err(format!("sending node announcement: {e}"))));
+        return;
+    }
+    let _ = ready.send((i, Ok(latency_ms)));
+    drop(ready);
+
+    let started = Instant::now();
+    let (mut rd, mut wr) = stream.split();
+    let mut buf = vec![0u8; 16 * 1024];
+    let mut last_sent = tokio::time::Instant::now();
+    loop {
+        tokio::select! {
+            r = rd.read(&mut buf) => {
+                let n = match r {
+                    Ok(0) => {
+                        if !shared.closing.load(Ordering::SeqCst) {
+                            shared.disconnects.lock().unwrap().push(format!(
+                                "session {i}: closed by the target {:.1} s after the handshake",
+                                started.elapsed().as_secs_f64()
+                            ));
+                        }
+                        return;
+                    }
+                    Ok(n) => n,
+                    Err(e) => {
+                        if !shared.closing.load(Ordering::SeqCst) {
+                            shared.disconnects.lock().unwrap().push(format!(
+                                "session {i}: read error {:.1} s after the handshake: {e}",
+                                started.elapsed().as_secs_f64()
+                            ));
+                        }
+                        return;
+                    }
+                };
+                decoder.push(&buf[..n]);
+                let mut reply = Vec::new();
+                loop {
+                    match decoder.next_frame() {
+                        Ok(Some(frame)) => {
+                            shared.frames_in.fetch_add(1, Ordering::Relaxed);
+                            respond(&frame, &shared, &mut reply);
+                        }
+                        Ok(None) => break,
+                        Err(e) => {
+                            shared.protocol_errors.fetch_add(1, Ordering::Relaxed);
+                            shared.disconnects.lock().unwrap().push(format!(
+                                "session {i}: undecodable frame from the target: {e}"
+                            ));
+                            return;
+                        }
+                    }
+                }
+                decoder.shrink(16 * 1024);
+                if !reply.is_empty() {
+                    // A failed write shows up as a failed read next.
+                    let _ = wr.write_all(&reply).await;
+                    last_sent = tokio::time::Instant::now();
+                }
+            }
+            cmd = cmds.recv() => match cmd {
+                Some(bytes) => {
+                    let _ = wr.write_all(&bytes).await;
+                    last_sent = tokio::time::Instant::now();
+                }
+                None => return,
+            },
+            _ = tokio::time::sleep_until(last_sent + KEEPALIVE) => {
+                shared.keepalives.fetch_add(1, Ordering::Relaxed);
+                let ping = Frame::gossip(Link::Outbound, Message::Ping(Ping { ponglen: 1, zeroes: 0 }));
+                let _ = wr.write_all(&ping.encode().unwrap()).await;
+                last_sent = tokio::time::Instant::now();
+            }
+        }
+    }
+}
+
+/// Connect, handshake as initiator, read the target's first three gossip messages. Returns
+/// the stream, the decoder (it may hold further bytes) and the number of frames decoded.
+async fn establish(
+    key: &Keypair,
+    remote: NodeId,
+    addr: SocketAddr,
+) -> Result<(TcpStream, FrameDecoder, u64), String> {
+    let mut stream = TcpStream::connect(addr)
+        .await
+        .map_err(|e| format!("connect: {e}"))?;
+    let _ = stream.set_nodelay(true);
+    let (awaiting, act1) = Initiator::new(key.clone(), Keypair::generate(), remote)
+        .act1()
+        .map_err(|e| format!("act1: {e}"))?;
+    stream
+        .write_all(&act1)
+        .await
+        .map_err(|e| format!("sending act1: {e}"))?;
+    let mut act2 = [0u8; ACT2_LEN];
+    stream
+        .read_exact(&mut act2)
+        .await
+        .map_err(|e| format!("reading act2: {e}"))?;
+    let (act3, _) = awaiting.act3(&act2).map_err(|e| format!("act3: {e}"))?;
+    stream
+        .write_all(&act3)
+        .await
+        .map_err(|e| format!("sending act3: {e}"))?;
+    let mut decoder = FrameDecoder::new();
+    let mut gossip = 0;
+    let mut frames = 0;
+    let mut buf = [0u8; 4096];
+    while gossip < 3 {
+        let n = stream
+            .read(&mut buf)
+            .await
+            .map_err(|e| format!("reading the initial messages: {e}"))?;
+        if n == 0 {
+            return Err(format!(
+                "closed by the target after the handshake ({gossip} initial messages)"
+            ));
+        }
+        decoder.push(&buf[..n]);
+        while let Some(frame) = decoder
+            .next_frame()
+            .map_err(|e| format!("initial messages: {e}"))?
+        {
+            frames += 1;
+            if matches!(frame, Frame::Gossip { .. }) {
+                gossip += 1;
+            }
+        }
+    }
+    Ok((stream, decoder, frames))
+}
+
+/// Pong for Ping; Close for a git stream the target opens (we serve no repositories).
+fn respond(frame: &Frame, shared: &Shared, reply: &mut Vec<u8>) {
+    match frame {
+        Frame::Gossip {
+            message: Message::Ping(ping),
+            ..
+        } => {
+            shared.pings.fetch_add(1, Ordering::Relaxed);
+            Frame::gossip(
+                Link::Outbound,
+                Message::Pong {
+                    zeroes: ping.ponglen,
+                },
+            )
+            .encode_into(reply)
+            .unwrap();
+        }
+        Frame::Control {
+            control: Control::Open { stream },
+            ..
+        } => {
+            shared.opens.fetch_add(1, Ordering::Relaxed);
+            Frame::control(Link::Outbound, Control::Close { stream: *stream })
+                .encode_into(reply)
+                .unwrap();
+        }
+        _ => {}
+    }
+}
+
+// ------------------------------------------------------------------------------------------
+// radicle-node
+// ------------------------------------------------------------------------------------------
+
+/// Like `RadNode::start` (copy of a fixture home, loopback, network test, static peers), but
+/// with `--log-level info` (the harness uses debug), `relay: always` like seedd here, and the
+/// fixture repositories `repos` added to its storage so that both targets hold the same ones.
+fn start_radicle_node(name: &str, repos: &[&str]) -> RadNode {
+    let f = fixtures();
+    let dir = tempfile::Builder::new()
+        .prefix("rn")
+        .tempdir_in("/tmp")
+        .unwrap();
+    let home = dir.path().join(name);
+    copy_tree(&f.dir.join("homes").join(name), &home);
+    for repo in repos {
+        let canonical = f.rid(repo).trim_start_matches("rad:").to_owned();
+        let to = home.join("storage").join(&canonical);
+        if !to.exists() {
+            copy_tree(&f.storage().join(&canonical), &to);
+        }
+    }
+    let port = free_port();
+    let cfg_path = home.join("config.json");
+    let mut cfg: Value =
+        serde_json::from_str(&std::fs::read_to_string(&cfg_path).unwrap()).unwrap();
+    let node = &mut cfg["node"];
+    node["listen"] = json!([format!("127.0.0.1:{port}")]);
+    node["connect"] = json!([]);
+    node["network"] = Value::from("test");
+    node["peers"] = json!({ "type": "static" });
+    node["externalAddresses"] = json!([]);
+    node["seedingPolicy"] = json!({ "default": "allow", "scope": "all" });
+    node["relay"] = Value::from("always");
+    cfg["preferredSeeds"] = json!([]);
+    std::fs::write(&cfg_path, serde_json::to_vec_pretty(&cfg).unwrap()).unwrap();
+    let log = dir.path().join(format!("{name}.log"));
+    let log_file = std::fs::File::create(&log).unwrap();
+    let child = Command::new(radicle_bin("radicle-node"))
+        .arg("--log-level")
+        .arg("info")
+        .env("RAD_HOME", &home)
+        .env("RAD_PASSPHRASE", "")
+        .env_remove("RAD_SOCKET")
+        .stdin(Stdio::null())
+        .stdout(log_file.try_clone().unwrap())
+        .stderr(log_file)
+        .spawn()
+        .unwrap();
+    let mut node = RadNode {
+        name: name.to_owned(),
+        home,
+        dir,
+        child,
+        port,
+        nid: String::new(),
+        log,
+    };
+    node.nid = wait_for(
+        &format!("{name}'s radicle-node to start"),
+        Duration::from_secs(60),
+        || {
+            let nid = rad_cmd(&node, &["node", "status", "--only", "nid"]);
+            nid.starts_with("z6Mk").then_some(nid)
+        },
+    );
+    wait_for("radicle-node to listen", Duration::from_secs(30), || {
+        std::net::TcpStream::connect(("127.0.0.1", port)).ok()
+    });
+    node
+}
+
+/// `rad <args>` as the node's user: trimmed stdout (empty on failure).
+fn rad_cmd(node: &RadNode, args: &[&str]) -> String {
+    Command::new(radicle_bin("rad"))
+        .args(args)
+        .env("RAD_HOME", &node.home)
+        .env("RAD_PASSPHRASE", "")
+        .env_remove("RAD_SOCKET")
+        .output()
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_owned())
+        .unwrap_or_default()
+}
+
+/// "radicle-node <version>" from cargo's install record (the binary prints "unknown").
+fn radicle_version() -> String {
+    let bin = radicle_bin("radicle-node");
+    let record = bin
+        .parent()
+        .and_then(Path::parent)
+        .map(|root| root.join(".crates.toml"));
+    record
+        .and_then(|p| std::fs::read_to_string(p).ok())
+        .and_then(|text| {
+            text.lines().find_map(|l| {
+                let rest = l.trim_start_matches('"').strip_prefix("radicle-node ")?;
+                Some(rest.split_whitespace().next()?.to_owned())
+            })
+        })
+        .unwrap_or_else(|| "(version unknown)".into())
+}
+
+// ------------------------------------------------------------------------------------------
+// Helpers
+// ------------------------------------------------------------------------------------------
+
+struct Row {
+    key: String,
+    phase: String,
+    metric: String,
+    unit: &'static str,
+    seedd: Option<f64>,
+    radicle: Option<f64>,
+    /// "lower" or "higher" is better; "" for informational rows.
+    better: &'static str,
+}
+
+impl Row {
+    fn ratio(&self) -> Option<f64> {
+        match (self.seedd, self.radicle) {
+            _ if self.unit == "bool" => None,
+            (Some(s), Some(r)) if r > 0.0 && s.is_finite() => Some(s / r),
+            _ => None,
+        }
+    }
+}
+
+fn fmt(v: Option<f64>) -> String {
+    match v {
+        None => "n/a".into(),
+        Some(v) if !v.is_finite() => "n/a".into(),
+        Some(v) if v.abs() >= 1000.0 || (v.fract() == 0.0 && v.abs() < 1e9) => format!("{v:.0}"),
+        Some(v) if v.abs() >= 100.0 => format!("{v:.1}"),
+        Some(v) if v.abs() >= 1.0 || v == 0.0 => format!("{v:.2}"),
+        Some(v) => format!("{v:.3}"),
+    }
+}
+
+/// The workspace's commit (`+dirty` with local changes), for the record.
+fn git_describe() -> String {
+    let git = |args: &[&str]| {
+        Command::new("git")
+            .arg("-C")
+            .arg(workspace())
+            .args(args)
+            .output()
+            .ok()
+            .filter(|o| o.status.success())
+            .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_owned())
+    };
+    let Some(head) = git(&["rev-parse", "--short", "HEAD"]) else {
+        return "(unknown commit)".into();
+    };
+    let dirty =
+        git(&["status", "--porcelain", "--untracked-files=no"]).is_some_and(|s| !s.is_empty());
+    if dirty {
+        format!("{head}+dirty")
+    } else {
+        head
+    }
+}
+
+fn env_usize(name: &str, default: usize) -> usize {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+fn now_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64)
+}
+
+/// The soft "Max open files" limit of this process (inherited by the targets).
+fn fd_soft_limit() -> Option<u64> {
+    let limits = std::fs::read_to_string("/proc/self/limits").ok()?;
+    let line = limits.lines().find(|l| l.starts_with("Max open files"))?;
+    line.trim_start_matches("Max open files")
+        .split_whitespace()
+        .next()?
+        .parse()
+        .ok()
+}
+
+/// Up to `max` WARN/ERROR lines of a log (ANSI colours removed).
+fn log_problems(logs: &str, max: usize) -> Vec<String> {
+    logs.lines()
+        .map(strip_ansi)
+        .filter(|l| {
+            ["WARN", "ERROR", "panic", "outbox_full", "Error", "error:"]
+                .iter()
+                .any(|w| l.contains(w))
+        })
+        .take(max)
+        .chain(
+            logs.lines()
+                .rev()
+                .take(3)
+                .map(|l| format!("(last lines) {}", strip_ansi(l))),
+        )
+        .collect()
+}
+
+fn strip_ansi(line: &str) -> String {
+    let mut out = String::with_capacity(line.len());
+    let mut chars = line.chars();
+    while let Some(c) = chars.next() {
+        if c == '\u{1b}' {
+            for c in chars.by_ref() {
+                if c.is_ascii_alphabetic() {
+                    break;
+                }
+            }
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
+/// " (kind: first; …)" for a non-empty list, else "".
+fn summarize(kind: &str, items: &[String]) -> String {
+    if items.is_empty() {
+        return String::new();
+    }
+    let first: Vec<&str> = items.iter().take(3).map(String::as_str).collect();
+    format!(
+        "; {kind}: {}{}",
+        first.join("; "),
+        if items.len() > 3 { "; …" } else { "" }
+    )
+}
+
+fn alive(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .ok()
+        .and_then(|s| s.rsplit_once(") ").map(|(_, rest)| !rest.starts_with('Z')))
+        .unwrap_or(false)
+}
+
+fn clk_tck() -> f64 {
+    Command::new("getconf")
+        .arg("CLK_TCK")
+        .output()
+        .ok()
+        .and_then(|o| {
+            String::from_utf8_lossy(&o.stdout)
+                .trim()
+                .parse::<f64>()
+                .ok()
+        })
+        .filter(|t| *t > 0.0)
+        .unwrap_or(100.0)
+}
+
+/// utime + stime + cutime + cstime of `pid`, in clock ticks (0 once the process is gone).
+fn procfs_cpu_ticks(pid: u32) -> u64 {
+    let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+        return 0;
+    };
+    let Some((_, rest)) = stat.rsplit_once(") ") else {
+        return 0;
+    };
+    rest.split_whitespace()
+        .skip(11)
+        .take(4)
+        .map(|v| v.parse::<u64>().unwrap_or(0))
+        .sum()
+}
+
+/// A `kB` field of /proc/<pid>/status (`VmRSS`, `VmHWM`), in KiB.
+fn status_kib(pid: u32, key: &str) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    status
+        .lines()
+        .find_map(|l| {
+            let rest = l.strip_prefix(key)?.strip_prefix(':')?;
+            rest.split_whitespace().next()?.parse().ok()
+        })
+        .unwrap_or(0)
+}
+
+/// Reset VmHWM to the current RSS (`echo 5 > clear_refs`).
+fn reset_hwm(pid: u32) -> bool {
+    std::fs::write(format!("/proc/{pid}/clear_refs"), "5").is_ok()
+}
+
+/// `<target>/<profile>` of this executable (`…/release/deps/p2p-<hash>` → `…/release`).
+fn profile_dir() -> PathBuf {
+    let exe = std::env::current_exe().unwrap();
+    let dir = exe.parent().unwrap();
+    if dir.ends_with("deps") {
+        dir.parent().unwrap().to_owned()
+    } else {
+        dir.to_owned()
+    }
+}
+
+/// Build the seedd binary next to this bench, unless `SEEDD_BENCH_NO_BUILD` is set; a failed
+/// build falls back to an existing binary (as in the clone bench).
+fn ensure_seedd(log: &dyn Fn(&str), profile: &Path) -> PathBuf {
+    let path = profile.join("seedd");
+    if std::env::var_os("SEEDD_BENCH_NO_BUILD").is_none() {
+        let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+        let target = profile.parent().unwrap();
+        let name = profile.file_name().unwrap().to_string_lossy().into_owned();
+        let cargo_profile = if name == "debug" {
+            "dev".to_owned()
+        } else {
+            name
+        };
+        log(&format!(
+            "cargo build --profile {cargo_profile} -p seedd (target {})",
+            target.display()
+        ));
+        let status = Command::new(cargo)
+            .args([
+                "build",
+                "--profile",
+                &cargo_profile,
+                "-p",
+                "seedd",
+                "--bin",
+                "seedd",
+            ])
+            .current_dir(workspace())
+            .env("CARGO_TARGET_DIR", target)
+            .stdin(Stdio::null())
+            .status();
+        match status {
+            Ok(s) if s.success() => {}
+            other if path.exists() => log(&format!(
+                "WARNING: building seedd failed ({other:?}); using the existing {}",
+                path.display()
+            )),
+            other => panic!(
+                "seedd could not be built ({other:?}) and {} does not exist",
+                path.display()
+            ),
+        }
+    }
+    assert!(path.exists(), "{} missing", path.display());
+    path
+}
