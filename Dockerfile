@@ -32,10 +32,10 @@ RUN --mount=type=cache,target=/usr/local/cargo/registry,sharing=locked \
  && objcopy --strip-debug target/release/seedctl /out/seedctl
 
 FROM debian:bookworm-slim AS runtime
-# git: seedd spawns `git upload-pack` for every clone; libstdc++6: RocksDB. tini (PID 1) forwards SIGTERM to seedd
-# only (seedd then drains in-flight clones and ends its git children itself) and reaps
-# orphaned git processes. curl: the HEALTHCHECK. Versions come from the Debian release and its
-# security updates, so they are not pinned here.
+# git: seedd spawns `git upload-pack` for every clone (and `git fetch` to replicate).
+# libstdc++6: RocksDB. tini (PID 1) forwards SIGTERM to seedd only (seedd then drains in-flight
+# clones and ends its git children itself) and reaps orphaned git processes. curl: the
+# HEALTHCHECK. Versions come from the Debian release and its security updates (not pinned).
 # hadolint ignore=DL3008
 RUN apt-get update \
  && apt-get install -y --no-install-recommends ca-certificates curl git libstdc++6 tini \
