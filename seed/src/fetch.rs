@@ -302,16 +302,37 @@ impl Fetcher {
             existing.clone()
         };
 
-        // 1. Transfer: `git fetch` through the bridge into the quarantine refs.
-        let received = self.transfer(rid, from, &repo, &work).await?;
-        inner.metrics.p2p.fetch_received_bytes.inc_by(received);
-
-        // 2. Validate and apply (blocking: gix + git update-ref).
-        let (cfg, rid2, repo2, local) = (inner.cfg.clone(), rid, repo.clone(), inner.net.nid());
         let policies = inner.policies.clone();
         let scope = policies.seeding(&rid).unwrap_or(Scope::All);
-        let wants =
-            move |nid: &NodeId, delegate: bool| policies.wants_namespace(scope, nid, delegate);
+        let wants = Arc::new(move |nid: &NodeId, delegate: bool| {
+            policies.wants_namespace(scope, nid, delegate)
+        });
+        let local = inner.net.nid();
+
+        // 1. Special refs (§6.4 stages 1–2): the canonical identity and every namespace's
+        //    `rad/id` and `rad/sigrefs`, into the quarantine refs.
+        let mut received = self
+            .transfer(rid, from, &repo, &work, Stage::Special)
+            .await?;
+
+        // 2. Data refs (stage 3): the objects the wanted namespaces' verified signed refs name
+        //    and we lack — nothing unsigned, nothing of unwanted or blocked namespaces.
+        let (cfg, repo2, w) = (inner.cfg.clone(), repo.clone(), wants.clone());
+        let data = tokio::task::spawn_blocking(move || {
+            apply::data_wants(&cfg, rid, &repo2, &local, &|n: &NodeId, d: bool| w(n, d))
+        })
+        .await
+        .map_err(|e| FetchError::Git(e.to_string()))??;
+        if !data.is_empty() {
+            received += self
+                .transfer(rid, from, &repo, &work, Stage::Data(data))
+                .await?;
+        }
+        inner.metrics.p2p.fetch_received_bytes.inc_by(received);
+
+        // 3. Validate and apply (blocking: gix + git update-ref).
+        let (cfg, rid2, repo2) = (inner.cfg.clone(), rid, repo.clone());
+        let wants = move |nid: &NodeId, delegate: bool| wants(nid, delegate);
         let metrics = inner.metrics.clone();
         let pruned = move |label: &'static str| {
             metrics
@@ -365,9 +386,13 @@ impl Fetcher {
         from: NodeId,
         repo: &Path,
         work: &Path,
+        stage: Stage,
     ) -> Result<u64, FetchError> {
         let inner = &self.inner;
-        let sock_path = work.join("bridge.sock");
+        let sock_path = work.join(match stage {
+            Stage::Special => "special.sock",
+            Stage::Data(_) => "data.sock",
+        });
         let listener = UnixListener::bind(&sock_path)?;
         let mut stream = inner
             .net
@@ -410,16 +435,40 @@ impl Fetcher {
                 "--no-auto-maintenance",
                 "--no-auto-gc",
                 &url,
-            ])
-            .arg(format!("+refs/rad/id:{QUARANTINE}/rad/id"))
-            .arg(format!("+refs/namespaces/*:{QUARANTINE}/namespaces/*"))
-            .stdin(std::process::Stdio::null())
-            .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::piped())
-            .kill_on_drop(true);
+            ]);
+        let stdin = match &stage {
+            Stage::Special => {
+                cmd.arg(format!("+refs/rad/id:{QUARANTINE}/rad/id"))
+                    .arg(format!(
+                        "+refs/namespaces/*/refs/rad/sigrefs:{QUARANTINE}/namespaces/*/refs/rad/sigrefs"
+                    ))
+                    .arg(format!(
+                        "+refs/namespaces/*/refs/rad/id:{QUARANTINE}/namespaces/*/refs/rad/id"
+                    ));
+                None
+            }
+            Stage::Data(oids) => {
+                // Objects by id (responders allow any SHA-1 in want); refspecs on stdin so
+                // thousands of refs do not hit the argument limit.
+                cmd.arg("--stdin");
+                Some(oids.join("\n") + "\n")
+            }
+        };
+        cmd.stdin(if stdin.is_some() {
+            std::process::Stdio::piped()
+        } else {
+            std::process::Stdio::null()
+        })
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .kill_on_drop(true);
         let mut child = cmd
             .spawn()
             .map_err(|e| FetchError::Git(format!("spawning git: {e}")))?;
+        if let (Some(input), Some(mut pipe)) = (stdin, child.stdin.take()) {
+            pipe.write_all(input.as_bytes()).await?;
+            drop(pipe);
+        }
         let timeout = inner.cfg.timeout;
         let (mut conn, _) = tokio::time::timeout(timeout, listener.accept())
             .await
@@ -489,6 +538,14 @@ impl Fetcher {
         }
         Ok(received)
     }
+}
+
+/// What one `git fetch` over a stream gets.
+enum Stage {
+    /// `refs/rad/id` and every namespace's `rad/id` and `rad/sigrefs`.
+    Special,
+    /// These objects, by id.
+    Data(Vec<String>),
 }
 
 /// Counts top-level flush-pkts (`0000`) in a pkt-line byte stream fed in arbitrary chunks, and

@@ -5,6 +5,7 @@
 //! `refs/namespaces/<nid>/refs/…` and is covered by that peer's signed refs (`rad/sigrefs`).
 //! This module reads and verifies; it decides no policy.
 
+pub(crate) mod cob;
 pub(crate) mod identity;
 pub(crate) mod sigrefs;
 

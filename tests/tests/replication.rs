@@ -173,71 +173,26 @@ fn git_input(repo: &Path, args: &[&str], input: &str) -> String {
         .to_owned()
 }
 
-/// A peer whose storage was tampered with: an unsigned ref in the only delegate's namespace
-/// (the whole fetch is refused: below threshold, nothing written) and a forged sigrefs
-/// signature in a second delegate's namespace (that namespace is pruned; the rest applies).
-#[test]
-fn tampered_peer_storage_is_rejected_and_nothing_unsigned_is_written() {
-    let f = seedd_tests::fixtures();
-    let small = f.rid("small-fixture");
-    let heartwood = f.rid("heartwood-fixture");
-    let alice_nid = "z6MkeYAdpK8EPmUhABhVB2k6Bd6kSGzrh3e6QoUjxM4U48jz";
-    let bob_nid = "z6MkiCRcNkMLR1HFy2j6ih12FuEtDbWTLJJKzMRpoUj4yjgf";
-    let seed = Seed::start(SeedOptions {
-        extra_config: "[policy]\ndefault = \"allow\"\n".into(),
-        ..Default::default()
-    });
-    // Tamper with a copy of alice's home before her node starts.
-    let home = tempfile::Builder::new()
-        .prefix("tamper")
-        .tempdir_in("/tmp")
-        .unwrap();
-    seedd_tests::copy_tree(
-        &f.dir.join("homes").join("alice"),
-        &home.path().join("alice"),
-    );
-    let storage = home.path().join("alice").join("storage");
-    // 1. small-fixture: an unsigned branch in alice's (the only delegate's) namespace.
-    let repo = storage.join(small.trim_start_matches("rad:"));
-    let main = git_at(
-        &repo,
-        &[
-            "rev-parse",
-            &format!("refs/namespaces/{alice_nid}/refs/heads/master"),
-        ],
-    );
-    git_at(
-        &repo,
-        &[
-            "update-ref",
-            &format!("refs/namespaces/{alice_nid}/refs/heads/evil"),
-            &main,
-        ],
-    );
-    // 2. heartwood: bob's sigrefs re-committed with a changed refs blob, old signature.
-    let repo = storage.join(heartwood.trim_start_matches("rad:"));
-    let sigrefs = format!("refs/namespaces/{bob_nid}/refs/rad/sigrefs");
-    let tip = git_at(&repo, &["rev-parse", &sigrefs]);
-    let refs_blob = git_at(&repo, &["cat-file", "-p", &format!("{tip}:refs")]);
-    let feature = git_at(
-        &repo,
-        &[
-            "rev-parse",
-            &format!("refs/namespaces/{alice_nid}/refs/heads/feature"),
-        ],
-    );
+/// Rewrites `nid`'s signed refs in `repo` (a peer's storage): `refs/heads/<branch>` now names
+/// `oid` in a new refs blob carrying the old signature, committed on the old parents.
+fn forge_sigrefs(repo: &Path, nid: &str, branch: &str, oid: &str) {
+    let sigrefs = format!("refs/namespaces/{nid}/refs/rad/sigrefs");
+    let tip = git_at(repo, &["rev-parse", &sigrefs]);
+    let refs_blob = git_at(repo, &["cat-file", "-p", &format!("{tip}:refs")]);
+    let suffix = format!(" refs/heads/{branch}");
     let forged: String = refs_blob
         .lines()
         .map(|l| {
-            if l.ends_with(" refs/heads/main") {
-                format!("{feature} refs/heads/main\n")
+            if l.ends_with(&suffix) {
+                format!("{oid}{suffix}\n")
             } else {
                 format!("{l}\n")
             }
         })
         .collect();
-    let forged_blob = git_input(&repo, &["hash-object", "-w", "--stdin"], &forged);
-    let tree: String = git_at(&repo, &["ls-tree", &tip])
+    assert_ne!(forged.trim(), refs_blob.trim(), "nothing forged");
+    let forged_blob = git_input(repo, &["hash-object", "-w", "--stdin"], &forged);
+    let tree: String = git_at(repo, &["ls-tree", &tip])
         .lines()
         .map(|l| {
             if l.ends_with("\trefs") {
@@ -247,8 +202,8 @@ fn tampered_peer_storage_is_rejected_and_nothing_unsigned_is_written() {
             }
         })
         .collect();
-    let new_tree = git_input(&repo, &["mktree"], &tree);
-    let parents = git_at(&repo, &["rev-list", "--parents", "-n", "1", &tip]);
+    let new_tree = git_input(repo, &["mktree"], &tree);
+    let parents = git_at(repo, &["rev-list", "--parents", "-n", "1", &tip]);
     let mut args = vec![
         "commit-tree".to_owned(),
         new_tree,
@@ -260,19 +215,89 @@ fn tampered_peer_storage_is_rejected_and_nothing_unsigned_is_written() {
         args.push(p.to_owned());
     }
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
-    let forged_commit = git_at(&repo, &args);
-    git_at(&repo, &["update-ref", &sigrefs, &forged_commit]);
+    let forged_commit = git_at(repo, &args);
+    git_at(repo, &["update-ref", &sigrefs, &forged_commit]);
+    git_at(
+        repo,
+        &[
+            "update-ref",
+            &format!("refs/namespaces/{nid}/refs/heads/{branch}"),
+            oid,
+        ],
+    );
+}
+
+/// A peer whose storage was tampered with: a forged signature on the only delegate's signed
+/// refs (below threshold: the whole fetch is refused, nothing written); a forged signature on a
+/// second delegate's signed refs (that namespace is pruned, the rest applies); an unsigned
+/// branch (never fetched, never written: data refs come from signed refs only).
+#[test]
+fn tampered_peer_storage_is_rejected_and_nothing_unsigned_is_written() {
+    let f = seedd_tests::fixtures();
+    let small = f.rid("small-fixture");
+    let heartwood = f.rid("heartwood-fixture");
+    let alice_nid = "z6MkeYAdpK8EPmUhABhVB2k6Bd6kSGzrh3e6QoUjxM4U48jz";
+    let bob_nid = "z6MkiCRcNkMLR1HFy2j6ih12FuEtDbWTLJJKzMRpoUj4yjgf";
+    let seed = Seed::start(SeedOptions {
+        extra_config: "[policy]\ndefault = \"allow\"\n".into(),
+        ..Default::default()
+    });
+    // Tampered copies of the fixture homes, prepared before the nodes start: alice serves
+    // heartwood only, bob serves small-fixture only (a copy of alice's).
+    let homes = tempfile::Builder::new()
+        .prefix("tamper")
+        .tempdir_in("/tmp")
+        .unwrap();
+    let bob_home = tempfile::Builder::new()
+        .prefix("tamper")
+        .tempdir_in("/tmp")
+        .unwrap();
+    seedd_tests::copy_tree(
+        &f.dir.join("homes").join("alice"),
+        &homes.path().join("alice"),
+    );
+    seedd_tests::copy_tree(
+        &f.dir.join("homes").join("bob"),
+        &bob_home.path().join("bob"),
+    );
+    let storage = homes.path().join("alice").join("storage");
+    let bob_storage = bob_home.path().join("bob").join("storage");
+    let small_dir = small.trim_start_matches("rad:");
+    let heartwood_dir = heartwood.trim_start_matches("rad:");
+    seedd_tests::copy_tree(&storage.join(small_dir), &bob_storage.join(small_dir));
+    std::fs::remove_dir_all(storage.join(small_dir)).unwrap();
+    std::fs::remove_dir_all(bob_storage.join(heartwood_dir)).unwrap();
+    // 1. small-fixture at bob's: alice's (the only delegate's) signed refs forged.
+    let repo = bob_storage.join(small_dir);
+    let other = git_at(
+        &repo,
+        &[
+            "rev-parse",
+            &format!("refs/namespaces/{alice_nid}/refs/rad/id"),
+        ],
+    );
+    forge_sigrefs(&repo, alice_nid, "master", &other);
+    // 2. heartwood at alice's: bob's signed refs forged; an unsigned branch of alice's.
+    let repo = storage.join(heartwood_dir);
+    let feature = git_at(
+        &repo,
+        &[
+            "rev-parse",
+            &format!("refs/namespaces/{alice_nid}/refs/heads/feature"),
+        ],
+    );
+    forge_sigrefs(&repo, bob_nid, "main", &feature);
     git_at(
         &repo,
         &[
             "update-ref",
-            &format!("refs/namespaces/{bob_nid}/refs/heads/main"),
+            &format!("refs/namespaces/{alice_nid}/refs/heads/evil"),
             &feature,
         ],
     );
 
-    let alice = RadNode::start_home(home, "alice", &[seed.p2p_peer()]);
-    // heartwood arrives with alice's namespace only; small-fixture never arrives.
+    let alice = RadNode::start_home(homes, "alice", &[seed.p2p_peer()]);
+    let bob = RadNode::start_home(bob_home, "bob", &[seed.p2p_peer()]);
     wait_for("heartwood replicated", Duration::from_secs(40), || {
         seed.storage()
             .join(heartwood.trim_start_matches("rad:"))
@@ -291,6 +316,10 @@ fn tampered_peer_storage_is_rejected_and_nothing_unsigned_is_written() {
     );
     assert!(!refs.contains(bob_nid), "forged namespace written:\n{refs}");
     assert!(
+        !refs.contains("refs/heads/evil"),
+        "unsigned ref written:\n{refs}"
+    );
+    assert!(
         !refs.contains("seedd-fetch"),
         "quarantine refs left:\n{refs}"
     );
@@ -299,111 +328,26 @@ fn tampered_peer_storage_is_rejected_and_nothing_unsigned_is_written() {
             .storage()
             .join(small.trim_start_matches("rad:"))
             .exists(),
-        "unsigned data written"
+        "forged data written"
     );
     let logs = seed.logs();
     assert!(
         seed.metric(
             "seedd_fetch_validation_failures_total",
             &["reason=\"invalid_sigrefs\""]
-        ) >= 1.0,
-        "{logs}"
-    );
-    assert!(
-        seed.metric(
-            "seedd_fetch_validation_failures_total",
-            &["reason=\"unsigned_ref\""]
-        ) >= 1.0,
+        ) >= 2.0,
         "{logs}"
     );
     assert!(
         seed.metric(
             "seedd_fetch_validation_failures_total",
             &["reason=\"threshold\""]
-        ) >= 1.0
+        ) >= 1.0,
+        "{logs}"
     );
     assert!(seed.metric("seedd_fetches_total", &["result=\"invalid\""]) >= 1.0);
-    assert!(logs.contains("unsigned ref refs/heads/evil"), "{logs}");
-    drop(alice);
-}
-
-/// Default policy `block`: nothing is fetched until `seedctl repo seed`; a blocked node's
-/// namespace is never written; `seedctl fetch` fetches on demand; all with `-o json`.
-#[test]
-fn seeding_policy_controls_what_is_fetched() {
-    let f = seedd_tests::fixtures();
-    let small = f.rid("small-fixture");
-    let heartwood = f.rid("heartwood-fixture");
-    let bob_nid = "z6MkiCRcNkMLR1HFy2j6ih12FuEtDbWTLJJKzMRpoUj4yjgf";
-    let seed = Seed::start(SeedOptions::default()); // policy.default = block
-    let alice = RadNode::start("alice", &[seed.p2p_peer()]);
-    wait_for(
-        "seedd to learn alice's repos",
-        Duration::from_secs(30),
-        || {
-            seed.api(&format!("/api/v1/routing?nid={}", alice.nid))["routes"]
-                .as_array()
-                .unwrap()
-                .iter()
-                .any(|r| r["rid"] == small.as_str())
-                .then_some(())
-        },
-    );
-    std::thread::sleep(Duration::from_secs(2));
-    assert_eq!(
-        seed.metric("seedd_fetches_total", &[]),
-        0.0,
-        "fetched under block"
-    );
-    let stored = |rid: &str| {
-        seed.storage()
-            .join(rid.trim_start_matches("rad:"))
-            .join("HEAD")
-            .exists()
-    };
-    assert!(!stored(&small) && !stored(&heartwood));
-
-    // Seeding one repository fetches it (from the connected node the routing table names).
-    let out = seed.seedctl(&["-o", "json", "repo", "seed", &small]);
-    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-    assert_eq!(v["fetching_from"], alice.nid.as_str());
-    wait_for("small-fixture fetched", Duration::from_secs(30), || {
-        stored(&small).then_some(())
-    });
-    assert!(!stored(&heartwood), "an unseeded repository was fetched");
-
-    // A blocked node's namespace is never written, even when another peer has it.
-    let out = seed.seedctl(&["-o", "json", "node", "block", bob_nid]);
-    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-    assert_eq!(v["policy"]["policy"], "block");
-    seed.seedctl(&["repo", "seed", &heartwood, "--scope", "all"]);
-    wait_for("heartwood fetched", Duration::from_secs(30), || {
-        stored(&heartwood).then_some(())
-    });
-    let held = seed.storage().join(heartwood.trim_start_matches("rad:"));
-    let refs = stdout(&run(git(&held)
-        .arg("-C")
-        .arg(&held)
-        .args(["for-each-ref", "--format=%(refname)"])));
-    assert!(
-        !refs.contains(bob_nid),
-        "blocked namespace written:\n{refs}"
-    );
-    assert!(refs.contains(&alice.nid), "{refs}");
-
-    // On-demand fetch, and the policy listing.
-    let out = seed.seedctl(&["-o", "json", "fetch", &small, "--from", &alice.nid]);
-    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-    assert_eq!(v["cloned"], false, "{v}");
-    let out = seed.seedctl(&["-o", "json", "policy", "ls"]);
-    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-    assert_eq!(v["repos"].as_array().unwrap().len(), 2, "{v}");
-    assert_eq!(v["nodes"][0]["nid"], bob_nid, "{v}");
-    // Unseeding stops serving it to peers and drops it from the inventory.
-    seed.seedctl(&["repo", "unseed", &small]);
-    wait_for("inventory shrinks", Duration::from_secs(10), || {
-        (seed.metric("seedd_p2p_inventory_repos", &["state=\"announced\""]) == 1.0).then_some(())
-    });
+    assert!(logs.contains("signature does not verify"), "{logs}");
+    drop((alice, bob));
 }
 
 /// Deterministic incompressible bytes (xorshift), so the pack is as large as the data.

@@ -7,7 +7,7 @@ use std::process::{Command, Stdio};
 use seedd_proto::crypto::{NodeId, RepoId};
 
 use super::{FetchConfig, FetchError, QUARANTINE};
-use crate::storage::{identity, sigrefs};
+use crate::storage::{cob, sigrefs};
 
 /// Why a fetch as a whole was rejected (nothing written).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -164,6 +164,68 @@ pub fn quorum(
     best.cloned()
 }
 
+/// After the special-refs stage: the objects to fetch — every oid named by the verified signed
+/// refs of wanted namespaces that are ahead of what we hold, and that we lack.
+pub fn data_wants(
+    cfg: &FetchConfig,
+    rid: RepoId,
+    repo: &Path,
+    local: &NodeId,
+    wants: &dyn Fn(&NodeId, bool) -> bool,
+) -> Result<Vec<String>, FetchError> {
+    let _ = local;
+    let gix_repo = gix::open(repo).map_err(git_err)?;
+    let fetched: BTreeMap<String, String> =
+        refs_under(cfg, repo, QUARANTINE)?.into_iter().collect();
+    let id_oid = fetched
+        .get(&format!("{QUARANTINE}/rad/id"))
+        .ok_or(ValidationError::MissingIdentity)?;
+    let id_head = gix::ObjectId::from_hex(id_oid.as_bytes()).map_err(git_err)?;
+    // Only the delegate set is needed here; the identity chain is verified when applying.
+    let ident = crate::storage::identity::read(&gix_repo, id_head)
+        .map_err(|e| ValidationError::Identity(e.to_string()))?;
+    let ns_prefix = format!("{QUARANTINE}/namespaces/");
+    let mut out = Vec::new();
+    for (name, tip) in &fetched {
+        let Some(nid) = name
+            .strip_prefix(&ns_prefix)
+            .and_then(|r| r.strip_suffix("/refs/rad/sigrefs"))
+            .and_then(|n| n.parse::<NodeId>().ok())
+        else {
+            continue;
+        };
+        if !wants(&nid, ident.doc.delegates.contains(&nid)) {
+            continue;
+        }
+        let current = refs_under(
+            cfg,
+            repo,
+            &format!("refs/namespaces/{nid}/refs/rad/sigrefs"),
+        )?
+        .into_iter()
+        .next()
+        .map(|(_, o)| o);
+        if current.as_deref() == Some(tip.as_str()) {
+            continue;
+        }
+        let Ok(tip_id) = gix::ObjectId::from_hex(tip.as_bytes()) else {
+            continue;
+        };
+        // Invalid ones are pruned (and counted) when applying.
+        let Ok(signed) = sigrefs::verify(&gix_repo, rid, &nid, tip_id) else {
+            continue;
+        };
+        for (name, oid) in &signed.refs {
+            if name != "refs/rad/sigrefs-parent" && !gix_repo.has_object(oid) {
+                out.push(oid.to_string());
+            }
+        }
+    }
+    out.sort();
+    out.dedup();
+    Ok(out)
+}
+
 /// Validates what the fetch put under the quarantine refs and applies it.
 pub fn validate_and_apply(
     cfg: &FetchConfig,
@@ -183,8 +245,8 @@ pub fn validate_and_apply(
         .get(&format!("{QUARANTINE}/rad/id"))
         .ok_or(ValidationError::MissingIdentity)?;
     let id_head = gix::ObjectId::from_hex(id_oid.as_bytes()).map_err(git_err)?;
-    let ident =
-        identity::read(&gix_repo, id_head).map_err(|e| ValidationError::Identity(e.to_string()))?;
+    let ident = cob::verify_identity(&gix_repo, rid, id_head)
+        .map_err(|e| ValidationError::Identity(e.to_string()))?;
     let doc = &ident.doc;
     let threshold = if doc.delegates.contains(local) {
         doc.threshold.saturating_sub(1)
@@ -206,6 +268,8 @@ pub fn validate_and_apply(
     let mut outcome = Outcome::default();
     let mut valid_delegates = 0usize;
     let mut lines = Vec::new();
+    // Signed refs of the namespaces being updated (the new state, not yet written).
+    let mut applied: BTreeMap<NodeId, BTreeMap<String, gix::ObjectId>> = BTreeMap::new();
     for nid in namespaces {
         let is_delegate = doc.delegates.contains(&nid);
         if !wants(&nid, is_delegate) {
@@ -264,39 +328,33 @@ pub fn validate_and_apply(
             }
             None => {}
         }
-        // Every ref we write must be signed with the same oid, every signed ref present, and
-        // the peer must not offer refs in the namespace that its owner did not sign.
+        // Only signed refs are written, each at its signed oid, and every one of them must be
+        // present (data refs are fetched by the oids the signed refs name, never by the peer's
+        // own ref listing, so an unsigned ref is never even seen). The namespace's `rad/id`
+        // fetched with the special refs must be the signed one.
         let mut ns_lines = Vec::new();
         let mut bad: Option<(&'static str, String)> = None;
         for (name, oid) in &signed.refs {
             if name == "refs/rad/sigrefs-parent" {
                 continue; // recorded in the blob only, never a ref
             }
-            match q(name) {
-                Some(got) if got == &oid.to_string() => {
-                    ns_lines.push(format!("update refs/namespaces/{nid}/{name} {oid}"));
-                }
-                Some(_) => {
+            if let Some(got) = q(name) {
+                if got != &oid.to_string() {
                     bad = Some((
                         "mismatched_ref",
                         format!("{name} does not match its signed oid"),
                     ));
                     break;
                 }
-                None => {
-                    bad = Some(("missing_ref", format!("signed ref {name} is missing")));
-                    break;
-                }
             }
-        }
-        if bad.is_none() {
-            let prefix = format!("{ns_prefix}{nid}/");
-            if let Some(unsigned) = fetched.keys().find_map(|k| {
-                let rel = k.strip_prefix(&prefix)?;
-                (rel != "refs/rad/sigrefs" && !signed.refs.contains_key(rel)).then_some(rel)
-            }) {
-                bad = Some(("unsigned_ref", format!("unsigned ref {unsigned}")));
+            if !gix_repo.has_object(oid) {
+                bad = Some((
+                    "missing_ref",
+                    format!("signed ref {name} ({oid}) is missing"),
+                ));
+                break;
             }
+            ns_lines.push(format!("update refs/namespaces/{nid}/{name} {oid}"));
         }
         if let Some((label, reason)) = bad {
             tracing::warn!(%rid, namespace = %nid, reason, "pruning namespace");
@@ -322,6 +380,7 @@ pub fn validate_and_apply(
         let mut at = [0u8; 20];
         at.copy_from_slice(tip_id.as_bytes());
         outcome.updated.push((nid, at));
+        applied.insert(nid, signed.refs.clone());
         if is_delegate {
             valid_delegates += 1;
         }
@@ -341,9 +400,8 @@ pub fn validate_and_apply(
         let mut tips: Vec<String> = Vec::new();
         for d in &doc.delegates {
             let name = format!("refs/heads/{branch}");
-            let updated = outcome.updated.iter().any(|(n, _)| n == d);
-            let tip = if updated {
-                fetched.get(&format!("{ns_prefix}{d}/{name}")).cloned()
+            let tip = if let Some(signed) = applied.get(d) {
+                signed.get(&name).map(ToString::to_string)
             } else {
                 refs_under(cfg, repo, &format!("refs/namespaces/{d}/{name}"))?
                     .into_iter()
