@@ -5,6 +5,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/install-deps.sh
 bash scripts/install-observability-tools.sh
+bash scripts/install-packaging-tools.sh
 RADICLE_BIN="$(bash scripts/install-radicle.sh | tail -n 1)"
 export PATH="$RADICLE_BIN:$PATH"
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$HOME/.cache/seedd/target}"
@@ -22,6 +23,8 @@ cargo build --workspace --locked --bins
 cargo test --workspace --locked --no-fail-fast 2>&1 | tee "$log" || status=$?
 echo "== observability checks (dashboards, alert rules)"
 bash scripts/check-observability.sh || status=1
+echo "== packaging checks (Dockerfile, image build + run, Helm chart)"
+bash scripts/check-packaging.sh || status=1
 echo "== fuzz (short run; scripts/fuzz.sh SECONDS for a long one)"
 bash scripts/fuzz.sh "${SEEDD_FUZZ_SECONDS:-15}" || status=1
 # One closing line over every test binary (cargo's own last line is a doc-test summary).
