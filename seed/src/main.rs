@@ -126,22 +126,20 @@ fn real_main() -> anyhow::Result<()> {
             seedd::logging::init("text", "warn");
             let key = seedd::daemon::load_identity(&cfg)?;
             let nid = key.nid();
-            if output == Output::Json {
-                println!(
-                    "{}",
+            let text = if output == Output::Json {
+                format!(
+                    "{}\n",
                     serde_json::json!({ "nid": nid.to_string(), "did": nid.to_did() })
-                );
+                )
             } else {
-                println!("{nid}");
-                println!("{}", nid.to_did());
-            }
-            Ok(())
+                format!("{nid}\n{}\n", nid.to_did())
+            };
+            out(&text)
         }
         Command::Config { command } => match command {
             ConfigCommand::Check { file } => {
                 Config::load(Some(&file), &Overrides::default())?;
-                println!("{}: ok", file.display());
-                Ok(())
+                out(&format!("{}: ok\n", file.display()))
             }
             ConfigCommand::Print { config, data_dir } => {
                 let overrides = Overrides {
@@ -149,9 +147,17 @@ fn real_main() -> anyhow::Result<()> {
                     ..Overrides::default()
                 };
                 let (cfg, _) = Config::load(config.as_deref(), &overrides)?;
-                print!("{}", cfg.to_toml()?);
-                Ok(())
+                out(&cfg.to_toml()?)
             }
         },
+    }
+}
+
+/// Writes to stdout; a reader that went away (`seedd id | head -1`) is not an error.
+fn out(text: &str) -> anyhow::Result<()> {
+    use std::io::Write as _;
+    match std::io::stdout().lock().write_all(text.as_bytes()) {
+        Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => Err(e.into()),
+        _ => Ok(()),
     }
 }
