@@ -308,6 +308,10 @@ fn tampered_peer_storage_is_rejected_and_nothing_unsigned_is_written() {
     wait_for("both fetches finished", Duration::from_secs(40), || {
         (seed.metric("seedd_fetches_total", &[]) >= 2.0).then_some(())
     });
+    // Later fetches (refs announcements) may still run: let them finish before listing refs.
+    wait_for("no fetch running", Duration::from_secs(40), || {
+        (seed.metric("seedd_fetches_active", &[]) == 0.0).then_some(())
+    });
     let held = seed.storage().join(heartwood.trim_start_matches("rad:"));
     let refs = git_at(&held, &["for-each-ref", "--format=%(refname)"]);
     assert!(

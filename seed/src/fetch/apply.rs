@@ -394,7 +394,8 @@ pub fn validate_and_apply(
     }
 
     // 3. Canonical refs: rad/id, and the default branch where `threshold` delegates agree.
-    lines.push(format!("update refs/rad/id {id_oid}"));
+    // The adopted revision (the fetched head may be a proposal not yet accepted).
+    lines.push(format!("update refs/rad/id {}", ident.head));
     let default_branch = doc.project().map(|p| p.default_branch);
     if let Some(branch) = &default_branch {
         let mut tips: Vec<String> = Vec::new();
