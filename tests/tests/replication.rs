@@ -897,3 +897,109 @@ fn threshold_two_canonical_branch_moves_when_both_delegates_agree() {
         (canonical() == c2).then_some(())
     });
 }
+
+/// A delegate's signed refs that are validly signed but name a wrong `refs/rad/root` (another
+/// repository's identity) are pruned; the other delegate's namespace applies.
+#[test]
+fn validly_signed_refs_with_a_wrong_rad_root_are_pruned() {
+    use seedd_proto::crypto::Keypair;
+    let f = seedd_tests::fixtures();
+    let heartwood = f.rid("heartwood-fixture");
+    let alice_nid = "z6MkeYAdpK8EPmUhABhVB2k6Bd6kSGzrh3e6QoUjxM4U48jz";
+    let bob_nid = "z6MkiCRcNkMLR1HFy2j6ih12FuEtDbWTLJJKzMRpoUj4yjgf";
+    let seed = Seed::start(SeedOptions {
+        extra_config: "[policy]\ndefault = \"allow\"\n".into(),
+        ..Default::default()
+    });
+    let home = tempfile::Builder::new()
+        .prefix("root")
+        .tempdir_in("/tmp")
+        .unwrap();
+    seedd_tests::copy_tree(
+        &f.dir.join("homes").join("alice"),
+        &home.path().join("alice"),
+    );
+    let repo = home
+        .path()
+        .join("alice")
+        .join("storage")
+        .join(heartwood.trim_start_matches("rad:"));
+    // Re-sign bob's refs blob with bob's real key, rad/root pointing elsewhere.
+    let bob_key = Keypair::load(
+        &f.dir.join("homes").join("bob").join("keys").join("radicle"),
+        None,
+    )
+    .unwrap();
+    let sigrefs = format!("refs/namespaces/{bob_nid}/refs/rad/sigrefs");
+    let tip = git_at(&repo, &["rev-parse", &sigrefs]);
+    let elsewhere = git_at(
+        &repo,
+        &[
+            "rev-parse",
+            &format!("refs/namespaces/{alice_nid}/refs/heads/feature"),
+        ],
+    );
+    let refs_blob: String = git_at(&repo, &["cat-file", "-p", &format!("{tip}:refs")])
+        .lines()
+        .map(|l| {
+            if l.ends_with(" refs/rad/root") {
+                format!("{elsewhere} refs/rad/root\n")
+            } else if l.ends_with(" refs/rad/sigrefs-parent") {
+                // A consistent parent, so only the root is wrong.
+                format!("{tip} refs/rad/sigrefs-parent\n")
+            } else {
+                format!("{l}\n")
+            }
+        })
+        .collect();
+    let signature = bob_key.sign(refs_blob.as_bytes());
+    let sig_file = home.path().join("sig");
+    std::fs::write(&sig_file, signature).unwrap();
+    let refs_id = git_input(&repo, &["hash-object", "-w", "--stdin"], &refs_blob);
+    let sig_id = git_at(&repo, &["hash-object", "-w", sig_file.to_str().unwrap()]);
+    let tree = git_input(
+        &repo,
+        &["mktree"],
+        &format!("100644 blob {refs_id}\trefs\n100644 blob {sig_id}\tsignature\n"),
+    );
+    let commit = git_at(
+        &repo,
+        &["commit-tree", &tree, "-p", &tip, "-m", "wrong root"],
+    );
+    git_at(&repo, &["update-ref", &sigrefs, &commit]);
+    git_at(
+        &repo,
+        &[
+            "update-ref",
+            &format!("refs/namespaces/{bob_nid}/refs/rad/root"),
+            &elsewhere,
+        ],
+    );
+
+    let alice = RadNode::start_home(home, "alice", &[seed.p2p_peer()]);
+    let held = seed.storage().join(heartwood.trim_start_matches("rad:"));
+    wait_for("heartwood replicated", Duration::from_secs(40), || {
+        held.join("HEAD").exists().then_some(())
+    });
+    wait_for("no fetch running", Duration::from_secs(40), || {
+        (seed.metric("seedd_fetches_active", &[]) == 0.0).then_some(())
+    });
+    let refs = git_at(&held, &["for-each-ref", "--format=%(refname)"]);
+    assert!(
+        !refs.contains(bob_nid),
+        "namespace with a wrong rad/root written:\n{refs}"
+    );
+    assert!(refs.contains(alice_nid), "{refs}");
+    assert!(
+        seed.metric(
+            "seedd_fetch_validation_failures_total",
+            &["reason=\"invalid_sigrefs\""]
+        ) >= 1.0
+    );
+    let logs = seed.logs();
+    assert!(
+        logs.contains("does not embed the identity of this repository"),
+        "{logs}"
+    );
+    drop(alice);
+}
