@@ -527,6 +527,11 @@ impl Service {
         );
     }
 
+    /// We fetched `rid` from `nid`: it seeds the repository (routing, §5.6 (c)).
+    pub fn fetched(&mut self, rid: RepoId, nid: NodeId, now: u64) {
+        self.add_route(rid, nid, now);
+    }
+
     /// A session closed.
     pub fn disconnected(&mut self, id: SessionId) {
         self.sessions.remove(&id);

@@ -36,6 +36,9 @@ use crate::storage::Storage;
 
 pub use apply::{Outcome, ValidationError};
 
+/// Repositories that may wait for a fetch slot at once.
+pub const MAX_QUEUED: usize = 256;
+
 /// Where fetched refs wait for validation.
 pub const QUARANTINE: &str = "refs/seedd-fetch";
 
@@ -154,12 +157,24 @@ impl Fetcher {
         });
     }
 
-    /// Queues a fetch of `rid` from `from` (coalesced with one already running).
+    /// Queues a fetch of `rid` from `from` (coalesced with one already running or queued for
+    /// the same repository). At most [`MAX_QUEUED`] repositories wait; beyond that the request
+    /// is dropped (counted) and the sync task retries it later.
     pub fn request(&self, rid: RepoId, from: NodeId) {
         {
             let mut active = self.inner.active.lock().unwrap_or_else(|e| e.into_inner());
             if let Some(again) = active.get_mut(&rid) {
                 *again = Some(from);
+                return;
+            }
+            if active.len() >= MAX_QUEUED {
+                self.inner
+                    .metrics
+                    .p2p
+                    .fetches
+                    .with_label_values(&["queue_full"])
+                    .inc();
+                tracing::warn!(%rid, peer = %from, queued = active.len(), "fetch queue full; dropping request (the sync task retries)");
                 return;
             }
             active.insert(rid, None);
@@ -224,8 +239,15 @@ impl Fetcher {
         }
         wanted.sort();
         wanted.dedup();
+        let active: HashSet<RepoId> = inner
+            .active
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .keys()
+            .copied()
+            .collect();
         for rid in wanted {
-            if inner.storage.path_of(&rid).join("HEAD").exists() {
+            if active.contains(&rid) || inner.storage.path_of(&rid).join("HEAD").exists() {
                 continue;
             }
             let seeds = inner.net.routing(Some(rid), None);
@@ -360,6 +382,7 @@ impl Fetcher {
             .refs_updated
             .inc_by(outcome.refs_written as u64);
         (inner.on_change)(rid);
+        inner.net.fetched_from(rid, from);
 
         // 4. Tell subscribers which namespaces we now hold (the pusher's ack, §5.8).
         if !outcome.updated.is_empty() {
@@ -428,6 +451,11 @@ impl Fetcher {
                 "protocol.ext.allow=always",
                 "-c",
                 "fetch.fsckObjects=false",
+                // Keep every received pack as a pack: unpacking a few large objects into loose
+                // ones recompresses them (the default limit is 100 objects), which made fetches
+                // of big-file repositories 2–3× slower than radicle-node.
+                "-c",
+                "fetch.unpackLimit=1",
                 "fetch",
                 "--quiet",
                 "--no-tags",

@@ -212,7 +212,7 @@ pub const CATALOGUE: &[MetricDoc] = &[
         name: "seedd_fetches_total",
         kind: "counter",
         labels: &["result"],
-        help: "Fetches from peers by result (ok, stream, git, too_large, timeout, invalid, io, index).",
+        help: "Fetches from peers by result (ok, stream, git, too_large, timeout, invalid, io, index; queue_full = request dropped).",
     },
     MetricDoc {
         name: "seedd_fetch_duration_seconds",

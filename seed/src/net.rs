@@ -602,6 +602,14 @@ impl Net {
         core.sessions.values().map(|h| h.nid).collect()
     }
 
+    /// Records that `nid` served us `rid` (routing table).
+    pub fn fetched_from(&self, rid: RepoId, nid: NodeId) {
+        let mut core = self.shared.lock();
+        core.service.fetched(rid, nid, now_ms());
+        let outputs = core.service.take_outputs();
+        self.shared.dispatch(&mut core, outputs);
+    }
+
     /// Announces our signed refs of `rid` for the given namespaces to subscribed peers.
     pub fn announce_refs(&self, rid: RepoId, refs: Vec<seedd_proto::wire::RefsAt>) {
         let mut core = self.shared.lock();

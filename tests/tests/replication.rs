@@ -137,6 +137,16 @@ fn push_to_real_node_is_replicated_acknowledged_and_served() {
     );
     assert!(seed.metric("seedd_fetches_total", &["result=\"ok\""]) >= 2.0);
     assert!(seed.metric("seedd_fetch_refs_updated_total", &[]) >= 1.0);
+    // The node we fetched from is in the routing table as a seed of the repository.
+    let routes = seed.api(&format!("/api/v1/routing?rid={rid}"));
+    assert!(
+        routes["routes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|r| r["nid"] == dave.nid.as_str()),
+        "{routes}"
+    );
     assert_eq!(seed.metric("seedd_fetches_active", &[]), 0.0);
 
     // Another user's node, connected only to seedd, clones it and sees the latest push.
@@ -519,6 +529,11 @@ fn followed_scope_fetches_delegates_and_followed_nodes_only() {
         "rad clone",
     );
     let wc = work.path().join("wc");
+    // What seedd replicated from alice includes the collaborative objects.
+    let issues = text(&carol.rad_in(&wc, &["issue", "list"]));
+    assert!(issues.contains("Fixture issue"), "{issues}");
+    let patches = text(&carol.rad_in(&wc, &["patch", "list", "--all"]));
+    assert!(patches.contains("Fixture patch"), "{patches}");
     ok(
         carol.git_in(&wc, &["checkout", "-q", "-b", "carol-idea"]),
         "git checkout",
