@@ -38,6 +38,8 @@ pub use apply::{Outcome, ValidationError};
 
 /// Repositories that may wait for a fetch slot at once.
 pub const MAX_QUEUED: usize = 256;
+/// Of those, at most this many from one peer.
+pub const MAX_QUEUED_PER_PEER: usize = 32;
 
 /// Where fetched refs wait for validation.
 pub const QUARANTINE: &str = "refs/seedd-fetch";
@@ -99,7 +101,8 @@ struct Inner {
     policies: Policies,
     slots: Semaphore,
     /// Repositories being fetched, and whether another fetch was asked for meanwhile.
-    active: Mutex<HashMap<RepoId, Option<NodeId>>>,
+    /// Per repository: the peer of the queued or running fetch, and the peer of a follow-up.
+    active: Mutex<HashMap<RepoId, (NodeId, Option<NodeId>)>>,
     seq: std::sync::atomic::AtomicU64,
     /// Called after a repository was created or changed (re-index, inventory).
     on_change: Arc<dyn Fn(RepoId) + Send + Sync>,
@@ -163,11 +166,13 @@ impl Fetcher {
     pub fn request(&self, rid: RepoId, from: NodeId) {
         {
             let mut active = self.inner.active.lock().unwrap_or_else(|e| e.into_inner());
-            if let Some(again) = active.get_mut(&rid) {
+            if let Some((_, again)) = active.get_mut(&rid) {
                 *again = Some(from);
                 return;
             }
-            if active.len() >= MAX_QUEUED {
+            // Fair across peers: one peer cannot fill the queue.
+            let from_peer = active.values().filter(|(p, _)| *p == from).count();
+            if active.len() >= MAX_QUEUED || from_peer >= MAX_QUEUED_PER_PEER {
                 self.inner
                     .metrics
                     .p2p
@@ -177,7 +182,7 @@ impl Fetcher {
                 tracing::warn!(%rid, peer = %from, queued = active.len(), "fetch queue full; dropping request (the sync task retries)");
                 return;
             }
-            active.insert(rid, None);
+            active.insert(rid, (from, None));
         }
         let this = self.clone();
         tokio::spawn(async move {
@@ -186,7 +191,11 @@ impl Fetcher {
                 this.run_one(rid, from).await;
                 let next = {
                     let mut active = this.inner.active.lock().unwrap_or_else(|e| e.into_inner());
-                    match active.get_mut(&rid).and_then(Option::take) {
+                    match active.get_mut(&rid).and_then(|(cur, again)| {
+                        let next = again.take()?;
+                        *cur = next;
+                        Some(next)
+                    }) {
                         Some(n) => Some(n),
                         None => {
                             active.remove(&rid);

@@ -8,7 +8,7 @@ use std::net::{SocketAddr, TcpStream};
 use std::time::{Duration, Instant};
 
 use seedd_proto::crypto::Keypair;
-use seedd_proto::wire::{AnnouncementMessage, Frame, Message, Ping};
+use seedd_proto::wire::{AnnouncementMessage, Frame, Link, Message, Ping};
 use seedd_tests::raw::{self, closed_within, node_announcement, now_ms, read_until};
 use seedd_tests::{fixtures, wait_for, RadNode, Seed, SeedOptions};
 use serde_json::Value;
@@ -575,5 +575,59 @@ fn rad_clone_from_seedd_over_radicle_streams() {
         ) >= 1.0)
             .then_some(())
     });
+    assert_eq!(seed.metric("seedd_p2p_git_serves_in_flight", &[]), 0.0);
+}
+
+/// Serving over Radicle streams is capped: with one serve slot taken by a stalled fetcher, a
+/// second stream waits for the queue timeout and is refused by closing it; the stalled one is
+/// closed after the stream idle timeout. Unknown repositories are refused at once.
+#[test]
+fn git_stream_serving_is_capped_and_refusals_close_the_stream() {
+    use seedd_proto::wire::{Control, StreamId};
+    let f = fixtures();
+    let heartwood = f.rid(HEARTWOOD);
+    let seed = seed_with(
+        &[HEARTWOOD],
+        "max_concurrent_serves = 1\nserve_queue_timeout_secs = 1\nstream_idle_timeout_secs = 3\n",
+    );
+    let key = Keypair::mock(300);
+    let mut s = raw_connect(&seed, "127.0.0.8", &key);
+    let header = |rid: &str| {
+        let payload = format!("git-upload-pack /{}\0\0version=2\0", rid.trim_start_matches("rad:"));
+        format!("{:04x}{payload}", payload.len() + 4).into_bytes()
+    };
+    let open = |s: &mut TcpStream, n: u64, rid: &str| {
+        let id = StreamId::git(Link::Outbound, n).unwrap();
+        raw::send_frame(s, Frame::control(Link::Outbound, Control::Open { stream: id }));
+        raw::send_frame(s, Frame::git(id, header(rid)));
+        id
+    };
+    let closed = |frames: &[Frame], id: StreamId| {
+        frames.iter().any(|f| {
+            matches!(f, Frame::Control { control: Control::Close { stream }, .. } if *stream == id)
+        })
+    };
+    // 1. Takes the only slot; upload-pack answers with its capability advertisement.
+    let first = open(&mut s, 1, &heartwood);
+    let (frames, _) = read_until(&mut s, Duration::from_secs(10), |fs| {
+        fs.iter().any(|f| matches!(f, Frame::Git { stream, .. } if *stream == first))
+    });
+    assert!(frames.iter().any(|f| matches!(f, Frame::Git { stream, .. } if *stream == first)));
+    // 2. Waits 1 s for a slot, then is refused (closed).
+    let second = open(&mut s, 2, &heartwood);
+    let (frames, _) = read_until(&mut s, Duration::from_secs(10), |fs| closed(fs, second));
+    assert!(closed(&frames, second), "second stream not refused");
+    assert!(seed.metric("seedd_p2p_git_serves_total", &["result=\"refused_busy\""]) >= 1.0);
+    // 3. An unknown repository: closed at once.
+    let third = open(&mut s, 3, "rad:z3gqcJUoA1n9HaHKufZs5FCSGazv5");
+    let (frames, _) = read_until(&mut s, Duration::from_secs(5), |fs| closed(fs, third));
+    assert!(closed(&frames, third));
+    // 4. The stalled first stream is closed by the idle timeout; the session stays up.
+    let (frames, gone) = read_until(&mut s, Duration::from_secs(10), |fs| closed(fs, first));
+    assert!(closed(&frames, first) && !gone, "stalled stream not closed by the idle timeout");
+    // (Either our idle timer or upload-pack's own --timeout ends it.)
+    let ended = seed.metric("seedd_p2p_git_serves_total", &["result=\"timeout\""])
+        + seed.metric("seedd_p2p_git_serves_total", &["result=\"error\""]);
+    assert!(ended >= 1.0);
     assert_eq!(seed.metric("seedd_p2p_git_serves_in_flight", &[]), 0.0);
 }
