@@ -593,12 +593,18 @@ fn git_stream_serving_is_capped_and_refusals_close_the_stream() {
     let key = Keypair::mock(300);
     let mut s = raw_connect(&seed, "127.0.0.8", &key);
     let header = |rid: &str| {
-        let payload = format!("git-upload-pack /{}\0\0version=2\0", rid.trim_start_matches("rad:"));
+        let payload = format!(
+            "git-upload-pack /{}\0\0version=2\0",
+            rid.trim_start_matches("rad:")
+        );
         format!("{:04x}{payload}", payload.len() + 4).into_bytes()
     };
     let open = |s: &mut TcpStream, n: u64, rid: &str| {
         let id = StreamId::git(Link::Outbound, n).unwrap();
-        raw::send_frame(s, Frame::control(Link::Outbound, Control::Open { stream: id }));
+        raw::send_frame(
+            s,
+            Frame::control(Link::Outbound, Control::Open { stream: id }),
+        );
         raw::send_frame(s, Frame::git(id, header(rid)));
         id
     };
@@ -610,9 +616,12 @@ fn git_stream_serving_is_capped_and_refusals_close_the_stream() {
     // 1. Takes the only slot; upload-pack answers with its capability advertisement.
     let first = open(&mut s, 1, &heartwood);
     let (frames, _) = read_until(&mut s, Duration::from_secs(10), |fs| {
-        fs.iter().any(|f| matches!(f, Frame::Git { stream, .. } if *stream == first))
+        fs.iter()
+            .any(|f| matches!(f, Frame::Git { stream, .. } if *stream == first))
     });
-    assert!(frames.iter().any(|f| matches!(f, Frame::Git { stream, .. } if *stream == first)));
+    assert!(frames
+        .iter()
+        .any(|f| matches!(f, Frame::Git { stream, .. } if *stream == first)));
     // 2. Waits 1 s for a slot, then is refused (closed).
     let second = open(&mut s, 2, &heartwood);
     let (frames, _) = read_until(&mut s, Duration::from_secs(10), |fs| closed(fs, second));
@@ -624,7 +633,10 @@ fn git_stream_serving_is_capped_and_refusals_close_the_stream() {
     assert!(closed(&frames, third));
     // 4. The stalled first stream is closed by the idle timeout; the session stays up.
     let (frames, gone) = read_until(&mut s, Duration::from_secs(10), |fs| closed(fs, first));
-    assert!(closed(&frames, first) && !gone, "stalled stream not closed by the idle timeout");
+    assert!(
+        closed(&frames, first) && !gone,
+        "stalled stream not closed by the idle timeout"
+    );
     // (Either our idle timer or upload-pack's own --timeout ends it.)
     let ended = seed.metric("seedd_p2p_git_serves_total", &["result=\"timeout\""])
         + seed.metric("seedd_p2p_git_serves_total", &["result=\"error\""]);
