@@ -186,47 +186,10 @@ fn git_input(repo: &Path, args: &[&str], input: &str) -> String {
 /// Rewrites `nid`'s signed refs in `repo` (a peer's storage): `refs/heads/<branch>` now names
 /// `oid` in a new refs blob carrying the old signature, committed on the old parents.
 fn forge_sigrefs(repo: &Path, nid: &str, branch: &str, oid: &str) {
-    let sigrefs = format!("refs/namespaces/{nid}/refs/rad/sigrefs");
-    let tip = git_at(repo, &["rev-parse", &sigrefs]);
-    let refs_blob = git_at(repo, &["cat-file", "-p", &format!("{tip}:refs")]);
     let suffix = format!(" refs/heads/{branch}");
-    let forged: String = refs_blob
-        .lines()
-        .map(|l| {
-            if l.ends_with(&suffix) {
-                format!("{oid}{suffix}\n")
-            } else {
-                format!("{l}\n")
-            }
-        })
-        .collect();
-    assert_ne!(forged.trim(), refs_blob.trim(), "nothing forged");
-    let forged_blob = git_input(repo, &["hash-object", "-w", "--stdin"], &forged);
-    let tree: String = git_at(repo, &["ls-tree", &tip])
-        .lines()
-        .map(|l| {
-            if l.ends_with("\trefs") {
-                format!("100644 blob {forged_blob}\trefs\n")
-            } else {
-                format!("{l}\n")
-            }
-        })
-        .collect();
-    let new_tree = git_input(repo, &["mktree"], &tree);
-    let parents = git_at(repo, &["rev-list", "--parents", "-n", "1", &tip]);
-    let mut args = vec![
-        "commit-tree".to_owned(),
-        new_tree,
-        "-m".into(),
-        "forged".into(),
-    ];
-    for p in parents.split_whitespace().skip(1) {
-        args.push("-p".into());
-        args.push(p.to_owned());
-    }
-    let args: Vec<&str> = args.iter().map(String::as_str).collect();
-    let forged_commit = git_at(repo, &args);
-    git_at(repo, &["update-ref", &sigrefs, &forged_commit]);
+    rewrite_sigrefs(repo, nid, None, false, |l, _| {
+        l.ends_with(&suffix).then(|| format!("{oid}{suffix}"))
+    });
     git_at(
         repo,
         &[
@@ -235,6 +198,66 @@ fn forge_sigrefs(repo: &Path, nid: &str, branch: &str, oid: &str) {
             oid,
         ],
     );
+}
+
+/// Rewrites `nid`'s signed refs in a peer's storage: each refs-blob line for which `edit`
+/// (given the line and the current sigrefs tip) returns a replacement is replaced. The
+/// signature is kept (`key: None`, a forgery) or made with `key`; the new commit sits on the
+/// tip's parents (`on_tip: false`, a sibling) or on the tip. Returns the new commit.
+fn rewrite_sigrefs(
+    repo: &Path,
+    nid: &str,
+    key: Option<&seedd_proto::crypto::Keypair>,
+    on_tip: bool,
+    edit: impl Fn(&str, &str) -> Option<String>,
+) -> String {
+    let sigrefs = format!("refs/namespaces/{nid}/refs/rad/sigrefs");
+    let tip = git_at(repo, &["rev-parse", &sigrefs]);
+    let refs_blob = git_at(repo, &["cat-file", "-p", &format!("{tip}:refs")]);
+    let rewritten: String = refs_blob
+        .lines()
+        .map(|l| format!("{}\n", edit(l, &tip).unwrap_or_else(|| l.to_owned())))
+        .collect();
+    assert_ne!(rewritten.trim(), refs_blob.trim(), "nothing rewritten");
+    let refs_id = git_input(repo, &["hash-object", "-w", "--stdin"], &rewritten);
+    let sig_id = match key {
+        Some(key) => {
+            let file = repo.join("seedd-test-signature");
+            std::fs::write(&file, key.sign(rewritten.as_bytes())).unwrap();
+            let id = git_at(repo, &["hash-object", "-w", file.to_str().unwrap()]);
+            std::fs::remove_file(&file).unwrap();
+            id
+        }
+        None => git_at(repo, &["rev-parse", &format!("{tip}:signature")]),
+    };
+    let tree = git_input(
+        repo,
+        &["mktree"],
+        &format!("100644 blob {refs_id}\trefs\n100644 blob {sig_id}\tsignature\n"),
+    );
+    let mut args = vec![
+        "commit-tree".to_owned(),
+        tree,
+        "-m".into(),
+        "rewritten".into(),
+    ];
+    let parents = if on_tip {
+        vec![tip.clone()]
+    } else {
+        git_at(repo, &["rev-list", "--parents", "-n", "1", &tip])
+            .split_whitespace()
+            .skip(1)
+            .map(str::to_owned)
+            .collect()
+    };
+    for p in parents {
+        args.push("-p".into());
+        args.push(p);
+    }
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let commit = git_at(repo, &args);
+    git_at(repo, &["update-ref", &sigrefs, &commit]);
+    commit
 }
 
 /// A peer whose storage was tampered with: a forged signature on the only delegate's signed
@@ -945,8 +968,6 @@ fn validly_signed_refs_with_a_wrong_rad_root_are_pruned() {
         None,
     )
     .unwrap();
-    let sigrefs = format!("refs/namespaces/{bob_nid}/refs/rad/sigrefs");
-    let tip = git_at(&repo, &["rev-parse", &sigrefs]);
     let elsewhere = git_at(
         &repo,
         &[
@@ -954,34 +975,16 @@ fn validly_signed_refs_with_a_wrong_rad_root_are_pruned() {
             &format!("refs/namespaces/{alice_nid}/refs/heads/feature"),
         ],
     );
-    let refs_blob: String = git_at(&repo, &["cat-file", "-p", &format!("{tip}:refs")])
-        .lines()
-        .map(|l| {
-            if l.ends_with(" refs/rad/root") {
-                format!("{elsewhere} refs/rad/root\n")
-            } else if l.ends_with(" refs/rad/sigrefs-parent") {
-                // A consistent parent, so only the root is wrong.
-                format!("{tip} refs/rad/sigrefs-parent\n")
-            } else {
-                format!("{l}\n")
-            }
-        })
-        .collect();
-    let signature = bob_key.sign(refs_blob.as_bytes());
-    let sig_file = home.path().join("sig");
-    std::fs::write(&sig_file, signature).unwrap();
-    let refs_id = git_input(&repo, &["hash-object", "-w", "--stdin"], &refs_blob);
-    let sig_id = git_at(&repo, &["hash-object", "-w", sig_file.to_str().unwrap()]);
-    let tree = git_input(
-        &repo,
-        &["mktree"],
-        &format!("100644 blob {refs_id}\trefs\n100644 blob {sig_id}\tsignature\n"),
-    );
-    let commit = git_at(
-        &repo,
-        &["commit-tree", &tree, "-p", &tip, "-m", "wrong root"],
-    );
-    git_at(&repo, &["update-ref", &sigrefs, &commit]);
+    rewrite_sigrefs(&repo, bob_nid, Some(&bob_key), true, |l, tip| {
+        if l.ends_with(" refs/rad/root") {
+            Some(format!("{elsewhere} refs/rad/root"))
+        } else if l.ends_with(" refs/rad/sigrefs-parent") {
+            // A consistent parent, so only the root is wrong.
+            Some(format!("{tip} refs/rad/sigrefs-parent"))
+        } else {
+            None
+        }
+    });
     git_at(
         &repo,
         &[
