@@ -15,7 +15,10 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use seedd_tests::{git, pkt, run, stdout, synthetic_repo, workspace, Seed, SeedOptions};
+use seedd_benches::{
+    cmd_out, ensure_seedd, fmt_figure, procfs, profile_dir, write_table, TableLine,
+};
+use seedd_tests::{git, pkt, run, stdout, synthetic_repo, Seed, SeedOptions};
 
 /// Bump when the generated datasets change, so cached ones are regenerated.
 const DATA_VERSION: &str = "v2";
@@ -47,92 +50,6 @@ fn main() {
         return;
     }
     bench::all();
-}
-
-// ------------------------------------------------------------------------------------------
-// /proc helpers
-// ------------------------------------------------------------------------------------------
-
-mod procfs {
-    use std::time::{Duration, Instant};
-
-    /// Clock ticks per second (`getconf CLK_TCK`, else 100).
-    pub fn clk_tck() -> f64 {
-        std::process::Command::new("getconf")
-            .arg("CLK_TCK")
-            .output()
-            .ok()
-            .and_then(|o| {
-                String::from_utf8_lossy(&o.stdout)
-                    .trim()
-                    .parse::<f64>()
-                    .ok()
-            })
-            .filter(|t| *t > 0.0)
-            .unwrap_or(100.0)
-    }
-
-    /// Fields after `comm` in /proc/<pid>/stat (index 0 = state, 1 = ppid, 11 = utime ...).
-    fn stat_fields(pid: u32) -> Option<Vec<String>> {
-        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-        let (_, rest) = stat.rsplit_once(") ")?;
-        Some(rest.split_whitespace().map(str::to_owned).collect())
-    }
-
-    /// utime + stime + cutime + cstime of `pid`, in clock ticks.
-    pub fn cpu_ticks(pid: u32) -> u64 {
-        let f = stat_fields(pid).unwrap_or_else(|| panic!("process {pid} is gone"));
-        f[11..15]
-            .iter()
-            .map(|v| v.parse::<u64>().unwrap_or(0))
-            .sum()
-    }
-
-    /// A `kB` field of /proc/<pid>/status (e.g. `VmHWM`, `VmRSS`), in KiB.
-    pub fn status_kib(pid: u32, key: &str) -> u64 {
-        let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
-        status
-            .lines()
-            .find_map(|l| {
-                let rest = l.strip_prefix(key)?.strip_prefix(':')?;
-                rest.split_whitespace().next()?.parse().ok()
-            })
-            .unwrap_or(0)
-    }
-
-    /// Reset VmHWM to the current RSS (`echo 5 > clear_refs`, Linux ≥ 4.0).
-    pub fn reset_hwm(pid: u32) -> bool {
-        std::fs::write(format!("/proc/{pid}/clear_refs"), "5").is_ok()
-    }
-
-    /// Number of child processes of `pid` (including zombies not yet reaped).
-    pub fn children(pid: u32) -> usize {
-        let ppid = pid.to_string();
-        std::fs::read_dir("/proc")
-            .map(|rd| {
-                rd.flatten()
-                    .filter(|e| {
-                        e.file_name()
-                            .to_string_lossy()
-                            .bytes()
-                            .all(|b| b.is_ascii_digit())
-                    })
-                    .filter_map(|e| e.file_name().to_str().and_then(|p| p.parse::<u32>().ok()))
-                    .filter(|p| stat_fields(*p).is_some_and(|f| f.get(1) == Some(&ppid)))
-                    .count()
-            })
-            .unwrap_or(0)
-    }
-
-    /// Wait (bounded) until the server has reaped all its children, so that their CPU is in
-    /// cutime/cstime.
-    pub fn settle(pid: u32) {
-        let deadline = Instant::now() + Duration::from_secs(5);
-        while children(pid) > 0 && Instant::now() < deadline {
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        std::thread::sleep(Duration::from_millis(30));
-    }
 }
 
 // ------------------------------------------------------------------------------------------
@@ -972,12 +889,12 @@ mod bench {
         /// Run `f`, returning its result, the server's CPU seconds and the wall time.
         fn measured<T>(&self, pid: u32, f: impl FnOnce() -> T) -> (T, f64, f64) {
             procfs::settle(pid);
-            let c0 = procfs::cpu_ticks(pid);
+            let c0 = server_cpu_ticks(pid);
             let t0 = Instant::now();
             let r = f();
             let wall = t0.elapsed().as_secs_f64();
             procfs::settle(pid);
-            let c1 = procfs::cpu_ticks(pid);
+            let c1 = server_cpu_ticks(pid);
             (r, c1.saturating_sub(c0) as f64 / self.tck, wall)
         }
 
@@ -1141,6 +1058,16 @@ mod bench {
         .into_bytes()
     }
 
+    /// utime + stime + cutime + cstime of a server, in clock ticks; it must still run.
+    fn server_cpu_ticks(pid: u32) -> u64 {
+        procfs::try_cpu_ticks(pid).unwrap_or_else(|| panic!("process {pid} is gone"))
+    }
+
+    /// A figure for the table (whole numbers below 1000 with decimals too).
+    fn fmt(v: Option<f64>) -> String {
+        fmt_figure(v, false)
+    }
+
     fn median(v: &mut [f64]) -> f64 {
         v.sort_by(f64::total_cmp);
         if v.is_empty() {
@@ -1150,84 +1077,6 @@ mod bench {
         } else {
             (v[v.len() / 2 - 1] + v[v.len() / 2]) / 2.0
         }
-    }
-
-    fn fmt(v: Option<f64>) -> String {
-        match v {
-            None => "n/a".into(),
-            Some(v) if !v.is_finite() => "n/a".into(),
-            Some(v) if v.abs() >= 1000.0 => format!("{v:.0}"),
-            Some(v) if v.abs() >= 100.0 => format!("{v:.1}"),
-            Some(v) if v.abs() >= 1.0 => format!("{v:.2}"),
-            Some(v) => format!("{v:.3}"),
-        }
-    }
-
-    /// `<target>/<profile>` of this executable (`…/release/deps/clone-<hash>` → `…/release`).
-    fn profile_dir() -> PathBuf {
-        let exe = std::env::current_exe().unwrap();
-        let dir = exe.parent().unwrap();
-        if dir.ends_with("deps") {
-            dir.parent().unwrap().to_owned()
-        } else {
-            dir.to_owned()
-        }
-    }
-
-    /// Build the seedd binary next to this bench (`cargo build --release -p seedd`), unless
-    /// `SEEDD_BENCH_NO_BUILD` is set. A failed build (e.g. someone mid-edit) falls back to an
-    /// existing binary.
-    fn ensure_seedd(ctx: &Ctx, profile: &Path) -> PathBuf {
-        let path = profile.join("seedd");
-        if std::env::var_os("SEEDD_BENCH_NO_BUILD").is_none() {
-            let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
-            let target = profile.parent().unwrap();
-            let name = profile.file_name().unwrap().to_string_lossy().into_owned();
-            let cargo_profile = if name == "debug" {
-                "dev".to_owned()
-            } else {
-                name
-            };
-            ctx.log(&format!(
-                "cargo build --profile {cargo_profile} -p seedd (target {})",
-                target.display()
-            ));
-            let status = Command::new(cargo)
-                .args([
-                    "build",
-                    "--profile",
-                    &cargo_profile,
-                    "-p",
-                    "seedd",
-                    "--bin",
-                    "seedd",
-                ])
-                .current_dir(workspace())
-                .env("CARGO_TARGET_DIR", target)
-                .stdin(Stdio::null())
-                .status();
-            match status {
-                Ok(s) if s.success() => {}
-                other if path.exists() => {
-                    ctx.log(&format!(
-                        "WARNING: building seedd failed ({other:?}); using the existing {}",
-                        path.display()
-                    ));
-                }
-                other => panic!(
-                    "seedd could not be built ({other:?}) and {} does not exist",
-                    path.display()
-                ),
-            }
-        }
-        assert!(path.exists(), "{} missing", path.display());
-        path
-    }
-
-    fn cmd_out(cmd: &mut Command) -> String {
-        cmd.output()
-            .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_owned())
-            .unwrap_or_default()
     }
 
     pub fn all() {
@@ -1255,7 +1104,7 @@ mod bench {
         };
         let (data_storage, repos) = data::datasets(&cache, &|m| ctx.log(m));
         assert_eq!(repos.len(), 4, "unexpected dataset manifest");
-        let seedd_bin = ensure_seedd(&ctx, &profile);
+        let seedd_bin = ensure_seedd(&|m| ctx.log(m), &profile);
 
         // One data dir, the same bare repositories served by both.
         let data_dir = scratch.join("data");
@@ -1705,32 +1554,21 @@ mod bench {
         );
         let _ = writeln!(t, "ratio = seedd / git; 'better' says which direction is good. Server CPU = Δ(utime+stime+cutime+cstime) of the server process.");
         let _ = writeln!(t);
-        let _ = writeln!(
-            t,
-            "{:<40} {:<26} {:>10} {:>10} {:>8}  {:<6} better",
-            "workload", "metric", "seedd", "git", "ratio", "unit"
+        write_table(
+            &mut t,
+            ["workload", "metric", "seedd", "git", "ratio", "unit"],
+            [40, 26, 10, 10, 8, 6],
+            112,
+            rows.iter().map(|r| TableLine {
+                group: &r.workload,
+                metric: &r.metric,
+                seedd: fmt(r.seedd),
+                other: fmt(r.git),
+                ratio: r.ratio().map_or("".into(), |x| format!("{x:.2}×")),
+                unit: r.unit,
+                better: r.better,
+            }),
         );
-        let _ = writeln!(t, "{}", "-".repeat(112));
-        let mut last = String::new();
-        for r in &rows {
-            let w = if r.workload == last {
-                String::new()
-            } else {
-                r.workload.clone()
-            };
-            last = r.workload.clone();
-            let _ = writeln!(
-                t,
-                "{:<40} {:<26} {:>10} {:>10} {:>8}  {:<6} {}",
-                w,
-                r.metric,
-                fmt(r.seedd),
-                fmt(r.git),
-                r.ratio().map_or("".into(), |x| format!("{x:.2}×")),
-                r.unit,
-                r.better
-            );
-        }
         let _ = writeln!(t);
         let _ = writeln!(
             t,

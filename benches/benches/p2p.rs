@@ -21,12 +21,15 @@
 
 use std::fmt::Write as _;
 use std::net::SocketAddr;
-use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
+use seedd_benches::procfs::{alive, clk_tck, cpu_ticks, reset_hwm, status_kib};
+use seedd_benches::{
+    ensure_seedd, env_usize, fmt, profile_dir, radicle_version, write_table, TableLine,
+};
 use seedd_proto::crypto::{Keypair, NodeId, RepoId};
 use seedd_proto::wire::handshake::{Initiator, ACT2_LEN};
 use seedd_proto::wire::message::{InventoryAnnouncement, NodeAnnouncement, RefsAnnouncement};
@@ -35,7 +38,7 @@ use seedd_proto::wire::{
     Subscribe, TIMESTAMP_MAX,
 };
 use seedd_tests::{
-    copy_tree, fixtures, free_port, radicle_bin, wait_for, workspace, RadNode, Seed, SeedOptions,
+    copy_tree, fixtures, radicle_bin, workspace, RadNode, RadNodeOptions, Seed, SeedOptions,
 };
 use serde_json::{json, Value};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -568,36 +571,27 @@ fn main() {
     );
     let _ = writeln!(t, "ratio = seedd / radicle-node. Target CPU = Δ(utime+stime+cutime+cstime), RSS = VmRSS of the target process.");
     let _ = writeln!(t);
-    let _ = writeln!(
-        t,
-        "{:<36} {:<32} {:>10} {:>12} {:>8}  {:<7} better",
-        "phase", "metric", "seedd", "radicle-node", "ratio", "unit"
-    );
-    let _ = writeln!(t, "{}", "-".repeat(120));
-    let mut last = String::new();
-    for r in &rows {
-        let p = if r.phase == last {
-            String::new()
-        } else {
-            r.phase.clone()
-        };
-        last = r.phase.clone();
-        let _ = writeln!(
-            t,
-            "{:<36} {:<32} {:>10} {:>12} {:>8}  {:<7} {}",
-            p,
-            r.metric,
-            fmt(r.seedd),
-            fmt(r.radicle),
-            r.ratio().map_or(String::new(), |x| if x >= 100.0 {
-                format!("{x:.0}×")
-            } else {
-                format!("{x:.2}×")
+    write_table(
+        &mut t,
+        ["phase", "metric", "seedd", "radicle-node", "ratio", "unit"],
+        [36, 32, 10, 12, 8, 7],
+        120,
+        rows.iter().map(|r| TableLine {
+            group: &r.phase,
+            metric: &r.metric,
+            seedd: fmt(r.seedd),
+            other: fmt(r.radicle),
+            ratio: r.ratio().map_or(String::new(), |x| {
+                if x >= 100.0 {
+                    format!("{x:.0}×")
+                } else {
+                    format!("{x:.2}×")
+                }
             }),
-            r.unit,
-            r.better
-        );
-    }
+            unit: r.unit,
+            better: r.better,
+        }),
+    );
     let _ = writeln!(t);
     let _ = writeln!(
         t,
@@ -818,7 +812,7 @@ fn run_target(
     log: &dyn Fn(&str),
 ) -> TargetResult {
     let pid = target.pid;
-    let cpu = || procfs_cpu_ticks(pid) as f64 / tck;
+    let cpu = || cpu_ticks(pid) as f64 / tck;
     std::thread::sleep(Duration::from_secs(2));
     let rss_base = status_kib(pid, "VmRSS");
     let routing_before = (target.routing)();
@@ -1025,7 +1019,7 @@ async fn wait_settled(shared: &Shared, pid: u32, tck: f64, max: Duration) -> Set
     let mut last = shared.frames_in.load(Ordering::Relaxed);
     let mut changed = Instant::now();
     // (when, CPU ticks) samples of the last ~second.
-    let mut samples = std::collections::VecDeque::from([(Instant::now(), procfs_cpu_ticks(pid))]);
+    let mut samples = std::collections::VecDeque::from([(Instant::now(), cpu_ticks(pid))]);
     loop {
         tokio::time::sleep(Duration::from_millis(250)).await;
         let now = shared.frames_in.load(Ordering::Relaxed);
@@ -1033,7 +1027,7 @@ async fn wait_settled(shared: &Shared, pid: u32, tck: f64, max: Duration) -> Set
             last = now;
             changed = Instant::now();
         }
-        samples.push_back((Instant::now(), procfs_cpu_ticks(pid)));
+        samples.push_back((Instant::now(), cpu_ticks(pid)));
         while samples.len() > 2 && samples[1].0.elapsed() >= Duration::from_secs(1) {
             samples.pop_front();
         }
@@ -1330,8 +1324,8 @@ fn respond(frame: &Frame, shared: &Shared, reply: &mut Vec<u8>) {
 // radicle-node
 // ------------------------------------------------------------------------------------------
 
-/// Like `RadNode::start` (copy of a fixture home, loopback, network test, static peers), but
-/// with `--log-level info` (the harness uses debug), `relay: always` like seedd here, and the
+/// `RadNode::start` (copy of a fixture home, loopback, network test, static peers), but with
+/// `--log-level info` (the harness uses debug), `relay: always` like seedd here, and the
 /// fixture repositories `repos` added to its storage so that both targets hold the same ones.
 fn start_radicle_node(name: &str, repos: &[&str]) -> RadNode {
     let f = fixtures();
@@ -1348,54 +1342,17 @@ fn start_radicle_node(name: &str, repos: &[&str]) -> RadNode {
             copy_tree(&f.storage().join(&canonical), &to);
         }
     }
-    let port = free_port();
-    let cfg_path = home.join("config.json");
-    let mut cfg: Value =
-        serde_json::from_str(&std::fs::read_to_string(&cfg_path).unwrap()).unwrap();
-    let node = &mut cfg["node"];
-    node["listen"] = json!([format!("127.0.0.1:{port}")]);
-    node["connect"] = json!([]);
-    node["network"] = Value::from("test");
-    node["peers"] = json!({ "type": "static" });
-    node["externalAddresses"] = json!([]);
-    node["seedingPolicy"] = json!({ "default": "allow", "scope": "all" });
-    node["relay"] = Value::from("always");
-    cfg["preferredSeeds"] = json!([]);
-    std::fs::write(&cfg_path, serde_json::to_vec_pretty(&cfg).unwrap()).unwrap();
-    let log = dir.path().join(format!("{name}.log"));
-    let log_file = std::fs::File::create(&log).unwrap();
-    let child = Command::new(radicle_bin("radicle-node"))
-        .arg("--log-level")
-        .arg("info")
-        .env("RAD_HOME", &home)
-        .env("RAD_PASSPHRASE", "")
-        .env_remove("RAD_SOCKET")
-        .stdin(Stdio::null())
-        .stdout(log_file.try_clone().unwrap())
-        .stderr(log_file)
-        .spawn()
-        .unwrap();
-    let mut node = RadNode {
-        name: name.to_owned(),
-        home,
-        dir,
-        child,
-        port,
-        nid: String::new(),
-        log,
-    };
-    node.nid = wait_for(
-        &format!("{name}'s radicle-node to start"),
-        Duration::from_secs(60),
-        || {
-            let nid = rad_cmd(&node, &["node", "status", "--only", "nid"]);
-            nid.starts_with("z6Mk").then_some(nid)
+    RadNode::start_with(
+        name,
+        &[],
+        RadNodeOptions {
+            dir: Some(dir),
+            log_level: "info".into(),
+            relay: Some("always".into()),
+            wait_listening: true,
+            ..RadNodeOptions::default()
         },
-    );
-    wait_for("radicle-node to listen", Duration::from_secs(30), || {
-        std::net::TcpStream::connect(("127.0.0.1", port)).ok()
-    });
-    node
+    )
 }
 
 /// `rad <args>` as the node's user: trimmed stdout (empty on failure).
@@ -1408,24 +1365,6 @@ fn rad_cmd(node: &RadNode, args: &[&str]) -> String {
         .output()
         .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_owned())
         .unwrap_or_default()
-}
-
-/// "radicle-node <version>" from cargo's install record (the binary prints "unknown").
-fn radicle_version() -> String {
-    let bin = radicle_bin("radicle-node");
-    let record = bin
-        .parent()
-        .and_then(Path::parent)
-        .map(|root| root.join(".crates.toml"));
-    record
-        .and_then(|p| std::fs::read_to_string(p).ok())
-        .and_then(|text| {
-            text.lines().find_map(|l| {
-                let rest = l.trim_start_matches('"').strip_prefix("radicle-node ")?;
-                Some(rest.split_whitespace().next()?.to_owned())
-            })
-        })
-        .unwrap_or_else(|| "(version unknown)".into())
 }
 
 // ------------------------------------------------------------------------------------------
@@ -1453,17 +1392,6 @@ impl Row {
     }
 }
 
-fn fmt(v: Option<f64>) -> String {
-    match v {
-        None => "n/a".into(),
-        Some(v) if !v.is_finite() => "n/a".into(),
-        Some(v) if v.abs() >= 1000.0 || (v.fract() == 0.0 && v.abs() < 1e9) => format!("{v:.0}"),
-        Some(v) if v.abs() >= 100.0 => format!("{v:.1}"),
-        Some(v) if v.abs() >= 1.0 || v == 0.0 => format!("{v:.2}"),
-        Some(v) => format!("{v:.3}"),
-    }
-}
-
 /// The workspace's commit (`+dirty` with local changes), for the record.
 fn git_describe() -> String {
     let git = |args: &[&str]| {
@@ -1486,13 +1414,6 @@ fn git_describe() -> String {
     } else {
         head
     }
-}
-
-fn env_usize(name: &str, default: usize) -> usize {
-    std::env::var(name)
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
 }
 
 fn now_ms() -> u64 {
@@ -1559,116 +1480,4 @@ fn summarize(kind: &str, items: &[String]) -> String {
         first.join("; "),
         if items.len() > 3 { "; …" } else { "" }
     )
-}
-
-fn alive(pid: u32) -> bool {
-    std::fs::read_to_string(format!("/proc/{pid}/stat"))
-        .ok()
-        .and_then(|s| s.rsplit_once(") ").map(|(_, rest)| !rest.starts_with('Z')))
-        .unwrap_or(false)
-}
-
-fn clk_tck() -> f64 {
-    Command::new("getconf")
-        .arg("CLK_TCK")
-        .output()
-        .ok()
-        .and_then(|o| {
-            String::from_utf8_lossy(&o.stdout)
-                .trim()
-                .parse::<f64>()
-                .ok()
-        })
-        .filter(|t| *t > 0.0)
-        .unwrap_or(100.0)
-}
-
-/// utime + stime + cutime + cstime of `pid`, in clock ticks (0 once the process is gone).
-fn procfs_cpu_ticks(pid: u32) -> u64 {
-    let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
-        return 0;
-    };
-    let Some((_, rest)) = stat.rsplit_once(") ") else {
-        return 0;
-    };
-    rest.split_whitespace()
-        .skip(11)
-        .take(4)
-        .map(|v| v.parse::<u64>().unwrap_or(0))
-        .sum()
-}
-
-/// A `kB` field of /proc/<pid>/status (`VmRSS`, `VmHWM`), in KiB.
-fn status_kib(pid: u32, key: &str) -> u64 {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
-    status
-        .lines()
-        .find_map(|l| {
-            let rest = l.strip_prefix(key)?.strip_prefix(':')?;
-            rest.split_whitespace().next()?.parse().ok()
-        })
-        .unwrap_or(0)
-}
-
-/// Reset VmHWM to the current RSS (`echo 5 > clear_refs`).
-fn reset_hwm(pid: u32) -> bool {
-    std::fs::write(format!("/proc/{pid}/clear_refs"), "5").is_ok()
-}
-
-/// `<target>/<profile>` of this executable (`…/release/deps/p2p-<hash>` → `…/release`).
-fn profile_dir() -> PathBuf {
-    let exe = std::env::current_exe().unwrap();
-    let dir = exe.parent().unwrap();
-    if dir.ends_with("deps") {
-        dir.parent().unwrap().to_owned()
-    } else {
-        dir.to_owned()
-    }
-}
-
-/// Build the seedd binary next to this bench, unless `SEEDD_BENCH_NO_BUILD` is set; a failed
-/// build falls back to an existing binary (as in the clone bench).
-fn ensure_seedd(log: &dyn Fn(&str), profile: &Path) -> PathBuf {
-    let path = profile.join("seedd");
-    if std::env::var_os("SEEDD_BENCH_NO_BUILD").is_none() {
-        let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
-        let target = profile.parent().unwrap();
-        let name = profile.file_name().unwrap().to_string_lossy().into_owned();
-        let cargo_profile = if name == "debug" {
-            "dev".to_owned()
-        } else {
-            name
-        };
-        log(&format!(
-            "cargo build --profile {cargo_profile} -p seedd (target {})",
-            target.display()
-        ));
-        let status = Command::new(cargo)
-            .args([
-                "build",
-                "--profile",
-                &cargo_profile,
-                "-p",
-                "seedd",
-                "--bin",
-                "seedd",
-            ])
-            .current_dir(workspace())
-            .env("CARGO_TARGET_DIR", target)
-            .stdin(Stdio::null())
-            .status();
-        match status {
-            Ok(s) if s.success() => {}
-            other if path.exists() => log(&format!(
-                "WARNING: building seedd failed ({other:?}); using the existing {}",
-                path.display()
-            )),
-            other => panic!(
-                "seedd could not be built ({other:?}) and {} does not exist",
-                path.display()
-            ),
-        }
-    }
-    assert!(path.exists(), "{} missing", path.display());
-    path
 }

@@ -21,11 +21,14 @@
 
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
+use std::process::{Command, Output};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use seedd_tests::SeedOptions;
-use seedd_tests::{copy_tree, free_port, radicle_bin, run, wait_for, workspace, RadNode, Seed};
+use seedd_benches::procfs::{alive, clk_tck, cpu_ticks, loadavg, reset_hwm, settle, status_kib};
+use seedd_benches::{
+    cmd_out, ensure_seedd, env_usize, fmt, profile_dir, radicle_version, write_table, TableLine,
+};
+use seedd_tests::{copy_tree, run, workspace, RadNode, RadNodeOptions, Seed, SeedOptions};
 use serde_json::{json, Value};
 
 /// Bump when the generated repository changes, so the cached one is regenerated.
@@ -353,32 +356,21 @@ fn main() {
     );
     let _ = writeln!(t, "ratio = seedd / radicle-node. CPU = Δ(utime+stime+cutime+cstime) of the process, children reaped. Both log at info.");
     let _ = writeln!(t);
-    let _ = writeln!(
-        t,
-        "{:<34} {:<30} {:>9} {:>9} {:>8}  {:<5} better",
-        "workload", "metric", "seedd", "radicle", "ratio", "unit"
+    write_table(
+        &mut t,
+        ["workload", "metric", "seedd", "radicle", "ratio", "unit"],
+        [34, 30, 9, 9, 8, 5],
+        110,
+        rows.iter().map(|r| TableLine {
+            group: &r.workload,
+            metric: &r.metric,
+            seedd: fmt(r.seedd),
+            other: fmt(r.radicle),
+            ratio: r.ratio().map_or(String::new(), |x| format!("{x:.2}×")),
+            unit: r.unit,
+            better: r.better,
+        }),
     );
-    let _ = writeln!(t, "{}", "-".repeat(110));
-    let mut last = String::new();
-    for r in &rows {
-        let w = if r.workload == last {
-            String::new()
-        } else {
-            r.workload.clone()
-        };
-        last = r.workload.clone();
-        let _ = writeln!(
-            t,
-            "{:<34} {:<30} {:>9} {:>9} {:>8}  {:<5} {}",
-            w,
-            r.metric,
-            fmt(r.seedd),
-            fmt(r.radicle),
-            r.ratio().map_or(String::new(), |x| format!("{x:.2}×")),
-            r.unit,
-            r.better
-        );
-    }
     let _ = writeln!(t);
     let _ = writeln!(
         t,
@@ -875,70 +867,18 @@ fn start_source(ds: &Dataset) -> RadNode {
 /// with the key derived from the name as in the test harness): network test, static peers,
 /// loopback listener, `connect` peers, the given seeding policy, log level info.
 fn start_node(dir: tempfile::TempDir, name: &str, connect: &[String], seeding: &Value) -> RadNode {
-    let home = dir.path().join(name);
-    if !home.is_dir() {
-        let seed_hex: String = name
-            .bytes()
-            .cycle()
-            .take(32)
-            .map(|b| format!("{b:02x}"))
-            .collect();
-        run(Command::new(radicle_bin("rad"))
-            .args(["auth", "--alias", name])
-            .env("RAD_HOME", &home)
-            .env("RAD_PASSPHRASE", "")
-            .env("RAD_KEYGEN_SEED", seed_hex)
-            .env_remove("RAD_SOCKET"));
-    }
-    let _ = std::fs::remove_file(home.join("node").join("control.sock"));
-    let port = free_port();
-    let cfg_path = home.join("config.json");
-    let mut cfg: Value =
-        serde_json::from_str(&std::fs::read_to_string(&cfg_path).unwrap()).unwrap();
-    let node = &mut cfg["node"];
-    node["listen"] = json!([format!("127.0.0.1:{port}")]);
-    node["connect"] = json!(connect);
-    node["network"] = Value::from("test");
-    node["peers"] = json!({ "type": "static" });
-    node["externalAddresses"] = json!([]);
-    node["seedingPolicy"] = seeding.clone();
-    node["alias"] = Value::from(name);
-    cfg["preferredSeeds"] = json!([]);
-    std::fs::write(&cfg_path, serde_json::to_vec_pretty(&cfg).unwrap()).unwrap();
-    let log = dir.path().join(format!("{name}.log"));
-    let log_file = std::fs::File::create(&log).unwrap();
-    let child = Command::new(radicle_bin("radicle-node"))
-        .args(["--log-level", "info"])
-        .env("RAD_HOME", &home)
-        .env("RAD_PASSPHRASE", "")
-        .env_remove("RAD_SOCKET")
-        .stdin(Stdio::null())
-        .stdout(log_file.try_clone().unwrap())
-        .stderr(log_file)
-        .spawn()
-        .unwrap();
-    let mut node = RadNode {
-        name: name.to_owned(),
-        home,
-        dir,
-        child,
-        port,
-        nid: String::new(),
-        log,
-    };
-    node.nid = wait_for(
-        &format!("{name}'s radicle-node to start"),
-        Duration::from_secs(60),
-        || {
-            let out = node.rad_in(Path::new("/"), &["node", "status", "--only", "nid"]);
-            let nid = String::from_utf8_lossy(&out.stdout).trim().to_owned();
-            (out.status.success() && nid.starts_with("z6Mk")).then_some(nid)
+    let _ = std::fs::remove_file(dir.path().join(name).join("node").join("control.sock"));
+    RadNode::start_with(
+        name,
+        connect,
+        RadNodeOptions {
+            dir: Some(dir),
+            log_level: "info".into(),
+            seeding_policy: seeding.clone(),
+            wait_listening: true,
+            ..RadNodeOptions::default()
         },
-    );
-    wait_for("radicle-node to listen", Duration::from_secs(30), || {
-        std::net::TcpStream::connect(("127.0.0.1", port)).ok()
-    });
-    node
+    )
 }
 
 /// SIGTERM, then wait (SIGKILL after 20 s).
@@ -955,22 +895,6 @@ fn stop_node(node: &mut RadNode) {
         }
         std::thread::sleep(Duration::from_millis(50));
     }
-}
-
-/// "v0.21.1" from cargo's install record (the binary prints "unknown").
-fn radicle_version() -> String {
-    let bin = radicle_bin("radicle-node");
-    bin.parent()
-        .and_then(Path::parent)
-        .map(|root| root.join(".crates.toml"))
-        .and_then(|p| std::fs::read_to_string(p).ok())
-        .and_then(|text| {
-            text.lines().find_map(|l| {
-                let rest = l.trim_start_matches('"').strip_prefix("radicle-node ")?;
-                Some(rest.split_whitespace().next()?.to_owned())
-            })
-        })
-        .unwrap_or_else(|| "(version unknown)".into())
 }
 
 // ------------------------------------------------------------------------------------------
@@ -1177,84 +1101,6 @@ fn loose_bytes(repo: &Path) -> u64 {
 }
 
 // ------------------------------------------------------------------------------------------
-// /proc helpers
-// ------------------------------------------------------------------------------------------
-
-fn clk_tck() -> f64 {
-    cmd_out(Command::new("getconf").arg("CLK_TCK"))
-        .parse::<f64>()
-        .ok()
-        .filter(|t| *t > 0.0)
-        .unwrap_or(100.0)
-}
-
-/// Fields after `comm` in /proc/<pid>/stat (index 0 = state, 1 = ppid, 11 = utime …).
-fn stat_fields(pid: u32) -> Option<Vec<String>> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    let (_, rest) = stat.rsplit_once(") ")?;
-    Some(rest.split_whitespace().map(str::to_owned).collect())
-}
-
-/// utime + stime + cutime + cstime of `pid`, in clock ticks (0 once the process is gone).
-fn cpu_ticks(pid: u32) -> u64 {
-    stat_fields(pid).map_or(0, |f| {
-        f[11..15]
-            .iter()
-            .map(|v| v.parse::<u64>().unwrap_or(0))
-            .sum()
-    })
-}
-
-fn alive(pid: u32) -> bool {
-    stat_fields(pid).is_some_and(|f| f[0] != "Z")
-}
-
-/// A `kB` field of /proc/<pid>/status (`VmHWM`, `VmRSS`), in KiB.
-fn status_kib(pid: u32, key: &str) -> u64 {
-    std::fs::read_to_string(format!("/proc/{pid}/status"))
-        .unwrap_or_default()
-        .lines()
-        .find_map(|l| {
-            let rest = l.strip_prefix(key)?.strip_prefix(':')?;
-            rest.split_whitespace().next()?.parse().ok()
-        })
-        .unwrap_or(0)
-}
-
-/// Reset VmHWM to the current RSS (`echo 5 > clear_refs`).
-fn reset_hwm(pid: u32) -> bool {
-    std::fs::write(format!("/proc/{pid}/clear_refs"), "5").is_ok()
-}
-
-/// Number of child processes of `pid` (zombies included).
-fn children(pid: u32) -> usize {
-    let ppid = pid.to_string();
-    std::fs::read_dir("/proc")
-        .map(|rd| {
-            rd.flatten()
-                .filter_map(|e| e.file_name().to_str().and_then(|p| p.parse::<u32>().ok()))
-                .filter(|p| stat_fields(*p).is_some_and(|f| f.get(1) == Some(&ppid)))
-                .count()
-        })
-        .unwrap_or(0)
-}
-
-/// Wait (bounded) until `pid` has reaped all its children, so their CPU is in cutime/cstime.
-fn settle(pid: u32) {
-    let deadline = Instant::now() + Duration::from_secs(5);
-    while children(pid) > 0 && Instant::now() < deadline {
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    std::thread::sleep(Duration::from_millis(30));
-}
-
-fn loadavg() -> String {
-    std::fs::read_to_string("/proc/loadavg")
-        .map(|s| s.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
-        .unwrap_or_default()
-}
-
-// ------------------------------------------------------------------------------------------
 // Helpers
 // ------------------------------------------------------------------------------------------
 
@@ -1311,24 +1157,6 @@ fn median(v: &mut [f64]) -> Option<f64> {
     }
 }
 
-fn fmt(v: Option<f64>) -> String {
-    match v {
-        None => "n/a".into(),
-        Some(v) if !v.is_finite() => "n/a".into(),
-        Some(v) if v.abs() >= 1000.0 || (v.fract() == 0.0 && v.abs() < 1e9) => format!("{v:.0}"),
-        Some(v) if v.abs() >= 100.0 => format!("{v:.1}"),
-        Some(v) if v.abs() >= 1.0 => format!("{v:.2}"),
-        Some(v) => format!("{v:.3}"),
-    }
-}
-
-fn env_usize(name: &str, default: usize) -> usize {
-    std::env::var(name)
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
-}
-
 /// Polls `cond` every 100 ms; whether it became true within `timeout`.
 fn wait_until(timeout: Duration, mut cond: impl FnMut() -> bool) -> bool {
     let deadline = Instant::now() + timeout;
@@ -1354,68 +1182,4 @@ fn text(out: &Output) -> String {
 fn tail(s: &str, n: usize) -> String {
     let lines: Vec<&str> = s.lines().collect();
     lines[lines.len().saturating_sub(n)..].join("\n")
-}
-
-fn cmd_out(cmd: &mut Command) -> String {
-    cmd.output()
-        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_owned())
-        .unwrap_or_default()
-}
-
-/// `<target>/<profile>` of this executable (`…/release/deps/replication-<hash>` → `…/release`).
-fn profile_dir() -> PathBuf {
-    let exe = std::env::current_exe().unwrap();
-    let dir = exe.parent().unwrap();
-    if dir.ends_with("deps") {
-        dir.parent().unwrap().to_owned()
-    } else {
-        dir.to_owned()
-    }
-}
-
-/// Build the seedd binary next to this bench, unless `SEEDD_BENCH_NO_BUILD` is set; a failed
-/// build falls back to an existing binary (as in the clone bench).
-fn ensure_seedd(log: &dyn Fn(&str), profile: &Path) -> PathBuf {
-    let path = profile.join("seedd");
-    if std::env::var_os("SEEDD_BENCH_NO_BUILD").is_none() {
-        let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
-        let target = profile.parent().unwrap();
-        let name = profile.file_name().unwrap().to_string_lossy().into_owned();
-        let cargo_profile = if name == "debug" {
-            "dev".to_owned()
-        } else {
-            name
-        };
-        log(&format!(
-            "cargo build --profile {cargo_profile} -p seedd (target {})",
-            target.display()
-        ));
-        let status = Command::new(cargo)
-            .args([
-                "build",
-                "--profile",
-                &cargo_profile,
-                "-p",
-                "seedd",
-                "--bin",
-                "seedd",
-            ])
-            .current_dir(workspace())
-            .env("CARGO_TARGET_DIR", target)
-            .stdin(Stdio::null())
-            .status();
-        match status {
-            Ok(s) if s.success() => {}
-            other if path.exists() => log(&format!(
-                "WARNING: building seedd failed ({other:?}); using the existing {}",
-                path.display()
-            )),
-            other => panic!(
-                "seedd could not be built ({other:?}) and {} does not exist",
-                path.display()
-            ),
-        }
-    }
-    assert!(path.exists(), "{} missing", path.display());
-    path
 }

@@ -1,1 +1,259 @@
+//! Helpers shared by the side-by-side benches (`benches/benches/*.rs`): /proc readers for the
+//! measured processes, the results table, and building the seedd binary under test.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+use seedd_tests::{radicle_bin, workspace};
+
+// ------------------------------------------------------------------------------------------
+// /proc helpers
+// ------------------------------------------------------------------------------------------
+
+pub mod procfs {
+    use std::time::{Duration, Instant};
+
+    /// Clock ticks per second (`getconf CLK_TCK`, else 100).
+    pub fn clk_tck() -> f64 {
+        super::cmd_out(std::process::Command::new("getconf").arg("CLK_TCK"))
+            .parse::<f64>()
+            .ok()
+            .filter(|t| *t > 0.0)
+            .unwrap_or(100.0)
+    }
+
+    /// Fields after `comm` in /proc/<pid>/stat (index 0 = state, 1 = ppid, 11 = utime …).
+    pub fn stat_fields(pid: u32) -> Option<Vec<String>> {
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+        let (_, rest) = stat.rsplit_once(") ")?;
+        Some(rest.split_whitespace().map(str::to_owned).collect())
+    }
+
+    /// utime + stime + cutime + cstime of `pid`, in clock ticks (`None` once it is gone).
+    pub fn try_cpu_ticks(pid: u32) -> Option<u64> {
+        stat_fields(pid).map(|f| {
+            f.iter()
+                .skip(11)
+                .take(4)
+                .map(|v| v.parse::<u64>().unwrap_or(0))
+                .sum()
+        })
+    }
+
+    /// utime + stime + cutime + cstime of `pid`, in clock ticks (0 once the process is gone).
+    pub fn cpu_ticks(pid: u32) -> u64 {
+        try_cpu_ticks(pid).unwrap_or(0)
+    }
+
+    /// Whether `pid` exists and is not a zombie.
+    pub fn alive(pid: u32) -> bool {
+        stat_fields(pid).is_some_and(|f| f.first().is_some_and(|s| s != "Z"))
+    }
+
+    /// A `kB` field of /proc/<pid>/status (`VmHWM`, `VmRSS`), in KiB (0 when absent).
+    pub fn status_kib(pid: u32, key: &str) -> u64 {
+        std::fs::read_to_string(format!("/proc/{pid}/status"))
+            .unwrap_or_default()
+            .lines()
+            .find_map(|l| {
+                let rest = l.strip_prefix(key)?.strip_prefix(':')?;
+                rest.split_whitespace().next()?.parse().ok()
+            })
+            .unwrap_or(0)
+    }
+
+    /// Reset VmHWM to the current RSS (`echo 5 > clear_refs`, Linux ≥ 4.0).
+    pub fn reset_hwm(pid: u32) -> bool {
+        std::fs::write(format!("/proc/{pid}/clear_refs"), "5").is_ok()
+    }
+
+    /// Number of child processes of `pid` (zombies not yet reaped included).
+    pub fn children(pid: u32) -> usize {
+        let ppid = pid.to_string();
+        std::fs::read_dir("/proc")
+            .map(|rd| {
+                rd.flatten()
+                    .filter_map(|e| e.file_name().to_str().and_then(|p| p.parse::<u32>().ok()))
+                    .filter(|p| stat_fields(*p).is_some_and(|f| f.get(1) == Some(&ppid)))
+                    .count()
+            })
+            .unwrap_or(0)
+    }
+
+    /// Wait (bounded) until `pid` has reaped all its children, so that their CPU is in
+    /// cutime/cstime.
+    pub fn settle(pid: u32) {
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while children(pid) > 0 && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        std::thread::sleep(Duration::from_millis(30));
+    }
+
+    /// The 1, 5 and 15 minute load averages ("" when unreadable).
+    pub fn loadavg() -> String {
+        std::fs::read_to_string("/proc/loadavg")
+            .map(|s| s.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
+            .unwrap_or_default()
+    }
+}
+
+// ------------------------------------------------------------------------------------------
+// Output
+// ------------------------------------------------------------------------------------------
+
+/// A figure for the table: "n/a" when missing or not finite, fewer decimals the larger it is;
+/// whole numbers below 1e9 without decimals.
+pub fn fmt(v: Option<f64>) -> String {
+    fmt_figure(v, true)
+}
+
+/// Like [`fmt`]; `whole_bare: false` gives whole numbers below 1000 decimals too ("5.00").
+pub fn fmt_figure(v: Option<f64>, whole_bare: bool) -> String {
+    match v {
+        None => "n/a".into(),
+        Some(v) if !v.is_finite() => "n/a".into(),
+        Some(v) if v.abs() >= 1000.0 => format!("{v:.0}"),
+        Some(v) if whole_bare && v.fract() == 0.0 && v.abs() < 1e9 => format!("{v:.0}"),
+        Some(v) if v.abs() >= 100.0 => format!("{v:.1}"),
+        Some(v) if v.abs() >= 1.0 => format!("{v:.2}"),
+        Some(v) => format!("{v:.3}"),
+    }
+}
+
+/// One line of a results table (cells already formatted).
+pub struct TableLine<'a> {
+    /// Workload or phase; printed only where it changes.
+    pub group: &'a str,
+    pub metric: &'a str,
+    pub seedd: String,
+    pub other: String,
+    pub ratio: String,
+    pub unit: &'a str,
+    pub better: &'a str,
+}
+
+/// Appends the header (`heads`: group, metric, seedd, other, ratio, unit; then "better"), a
+/// rule of `rule` dashes and the lines, in columns of `widths` (the first two and the unit
+/// left-aligned, the figures right-aligned).
+pub fn write_table<'a>(
+    t: &mut String,
+    heads: [&str; 6],
+    widths: [usize; 6],
+    rule: usize,
+    lines: impl IntoIterator<Item = TableLine<'a>>,
+) {
+    let [w0, w1, w2, w3, w4, w5] = widths;
+    let [h0, h1, h2, h3, h4, h5] = heads;
+    let _ = writeln!(
+        t,
+        "{h0:<w0$} {h1:<w1$} {h2:>w2$} {h3:>w3$} {h4:>w4$}  {h5:<w5$} better"
+    );
+    let _ = writeln!(t, "{}", "-".repeat(rule));
+    let mut last = "";
+    for l in lines {
+        let group = if l.group == last { "" } else { l.group };
+        last = l.group;
+        let _ = writeln!(
+            t,
+            "{group:<w0$} {:<w1$} {:>w2$} {:>w3$} {:>w4$}  {:<w5$} {}",
+            l.metric, l.seedd, l.other, l.ratio, l.unit, l.better
+        );
+    }
+}
+
+// ------------------------------------------------------------------------------------------
+// Environment
+// ------------------------------------------------------------------------------------------
+
+/// `$name` as a number, else `default`.
+pub fn env_usize(name: &str, default: usize) -> usize {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+/// Trimmed stdout of `cmd` (empty when it cannot run).
+pub fn cmd_out(cmd: &mut Command) -> String {
+    cmd.output()
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_owned())
+        .unwrap_or_default()
+}
+
+/// "v0.21.1" from cargo's install record of radicle-node (the binary prints "unknown").
+pub fn radicle_version() -> String {
+    let bin = radicle_bin("radicle-node");
+    bin.parent()
+        .and_then(Path::parent)
+        .map(|root| root.join(".crates.toml"))
+        .and_then(|p| std::fs::read_to_string(p).ok())
+        .and_then(|text| {
+            text.lines().find_map(|l| {
+                let rest = l.trim_start_matches('"').strip_prefix("radicle-node ")?;
+                Some(rest.split_whitespace().next()?.to_owned())
+            })
+        })
+        .unwrap_or_else(|| "(version unknown)".into())
+}
+
+/// `<target>/<profile>` of this executable (`…/release/deps/p2p-<hash>` → `…/release`).
+pub fn profile_dir() -> PathBuf {
+    let exe = std::env::current_exe().unwrap();
+    let dir = exe.parent().unwrap();
+    if dir.ends_with("deps") {
+        dir.parent().unwrap().to_owned()
+    } else {
+        dir.to_owned()
+    }
+}
+
+/// Build the seedd binary next to this bench (`cargo build --profile <profile> -p seedd`),
+/// unless `SEEDD_BENCH_NO_BUILD` is set. A failed build (e.g. someone mid-edit) falls back to
+/// an existing binary.
+pub fn ensure_seedd(log: &dyn Fn(&str), profile: &Path) -> PathBuf {
+    let path = profile.join("seedd");
+    if std::env::var_os("SEEDD_BENCH_NO_BUILD").is_none() {
+        let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+        let target = profile.parent().unwrap();
+        let name = profile.file_name().unwrap().to_string_lossy().into_owned();
+        let cargo_profile = if name == "debug" {
+            "dev".to_owned()
+        } else {
+            name
+        };
+        log(&format!(
+            "cargo build --profile {cargo_profile} -p seedd (target {})",
+            target.display()
+        ));
+        let status = Command::new(cargo)
+            .args([
+                "build",
+                "--profile",
+                &cargo_profile,
+                "-p",
+                "seedd",
+                "--bin",
+                "seedd",
+            ])
+            .current_dir(workspace())
+            .env("CARGO_TARGET_DIR", target)
+            .stdin(Stdio::null())
+            .status();
+        match status {
+            Ok(s) if s.success() => {}
+            other if path.exists() => log(&format!(
+                "WARNING: building seedd failed ({other:?}); using the existing {}",
+                path.display()
+            )),
+            other => panic!(
+                "seedd could not be built ({other:?}) and {} does not exist",
+                path.display()
+            ),
+        }
+    }
+    assert!(path.exists(), "{} missing", path.display());
+    path
+}

@@ -625,21 +625,64 @@ pub struct RadNode {
     pub log: PathBuf,
 }
 
+/// How [`RadNode::start_with`] sets up and runs `radicle-node`; the default is what
+/// [`RadNode::start`] does.
+pub struct RadNodeOptions {
+    /// Directory holding the home (`dir/<name>`, used as it is when it exists) and the log;
+    /// `None`: a fresh `/tmp/rn…`.
+    pub dir: Option<tempfile::TempDir>,
+    /// `--log-level` (default `debug`).
+    pub log_level: String,
+    /// `node.relay` ("always", "never", "auto"); `None` keeps the home's setting.
+    pub relay: Option<String>,
+    /// `node.seedingPolicy` (default: allow, scope all).
+    pub seeding_policy: Value,
+    /// Also wait until the node accepts TCP connections on its port (default false).
+    pub wait_listening: bool,
+}
+
+impl Default for RadNodeOptions {
+    fn default() -> Self {
+        RadNodeOptions {
+            dir: None,
+            log_level: "debug".into(),
+            relay: None,
+            seeding_policy: serde_json::json!({ "default": "allow", "scope": "all" }),
+            wait_listening: false,
+        }
+    }
+}
+
 impl RadNode {
     /// Starts `name`'s node, dialing `connect` peers (`nid@host:port`), seeding everything.
     /// `alice` and `bob` are the fixture homes; any other name gets a fresh identity (key
     /// derived from the name with `rad auth`), with no repositories.
     pub fn start(name: &str, connect: &[String]) -> RadNode {
-        let dir = tempfile::Builder::new()
-            .prefix("rn")
-            .tempdir_in("/tmp")
-            .unwrap();
-        Self::start_home(dir, name, connect)
+        Self::start_with(name, connect, RadNodeOptions::default())
     }
 
     /// Like [`start`](Self::start), with a home prepared in `dir/<name>` beforehand (e.g. a
     /// fixture home whose storage a test tampered with).
     pub fn start_home(dir: tempfile::TempDir, name: &str, connect: &[String]) -> RadNode {
+        Self::start_with(
+            name,
+            connect,
+            RadNodeOptions {
+                dir: Some(dir),
+                ..RadNodeOptions::default()
+            },
+        )
+    }
+
+    /// Like [`start`](Self::start), configured by `opts` (log level, relay, seeding policy,
+    /// a prepared home).
+    pub fn start_with(name: &str, connect: &[String], opts: RadNodeOptions) -> RadNode {
+        let dir = opts.dir.unwrap_or_else(|| {
+            tempfile::Builder::new()
+                .prefix("rn")
+                .tempdir_in("/tmp")
+                .unwrap()
+        });
         let home = dir.path().join(name);
         let fixture_home = fixtures().dir.join("homes").join(name);
         if home.is_dir() {
@@ -670,7 +713,10 @@ impl RadNode {
         node["network"] = Value::from("test");
         node["peers"] = serde_json::json!({ "type": "static" });
         node["externalAddresses"] = serde_json::json!([]);
-        node["seedingPolicy"] = serde_json::json!({ "default": "allow", "scope": "all" });
+        node["seedingPolicy"] = opts.seeding_policy;
+        if let Some(relay) = opts.relay {
+            node["relay"] = Value::from(relay);
+        }
         node["alias"] = Value::from(name);
         cfg["preferredSeeds"] = serde_json::json!([]);
         std::fs::write(&cfg_path, serde_json::to_vec_pretty(&cfg).unwrap()).unwrap();
@@ -678,7 +724,7 @@ impl RadNode {
         let log_file = std::fs::File::create(&log).unwrap();
         let child = Command::new(radicle_bin("radicle-node"))
             .arg("--log-level")
-            .arg("debug")
+            .arg(&opts.log_level)
             .env("RAD_HOME", &home)
             .env("RAD_PASSPHRASE", "")
             .env_remove("RAD_SOCKET")
@@ -705,6 +751,11 @@ impl RadNode {
                 (out.status.success() && nid.starts_with("z6Mk")).then_some(nid)
             },
         );
+        if opts.wait_listening {
+            wait_for("radicle-node to listen", Duration::from_secs(30), || {
+                std::net::TcpStream::connect(("127.0.0.1", port)).ok()
+            });
+        }
         node
     }
 
