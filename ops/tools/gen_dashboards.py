@@ -576,9 +576,83 @@ def storage():
                      "descriptors, TLS certificate expiry.", p, tags=("storage",))
 
 
+def fetch_quantile(q):
+    return (f"histogram_quantile({q}, sum by (le) "
+            f"(rate(seedd_fetch_duration_seconds_bucket{{{I}}}[{RATE}])))")
+
+
+def replication():
+    lay = Layout()
+    p = [lay.row("Fetches from peers")]
+    p.append(timeseries(lay, "Fetches by result", [
+        (f"sum by (result) (rate(seedd_fetches_total{{{I}}}[{RATE}]))", "{{result}}"),
+    ], unit="ops", desc="Fetches from Radicle peers per second, by result: ok, stream, git, "
+                        "too_large, timeout, invalid, io, index; queue_full = request dropped.",
+        stack=True, w=8))
+    p.append(timeseries(lay, "Fetch failure ratio", [
+        (f'sum(rate(seedd_fetches_total{{{I}, result!="ok"}}[{RATE}])) '
+         f"/ sum(rate(seedd_fetches_total{{{I}}}[{RATE}]))", "not ok"),
+    ], unit="percentunit", desc="Share of fetches that did not end ok (SeeddFetchFailureRatioHigh "
+                                 "above 50 % over 15 minutes, red line).", line_at=0.5, w=8))
+    p.append(stat(lay, "Time since last successful fetch", [
+        (f"time() - seedd_fetch_last_success_timestamp_seconds{{{I}}}", "{{instance}} {{kind}}"),
+    ], unit="s", desc="Now minus the end of the last successful fetch, by kind (clone: a new "
+                      "repository, update: one already held). Empty until a fetch succeeded.",
+        steps=[(None, "green"), (6 * 3600, "orange"), (24 * 3600, "red")], w=8, h=8,
+        text_mode="value_and_name"))
+
+    p.append(lay.row("Duration and volume"))
+    p.append(timeseries(lay, "Fetch duration quantiles", [
+        (fetch_quantile(0.5), "p50"),
+        (fetch_quantile(0.9), "p90"),
+        (fetch_quantile(0.99), "p99"),
+        (f"sum(rate(seedd_fetch_duration_seconds_sum{{{I}}}[{RATE}])) "
+         f"/ sum(rate(seedd_fetch_duration_seconds_count{{{I}}}[{RATE}]))", "mean"),
+    ], unit="s", desc="Transfer, validation and apply, from the seedd_fetch_duration_seconds "
+                      "histogram.", w=12))
+    p.append(timeseries(lay, "Bytes received", [
+        (f"sum(rate(seedd_fetch_received_bytes_total{{{I}}}[{RATE}]))", "received"),
+    ], unit="binBps", desc="git bytes received from peers by fetches (per fetch cap: "
+                           "p2p.max_fetch_bytes).", w=6))
+    p.append(timeseries(lay, "Refs updated", [
+        (f"sum(rate(seedd_fetch_refs_updated_total{{{I}}}[{RATE}]))", "refs"),
+    ], unit="ops", desc="Refs written or deleted by applied fetches, per second.", w=6))
+
+    p.append(lay.row("Queue and validation"))
+    p.append(timeseries(lay, "Fetch queue vs active", [
+        (f"sum(seedd_fetches_active{{{I}}})", "active"),
+        (f"sum(seedd_fetch_queue_depth{{{I}}})", "waiting for a slot"),
+    ], desc="Fetches running (cap p2p.max_concurrent_fetches) and waiting for a slot "
+            "(SeeddFetchQueueSaturated: waiting without a break for 15 minutes).", w=12))
+    p.append(timeseries(lay, "Validation failures by reason", [
+        (f"sum by (reason) (increase(seedd_fetch_validation_failures_total{{{I}}}[{RATE}]))",
+         "{{reason}}"),
+    ], desc="Whole fetches rejected (missing_identity, identity, delegate_diverged, threshold) "
+            "and namespaces pruned (invalid_sigrefs, unsigned_ref, mismatched_ref, missing_ref, "
+            "diverged): peers serving forged or inconsistent data.", w=12))
+
+    p.append(lay.row("Serving peers over Radicle"))
+    p.append(timeseries(lay, "Git streams served by result", [
+        (f"sum by (result) (rate(seedd_p2p_git_serves_total{{{I}}}[{RATE}]))", "{{result}}"),
+    ], unit="ops", desc="git streams served to Radicle peers fetching from this seed, by result.",
+        w=8))
+    p.append(timeseries(lay, "Git streams in flight", [
+        (f"sum(seedd_p2p_git_serves_in_flight{{{I}}})", "in flight"),
+    ], desc="git streams being served now (cap p2p.max_concurrent_serves).", w=8))
+    p.append(timeseries(lay, "Git bytes sent to peers", [
+        (f"sum(rate(seedd_p2p_git_served_bytes_total{{{I}}}[{RATE}]))", "sent"),
+    ], unit="binBps", desc="upload-pack output sent over Radicle streams.", w=8))
+    return dashboard("seedd-replication", "seedd / Replication",
+                     "Fetches from Radicle peers: rate and failures, duration, bytes, refs "
+                     "updated, queue and slots, validation failures, time since the last "
+                     "success; git served to peers over Radicle streams.",
+                     p, tags=("replication",))
+
+
 DASHBOARDS = {
     "seedd-overview.json": overview,
     "seedd-p2p.json": p2p,
+    "seedd-replication.json": replication,
     "seedd-serving.json": serving,
     "seedd-storage.json": storage,
 }

@@ -15,7 +15,8 @@ use seedd_proto::crypto::Keypair;
 use seedd_proto::wire::{Control, Frame, Link, Message, Ping, StreamId};
 use seedd_tests::raw;
 use seedd_tests::{
-    fixtures, free_port, git, http_get, raw_request, run, wait_for, workspace, Seed, SeedOptions,
+    fixtures, free_port, git, http_get, raw_request, run, run_unchecked, stdout, wait_for,
+    workspace, RadNode, Seed, SeedOptions,
 };
 use serde_json::Value;
 
@@ -281,6 +282,50 @@ fn exercise_p2p(seed: &Seed) -> Vec<TcpStream> {
     held
 }
 
+/// Replication: a seed (policy allow) clones heartwood from a real Radicle node (`ok`, last
+/// success `clone`, bytes, refs), then fetches it again from a diverged history of the
+/// delegate's signed refs (`invalid`, validation failure `delegate_diverged`).
+fn exercise_replication() -> (Seed, RadNode) {
+    let heartwood = fixtures().rid("heartwood-fixture");
+    let alice_nid = "z6MkeYAdpK8EPmUhABhVB2k6Bd6kSGzrh3e6QoUjxM4U48jz";
+    let seed = Seed::start(SeedOptions {
+        extra_config: "[policy]\ndefault = \"allow\"\n".into(),
+        ..Default::default()
+    });
+    let alice = RadNode::start("alice", &[seed.p2p_peer()]);
+    let held = seed.storage().join(heartwood.trim_start_matches("rad:"));
+    wait_for("heartwood fetched", Duration::from_secs(40), || {
+        (held.join("HEAD").exists()
+            && seed.metric("seedd_fetches_total", &["result=\"ok\""]) >= 1.0)
+            .then_some(())
+    });
+    let theirs = alice
+        .home
+        .join("storage")
+        .join(heartwood.trim_start_matches("rad:"));
+    let at = |args: &[&str]| {
+        stdout(&run(git(&theirs).arg("-C").arg(&theirs).args(args)))
+            .trim()
+            .to_owned()
+    };
+    let sigrefs = format!("refs/namespaces/{alice_nid}/refs/rad/sigrefs");
+    let tip = at(&["rev-parse", &sigrefs]);
+    let parent = at(&["rev-parse", &format!("{tip}^")]);
+    let tree = at(&["rev-parse", &format!("{tip}^{{tree}}")]);
+    let sibling = at(&["commit-tree", &tree, "-p", &parent, "-m", "diverged"]);
+    at(&["update-ref", &sigrefs, &sibling]);
+    let out = run_unchecked(&seed, &["fetch", &heartwood, "--from", &alice.nid]);
+    assert!(!out.status.success(), "diverged delegate accepted");
+    wait_for("a validation failure", Duration::from_secs(10), || {
+        (seed.metric(
+            "seedd_fetch_validation_failures_total",
+            &["reason=\"delegate_diverged\""],
+        ) >= 1.0)
+            .then_some(())
+    });
+    (seed, alice)
+}
+
 /// The metric names referenced by dashboards and rules are all exported after the seed has done
 /// the work each one counts (labelled families only appear once they have a series).
 #[test]
@@ -322,11 +367,16 @@ fn every_metric_in_dashboards_and_alert_rules_is_exported() {
         1_893_456_000.0
     );
     let tls_scrape = scrape(&tls_seed);
+    let (repl_seed, alice) = exercise_replication();
+    let repl_scrape = scrape(&repl_seed);
 
     let deadline = Instant::now() + Duration::from_secs(20);
     loop {
         let main_scrape = scrape(&seed);
-        let gone = missing(&wanted, &[main_scrape.clone(), tls_scrape.clone()]);
+        let gone = missing(
+            &wanted,
+            &[main_scrape.clone(), tls_scrape.clone(), repl_scrape.clone()],
+        );
         if gone.is_empty() {
             // The scrape is valid, lint-clean exposition text (when promtool is installed).
             promtool_check_metrics(&main_scrape);
@@ -340,6 +390,8 @@ fn every_metric_in_dashboards_and_alert_rules_is_exported() {
         std::thread::sleep(Duration::from_millis(200));
     }
     drop(peers);
+    drop(alice);
+    assert!(repl_seed.stop().success());
     assert!(tls_seed.stop().success());
     assert!(seed.stop().success());
 }
