@@ -350,7 +350,7 @@ impl Fetcher {
         //    and we lack — nothing unsigned, nothing of unwanted or blocked namespaces.
         let (cfg, repo2, w) = (inner.cfg.clone(), repo.clone(), wants.clone());
         let data = tokio::task::spawn_blocking(move || {
-            apply::data_wants(&cfg, rid, &repo2, &local, &|n: &NodeId, d: bool| w(n, d))
+            apply::data_wants(&cfg, rid, &repo2, &|n: &NodeId, d: bool| w(n, d))
         })
         .await
         .map_err(|e| FetchError::Git(e.to_string()))??;
@@ -728,11 +728,6 @@ pub fn recover(cfg: &FetchConfig, storage: &Storage) {
             apply::drop_quarantine(cfg, &repo);
         }
     }
-}
-
-/// The set of repository ids present in storage (for "do we have it").
-pub fn held(storage: &Storage) -> HashSet<RepoId> {
-    storage.list().unwrap_or_default().into_iter().collect()
 }
 
 #[cfg(test)]

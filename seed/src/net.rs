@@ -400,7 +400,7 @@ impl Net {
             trusted,
             storage,
             git,
-            serve_slots: Arc::new(tokio::sync::Semaphore::new(shared_serves(&cfg_serves))),
+            serve_slots: Arc::new(tokio::sync::Semaphore::new(cfg_serves.max(1))),
             hints: tokio::sync::broadcast::channel(1024).0,
             policies,
         });
@@ -670,7 +670,7 @@ impl Shared {
             match output {
                 Output::Send { to, message } => self.send(core, &to, &message),
                 Output::Disconnect { session, reason } => {
-                    self.close_session(core, session, reason_label(&reason));
+                    self.close_session(core, session, reason.label());
                     if let DisconnectReason::InvalidSignature
                     | DisconnectReason::InvalidTimestamp { .. } = reason
                     {
@@ -690,7 +690,7 @@ impl Shared {
                     }
                 }
                 Output::Persist(change) => changes.push(change),
-                Output::Event(event) => self.event(core, event),
+                Output::Event(event) => self.event(event),
             }
         }
         if !changes.is_empty() {
@@ -698,7 +698,7 @@ impl Shared {
         }
     }
 
-    fn event(&self, core: &Core, event: Event) {
+    fn event(&self, event: Event) {
         let m = &self.metrics.p2p;
         match event {
             Event::Dropped { reason, .. } => {
@@ -725,7 +725,6 @@ impl Shared {
                 let _ = self.hints.send(FetchHint { from: author, rids });
             }
         }
-        let _ = core;
     }
 
     /// Encodes `message` once per link and queues it on each target's outbox.
@@ -830,10 +829,6 @@ impl Shared {
     }
 }
 
-fn reason_label(reason: &DisconnectReason) -> &'static str {
-    reason.label()
-}
-
 /// Writes gossip changes to RocksDB in batches, off the async threads.
 async fn persister(index: Index, mut rx: mpsc::UnboundedReceiver<Persist>) {
     while let Some(first) = rx.recv().await {
@@ -888,10 +883,6 @@ async fn ticker(shared: Arc<Shared>) {
             .set(core.service.stored_announcements() as i64);
         m.banned_ips.set(core.guard.banned_count(now) as i64);
     }
-}
-
-fn shared_serves(n: &usize) -> usize {
-    (*n).max(1)
 }
 
 /// Starts a dialer for `nid` unless one runs. Returns whether a new one was started.

@@ -170,10 +170,8 @@ pub fn data_wants(
     cfg: &FetchConfig,
     rid: RepoId,
     repo: &Path,
-    local: &NodeId,
     wants: &dyn Fn(&NodeId, bool) -> bool,
 ) -> Result<Vec<String>, FetchError> {
-    let _ = local;
     let gix_repo = gix::open(repo).map_err(git_err)?;
     let fetched: BTreeMap<String, String> =
         refs_under(cfg, repo, QUARANTINE)?.into_iter().collect();
