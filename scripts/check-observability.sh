@@ -77,7 +77,7 @@ python3 ops/tools/dash_promql.py grafana/*.json
 step "metric names"
 python3 ops/tools/check_metric_names.py README.md grafana/*.json ops/alerts/*.yml
 
-step "dashboards: unique uids, variables, datasources, \$instance scoping, grid"
+step "dashboards: unique uids, variables, datasources, \$instance/\$tenant scoping, grid"
 python3 - grafana/*.json <<'PY'
 import json, sys
 uids, bad = {}, []
@@ -99,6 +99,11 @@ for f in sys.argv[1:]:
                     bad.append(f"{f}: {path}: datasource {ds}")
             if isinstance(n.get("expr"), str) and 'instance=~"$instance"' not in n["expr"]:
                 bad.append(f"{f}: {path}: expr not scoped to $instance: {n['expr']}")
+            if isinstance(n.get("expr"), str) and "seedd_tenant_" in n["expr"]:
+                if "tenant" not in names:
+                    bad.append(f"{f}: {path}: per-tenant expr but no $tenant variable")
+                if 'tenant=~"$tenant"' not in n["expr"]:
+                    bad.append(f"{f}: {path}: per-tenant expr not scoped to $tenant: {n['expr']}")
             for k, v in n.items():
                 walk(v, f"{path}/{k}")
         elif isinstance(n, list):

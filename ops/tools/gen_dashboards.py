@@ -15,6 +15,7 @@ OUT = ROOT / "grafana"
 
 DS = {"type": "prometheus", "uid": "${datasource}"}
 I = 'instance=~"$instance"'  # every selector is scoped to the chosen seeds
+T = 'tenant=~"$tenant"'  # per-tenant selectors are also scoped to the chosen tenants
 RATE = "$__rate_interval"
 INVENTORY_CAP = 2973  # Radicle's inventory announcement limit (RIDs per message)
 
@@ -86,6 +87,7 @@ def thresholds(steps):
 
 
 GREEN = [(None, "green")]
+QUOTA_STEPS = [(None, "green"), (0.9, "orange"), (1, "red")]  # SeeddTenantNear/OverQuota
 
 
 def timeseries(lay, title, queries, unit="short", desc="", w=12, h=8, stack=False,
@@ -217,7 +219,7 @@ def up_mapping():
     }]
 
 
-def variables():
+def variables(tenant=False):
     return [
         {
             "name": "datasource",
@@ -250,10 +252,33 @@ def variables():
             "sort": 1,
             "current": {"selected": True, "text": ["All"], "value": ["$__all"]},
         },
-    ]
+    ] + ([tenant_variable()] if tenant else [])
 
 
-def dashboard(uid, title, desc, panels, tags=()):
+def tenant_variable():
+    return {
+        "name": "tenant",
+        "label": "Tenant",
+        "description": "seedd tenants on the chosen seeds (label_values of seedd_tenant_repos)",
+        "type": "query",
+        "datasource": DS,
+        "query": {
+            "query": f"label_values(seedd_tenant_repos{{{I}}}, tenant)",
+            "refId": "PrometheusVariableQueryEditor-VariableQuery",
+            "qryType": 1,
+        },
+        "hide": 0,
+        "includeAll": True,
+        "allValue": ".+",
+        "multi": True,
+        "refresh": 2,
+        "regex": "",
+        "sort": 1,
+        "current": {"selected": True, "text": ["All"], "value": ["$__all"]},
+    }
+
+
+def dashboard(uid, title, desc, panels, tags=(), tenant=False):
     return {
         "annotations": {"list": [{
             "builtIn": 1,
@@ -286,7 +311,7 @@ def dashboard(uid, title, desc, panels, tags=()):
         "refresh": "30s",
         "schemaVersion": 39,
         "tags": ["seedd", "radicle", *tags],
-        "templating": {"list": variables()},
+        "templating": {"list": variables(tenant)},
         "time": {"from": "now-6h", "to": "now"},
         "timepicker": {},
         "timezone": "browser",
@@ -361,9 +386,28 @@ def overview():
         (f'sum(rate(seedd_p2p_message_bytes_total{{{I}, direction="in"}}[{RATE}]))', "in"),
         (f'sum(rate(seedd_p2p_message_bytes_total{{{I}, direction="out"}}[{RATE}]))', "out"),
     ], unit="binBps", desc="Radicle frame bytes received and sent (all message types)."))
+
+    p.append(lay.row("Tenants"))
+    p.append(stat(lay, "Tenants", [
+        (f'sum(seedd_tenants{{{I}, state="active"}})', "active"),
+        (f'sum(seedd_tenants{{{I}, state="suspended"}})', "suspended"),
+    ], desc="Tenants by state on the chosen seeds (not filtered by $tenant). Details: Tenants "
+            "dashboard.", w=4, h=8, text_mode="value_and_name"))
+    p.append(bargauge(lay, "Quota usage (top 10)", [
+        (f"topk(10, max by (tenant, quota) (seedd_tenant_quota_usage_ratio{{{I}, {T}}}))",
+         "{{tenant}} {{quota}}"),
+    ], unit="percentunit", desc="Usage over limit of the fullest tenant quotas (repos, bytes, "
+                                "egress per day); unlimited quotas have no series. "
+                                "SeeddTenantNearQuota at 90 %, SeeddTenantOverQuota at 100 %.",
+        max_=1, steps=QUOTA_STEPS, w=8, h=8))
+    p.append(timeseries(lay, "HTTP requests by tenant", [
+        (f"sum by (tenant) (rate(seedd_tenant_http_requests_total{{{I}, {T}}}[{RATE}]))",
+         "{{tenant}}"),
+    ], unit="reqps", desc="Git smart-HTTP requests on each tenant's hostnames per second.",
+        stack=True, w=12))
     return dashboard("seedd-overview", "seedd / Overview",
                      "One screen per seed: up, version, repositories, peers, HTTP traffic and "
-                     "errors, clone latency, disk.", p)
+                     "errors, clone latency, disk; tenants and their quotas.", p, tenant=True)
 
 
 def p2p():
@@ -649,12 +693,125 @@ def replication():
                      p, tags=("replication",))
 
 
+def quota_limit(usage, quota):
+    """The limit behind a quota, recovered as usage / ratio (only while usage > 0)."""
+    return (f"max by (tenant) ({usage}{{{I}, {T}}} / ignoring (quota) "
+            f'(seedd_tenant_quota_usage_ratio{{{I}, {T}, quota="{quota}"}} > 0))')
+
+
+def tenants():
+    lay = Layout()
+    p = [lay.row("Tenants")]
+    p.append(stat(lay, "Active tenants", [
+        (f'sum(seedd_tenants{{{I}, state="active"}})', "active"),
+    ], desc="Tenants in state active on the chosen seeds (not filtered by $tenant).", w=4))
+    p.append(stat(lay, "Suspended tenants", [
+        (f'sum(seedd_tenants{{{I}, state="suspended"}})', "suspended"),
+    ], desc="Tenants in state suspended (POST /api/v1/tenants/{name}/resume to resume). "
+            "Not filtered by $tenant.",
+        steps=[(None, "green"), (1, "orange")], w=4))
+    p.append(stat(lay, "Quotas at or over the limit", [
+        (f"count(seedd_tenant_quota_usage_ratio{{{I}, {T}}} >= 1) or vector(0)", "quotas"),
+    ], desc="(tenant, quota) pairs with usage ≥ limit: further seeds, fetches or requests are "
+            "refused (SeeddTenantOverQuota after 15 minutes).",
+        steps=[(None, "green"), (1, "red")], w=4))
+    p.append(stat(lay, "Quotas near the limit", [
+        (f"count(seedd_tenant_quota_usage_ratio{{{I}, {T}}} >= 0.9 < 1) or vector(0)", "quotas"),
+    ], desc="(tenant, quota) pairs at 90–100 % of the limit (SeeddTenantNearQuota after 1 hour).",
+        steps=[(None, "green"), (1, "orange")], w=4))
+    p.append(stat(lay, "Quota refusals (range)", [
+        (f"sum(increase(seedd_tenant_quota_exceeded_total{{{I}, {T}}}[$__range])) or vector(0)",
+         "refusals"),
+    ], desc="Seeds, fetches and requests refused because of a tenant quota over the dashboard's "
+            "time range.", steps=[(None, "green"), (1, "orange")], decimals=0, w=4))
+    p.append(stat(lay, "Rate-limited requests (range)", [
+        (f"sum(increase(seedd_tenant_rate_limited_total{{{I}, {T}}}[$__range])) or vector(0)",
+         "429s"),
+    ], desc="HTTP requests refused (429) by the tenants' own rate limits over the dashboard's "
+            "time range.", steps=[(None, "green"), (1, "orange")], decimals=0, w=4))
+
+    p.append(lay.row("Quotas"))
+    p.append(bargauge(lay, "Quota usage", [
+        (f"max by (tenant, quota) (seedd_tenant_quota_usage_ratio{{{I}, {T}}})",
+         "{{tenant}} {{quota}}"),
+    ], unit="percentunit", desc="Usage over limit per tenant and quota (repos, bytes, egress "
+                                "per day); unlimited quotas have no series. Highest across the "
+                                "chosen seeds.", max_=1, steps=QUOTA_STEPS, w=8, h=8))
+    p.append(timeseries(lay, "Quota usage by quota", [
+        (f"max by (tenant, quota) (seedd_tenant_quota_usage_ratio{{{I}, {T}}})",
+         "{{tenant}} {{quota}}"),
+    ], unit="percentunit", desc="seedd_tenant_quota_usage_ratio: 1 (red line) = the limit is "
+                                "reached and further seeds / fetches / requests are refused. "
+                                "The egress quota is per day and starts again at 0.",
+        line_at=1, w=16))
+    p.append(timeseries(lay, "Repositories vs quota", [
+        (f"max by (tenant) (seedd_tenant_repos{{{I}, {T}}})", "{{tenant}}"),
+        (quota_limit("seedd_tenant_repos", "repos"), "{{tenant}} quota"),
+    ], desc="Repositories seeded by each tenant, and its repos quota (derived as repositories / "
+            "usage ratio, so shown only while the tenant has repositories and a limit).", w=12))
+    p.append(timeseries(lay, "Stored bytes vs quota", [
+        (f"max by (tenant) (seedd_tenant_stored_bytes{{{I}, {T}}})", "{{tenant}}"),
+        (quota_limit("seedd_tenant_stored_bytes", "bytes"), "{{tenant}} quota"),
+    ], unit="bytes", desc="Bytes on disk of each tenant's repositories (a repository shared "
+                          "by tenants counts in full for each), and its bytes quota (derived, "
+                          "as for repositories).", w=12))
+    p.append(timeseries(lay, "Quota-exceeded events", [
+        (f"sum by (tenant, quota) (increase(seedd_tenant_quota_exceeded_total{{{I}, {T}}}[1h]))",
+         "{{tenant}} {{quota}}"),
+    ], desc="Seeds, fetches and requests refused per hour because of a tenant quota, by "
+            "quota (repos, bytes, egress per day).", w=12))
+    p.append(timeseries(lay, "Tenants by state", [
+        (f"sum by (state) (seedd_tenants{{{I}}})", "{{state}}"),
+    ], desc="Tenants per state (active, suspended) on the chosen seeds; not filtered by $tenant.",
+        stack=True, w=12))
+
+    p.append(lay.row("Traffic"))
+    p.append(timeseries(lay, "Egress by transport", [
+        (f"sum by (tenant, transport) (rate(seedd_tenant_egress_bytes_total{{{I}, {T}}}[{RATE}]))",
+         "{{tenant}} {{transport}}"),
+    ], unit="binBps", desc="Bytes served for each tenant per second, by transport: http "
+                           "(git smart-HTTP) and radicle (Radicle peers).", stack=True))
+    p.append(timeseries(lay, "HTTP requests by code", [
+        (f"sum by (tenant, code) (rate(seedd_tenant_http_requests_total{{{I}, {T}}}[{RATE}]))",
+         "{{tenant}} {{code}}"),
+    ], unit="reqps", desc="Requests on each tenant's hostnames per second, by status class "
+                          "(2xx, 3xx, 4xx, 5xx).", stack=True))
+    p.append(timeseries(lay, "Rate-limited requests by tenant", [
+        (f"sum by (tenant) (rate(seedd_tenant_rate_limited_total{{{I}, {T}}}[{RATE}]))",
+         "{{tenant}}"),
+    ], unit="reqps", desc="HTTP requests refused (429) by each tenant's rate limit "
+                          "(rate.requests_per_second / rate.burst)."))
+    p.append(timeseries(lay, "HTTP rate limiting by scope", [
+        (f"sum by (scope) (rate(seedd_http_rate_limited_total{{{I}}}[{RATE}]))", "{{scope}}"),
+    ], unit="reqps", desc="All HTTP refusals by rate limits and admission, not filtered by "
+                          "$tenant: ip and tenant (429), repo (per-repository pack queue, 503)."))
+
+    p.append(lay.row("Seed identities"))
+    p.append(timeseries(lay, "Identity inventory vs cap", [
+        (f"seedd_identity_inventory_repos{{{I}}}", "{{identity}} ({{instance}})"),
+        (f"seedd_identity_inventory_cap_repos{{{I}}}", "{{identity}} cap ({{instance}})"),
+    ], desc="Repositories each seed identity announces, against the most it may announce "
+            "(seeding beyond the cap is refused). SeeddIdentityInventoryNearCap at 85 %. "
+            "Not filtered by $tenant.", w=16))
+    p.append(bargauge(lay, "Identity inventory used", [
+        (f"seedd_identity_inventory_repos{{{I}}} / (seedd_identity_inventory_cap_repos{{{I}}} > 0)",
+         "{{identity}} ({{instance}})"),
+    ], unit="percentunit", desc="Inventory over cap per seed identity.", max_=1,
+        steps=[(None, "green"), (0.85, "orange"), (1, "red")], w=8, h=8))
+    return dashboard("seedd-tenants", "seedd / Tenants",
+                     "Per-tenant repositories, stored bytes and quotas, quota refusals, egress "
+                     "by transport, HTTP requests by code and rate limiting; tenants by state; "
+                     "seed identity inventory against its cap.",
+                     p, tags=("tenants",), tenant=True)
+
+
 DASHBOARDS = {
     "seedd-overview.json": overview,
     "seedd-p2p.json": p2p,
     "seedd-replication.json": replication,
     "seedd-serving.json": serving,
     "seedd-storage.json": storage,
+    "seedd-tenants.json": tenants,
 }
 
 

@@ -18,8 +18,12 @@ use crate::index::scan::ScanReport;
 use crate::index::Index;
 use crate::metrics::Metrics;
 
+mod tenants;
+
 /// Runs a storage → index reconcile; provided by the daemon.
 pub type Rescan = Arc<dyn Fn() -> Result<ScanReport, String> + Send + Sync>;
+/// Re-reads and applies the configuration; provided by the daemon.
+pub type Reload = Arc<dyn Fn() -> Result<Vec<String>, String> + Send + Sync>;
 
 pub struct AdminState {
     pub nid: NodeId,
@@ -28,8 +32,8 @@ pub struct AdminState {
     pub metrics: Arc<Metrics>,
     pub ready: Arc<AtomicBool>,
     pub started: Instant,
-    /// SHA-256 of the bearer token (compared digest to digest).
-    pub token_digest: [u8; 32],
+    /// SHA-256 of each accepted bearer token (compared digest to digest).
+    pub tokens: Arc<std::sync::RwLock<Vec<[u8; 32]>>>,
     pub http_listen: String,
     pub admin_listen: String,
     pub tls: bool,
@@ -38,6 +42,12 @@ pub struct AdminState {
     pub net: Option<crate::net::Net>,
     pub policies: Option<crate::policy::Policies>,
     pub fetcher: Option<crate::fetch::Fetcher>,
+    pub control: Option<crate::tenant::ops::Control>,
+    pub identities: Option<crate::identity::Identities>,
+    pub reload: Option<Reload>,
+    pub data_dir: std::path::PathBuf,
+    /// The default identity's key file (backup).
+    pub key_path: std::path::PathBuf,
 }
 
 pub fn router(state: Arc<AdminState>) -> Router {
@@ -57,6 +67,7 @@ pub fn router(state: Arc<AdminState>) -> Router {
         .route("/api/v1/repos/{rid}/unseed", post(repo_unseed))
         .route("/api/v1/nodes/{nid}/{action}", post(node_policy))
         .route("/api/v1/fetch", post(fetch))
+        .merge(tenants::routes())
         .route_layer(middleware::from_fn_with_state(state.clone(), require_token));
     Router::new()
         .route("/metrics", get(metrics))
@@ -85,7 +96,15 @@ async fn require_token(State(state): State<Arc<AdminState>>, req: Request, next:
         .map(|t| digest(t.trim().as_bytes()));
     match presented {
         // Comparing fixed-size digests leaks nothing useful about the token.
-        Some(d) if d == state.token_digest => next.run(req).await,
+        Some(d)
+            if state
+                .tokens
+                .read()
+                .map(|t| t.contains(&d))
+                .unwrap_or(false) =>
+        {
+            next.run(req).await
+        }
         _ => (
             StatusCode::UNAUTHORIZED,
             [(header::WWW_AUTHENTICATE, "Bearer")],
@@ -170,9 +189,44 @@ fn internal(e: impl std::fmt::Display) -> Response {
         .into_response()
 }
 
-async fn repos(State(state): State<Arc<AdminState>>) -> Response {
+#[derive(serde::Deserialize, Default)]
+struct ReposQuery {
+    tenant: Option<String>,
+}
+
+async fn repos(
+    State(state): State<Arc<AdminState>>,
+    axum::extract::Query(q): axum::extract::Query<ReposQuery>,
+) -> Response {
     let index = state.index.clone();
-    match tokio::task::spawn_blocking(move || index.repos()).await {
+    let only = match (&q.tenant, &state.control) {
+        (Some(t), Some(c)) => match c.tenants.get(t) {
+            Some((t, _)) => Some(t.repos.iter().map(|r| r.rid).collect::<Vec<_>>()),
+            None => return error(404, crate::tenant::TenantError::Unknown(t.clone())),
+        },
+        _ => None,
+    };
+    let tenants = state.control.as_ref().map(|c| c.tenants.clone());
+    let result = tokio::task::spawn_blocking(move || {
+        let mut repos = index.repos()?;
+        if let Some(only) = &only {
+            repos.retain(|r| only.contains(&r.rid));
+        }
+        Ok::<_, crate::index::IndexError>(
+            repos
+                .into_iter()
+                .map(|r| {
+                    let mut v = serde_json::to_value(&r).unwrap_or_default();
+                    if let (Some(t), Some(obj)) = (&tenants, v.as_object_mut()) {
+                        obj.insert("tenants".into(), serde_json::json!(t.claimants(&r.rid)));
+                    }
+                    v
+                })
+                .collect::<Vec<_>>(),
+        )
+    })
+    .await;
+    match result {
         Ok(Ok(r)) => Json(serde_json::json!({ "repos": r })).into_response(),
         Ok(Err(e)) => internal(e),
         Err(e) => internal(e),
@@ -366,13 +420,6 @@ fn parse_nid(nid: &str) -> Result<NodeId, Box<Response>> {
         .map_err(|e| Box::new(bad_request(format!("invalid node id {nid:?}: {e}"))))
 }
 
-/// After a policy change: new subscription filter, inventory.
-fn policy_changed(state: &AdminState, net: &crate::net::Net, p: &crate::policy::Policies) {
-    let seeded = p.explicitly_seeded().into_iter().map(|(r, _)| r).collect();
-    net.set_seeding(p.seeds_by_default(), seeded);
-    crate::daemon::refresh_inventory(&state.index, net, p);
-}
-
 async fn policies(State(state): State<Arc<AdminState>>) -> Response {
     let p = match &state.policies {
         Some(p) => p.clone(),
@@ -392,8 +439,33 @@ async fn policies(State(state): State<Arc<AdminState>>) -> Response {
 #[derive(serde::Deserialize, Default)]
 struct SeedBody {
     scope: Option<String>,
-    /// `z6Mk…@host:port`: connect to this peer and fetch from it.
+    /// `z6Mk…@host:port` (connect first) or `z6Mk…`: fetch from this peer.
     from: Option<String>,
+    /// Seed for this tenant (quota, deny list and inventory-cap checks; reference-counted).
+    tenant: Option<String>,
+    /// The tenant's short alias for the repository (`https://<tenant host>/<alias>.git`).
+    alias: Option<String>,
+}
+
+fn control(state: &AdminState) -> Result<&crate::tenant::ops::Control, Box<Response>> {
+    state.control.as_ref().ok_or_else(|| {
+        Box::new(
+            (
+                StatusCode::SERVICE_UNAVAILABLE,
+                Json(serde_json::json!({ "error": "tenancy is not running" })),
+            )
+                .into_response(),
+        )
+    })
+}
+
+/// A one-line JSON error with the given status.
+pub(crate) fn error(status: u16, msg: impl std::fmt::Display) -> Response {
+    (
+        StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR),
+        Json(serde_json::json!({ "error": msg.to_string() })),
+    )
+        .into_response()
 }
 
 async fn repo_seed(
@@ -401,9 +473,9 @@ async fn repo_seed(
     Path(rid): Path<String>,
     body: Option<Json<SeedBody>>,
 ) -> Response {
-    let (net, p, fetcher) = match parts(&state) {
-        Ok(x) => x,
-        Err(r) => return *r,
+    let (net, ctl) = match (net(&state), control(&state)) {
+        (Ok(n), Ok(c)) => (n, c.clone()),
+        (Err(r), _) | (_, Err(r)) => return *r,
     };
     let rid = match parse_rid(&rid) {
         Ok(r) => r,
@@ -411,69 +483,68 @@ async fn repo_seed(
     };
     let body = body.map(|Json(b)| b).unwrap_or_default();
     let scope = match body.scope.as_deref() {
+        None if body.tenant.is_some() => crate::index::policy::Scope::Followed,
         None | Some("all") => crate::index::policy::Scope::All,
         Some("followed") => crate::index::policy::Scope::Followed,
         Some(other) => {
             return bad_request(format!("scope {other:?}: expected \"all\" or \"followed\""))
         }
     };
-    let from = match body.from.as_deref().map(crate::net::parse_peer) {
+    let from = match body.from.as_deref() {
         None => None,
-        Some(Ok(x)) => Some(x),
-        Some(Err(e)) => return bad_request(format!("from: {e}")),
-    };
-    if let Err(e) = p.set_repo(
-        &rid,
-        Some(crate::index::policy::RepoPolicy::Allow { scope }),
-    ) {
-        return internal(e);
-    }
-    policy_changed(&state, net, p);
-    // Fetch from the given peer, or from a connected node known to seed it.
-    let source = match from {
-        Some((nid, addr)) => {
-            net.connect(nid, addr);
-            Some(nid)
-        }
-        None => {
-            let connected = net.connected();
-            net.routing(Some(rid), None)
-                .into_iter()
-                .map(|r| r.nid)
-                .find(|n| connected.contains(n))
-        }
-    };
-    if let Some(nid) = source {
-        let (net, fetcher) = (net.clone(), fetcher.clone());
-        tokio::spawn(async move {
-            for _ in 0..100 {
-                if net.connected().contains(&nid) {
-                    fetcher.request(rid, nid);
-                    return;
-                }
-                tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+        Some(f) if f.contains('@') => match crate::net::parse_peer(f) {
+            Ok((nid, addr)) => {
+                net.connect(nid, addr);
+                Some(nid)
             }
-            tracing::warn!(%rid, peer = %nid, "seed: peer did not connect; fetch later by sync");
-        });
+            Err(e) => return bad_request(format!("from: {e}")),
+        },
+        Some(f) => match f.parse::<NodeId>() {
+            Ok(n) => Some(n),
+            Err(e) => return bad_request(format!("from: {e}")),
+        },
+    };
+    let tenant = body.tenant.clone();
+    let alias = body.alias.clone();
+    let result = tokio::task::spawn_blocking(move || {
+        ctl.seed(tenant.as_deref(), rid, scope, alias, from)
+    })
+    .await;
+    match result {
+        Ok(Ok(o)) => Json(serde_json::json!({
+            "rid": o.rid, "seeded": o.seeded, "tenant": o.tenant, "owner": o.owner,
+            "policy": "allow", "scope": scope, "fetching_from": from,
+        }))
+        .into_response(),
+        Ok(Err(e)) => error(e.status(), e),
+        Err(e) => internal(e),
     }
-    Json(serde_json::json!({ "rid": rid, "policy": "allow", "scope": scope, "fetching_from": source }))
-        .into_response()
 }
 
-async fn repo_unseed(State(state): State<Arc<AdminState>>, Path(rid): Path<String>) -> Response {
-    let (net, p, _) = match parts(&state) {
-        Ok(x) => x,
+#[derive(serde::Deserialize, Default)]
+struct UnseedBody {
+    tenant: Option<String>,
+}
+
+async fn repo_unseed(
+    State(state): State<Arc<AdminState>>,
+    Path(rid): Path<String>,
+    body: Option<Json<UnseedBody>>,
+) -> Response {
+    let ctl = match control(&state) {
+        Ok(c) => c.clone(),
         Err(r) => return *r,
     };
     let rid = match parse_rid(&rid) {
         Ok(r) => r,
         Err(r) => return *r,
     };
-    if let Err(e) = p.set_repo(&rid, Some(crate::index::policy::RepoPolicy::Block)) {
-        return internal(e);
+    let tenant = body.and_then(|Json(b)| b.tenant);
+    match tokio::task::spawn_blocking(move || ctl.unseed(tenant.as_deref(), rid)).await {
+        Ok(Ok(o)) => Json(serde_json::json!(o)).into_response(),
+        Ok(Err(e)) => error(e.status(), e),
+        Err(e) => internal(e),
     }
-    policy_changed(&state, net, p);
-    Json(serde_json::json!({ "rid": rid, "policy": "block" })).into_response()
 }
 
 #[derive(serde::Deserialize, Default)]

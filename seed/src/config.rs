@@ -14,7 +14,12 @@ const ENV_PREFIX: &str = "SEEDD";
 /// Separator between levels in environment keys.
 const ENV_SEPARATOR: &str = "__";
 /// Keys whose environment value is a comma-separated list.
-const ENV_LIST_KEYS: &[&str] = &["p2p.listen", "p2p.external_addresses", "p2p.connect"];
+const ENV_LIST_KEYS: &[&str] = &[
+    "p2p.listen",
+    "p2p.external_addresses",
+    "p2p.connect",
+    "http.rate.trusted_proxies",
+];
 
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
@@ -45,6 +50,11 @@ pub struct Config {
     pub policy: PolicyConfig,
     pub log: LogConfig,
     pub keys: KeysConfig,
+    /// More seed identities (`[[identities]]`: name, listen, external_addresses, inventory_cap).
+    pub identities: Vec<crate::identity::IdentitySpec>,
+    /// Tenants declared in the file (`[[tenants]]`), applied at start and on reload like
+    /// `seedctl apply` (tenants created at runtime are left alone).
+    pub tenants: Vec<crate::tenant::ops::TenantSpec>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
@@ -76,6 +86,8 @@ pub struct P2pConfig {
     pub max_fetch_bytes: u64,
     /// A fetch that receives nothing for this long is aborted.
     pub fetch_timeout_secs: u64,
+    /// Most repositories the default identity announces (≤ 2,973, the inventory limit).
+    pub inventory_cap: usize,
     pub rate: RateConfig,
     pub ban: BanConfig,
 }
@@ -159,6 +171,45 @@ pub struct HttpConfig {
     pub max_request_bytes: u64,
     /// Path to the `git` executable used for pack generation.
     pub git_binary: String,
+    /// Per-client-IP rate limit and per-repository admission (`http.rate.*`).
+    #[serde(default)]
+    pub rate: HttpRateConfig,
+    /// Hosts no tenant claims: `all` (every public repository) or `none` (404).
+    pub unknown_hosts: String,
+}
+
+/// HTTP rate limits and per-repository pack admission (seed/src/http/ratelimit.rs).
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(default)]
+pub struct HttpRateConfig {
+    /// Requests per second per client IP (IPv6: per prefix); fractional allowed; 0 = off.
+    pub per_ip_requests_per_second: f64,
+    /// Requests a client may make at once above the rate.
+    pub per_ip_burst: u32,
+    /// IPv6 clients are limited per prefix of this length.
+    pub ipv6_prefix: u8,
+    /// Proxies (CIDRs or addresses) whose `Forwarded` / `X-Forwarded-For` is believed.
+    pub trusted_proxies: Vec<String>,
+    /// Concurrent pack generations per repository; 0 = no per-repository limit.
+    pub per_repo_concurrent_packs: usize,
+    /// Requests that may wait for a repository's pack slot; beyond that: 503 + Retry-After.
+    pub per_repo_queue: usize,
+    /// How long a request waits in a repository's queue before 503.
+    pub per_repo_queue_timeout_ms: u64,
+}
+
+impl Default for HttpRateConfig {
+    fn default() -> Self {
+        Self {
+            per_ip_requests_per_second: 50.0,
+            per_ip_burst: 100,
+            ipv6_prefix: 64,
+            trusted_proxies: Vec::new(),
+            per_repo_concurrent_packs: 2,
+            per_repo_queue: 4,
+            per_repo_queue_timeout_ms: 2_000,
+        }
+    }
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
@@ -174,6 +225,8 @@ pub struct AdminConfig {
     pub listen: String,
     /// Bearer token file. Unset: a token is generated once at `<data_dir>/admin-token`.
     pub token_file: Option<PathBuf>,
+    /// More token files, each accepted too (rotation: add the new file, reload, drop the old).
+    pub token_files: Vec<PathBuf>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
@@ -211,6 +264,8 @@ impl Default for Config {
             policy: PolicyConfig::default(),
             log: LogConfig::default(),
             keys: KeysConfig::default(),
+            identities: Vec::new(),
+            tenants: Vec::new(),
         }
     }
 }
@@ -236,6 +291,7 @@ impl Default for P2pConfig {
             max_concurrent_fetches: 4,
             max_fetch_bytes: 500 * 1024 * 1024,
             fetch_timeout_secs: 30,
+            inventory_cap: 2_973,
             rate: RateConfig::default(),
             ban: BanConfig::default(),
         }
@@ -255,6 +311,8 @@ impl Default for HttpConfig {
             request_timeout_secs: 3_600,
             max_request_bytes: 64 * 1024 * 1024,
             git_binary: "git".to_owned(),
+            rate: HttpRateConfig::default(),
+            unknown_hosts: "all".to_owned(),
         }
     }
 }
@@ -264,6 +322,7 @@ impl Default for AdminConfig {
         Self {
             listen: "127.0.0.1:9776".to_owned(),
             token_file: None,
+            token_files: Vec::new(),
         }
     }
 }
@@ -525,6 +584,51 @@ impl Config {
                 "must be at least 1024".into(),
             ));
         }
+        self.http.rate.validate(&bad)?;
+        if !matches!(self.http.unknown_hosts.as_str(), "all" | "none") {
+            return Err(bad(
+                "http.unknown_hosts",
+                format!("{:?}: expected \"all\" or \"none\"", self.http.unknown_hosts),
+            ));
+        }
+        if !(1..=crate::tenant::INVENTORY_LIMIT).contains(&self.p2p.inventory_cap) {
+            return Err(bad(
+                "p2p.inventory_cap",
+                format!("{}: expected 1–2973", self.p2p.inventory_cap),
+            ));
+        }
+        let mut names = std::collections::BTreeSet::new();
+        for (i, id) in self.identities.iter().enumerate() {
+            if !crate::tenant::valid_name(&id.name) || id.name == crate::tenant::DEFAULT_IDENTITY || !names.insert(id.name.clone()) {
+                return Err(bad(
+                    "identities",
+                    format!("entry {i}: name {:?} must be unique, not \"default\", 1-63 of a-z, 0-9, -", id.name),
+                ));
+            }
+            if id.listen.is_empty() || id.listen.iter().any(|l| l.parse::<SocketAddr>().is_err()) {
+                return Err(bad(
+                    "identities",
+                    format!("entry {i} ({}): listen must be one or more ip:port", id.name),
+                ));
+            }
+        }
+        let mut tenants = std::collections::BTreeSet::new();
+        for (i, t) in self.tenants.iter().enumerate() {
+            if !crate::tenant::valid_name(&t.name) || !tenants.insert(t.name.clone()) {
+                return Err(bad(
+                    "tenants",
+                    format!("entry {i}: name {:?} must be unique, 1-63 of a-z, 0-9, -", t.name),
+                ));
+            }
+            if let Some(id) = &t.identity {
+                if id != crate::tenant::DEFAULT_IDENTITY && !names.contains(id) {
+                    return Err(bad(
+                        "tenants",
+                        format!("tenant {}: identity {id:?} is not declared in [[identities]]", t.name),
+                    ));
+                }
+            }
+        }
         if let Some(tls) = &self.http.tls {
             for (key, path) in [("http.tls.cert", &tls.cert), ("http.tls.key", &tls.key)] {
                 if !path.is_file() {
@@ -612,6 +716,38 @@ impl Config {
     /// The effective configuration as TOML.
     pub fn to_toml(&self) -> Result<String, ConfigError> {
         toml::to_string_pretty(self).map_err(|e| ConfigError::Load(e.to_string()))
+    }
+}
+
+impl HttpRateConfig {
+    fn validate(&self, bad: &dyn Fn(&str, String) -> ConfigError) -> Result<(), ConfigError> {
+        let rps = self.per_ip_requests_per_second;
+        if !(rps.is_finite() && (0.0..=1_000_000.0).contains(&rps)) {
+            return Err(bad(
+                "http.rate.per_ip_requests_per_second",
+                format!("{rps}: expected 0 (off) to 1000000"),
+            ));
+        }
+        if self.per_ip_burst == 0 {
+            return Err(bad("http.rate.per_ip_burst", "must be at least 1".into()));
+        }
+        if !(1..=128).contains(&self.ipv6_prefix) {
+            return Err(bad(
+                "http.rate.ipv6_prefix",
+                format!("{}: expected 1–128 (64 is one host)", self.ipv6_prefix),
+            ));
+        }
+        for (i, p) in self.trusted_proxies.iter().enumerate() {
+            p.parse::<crate::http::ratelimit::Cidr>()
+                .map_err(|e| bad("http.rate.trusted_proxies", format!("entry {i} {e}")))?;
+        }
+        if self.per_repo_queue_timeout_ms == 0 {
+            return Err(bad(
+                "http.rate.per_repo_queue_timeout_ms",
+                "must be at least 1".into(),
+            ));
+        }
+        Ok(())
     }
 }
 

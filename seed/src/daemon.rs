@@ -22,6 +22,8 @@ use crate::net::{Net, NetConfig, NetDeps};
 use crate::policy::Policies;
 use crate::serve::{GitServer, PackLimiter, StreamLimits};
 use crate::storage::Storage;
+use crate::tenant::ops::{ApplyRequest, Control};
+use crate::tenant::Tenants;
 
 /// How often TLS files are checked for changes.
 const TLS_POLL: Duration = Duration::from_secs(10);
@@ -124,35 +126,47 @@ fn rescanner(
     })
 }
 
-/// Our inventory: public repositories we hold and seed (§5.5).
-pub(crate) fn refresh_inventory(index: &Index, net: &Net, policies: &Policies) {
-    match index.repos() {
-        Ok(repos) => net.set_inventory(
-            repos
-                .iter()
-                .filter(|r| r.is_public() && policies.seeding(&r.rid).is_some())
-                .map(|r| r.rid)
-                .collect(),
-        ),
-        Err(e) => tracing::error!(error = %e, "reading the index for the inventory failed"),
-    }
-}
-
-/// After each successful rescan, announce the public repositories as our inventory.
+/// After each successful rescan: tenants' repository sizes, then every identity's inventory.
 fn with_inventory(
     rescan: Arc<dyn Fn() -> Result<ScanReport, String> + Send + Sync>,
-    index: Index,
-    net: Net,
-    policies: Policies,
+    storage: Storage,
+    identities: crate::identity::Identities,
+    tenants: Tenants,
 ) -> Arc<dyn Fn() -> Result<ScanReport, String> + Send + Sync> {
     Arc::new(move || {
         let report = rescan()?;
-        refresh_inventory(&index, &net, &policies);
+        measure_tenant_repos(&storage, &tenants);
+        identities.refresh();
         Ok(report)
     })
 }
 
-pub async fn run(cfg: Config) -> anyhow::Result<()> {
+/// Bytes on disk of every repository a tenant holds (quota accounting).
+fn measure_tenant_repos(storage: &Storage, tenants: &Tenants) {
+    let held: std::collections::BTreeSet<_> = tenants
+        .list()
+        .into_iter()
+        .flat_map(|(t, _)| t.repos.into_iter().map(|r| r.rid))
+        .collect();
+    for rid in held {
+        let path = storage.path_of(&rid);
+        let size = path
+            .join("HEAD")
+            .exists()
+            .then(|| crate::tenant::dir_size(&path));
+        tenants.set_size(rid, size);
+    }
+    tenants.refresh_metrics();
+}
+
+/// Where `seedctl restore --data-dir` leaves state for the next start.
+pub const RESTORE_FILE: &str = "restore.json";
+
+pub async fn run(
+    cfg: Config,
+    config_file: Option<std::path::PathBuf>,
+    overrides: crate::config::Overrides,
+) -> anyhow::Result<()> {
     for dir in [
         cfg.data_dir.clone(),
         cfg.cache_dir(),
@@ -177,6 +191,7 @@ pub async fn run(cfg: Config) -> anyhow::Result<()> {
     let admin_listener = http::bind("admin", admin_addr).await?;
     let http_listener = http::bind("http", http_addr).await?;
 
+    let tenants = Tenants::load(index.clone(), metrics.clone()).context("loading tenants")?;
     let policies = Policies::new(
         index.clone(),
         cfg.policy.default == "allow",
@@ -185,7 +200,13 @@ pub async fn run(cfg: Config) -> anyhow::Result<()> {
         } else {
             Scope::All
         },
-    );
+    )
+    .with_tenants(tenants.clone());
+    let restored = crate::backup::import_pending(&cfg.data_dir, &index, &tenants, &policies)
+        .context("importing restore.json (written by seedctl restore --data-dir)")?;
+    if let Some(r) = restored {
+        tracing::info!(tenants = r.tenants, policies = r.policies, "restored state from restore.json");
+    }
     // The p2p layer: restore gossip state, listen, dial configured peers.
     let p2p_shutdown = tokio_util::sync::CancellationToken::new();
     let mut net_cfg = NetConfig::from_config(&cfg)?;
@@ -203,20 +224,56 @@ pub async fn run(cfg: Config) -> anyhow::Result<()> {
         },
         metrics.clone(),
     );
-    let net = Net::start(
-        key.clone(),
-        net_cfg,
-        NetDeps {
-            index: index.clone(),
-            storage: storage.clone(),
-            git: stream_git,
-            metrics: metrics.clone(),
-            policies: policies.clone(),
+    let net_deps = NetDeps {
+        index: index.clone(),
+        storage: storage.clone(),
+        git: stream_git,
+        metrics: metrics.clone(),
+        policies: policies.clone(),
+    };
+    let launch = crate::identity::Launch {
+        keys_dir: cfg.data_dir.join("keys"),
+        passphrase: match &cfg.keys.passphrase_file {
+            Some(p) => std::fs::read_to_string(p)
+                .ok()
+                .map(|s| s.trim_end_matches(['\n', '\r']).to_owned()),
+            None => None,
         },
-        p2p_shutdown.clone(),
-    )
-    .await?;
-    let rescan = with_inventory(rescan, index.clone(), net.clone(), policies.clone());
+        base: {
+            let mut base = net_cfg.clone();
+            base.gossip.seeded = Default::default();
+            base.gossip.seed_all = false;
+            base
+        },
+        deps: net_deps.clone(),
+        shutdown: p2p_shutdown.clone(),
+    };
+    let net = Net::start(key.clone(), net_cfg, net_deps, p2p_shutdown.clone()).await?;
+    let identities = crate::identity::Identities::new(
+        net.clone(),
+        cfg.p2p.inventory_cap,
+        launch,
+        tenants.clone(),
+        policies.clone(),
+        index.clone(),
+        metrics.clone(),
+    );
+    for spec in cfg.identities.clone() {
+        identities
+            .start(spec, false)
+            .await
+            .context("starting an identity from [[identities]]")?;
+    }
+    for spec in identities.persisted() {
+        if cfg.identities.iter().any(|s| s.name == spec.name) {
+            continue;
+        }
+        let name = spec.name.clone();
+        if let Err(e) = identities.start(spec, false).await {
+            tracing::error!(identity = %name, error = %e, "starting a seed identity failed");
+        }
+    }
+    let rescan = with_inventory(rescan, storage.clone(), identities.clone(), tenants.clone());
 
     // Replication: fetch what peers tell us about (policy allow), validate, apply, re-index.
     let fetch_cfg = FetchConfig {
@@ -228,14 +285,19 @@ pub async fn run(cfg: Config) -> anyhow::Result<()> {
         work_dir: cfg.cache_dir().join("fetch"),
     };
     let on_change: Arc<dyn Fn(crate::crypto::RepoId) + Send + Sync> = {
-        let (storage, index, net) = (storage.clone(), index.clone(), net.clone());
-        let policies_c = policies.clone();
+        let (storage, index, identities) = (storage.clone(), index.clone(), identities.clone());
+        let tenants = tenants.clone();
         Arc::new(move |rid| {
             match scan::index_repo(&storage, &index, rid) {
                 Ok(_) => {}
                 Err(e) => tracing::error!(%rid, error = %e, "re-indexing after fetch failed"),
             }
-            refresh_inventory(&index, &net, &policies_c);
+            if !tenants.claimants(&rid).is_empty() {
+                let path = storage.path_of(&rid);
+                tenants.set_size(rid, Some(crate::tenant::dir_size(&path)));
+                tenants.refresh_metrics();
+            }
+            identities.refresh();
         })
     };
     crate::fetch::recover(&fetch_cfg, &storage);
@@ -250,6 +312,34 @@ pub async fn run(cfg: Config) -> anyhow::Result<()> {
     fetcher.spawn_hint_loop();
     fetcher.spawn_sync_loop();
 
+    let control = Control {
+        tenants: tenants.clone(),
+        policies: policies.clone(),
+        storage: storage.clone(),
+        index: index.clone(),
+        trash: cfg.cache_dir().join("trash"),
+        fetch: fetch_trigger(net.clone(), fetcher.clone()),
+        changed: {
+            let identities = identities.clone();
+            Arc::new(move || identities.refresh())
+        },
+    };
+    control.empty_trash();
+    if !cfg.tenants.is_empty() {
+        match control.apply(&ApplyRequest {
+            tenants: cfg.tenants.clone(),
+            prune: false,
+            dry_run: false,
+        }) {
+            Ok(changes) => {
+                for c in &changes {
+                    tracing::info!(change = %c, "tenants from the config file");
+                }
+            }
+            Err(e) => tracing::error!(error = %e, "applying [[tenants]] from the config file failed"),
+        }
+    }
+
     let cert = match &cfg.http.tls {
         Some(t) => Some(Arc::new(
             ReloadingCert::new(t.cert.clone(), t.key.clone())
@@ -259,6 +349,27 @@ pub async fn run(cfg: Config) -> anyhow::Result<()> {
     };
     let (shutdown_tx, shutdown_rx) = watch::channel(false);
 
+    let http_limiter = http::ratelimit::HttpLimiter::new(&cfg.http.rate);
+    let unknown_hosts_all = Arc::new(AtomicBool::new(cfg.http.unknown_hosts == "all"));
+    let tokens = Arc::new(std::sync::RwLock::new(admin_tokens(&cfg, token)?));
+    let reloader = Reloader {
+        file: config_file,
+        overrides,
+        current: Arc::new(Mutex::new(cfg.clone())),
+        policies: policies.clone(),
+        identities: identities.clone(),
+        control: control.clone(),
+        limiter: http_limiter.clone(),
+        unknown_hosts_all: unknown_hosts_all.clone(),
+        cert: cert.clone(),
+        metrics: metrics.clone(),
+        tokens: tokens.clone(),
+        first_token: token,
+    };
+    let reload: admin::Reload = {
+        let r = reloader.clone();
+        Arc::new(move || r.reload())
+    };
     let admin_state = Arc::new(AdminState {
         nid,
         alias: cfg.alias.clone(),
@@ -266,7 +377,7 @@ pub async fn run(cfg: Config) -> anyhow::Result<()> {
         metrics: metrics.clone(),
         ready: ready.clone(),
         started: Instant::now(),
-        token_digest: token,
+        tokens,
         http_listen: http_listener.local_addr()?.to_string(),
         admin_listen: admin_listener.local_addr()?.to_string(),
         tls: cert.is_some(),
@@ -274,6 +385,11 @@ pub async fn run(cfg: Config) -> anyhow::Result<()> {
         net: Some(net.clone()),
         policies: Some(policies.clone()),
         fetcher: Some(fetcher.clone()),
+        control: Some(control.clone()),
+        identities: Some(identities.clone()),
+        reload: Some(reload.clone()),
+        data_dir: cfg.data_dir.clone(),
+        key_path: cfg.secret_key_path(),
     });
     tracing::info!(listen = %admin_state.admin_listen, "admin listening (/metrics, /healthz, /readyz, /api/v1)");
     let admin_task = tokio::spawn(http::serve(
@@ -309,12 +425,18 @@ pub async fn run(cfg: Config) -> anyhow::Result<()> {
         ),
         metrics: metrics.clone(),
         max_request_bytes: cfg.http.max_request_bytes,
+        rate: Some(http_limiter.clone()),
+        tenancy: Some(http::Tenancy {
+            tenants: tenants.clone(),
+            policies: policies.clone(),
+            unknown_hosts_all,
+        }),
     });
     tracing::info!(listen = %admin_state.http_listen, tls = cert.is_some(), "http listening (git clone)");
     let http_task = tokio::spawn(http::serve(
         http_listener,
         cert.as_ref().map(|c| c.server_config()),
-        http::router(http_state),
+        http::router(http_state, http_limiter.clone()),
         shutdown_rx.clone(),
         SHUTDOWN_GRACE,
     ));
@@ -344,10 +466,17 @@ pub async fn run(cfg: Config) -> anyhow::Result<()> {
         let metrics = metrics.clone();
         let data_dir = cfg.data_dir.clone();
         let mut stop = shutdown_rx.clone();
+        let tenants = tenants.clone();
         tokio::spawn(async move {
             loop {
                 let (m, d) = (metrics.clone(), data_dir.clone());
-                let _ = tokio::task::spawn_blocking(move || m.sample_system(&d)).await;
+                let t = tenants.clone();
+                let _ = tokio::task::spawn_blocking(move || {
+                    m.sample_system(&d);
+                    t.flush_egress();
+                    t.refresh_metrics();
+                })
+                .await;
                 tokio::select! {
                     _ = tokio::time::sleep(Duration::from_secs(15)) => {}
                     _ = stop.changed() => return,
@@ -375,12 +504,14 @@ pub async fn run(cfg: Config) -> anyhow::Result<()> {
     loop {
         tokio::select! {
             _ = hup.recv() => {
-                tracing::info!("SIGHUP: rescanning storage and reloading TLS");
-                if let Some(cert) = &cert {
-                    reload_tls(cert, &metrics, true);
-                }
+                tracing::info!("SIGHUP: reloading the configuration and TLS, rescanning storage");
                 let rescan = rescan.clone();
+                let reload = reload.clone();
                 tokio::task::spawn_blocking(move || {
+                    match reload() {
+                        Ok(changes) => tracing::info!(?changes, "configuration reloaded"),
+                        Err(e) => tracing::error!(error = %e, "configuration reload failed"),
+                    }
                     if let Err(e) = rescan() {
                         tracing::error!(error = %e, "rescan failed");
                     }
@@ -392,7 +523,8 @@ pub async fn run(cfg: Config) -> anyhow::Result<()> {
     }
     tracing::info!("shutting down: no new connections; finishing in-flight responses");
     let _ = shutdown_tx.send(true);
-    net.shutdown().await;
+    tenants.flush_egress();
+    identities.shutdown().await;
     let _ = tokio::join!(http_task, admin_task);
     tracing::info!("stopped");
     Ok(())
@@ -412,5 +544,176 @@ fn reload_tls(cert: &ReloadingCert, metrics: &Metrics, force: bool) {
             metrics.tls_reloads.with_label_values(&["error"]).inc();
             tracing::error!(error = %e, "TLS reload failed; keeping the previous certificate");
         }
+    }
+}
+
+/// Start fetching a repository: from `from` once it is connected (up to 10 s), else from a
+/// connected node the routing table names; otherwise the sync loop picks it up later.
+fn fetch_trigger(
+    net: Net,
+    fetcher: Fetcher,
+) -> Arc<dyn Fn(crate::crypto::RepoId, Option<crate::crypto::NodeId>) + Send + Sync> {
+    Arc::new(move |rid, from| {
+        let source = from.or_else(|| {
+            let connected = net.connected();
+            net.routing(Some(rid), None)
+                .into_iter()
+                .map(|r| r.nid)
+                .find(|n| connected.contains(n))
+        });
+        let Some(nid) = source else {
+            tracing::info!(%rid, "no connected seed of this repository yet; the sync loop fetches it later");
+            return;
+        };
+        let (net, fetcher) = (net.clone(), fetcher.clone());
+        let Ok(handle) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        handle.spawn(async move {
+            for _ in 0..100 {
+                if net.connected().contains(&nid) {
+                    fetcher.request(rid, nid);
+                    return;
+                }
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+            tracing::warn!(%rid, peer = %nid, "seed: peer did not connect; fetch later by sync");
+        });
+    })
+}
+
+/// Every accepted admin token digest: the main one plus `admin.token_files`.
+fn admin_tokens(cfg: &Config, first: [u8; 32]) -> anyhow::Result<Vec<[u8; 32]>> {
+    let mut out = vec![first];
+    for path in &cfg.admin.token_files {
+        let t = std::fs::read_to_string(path)
+            .with_context(|| format!("reading admin.token_files entry {}", path.display()))?;
+        if t.trim().is_empty() {
+            anyhow::bail!("admin.token_files entry {} is empty", path.display());
+        }
+        out.push(admin::token_digest(&t));
+    }
+    Ok(out)
+}
+
+/// Hot reload (SIGHUP, `seedctl config reload`): re-read the file with the same environment
+/// and flags; if it is valid apply log level, default policy, HTTP limits, unknown-host policy,
+/// admin tokens, `[[tenants]]` and the TLS certificate without dropping connections. A bad
+/// file is rejected and the running configuration kept. Changes that need a restart
+/// (listeners, identities, keys, data directory) are reported, not applied.
+#[derive(Clone)]
+struct Reloader {
+    file: Option<std::path::PathBuf>,
+    overrides: crate::config::Overrides,
+    current: Arc<Mutex<Config>>,
+    policies: Policies,
+    identities: crate::identity::Identities,
+    control: Control,
+    limiter: http::ratelimit::HttpLimiter,
+    unknown_hosts_all: Arc<AtomicBool>,
+    cert: Option<Arc<ReloadingCert>>,
+    metrics: Arc<Metrics>,
+    tokens: Arc<std::sync::RwLock<Vec<[u8; 32]>>>,
+    first_token: [u8; 32],
+}
+
+impl Reloader {
+    fn reload(&self) -> Result<Vec<String>, String> {
+        let result = self.try_reload();
+        let label = if result.is_ok() { "ok" } else { "error" };
+        self.metrics.config_reloads.with_label_values(&[label]).inc();
+        result
+    }
+
+    fn try_reload(&self) -> Result<Vec<String>, String> {
+        let keep = "; keeping the previous configuration";
+        let (new, _) = Config::load(self.file.as_deref(), &self.overrides)
+            .map_err(|e| format!("{e}{keep}"))?;
+        if !crate::logging::valid_level(&new.log.level) {
+            return Err(format!("log.level {:?} is not a valid filter{keep}", new.log.level));
+        }
+        let tokens = admin_tokens(&new, self.first_token).map_err(|e| format!("{e:#}{keep}"))?;
+        let mut cur = self.current.lock().map_err(|_| "reload lock poisoned".to_owned())?;
+        let mut changes = Vec::new();
+        if new.log.level != cur.log.level {
+            crate::logging::set_level(&new.log.level).map_err(|e| format!("{e}{keep}"))?;
+            changes.push(format!("log.level: {} → {}", cur.log.level, new.log.level));
+        }
+        if new.policy != cur.policy {
+            self.policies.set_default(
+                new.policy.default == "allow",
+                if new.policy.scope == "followed" {
+                    Scope::Followed
+                } else {
+                    Scope::All
+                },
+            );
+            changes.push(format!(
+                "policy: {}/{} → {}/{}",
+                cur.policy.default, cur.policy.scope, new.policy.default, new.policy.scope
+            ));
+        }
+        if new.http.rate != cur.http.rate {
+            self.limiter.reconfigure(&new.http.rate);
+            changes.push("http.rate: limits replaced".to_owned());
+        }
+        if new.http.unknown_hosts != cur.http.unknown_hosts {
+            self.unknown_hosts_all
+                .store(new.http.unknown_hosts == "all", Ordering::Relaxed);
+            changes.push(format!(
+                "http.unknown_hosts: {} → {}",
+                cur.http.unknown_hosts, new.http.unknown_hosts
+            ));
+        }
+        if new.admin.token_files != cur.admin.token_files {
+            changes.push(format!("admin.token_files: {} file(s)", new.admin.token_files.len()));
+        }
+        if let Ok(mut t) = self.tokens.write() {
+            *t = tokens;
+        }
+        if new.tenants != cur.tenants {
+            let diff = self
+                .control
+                .apply(&ApplyRequest {
+                    tenants: new.tenants.clone(),
+                    prune: false,
+                    dry_run: false,
+                })
+                .map_err(|e| format!("[[tenants]]: {e}"))?;
+            changes.extend(diff);
+        }
+        if let Some(cert) = &self.cert {
+            match cert.reload(true) {
+                Ok(true) => {
+                    self.metrics.tls_reloads.with_label_values(&["ok"]).inc();
+                    changes.push("http.tls: certificate reloaded".to_owned());
+                }
+                Ok(false) => {}
+                Err(e) => {
+                    self.metrics.tls_reloads.with_label_values(&["error"]).inc();
+                    changes.push(format!("http.tls: reload failed, previous certificate kept: {e}"));
+                }
+            }
+            if let Some(t) = cert.not_after() {
+                self.metrics
+                    .tls_cert_expiry
+                    .set(i64::try_from(t).unwrap_or(i64::MAX));
+            }
+        }
+        for (key, differs) in [
+            ("p2p", new.p2p != cur.p2p),
+            ("http.listen", new.http.listen != cur.http.listen),
+            ("admin.listen", new.admin.listen != cur.admin.listen),
+            ("identities", new.identities != cur.identities),
+            ("keys", new.keys != cur.keys),
+            ("data_dir", new.data_dir != cur.data_dir),
+        ] {
+            if differs {
+                changes.push(format!("{key}: changed; takes effect after a restart"));
+            }
+        }
+        self.identities.refresh();
+        *cur = new;
+        Ok(changes)
     }
 }

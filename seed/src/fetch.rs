@@ -52,6 +52,8 @@ pub enum FetchError {
     Git(String),
     #[error("received more than {0} bytes; aborted")]
     TooLarge(u64),
+    #[error("a tenant's storage quota allows only {0} more bytes; fetch stopped (raise it with `seedctl quota set`)")]
+    Quota(u64),
     #[error("no data from the peer for {0:?}")]
     Timeout(Duration),
     #[error("validation failed: {0}")]
@@ -68,6 +70,7 @@ impl FetchError {
             FetchError::Stream(..) => "stream",
             FetchError::Git(_) => "git",
             FetchError::TooLarge(_) => "too_large",
+            FetchError::Quota(_) => "quota",
             FetchError::Timeout(_) => "timeout",
             FetchError::Invalid(_) => "invalid",
             FetchError::Io(_) => "io",
@@ -103,6 +106,8 @@ struct Inner {
     /// Repositories being fetched, and whether another fetch was asked for meanwhile.
     /// Per repository: the peer of the queued or running fetch, and the peer of a follow-up.
     active: Mutex<HashMap<RepoId, (NodeId, Option<NodeId>)>>,
+    /// Fetches holding a slot now, since when.
+    running: Mutex<HashMap<RepoId, (NodeId, Instant)>>,
     seq: std::sync::atomic::AtomicU64,
     /// Called after a repository was created or changed (re-index, inventory).
     on_change: Arc<dyn Fn(RepoId) + Send + Sync>,
@@ -127,6 +132,7 @@ impl Fetcher {
                 policies,
                 slots,
                 active: Mutex::new(HashMap::new()),
+                running: Mutex::new(HashMap::new()),
                 seq: std::sync::atomic::AtomicU64::new(0),
                 on_change,
             }),
@@ -270,6 +276,29 @@ impl Fetcher {
         }
     }
 
+    /// The fetch queue: running fetches (repository, peer, seconds so far) and queued ones.
+    #[allow(clippy::type_complexity)]
+    pub fn queue(&self) -> (Vec<(RepoId, NodeId, u64)>, Vec<(RepoId, NodeId)>) {
+        let running: Vec<(RepoId, NodeId, u64)> = self
+            .inner
+            .running
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .iter()
+            .map(|(rid, (nid, t))| (*rid, *nid, t.elapsed().as_secs()))
+            .collect();
+        let queued = self
+            .inner
+            .active
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .iter()
+            .filter(|(rid, _)| !running.iter().any(|(r, _, _)| r == *rid))
+            .map(|(rid, (nid, _))| (*rid, *nid))
+            .collect();
+        (running, queued)
+    }
+
     /// Fetches now and waits for the result (admin requests, tests).
     pub async fn fetch_now(&self, rid: RepoId, from: NodeId) -> Result<Outcome, FetchError> {
         self.measured(rid, from).await
@@ -287,7 +316,17 @@ impl Fetcher {
         m.fetch_queue.dec();
         m.fetches_active.inc();
         let started = Instant::now();
+        self.inner
+            .running
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(rid, (from, started));
         let result = self.fetch(rid, from).await;
+        self.inner
+            .running
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(&rid);
         m.fetches_active.dec();
         m.fetch_duration.observe(started.elapsed().as_secs_f64());
         drop(slot);
@@ -336,14 +375,14 @@ impl Fetcher {
         let policies = inner.policies.clone();
         let scope = policies.seeding(&rid).unwrap_or(Scope::All);
         let wants = Arc::new(move |nid: &NodeId, delegate: bool| {
-            policies.wants_namespace(scope, nid, delegate)
+            policies.wants_namespace(&rid, scope, nid, delegate)
         });
         let local = inner.net.nid();
 
         // 1. Special refs (§6.4 stages 1–2): the canonical identity and every namespace's
         //    `rad/id` and `rad/sigrefs`, into the quarantine refs.
         let mut received = self
-            .transfer(rid, from, &repo, &work, Stage::Special)
+            .transfer(rid, from, &repo, &work, Stage::Special, 0)
             .await?;
 
         // 2. Data refs (stage 3): the objects the wanted namespaces' verified signed refs name
@@ -356,7 +395,7 @@ impl Fetcher {
         .map_err(|e| FetchError::Git(e.to_string()))??;
         if !data.is_empty() {
             received += self
-                .transfer(rid, from, &repo, &work, Stage::Data(data))
+                .transfer(rid, from, &repo, &work, Stage::Data(data), received)
                 .await?;
         }
         inner.metrics.p2p.fetch_received_bytes.inc_by(received);
@@ -419,8 +458,20 @@ impl Fetcher {
         repo: &Path,
         work: &Path,
         stage: Stage,
+        spent: u64,
     ) -> Result<u64, FetchError> {
         let inner = &self.inner;
+        // Tenant byte quotas bound what this fetch may bring (checked as bytes arrive).
+        let budget = inner
+            .policies
+            .fetch_budget(&rid)
+            .map(|b| b.saturating_sub(spent));
+        if budget == Some(0) {
+            if let Some(t) = inner.policies.tenants() {
+                t.note_byte_quota(&rid);
+            }
+            return Err(FetchError::Quota(0));
+        }
         let sock_path = work.join(match stage {
             Stage::Special => "special.sock",
             Stage::Data(_) => "data.sock",
@@ -547,6 +598,12 @@ impl Fetcher {
                         received += data.len() as u64;
                         if received > max {
                             break Err(FetchError::TooLarge(max));
+                        }
+                        if let Some(b) = budget.filter(|b| received > *b) {
+                            if let Some(t) = inner.policies.tenants() {
+                                t.note_byte_quota(&rid);
+                            }
+                            break Err(FetchError::Quota(b));
                         }
                         answers.feed(&data);
                         if conn.write_all(&data).await.is_err() {

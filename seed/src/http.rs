@@ -2,18 +2,21 @@
 //! The accept loop here is shared with the admin listener.
 
 pub mod git;
+pub mod ratelimit;
 pub mod tls;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
+use axum::extract::ConnectInfo;
 use axum::Router;
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use hyper_util::server::conn::auto;
 use hyper_util::service::TowerToHyperService;
 use tokio::net::TcpListener;
 use tokio::sync::watch;
+use tower::ServiceExt as _;
 
 use crate::index::Index;
 use crate::metrics::Metrics;
@@ -36,11 +39,36 @@ pub struct HttpState {
     pub ref_limiter: PackLimiter,
     pub metrics: Arc<Metrics>,
     pub max_request_bytes: u64,
+    /// Per-tenant rate limits and per-repository pack admission.
+    pub rate: Option<ratelimit::HttpLimiter>,
+    /// Virtual hosting by tenant (absent: every public repository on every host).
+    pub tenancy: Option<Tenancy>,
+}
+
+/// What virtual hosting needs: tenants by hostname, the operator's deny list, and what hosts
+/// that belong to no tenant get (`http.unknown_hosts`, hot-reloadable).
+#[derive(Clone)]
+pub struct Tenancy {
+    pub tenants: crate::tenant::Tenants,
+    pub policies: crate::policy::Policies,
+    pub unknown_hosts_all: Arc<std::sync::atomic::AtomicBool>,
+}
+
+impl Tenancy {
+    pub fn serve_unknown_hosts(&self) -> bool {
+        self.unknown_hosts_all
+            .load(std::sync::atomic::Ordering::Relaxed)
+    }
 }
 
 /// The public HTTP router: everything is a git path for now (the JSON API joins under `/api`).
-pub fn router(state: Arc<HttpState>) -> Router {
-    Router::new().fallback(git::handle).with_state(state)
+/// Every request first passes the per-client-IP rate limit of `limiter` (429 before any work).
+pub fn router(state: Arc<HttpState>, limiter: ratelimit::HttpLimiter) -> Router {
+    let rate = ratelimit::IpRateLimitLayer::new(limiter, &state.metrics);
+    Router::new()
+        .fallback(git::handle)
+        .with_state(state)
+        .layer(rate)
 }
 
 /// Accept connections until `shutdown` flips to true, then let in-flight connections finish
@@ -78,7 +106,13 @@ pub async fn serve(
             _ = shutdown.changed() => break,
         };
         let _ = stream.set_nodelay(true);
-        let service = TowerToHyperService::new(app.clone());
+        // The TCP peer, for rate limiting and handlers (`ConnectInfo<SocketAddr>` extension).
+        let service = TowerToHyperService::new(app.clone().map_request(
+            move |mut req: axum::http::Request<hyper::body::Incoming>| {
+                req.extensions_mut().insert(ConnectInfo(peer));
+                req
+            },
+        ));
         let builder = builder.clone();
         match &acceptor {
             None => {

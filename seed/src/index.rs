@@ -20,6 +20,7 @@
 
 pub mod gossip;
 pub mod policy;
+pub mod tenants;
 pub mod scan;
 
 use std::path::Path;
@@ -47,7 +48,7 @@ pub const COLUMN_FAMILIES: &[&str] = &[
     gossip::CF_NODES,
     gossip::CF_ANNOUNCEMENTS,
     policy::CF_POLICIES,
-    "tenants",
+    tenants::CF_TENANTS,
     "fetch_state",
     "pack_cache",
     gossip::CF_BANS,

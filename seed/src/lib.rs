@@ -2,11 +2,13 @@
 #![forbid(unsafe_code)]
 
 pub mod admin;
+pub mod backup;
 pub mod config;
 pub use seedd_proto::crypto;
 pub mod daemon;
 pub mod fetch;
 pub mod http;
+pub mod identity;
 pub mod index;
 pub mod logging;
 pub mod metrics;
@@ -14,4 +16,5 @@ pub mod net;
 pub mod policy;
 pub mod serve;
 pub mod storage;
+pub mod tenant;
 pub use seedd_proto::wire;

@@ -109,7 +109,7 @@ fn real_main() -> anyhow::Result<()> {
                 .enable_all()
                 .thread_name("seedd")
                 .build()?;
-            runtime.block_on(seedd::daemon::run(cfg))
+            runtime.block_on(seedd::daemon::run(cfg, config, overrides))
         }
         Command::Bridge { socket } => seedd::fetch::bridge(&socket)
             .map_err(|e| anyhow::anyhow!("bridge {}: {e}", socket.display())),

@@ -17,6 +17,78 @@ pub struct MetricDoc {
 /// The catalogue: the single source of truth for names, types, labels and meaning.
 pub const CATALOGUE: &[MetricDoc] = &[
     MetricDoc {
+        name: "seedd_tenants",
+        kind: "gauge",
+        labels: &["state"],
+        help: "Tenants by state (active, suspended).",
+    },
+    MetricDoc {
+        name: "seedd_tenant_repos",
+        kind: "gauge",
+        labels: &["tenant"],
+        help: "Repositories seeded by the tenant.",
+    },
+    MetricDoc {
+        name: "seedd_tenant_stored_bytes",
+        kind: "gauge",
+        labels: &["tenant"],
+        help: "Bytes on disk of the tenant's repositories (a shared repository counts in full for each tenant).",
+    },
+    MetricDoc {
+        name: "seedd_tenant_egress_bytes_total",
+        kind: "counter",
+        labels: &["tenant", "transport"],
+        help: "Bytes served for the tenant (transport: http, radicle).",
+    },
+    MetricDoc {
+        name: "seedd_tenant_http_requests_total",
+        kind: "counter",
+        labels: &["tenant", "code"],
+        help: "HTTP requests on the tenant's hostnames, by status class (2xx, 3xx, 4xx, 5xx).",
+    },
+    MetricDoc {
+        name: "seedd_tenant_quota_usage_ratio",
+        kind: "gauge",
+        labels: &["tenant", "quota"],
+        help: "Usage over limit per quota (repos, bytes, egress); absent when unlimited.",
+    },
+    MetricDoc {
+        name: "seedd_tenant_quota_exceeded_total",
+        kind: "counter",
+        labels: &["tenant", "quota"],
+        help: "Seeds, fetches and requests refused because of a tenant quota (repos, bytes, egress).",
+    },
+    MetricDoc {
+        name: "seedd_tenant_rate_limited_total",
+        kind: "counter",
+        labels: &["tenant"],
+        help: "HTTP requests refused by the tenant's rate limit.",
+    },
+    MetricDoc {
+        name: "seedd_http_rate_limited_total",
+        kind: "counter",
+        labels: &["scope"],
+        help: "HTTP requests refused by rate limits and admission (ip, tenant: 429; repo: per-repository pack queue, 503).",
+    },
+    MetricDoc {
+        name: "seedd_identity_inventory_repos",
+        kind: "gauge",
+        labels: &["identity"],
+        help: "Repositories a seed identity announces.",
+    },
+    MetricDoc {
+        name: "seedd_identity_inventory_cap_repos",
+        kind: "gauge",
+        labels: &["identity"],
+        help: "The most repositories a seed identity may announce.",
+    },
+    MetricDoc {
+        name: "seedd_config_reloads_total",
+        kind: "counter",
+        labels: &["result"],
+        help: "Configuration reloads (SIGHUP, seedctl config reload) by result (ok, error).",
+    },
+    MetricDoc {
         name: "seedd_build_info",
         kind: "gauge",
         labels: &["version"],
@@ -303,6 +375,74 @@ pub struct Metrics {
     pub data_dir_free: IntGauge,
     pub data_dir_capacity: IntGauge,
     build_info: IntGaugeVec,
+    pub tenant: TenantMetrics,
+    pub http_rate_limited: IntCounterVec,
+    pub config_reloads: IntCounterVec,
+}
+
+/// Per-tenant and per-identity metrics. Label values are removed when a tenant goes.
+pub struct TenantMetrics {
+    pub tenants: IntGaugeVec,
+    pub repos: IntGaugeVec,
+    pub stored_bytes: IntGaugeVec,
+    pub egress_bytes: IntCounterVec,
+    pub http_requests: IntCounterVec,
+    pub quota_usage: prometheus::GaugeVec,
+    pub quota_exceeded: IntCounterVec,
+    pub rate_limited: IntCounterVec,
+    pub identity_inventory: IntGaugeVec,
+    pub identity_cap: IntGaugeVec,
+}
+
+impl TenantMetrics {
+    fn new(registry: &Registry) -> Result<Self, prometheus::Error> {
+        let counter = |name: &str, labels: &[&str]| -> Result<IntCounterVec, prometheus::Error> {
+            let c = IntCounterVec::new(opts(name), labels)?;
+            registry.register(Box::new(c.clone()))?;
+            Ok(c)
+        };
+        let gauge = |name: &str, labels: &[&str]| -> Result<IntGaugeVec, prometheus::Error> {
+            let g = IntGaugeVec::new(opts(name), labels)?;
+            registry.register(Box::new(g.clone()))?;
+            Ok(g)
+        };
+        let quota_usage =
+            prometheus::GaugeVec::new(opts("seedd_tenant_quota_usage_ratio"), &["tenant", "quota"])?;
+        registry.register(Box::new(quota_usage.clone()))?;
+        let tenants = gauge("seedd_tenants", &["state"])?;
+        for s in ["active", "suspended"] {
+            tenants.with_label_values(&[s]).set(0);
+        }
+        Ok(Self {
+            tenants,
+            repos: gauge("seedd_tenant_repos", &["tenant"])?,
+            stored_bytes: gauge("seedd_tenant_stored_bytes", &["tenant"])?,
+            egress_bytes: counter("seedd_tenant_egress_bytes_total", &["tenant", "transport"])?,
+            http_requests: counter("seedd_tenant_http_requests_total", &["tenant", "code"])?,
+            quota_usage,
+            quota_exceeded: counter("seedd_tenant_quota_exceeded_total", &["tenant", "quota"])?,
+            rate_limited: counter("seedd_tenant_rate_limited_total", &["tenant"])?,
+            identity_inventory: gauge("seedd_identity_inventory_repos", &["identity"])?,
+            identity_cap: gauge("seedd_identity_inventory_cap_repos", &["identity"])?,
+        })
+    }
+
+    /// Drop every series of a removed tenant.
+    pub fn forget(&self, tenant: &str) {
+        let _ = self.repos.remove_label_values(&[tenant]);
+        let _ = self.stored_bytes.remove_label_values(&[tenant]);
+        let _ = self.rate_limited.remove_label_values(&[tenant]);
+        for t in ["http", "radicle"] {
+            let _ = self.egress_bytes.remove_label_values(&[tenant, t]);
+        }
+        for c in ["2xx", "3xx", "4xx", "5xx"] {
+            let _ = self.http_requests.remove_label_values(&[tenant, c]);
+        }
+        for q in ["repos", "bytes", "egress"] {
+            let _ = self.quota_usage.remove_label_values(&[tenant, q]);
+            let _ = self.quota_exceeded.remove_label_values(&[tenant, q]);
+        }
+    }
 }
 
 /// Peer-to-peer metrics (see the catalogue for meanings).
@@ -472,6 +612,12 @@ impl Metrics {
         registry.register(Box::new(scan_duration.clone()))?;
         registry.register(Box::new(tls_reloads.clone()))?;
         let p2p = P2pMetrics::new(&registry)?;
+        let tenant = TenantMetrics::new(&registry)?;
+        let http_rate_limited =
+            IntCounterVec::new(opts("seedd_http_rate_limited_total"), &["scope"])?;
+        registry.register(Box::new(http_rate_limited.clone()))?;
+        let config_reloads = IntCounterVec::new(opts("seedd_config_reloads_total"), &["result"])?;
+        registry.register(Box::new(config_reloads.clone()))?;
         let gauge = |name: &str| -> Result<IntGauge, prometheus::Error> {
             let g = IntGauge::with_opts(opts(name))?;
             registry.register(Box::new(g.clone()))?;
@@ -506,6 +652,9 @@ impl Metrics {
             data_dir_free,
             data_dir_capacity,
             build_info,
+            tenant,
+            http_rate_limited,
+            config_reloads,
         })
     }
 
@@ -591,6 +740,18 @@ mod tests {
             .inc();
         p.fetch_duration.observe(0.1);
         p.fetch_last_success.with_label_values(&["clone"]).set(1);
+        let t = &m.tenant;
+        t.repos.with_label_values(&["acme"]).set(1);
+        t.stored_bytes.with_label_values(&["acme"]).set(1);
+        t.egress_bytes.with_label_values(&["acme", "http"]).inc();
+        t.http_requests.with_label_values(&["acme", "2xx"]).inc();
+        t.quota_usage.with_label_values(&["acme", "repos"]).set(0.5);
+        t.quota_exceeded.with_label_values(&["acme", "repos"]).inc();
+        t.rate_limited.with_label_values(&["acme"]).inc();
+        t.identity_inventory.with_label_values(&["default"]).set(1);
+        t.identity_cap.with_label_values(&["default"]).set(2973);
+        m.http_rate_limited.with_label_values(&["ip"]).inc();
+        m.config_reloads.with_label_values(&["ok"]).inc();
         let names: Vec<String> = m
             .registry
             .gather()

@@ -310,6 +310,7 @@ pub struct FetchHint {
 }
 
 /// What the p2p layer needs from the rest of the daemon.
+#[derive(Clone)]
 pub struct NetDeps {
     pub policies: crate::policy::Policies,
     pub index: Index,

@@ -1,15 +1,21 @@
 //! Seeding and follow policy (protocol.md §5.5): the configured default plus explicit per-repo
 //! and per-node policies kept in the index, changed at runtime through the admin API.
 
+use std::sync::{Arc, RwLock};
+
 use crate::crypto::{NodeId, RepoId};
 use crate::index::policy::{NodePolicy, RepoPolicy, Scope};
 use crate::index::{Index, IndexError};
+use crate::tenant::Tenants;
 
-/// Policy lookups. Cheap to clone.
+/// Policy lookups. Cheap to clone. Precedence for a repository: the operator's explicit policy
+/// (a `block` is the global deny list), then tenants' claims (owner's scope while one claimant is
+/// active), then the configured default (hot-reloadable).
 #[derive(Clone)]
 pub struct Policies {
     index: Index,
-    default: RepoPolicy,
+    default: Arc<RwLock<RepoPolicy>>,
+    tenants: Option<Tenants>,
 }
 
 impl Policies {
@@ -22,14 +28,44 @@ impl Policies {
         } else {
             RepoPolicy::Block
         };
-        Self { index, default }
+        Self {
+            index,
+            default: Arc::new(RwLock::new(default)),
+            tenants: None,
+        }
+    }
+
+    /// Consult tenants' claims too.
+    pub fn with_tenants(mut self, tenants: Tenants) -> Self {
+        self.tenants = Some(tenants);
+        self
+    }
+
+    pub fn tenants(&self) -> Option<&Tenants> {
+        self.tenants.as_ref()
+    }
+
+    fn default_policy(&self) -> RepoPolicy {
+        *self.default.read().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Replace the default policy (config reload).
+    pub fn set_default(&self, allow: bool, scope: Scope) {
+        *self.default.write().unwrap_or_else(|e| e.into_inner()) = if allow {
+            RepoPolicy::Allow { scope }
+        } else {
+            RepoPolicy::Block
+        };
     }
 
     /// The effective policy of a repository.
     pub fn repo(&self, rid: &RepoId) -> RepoPolicy {
         match self.index.repo_policy(rid) {
             Ok(Some(p)) => p,
-            Ok(None) => self.default,
+            Ok(None) => match self.tenants.as_ref().and_then(|t| t.seeded_scope(rid)) {
+                Some(scope) => RepoPolicy::Allow { scope },
+                None => self.default_policy(),
+            },
             Err(e) => {
                 tracing::error!(%rid, error = %e, "reading repository policy failed; treating as blocked");
                 RepoPolicy::Block
@@ -47,7 +83,22 @@ impl Policies {
 
     /// Whether the default policy seeds every repository.
     pub fn seeds_by_default(&self) -> bool {
-        matches!(self.default, RepoPolicy::Allow { .. })
+        matches!(self.default_policy(), RepoPolicy::Allow { .. })
+    }
+
+    /// Whether the operator denies a repository (explicit `block`).
+    pub fn denied(&self, rid: &RepoId) -> bool {
+        matches!(self.index.repo_policy(rid), Ok(Some(RepoPolicy::Block)))
+    }
+
+    /// Whether the operator seeds a repository itself (explicit `allow`).
+    pub fn operator_seeds(&self, rid: &RepoId) -> bool {
+        matches!(self.index.repo_policy(rid), Ok(Some(RepoPolicy::Allow { .. })))
+    }
+
+    /// The most bytes a fetch of `rid` may bring before a tenant byte quota is exceeded.
+    pub fn fetch_budget(&self, rid: &RepoId) -> Option<u64> {
+        self.tenants.as_ref().and_then(|t| t.fetch_budget(rid))
     }
 
     pub fn node(&self, nid: &NodeId) -> Option<NodePolicy> {
@@ -62,10 +113,23 @@ impl Policies {
         matches!(self.node(nid), Some(NodePolicy::Allow { .. }))
     }
 
-    /// Whether namespace `nid` of a repository seeded with `scope` is wanted.
-    pub fn wants_namespace(&self, scope: Scope, nid: &NodeId, is_delegate: bool) -> bool {
+    /// Whether namespace `nid` of repository `rid`, seeded with `scope`, is wanted: never a
+    /// globally blocked node or one on the owner tenant's deny list; the owner's follows count
+    /// as followed.
+    pub fn wants_namespace(
+        &self,
+        rid: &RepoId,
+        scope: Scope,
+        nid: &NodeId,
+        is_delegate: bool,
+    ) -> bool {
         if self.blocked(nid) {
             return false;
+        }
+        match self.tenants.as_ref().and_then(|t| t.wants_namespace(rid, nid)) {
+            Some(false) => return false,
+            Some(true) => return true,
+            None => {}
         }
         match scope {
             Scope::All => true,
@@ -81,18 +145,28 @@ impl Policies {
         self.index.set_node_policy(nid, p)
     }
 
-    /// Repositories with an explicit `allow`.
+    /// Repositories with an explicit `allow` or held by an active tenant (not denied).
     pub fn explicitly_seeded(&self) -> Vec<(RepoId, Scope)> {
-        match self.index.policies() {
-            Ok((repos, _)) => repos
-                .into_iter()
-                .filter_map(|(rid, p)| match p {
-                    RepoPolicy::Allow { scope } => Some((rid, scope)),
-                    RepoPolicy::Block => None,
-                })
-                .collect(),
-            Err(_) => Vec::new(),
+        let mut out: Vec<(RepoId, Scope)> = Vec::new();
+        let mut denied = std::collections::HashSet::new();
+        if let Ok((repos, _)) = self.index.policies() {
+            for (rid, p) in repos {
+                match p {
+                    RepoPolicy::Allow { scope } => out.push((rid, scope)),
+                    RepoPolicy::Block => {
+                        denied.insert(rid);
+                    }
+                }
+            }
         }
+        if let Some(t) = &self.tenants {
+            for (rid, scope) in t.seeded() {
+                if !denied.contains(&rid) && !out.iter().any(|(r, _)| r == &rid) {
+                    out.push((rid, scope));
+                }
+            }
+        }
+        out
     }
 
     pub fn index(&self) -> &Index {

@@ -119,21 +119,68 @@ fn no_cache(headers: &mut HeaderMap) {
     );
 }
 
+/// The `Host` of a request (HTTP/1 header or HTTP/2 authority).
+fn request_host(req: &Request) -> Option<String> {
+    req.headers()
+        .get(header::HOST)
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_owned)
+        .or_else(|| req.uri().authority().map(|a| a.as_str().to_owned()))
+}
+
 /// Axum fallback handler for every path outside other routes.
 pub async fn handle(State(state): State<Arc<HttpState>>, req: Request) -> Response {
     let route = match parse_path(req.uri().path()) {
         Ok(p) => p.endpoint.route(),
         Err(_) => "other",
     };
-    let response = route_request(&state, req).await;
+    let tenant = state.tenancy.as_ref().and_then(|t| {
+        request_host(&req)
+            .and_then(|h| t.tenants.by_host(&h))
+            .map(|h| (t.tenants.clone(), h))
+    });
+    let response = route_request(&state, tenant.as_ref().map(|(_, h)| h), req).await;
     state
         .metrics
         .count_request(route, response.status().as_u16());
+    if let Some((tenants, host)) = &tenant {
+        tenants.count_request(&host.name, response.status().as_u16());
+    }
     response
 }
 
-async fn route_request(state: &Arc<HttpState>, req: Request) -> Response {
-    let path = match parse_path(req.uri().path()) {
+/// `/<alias>[.git]/…` on a tenant host → the same path with the aliased RID.
+fn resolve_alias(state: &HttpState, tenant: &str, path: &str) -> Option<GitPath> {
+    let tenancy = state.tenancy.as_ref()?;
+    let trimmed = path.trim_start_matches('/');
+    let (first, rest) = trimmed.split_once('/')?;
+    let alias = first.strip_suffix(".git").unwrap_or(first);
+    let rid = tenancy.tenants.alias(tenant, alias, |rid| {
+        state.index.repo(rid).ok().flatten().map(|r| r.name)
+    })?;
+    parse_path(&format!("/{}/{rest}", rid.canonical())).ok()
+}
+
+fn too_many(msg: &str, retry_after_secs: u64) -> Response {
+    let mut r = text(StatusCode::TOO_MANY_REQUESTS, msg);
+    if let Ok(v) = HeaderValue::from_str(&retry_after_secs.max(1).to_string()) {
+        r.headers_mut().insert(header::RETRY_AFTER, v);
+    }
+    r
+}
+
+async fn route_request(
+    state: &Arc<HttpState>,
+    host: Option<&crate::tenant::HostTenant>,
+    req: Request,
+) -> Response {
+    let parsed = match (parse_path(req.uri().path()), host) {
+        (Err(PathError::BadRepoId), Some(h)) => {
+            resolve_alias(state, &h.name, req.uri().path()).ok_or(PathError::NotFound)
+        }
+        (r, _) => r,
+    };
+    let path = match parsed {
         Ok(p) => p,
         Err(PathError::NotFound) => return text(StatusCode::NOT_FOUND, "not found"),
         Err(PathError::BadRepoId) => {
@@ -151,6 +198,67 @@ async fn route_request(state: &Arc<HttpState>, req: Request) -> Response {
             "push is not accepted over HTTP: publish with `git push rad` from a Radicle node",
         );
     }
+    // Tenancy: a tenant host shows only its repositories; other hosts per `http.unknown_hosts`;
+    // denied repositories and those only suspended tenants hold are not served.
+    let mut payer = None;
+    if let Some(tenancy) = &state.tenancy {
+        match host {
+            Some(h) => {
+                if !h.active {
+                    return text(
+                        StatusCode::FORBIDDEN,
+                        "this tenant is suspended; contact the operator",
+                    );
+                }
+                if !tenancy.tenants.shows(&h.name, &path.rid) {
+                    return text(StatusCode::NOT_FOUND, "repository not found");
+                }
+                if let (Some(rps), Some(limiter)) = (h.rate.requests_per_second, &state.rate) {
+                    let burst = h.rate.burst.unwrap_or(rps.saturating_mul(2)).max(1);
+                    if let Err(wait) = limiter.check_tenant(&h.name, rps, burst) {
+                        tenancy.tenants.count_rate_limited(&h.name);
+                        state
+                            .metrics
+                            .http_rate_limited
+                            .with_label_values(&["tenant"])
+                            .inc();
+                        return too_many(
+                            "too many requests for this tenant; slow down",
+                            wait.as_secs_f64().ceil() as u64,
+                        );
+                    }
+                }
+            }
+            None => {
+                if !tenancy.serve_unknown_hosts() {
+                    return text(StatusCode::NOT_FOUND, "unknown host");
+                }
+                if tenancy.tenants.only_suspended(&path.rid) {
+                    return text(StatusCode::NOT_FOUND, "repository not found");
+                }
+            }
+        }
+        if tenancy.policies.denied(&path.rid) {
+            return text(StatusCode::NOT_FOUND, "repository not found");
+        }
+        payer = tenancy
+            .tenants
+            .payer(host.map(|h| h.name.as_str()), &path.rid);
+        if let Some(p) = &payer {
+            if let Some(secs) = tenancy.tenants.egress_exhausted(p) {
+                return too_many(
+                    "this tenant's egress quota for today is used up",
+                    secs,
+                );
+            }
+        }
+    }
+    let egress = payer.and_then(|p| {
+        state
+            .tenancy
+            .as_ref()
+            .map(|t| (t.tenants.clone(), p))
+    });
     // Visibility: private and unknown look the same.
     let record = match state.index.repo(&path.rid) {
         Ok(Some(r)) if r.is_public() => r,
@@ -182,7 +290,7 @@ async fn route_request(state: &Arc<HttpState>, req: Request) -> Response {
                     "only smart HTTP is served: use a git client that sends ?service=git-upload-pack",
                 );
             }
-            advertise(state, &repo_path, view, protocol.as_deref()).await
+            advertise(state, &repo_path, view, protocol.as_deref(), egress).await
         }
         Endpoint::UploadPack => {
             if req.method() != Method::POST {
@@ -191,20 +299,27 @@ async fn route_request(state: &Arc<HttpState>, req: Request) -> Response {
                     "use POST for git-upload-pack",
                 );
             }
-            upload_pack(state, &repo_path, view, protocol, req).await
+            upload_pack(state, &repo_path, view, protocol, req, egress, path.rid).await
         }
         Endpoint::ReceivePack => text(StatusCode::FORBIDDEN, "push is not accepted"),
     }
 }
 
+/// Who pays for the egress of a response (tenant registry, tenant name).
+type Egress = Option<(crate::tenant::Tenants, String)>;
+
 fn finish_hook(
     state: &Arc<HttpState>,
     route: &'static str,
     protocol: Option<&'static str>,
+    egress: Egress,
 ) -> Box<dyn FnOnce(serve::Summary) + Send> {
     let metrics = state.metrics.clone();
     metrics.http_in_flight.with_label_values(&[route]).inc();
     Box::new(move |s| {
+        if let Some((tenants, name)) = &egress {
+            tenants.add_egress(name, "http", s.bytes);
+        }
         metrics.http_in_flight.with_label_values(&[route]).dec();
         metrics
             .http_response_bytes
@@ -269,6 +384,7 @@ async fn advertise(
     repo: &std::path::Path,
     view: View,
     protocol: Option<&str>,
+    egress: Egress,
 ) -> Response {
     let permit = match admit(state, &state.ref_limiter, false).await {
         Ok(p) => p,
@@ -294,7 +410,7 @@ async fn advertise(
         proc.child,
         state.git.limits,
         Some(permit),
-        finish_hook(state, "info_refs", None),
+        finish_hook(state, "info_refs", None, egress),
     );
     streamed(out, "application/x-git-upload-pack-advertisement")
 }
@@ -305,6 +421,8 @@ async fn upload_pack(
     view: View,
     protocol: Option<String>,
     req: Request,
+    egress: Egress,
+    rid: RepoId,
 ) -> Response {
     let headers = req.headers().clone();
     let headers = &headers;
@@ -372,7 +490,27 @@ async fn upload_pack(
         );
     }
 
-    // Admission before any work.
+    // Admission before any work: this repository's pack slots (short queue), then the global ones.
+    let repo_permit = match &state.rate {
+        Some(limiter) => match limiter.repo_permit(&rid.canonical()).await {
+            Ok(p) => Some(p),
+            Err(_) => {
+                state
+                    .metrics
+                    .http_rate_limited
+                    .with_label_values(&["repo"])
+                    .inc();
+                let mut r = text(
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    "too many clones of this repository in progress; retry shortly",
+                );
+                r.headers_mut()
+                    .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
+                return r;
+            }
+        },
+        None => None,
+    };
     let permit = match admit(state, &state.limiter, true).await {
         Ok(p) => p,
         Err(r) => return r,
@@ -427,7 +565,14 @@ async fn upload_pack(
         proc.child,
         state.git.limits,
         Some(permit),
-        finish_hook(state, "upload_pack", Some(label)),
+        {
+            let hook = finish_hook(state, "upload_pack", Some(label), egress);
+            // The repository slot is held until the response ends.
+            Box::new(move |s| {
+                let _slot = repo_permit;
+                hook(s)
+            })
+        },
     );
     streamed(out, "application/x-git-upload-pack-result")
 }

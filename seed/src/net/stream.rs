@@ -189,6 +189,17 @@ async fn serve_inner(
         tracing::info!(peer = %ctx.remote, %rid, "refusing git stream: repository not held");
         return "refused_unknown";
     };
+    // Egress is charged to the repository's owner tenant; its daily quota stops serving.
+    let payer = shared
+        .policies
+        .tenants()
+        .and_then(|t| t.payer(None, &rid).map(|p| (t.clone(), p)));
+    if let Some((t, p)) = &payer {
+        if t.egress_exhausted(p).is_some() {
+            tracing::info!(peer = %ctx.remote, %rid, tenant = %p, "refusing git stream: tenant egress quota used up for today");
+            return "refused_quota";
+        }
+    }
     if let crate::storage::Visibility::Private { allow } = &record.visibility {
         if !record.delegates.contains(&ctx.remote) && !allow.contains(&ctx.remote) {
             tracing::info!(peer = %ctx.remote, %rid, "refusing git stream: private repository");
@@ -257,6 +268,9 @@ async fn serve_inner(
                     let frame = Frame::git(stream, data.to_vec());
                     let Ok(bytes) = frame.encode() else { return "error" };
                     sent_metric.inc_by(n as u64);
+                    if let Some((t, p)) = &payer {
+                        t.add_egress(p, "radicle", n as u64);
+                    }
                     if ctx.outbox.send(Outgoing::Frame { bytes: Bytes::from(bytes), permit }).await.is_err() {
                         return "cancelled";
                     }

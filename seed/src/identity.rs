@@ -1,0 +1,303 @@
+//! Seed identities: one daemon serves several Radicle identities, each with its own key and its
+//! own p2p listener (the Noise XK handshake cannot be virtual-hosted, operators.md §3.1). The
+//! `default` identity is the node key; others are declared in the config (`[[identities]]`) or
+//! created at runtime (`seedctl identity create`, persisted in the index). Each identity
+//! announces the inventory of the tenants placed on it; the default one also announces the
+//! operator's own repositories and those of tenants without a dedicated identity. Replication
+//! runs through the default identity's sessions.
+
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+
+use serde::{Deserialize, Serialize};
+use tokio_util::sync::CancellationToken;
+
+use crate::index::tenants::Kind;
+use crate::index::Index;
+use crate::net::{Net, NetConfig, NetDeps};
+use crate::policy::Policies;
+use crate::tenant::{Tenants, DEFAULT_IDENTITY, INVENTORY_LIMIT};
+
+/// A secondary identity's definition.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct IdentitySpec {
+    pub name: String,
+    pub listen: Vec<String>,
+    #[serde(default)]
+    pub external_addresses: Vec<String>,
+    /// Inventory cap (≤ 2,973).
+    #[serde(default)]
+    pub inventory_cap: Option<usize>,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum IdentityError {
+    #[error("invalid identity name `{0}`: use 1-63 of a-z, 0-9 and `-`")]
+    BadName(String),
+    #[error("identity `{0}` already exists")]
+    Exists(String),
+    #[error("identity `{name}`: {reason}")]
+    Start { name: String, reason: String },
+}
+
+impl IdentityError {
+    pub fn status(&self) -> u16 {
+        match self {
+            IdentityError::BadName(_) => 400,
+            IdentityError::Exists(_) => 409,
+            IdentityError::Start { .. } => 422,
+        }
+    }
+}
+
+struct Running {
+    spec: IdentitySpec,
+    net: Net,
+}
+
+/// What starting another identity's p2p layer needs.
+#[derive(Clone)]
+pub struct Launch {
+    pub keys_dir: PathBuf,
+    pub passphrase: Option<String>,
+    pub base: NetConfig,
+    pub deps: NetDeps,
+    pub shutdown: CancellationToken,
+}
+
+/// The identities of this daemon. Cheap to clone.
+#[derive(Clone)]
+pub struct Identities {
+    default: Net,
+    default_cap: usize,
+    others: Arc<Mutex<Vec<Running>>>,
+    launch: Launch,
+    tenants: Tenants,
+    policies: Policies,
+    index: Index,
+    metrics: Arc<crate::metrics::Metrics>,
+}
+
+/// `seedctl identity ls` row.
+#[derive(Debug, Clone, Serialize)]
+pub struct IdentityInfo {
+    pub name: String,
+    pub nid: String,
+    pub listen: Vec<String>,
+    pub external_addresses: Vec<String>,
+    pub tenants: Vec<String>,
+    pub inventory: usize,
+    pub cap: usize,
+}
+
+impl Identities {
+    pub fn new(
+        default: Net,
+        default_cap: usize,
+        launch: Launch,
+        tenants: Tenants,
+        policies: Policies,
+        index: Index,
+        metrics: Arc<crate::metrics::Metrics>,
+    ) -> Self {
+        tenants.set_identity(DEFAULT_IDENTITY, default_cap);
+        Self {
+            default,
+            default_cap: default_cap.min(INVENTORY_LIMIT),
+            others: Arc::new(Mutex::new(Vec::new())),
+            launch,
+            tenants,
+            policies,
+            index,
+            metrics,
+        }
+    }
+
+    pub fn default_net(&self) -> &Net {
+        &self.default
+    }
+
+    /// Identities created at runtime (persisted in the index).
+    pub fn persisted(&self) -> Vec<IdentitySpec> {
+        self.index
+            .tenant_records(Kind::Identity)
+            .unwrap_or_default()
+            .into_iter()
+            .filter_map(|(_, v)| serde_json::from_slice(&v).ok())
+            .collect()
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Vec<Running>> {
+        self.others.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Start an identity: load or generate its key under `keys/<name>/`, listen, announce.
+    /// `persist` records it in the index (runtime creation).
+    pub async fn start(&self, spec: IdentitySpec, persist: bool) -> Result<IdentityInfo, IdentityError> {
+        if !crate::tenant::valid_name(&spec.name) || spec.name == DEFAULT_IDENTITY {
+            return Err(IdentityError::BadName(spec.name));
+        }
+        if self.lock().iter().any(|r| r.spec.name == spec.name) {
+            return Err(IdentityError::Exists(spec.name));
+        }
+        let fail = |reason: String| IdentityError::Start {
+            name: spec.name.clone(),
+            reason,
+        };
+        let dir = self.launch.keys_dir.join(&spec.name);
+        let (key, created) =
+            crate::crypto::load_or_generate(&dir, self.launch.passphrase.as_deref())
+                .map_err(|e| fail(format!("key in {}: {e}", dir.display())))?;
+        if created {
+            tracing::info!(identity = %spec.name, nid = %key.nid(), "generated a new identity key");
+        }
+        let mut cfg = self.launch.base.clone();
+        cfg.listen = spec
+            .listen
+            .iter()
+            .map(|l| {
+                l.parse()
+                    .map_err(|e| fail(format!("listen address {l:?}: {e}")))
+            })
+            .collect::<Result<_, _>>()?;
+        let mut ext = Vec::new();
+        for a in &spec.external_addresses {
+            ext.push(
+                a.parse()
+                    .map_err(|e| fail(format!("external address {a:?}: {e}")))?,
+            );
+        }
+        cfg.gossip.external_addresses = ext;
+        let net = Net::start(key, cfg, self.launch.deps.clone(), self.launch.shutdown.clone())
+            .await
+            .map_err(|e| fail(format!("{e:#}")))?;
+        if persist {
+            let bytes = serde_json::to_vec(&spec).map_err(|e| fail(e.to_string()))?;
+            self.index
+                .put_tenant_record(Kind::Identity, &spec.name, &bytes)
+                .map_err(|e| fail(e.to_string()))?;
+        }
+        let cap = spec.inventory_cap.unwrap_or(INVENTORY_LIMIT).min(INVENTORY_LIMIT);
+        self.tenants.set_identity(&spec.name, cap);
+        tracing::info!(identity = %spec.name, nid = %net.nid(), listen = ?net.local_addrs(), "seed identity started");
+        self.lock().push(Running {
+            spec: spec.clone(),
+            net,
+        });
+        self.refresh();
+        self.list()
+            .into_iter()
+            .find(|i| i.name == spec.name)
+            .ok_or_else(|| fail("vanished".into()))
+    }
+
+    /// Announce each identity's inventory and subscription filter.
+    pub fn refresh(&self) {
+        let repos = match self.index.repos() {
+            Ok(r) => r,
+            Err(e) => {
+                tracing::error!(error = %e, "reading the index for the inventory failed");
+                return;
+            }
+        };
+        let public: std::collections::BTreeSet<_> = repos
+            .iter()
+            .filter(|r| r.is_public())
+            .map(|r| r.rid)
+            .collect();
+        let p = &self.policies;
+        let seeded: Vec<_> = p.explicitly_seeded().into_iter().map(|(r, _)| r).collect();
+        let dedicated = self.tenants.dedicated_only();
+        // Default: public, seeded, not held only by tenants on dedicated identities.
+        let default_inv: Vec<_> = public
+            .iter()
+            .filter(|rid| p.seeding(rid).is_some() && !dedicated.contains(rid))
+            .copied()
+            .collect();
+        self.publish(DEFAULT_IDENTITY, &self.default, default_inv, self.default_cap);
+        self.default.set_seeding(p.seeds_by_default(), seeded);
+        for r in self.lock().iter() {
+            let mine = self.tenants.identity_repos(&r.spec.name);
+            let inv: Vec<_> = mine
+                .iter()
+                .filter(|rid| public.contains(rid) && p.seeding(rid).is_some())
+                .copied()
+                .collect();
+            let cap = r.spec.inventory_cap.unwrap_or(INVENTORY_LIMIT);
+            self.publish(&r.spec.name, &r.net, inv, cap);
+            r.net.set_seeding(false, mine.into_iter().collect());
+        }
+    }
+
+    fn publish(&self, name: &str, net: &Net, inv: Vec<crate::crypto::RepoId>, cap: usize) {
+        let m = &self.metrics.tenant;
+        m.identity_inventory
+            .with_label_values(&[name])
+            .set(inv.len() as i64);
+        m.identity_cap
+            .with_label_values(&[name])
+            .set(cap.min(INVENTORY_LIMIT) as i64);
+        net.set_inventory(inv);
+    }
+
+    pub fn list(&self) -> Vec<IdentityInfo> {
+        let tenants = self.tenants.list();
+        let on = |name: &str| -> Vec<String> {
+            tenants
+                .iter()
+                .filter(|(t, _)| t.identity == name)
+                .map(|(t, _)| t.name.clone())
+                .collect()
+        };
+        let mut out = vec![IdentityInfo {
+            name: DEFAULT_IDENTITY.to_owned(),
+            nid: self.default.nid().to_string(),
+            listen: self
+                .default
+                .local_addrs()
+                .iter()
+                .map(ToString::to_string)
+                .collect(),
+            external_addresses: Vec::new(),
+            tenants: on(DEFAULT_IDENTITY),
+            inventory: self
+                .metrics
+                .tenant
+                .identity_inventory
+                .with_label_values(&[DEFAULT_IDENTITY])
+                .get() as usize,
+            cap: self.default_cap,
+        }];
+        for r in self.lock().iter() {
+            out.push(IdentityInfo {
+                name: r.spec.name.clone(),
+                nid: r.net.nid().to_string(),
+                listen: r.net.local_addrs().iter().map(ToString::to_string).collect(),
+                external_addresses: r.spec.external_addresses.clone(),
+                tenants: on(&r.spec.name),
+                inventory: self
+                    .metrics
+                    .tenant
+                    .identity_inventory
+                    .with_label_values(&[&r.spec.name])
+                    .get() as usize,
+                cap: r.spec.inventory_cap.unwrap_or(INVENTORY_LIMIT),
+            });
+        }
+        out
+    }
+
+    /// Every running identity's spec (backup).
+    pub fn specs(&self) -> Vec<IdentitySpec> {
+        self.lock().iter().map(|r| r.spec.clone()).collect()
+    }
+
+    pub async fn shutdown(&self) {
+        let nets: Vec<Net> = self.lock().iter().map(|r| r.net.clone()).collect();
+        for n in nets {
+            n.shutdown().await;
+        }
+        self.default.shutdown().await;
+    }
+}

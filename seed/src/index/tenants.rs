@@ -1,0 +1,116 @@
+//! Tenant records in RocksDB (CF `tenants`): `t/` ‖ name → tenant JSON, `e/` ‖ name → egress
+//! bookkeeping JSON, `i/` ‖ name → seed identity JSON. The index stores bytes; `tenant` owns
+//! the types.
+
+use rocksdb::{IteratorMode, ReadOptions, WriteBatch};
+
+use super::{Index, IndexError};
+
+pub const CF_TENANTS: &str = "tenants";
+
+/// A raw key and value.
+pub type KeyValue = (Vec<u8>, Vec<u8>);
+
+/// Which record family a key belongs to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    Tenant,
+    Egress,
+    Identity,
+}
+
+impl Kind {
+    fn prefix(self) -> &'static [u8] {
+        match self {
+            Kind::Tenant => b"t/",
+            Kind::Egress => b"e/",
+            Kind::Identity => b"i/",
+        }
+    }
+}
+
+fn key(kind: Kind, name: &str) -> Vec<u8> {
+    [kind.prefix(), name.as_bytes()].concat()
+}
+
+impl Index {
+    /// Every record of a kind, as (name, JSON bytes), in name order.
+    pub fn tenant_records(&self, kind: Kind) -> Result<Vec<(String, Vec<u8>)>, IndexError> {
+        let mut opts = ReadOptions::default();
+        opts.set_total_order_seek(true);
+        let mut out = Vec::new();
+        for item in self.db.iterator_cf_opt(
+            self.cf(CF_TENANTS)?,
+            opts,
+            IteratorMode::From(kind.prefix(), rocksdb::Direction::Forward),
+        ) {
+            let (k, v) = item?;
+            let Some(name) = k.strip_prefix(kind.prefix()) else {
+                break;
+            };
+            out.push((String::from_utf8_lossy(name).into_owned(), v.to_vec()));
+        }
+        Ok(out)
+    }
+
+    pub fn put_tenant_record(&self, kind: Kind, name: &str, value: &[u8]) -> Result<(), IndexError> {
+        self.db
+            .put_cf(self.cf(CF_TENANTS)?, key(kind, name), value)?;
+        Ok(())
+    }
+
+    /// Delete a tenant together with its egress bookkeeping, atomically.
+    pub fn delete_tenant_records(&self, name: &str) -> Result<(), IndexError> {
+        let cf = self.cf(CF_TENANTS)?;
+        let mut batch = WriteBatch::default();
+        batch.delete_cf(cf, key(Kind::Tenant, name));
+        batch.delete_cf(cf, key(Kind::Egress, name));
+        self.db.write(batch)?;
+        Ok(())
+    }
+
+    pub fn delete_tenant_record(&self, kind: Kind, name: &str) -> Result<(), IndexError> {
+        self.db.delete_cf(self.cf(CF_TENANTS)?, key(kind, name))?;
+        Ok(())
+    }
+
+    /// Raw `meta` entries (backup).
+    pub fn meta_entries(&self) -> Result<Vec<KeyValue>, IndexError> {
+        let mut out = Vec::new();
+        for item in self
+            .db
+            .iterator_cf(self.cf(super::CF_META)?, IteratorMode::Start)
+        {
+            let (k, v) = item?;
+            out.push((k.to_vec(), v.to_vec()));
+        }
+        Ok(out)
+    }
+
+    pub fn put_meta(&self, key: &[u8], value: &[u8]) -> Result<(), IndexError> {
+        self.db.put_cf(self.cf(super::CF_META)?, key, value)?;
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn records_by_kind() {
+        let dir = tempfile::tempdir().unwrap();
+        let index = Index::open(dir.path()).unwrap();
+        index.put_tenant_record(Kind::Tenant, "acme", b"{}").unwrap();
+        index.put_tenant_record(Kind::Tenant, "beta", b"{}").unwrap();
+        index.put_tenant_record(Kind::Egress, "acme", b"1").unwrap();
+        index.put_tenant_record(Kind::Identity, "shard1", b"2").unwrap();
+        let t = index.tenant_records(Kind::Tenant).unwrap();
+        assert_eq!(t.len(), 2);
+        assert_eq!(t[0].0, "acme");
+        assert_eq!(index.tenant_records(Kind::Identity).unwrap().len(), 1);
+        index.delete_tenant_records("acme").unwrap();
+        assert_eq!(index.tenant_records(Kind::Tenant).unwrap().len(), 1);
+        assert!(index.tenant_records(Kind::Egress).unwrap().is_empty());
+    }
+}
