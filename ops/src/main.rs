@@ -1,12 +1,19 @@
-//! `seedctl`: the operator's CLI for seedd. It talks to the daemon only over the admin API.
+//! `seedctl`: the operator's CLI for seedd. It talks to the daemon only over the admin API
+//! (except `restore --data-dir`, which prepares a stopped node's data directory).
 #![forbid(unsafe_code)]
+
+mod apply;
+mod restore;
+mod size;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use anyhow::{anyhow, Context as _};
+use anyhow::{anyhow, bail, Context as _};
 use clap::{Parser, Subcommand, ValueEnum};
-use serde_json::Value;
+use serde_json::{Map, Value};
+
+use size::{format_size, parse_count_limit, parse_size_limit, Limit};
 
 #[derive(Parser)]
 #[command(
@@ -48,7 +55,7 @@ enum Command {
     Status,
     /// Re-read storage and update the index (picks up repositories added on disk).
     Rescan,
-    /// Repositories in the index.
+    /// Repositories: list, show, seed, unseed, purge.
     Repo {
         #[command(subcommand)]
         command: RepoCommand,
@@ -78,6 +85,78 @@ enum Command {
     Routing {
         #[command(subcommand)]
         command: RoutingCommand,
+    },
+    /// Tenants: create, list, show, suspend, resume, remove; their rate limits.
+    Tenant {
+        #[command(subcommand)]
+        command: TenantCommand,
+    },
+    /// A tenant's quotas.
+    Quota {
+        #[command(subcommand)]
+        command: QuotaCommand,
+    },
+    /// The HTTP host names that select a tenant.
+    Host {
+        #[command(subcommand)]
+        command: HostCommand,
+    },
+    /// Deny lists of repositories and nodes (the operator's global list, or a tenant's).
+    Deny {
+        #[command(subcommand)]
+        command: DenyCommand,
+    },
+    /// The fetch queue.
+    Queue {
+        #[command(subcommand)]
+        command: QueueCommand,
+    },
+    /// What tenants use against their quotas.
+    Usage {
+        /// Only this tenant.
+        #[arg(long)]
+        tenant: Option<String>,
+    },
+    /// Node identities (one key, listener and inventory each).
+    Identity {
+        #[command(subcommand)]
+        command: IdentityCommand,
+    },
+    /// The daemon's configuration file.
+    Config {
+        #[command(subcommand)]
+        command: ConfigCommand,
+    },
+    /// Download a backup (keys, identities, tenants, policies, deny lists) as JSON.
+    ///
+    /// The backup holds the node's private keys: keep it as secret as the keys themselves.
+    Backup {
+        /// Write it to this file (mode 0600) instead of standard output.
+        #[arg(short = 'f', long = "file")]
+        file: Option<PathBuf>,
+    },
+    /// Restore a backup: online (tenants, policies, deny lists) or, with --data-dir, offline.
+    Restore {
+        /// The backup file (`-` = standard input).
+        #[arg(short = 'f', long = "file")]
+        file: PathBuf,
+        /// Offline restore into this (stopped, new) node's data directory: writes the keys and
+        /// restore.json, which seedd imports on its next start. Refuses a directory that
+        /// already has keys/ or index/.
+        #[arg(long)]
+        data_dir: Option<PathBuf>,
+    },
+    /// Make the tenants match a tenants file (YAML, top level `tenants:`).
+    Apply {
+        /// The tenants file (`-` = standard input).
+        #[arg(short = 'f', long = "file")]
+        file: PathBuf,
+        /// Also remove tenants (and hosts, repositories, follows, deny entries) not in the file.
+        #[arg(long)]
+        prune: bool,
+        /// Show the changes without making them.
+        #[arg(long)]
+        dry_run: bool,
     },
 }
 
@@ -113,22 +192,38 @@ enum RoutingCommand {
 
 #[derive(Subcommand)]
 enum RepoCommand {
-    /// List indexed repositories.
-    Ls,
+    /// List indexed repositories (with --tenant: only that tenant's).
+    Ls {
+        #[arg(long)]
+        tenant: Option<String>,
+    },
     /// One repository: identity, canonical head, namespaces and their signed-refs status.
     Show { rid: String },
     /// Seed a repository (policy allow) and fetch it from a connected seed or `--from`.
     Seed {
         rid: String,
+        /// Seed it for this tenant (counts against its quotas; the first tenant owns it).
+        #[arg(long)]
+        tenant: Option<String>,
         /// Namespaces to fetch: all, or delegates and followed nodes only.
         #[arg(long, value_parser = ["all", "followed"])]
         scope: Option<String>,
-        /// Peer to connect to and fetch from, `z6Mk…@host:port`.
+        /// The tenant's name for the repository (clone URL `https://<host>/<alias>.git`).
+        #[arg(long)]
+        alias: Option<String>,
+        /// Peer to fetch from: `z6Mk…@host:port` (connected to first) or `z6Mk…`.
         #[arg(long)]
         from: Option<String>,
     },
-    /// Stop seeding a repository (policy block; data is kept until purged).
-    Unseed { rid: String },
+    /// Stop seeding a repository (for --tenant: that tenant lets go of it; data is kept while
+    /// another tenant or the operator seeds it).
+    Unseed {
+        rid: String,
+        #[arg(long)]
+        tenant: Option<String>,
+    },
+    /// Delete a repository from storage and from every tenant that holds it.
+    Purge { rid: String },
 }
 
 #[derive(Subcommand)]
@@ -147,12 +242,152 @@ enum NodeCommand {
     Unblock { nid: String },
 }
 
+#[derive(Subcommand)]
+enum TenantCommand {
+    /// Create a tenant.
+    Create {
+        /// Tenant name: lower-case letters, digits and `-` (at most 63).
+        name: String,
+        /// HTTP host name served for the tenant (repeatable; `*.example.org` for a wildcard).
+        #[arg(long = "host")]
+        hosts: Vec<String>,
+        /// The node identity that seeds its repositories (default: `default`).
+        #[arg(long)]
+        identity: Option<String>,
+        /// Most repositories it may seed (or `unlimited`).
+        #[arg(long, value_parser = parse_count_limit)]
+        repos: Option<Limit>,
+        /// Most bytes its repositories may take on disk: bytes, 10KiB, 5MiB, 1GiB… or `unlimited`.
+        #[arg(long, value_parser = parse_size_limit)]
+        bytes: Option<Limit>,
+        /// Most bytes served per day (UTC): a size or `unlimited`.
+        #[arg(long, value_parser = parse_size_limit)]
+        egress_per_day: Option<Limit>,
+        /// HTTP requests per second (or `unlimited`).
+        #[arg(long, value_parser = parse_count_limit)]
+        rps: Option<Limit>,
+        /// HTTP request burst (or `unlimited`).
+        #[arg(long, value_parser = parse_count_limit)]
+        burst: Option<Limit>,
+    },
+    /// List tenants.
+    Ls,
+    /// One tenant: hosts, repositories, quotas and usage.
+    Show { name: String },
+    /// Suspend a tenant: its hosts answer 403 and its repositories are no longer fetched for it.
+    Suspend { name: String },
+    /// Resume a suspended tenant.
+    Resume { name: String },
+    /// Remove a tenant (repositories no other tenant holds are purged).
+    Rm { name: String },
+    /// Set a tenant's HTTP rate limit (`unlimited` removes a limit; absent = unchanged).
+    Rate {
+        name: String,
+        /// Requests per second.
+        #[arg(long, value_parser = parse_count_limit)]
+        rps: Option<Limit>,
+        /// Burst size.
+        #[arg(long, value_parser = parse_count_limit)]
+        burst: Option<Limit>,
+    },
+}
+
+#[derive(Subcommand)]
+enum QuotaCommand {
+    /// Set a tenant's quotas (`unlimited` removes a limit; absent = unchanged).
+    Set {
+        tenant: String,
+        /// Most repositories.
+        #[arg(long, value_parser = parse_count_limit)]
+        repos: Option<Limit>,
+        /// Most bytes on disk: bytes, 10KiB, 5MiB, 1GiB, 2TiB, 1GB…
+        #[arg(long, value_parser = parse_size_limit)]
+        bytes: Option<Limit>,
+        /// Most bytes served per day (UTC).
+        #[arg(long, value_parser = parse_size_limit)]
+        egress_per_day: Option<Limit>,
+    },
+}
+
+#[derive(Subcommand)]
+enum HostCommand {
+    /// Serve a host name for a tenant.
+    Add { tenant: String, host: String },
+    /// Stop serving a host name for a tenant.
+    Rm { tenant: String, host: String },
+}
+
+#[derive(Subcommand)]
+enum DenyCommand {
+    /// Denied repositories (never seeded or served).
+    Repo {
+        #[command(subcommand)]
+        command: DenyAction,
+    },
+    /// Denied nodes (never fetched from; their namespaces never written).
+    Node {
+        #[command(subcommand)]
+        command: DenyAction,
+    },
+}
+
+#[derive(Subcommand)]
+enum DenyAction {
+    /// Add an entry (without --tenant: to the operator's global list).
+    Add {
+        id: String,
+        #[arg(long)]
+        tenant: Option<String>,
+    },
+    /// Remove an entry (without --tenant: from the operator's global list).
+    Rm {
+        id: String,
+        #[arg(long)]
+        tenant: Option<String>,
+    },
+    /// List entries (with --tenant: only that tenant's).
+    Ls {
+        #[arg(long)]
+        tenant: Option<String>,
+    },
+}
+
+#[derive(Subcommand)]
+enum QueueCommand {
+    /// Fetches running and waiting.
+    Ls,
+}
+
+#[derive(Subcommand)]
+enum IdentityCommand {
+    /// List identities: node id, listeners, tenants, inventory.
+    Ls,
+    /// Create an identity: a new key and a p2p listener of its own.
+    Create {
+        name: String,
+        /// Address to listen on, `host:port` (repeatable).
+        #[arg(long, required = true)]
+        listen: Vec<String>,
+        /// Address announced to the network, `host:port` (repeatable).
+        #[arg(long = "external-address")]
+        external_addresses: Vec<String>,
+    },
+}
+
+#[derive(Subcommand)]
+enum ConfigCommand {
+    /// Re-read the configuration file (as SIGHUP does).
+    Reload,
+}
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
     match run(&cli) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("seedctl: {e:#}");
+            // One line: the cause chain joined, newlines folded.
+            let msg = format!("{e:#}").replace(['\r', '\n'], " ");
+            eprintln!("seedctl: {}", msg.trim());
             ExitCode::FAILURE
         }
     }
@@ -187,33 +422,81 @@ fn call_with(cli: &Cli, method: &str, path: &str, body: Option<Value>) -> anyhow
         .timeout_global(Some(std::time::Duration::from_secs(120)))
         .build()
         .into();
-    let resp = match method {
-        "POST" => match body {
-            Some(b) => agent
-                .post(&url)
-                .header("Authorization", &auth)
-                .header("Content-Type", "application/json")
-                .send(b.to_string()),
-            None => agent.post(&url).header("Authorization", &auth).send_empty(),
-        },
+    let json = "application/json";
+    let resp = match (method, body) {
+        ("POST", Some(b)) => agent
+            .post(&url)
+            .header("Authorization", &auth)
+            .header("Content-Type", json)
+            .send(b.to_string()),
+        ("POST", None) => agent.post(&url).header("Authorization", &auth).send_empty(),
+        ("PUT", b) => agent
+            .put(&url)
+            .header("Authorization", &auth)
+            .header("Content-Type", json)
+            .send(b.unwrap_or_else(|| Value::Object(Map::new())).to_string()),
+        ("DELETE", _) => agent.delete(&url).header("Authorization", &auth).call(),
         _ => agent.get(&url).header("Authorization", &auth).call(),
     }
     .map_err(|e| {
         anyhow!("cannot reach the admin API at {url}: {e}; is seedd running and --admin right?")
     })?;
     let status = resp.status();
-    let body: Value = resp
+    let text = resp
         .into_body()
-        .read_json()
-        .map_err(|e| anyhow!("{url}: answer is not JSON ({e})"))?;
+        .read_to_string()
+        .map_err(|e| anyhow!("{url}: reading the answer: {e}"))?;
+    let body: Result<Value, _> = if text.trim().is_empty() {
+        Ok(Value::Null)
+    } else {
+        serde_json::from_str(&text)
+    };
     if !status.is_success() {
-        let msg = body
-            .get("error")
-            .and_then(Value::as_str)
-            .unwrap_or("request failed");
+        let msg = match &body {
+            Ok(b) => b
+                .get("error")
+                .and_then(Value::as_str)
+                .unwrap_or("request failed")
+                .to_owned(),
+            // A plain-text answer (e.g. "not found" from a seedd without this route).
+            Err(_) => text.trim().chars().take(200).collect(),
+        };
         return Err(anyhow!("{url}: {status}: {msg}"));
     }
-    Ok(body)
+    body.map_err(|e| anyhow!("{url}: answer is not JSON ({e})"))
+}
+
+/// Percent-encodes one path segment or query value (RFC 3986 unreserved characters, `:`, `*`
+/// and `@` stay as they are, so `rad:z…` and `*.example.org` read naturally in logs).
+fn enc(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for b in s.bytes() {
+        if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_' | b'~' | b':' | b'*' | b'@')
+        {
+            out.push(char::from(b));
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
+}
+
+/// `path?tenant=T` when a tenant is given.
+fn with_tenant(path: &str, tenant: Option<&str>) -> String {
+    match tenant {
+        Some(t) => format!("{path}?tenant={}", enc(t)),
+        None => path.to_owned(),
+    }
+}
+
+/// A JSON object of the fields that are set.
+fn object<const N: usize>(fields: [(&str, Option<Value>); N]) -> Value {
+    Value::Object(
+        fields
+            .into_iter()
+            .filter_map(|(k, v)| v.map(|v| (k.to_owned(), v)))
+            .collect(),
+    )
 }
 
 fn run(cli: &Cli) -> anyhow::Result<()> {
@@ -274,14 +557,19 @@ fn run(cli: &Cli) -> anyhow::Result<()> {
             (v, t)
         }
         Command::Repo {
-            command: RepoCommand::Ls,
+            command: RepoCommand::Ls { ref tenant },
         } => {
-            let v = call(cli, "GET", "/api/v1/repos")?;
+            let v = call(cli, "GET", &with_tenant("/api/v1/repos", tenant.as_deref()))?;
+            let list: Vec<&Value> = items(&v, "repos").collect();
+            let with_tenants = list.iter().any(|r| r["tenants"].is_array());
             let mut t = format!(
                 "{:<40} {:<24} {:<8} {:>4} {:>5}",
                 "RID", "NAME", "VISIBLE", "DELS", "PEERS"
             );
-            for r in v["repos"].as_array().into_iter().flatten() {
+            if with_tenants {
+                t.push_str(" TENANTS");
+            }
+            for r in list {
                 t.push_str(&format!(
                     "\n{:<40} {:<24} {:<8} {:>4} {:>5}",
                     s(&r["rid"]),
@@ -290,6 +578,9 @@ fn run(cli: &Cli) -> anyhow::Result<()> {
                     r["delegates"].as_array().map_or(0, Vec::len),
                     r["namespaces"].as_array().map_or(0, Vec::len),
                 ));
+                if with_tenants {
+                    t.push_str(&format!(" {}", join(&r["tenants"])));
+                }
             }
             (v, t)
         }
@@ -304,6 +595,11 @@ fn run(cli: &Cli) -> anyhow::Result<()> {
                 s(&r["visibility"]["type"]), r["threshold"],
                 r["delegates"].as_array().map(|d| d.iter().map(s).collect::<Vec<_>>().join(", ")).unwrap_or_default(),
             );
+            for (key, label) in [("tenants", "tenants"), ("owner", "owner")] {
+                if let Some(x) = v.get(key).or_else(|| r.get(key)) {
+                    t.push_str(&format!("\n{label:<11} {}", join(x)));
+                }
+            }
             for sr in v["sigrefs"].as_array().into_iter().flatten() {
                 let state = if sr["error"].is_null() {
                     format!("ok ({})", s(&sr["level"]))
@@ -318,32 +614,81 @@ fn run(cli: &Cli) -> anyhow::Result<()> {
             command:
                 RepoCommand::Seed {
                     ref rid,
+                    ref tenant,
                     ref scope,
+                    ref alias,
                     ref from,
                 },
         } => {
+            let body = object([
+                ("scope", scope.clone().map(Value::from)),
+                ("from", from.clone().map(Value::from)),
+                ("tenant", tenant.clone().map(Value::from)),
+                ("alias", alias.clone().map(Value::from)),
+            ]);
             let v = call_with(
                 cli,
                 "POST",
-                &format!("/api/v1/repos/{rid}/seed"),
-                Some(serde_json::json!({ "scope": scope, "from": from })),
+                &format!("/api/v1/repos/{}/seed", enc(rid)),
+                Some(body),
             )?;
-            let t = format!(
-                "seeding {} (scope {}){}",
-                s(&v["rid"]),
-                s(&v["scope"]),
-                v["fetching_from"]
-                    .as_str()
-                    .map(|n| format!("; fetching from {n}"))
-                    .unwrap_or_default()
-            );
+            let mut t = format!("seeding {}", s(&v["rid"]));
+            let mut notes = Vec::new();
+            if let Some(name) = v["tenant"].as_str() {
+                t.push_str(&format!(" for tenant {name}"));
+                match v["owner"].as_bool() {
+                    Some(true) => notes.push("owner".to_owned()),
+                    Some(false) => notes.push("shared: another tenant owns it".to_owned()),
+                    None => {}
+                }
+            }
+            if let Some(scope) = v["scope"].as_str() {
+                notes.push(format!("scope {scope}"));
+            }
+            if !notes.is_empty() {
+                t.push_str(&format!(" ({})", notes.join("; ")));
+            }
+            if let Some(n) = v["fetching_from"].as_str() {
+                t.push_str(&format!("; fetching from {n}"));
+            }
             (v, t)
         }
         Command::Repo {
-            command: RepoCommand::Unseed { ref rid },
+            command:
+                RepoCommand::Unseed {
+                    ref rid,
+                    ref tenant,
+                },
         } => {
-            let v = call(cli, "POST", &format!("/api/v1/repos/{rid}/unseed"))?;
-            let t = format!("no longer seeding {}", s(&v["rid"]));
+            let body = object([("tenant", tenant.clone().map(Value::from))]);
+            let v = call_with(
+                cli,
+                "POST",
+                &format!("/api/v1/repos/{}/unseed", enc(rid)),
+                Some(body),
+            )?;
+            let whom = tenant
+                .as_deref()
+                .map(|n| format!(" for tenant {n}"))
+                .unwrap_or_default();
+            let mut t = match v["unseeded"].as_bool() {
+                Some(false) => format!("{} was not seeded{whom}", s(&v["rid"])),
+                _ => format!("no longer seeding {}{whom}", s(&v["rid"])),
+            };
+            if v["purged"].as_bool() == Some(true) {
+                t.push_str(" (nobody seeds it any more: purged from storage)");
+            }
+            (v, t)
+        }
+        Command::Repo {
+            command: RepoCommand::Purge { ref rid },
+        } => {
+            let v = call(cli, "POST", &format!("/api/v1/repos/{}/purge", enc(rid)))?;
+            let mut t = format!("purged {}", s(&v["rid"]));
+            let held: Vec<String> = items(&v, "tenants").map(s).collect();
+            if !held.is_empty() {
+                t.push_str(&format!(" (removed from tenants {})", held.join(", ")));
+            }
             (v, t)
         }
         Command::Node { ref command } => {
@@ -501,8 +846,569 @@ fn run(cli: &Cli) -> anyhow::Result<()> {
             }
             (v, t)
         }
+        Command::Tenant { ref command } => tenant(cli, command)?,
+        Command::Quota {
+            command:
+                QuotaCommand::Set {
+                    ref tenant,
+                    repos,
+                    bytes,
+                    egress_per_day,
+                },
+        } => {
+            if repos.is_none() && bytes.is_none() && egress_per_day.is_none() {
+                bail!("quota set: give at least one of --repos, --bytes, --egress-per-day");
+            }
+            let body = object([
+                ("repos", repos.map(Limit::to_json)),
+                ("bytes", bytes.map(Limit::to_json)),
+                ("egress_bytes_per_day", egress_per_day.map(Limit::to_json)),
+            ]);
+            let v = call_with(
+                cli,
+                "PUT",
+                &format!("/api/v1/tenants/{}/quota", enc(tenant)),
+                Some(body),
+            )?;
+            let t = tenant_of(&v);
+            let q = &t["quotas"];
+            let text = format!(
+                "{} quotas: repos {}, bytes {}, egress per day {}",
+                s(&t["name"]),
+                limit_count(&q["repos"]),
+                limit_size(&q["bytes"]),
+                limit_size(&q["egress_bytes_per_day"]),
+            );
+            (v, text)
+        }
+        Command::Host { ref command } => {
+            let (v, verb) = match command {
+                HostCommand::Add { tenant, host } => (
+                    call_with(
+                        cli,
+                        "POST",
+                        &format!("/api/v1/tenants/{}/hosts", enc(tenant)),
+                        Some(serde_json::json!({ "host": host })),
+                    )?,
+                    format!("added host {host}"),
+                ),
+                HostCommand::Rm { tenant, host } => (
+                    call(
+                        cli,
+                        "DELETE",
+                        &format!("/api/v1/tenants/{}/hosts/{}", enc(tenant), enc(host)),
+                    )?,
+                    format!("removed host {host}"),
+                ),
+            };
+            let t = tenant_of(&v);
+            let text = format!("{verb}; {} hosts: {}", s(&t["name"]), join(&t["hosts"]));
+            (v, text)
+        }
+        Command::Deny { ref command } => deny(cli, command)?,
+        Command::Queue {
+            command: QueueCommand::Ls,
+        } => {
+            let v = call(cli, "GET", "/api/v1/queue")?;
+            let mut t = format!(
+                "{:<7} {:<40} {:<50} {:>8}",
+                "STATE", "RID", "FROM", "SECONDS"
+            );
+            let mut n = 0;
+            for (state, key) in [("active", "active"), ("queued", "queued")] {
+                for e in v[key].as_array().into_iter().flatten() {
+                    n += 1;
+                    t.push_str(&format!(
+                        "\n{:<7} {:<40} {:<50} {:>8}",
+                        state,
+                        s(&e["rid"]),
+                        e["from"].as_str().unwrap_or("-"),
+                        e["seconds"]
+                            .as_u64()
+                            .map_or("-".to_owned(), |x| x.to_string()),
+                    ));
+                }
+            }
+            if n == 0 {
+                t = "no fetches running or waiting".to_owned();
+            }
+            (v, t)
+        }
+        Command::Usage { ref tenant } => {
+            let v = call(cli, "GET", &with_tenant("/api/v1/usage", tenant.as_deref()))?;
+            let mut t = format!(
+                "{:<24} {:<10} {:<16} {:<24} {}",
+                "TENANT", "STATE", "REPOS", "STORED", "EGRESS TODAY"
+            );
+            for u in items(&v, "usage") {
+                t.push_str(&format!(
+                    "\n{:<24} {:<10} {:<16} {:<24} {}",
+                    s(&u["tenant"]),
+                    s(&u["state"]),
+                    used_of(&u["repos"], &u["quota_repos"], false),
+                    used_of(&u["stored_bytes"], &u["quota_bytes"], true),
+                    used_of(
+                        &u["egress_today_bytes"],
+                        &u["quota_egress_bytes_per_day"],
+                        true
+                    ),
+                ));
+            }
+            (v, t)
+        }
+        Command::Identity {
+            command: IdentityCommand::Ls,
+        } => {
+            let v = call(cli, "GET", "/api/v1/identities")?;
+            let mut t = format!(
+                "{:<16} {:<50} {:<24} {:<24} {:>11} TENANTS",
+                "NAME", "NID", "LISTEN", "EXTERNAL", "INVENTORY"
+            );
+            for i in items(&v, "identities") {
+                t.push_str(&format!(
+                    "\n{:<16} {:<50} {:<24} {:<24} {:>11} {}",
+                    s(&i["name"]),
+                    s(&i["nid"]),
+                    join(&i["listen"]),
+                    join(&i["external_addresses"]),
+                    format!("{}/{}", i["inventory"], i["cap"]),
+                    join(&i["tenants"]),
+                ));
+            }
+            (v, t)
+        }
+        Command::Identity {
+            command:
+                IdentityCommand::Create {
+                    ref name,
+                    ref listen,
+                    ref external_addresses,
+                },
+        } => {
+            let mut body = serde_json::json!({ "name": name, "listen": listen });
+            if !external_addresses.is_empty() {
+                body["external_addresses"] = serde_json::json!(external_addresses);
+            }
+            let v = call_with(cli, "POST", "/api/v1/identities", Some(body))?;
+            let i = v.get("identity").filter(|i| i.is_object()).unwrap_or(&v);
+            let t = format!(
+                "created identity {} (node id {}), listening on {}",
+                s(&i["name"]),
+                s(&i["nid"]),
+                join(&i["listen"])
+            );
+            (v, t)
+        }
+        Command::Config {
+            command: ConfigCommand::Reload,
+        } => {
+            let v = call(cli, "POST", "/api/v1/config/reload")?;
+            let changes: Vec<String> = items(&v, "changes").map(s).collect();
+            let t = if changes.is_empty() {
+                "configuration reloaded: no changes".to_owned()
+            } else {
+                format!(
+                    "configuration reloaded:\n{}",
+                    changes
+                        .iter()
+                        .map(|c| format!("  {c}"))
+                        .collect::<Vec<_>>()
+                        .join("\n")
+                )
+            };
+            (v, t)
+        }
+        Command::Backup { ref file } => {
+            let v = call(cli, "GET", "/api/v1/backup")?;
+            let text = format!("{}\n", serde_json::to_string_pretty(&v)?);
+            let Some(path) = file else {
+                // The backup itself is the output, whatever -o says.
+                print!("{text}");
+                return Ok(());
+            };
+            restore::write_private(path, text.as_bytes())?;
+            let summary = serde_json::json!({
+                "file": path.display().to_string(),
+                "bytes": text.len(),
+                "tenants": v["tenants"].as_array().map_or(0, Vec::len),
+                "keys": v["keys"].as_object().map_or(0, Map::len),
+            });
+            let t = format!(
+                "backup written to {} ({} tenant(s), {} key(s)); it holds private keys: keep it secret",
+                path.display(),
+                summary["tenants"],
+                summary["keys"]
+            );
+            (summary, t)
+        }
+        Command::Restore {
+            ref file,
+            ref data_dir,
+        } => {
+            let backup = restore::read(file)?;
+            match data_dir {
+                Some(dir) => {
+                    let r = restore::offline(&backup, dir)?;
+                    let v = serde_json::json!({
+                        "data_dir": dir.display().to_string(),
+                        "restore_json": r.restore_json.display().to_string(),
+                        "keys": r.keys.iter().map(|k| serde_json::json!({"identity": k.identity, "nid": k.nid})).collect::<Vec<_>>(),
+                    });
+                    let mut t = String::new();
+                    for k in &r.keys {
+                        t.push_str(&format!(
+                            "wrote {}/keys/{}/radicle{{,.pub}} ({})\n",
+                            dir.display(),
+                            k.identity,
+                            k.nid
+                        ));
+                    }
+                    t.push_str(&format!(
+                        "wrote {}: start seedd with this data directory to import it",
+                        r.restore_json.display()
+                    ));
+                    (v, t)
+                }
+                None => {
+                    if !backup.is_object() {
+                        bail!(
+                            "{}: not a seedd backup (expected a JSON object)",
+                            file.display()
+                        );
+                    }
+                    let v = call_with(cli, "POST", "/api/v1/restore", Some(backup))?;
+                    let r = &v["restored"];
+                    let mut t = format!(
+                        "restored {} tenant(s), {} policy(ies)",
+                        r["tenants"], r["policies"]
+                    );
+                    for w in items(&v, "warnings") {
+                        t.push_str(&format!("\nwarning: {}", s(w)));
+                    }
+                    (v, t)
+                }
+            }
+        }
+        Command::Apply {
+            ref file,
+            prune,
+            dry_run,
+        } => {
+            let yaml = apply::read(file)?;
+            let body = apply::request(&yaml, prune, dry_run)
+                .with_context(|| file.display().to_string())?;
+            let v = call_with(cli, "POST", "/api/v1/apply", Some(body))?;
+            let changes: Vec<String> = items(&v, "changes").map(s).collect();
+            let mut t = if changes.is_empty() {
+                "no changes".to_owned()
+            } else {
+                changes.join("\n")
+            };
+            if !changes.is_empty() && v["applied"].as_bool() == Some(false) {
+                t.push_str(if dry_run {
+                    "\n(dry run: nothing changed)"
+                } else {
+                    "\n(not applied)"
+                });
+            }
+            (v, t)
+        }
     };
     emit(cli, &value, &text)
+}
+
+fn tenant(cli: &Cli, command: &TenantCommand) -> anyhow::Result<(Value, String)> {
+    Ok(match command {
+        TenantCommand::Create {
+            name,
+            hosts,
+            identity,
+            repos,
+            bytes,
+            egress_per_day,
+            rps,
+            burst,
+        } => {
+            let quotas = object([
+                ("repos", repos.map(Limit::to_json)),
+                ("bytes", bytes.map(Limit::to_json)),
+                ("egress_bytes_per_day", egress_per_day.map(Limit::to_json)),
+            ]);
+            let rate = object([
+                ("requests_per_second", rps.map(Limit::to_json)),
+                ("burst", burst.map(Limit::to_json)),
+            ]);
+            let non_empty = |v: Value| v.as_object().is_some_and(|o| !o.is_empty()).then_some(v);
+            let body = object([
+                ("name", Some(Value::from(name.as_str()))),
+                (
+                    "hosts",
+                    (!hosts.is_empty()).then(|| serde_json::json!(hosts)),
+                ),
+                ("identity", identity.clone().map(Value::from)),
+                ("quotas", non_empty(quotas)),
+                ("rate", non_empty(rate)),
+            ]);
+            let v = call_with(cli, "POST", "/api/v1/tenants", Some(body))?;
+            let t = format!(
+                "created tenant {}\n{}",
+                s(&tenant_of(&v)["name"]),
+                tenant_detail(tenant_of(&v))
+            );
+            (v, t)
+        }
+        TenantCommand::Ls => {
+            let v = call(cli, "GET", "/api/v1/tenants")?;
+            let mut t = format!(
+                "{:<24} {:<10} {:<12} {:<16} {:<24} {:<24} HOSTS",
+                "NAME", "STATE", "IDENTITY", "REPOS", "STORED", "EGRESS TODAY"
+            );
+            for x in items(&v, "tenants") {
+                let u = &x["usage"];
+                let q = &x["quotas"];
+                let repos = if u["repos"].is_null() {
+                    x["repos"].as_array().map_or(0, Vec::len).into()
+                } else {
+                    u["repos"].clone()
+                };
+                t.push_str(&format!(
+                    "\n{:<24} {:<10} {:<12} {:<16} {:<24} {:<24} {}",
+                    s(&x["name"]),
+                    s(&x["state"]),
+                    s(&x["identity"]),
+                    used_of(&repos, &q["repos"], false),
+                    used_of(&u["stored_bytes"], &q["bytes"], true),
+                    used_of(&u["egress_today_bytes"], &q["egress_bytes_per_day"], true),
+                    join(&x["hosts"]),
+                ));
+            }
+            (v, t)
+        }
+        TenantCommand::Show { name } => {
+            let v = call(cli, "GET", &format!("/api/v1/tenants/{}", enc(name)))?;
+            let t = tenant_detail(tenant_of(&v));
+            (v, t)
+        }
+        TenantCommand::Suspend { name } | TenantCommand::Resume { name } => {
+            let action = if matches!(command, TenantCommand::Suspend { .. }) {
+                "suspend"
+            } else {
+                "resume"
+            };
+            let v = call(
+                cli,
+                "POST",
+                &format!("/api/v1/tenants/{}/{action}", enc(name)),
+            )?;
+            let t = format!(
+                "tenant {} is {}",
+                s(&tenant_of(&v)["name"]),
+                s(&tenant_of(&v)["state"])
+            );
+            (v, t)
+        }
+        TenantCommand::Rm { name } => {
+            let v = call(cli, "DELETE", &format!("/api/v1/tenants/{}", enc(name)))?;
+            let purged: Vec<String> = items(&v, "purged").map(s).collect();
+            let mut t = format!("removed tenant {}", s(&v["name"]));
+            if !purged.is_empty() {
+                t.push_str(&format!(
+                    "; purged {} repository(ies) no other tenant held:",
+                    purged.len()
+                ));
+                for rid in purged {
+                    t.push_str(&format!("\n  {rid}"));
+                }
+            }
+            (v, t)
+        }
+        TenantCommand::Rate { name, rps, burst } => {
+            if rps.is_none() && burst.is_none() {
+                bail!("tenant rate: give --rps and/or --burst");
+            }
+            let body = object([
+                ("requests_per_second", rps.map(Limit::to_json)),
+                ("burst", burst.map(Limit::to_json)),
+            ]);
+            let v = call_with(
+                cli,
+                "PUT",
+                &format!("/api/v1/tenants/{}/rate", enc(name)),
+                Some(body),
+            )?;
+            let t = tenant_of(&v);
+            let text = format!("{} rate: {}", s(&t["name"]), rate_text(&t["rate"]));
+            (v, text)
+        }
+    })
+}
+
+fn deny(cli: &Cli, command: &DenyCommand) -> anyhow::Result<(Value, String)> {
+    let (kind, field, id_key, action) = match command {
+        DenyCommand::Repo { command } => ("repo", "repos", "rid", command),
+        DenyCommand::Node { command } => ("node", "nodes", "nid", command),
+    };
+    Ok(match action {
+        DenyAction::Add { id, tenant } => {
+            let body = object([
+                (id_key, Some(Value::from(id.as_str()))),
+                ("tenant", tenant.clone().map(Value::from)),
+            ]);
+            let v = call_with(cli, "POST", &format!("/api/v1/deny/{field}"), Some(body))?;
+            let t = format!(
+                "denied {kind} {id} (added to {})",
+                list_name(tenant.as_deref())
+            );
+            (v, t)
+        }
+        DenyAction::Rm { id, tenant } => {
+            let path = with_tenant(
+                &format!("/api/v1/deny/{field}/{}", enc(id)),
+                tenant.as_deref(),
+            );
+            let v = call(cli, "DELETE", &path)?;
+            let t = format!("{kind} {id} removed from {}", list_name(tenant.as_deref()));
+            (v, t)
+        }
+        DenyAction::Ls { tenant } => {
+            let v = call(cli, "GET", "/api/v1/deny")?;
+            let entries: Vec<Value> = v[field]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter(|e| match tenant {
+                    Some(t) => e["tenant"].as_str() == Some(t.as_str()),
+                    None => true,
+                })
+                .cloned()
+                .collect();
+            let mut t = format!("{:<56} TENANT", id_key.to_uppercase());
+            for e in &entries {
+                t.push_str(&format!(
+                    "\n{:<56} {}",
+                    s(&e[id_key]),
+                    e["tenant"].as_str().unwrap_or("(global)")
+                ));
+            }
+            let mut out = Map::new();
+            out.insert(field.to_owned(), Value::Array(entries));
+            (Value::Object(out), t)
+        }
+    })
+}
+
+fn list_name(tenant: Option<&str>) -> String {
+    match tenant {
+        Some(t) => format!("tenant {t}'s deny list"),
+        None => "the global deny list".to_owned(),
+    }
+}
+
+/// Mutations answer with the Tenant itself; tolerate `{"tenant": {...}}` too.
+fn tenant_of(v: &Value) -> &Value {
+    v.get("tenant").filter(|t| t.is_object()).unwrap_or(v)
+}
+
+fn tenant_detail(t: &Value) -> String {
+    let q = &t["quotas"];
+    let u = &t["usage"];
+    let repos_used = if u["repos"].is_null() {
+        t["repos"].as_array().map_or(0, Vec::len).into()
+    } else {
+        u["repos"].clone()
+    };
+    let deny = &t["deny"];
+    let mut out = format!(
+        "name      {}\nstate     {}\nidentity  {}\nhosts     {}\ncreated   {}\nrepos     {}\nstored    {}\negress    {} today\nrate      {}\nfollows   {}\ndeny      repos: {}; nodes: {}",
+        s(&t["name"]),
+        s(&t["state"]),
+        s(&t["identity"]),
+        join(&t["hosts"]),
+        t["created_at"],
+        used_of(&repos_used, &q["repos"], false),
+        used_of(&u["stored_bytes"], &q["bytes"], true),
+        used_of(&u["egress_today_bytes"], &q["egress_bytes_per_day"], true),
+        rate_text(&t["rate"]),
+        join(&t["follows"]),
+        join(&deny["repos"]),
+        join(&deny["nodes"]),
+    );
+    let repos: Vec<&Value> = t["repos"].as_array().into_iter().flatten().collect();
+    if !repos.is_empty() {
+        out.push_str(&format!(
+            "\n\n{:<40} {:<9} {:<24} OWNER",
+            "RID", "SCOPE", "ALIAS"
+        ));
+        for r in repos {
+            out.push_str(&format!(
+                "\n{:<40} {:<9} {:<24} {}",
+                s(&r["rid"]),
+                r["scope"].as_str().unwrap_or("-"),
+                r["alias"].as_str().unwrap_or("-"),
+                match r["owner"].as_bool() {
+                    Some(true) => "yes",
+                    Some(false) => "no",
+                    None => "-",
+                }
+            ));
+        }
+    }
+    out
+}
+
+fn rate_text(r: &Value) -> String {
+    let (rps, burst) = (&r["requests_per_second"], &r["burst"]);
+    if rps.is_null() && burst.is_null() {
+        return "unlimited".to_owned();
+    }
+    format!("{} req/s, burst {}", limit_count(rps), limit_count(burst))
+}
+
+/// `used/limit`, with sizes in human units.
+fn used_of(used: &Value, limit: &Value, size: bool) -> String {
+    let used = match used.as_u64() {
+        Some(n) if size => format_size(n),
+        Some(n) => n.to_string(),
+        None => "-".to_owned(),
+    };
+    let limit = if size {
+        limit_size(limit)
+    } else {
+        limit_count(limit)
+    };
+    format!("{used}/{limit}")
+}
+
+fn limit_count(v: &Value) -> String {
+    match v {
+        Value::Null => "unlimited".to_owned(),
+        v => s(v),
+    }
+}
+
+fn limit_size(v: &Value) -> String {
+    match (v, v.as_u64()) {
+        (Value::Null, _) => "unlimited".to_owned(),
+        (_, Some(n)) => format_size(n),
+        (v, None) => s(v),
+    }
+}
+
+/// The list in an answer that is either the list itself or `{"<key>": [...]}`.
+fn items<'a>(v: &'a Value, key: &str) -> impl Iterator<Item = &'a Value> {
+    v.as_array()
+        .or_else(|| v[key].as_array())
+        .into_iter()
+        .flatten()
+}
+
+/// A list of strings as `a, b`; `-` when empty or absent.
+fn join(v: &Value) -> String {
+    match v {
+        Value::Array(a) if !a.is_empty() => a.iter().map(s).collect::<Vec<_>>().join(", "),
+        Value::Array(_) | Value::Null => "-".to_owned(),
+        v => s(v),
+    }
 }
 
 fn emit(cli: &Cli, value: &Value, text: &str) -> anyhow::Result<()> {
@@ -515,4 +1421,120 @@ fn emit(cli: &Cli, value: &Value, text: &str) -> anyhow::Result<()> {
 
 fn s(v: &Value) -> String {
     v.as_str().map_or_else(|| v.to_string(), str::to_owned)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn path_segments_are_encoded() {
+        assert_eq!(enc("acme"), "acme");
+        assert_eq!(enc("rad:z3gq"), "rad:z3gq");
+        assert_eq!(enc("*.acme.example"), "*.acme.example");
+        assert_eq!(enc("a/b?c#d e"), "a%2Fb%3Fc%23d%20e");
+        assert_eq!(
+            with_tenant("/api/v1/repos", Some("acme")),
+            "/api/v1/repos?tenant=acme"
+        );
+        assert_eq!(with_tenant("/api/v1/repos", None), "/api/v1/repos");
+    }
+
+    #[test]
+    fn bodies_leave_out_unset_fields() {
+        assert_eq!(
+            object([
+                ("repos", Some(Limit::Value(10).to_json())),
+                ("bytes", None),
+                ("egress_bytes_per_day", Some(Limit::Unlimited.to_json())),
+            ]),
+            serde_json::json!({"repos": 10, "egress_bytes_per_day": null})
+        );
+    }
+
+    #[test]
+    fn cli_parses_the_new_commands() {
+        for args in [
+            &[
+                "seedctl",
+                "tenant",
+                "create",
+                "acme",
+                "--host",
+                "a.example",
+                "--host",
+                "*.b.example",
+                "--repos",
+                "10",
+                "--bytes",
+                "1GiB",
+                "--egress-per-day",
+                "unlimited",
+            ][..],
+            &[
+                "seedctl", "tenant", "rate", "acme", "--rps", "20", "--burst", "40",
+            ],
+            &["seedctl", "quota", "set", "acme", "--bytes", "5MiB"],
+            &["seedctl", "host", "add", "acme", "acme.example"],
+            &[
+                "seedctl", "repo", "seed", "rad:z3", "--tenant", "acme", "--scope", "followed",
+                "--alias", "hw", "--from", "z6Mk@h:1",
+            ],
+            &["seedctl", "repo", "unseed", "rad:z3", "--tenant", "acme"],
+            &["seedctl", "repo", "ls", "--tenant", "acme"],
+            &["seedctl", "repo", "purge", "rad:z3"],
+            &[
+                "seedctl", "deny", "repo", "add", "rad:z3", "--tenant", "acme",
+            ],
+            &["seedctl", "deny", "node", "rm", "z6Mk"],
+            &["seedctl", "deny", "node", "ls"],
+            &["seedctl", "queue", "ls"],
+            &["seedctl", "usage", "--tenant", "acme"],
+            &[
+                "seedctl",
+                "identity",
+                "create",
+                "eu",
+                "--listen",
+                "0.0.0.0:8777",
+                "--external-address",
+                "eu.example:8777",
+            ],
+            &["seedctl", "config", "reload"],
+            &["seedctl", "backup", "-f", "b.json"],
+            &["seedctl", "restore", "-f", "b.json", "--data-dir", "/tmp/x"],
+            &[
+                "seedctl",
+                "apply",
+                "-f",
+                "t.yaml",
+                "--prune",
+                "--dry-run",
+                "-o",
+                "json",
+            ],
+        ] {
+            if let Err(e) = Cli::try_parse_from(args) {
+                panic!("{args:?}: {e}");
+            }
+        }
+        assert!(
+            Cli::try_parse_from(["seedctl", "quota", "set", "acme", "--bytes", "lots"]).is_err()
+        );
+        assert!(Cli::try_parse_from(["seedctl", "identity", "create", "eu"]).is_err());
+        assert!(Cli::try_parse_from(["seedctl", "restore"]).is_err());
+    }
+
+    #[test]
+    fn usage_cells() {
+        assert_eq!(used_of(&1.into(), &10.into(), false), "1/10");
+        assert_eq!(
+            used_of(&1234.into(), &Value::Null, true),
+            "1.2 KiB/unlimited"
+        );
+        assert_eq!(
+            used_of(&Value::Null, &(1u64 << 30).into(), true),
+            "-/1.0 GiB"
+        );
+    }
 }

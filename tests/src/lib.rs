@@ -396,6 +396,51 @@ pub fn http_get(url: &str, headers: &[(&str, &str)]) -> Result<(u16, String), St
     Ok((status, body))
 }
 
+/// Any method with an optional body → (status, body text).
+pub fn http_call(
+    method: &str,
+    url: &str,
+    headers: &[(&str, &str)],
+    body: Option<&[u8]>,
+) -> Result<(u16, String), String> {
+    let mut req = ureq::http::Request::builder().method(method).uri(url);
+    for (k, v) in headers {
+        req = req.header(*k, *v);
+    }
+    let req = req
+        .body(body.map(<[u8]>::to_vec).unwrap_or_default())
+        .map_err(|e| e.to_string())?;
+    let resp = agent().run(req).map_err(|e| e.to_string())?;
+    let status = resp.status().as_u16();
+    let body = resp
+        .into_body()
+        .read_to_string()
+        .map_err(|e| e.to_string())?;
+    Ok((status, body))
+}
+
+impl Seed {
+    /// An admin API call with the token and a JSON body → (status, JSON).
+    pub fn admin(&self, method: &str, path: &str, body: Option<Value>) -> (u16, Value) {
+        let token = format!("Bearer {}", self.token());
+        let bytes = body.map(|b| b.to_string().into_bytes());
+        let mut headers = vec![("Authorization", token.as_str())];
+        if bytes.is_some() {
+            headers.push(("Content-Type", "application/json"));
+        }
+        let (status, text) =
+            http_call(method, &self.admin_url(path), &headers, bytes.as_deref()).unwrap();
+        (status, serde_json::from_str(&text).unwrap_or(Value::String(text)))
+    }
+
+    /// Like [`Seed::admin`], panicking unless the status is 2xx.
+    pub fn admin_ok(&self, method: &str, path: &str, body: Option<Value>) -> Value {
+        let (status, v) = self.admin(method, path, body);
+        assert!((200..300).contains(&status), "{method} {path}: {status} {v}");
+        v
+    }
+}
+
 /// POST → (status, body text).
 pub fn http_post(
     url: &str,
@@ -850,5 +895,61 @@ impl Drop for RadNode {
     fn drop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
+    }
+}
+
+/// A CA and a server certificate for localhost signed by it: (ca.pem, tls.crt, tls.key) in `dir`
+/// (the certificate files are overwritten by each call; the CA file is named after `name`).
+pub fn write_certs(
+    dir: &std::path::Path,
+    name: &str,
+) -> (std::path::PathBuf, std::path::PathBuf, std::path::PathBuf) {
+    let ca_key = rcgen::KeyPair::generate().unwrap();
+    let mut ca_params = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
+    ca_params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+    ca_params
+        .distinguished_name
+        .push(rcgen::DnType::CommonName, format!("seedd test CA {name}"));
+    let ca = ca_params.self_signed(&ca_key).unwrap();
+    let key = rcgen::KeyPair::generate().unwrap();
+    let mut params =
+        rcgen::CertificateParams::new(vec!["localhost".to_owned(), "127.0.0.1".to_owned()])
+            .unwrap();
+    // 2030-01-01T00:00:00Z = 1893456000: exported as the expiry metric.
+    params.not_after = rcgen::date_time_ymd(2030, 1, 1);
+    let cert = params.signed_by(&key, &ca, &ca_key).unwrap();
+    let ca_path = dir.join(format!("{name}-ca.pem"));
+    let cert_path = dir.join("tls.crt");
+    let key_path = dir.join("tls.key");
+    std::fs::write(&ca_path, ca.pem()).unwrap();
+    std::fs::write(&cert_path, cert.pem()).unwrap();
+    std::fs::write(&key_path, key.serialize_pem()).unwrap();
+    (ca_path, cert_path, key_path)
+}
+
+/// Wait until an HTTPS `git ls-remote` trusting only `ca` succeeds.
+pub fn wait_for_ca(
+    seed: &Seed,
+    url: &str,
+    ca: &std::path::Path,
+    home: &std::path::Path,
+    within: Duration,
+) {
+    let deadline = Instant::now() + within;
+    loop {
+        let out = git(home)
+            .env("GIT_SSL_CAINFO", ca)
+            .args(["ls-remote", url])
+            .output()
+            .unwrap();
+        if out.status.success() {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "new certificate not served; log:\n{}",
+            seed.logs()
+        );
+        std::thread::sleep(Duration::from_millis(200));
     }
 }

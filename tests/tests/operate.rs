@@ -211,33 +211,6 @@ fn admin_api_needs_the_token_and_metrics_count_clones() {
     assert!(m.contains("seedd_git_packs_in_flight 0"), "{m}");
 }
 
-fn write_certs(
-    dir: &std::path::Path,
-    name: &str,
-) -> (std::path::PathBuf, std::path::PathBuf, std::path::PathBuf) {
-    let ca_key = rcgen::KeyPair::generate().unwrap();
-    let mut ca_params = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
-    ca_params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
-    ca_params
-        .distinguished_name
-        .push(rcgen::DnType::CommonName, format!("seedd test CA {name}"));
-    let ca = ca_params.self_signed(&ca_key).unwrap();
-    let key = rcgen::KeyPair::generate().unwrap();
-    let mut params =
-        rcgen::CertificateParams::new(vec!["localhost".to_owned(), "127.0.0.1".to_owned()])
-            .unwrap();
-    // 2030-01-01T00:00:00Z = 1893456000: exported as the expiry metric.
-    params.not_after = rcgen::date_time_ymd(2030, 1, 1);
-    let cert = params.signed_by(&key, &ca, &ca_key).unwrap();
-    let ca_path = dir.join(format!("{name}-ca.pem"));
-    let cert_path = dir.join("tls.crt");
-    let key_path = dir.join("tls.key");
-    std::fs::write(&ca_path, ca.pem()).unwrap();
-    std::fs::write(&cert_path, cert.pem()).unwrap();
-    std::fs::write(&key_path, key.serialize_pem()).unwrap();
-    (ca_path, cert_path, key_path)
-}
-
 #[test]
 fn https_clone_over_http1_and_http2_and_certificate_reload_on_change_and_sighup() {
     let certs = tempfile::tempdir().unwrap();
@@ -322,32 +295,6 @@ fn sigterm_stops_cleanly_and_restart_reuses_the_index() {
         .0,
         200
     );
-}
-
-fn wait_for_ca(
-    seed: &Seed,
-    url: &str,
-    ca: &std::path::Path,
-    home: &std::path::Path,
-    within: Duration,
-) {
-    let deadline = Instant::now() + within;
-    loop {
-        let out = git(home)
-            .env("GIT_SSL_CAINFO", ca)
-            .args(["ls-remote", url])
-            .output()
-            .unwrap();
-        if out.status.success() {
-            return;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "new certificate not served; log:\n{}",
-            seed.logs()
-        );
-        std::thread::sleep(Duration::from_millis(200));
-    }
 }
 
 #[test]

@@ -1,0 +1,551 @@
+//! Multi-tenancy (issue 5): tenants on shared storage with reference-counted purge, virtual
+//! hosting and aliases, quotas at seed and fetch time, egress accounting against a real
+//! `git clone`, a dedicated identity seen by a real radicle-node, HTTP rate limits and
+//! per-repository admission, admin authentication, hot reload, backup and restore.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::io::{Read, Write};
+use std::path::Path;
+use std::process::Output;
+use std::time::{Duration, Instant};
+
+use serde_json::{json, Value};
+use seedd_tests::*;
+
+fn text(out: &Output) -> String {
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    )
+}
+
+/// `git clone` of `http://<host>:<port><path>` with the host resolved to the seed.
+fn clone_via(seed: &Seed, host: &str, path: &str, into: &Path, env: &[(&str, &str)]) -> Output {
+    let port = seed.http.port();
+    let mut cmd = git(into.parent().unwrap());
+    cmd.args([
+        "-c",
+        &format!("http.curloptResolve={host}:{port}:127.0.0.1"),
+        "clone",
+        "-q",
+        &format!("http://{host}:{port}{path}"),
+    ])
+    .arg(into);
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    cmd.output().unwrap()
+}
+
+fn tenant(seed: &Seed, name: &str, hosts: &[&str]) {
+    let (status, v) = seed.admin(
+        "POST",
+        "/api/v1/tenants",
+        Some(json!({ "name": name, "hosts": hosts })),
+    );
+    assert_eq!(status, 201, "{v}");
+}
+
+fn seed_for(seed: &Seed, rid: &str, body: Value) -> (u16, Value) {
+    seed.admin("POST", &format!("/api/v1/repos/{rid}/seed"), Some(body))
+}
+
+/// The response body bytes git received, from a GIT_TRACE_CURL file: curl dumps the raw
+/// (chunked) data with non-printable bytes as `.` (same length), so each response's chunk
+/// framing is walked to count only the payload.
+fn received_body_bytes(trace: &Path) -> u64 {
+    let text = std::fs::read_to_string(trace).unwrap();
+    let mut responses: Vec<(bool, String)> = Vec::new();
+    let mut in_data = false;
+    for line in text.lines() {
+        if let Some(h) = line.split("<= Recv header: ").nth(1) {
+            if in_data || responses.is_empty() {
+                responses.push((false, String::new()));
+                in_data = false;
+            }
+            if h.to_ascii_lowercase().starts_with("transfer-encoding: chunked") {
+                if let Some(r) = responses.last_mut() {
+                    r.0 = true;
+                }
+            }
+        } else if let Some(d) = line.split("<= Recv data: ").nth(1) {
+            in_data = true;
+            if let Some(r) = responses.last_mut() {
+                r.1.push_str(d);
+            }
+        }
+    }
+    let mut total = 0u64;
+    for (chunked, raw) in responses {
+        if !chunked {
+            total += raw.len() as u64;
+            continue;
+        }
+        let mut rest = raw.as_str();
+        while let Some(end) = rest.find("..") {
+            let size = u64::from_str_radix(&rest[..end], 16).unwrap();
+            if size == 0 {
+                break;
+            }
+            total += size;
+            rest = &rest[end + 2 + size as usize + 2..];
+        }
+    }
+    total
+}
+
+#[test]
+fn tenants_share_storage_hosts_filter_aliases_and_last_unseed_purges() {
+    let f = fixtures();
+    let seed = Seed::start(SeedOptions {
+        repos: vec!["heartwood-fixture".into(), "small-fixture".into()],
+        ..SeedOptions::default()
+    });
+    let hw = f.rid("heartwood-fixture");
+    let small = f.rid("small-fixture");
+    tenant(&seed, "acme", &["acme.seed.test"]);
+    tenant(&seed, "beta", &["beta.seed.test", "*.beta.test"]);
+    let (s, v) = seed_for(&seed, &hw, json!({"tenant": "acme", "alias": "heartwood"}));
+    assert_eq!(s, 200, "{v}");
+    assert_eq!(v["owner"], true);
+    assert_eq!(seed_for(&seed, &small, json!({"tenant": "acme"})).0, 200);
+    let (s, v) = seed_for(&seed, &hw, json!({"tenant": "beta", "scope": "all"}));
+    assert_eq!(s, 200, "{v}");
+    assert_eq!(v["owner"], false, "the first claim owns the repository");
+
+    // Stored once: one directory, charged in full to both tenants.
+    let hw_dir = seed.storage().join(hw.trim_start_matches("rad:"));
+    assert!(hw_dir.join("HEAD").exists());
+    let usage = seed.admin_ok("GET", "/api/v1/usage", None);
+    let bytes = |t: &str| {
+        usage["usage"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|u| u["tenant"] == t)
+            .unwrap()["stored_bytes"]
+            .as_u64()
+            .unwrap()
+    };
+    assert!(bytes("beta") > 0);
+    assert!(bytes("acme") > bytes("beta"), "{usage}");
+    let listed = seed.admin_ok("GET", "/api/v1/repos?tenant=beta", None);
+    assert_eq!(listed["repos"].as_array().unwrap().len(), 1, "{listed}");
+
+    // Each host shows only its tenant's repositories; aliases work on the tenant's host.
+    let tmp = tempfile::tempdir().unwrap();
+    let t = tmp.path();
+    let trace = t.join("curl.trace");
+    let before = seed.metric(
+        "seedd_tenant_egress_bytes_total",
+        &["tenant=\"acme\"", "transport=\"http\""],
+    );
+    let out = clone_via(
+        &seed,
+        "acme.seed.test",
+        "/heartwood.git",
+        &t.join("a1"),
+        &[("GIT_TRACE_CURL", trace.to_str().unwrap())],
+    );
+    assert!(out.status.success(), "{}", text(&out));
+    // Egress: what the tenant is charged equals the body bytes the real git clone received.
+    let got = received_body_bytes(&trace);
+    assert!(got > 0);
+    let mut charged = 0;
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while Instant::now() < deadline {
+        charged = (seed.metric(
+            "seedd_tenant_egress_bytes_total",
+            &["tenant=\"acme\"", "transport=\"http\""],
+        ) - before) as u64;
+        if charged >= got {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert_eq!(charged, got, "egress accounting must match the bytes git received");
+    assert!(clone_via(&seed, "acme.seed.test", &format!("/{small}.git"), &t.join("a2"), &[])
+        .status
+        .success());
+    assert!(clone_via(&seed, "git.beta.test", &format!("/{hw}.git"), &t.join("b1"), &[])
+        .status
+        .success());
+    let out = clone_via(&seed, "beta.seed.test", &format!("/{small}.git"), &t.join("b2"), &[]);
+    assert!(!out.status.success(), "beta's host must not show acme's repo");
+    assert!(text(&out).contains("404") || text(&out).contains("not found"), "{}", text(&out));
+    // Hosts no tenant claims get the operator's default (all public repositories).
+    assert!(clone_via(&seed, "other.example", &format!("/{small}.git"), &t.join("o1"), &[])
+        .status
+        .success());
+
+    let usage = seed.admin_ok("GET", "/api/v1/usage?tenant=acme", None);
+    assert!(usage["usage"][0]["egress_today_bytes"].as_u64().unwrap() >= got);
+    assert!(seed.metric("seedd_tenant_http_requests_total", &["tenant=\"acme\"", "code=\"2xx\""]) >= 2.0);
+
+    // Unseeding from one tenant keeps the repository; from the last one purges it.
+    let v = seed.admin_ok(
+        "POST",
+        &format!("/api/v1/repos/{hw}/unseed"),
+        Some(json!({"tenant": "acme"})),
+    );
+    assert_eq!(v["purged"], false, "{v}");
+    assert!(hw_dir.join("HEAD").exists());
+    let beta = seed.admin_ok("GET", "/api/v1/tenants/beta", None);
+    assert_eq!(beta["repos"][0]["owner"], true, "ownership passes on: {beta}");
+    let v = seed.admin_ok(
+        "POST",
+        &format!("/api/v1/repos/{hw}/unseed"),
+        Some(json!({"tenant": "beta"})),
+    );
+    assert_eq!(v["purged"], true, "{v}");
+    assert!(!hw_dir.exists(), "purged from disk");
+    assert_eq!(seed.admin("GET", &format!("/api/v1/repos/{hw}"), None).0, 404);
+    assert_eq!(
+        http_get(&seed.url(&format!("/{hw}.git/info/refs?service=git-upload-pack")), &[])
+            .unwrap()
+            .0,
+        404
+    );
+
+    // A suspended tenant's host serves nothing.
+    seed.admin_ok("POST", "/api/v1/tenants/acme/suspend", None);
+    let out = clone_via(&seed, "acme.seed.test", &format!("/{small}.git"), &t.join("s1"), &[]);
+    assert!(!out.status.success());
+    assert!(text(&out).contains("403"), "{}", text(&out));
+    seed.admin_ok("POST", "/api/v1/tenants/acme/resume", None);
+    assert!(clone_via(&seed, "acme.seed.test", &format!("/{small}.git"), &t.join("s2"), &[])
+        .status
+        .success());
+    // Removing the last tenant of a repository purges it too.
+    let v = seed.admin_ok("DELETE", "/api/v1/tenants/acme", None);
+    assert_eq!(v["purged"].as_array().unwrap().len(), 1, "{v}");
+    assert!(!seed.storage().join(small.trim_start_matches("rad:")).exists());
+    assert_eq!(seed.metric("seedd_tenant_repos", &["tenant=\"acme\""]), 0.0);
+}
+
+#[test]
+fn quotas_refuse_seeding_and_stop_a_fetch_with_nothing_written() {
+    let f = fixtures();
+    let seed = Seed::start(SeedOptions {
+        repos: vec!["small-fixture".into()],
+        ..SeedOptions::default()
+    });
+    let hw = f.rid("heartwood-fixture");
+    let small = f.rid("small-fixture");
+    tenant(&seed, "acme", &[]);
+    seed.admin_ok("PUT", "/api/v1/tenants/acme/quota", Some(json!({"repos": 1})));
+    assert_eq!(seed_for(&seed, &small, json!({"tenant": "acme"})).0, 200);
+    let (s, v) = seed_for(&seed, &hw, json!({"tenant": "acme"}));
+    assert_eq!(s, 409, "{v}");
+    assert!(v["error"].as_str().unwrap().contains("repository quota"), "{v}");
+    assert_eq!(
+        seed.metric("seedd_tenant_quota_exceeded_total", &["tenant=\"acme\"", "quota=\"repos\""]),
+        1.0
+    );
+    let q = seed.metric("seedd_tenant_quota_usage_ratio", &["tenant=\"acme\"", "quota=\"repos\""]);
+    assert!((q - 1.0).abs() < 1e-9, "{q}");
+
+    // A byte quota smaller than the repository: the fetch from a real node is stopped and
+    // nothing reaches storage or the index.
+    tenant(&seed, "beta", &[]);
+    seed.admin_ok("PUT", "/api/v1/tenants/beta/quota", Some(json!({"bytes": 2000})));
+    let alice = RadNode::start("alice", &[seed.p2p_peer()]);
+    wait_for("alice connected", Duration::from_secs(30), || {
+        seed.api("/api/v1/peers")["peers"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|p| p["nid"] == alice.nid.as_str() && p["state"] == "connected")
+            .then_some(())
+    });
+    let (s, v) = seed_for(&seed, &hw, json!({"tenant": "beta", "from": alice.nid}));
+    assert_eq!(s, 200, "{v}");
+    wait_for("fetch stopped by quota", Duration::from_secs(60), || {
+        (seed.metric("seedd_fetches_total", &["result=\"quota\""]) >= 1.0).then_some(())
+    });
+    assert!(!seed.storage().join(hw.trim_start_matches("rad:")).exists());
+    assert_eq!(seed.admin("GET", &format!("/api/v1/repos/{hw}"), None).0, 404);
+    let leftovers: Vec<_> = std::fs::read_dir(seed.data_dir().join("cache/fetch"))
+        .map(|d| d.flatten().map(|e| e.path()).collect())
+        .unwrap_or_default();
+    assert!(leftovers.is_empty(), "{leftovers:?}");
+    assert!(seed.metric("seedd_tenant_quota_exceeded_total", &["tenant=\"beta\"", "quota=\"bytes\""]) >= 1.0);
+    assert!(seed.logs().contains("storage quota"), "{}", seed.logs());
+}
+
+#[test]
+fn a_dedicated_identity_announces_only_its_tenants_repositories_to_a_real_node() {
+    let f = fixtures();
+    let hw = f.rid("heartwood-fixture");
+    let small = f.rid("small-fixture");
+    let shard_port = free_port();
+    let seed = Seed::start(SeedOptions {
+        repos: vec!["heartwood-fixture".into(), "small-fixture".into()],
+        extra_config: format!(
+            "[[identities]]\nname = \"shard1\"\nlisten = [\"127.0.0.1:{shard_port}\"]\n\
+             [[tenants]]\nname = \"acme\"\nidentity = \"shard1\"\nhosts = [\"acme.seed.test\"]\n\
+             repos = [{{ rid = \"{small}\", scope = \"all\" }}]\n"
+        ),
+        ..SeedOptions::default()
+    });
+    // The operator seeds heartwood on the default identity.
+    assert_eq!(seed_for(&seed, &hw, json!({})).0, 200);
+    let ids = seed.admin_ok("GET", "/api/v1/identities", None);
+    let shard = ids["identities"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|i| i["name"] == "shard1")
+        .unwrap()
+        .clone();
+    let shard_nid = shard["nid"].as_str().unwrap().to_owned();
+    assert_ne!(shard_nid, seed.nid());
+    assert_eq!(shard["tenants"], json!(["acme"]));
+    assert_eq!(shard["inventory"], 1, "{ids}");
+    let carol = RadNode::start("carol", &[format!("{shard_nid}@127.0.0.1:{shard_port}")]);
+    wait_for("carol learns shard1's inventory", Duration::from_secs(60), || {
+        carol
+            .routing()
+            .iter()
+            .any(|(rid, nid)| rid == &small && nid == &shard_nid)
+            .then_some(())
+    });
+    let routes = carol.routing();
+    assert!(
+        !routes.iter().any(|(rid, nid)| rid == &hw && nid == &shard_nid),
+        "shard1 must not announce the operator's repositories: {routes:?}"
+    );
+    assert_eq!(seed.metric("seedd_identity_inventory_repos", &["identity=\"shard1\""]), 1.0);
+    // Placement over the identity's cap is refused with a clear error.
+    let (s, v) = seed.admin(
+        "POST",
+        "/api/v1/identities",
+        Some(json!({"name": "tiny", "listen": ["127.0.0.1:0"], "inventory_cap": 1})),
+    );
+    assert_eq!(s, 201, "{v}");
+    let (s, v) = seed.admin(
+        "POST",
+        "/api/v1/tenants",
+        Some(json!({"name": "beta", "identity": "tiny"})),
+    );
+    assert_eq!(s, 201, "{v}");
+    assert_eq!(seed_for(&seed, &small, json!({"tenant": "beta"})).0, 200);
+    let (s, v) = seed_for(&seed, &hw, json!({"tenant": "beta"}));
+    assert_eq!(s, 409, "{v}");
+    assert!(v["error"].as_str().unwrap().contains("cap 1"), "{v}");
+}
+
+/// Sends `GET info/refs` from a given local address with curl; returns (status, Retry-After).
+fn curl_from(seed: &Seed, from: &str, rid: &str) -> (u16, Option<String>) {
+    let out = std::process::Command::new("curl")
+        .args(["-s", "-o", "/dev/null", "-D", "-", "--interface", from])
+        .arg(seed.url(&format!("/{rid}.git/info/refs?service=git-upload-pack")))
+        .output()
+        .unwrap();
+    let head = String::from_utf8_lossy(&out.stdout).to_string();
+    let status = head
+        .lines()
+        .next()
+        .and_then(|l| l.split(' ').nth(1))
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0);
+    let retry = head
+        .lines()
+        .find(|l| l.to_ascii_lowercase().starts_with("retry-after:"))
+        .map(|l| l.split(':').nth(1).unwrap_or("").trim().to_owned());
+    (status, retry)
+}
+
+#[test]
+fn per_ip_rate_limit_answers_429_while_another_ip_is_served() {
+    let rid = fixtures().rid("small-fixture");
+    let seed = Seed::start(SeedOptions {
+        repos: vec!["small-fixture".into()],
+        extra_config: "[http.rate]\nper_ip_requests_per_second = 0.2\nper_ip_burst = 3\n".into(),
+        ..SeedOptions::default()
+    });
+    let mut statuses = Vec::new();
+    let mut retry = None;
+    for _ in 0..6 {
+        let (s, r) = curl_from(&seed, "127.0.0.1", &rid);
+        if s == 429 {
+            retry = r;
+        }
+        statuses.push(s);
+    }
+    assert_eq!(&statuses[..3], &[200, 200, 200], "{statuses:?}");
+    assert!(statuses[3..].iter().all(|s| *s == 429), "{statuses:?}");
+    let secs: u64 = retry.expect("Retry-After on 429").parse().unwrap();
+    assert!((1..=10).contains(&secs), "{secs}");
+    // Another client address is not affected.
+    assert_eq!(curl_from(&seed, "127.0.0.2", &rid).0, 200);
+    assert!(seed.metric("seedd_http_rate_limited_total", &["scope=\"ip\""]) >= 3.0);
+
+    // A tenant's own limit applies on its host.
+    tenant(&seed, "acme", &["acme.seed.test"]);
+    seed.admin_ok("PUT", "/api/v1/tenants/acme/rate", Some(json!({"requests_per_second": 1, "burst": 1})));
+    assert_eq!(seed_for(&seed, &rid, json!({"tenant": "acme"})).0, 200);
+    let port = seed.http.port();
+    let mut codes = Vec::new();
+    for i in 0..3 {
+        let out = std::process::Command::new("curl")
+            .args(["-s", "-o", "/dev/null", "-w", "%{http_code}", "--interface", &format!("127.0.0.{}", 10 + i)])
+            .args(["--resolve", &format!("acme.seed.test:{port}:127.0.0.1")])
+            .arg(format!("http://acme.seed.test:{port}/{rid}.git/info/refs?service=git-upload-pack"))
+            .output()
+            .unwrap();
+        codes.push(String::from_utf8_lossy(&out.stdout).to_string());
+    }
+    assert_eq!(codes[0], "200", "{codes:?}");
+    assert!(codes[1..].iter().any(|c| c == "429"), "{codes:?}");
+    assert!(seed.metric("seedd_tenant_rate_limited_total", &["tenant=\"acme\""]) >= 1.0);
+}
+
+/// Starts an upload-pack POST that sends only the first pkt-line length, so the request holds
+/// its admission slot (git waits for the rest of the body).
+fn held_upload_pack(seed: &Seed, rid: &str) -> std::net::TcpStream {
+    let req = format!(
+        "POST /{rid}.git/git-upload-pack HTTP/1.1\r\nHost: x\r\nContent-Type: application/x-git-upload-pack-request\r\nContent-Length: 1000\r\n\r\n0032"
+    );
+    raw_request(seed.http, req.as_bytes())
+}
+
+fn status_of(stream: &mut std::net::TcpStream, within: Duration) -> Option<(u16, String)> {
+    stream.set_read_timeout(Some(within)).unwrap();
+    let mut buf = [0u8; 1024];
+    let n = stream.read(&mut buf).ok()?;
+    let head = String::from_utf8_lossy(&buf[..n]).to_string();
+    let status = head.split(' ').nth(1)?.parse().ok()?;
+    Some((status, head))
+}
+
+#[test]
+fn per_repo_pack_admission_queues_then_sheds_with_503() {
+    let rid = fixtures().rid("small-fixture");
+    let seed = Seed::start(SeedOptions {
+        repos: vec!["small-fixture".into()],
+        extra_config: "[http.rate]\nper_repo_concurrent_packs = 1\nper_repo_queue = 1\nper_repo_queue_timeout_ms = 20000\n".into(),
+        ..SeedOptions::default()
+    });
+    let first = held_upload_pack(&seed, &rid);
+    std::thread::sleep(Duration::from_millis(300));
+    let mut second = held_upload_pack(&seed, &rid);
+    std::thread::sleep(Duration::from_millis(300));
+    let mut third = held_upload_pack(&seed, &rid);
+    let started = Instant::now();
+    let (status, head) = status_of(&mut third, Duration::from_secs(5)).expect("third answered");
+    assert_eq!(status, 503, "{head}");
+    assert!(started.elapsed() < Duration::from_secs(2), "shed at once, not after waiting");
+    assert!(head.to_ascii_lowercase().contains("retry-after: "), "{head}");
+    // The queued one is still waiting…
+    assert!(status_of(&mut second, Duration::from_millis(500)).is_none());
+    // …and gets the slot when the first ends.
+    drop(first);
+    let (status, head) = status_of(&mut second, Duration::from_secs(10)).expect("second answered");
+    assert_eq!(status, 200, "{head}");
+    assert!(seed.metric("seedd_http_rate_limited_total", &["scope=\"repo\""]) >= 1.0);
+}
+
+#[test]
+fn admin_api_refuses_missing_or_wrong_tokens_and_changes_nothing() {
+    let seed = Seed::start(SeedOptions::default());
+    let body = json!({"name": "acme"}).to_string();
+    for headers in [
+        vec![("Content-Type", "application/json")],
+        vec![
+            ("Content-Type", "application/json"),
+            ("Authorization", "Bearer not-the-token"),
+        ],
+    ] {
+        let (status, _) = http_call(
+            "POST",
+            &seed.admin_url("/api/v1/tenants"),
+            &headers,
+            Some(body.as_bytes()),
+        )
+        .unwrap();
+        assert_eq!(status, 401);
+        let (status, _) = http_call(
+            "DELETE",
+            &seed.admin_url("/api/v1/tenants/acme"),
+            &headers,
+            None,
+        )
+        .unwrap();
+        assert_eq!(status, 401);
+    }
+    let v = seed.admin_ok("GET", "/api/v1/tenants", None);
+    assert_eq!(v["tenants"], json!([]), "nothing was created");
+    // A second token from admin.token_files is accepted too (rotation).
+    let extra = seed.dir.path().join("second-token");
+    std::fs::write(&extra, "second-secret\n").unwrap();
+    let cfg = std::fs::read_to_string(seed.config_path()).unwrap();
+    std::fs::write(
+        seed.config_path(),
+        cfg.replace("[admin]\n", &format!("[admin]\ntoken_files = [\"{}\"]\n", extra.display())),
+    )
+    .unwrap();
+    seed.admin_ok("POST", "/api/v1/config/reload", None);
+    let (status, _) = http_call(
+        "GET",
+        &seed.admin_url("/api/v1/tenants"),
+        &[("Authorization", "Bearer second-secret")],
+        None,
+    )
+    .unwrap();
+    assert_eq!(status, 200);
+}
+
+#[test]
+fn reload_applies_valid_changes_keeps_the_old_config_when_broken_and_picks_up_a_new_cert() {
+    let certs = tempfile::tempdir().unwrap();
+    let (_ca1, cert, key) = write_certs(certs.path(), "one");
+    let rid = fixtures().rid("small-fixture");
+    let seed = Seed::start(SeedOptions {
+        repos: vec!["small-fixture".into()],
+        tls: Some((cert, key)),
+        ..SeedOptions::default()
+    });
+    let original = std::fs::read_to_string(seed.config_path()).unwrap();
+    // Broken: an unknown key. Rejected with the key named; the old configuration stays.
+    std::fs::write(seed.config_path(), format!("{original}\n[policy]\ndefualt = \"allow\"\n")).unwrap();
+    let (status, v) = seed.admin("POST", "/api/v1/config/reload", None);
+    assert_eq!(status, 400, "{v}");
+    let err = v["error"].as_str().unwrap();
+    assert!(err.contains("defualt") && err.contains("keeping the previous configuration"), "{err}");
+    assert_eq!(seed.metric("seedd_config_reloads_total", &["result=\"error\""]), 1.0);
+    // SIGHUP with the broken file: logged, still serving.
+    seed.signal(1);
+    wait_for("reload error logged", Duration::from_secs(10), || {
+        seed.logs().contains("configuration reload failed").then_some(())
+    });
+    let url = format!("https://localhost:{}/{rid}.git", seed.http.port());
+    let tmp = tempfile::tempdir().unwrap();
+
+    // Valid: unknown hosts now get 404, a tenant declared in the file appears, and a new
+    // certificate is served by the next handshake.
+    std::fs::write(
+        seed.config_path(),
+        original.replace("[http]\n", "[http]\nunknown_hosts = \"none\"\n")
+            + &format!(
+                "[[tenants]]\nname = \"acme\"\nhosts = [\"localhost\"]\nrepos = [{{ rid = \"{rid}\" }}]\n"
+            ),
+    )
+    .unwrap();
+    let (ca2, _, _) = write_certs(certs.path(), "two");
+    let v = seed.admin_ok("POST", "/api/v1/config/reload", None);
+    let changes = v["changes"].to_string();
+    assert!(changes.contains("unknown_hosts") && changes.contains("+ tenant acme") && changes.contains("certificate reloaded"), "{v}");
+    wait_for_ca(&seed, &url, &ca2, tmp.path(), Duration::from_secs(1));
+    assert!(seed.admin_ok("GET", "/api/v1/tenants/acme", None)["name"] == "acme");
+    // 127.0.0.1 is no tenant's host: 404 now.
+    let out = git(tmp.path())
+        .env("GIT_SSL_CAINFO", &ca2)
+        .args(["ls-remote", &url.replace("localhost", "127.0.0.1")])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(text(&out).contains("not found"), "{}", text(&out));
+    assert_eq!(seed.metric("seedd_config_reloads_total", &["result=\"ok\""]), 1.0);
+}
