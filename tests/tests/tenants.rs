@@ -549,3 +549,182 @@ fn reload_applies_valid_changes_keeps_the_old_config_when_broken_and_picks_up_a_
     assert!(text(&out).contains("not found"), "{}", text(&out));
     assert_eq!(seed.metric("seedd_config_reloads_total", &["result=\"ok\""]), 1.0);
 }
+
+/// `seedctl -o json <args>` → parsed JSON (panics unless it succeeds).
+fn ctl(seed: &Seed, args: &[&str]) -> Value {
+    let mut all = vec!["-o", "json"];
+    all.extend_from_slice(args);
+    let out = run_unchecked(seed, &all);
+    assert!(out.status.success(), "seedctl {args:?}: {}", text(&out));
+    serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("seedctl {args:?}: not JSON ({e}): {}", text(&out)))
+}
+
+#[test]
+fn seedctl_drives_every_tenant_command_with_json_output() {
+    let f = fixtures();
+    let hw = f.rid("heartwood-fixture");
+    let small = f.rid("small-fixture");
+    let seed = Seed::start(SeedOptions {
+        repos: vec!["small-fixture".into()],
+        ..SeedOptions::default()
+    });
+    assert_eq!(ctl(&seed, &["status"])["nid"], seed.nid().as_str());
+    let t = ctl(&seed, &["tenant", "create", "acme", "--host", "acme.seed.test", "--repos", "5", "--bytes", "10MiB"]);
+    assert_eq!(t["name"], "acme");
+    assert_eq!(t["quotas"]["bytes"], 10 * 1024 * 1024);
+    assert!(ctl(&seed, &["tenant", "ls"]).to_string().contains("\"acme\""));
+    let t = ctl(&seed, &["quota", "set", "acme", "--egress-per-day", "1GiB", "--repos", "unlimited"]);
+    assert_eq!(t["quotas"]["egress_bytes_per_day"], 1u64 << 30);
+    assert_eq!(t["quotas"]["repos"], Value::Null);
+    let t = ctl(&seed, &["host", "add", "acme", "git.acme.test"]);
+    assert_eq!(t["hosts"], json!(["acme.seed.test", "git.acme.test"]));
+    let t = ctl(&seed, &["host", "rm", "acme", "git.acme.test"]);
+    assert_eq!(t["hosts"], json!(["acme.seed.test"]));
+    let v = ctl(&seed, &["repo", "seed", &small, "--tenant", "acme", "--alias", "small", "--scope", "all"]);
+    assert_eq!(v["owner"], true);
+    let v = ctl(&seed, &["repo", "ls", "--tenant", "acme"]);
+    assert!(v.to_string().contains(&small) && !v.to_string().contains(&hw), "{v}");
+    assert!(ctl(&seed, &["repo", "show", &small]).to_string().contains(&small));
+    let t = ctl(&seed, &["tenant", "show", "acme"]);
+    assert_eq!(t["repos"][0]["alias"], "small");
+    let u = ctl(&seed, &["usage", "--tenant", "acme"]);
+    assert!(u.to_string().contains("\"repos\":1"), "{u}");
+    // Deny lists, tenant and global.
+    ctl(&seed, &["deny", "repo", "add", &hw, "--tenant", "acme"]);
+    ctl(&seed, &["deny", "repo", "add", &hw]);
+    let nid = f.json["bob"]["nid"].as_str().unwrap();
+    ctl(&seed, &["deny", "node", "add", nid]);
+    let d = ctl(&seed, &["deny", "repo", "ls"]).to_string();
+    assert!(d.contains(&hw), "{d}");
+    assert!(ctl(&seed, &["deny", "node", "ls"]).to_string().contains(nid));
+    let (s, v) = seed_for(&seed, &hw, json!({"tenant": "acme"}));
+    assert_eq!(s, 409, "denied repositories cannot be seeded: {v}");
+    ctl(&seed, &["deny", "repo", "rm", &hw, "--tenant", "acme"]);
+    ctl(&seed, &["deny", "repo", "rm", &hw]);
+    ctl(&seed, &["deny", "node", "rm", nid]);
+    assert!(!ctl(&seed, &["deny", "repo", "ls"]).to_string().contains(&hw));
+    // Suspend and resume.
+    assert_eq!(ctl(&seed, &["tenant", "suspend", "acme"])["state"], "suspended");
+    assert_eq!(ctl(&seed, &["tenant", "resume", "acme"])["state"], "active");
+    let t = ctl(&seed, &["tenant", "rate", "acme", "--rps", "50", "--burst", "100"]);
+    assert_eq!(t["rate"]["requests_per_second"], 50);
+    // Identities.
+    let i = ctl(&seed, &["identity", "create", "shard", "--listen", "127.0.0.1:0"]);
+    assert!(i["nid"].as_str().unwrap().starts_with("z6Mk"));
+    assert!(ctl(&seed, &["identity", "ls"]).to_string().contains("\"shard\""));
+    // Peers, fetch, queue, routing with a real node.
+    let alice = RadNode::start("alice", &[]);
+    ctl(&seed, &["peers", "connect", &alice.peer()]);
+    wait_for("alice connected", Duration::from_secs(30), || {
+        ctl(&seed, &["peers", "ls"])
+            .to_string()
+            .contains(alice.nid.as_str())
+            .then_some(())
+    });
+    let v = ctl(&seed, &["fetch", &hw, "--from", &alice.nid]);
+    assert_eq!(v["cloned"], true, "{v}");
+    assert!(ctl(&seed, &["queue", "ls"]).get("active").is_some());
+    wait_for("alice's routes", Duration::from_secs(30), || {
+        ctl(&seed, &["routing", "ls", "--nid", &alice.nid])
+            .to_string()
+            .contains(&small)
+            .then_some(())
+    });
+    ctl(&seed, &["peers", "disconnect", &alice.nid]);
+    // Config reload, apply (idempotent), backup.
+    assert_eq!(ctl(&seed, &["config", "reload"])["reloaded"], true);
+    let dir = tempfile::tempdir().unwrap();
+    let yaml = dir.path().join("tenants.yaml");
+    std::fs::write(
+        &yaml,
+        format!(
+            "tenants:\n  - name: beta\n    hosts: [beta.seed.test]\n    quotas: {{repos: 3, bytes: 1GiB}}\n    repos:\n      - {{rid: \"{small}\", scope: all, alias: tiny}}\n"
+        ),
+    )
+    .unwrap();
+    let dry = ctl(&seed, &["apply", "-f", yaml.to_str().unwrap(), "--dry-run"]);
+    assert!(dry.to_string().contains("+ tenant beta"), "{dry}");
+    assert!(!ctl(&seed, &["tenant", "ls"]).to_string().contains("\"beta\""), "dry run changed nothing");
+    let v = ctl(&seed, &["apply", "-f", yaml.to_str().unwrap()]);
+    assert!(v.to_string().contains("+ beta repo"), "{v}");
+    let again = ctl(&seed, &["apply", "-f", yaml.to_str().unwrap()]);
+    assert_eq!(again["changes"], json!([]), "apply is idempotent: {again}");
+    let out = run_unchecked(&seed, &["apply", "-f", yaml.to_str().unwrap()]);
+    assert!(text(&out).contains("no changes"), "{}", text(&out));
+    let backup = dir.path().join("backup.json");
+    let out = run_unchecked(&seed, &["backup", "-f", backup.to_str().unwrap()]);
+    assert!(out.status.success(), "{}", text(&out));
+    let b: Value = serde_json::from_str(&std::fs::read_to_string(&backup).unwrap()).unwrap();
+    assert!(b["keys"]["default"].as_str().unwrap().contains("OPENSSH PRIVATE KEY"));
+    assert!(b["keys"]["shard"].is_string());
+    // Unseed (shared: kept), purge, remove.
+    let v = ctl(&seed, &["repo", "unseed", &small, "--tenant", "acme"]);
+    assert_eq!(v["purged"], false, "beta still holds it: {v}");
+    let v = ctl(&seed, &["repo", "purge", &hw]);
+    assert_eq!(v["purged"], true);
+    assert!(!seed.storage().join(hw.trim_start_matches("rad:")).exists());
+    assert_eq!(ctl(&seed, &["tenant", "rm", "acme"])["removed"], true);
+    // Errors: one line, non-zero exit.
+    let out = run_unchecked(&seed, &["tenant", "show", "nope"]);
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(err.trim().lines().count(), 1, "{err}");
+    assert!(err.contains("no tenant named `nope`"), "{err}");
+}
+
+#[test]
+fn backup_then_restore_into_a_fresh_data_dir_keeps_nids_tenants_and_policies() {
+    let f = fixtures();
+    let small = f.rid("small-fixture");
+    let hw = f.rid("heartwood-fixture");
+    let seed = Seed::start(SeedOptions {
+        repos: vec!["small-fixture".into()],
+        ..SeedOptions::default()
+    });
+    tenant(&seed, "acme", &["acme.seed.test"]);
+    seed.admin_ok("PUT", "/api/v1/tenants/acme/quota", Some(json!({"repos": 7})));
+    assert_eq!(seed_for(&seed, &small, json!({"tenant": "acme", "alias": "s"})).0, 200);
+    seed.admin_ok("POST", "/api/v1/deny/repos", Some(json!({"rid": hw})));
+    let shard = seed.admin_ok(
+        "POST",
+        "/api/v1/identities",
+        Some(json!({"name": "shard", "listen": ["127.0.0.1:0"]})),
+    );
+    let nid = seed.nid();
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("backup.json");
+    let out = run_unchecked(&seed, &["backup", "-f", file.to_str().unwrap()]);
+    assert!(out.status.success(), "{}", text(&out));
+    let policies_before = seed.api("/api/v1/policies");
+    let tenant_before = seed.admin_ok("GET", "/api/v1/tenants/acme", None);
+    drop(seed);
+
+    let fresh = dir.path().join("fresh");
+    let out = std::process::Command::new(bin("seedctl"))
+        .args(["restore", "-f", file.to_str().unwrap(), "--data-dir", fresh.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", text(&out));
+    let restored = Seed::start(SeedOptions {
+        data_dir: Some(fresh.clone()),
+        ..SeedOptions::default()
+    });
+    assert_eq!(restored.nid(), nid, "same node id");
+    let ids = restored.admin_ok("GET", "/api/v1/identities", None);
+    assert!(ids.to_string().contains(shard["nid"].as_str().unwrap()), "{ids}");
+    assert_eq!(restored.api("/api/v1/policies"), policies_before);
+    let t = restored.admin_ok("GET", "/api/v1/tenants/acme", None);
+    for k in ["hosts", "quotas", "identity", "state", "rate", "deny", "follows"] {
+        assert_eq!(t[k], tenant_before[k], "{k}");
+    }
+    assert_eq!(t["repos"][0]["rid"], tenant_before["repos"][0]["rid"]);
+    assert_eq!(t["repos"][0]["alias"], "s");
+    assert!(fresh.join("restore.json.done").exists());
+    // A second restore into a used directory is refused.
+    let out = std::process::Command::new(bin("seedctl"))
+        .args(["restore", "-f", file.to_str().unwrap(), "--data-dir", fresh.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+}
