@@ -506,10 +506,9 @@ async fn repo_seed(
     };
     let tenant = body.tenant.clone();
     let alias = body.alias.clone();
-    let result = tokio::task::spawn_blocking(move || {
-        ctl.seed(tenant.as_deref(), rid, scope, alias, from)
-    })
-    .await;
+    let result =
+        tokio::task::spawn_blocking(move || ctl.seed(tenant.as_deref(), rid, scope, alias, from))
+            .await;
     match result {
         Ok(Ok(o)) => Json(serde_json::json!({
             "rid": o.rid, "seeded": o.seeded, "tenant": o.tenant, "owner": o.owner,

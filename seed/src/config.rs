@@ -588,7 +588,10 @@ impl Config {
         if !matches!(self.http.unknown_hosts.as_str(), "all" | "none") {
             return Err(bad(
                 "http.unknown_hosts",
-                format!("{:?}: expected \"all\" or \"none\"", self.http.unknown_hosts),
+                format!(
+                    "{:?}: expected \"all\" or \"none\"",
+                    self.http.unknown_hosts
+                ),
             ));
         }
         if !(1..=crate::tenant::INVENTORY_LIMIT).contains(&self.p2p.inventory_cap) {
@@ -599,16 +602,25 @@ impl Config {
         }
         let mut names = std::collections::BTreeSet::new();
         for (i, id) in self.identities.iter().enumerate() {
-            if !crate::tenant::valid_name(&id.name) || id.name == crate::tenant::DEFAULT_IDENTITY || !names.insert(id.name.clone()) {
+            if !crate::tenant::valid_name(&id.name)
+                || id.name == crate::tenant::DEFAULT_IDENTITY
+                || !names.insert(id.name.clone())
+            {
                 return Err(bad(
                     "identities",
-                    format!("entry {i}: name {:?} must be unique, not \"default\", 1-63 of a-z, 0-9, -", id.name),
+                    format!(
+                        "entry {i}: name {:?} must be unique, not \"default\", 1-63 of a-z, 0-9, -",
+                        id.name
+                    ),
                 ));
             }
             if id.listen.is_empty() || id.listen.iter().any(|l| l.parse::<SocketAddr>().is_err()) {
                 return Err(bad(
                     "identities",
-                    format!("entry {i} ({}): listen must be one or more ip:port", id.name),
+                    format!(
+                        "entry {i} ({}): listen must be one or more ip:port",
+                        id.name
+                    ),
                 ));
             }
         }
@@ -617,14 +629,20 @@ impl Config {
             if !crate::tenant::valid_name(&t.name) || !tenants.insert(t.name.clone()) {
                 return Err(bad(
                     "tenants",
-                    format!("entry {i}: name {:?} must be unique, 1-63 of a-z, 0-9, -", t.name),
+                    format!(
+                        "entry {i}: name {:?} must be unique, 1-63 of a-z, 0-9, -",
+                        t.name
+                    ),
                 ));
             }
             if let Some(id) = &t.identity {
                 if id != crate::tenant::DEFAULT_IDENTITY && !names.contains(id) {
                     return Err(bad(
                         "tenants",
-                        format!("tenant {}: identity {id:?} is not declared in [[identities]]", t.name),
+                        format!(
+                            "tenant {}: identity {id:?} is not declared in [[identities]]",
+                            t.name
+                        ),
                     ));
                 }
             }

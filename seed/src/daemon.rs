@@ -205,7 +205,11 @@ pub async fn run(
     let restored = crate::backup::import_pending(&cfg.data_dir, &index, &tenants, &policies)
         .context("importing restore.json (written by seedctl restore --data-dir)")?;
     if let Some(r) = restored {
-        tracing::info!(tenants = r.tenants, policies = r.policies, "restored state from restore.json");
+        tracing::info!(
+            tenants = r.tenants,
+            policies = r.policies,
+            "restored state from restore.json"
+        );
     }
     // The p2p layer: restore gossip state, listen, dial configured peers.
     let p2p_shutdown = tokio_util::sync::CancellationToken::new();
@@ -336,7 +340,9 @@ pub async fn run(
                     tracing::info!(change = %c, "tenants from the config file");
                 }
             }
-            Err(e) => tracing::error!(error = %e, "applying [[tenants]] from the config file failed"),
+            Err(e) => {
+                tracing::error!(error = %e, "applying [[tenants]] from the config file failed")
+            }
         }
     }
 
@@ -621,7 +627,10 @@ impl Reloader {
     fn reload(&self) -> Result<Vec<String>, String> {
         let result = self.try_reload();
         let label = if result.is_ok() { "ok" } else { "error" };
-        self.metrics.config_reloads.with_label_values(&[label]).inc();
+        self.metrics
+            .config_reloads
+            .with_label_values(&[label])
+            .inc();
         result
     }
 
@@ -630,10 +639,16 @@ impl Reloader {
         let (new, _) = Config::load(self.file.as_deref(), &self.overrides)
             .map_err(|e| format!("{e}{keep}"))?;
         if !crate::logging::valid_level(&new.log.level) {
-            return Err(format!("log.level {:?} is not a valid filter{keep}", new.log.level));
+            return Err(format!(
+                "log.level {:?} is not a valid filter{keep}",
+                new.log.level
+            ));
         }
         let tokens = admin_tokens(&new, self.first_token).map_err(|e| format!("{e:#}{keep}"))?;
-        let mut cur = self.current.lock().map_err(|_| "reload lock poisoned".to_owned())?;
+        let mut cur = self
+            .current
+            .lock()
+            .map_err(|_| "reload lock poisoned".to_owned())?;
         let mut changes = Vec::new();
         if new.log.level != cur.log.level {
             crate::logging::set_level(&new.log.level).map_err(|e| format!("{e}{keep}"))?;
@@ -666,7 +681,10 @@ impl Reloader {
             ));
         }
         if new.admin.token_files != cur.admin.token_files {
-            changes.push(format!("admin.token_files: {} file(s)", new.admin.token_files.len()));
+            changes.push(format!(
+                "admin.token_files: {} file(s)",
+                new.admin.token_files.len()
+            ));
         }
         if let Ok(mut t) = self.tokens.write() {
             *t = tokens;
@@ -691,7 +709,9 @@ impl Reloader {
                 Ok(false) => {}
                 Err(e) => {
                     self.metrics.tls_reloads.with_label_values(&["error"]).inc();
-                    changes.push(format!("http.tls: reload failed, previous certificate kept: {e}"));
+                    changes.push(format!(
+                        "http.tls: reload failed, previous certificate kept: {e}"
+                    ));
                 }
             }
             if let Some(t) = cert.not_after() {

@@ -134,7 +134,11 @@ impl Identities {
 
     /// Start an identity: load or generate its key under `keys/<name>/`, listen, announce.
     /// `persist` records it in the index (runtime creation).
-    pub async fn start(&self, spec: IdentitySpec, persist: bool) -> Result<IdentityInfo, IdentityError> {
+    pub async fn start(
+        &self,
+        spec: IdentitySpec,
+        persist: bool,
+    ) -> Result<IdentityInfo, IdentityError> {
         if !crate::tenant::valid_name(&spec.name) || spec.name == DEFAULT_IDENTITY {
             return Err(IdentityError::BadName(spec.name));
         }
@@ -169,16 +173,24 @@ impl Identities {
             );
         }
         cfg.gossip.external_addresses = ext;
-        let net = Net::start(key, cfg, self.launch.deps.clone(), self.launch.shutdown.clone())
-            .await
-            .map_err(|e| fail(format!("{e:#}")))?;
+        let net = Net::start(
+            key,
+            cfg,
+            self.launch.deps.clone(),
+            self.launch.shutdown.clone(),
+        )
+        .await
+        .map_err(|e| fail(format!("{e:#}")))?;
         if persist {
             let bytes = serde_json::to_vec(&spec).map_err(|e| fail(e.to_string()))?;
             self.index
                 .put_tenant_record(Kind::Identity, &spec.name, &bytes)
                 .map_err(|e| fail(e.to_string()))?;
         }
-        let cap = spec.inventory_cap.unwrap_or(INVENTORY_LIMIT).min(INVENTORY_LIMIT);
+        let cap = spec
+            .inventory_cap
+            .unwrap_or(INVENTORY_LIMIT)
+            .min(INVENTORY_LIMIT);
         self.tenants.set_identity(&spec.name, cap);
         tracing::info!(identity = %spec.name, nid = %net.nid(), listen = ?net.local_addrs(), "seed identity started");
         self.lock().push(Running {
@@ -215,7 +227,12 @@ impl Identities {
             .filter(|rid| p.seeding(rid).is_some() && !dedicated.contains(rid))
             .copied()
             .collect();
-        self.publish(DEFAULT_IDENTITY, &self.default, default_inv, self.default_cap);
+        self.publish(
+            DEFAULT_IDENTITY,
+            &self.default,
+            default_inv,
+            self.default_cap,
+        );
         self.default.set_seeding(p.seeds_by_default(), seeded);
         for r in self.lock().iter() {
             let mine = self.tenants.identity_repos(&r.spec.name);
@@ -273,7 +290,12 @@ impl Identities {
             out.push(IdentityInfo {
                 name: r.spec.name.clone(),
                 nid: r.net.nid().to_string(),
-                listen: r.net.local_addrs().iter().map(ToString::to_string).collect(),
+                listen: r
+                    .net
+                    .local_addrs()
+                    .iter()
+                    .map(ToString::to_string)
+                    .collect(),
                 external_addresses: r.spec.external_addresses.clone(),
                 tenants: on(&r.spec.name),
                 inventory: self

@@ -20,8 +20,8 @@
 
 pub mod gossip;
 pub mod policy;
-pub mod tenants;
 pub mod scan;
+pub mod tenants;
 
 use std::path::Path;
 use std::sync::Arc;

@@ -29,7 +29,9 @@ pub fn init(format: &str, level: &str) {
             .with_writer(std::io::stderr)
             .with_filter_reloading();
         let handle = builder.reload_handle();
-        let _ = RELOAD.set(Box::new(move |f| handle.reload(f).map_err(|e| e.to_string())));
+        let _ = RELOAD.set(Box::new(move |f| {
+            handle.reload(f).map_err(|e| e.to_string())
+        }));
         builder.try_init()
     } else {
         let builder = tracing_subscriber::fmt()
@@ -38,7 +40,9 @@ pub fn init(format: &str, level: &str) {
             .with_ansi(ansi)
             .with_filter_reloading();
         let handle = builder.reload_handle();
-        let _ = RELOAD.set(Box::new(move |f| handle.reload(f).map_err(|e| e.to_string())));
+        let _ = RELOAD.set(Box::new(move |f| {
+            handle.reload(f).map_err(|e| e.to_string())
+        }));
         builder.try_init()
     };
     if let Err(e) = result {

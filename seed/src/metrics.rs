@@ -406,8 +406,10 @@ impl TenantMetrics {
             registry.register(Box::new(g.clone()))?;
             Ok(g)
         };
-        let quota_usage =
-            prometheus::GaugeVec::new(opts("seedd_tenant_quota_usage_ratio"), &["tenant", "quota"])?;
+        let quota_usage = prometheus::GaugeVec::new(
+            opts("seedd_tenant_quota_usage_ratio"),
+            &["tenant", "quota"],
+        )?;
         registry.register(Box::new(quota_usage.clone()))?;
         let tenants = gauge("seedd_tenants", &["state"])?;
         for s in ["active", "suspended"] {

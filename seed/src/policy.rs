@@ -93,7 +93,10 @@ impl Policies {
 
     /// Whether the operator seeds a repository itself (explicit `allow`).
     pub fn operator_seeds(&self, rid: &RepoId) -> bool {
-        matches!(self.index.repo_policy(rid), Ok(Some(RepoPolicy::Allow { .. })))
+        matches!(
+            self.index.repo_policy(rid),
+            Ok(Some(RepoPolicy::Allow { .. }))
+        )
     }
 
     /// The most bytes a fetch of `rid` may bring before a tenant byte quota is exceeded.
@@ -126,7 +129,11 @@ impl Policies {
         if self.blocked(nid) {
             return false;
         }
-        match self.tenants.as_ref().and_then(|t| t.wants_namespace(rid, nid)) {
+        match self
+            .tenants
+            .as_ref()
+            .and_then(|t| t.wants_namespace(rid, nid))
+        {
             Some(false) => return false,
             Some(true) => return true,
             None => {}

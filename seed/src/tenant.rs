@@ -144,7 +144,9 @@ pub enum TenantError {
     Unknown(String),
     #[error("tenant `{0}` already exists")]
     Exists(String),
-    #[error("invalid tenant name `{0}`: use 1-63 of a-z, 0-9 and `-`, starting with a letter or digit")]
+    #[error(
+        "invalid tenant name `{0}`: use 1-63 of a-z, 0-9 and `-`, starting with a letter or digit"
+    )]
     BadName(String),
     #[error("invalid hostname `{0}`: use a DNS name, optionally `*.` followed by a domain")]
     BadHost(String),
@@ -157,7 +159,11 @@ pub enum TenantError {
     #[error("tenant `{tenant}` is at its repository quota ({limit}): raise it with `seedctl quota set {tenant} --repos N`")]
     RepoQuota { tenant: String, limit: u64 },
     #[error("tenant `{tenant}` is at its storage quota ({used} of {limit} bytes): raise it with `seedctl quota set {tenant} --bytes N`")]
-    ByteQuota { tenant: String, used: u64, limit: u64 },
+    ByteQuota {
+        tenant: String,
+        used: u64,
+        limit: u64,
+    },
     #[error("identity `{identity}` already announces {count} repositories (cap {cap}); place tenant `{tenant}` on another identity")]
     InventoryCap {
         identity: String,
@@ -218,8 +224,7 @@ pub fn valid_name(name: &str) -> bool {
     !b.is_empty()
         && b.len() <= 63
         && b[0].is_ascii_alphanumeric()
-        && b
-            .iter()
+        && b.iter()
             .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || *c == b'-')
 }
 
@@ -244,8 +249,7 @@ fn valid_alias(a: &str) -> bool {
     !a.is_empty()
         && a.len() <= 100
         && !a.starts_with('.')
-        && a
-            .bytes()
+        && a.bytes()
             .all(|c| c.is_ascii_alphanumeric() || matches!(c, b'.' | b'_' | b'-'))
 }
 
@@ -385,8 +389,8 @@ impl Tenants {
     }
 
     fn persist(&self, t: &Tenant) -> Result<(), TenantError> {
-        let bytes =
-            serde_json::to_vec(t).map_err(|e| TenantError::Corrupt(t.name.clone(), e.to_string()))?;
+        let bytes = serde_json::to_vec(t)
+            .map_err(|e| TenantError::Corrupt(t.name.clone(), e.to_string()))?;
         self.index
             .put_tenant_record(Kind::Tenant, &t.name, &bytes)?;
         Ok(())
@@ -853,7 +857,12 @@ impl Tenants {
 
     /// A tenant's short alias → repository (explicit aliases first, then the repository name
     /// if exactly one of its repositories has it).
-    pub fn alias(&self, name: &str, alias: &str, repo_name: impl Fn(&RepoId) -> Option<String>) -> Option<RepoId> {
+    pub fn alias(
+        &self,
+        name: &str,
+        alias: &str,
+        repo_name: impl Fn(&RepoId) -> Option<String>,
+    ) -> Option<RepoId> {
         let inner = self.read();
         let t = inner.tenants.get(name)?;
         if let Some(r) = t.repos.iter().find(|r| r.alias.as_deref() == Some(alias)) {
@@ -911,7 +920,11 @@ impl Tenants {
     pub fn note_byte_quota(&self, rid: &RepoId) {
         let inner = self.read();
         for (_, n) in inner.claims.get(rid).into_iter().flatten() {
-            if inner.tenants.get(n).is_some_and(|t| t.quotas.bytes.is_some()) {
+            if inner
+                .tenants
+                .get(n)
+                .is_some_and(|t| t.quotas.bytes.is_some())
+            {
                 self.metrics
                     .tenant
                     .quota_exceeded
@@ -1022,9 +1035,7 @@ impl Tenants {
         let inner = self.read();
         let m = &self.metrics.tenant;
         let active = inner.tenants.values().filter(|t| t.active()).count();
-        m.tenants
-            .with_label_values(&["active"])
-            .set(active as i64);
+        m.tenants.with_label_values(&["active"]).set(active as i64);
         m.tenants
             .with_label_values(&["suspended"])
             .set((inner.tenants.len() - active) as i64);
@@ -1038,7 +1049,11 @@ impl Tenants {
             for (q, used, limit) in [
                 ("repos", u.repos, t.quotas.repos),
                 ("bytes", u.stored_bytes, t.quotas.bytes),
-                ("egress", u.egress_today_bytes, t.quotas.egress_bytes_per_day),
+                (
+                    "egress",
+                    u.egress_today_bytes,
+                    t.quotas.egress_bytes_per_day,
+                ),
             ] {
                 match limit {
                     Some(l) if l > 0 => m

@@ -430,13 +430,19 @@ impl Seed {
         }
         let (status, text) =
             http_call(method, &self.admin_url(path), &headers, bytes.as_deref()).unwrap();
-        (status, serde_json::from_str(&text).unwrap_or(Value::String(text)))
+        (
+            status,
+            serde_json::from_str(&text).unwrap_or(Value::String(text)),
+        )
     }
 
     /// Like [`Seed::admin`], panicking unless the status is 2xx.
     pub fn admin_ok(&self, method: &str, path: &str, body: Option<Value>) -> Value {
         let (status, v) = self.admin(method, path, body);
-        assert!((200..300).contains(&status), "{method} {path}: {status} {v}");
+        assert!(
+            (200..300).contains(&status),
+            "{method} {path}: {status} {v}"
+        );
         v
     }
 }

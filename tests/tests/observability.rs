@@ -220,6 +220,43 @@ fn exercise_http(seed: &Seed, rid: &str) {
     });
 }
 
+/// Tenants: one with a host, quotas and a rate limit; a clone on its host (egress), a seed over
+/// its repository quota, requests over its rate, and a config reload.
+fn exercise_tenants(seed: &Seed, rid: &str) {
+    seed.admin_ok(
+        "POST",
+        "/api/v1/tenants",
+        Some(serde_json::json!({"name": "acme", "hosts": ["acme.seed.test"],
+            "quotas": {"repos": 1, "bytes": 1_000_000_000u64, "egress_bytes_per_day": 1_000_000_000u64},
+            "rate": {"requests_per_second": 1, "burst": 1}})),
+    );
+    seed.admin_ok(
+        "POST",
+        &format!("/api/v1/repos/{rid}/seed"),
+        Some(serde_json::json!({"tenant": "acme"})),
+    );
+    let other = fixtures().rid("heartwood-fixture");
+    let (status, _) = seed.admin(
+        "POST",
+        &format!("/api/v1/repos/{other}/seed"),
+        Some(serde_json::json!({"tenant": "acme"})),
+    );
+    assert_eq!(status, 409);
+    let get = format!(
+        "GET /{rid}.git/info/refs?service=git-upload-pack HTTP/1.1\r\nHost: acme.seed.test\r\nConnection: close\r\n\r\n"
+    );
+    let mut heads = Vec::new();
+    for _ in 0..3 {
+        let mut s = http_raw(seed, &get);
+        let mut all = String::new();
+        let _ = s.read_to_string(&mut all);
+        heads.push(all.lines().next().unwrap_or("").to_owned());
+    }
+    assert!(heads[0].contains("200"), "{heads:?}");
+    assert!(heads.iter().any(|h| h.contains("429")), "{heads:?}");
+    seed.admin_ok("POST", "/api/v1/config/reload", None);
+}
+
 /// P2P: two raw peers (one relays a node announcement to the other, repeats it (stale), floods
 /// pings (rate limited per node), opens a git stream with a bad header), a peer sending bad
 /// magic (penalty), and connection attempts over the per-IP budget (rejected).
@@ -347,6 +384,7 @@ fn every_metric_in_dashboards_and_alert_rules_is_exported() {
         ..Default::default()
     });
     exercise_http(&seed, &rid);
+    exercise_tenants(&seed, &rid);
     let peers = exercise_p2p(&seed);
 
     // TLS metrics need a seed serving HTTPS: a certificate, then a reload (SIGHUP).

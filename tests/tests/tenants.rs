@@ -4,13 +4,13 @@
 //! per-repository admission, admin authentication, hot reload, backup and restore.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use std::io::{Read, Write};
+use std::io::Read;
 use std::path::Path;
 use std::process::Output;
 use std::time::{Duration, Instant};
 
-use serde_json::{json, Value};
 use seedd_tests::*;
+use serde_json::{json, Value};
 
 fn text(out: &Output) -> String {
     format!(
@@ -64,7 +64,9 @@ fn received_body_bytes(trace: &Path) -> u64 {
                 responses.push((false, String::new()));
                 in_data = false;
             }
-            if h.to_ascii_lowercase().starts_with("transfer-encoding: chunked") {
+            if h.to_ascii_lowercase()
+                .starts_with("transfer-encoding: chunked")
+            {
                 if let Some(r) = responses.last_mut() {
                     r.0 = true;
                 }
@@ -164,24 +166,63 @@ fn tenants_share_storage_hosts_filter_aliases_and_last_unseed_purges() {
         }
         std::thread::sleep(Duration::from_millis(50));
     }
-    assert_eq!(charged, got, "egress accounting must match the bytes git received");
-    assert!(clone_via(&seed, "acme.seed.test", &format!("/{small}.git"), &t.join("a2"), &[])
-        .status
-        .success());
-    assert!(clone_via(&seed, "git.beta.test", &format!("/{hw}.git"), &t.join("b1"), &[])
-        .status
-        .success());
-    let out = clone_via(&seed, "beta.seed.test", &format!("/{small}.git"), &t.join("b2"), &[]);
-    assert!(!out.status.success(), "beta's host must not show acme's repo");
-    assert!(text(&out).contains("404") || text(&out).contains("not found"), "{}", text(&out));
+    assert_eq!(
+        charged, got,
+        "egress accounting must match the bytes git received"
+    );
+    assert!(clone_via(
+        &seed,
+        "acme.seed.test",
+        &format!("/{small}.git"),
+        &t.join("a2"),
+        &[]
+    )
+    .status
+    .success());
+    assert!(clone_via(
+        &seed,
+        "git.beta.test",
+        &format!("/{hw}.git"),
+        &t.join("b1"),
+        &[]
+    )
+    .status
+    .success());
+    let out = clone_via(
+        &seed,
+        "beta.seed.test",
+        &format!("/{small}.git"),
+        &t.join("b2"),
+        &[],
+    );
+    assert!(
+        !out.status.success(),
+        "beta's host must not show acme's repo"
+    );
+    assert!(
+        text(&out).contains("404") || text(&out).contains("not found"),
+        "{}",
+        text(&out)
+    );
     // Hosts no tenant claims get the operator's default (all public repositories).
-    assert!(clone_via(&seed, "other.example", &format!("/{small}.git"), &t.join("o1"), &[])
-        .status
-        .success());
+    assert!(clone_via(
+        &seed,
+        "other.example",
+        &format!("/{small}.git"),
+        &t.join("o1"),
+        &[]
+    )
+    .status
+    .success());
 
     let usage = seed.admin_ok("GET", "/api/v1/usage?tenant=acme", None);
     assert!(usage["usage"][0]["egress_today_bytes"].as_u64().unwrap() >= got);
-    assert!(seed.metric("seedd_tenant_http_requests_total", &["tenant=\"acme\"", "code=\"2xx\""]) >= 2.0);
+    assert!(
+        seed.metric(
+            "seedd_tenant_http_requests_total",
+            &["tenant=\"acme\"", "code=\"2xx\""]
+        ) >= 2.0
+    );
 
     // Unseeding from one tenant keeps the repository; from the last one purges it.
     let v = seed.admin_ok(
@@ -192,7 +233,10 @@ fn tenants_share_storage_hosts_filter_aliases_and_last_unseed_purges() {
     assert_eq!(v["purged"], false, "{v}");
     assert!(hw_dir.join("HEAD").exists());
     let beta = seed.admin_ok("GET", "/api/v1/tenants/beta", None);
-    assert_eq!(beta["repos"][0]["owner"], true, "ownership passes on: {beta}");
+    assert_eq!(
+        beta["repos"][0]["owner"], true,
+        "ownership passes on: {beta}"
+    );
     let v = seed.admin_ok(
         "POST",
         &format!("/api/v1/repos/{hw}/unseed"),
@@ -200,27 +244,48 @@ fn tenants_share_storage_hosts_filter_aliases_and_last_unseed_purges() {
     );
     assert_eq!(v["purged"], true, "{v}");
     assert!(!hw_dir.exists(), "purged from disk");
-    assert_eq!(seed.admin("GET", &format!("/api/v1/repos/{hw}"), None).0, 404);
     assert_eq!(
-        http_get(&seed.url(&format!("/{hw}.git/info/refs?service=git-upload-pack")), &[])
-            .unwrap()
-            .0,
+        seed.admin("GET", &format!("/api/v1/repos/{hw}"), None).0,
+        404
+    );
+    assert_eq!(
+        http_get(
+            &seed.url(&format!("/{hw}.git/info/refs?service=git-upload-pack")),
+            &[]
+        )
+        .unwrap()
+        .0,
         404
     );
 
     // A suspended tenant's host serves nothing.
     seed.admin_ok("POST", "/api/v1/tenants/acme/suspend", None);
-    let out = clone_via(&seed, "acme.seed.test", &format!("/{small}.git"), &t.join("s1"), &[]);
+    let out = clone_via(
+        &seed,
+        "acme.seed.test",
+        &format!("/{small}.git"),
+        &t.join("s1"),
+        &[],
+    );
     assert!(!out.status.success());
     assert!(text(&out).contains("403"), "{}", text(&out));
     seed.admin_ok("POST", "/api/v1/tenants/acme/resume", None);
-    assert!(clone_via(&seed, "acme.seed.test", &format!("/{small}.git"), &t.join("s2"), &[])
-        .status
-        .success());
+    assert!(clone_via(
+        &seed,
+        "acme.seed.test",
+        &format!("/{small}.git"),
+        &t.join("s2"),
+        &[]
+    )
+    .status
+    .success());
     // Removing the last tenant of a repository purges it too.
     let v = seed.admin_ok("DELETE", "/api/v1/tenants/acme", None);
     assert_eq!(v["purged"].as_array().unwrap().len(), 1, "{v}");
-    assert!(!seed.storage().join(small.trim_start_matches("rad:")).exists());
+    assert!(!seed
+        .storage()
+        .join(small.trim_start_matches("rad:"))
+        .exists());
     assert_eq!(seed.metric("seedd_tenant_repos", &["tenant=\"acme\""]), 0.0);
 }
 
@@ -234,22 +299,39 @@ fn quotas_refuse_seeding_and_stop_a_fetch_with_nothing_written() {
     let hw = f.rid("heartwood-fixture");
     let small = f.rid("small-fixture");
     tenant(&seed, "acme", &[]);
-    seed.admin_ok("PUT", "/api/v1/tenants/acme/quota", Some(json!({"repos": 1})));
+    seed.admin_ok(
+        "PUT",
+        "/api/v1/tenants/acme/quota",
+        Some(json!({"repos": 1})),
+    );
     assert_eq!(seed_for(&seed, &small, json!({"tenant": "acme"})).0, 200);
     let (s, v) = seed_for(&seed, &hw, json!({"tenant": "acme"}));
     assert_eq!(s, 409, "{v}");
-    assert!(v["error"].as_str().unwrap().contains("repository quota"), "{v}");
+    assert!(
+        v["error"].as_str().unwrap().contains("repository quota"),
+        "{v}"
+    );
     assert_eq!(
-        seed.metric("seedd_tenant_quota_exceeded_total", &["tenant=\"acme\"", "quota=\"repos\""]),
+        seed.metric(
+            "seedd_tenant_quota_exceeded_total",
+            &["tenant=\"acme\"", "quota=\"repos\""]
+        ),
         1.0
     );
-    let q = seed.metric("seedd_tenant_quota_usage_ratio", &["tenant=\"acme\"", "quota=\"repos\""]);
+    let q = seed.metric(
+        "seedd_tenant_quota_usage_ratio",
+        &["tenant=\"acme\"", "quota=\"repos\""],
+    );
     assert!((q - 1.0).abs() < 1e-9, "{q}");
 
     // A byte quota smaller than the repository: the fetch from a real node is stopped and
     // nothing reaches storage or the index.
     tenant(&seed, "beta", &[]);
-    seed.admin_ok("PUT", "/api/v1/tenants/beta/quota", Some(json!({"bytes": 2000})));
+    seed.admin_ok(
+        "PUT",
+        "/api/v1/tenants/beta/quota",
+        Some(json!({"bytes": 2000})),
+    );
     let alice = RadNode::start("alice", &[seed.p2p_peer()]);
     wait_for("alice connected", Duration::from_secs(30), || {
         seed.api("/api/v1/peers")["peers"]
@@ -265,12 +347,20 @@ fn quotas_refuse_seeding_and_stop_a_fetch_with_nothing_written() {
         (seed.metric("seedd_fetches_total", &["result=\"quota\""]) >= 1.0).then_some(())
     });
     assert!(!seed.storage().join(hw.trim_start_matches("rad:")).exists());
-    assert_eq!(seed.admin("GET", &format!("/api/v1/repos/{hw}"), None).0, 404);
+    assert_eq!(
+        seed.admin("GET", &format!("/api/v1/repos/{hw}"), None).0,
+        404
+    );
     let leftovers: Vec<_> = std::fs::read_dir(seed.data_dir().join("cache/fetch"))
         .map(|d| d.flatten().map(|e| e.path()).collect())
         .unwrap_or_default();
     assert!(leftovers.is_empty(), "{leftovers:?}");
-    assert!(seed.metric("seedd_tenant_quota_exceeded_total", &["tenant=\"beta\"", "quota=\"bytes\""]) >= 1.0);
+    assert!(
+        seed.metric(
+            "seedd_tenant_quota_exceeded_total",
+            &["tenant=\"beta\"", "quota=\"bytes\""]
+        ) >= 1.0
+    );
     assert!(seed.logs().contains("storage quota"), "{}", seed.logs());
 }
 
@@ -304,19 +394,28 @@ fn a_dedicated_identity_announces_only_its_tenants_repositories_to_a_real_node()
     assert_eq!(shard["tenants"], json!(["acme"]));
     assert_eq!(shard["inventory"], 1, "{ids}");
     let carol = RadNode::start("carol", &[format!("{shard_nid}@127.0.0.1:{shard_port}")]);
-    wait_for("carol learns shard1's inventory", Duration::from_secs(60), || {
-        carol
-            .routing()
-            .iter()
-            .any(|(rid, nid)| rid == &small && nid == &shard_nid)
-            .then_some(())
-    });
+    wait_for(
+        "carol learns shard1's inventory",
+        Duration::from_secs(60),
+        || {
+            carol
+                .routing()
+                .iter()
+                .any(|(rid, nid)| rid == &small && nid == &shard_nid)
+                .then_some(())
+        },
+    );
     let routes = carol.routing();
     assert!(
-        !routes.iter().any(|(rid, nid)| rid == &hw && nid == &shard_nid),
+        !routes
+            .iter()
+            .any(|(rid, nid)| rid == &hw && nid == &shard_nid),
         "shard1 must not announce the operator's repositories: {routes:?}"
     );
-    assert_eq!(seed.metric("seedd_identity_inventory_repos", &["identity=\"shard1\""]), 1.0);
+    assert_eq!(
+        seed.metric("seedd_identity_inventory_repos", &["identity=\"shard1\""]),
+        1.0
+    );
     // Placement over the identity's cap is refused with a clear error.
     let (s, v) = seed.admin(
         "POST",
@@ -384,15 +483,29 @@ fn per_ip_rate_limit_answers_429_while_another_ip_is_served() {
 
     // A tenant's own limit applies on its host.
     tenant(&seed, "acme", &["acme.seed.test"]);
-    seed.admin_ok("PUT", "/api/v1/tenants/acme/rate", Some(json!({"requests_per_second": 1, "burst": 1})));
+    seed.admin_ok(
+        "PUT",
+        "/api/v1/tenants/acme/rate",
+        Some(json!({"requests_per_second": 1, "burst": 1})),
+    );
     assert_eq!(seed_for(&seed, &rid, json!({"tenant": "acme"})).0, 200);
     let port = seed.http.port();
     let mut codes = Vec::new();
     for i in 0..3 {
         let out = std::process::Command::new("curl")
-            .args(["-s", "-o", "/dev/null", "-w", "%{http_code}", "--interface", &format!("127.0.0.{}", 10 + i)])
+            .args([
+                "-s",
+                "-o",
+                "/dev/null",
+                "-w",
+                "%{http_code}",
+                "--interface",
+                &format!("127.0.0.{}", 10 + i),
+            ])
             .args(["--resolve", &format!("acme.seed.test:{port}:127.0.0.1")])
-            .arg(format!("http://acme.seed.test:{port}/{rid}.git/info/refs?service=git-upload-pack"))
+            .arg(format!(
+                "http://acme.seed.test:{port}/{rid}.git/info/refs?service=git-upload-pack"
+            ))
             .output()
             .unwrap();
         codes.push(String::from_utf8_lossy(&out.stdout).to_string());
@@ -436,8 +549,14 @@ fn per_repo_pack_admission_queues_then_sheds_with_503() {
     let started = Instant::now();
     let (status, head) = status_of(&mut third, Duration::from_secs(5)).expect("third answered");
     assert_eq!(status, 503, "{head}");
-    assert!(started.elapsed() < Duration::from_secs(2), "shed at once, not after waiting");
-    assert!(head.to_ascii_lowercase().contains("retry-after: "), "{head}");
+    assert!(
+        started.elapsed() < Duration::from_secs(2),
+        "shed at once, not after waiting"
+    );
+    assert!(
+        head.to_ascii_lowercase().contains("retry-after: "),
+        "{head}"
+    );
     // The queued one is still waiting…
     assert!(status_of(&mut second, Duration::from_millis(500)).is_none());
     // …and gets the slot when the first ends.
@@ -483,7 +602,10 @@ fn admin_api_refuses_missing_or_wrong_tokens_and_changes_nothing() {
     let cfg = std::fs::read_to_string(seed.config_path()).unwrap();
     std::fs::write(
         seed.config_path(),
-        cfg.replace("[admin]\n", &format!("[admin]\ntoken_files = [\"{}\"]\n", extra.display())),
+        cfg.replace(
+            "[admin]\n",
+            &format!("[admin]\ntoken_files = [\"{}\"]\n", extra.display()),
+        ),
     )
     .unwrap();
     seed.admin_ok("POST", "/api/v1/config/reload", None);
@@ -509,16 +631,28 @@ fn reload_applies_valid_changes_keeps_the_old_config_when_broken_and_picks_up_a_
     });
     let original = std::fs::read_to_string(seed.config_path()).unwrap();
     // Broken: an unknown key. Rejected with the key named; the old configuration stays.
-    std::fs::write(seed.config_path(), format!("{original}\n[policy]\ndefualt = \"allow\"\n")).unwrap();
+    std::fs::write(
+        seed.config_path(),
+        format!("{original}\n[policy]\ndefualt = \"allow\"\n"),
+    )
+    .unwrap();
     let (status, v) = seed.admin("POST", "/api/v1/config/reload", None);
     assert_eq!(status, 400, "{v}");
     let err = v["error"].as_str().unwrap();
-    assert!(err.contains("defualt") && err.contains("keeping the previous configuration"), "{err}");
-    assert_eq!(seed.metric("seedd_config_reloads_total", &["result=\"error\""]), 1.0);
+    assert!(
+        err.contains("defualt") && err.contains("keeping the previous configuration"),
+        "{err}"
+    );
+    assert_eq!(
+        seed.metric("seedd_config_reloads_total", &["result=\"error\""]),
+        1.0
+    );
     // SIGHUP with the broken file: logged, still serving.
     seed.signal(1);
     wait_for("reload error logged", Duration::from_secs(10), || {
-        seed.logs().contains("configuration reload failed").then_some(())
+        seed.logs()
+            .contains("configuration reload failed")
+            .then_some(())
     });
     let url = format!("https://localhost:{}/{rid}.git", seed.http.port());
     let tmp = tempfile::tempdir().unwrap();
@@ -536,7 +670,12 @@ fn reload_applies_valid_changes_keeps_the_old_config_when_broken_and_picks_up_a_
     let (ca2, _, _) = write_certs(certs.path(), "two");
     let v = seed.admin_ok("POST", "/api/v1/config/reload", None);
     let changes = v["changes"].to_string();
-    assert!(changes.contains("unknown_hosts") && changes.contains("+ tenant acme") && changes.contains("certificate reloaded"), "{v}");
+    assert!(
+        changes.contains("unknown_hosts")
+            && changes.contains("+ tenant acme")
+            && changes.contains("certificate reloaded"),
+        "{v}"
+    );
     wait_for_ca(&seed, &url, &ca2, tmp.path(), Duration::from_secs(1));
     assert!(seed.admin_ok("GET", "/api/v1/tenants/acme", None)["name"] == "acme");
     // 127.0.0.1 is no tenant's host: 404 now.
@@ -547,7 +686,10 @@ fn reload_applies_valid_changes_keeps_the_old_config_when_broken_and_picks_up_a_
         .unwrap();
     assert!(!out.status.success());
     assert!(text(&out).contains("not found"), "{}", text(&out));
-    assert_eq!(seed.metric("seedd_config_reloads_total", &["result=\"ok\""]), 1.0);
+    assert_eq!(
+        seed.metric("seedd_config_reloads_total", &["result=\"ok\""]),
+        1.0
+    );
 }
 
 /// `seedctl -o json <args>` → parsed JSON (panics unless it succeeds).
@@ -570,22 +712,58 @@ fn seedctl_drives_every_tenant_command_with_json_output() {
         ..SeedOptions::default()
     });
     assert_eq!(ctl(&seed, &["status"])["nid"], seed.nid().as_str());
-    let t = ctl(&seed, &["tenant", "create", "acme", "--host", "acme.seed.test", "--repos", "5", "--bytes", "10MiB"]);
+    let t = ctl(
+        &seed,
+        &[
+            "tenant",
+            "create",
+            "acme",
+            "--host",
+            "acme.seed.test",
+            "--repos",
+            "5",
+            "--bytes",
+            "10MiB",
+        ],
+    );
     assert_eq!(t["name"], "acme");
     assert_eq!(t["quotas"]["bytes"], 10 * 1024 * 1024);
-    assert!(ctl(&seed, &["tenant", "ls"]).to_string().contains("\"acme\""));
-    let t = ctl(&seed, &["quota", "set", "acme", "--egress-per-day", "1GiB", "--repos", "unlimited"]);
+    assert!(ctl(&seed, &["tenant", "ls"])
+        .to_string()
+        .contains("\"acme\""));
+    let t = ctl(
+        &seed,
+        &[
+            "quota",
+            "set",
+            "acme",
+            "--egress-per-day",
+            "1GiB",
+            "--repos",
+            "unlimited",
+        ],
+    );
     assert_eq!(t["quotas"]["egress_bytes_per_day"], 1u64 << 30);
     assert_eq!(t["quotas"]["repos"], Value::Null);
     let t = ctl(&seed, &["host", "add", "acme", "git.acme.test"]);
     assert_eq!(t["hosts"], json!(["acme.seed.test", "git.acme.test"]));
     let t = ctl(&seed, &["host", "rm", "acme", "git.acme.test"]);
     assert_eq!(t["hosts"], json!(["acme.seed.test"]));
-    let v = ctl(&seed, &["repo", "seed", &small, "--tenant", "acme", "--alias", "small", "--scope", "all"]);
+    let v = ctl(
+        &seed,
+        &[
+            "repo", "seed", &small, "--tenant", "acme", "--alias", "small", "--scope", "all",
+        ],
+    );
     assert_eq!(v["owner"], true);
     let v = ctl(&seed, &["repo", "ls", "--tenant", "acme"]);
-    assert!(v.to_string().contains(&small) && !v.to_string().contains(&hw), "{v}");
-    assert!(ctl(&seed, &["repo", "show", &small]).to_string().contains(&small));
+    assert!(
+        v.to_string().contains(&small) && !v.to_string().contains(&hw),
+        "{v}"
+    );
+    assert!(ctl(&seed, &["repo", "show", &small])
+        .to_string()
+        .contains(&small));
     let t = ctl(&seed, &["tenant", "show", "acme"]);
     assert_eq!(t["repos"][0]["alias"], "small");
     let u = ctl(&seed, &["usage", "--tenant", "acme"]);
@@ -597,22 +775,37 @@ fn seedctl_drives_every_tenant_command_with_json_output() {
     ctl(&seed, &["deny", "node", "add", nid]);
     let d = ctl(&seed, &["deny", "repo", "ls"]).to_string();
     assert!(d.contains(&hw), "{d}");
-    assert!(ctl(&seed, &["deny", "node", "ls"]).to_string().contains(nid));
+    assert!(ctl(&seed, &["deny", "node", "ls"])
+        .to_string()
+        .contains(nid));
     let (s, v) = seed_for(&seed, &hw, json!({"tenant": "acme"}));
     assert_eq!(s, 409, "denied repositories cannot be seeded: {v}");
     ctl(&seed, &["deny", "repo", "rm", &hw, "--tenant", "acme"]);
     ctl(&seed, &["deny", "repo", "rm", &hw]);
     ctl(&seed, &["deny", "node", "rm", nid]);
-    assert!(!ctl(&seed, &["deny", "repo", "ls"]).to_string().contains(&hw));
+    assert!(!ctl(&seed, &["deny", "repo", "ls"])
+        .to_string()
+        .contains(&hw));
     // Suspend and resume.
-    assert_eq!(ctl(&seed, &["tenant", "suspend", "acme"])["state"], "suspended");
+    assert_eq!(
+        ctl(&seed, &["tenant", "suspend", "acme"])["state"],
+        "suspended"
+    );
     assert_eq!(ctl(&seed, &["tenant", "resume", "acme"])["state"], "active");
-    let t = ctl(&seed, &["tenant", "rate", "acme", "--rps", "50", "--burst", "100"]);
+    let t = ctl(
+        &seed,
+        &["tenant", "rate", "acme", "--rps", "50", "--burst", "100"],
+    );
     assert_eq!(t["rate"]["requests_per_second"], 50);
     // Identities.
-    let i = ctl(&seed, &["identity", "create", "shard", "--listen", "127.0.0.1:0"]);
+    let i = ctl(
+        &seed,
+        &["identity", "create", "shard", "--listen", "127.0.0.1:0"],
+    );
     assert!(i["nid"].as_str().unwrap().starts_with("z6Mk"));
-    assert!(ctl(&seed, &["identity", "ls"]).to_string().contains("\"shard\""));
+    assert!(ctl(&seed, &["identity", "ls"])
+        .to_string()
+        .contains("\"shard\""));
     // Peers, fetch, queue, routing with a real node.
     let alice = RadNode::start("alice", &[]);
     ctl(&seed, &["peers", "connect", &alice.peer()]);
@@ -645,7 +838,12 @@ fn seedctl_drives_every_tenant_command_with_json_output() {
     .unwrap();
     let dry = ctl(&seed, &["apply", "-f", yaml.to_str().unwrap(), "--dry-run"]);
     assert!(dry.to_string().contains("+ tenant beta"), "{dry}");
-    assert!(!ctl(&seed, &["tenant", "ls"]).to_string().contains("\"beta\""), "dry run changed nothing");
+    assert!(
+        !ctl(&seed, &["tenant", "ls"])
+            .to_string()
+            .contains("\"beta\""),
+        "dry run changed nothing"
+    );
     let v = ctl(&seed, &["apply", "-f", yaml.to_str().unwrap()]);
     assert!(v.to_string().contains("+ beta repo"), "{v}");
     let again = ctl(&seed, &["apply", "-f", yaml.to_str().unwrap()]);
@@ -656,7 +854,10 @@ fn seedctl_drives_every_tenant_command_with_json_output() {
     let out = run_unchecked(&seed, &["backup", "-f", backup.to_str().unwrap()]);
     assert!(out.status.success(), "{}", text(&out));
     let b: Value = serde_json::from_str(&std::fs::read_to_string(&backup).unwrap()).unwrap();
-    assert!(b["keys"]["default"].as_str().unwrap().contains("OPENSSH PRIVATE KEY"));
+    assert!(b["keys"]["default"]
+        .as_str()
+        .unwrap()
+        .contains("OPENSSH PRIVATE KEY"));
     assert!(b["keys"]["shard"].is_string());
     // Unseed (shared: kept), purge, remove.
     let v = ctl(&seed, &["repo", "unseed", &small, "--tenant", "acme"]);
@@ -683,8 +884,15 @@ fn backup_then_restore_into_a_fresh_data_dir_keeps_nids_tenants_and_policies() {
         ..SeedOptions::default()
     });
     tenant(&seed, "acme", &["acme.seed.test"]);
-    seed.admin_ok("PUT", "/api/v1/tenants/acme/quota", Some(json!({"repos": 7})));
-    assert_eq!(seed_for(&seed, &small, json!({"tenant": "acme", "alias": "s"})).0, 200);
+    seed.admin_ok(
+        "PUT",
+        "/api/v1/tenants/acme/quota",
+        Some(json!({"repos": 7})),
+    );
+    assert_eq!(
+        seed_for(&seed, &small, json!({"tenant": "acme", "alias": "s"})).0,
+        200
+    );
     seed.admin_ok("POST", "/api/v1/deny/repos", Some(json!({"rid": hw})));
     let shard = seed.admin_ok(
         "POST",
@@ -702,7 +910,13 @@ fn backup_then_restore_into_a_fresh_data_dir_keeps_nids_tenants_and_policies() {
 
     let fresh = dir.path().join("fresh");
     let out = std::process::Command::new(bin("seedctl"))
-        .args(["restore", "-f", file.to_str().unwrap(), "--data-dir", fresh.to_str().unwrap()])
+        .args([
+            "restore",
+            "-f",
+            file.to_str().unwrap(),
+            "--data-dir",
+            fresh.to_str().unwrap(),
+        ])
         .output()
         .unwrap();
     assert!(out.status.success(), "{}", text(&out));
@@ -712,10 +926,15 @@ fn backup_then_restore_into_a_fresh_data_dir_keeps_nids_tenants_and_policies() {
     });
     assert_eq!(restored.nid(), nid, "same node id");
     let ids = restored.admin_ok("GET", "/api/v1/identities", None);
-    assert!(ids.to_string().contains(shard["nid"].as_str().unwrap()), "{ids}");
+    assert!(
+        ids.to_string().contains(shard["nid"].as_str().unwrap()),
+        "{ids}"
+    );
     assert_eq!(restored.api("/api/v1/policies"), policies_before);
     let t = restored.admin_ok("GET", "/api/v1/tenants/acme", None);
-    for k in ["hosts", "quotas", "identity", "state", "rate", "deny", "follows"] {
+    for k in [
+        "hosts", "quotas", "identity", "state", "rate", "deny", "follows",
+    ] {
         assert_eq!(t[k], tenant_before[k], "{k}");
     }
     assert_eq!(t["repos"][0]["rid"], tenant_before["repos"][0]["rid"]);
@@ -723,7 +942,13 @@ fn backup_then_restore_into_a_fresh_data_dir_keeps_nids_tenants_and_policies() {
     assert!(fresh.join("restore.json.done").exists());
     // A second restore into a used directory is refused.
     let out = std::process::Command::new(bin("seedctl"))
-        .args(["restore", "-f", file.to_str().unwrap(), "--data-dir", fresh.to_str().unwrap()])
+        .args([
+            "restore",
+            "-f",
+            file.to_str().unwrap(),
+            "--data-dir",
+            fresh.to_str().unwrap(),
+        ])
         .output()
         .unwrap();
     assert!(!out.status.success());

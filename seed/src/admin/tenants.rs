@@ -140,7 +140,12 @@ async fn create(
     };
     let Json(b) = match body {
         Ok(b) => b,
-        Err(e) => return error(400, format!("expected {{\"name\": …, \"hosts\": [...]}}: {e}")),
+        Err(e) => {
+            return error(
+                400,
+                format!("expected {{\"name\": …, \"hosts\": [...]}}: {e}"),
+            )
+        }
     };
     let mut t = Tenant::new(&b.name);
     t.hosts = b.hosts;
@@ -244,7 +249,12 @@ async fn quota(
         })
     })();
     match q {
-        Ok(q) => tenant_op(&state, name, move |c, n| Ok(c.tenants.set_quotas(n, q).map(|_| ())?)).await,
+        Ok(q) => {
+            tenant_op(&state, name, move |c, n| {
+                Ok(c.tenants.set_quotas(n, q).map(|_| ())?)
+            })
+            .await
+        }
         Err(e) => error(400, e),
     }
 }
@@ -273,7 +283,12 @@ async fn rate(
         })
     })();
     match r {
-        Ok(r) => tenant_op(&state, name, move |c, n| Ok(c.tenants.set_rate(n, r).map(|_| ())?)).await,
+        Ok(r) => {
+            tenant_op(&state, name, move |c, n| {
+                Ok(c.tenants.set_rate(n, r).map(|_| ())?)
+            })
+            .await
+        }
         Err(e) => error(400, e),
     }
 }
@@ -345,8 +360,18 @@ async fn deny_ls(State(state): State<Arc<AdminState>>) -> Response {
         .map(|(nid, _)| json!({ "nid": nid, "tenant": null }))
         .collect();
     for (t, _) in ctl.tenants.list() {
-        r.extend(t.deny.repos.iter().map(|rid| json!({ "rid": rid, "tenant": t.name })));
-        n.extend(t.deny.nodes.iter().map(|nid| json!({ "nid": nid, "tenant": t.name })));
+        r.extend(
+            t.deny
+                .repos
+                .iter()
+                .map(|rid| json!({ "rid": rid, "tenant": t.name })),
+        );
+        n.extend(
+            t.deny
+                .nodes
+                .iter()
+                .map(|nid| json!({ "nid": nid, "tenant": t.name })),
+        );
     }
     Json(json!({ "repos": r, "nodes": n })).into_response()
 }
@@ -421,10 +446,7 @@ fn answer(r: Result<Value, crate::tenant::ops::ControlError>) -> Response {
     }
 }
 
-async fn deny_repo_add(
-    State(state): State<Arc<AdminState>>,
-    Json(b): Json<DenyBody>,
-) -> Response {
+async fn deny_repo_add(State(state): State<Arc<AdminState>>, Json(b): Json<DenyBody>) -> Response {
     let ctl = match control(&state) {
         Ok(c) => c,
         Err(r) => return *r,
@@ -452,10 +474,7 @@ async fn deny_repo_rm(
     answer(deny_repo(ctl, rid, q.tenant.as_deref(), false))
 }
 
-async fn deny_node_add(
-    State(state): State<Arc<AdminState>>,
-    Json(b): Json<DenyBody>,
-) -> Response {
+async fn deny_node_add(State(state): State<Arc<AdminState>>, Json(b): Json<DenyBody>) -> Response {
     let ctl = match control(&state) {
         Ok(c) => c,
         Err(r) => return *r,
@@ -464,7 +483,13 @@ async fn deny_node_add(
         Ok(n) => n,
         Err(r) => return *r,
     };
-    answer(deny_node(ctl, state.net.as_ref(), nid, b.tenant.as_deref(), true))
+    answer(deny_node(
+        ctl,
+        state.net.as_ref(),
+        nid,
+        b.tenant.as_deref(),
+        true,
+    ))
 }
 
 async fn deny_node_rm(
@@ -480,7 +505,13 @@ async fn deny_node_rm(
         Ok(n) => n,
         Err(r) => return *r,
     };
-    answer(deny_node(ctl, state.net.as_ref(), nid, q.tenant.as_deref(), false))
+    answer(deny_node(
+        ctl,
+        state.net.as_ref(),
+        nid,
+        q.tenant.as_deref(),
+        false,
+    ))
 }
 
 async fn queue(State(state): State<Arc<AdminState>>) -> Response {
@@ -592,7 +623,11 @@ async fn backup(State(state): State<Arc<AdminState>>) -> Response {
     .await
     {
         Ok(Ok(b)) => {
-            tracing::info!(tenants = b.tenants.len(), keys = b.keys.len(), "backup taken");
+            tracing::info!(
+                tenants = b.tenants.len(),
+                keys = b.keys.len(),
+                "backup taken"
+            );
             Json(b).into_response()
         }
         Ok(Err(e)) => internal(e),
@@ -646,9 +681,7 @@ async fn apply(
     };
     let dry = req.dry_run;
     match tokio::task::spawn_blocking(move || ctl.apply(&req)).await {
-        Ok(Ok(changes)) => {
-            Json(json!({ "changes": changes, "applied": !dry })).into_response()
-        }
+        Ok(Ok(changes)) => Json(json!({ "changes": changes, "applied": !dry })).into_response(),
         Ok(Err(e)) => error(e.status(), e),
         Err(e) => internal(e),
     }

@@ -246,19 +246,11 @@ async fn route_request(
             .payer(host.map(|h| h.name.as_str()), &path.rid);
         if let Some(p) = &payer {
             if let Some(secs) = tenancy.tenants.egress_exhausted(p) {
-                return too_many(
-                    "this tenant's egress quota for today is used up",
-                    secs,
-                );
+                return too_many("this tenant's egress quota for today is used up", secs);
             }
         }
     }
-    let egress = payer.and_then(|p| {
-        state
-            .tenancy
-            .as_ref()
-            .map(|t| (t.tenants.clone(), p))
-    });
+    let egress = payer.and_then(|p| state.tenancy.as_ref().map(|t| (t.tenants.clone(), p)));
     // Visibility: private and unknown look the same.
     let record = match state.index.repo(&path.rid) {
         Ok(Some(r)) if r.is_public() => r,

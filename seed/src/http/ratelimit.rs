@@ -17,6 +17,7 @@
 //! bucket is full again are dropped (`retain_recent`) and the map is shrunk; the interval grows
 //! with the number of live keys, so the sweep costs O(1) amortized per request.
 
+use std::cell::Cell;
 use std::collections::HashMap;
 use std::future::Future;
 use std::net::{IpAddr, Ipv6Addr, SocketAddr};
@@ -27,6 +28,7 @@ use std::sync::{Arc, Mutex, PoisonError, RwLock};
 use std::task::{Context, Poll};
 use std::time::Duration;
 
+use arc_swap::ArcSwap;
 use axum::extract::ConnectInfo;
 use axum::http::{header, HeaderMap, HeaderValue, Request, StatusCode};
 use axum::response::{IntoResponse, Response};
@@ -40,6 +42,13 @@ use crate::serve::{Admission, PackLimiter, Permit};
 
 /// Checks between two sweeps of idle IP keys, at least (more when many keys are live).
 const SWEEP_EVERY: u64 = 8192;
+/// Checks are counted per thread and added to the shared count in batches of this many, so
+/// that threads do not contend on one counter.
+const COUNT_BATCH: u32 = 256;
+
+thread_local! {
+    static LOCAL_CHECKS: Cell<u32> = const { Cell::new(0) };
+}
 /// `Retry-After` for a request shed by a repository's pack queue.
 const REPO_RETRY_AFTER: Duration = Duration::from_secs(1);
 
@@ -184,7 +193,9 @@ struct Repos {
 }
 
 struct Inner {
-    ip: RwLock<IpState>,
+    /// Read lock-free on every request; replaced whole by `reconfigure` (under `reconfiguring`).
+    ip: ArcSwap<IpState>,
+    reconfiguring: Mutex<()>,
     checks: AtomicU64,
     next_sweep: AtomicU64,
     tenants: RwLock<HashMap<String, TenantBucket>>,
@@ -241,7 +252,8 @@ impl HttpLimiter {
         };
         HttpLimiter {
             inner: Arc::new(Inner {
-                ip: RwLock::new(ip),
+                ip: ArcSwap::from_pointee(ip),
+                reconfiguring: Mutex::new(()),
                 checks: AtomicU64::new(0),
                 next_sweep: AtomicU64::new(SWEEP_EVERY),
                 tenants: RwLock::new(HashMap::new()),
@@ -257,21 +269,27 @@ impl HttpLimiter {
     /// burst changed; busy repositories keep their current limits until they are idle.
     pub fn reconfigure(&self, cfg: &HttpRateConfig) {
         {
-            let mut ip = self
+            let _one_at_a_time = self
                 .inner
-                .ip
-                .write()
+                .reconfiguring
+                .lock()
                 .unwrap_or_else(PoisonError::into_inner);
-            if ip.rps.to_bits() != cfg.per_ip_requests_per_second.to_bits()
-                || ip.burst != cfg.per_ip_burst
-            {
-                ip.limiter = quota(cfg.per_ip_requests_per_second, cfg.per_ip_burst)
-                    .map(|q| Arc::new(RateLimiter::dashmap(q)));
-                ip.rps = cfg.per_ip_requests_per_second;
-                ip.burst = cfg.per_ip_burst;
-            }
-            ip.v6_prefix = cfg.ipv6_prefix.min(128);
-            ip.trusted = trusted_list(cfg);
+            let old = self.inner.ip.load_full();
+            let same_rate = old.rps.to_bits() == cfg.per_ip_requests_per_second.to_bits()
+                && old.burst == cfg.per_ip_burst;
+            let limiter = if same_rate {
+                old.limiter.clone()
+            } else {
+                quota(cfg.per_ip_requests_per_second, cfg.per_ip_burst)
+                    .map(|q| Arc::new(RateLimiter::dashmap(q)))
+            };
+            self.inner.ip.store(Arc::new(IpState {
+                limiter,
+                rps: cfg.per_ip_requests_per_second,
+                burst: cfg.per_ip_burst,
+                v6_prefix: cfg.ipv6_prefix.min(128),
+                trusted: trusted_list(cfg),
+            }));
         }
         let mut repos = self
             .inner
@@ -287,7 +305,7 @@ impl HttpLimiter {
     pub fn client_ip(&self, peer: SocketAddr, headers: &HeaderMap) -> IpAddr {
         let peer = peer.ip().to_canonical();
         let trusted = {
-            let ip = self.inner.ip.read().unwrap_or_else(PoisonError::into_inner);
+            let ip = self.inner.ip.load();
             if ip.trusted.is_empty() || !ip.trusted.iter().any(|c| c.contains(peer)) {
                 return peer;
             }
@@ -334,21 +352,29 @@ impl HttpLimiter {
 
     /// One request from `ip`: `Err(wait)` when over the per-IP rate.
     pub fn check_ip(&self, ip: IpAddr) -> Result<(), Duration> {
-        let state = self.inner.ip.read().unwrap_or_else(PoisonError::into_inner);
+        let state = self.inner.ip.load();
         let Some(limiter) = &state.limiter else {
             return Ok(());
         };
         let result = limiter.check_key(&bucket_key(ip, state.v6_prefix));
-        let n = self.inner.checks.fetch_add(1, Ordering::Relaxed) + 1;
-        if n >= self.inner.next_sweep.load(Ordering::Relaxed) {
-            self.sweep(limiter, n);
+        let batch_done = LOCAL_CHECKS.with(|c| {
+            let n = c.get() + 1;
+            c.set(if n >= COUNT_BATCH { 0 } else { n });
+            n >= COUNT_BATCH
+        });
+        if batch_done {
+            let add = u64::from(COUNT_BATCH);
+            let n = self.inner.checks.fetch_add(add, Ordering::Relaxed) + add;
+            if n >= self.inner.next_sweep.load(Ordering::Relaxed) {
+                self.sweep(limiter, n);
+            }
         }
         result.map_err(|not_until| not_until.wait_time_from(limiter.clock().now()))
     }
 
     /// Drop idle per-IP keys now (also done automatically every so many checks).
     pub fn housekeeping(&self) {
-        let state = self.inner.ip.read().unwrap_or_else(PoisonError::into_inner);
+        let state = self.inner.ip.load();
         if let Some(limiter) = &state.limiter {
             let n = self.inner.checks.load(Ordering::Relaxed);
             let next = self.inner.next_sweep.load(Ordering::Relaxed);
@@ -389,8 +415,7 @@ impl HttpLimiter {
 
     /// Client keys (addresses or IPv6 prefixes) currently tracked by the per-IP limiter.
     pub fn tracked_ips(&self) -> usize {
-        let state = self.inner.ip.read().unwrap_or_else(PoisonError::into_inner);
-        state.limiter.as_ref().map_or(0, |l| l.len())
+        self.inner.ip.load().limiter.as_ref().map_or(0, |l| l.len())
     }
 
     /// One request for `tenant`, whose limit is `rps` requests per second with bursts of
@@ -904,11 +929,8 @@ mod tests {
         for i in 0..(SWEEP_EVERY as u32 * 4) {
             let _ = l.check_ip(IpAddr::from((i + 1_000_000).to_be_bytes()));
         }
-        assert!(
-            l.tracked_ips() <= SWEEP_EVERY as usize * 2,
-            "{}",
-            l.tracked_ips()
-        );
+        let bound = (SWEEP_EVERY * 2 + u64::from(COUNT_BATCH)) as usize;
+        assert!(l.tracked_ips() <= bound, "{}", l.tracked_ips());
     }
 
     #[test]

@@ -53,7 +53,12 @@ impl Index {
         Ok(out)
     }
 
-    pub fn put_tenant_record(&self, kind: Kind, name: &str, value: &[u8]) -> Result<(), IndexError> {
+    pub fn put_tenant_record(
+        &self,
+        kind: Kind,
+        name: &str,
+        value: &[u8],
+    ) -> Result<(), IndexError> {
         self.db
             .put_cf(self.cf(CF_TENANTS)?, key(kind, name), value)?;
         Ok(())
@@ -101,10 +106,16 @@ mod tests {
     fn records_by_kind() {
         let dir = tempfile::tempdir().unwrap();
         let index = Index::open(dir.path()).unwrap();
-        index.put_tenant_record(Kind::Tenant, "acme", b"{}").unwrap();
-        index.put_tenant_record(Kind::Tenant, "beta", b"{}").unwrap();
+        index
+            .put_tenant_record(Kind::Tenant, "acme", b"{}")
+            .unwrap();
+        index
+            .put_tenant_record(Kind::Tenant, "beta", b"{}")
+            .unwrap();
         index.put_tenant_record(Kind::Egress, "acme", b"1").unwrap();
-        index.put_tenant_record(Kind::Identity, "shard1", b"2").unwrap();
+        index
+            .put_tenant_record(Kind::Identity, "shard1", b"2")
+            .unwrap();
         let t = index.tenant_records(Kind::Tenant).unwrap();
         assert_eq!(t.len(), 2);
         assert_eq!(t[0].0, "acme");

@@ -158,9 +158,9 @@ impl Control {
                 if self.policies.denied(&rid) {
                     return Err(ControlError::Denied { rid });
                 }
-                let owner =
-                    self.tenants
-                        .seed(name, rid, scope, alias, &self.operator_seeded())?;
+                let owner = self
+                    .tenants
+                    .seed(name, rid, scope, alias, &self.operator_seeded())?;
                 let path = self.storage.path_of(&rid);
                 if path.join("HEAD").exists() {
                     self.tenants.set_size(rid, Some(super::dir_size(&path)));
@@ -297,7 +297,12 @@ impl Control {
                     spec.name
                 )));
             }
-            plan(self.tenants.get(&spec.name).map(|(t, _)| t), spec, &mut diff, &mut actions)?;
+            plan(
+                self.tenants.get(&spec.name).map(|(t, _)| t),
+                spec,
+                &mut diff,
+                &mut actions,
+            )?;
         }
         if req.prune {
             for (t, _) in self.tenants.list() {
@@ -420,7 +425,11 @@ fn plan(
             for (k, a, b) in [
                 ("repos", cur.quotas.repos, q.repos),
                 ("bytes", cur.quotas.bytes, q.bytes),
-                ("egress_bytes_per_day", cur.quotas.egress_bytes_per_day, q.egress_bytes_per_day),
+                (
+                    "egress_bytes_per_day",
+                    cur.quotas.egress_bytes_per_day,
+                    q.egress_bytes_per_day,
+                ),
             ] {
                 if a != b {
                     diff.push(format!("~ {n} quotas.{k}: {} → {}", opt(a), opt(b)));
@@ -521,7 +530,11 @@ fn plan(
     // State last: a tenant declared suspended gets its repositories first.
     let state = spec.state.unwrap_or(State::Active);
     if cur.state != state {
-        diff.push(format!("~ {n} state: {} → {}", cur.state.as_str(), state.as_str()));
+        diff.push(format!(
+            "~ {n} state: {} → {}",
+            cur.state.as_str(),
+            state.as_str()
+        ));
         actions.push(Action::State(n.clone(), state));
     }
     Ok(())

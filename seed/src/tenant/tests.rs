@@ -20,7 +20,9 @@ fn owner_is_the_oldest_claim_and_passes_on() {
     let (_d, t) = registry();
     t.create(Tenant::new("acme")).unwrap();
     t.create(Tenant::new("beta")).unwrap();
-    assert!(t.seed("acme", rid(1), Scope::Followed, None, &none()).unwrap());
+    assert!(t
+        .seed("acme", rid(1), Scope::Followed, None, &none())
+        .unwrap());
     std::thread::sleep(std::time::Duration::from_millis(2));
     assert!(!t.seed("beta", rid(1), Scope::All, None, &none()).unwrap());
     assert_eq!(t.owner(&rid(1)), Some(("acme".into(), Scope::Followed)));
@@ -45,10 +47,13 @@ fn quotas_refuse_seeding() {
     )
     .unwrap();
     t.seed("acme", rid(1), Scope::All, None, &none()).unwrap();
-    let e = t.seed("acme", rid(2), Scope::All, None, &none()).unwrap_err();
+    let e = t
+        .seed("acme", rid(2), Scope::All, None, &none())
+        .unwrap_err();
     assert!(matches!(e, TenantError::RepoQuota { limit: 1, .. }), "{e}");
     // Re-seeding a held repository is not a new claim.
-    t.seed("acme", rid(1), Scope::Followed, None, &none()).unwrap();
+    t.seed("acme", rid(1), Scope::Followed, None, &none())
+        .unwrap();
     t.set_quotas(
         "acme",
         Quotas {
@@ -59,7 +64,9 @@ fn quotas_refuse_seeding() {
     )
     .unwrap();
     t.set_size(rid(1), Some(100));
-    let e = t.seed("acme", rid(2), Scope::All, None, &none()).unwrap_err();
+    let e = t
+        .seed("acme", rid(2), Scope::All, None, &none())
+        .unwrap_err();
     assert!(matches!(e, TenantError::ByteQuota { used: 100, .. }), "{e}");
     assert_eq!(t.fetch_budget(&rid(1)), Some(0));
     t.set_size(rid(1), Some(40));
@@ -74,7 +81,9 @@ fn inventory_cap_refuses_placement() {
     a.identity = "shard".into();
     t.create(a).unwrap();
     t.seed("acme", rid(1), Scope::All, None, &none()).unwrap();
-    let e = t.seed("acme", rid(2), Scope::All, None, &none()).unwrap_err();
+    let e = t
+        .seed("acme", rid(2), Scope::All, None, &none())
+        .unwrap_err();
     assert!(matches!(e, TenantError::InventoryCap { cap: 1, .. }), "{e}");
     let mut b = Tenant::new("beta");
     b.identity = "nope".into();
