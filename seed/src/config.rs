@@ -227,6 +227,20 @@ pub struct AdminConfig {
     pub token_file: Option<PathBuf>,
     /// More token files, each accepted too (rotation: add the new file, reload, drop the old).
     pub token_files: Vec<PathBuf>,
+    /// Serve the admin API over HTTPS; with `client_ca`, also require a client certificate
+    /// (mutual TLS, in addition to the bearer token).
+    pub tls: Option<AdminTlsConfig>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct AdminTlsConfig {
+    pub cert: PathBuf,
+    pub key: PathBuf,
+    /// PEM file of the CA(s) that sign accepted client certificates. Unset: no client
+    /// certificate is asked for.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub client_ca: Option<PathBuf>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
@@ -323,6 +337,7 @@ impl Default for AdminConfig {
             listen: "127.0.0.1:9776".to_owned(),
             token_file: None,
             token_files: Vec::new(),
+            tls: None,
         }
     }
 }
@@ -657,6 +672,21 @@ impl Config {
                 }
             }
         }
+        if let Some(tls) = &self.admin.tls {
+            let files = [
+                ("admin.tls.cert", Some(&tls.cert)),
+                ("admin.tls.key", Some(&tls.key)),
+                ("admin.tls.client_ca", tls.client_ca.as_ref()),
+            ];
+            for (key, path) in files {
+                if let Some(path) = path.filter(|p| !p.is_file()) {
+                    return Err(bad(
+                        key,
+                        format!("{} is not a readable file", path.display()),
+                    ));
+                }
+            }
+        }
         match self.policy.default.as_str() {
             "allow" | "block" => {}
             other => {
@@ -802,6 +832,10 @@ fn check_known_keys(file: &Path, keys: &[String]) -> Result<(), ConfigError> {
             "http.tls.cert",
             "http.tls.key",
             "admin.token_file",
+            "admin.tls",
+            "admin.tls.cert",
+            "admin.tls.key",
+            "admin.tls.client_ca",
             "keys.secret",
             "keys.passphrase_file",
         ]
@@ -913,6 +947,52 @@ mod tests {
             .unwrap_err()
             .to_string()
             .contains("p2p.connect"));
+    }
+
+    #[test]
+    fn admin_tls_files_must_exist_and_are_named() {
+        let dir = tempfile::tempdir().unwrap();
+        let cert = dir.path().join("admin.crt");
+        let key = dir.path().join("admin.key");
+        std::fs::write(&cert, "x").unwrap();
+        std::fs::write(&key, "x").unwrap();
+        let path = write(
+            dir.path(),
+            &format!(
+                "[admin.tls]\ncert = \"{}\"\nkey = \"{}\"\n",
+                cert.display(),
+                key.display()
+            ),
+        );
+        let (cfg, _) = Config::load(Some(&path), &Overrides::default()).unwrap();
+        let tls = cfg.admin.tls.clone().unwrap();
+        assert_eq!(tls.cert, cert);
+        assert_eq!(tls.client_ca, None);
+        let back: Config = toml::from_str(&cfg.to_toml().unwrap()).unwrap();
+        assert_eq!(back, cfg);
+
+        let path = write(
+            dir.path(),
+            &format!(
+                "[admin.tls]\ncert = \"{}\"\nkey = \"{}\"\nclient_ca = \"/nonexistent/ca.pem\"\n",
+                cert.display(),
+                key.display()
+            ),
+        );
+        let err = Config::load(Some(&path), &Overrides::default())
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("admin.tls.client_ca"), "{err}");
+        assert!(err.contains("seedd.toml"), "{err}");
+
+        let path = write(
+            dir.path(),
+            &format!("[admin.tls]\ncert = \"{}\"\nky = \"x\"\n", cert.display()),
+        );
+        let err = Config::load(Some(&path), &Overrides::default())
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("admin.tls.ky"), "{err}");
     }
 
     #[test]

@@ -353,6 +353,25 @@ pub async fn run(
         )),
         None => None,
     };
+    // The admin listener's own certificate (HTTPS), optionally requiring client certificates.
+    let admin_cert = match &cfg.admin.tls {
+        Some(t) => Some(Arc::new(
+            ReloadingCert::new(t.cert.clone(), t.key.clone())
+                .context("loading admin.tls certificate")?,
+        )),
+        None => None,
+    };
+    let admin_tls = match (
+        &admin_cert,
+        cfg.admin.tls.as_ref().and_then(|t| t.client_ca.as_ref()),
+    ) {
+        (Some(c), Some(ca)) => Some(
+            c.server_config_with_client_ca(ca)
+                .context("loading admin.tls.client_ca")?,
+        ),
+        (Some(c), None) => Some(c.server_config()),
+        (None, _) => None,
+    };
     let (shutdown_tx, shutdown_rx) = watch::channel(false);
 
     let http_limiter = http::ratelimit::HttpLimiter::new(&cfg.http.rate);
@@ -374,7 +393,14 @@ pub async fn run(
     };
     let reload: admin::Reload = {
         let r = reloader.clone();
-        Arc::new(move || r.reload())
+        let admin_cert = admin_cert.clone();
+        Arc::new(move || {
+            let mut changes = r.reload()?;
+            if let Some(c) = &admin_cert {
+                changes.extend(reload_admin_cert(c, true));
+            }
+            Ok(changes)
+        })
     };
     let admin_state = Arc::new(AdminState {
         nid,
@@ -397,14 +423,31 @@ pub async fn run(
         data_dir: cfg.data_dir.clone(),
         key_path: cfg.secret_key_path(),
     });
-    tracing::info!(listen = %admin_state.admin_listen, "admin listening (/metrics, /healthz, /readyz, /api/v1)");
+    tracing::info!(
+        listen = %admin_state.admin_listen,
+        tls = admin_tls.is_some(),
+        client_certs = cfg.admin.tls.as_ref().is_some_and(|t| t.client_ca.is_some()),
+        "admin listening (/metrics, /healthz, /readyz, /api/v1)"
+    );
     let admin_task = tokio::spawn(http::serve(
         admin_listener,
-        None,
+        admin_tls,
         admin::router(admin_state.clone()),
         shutdown_rx.clone(),
         Duration::from_secs(2),
     ));
+    if let Some(cert) = admin_cert.clone() {
+        let mut stop = shutdown_rx.clone();
+        tokio::spawn(async move {
+            loop {
+                tokio::select! {
+                    _ = tokio::time::sleep(TLS_POLL) => {}
+                    _ = stop.changed() => return,
+                }
+                reload_admin_cert(&cert, false);
+            }
+        });
+    }
 
     let git = GitServer::new(
         cfg.http.git_binary.clone(),
@@ -549,6 +592,21 @@ fn reload_tls(cert: &ReloadingCert, metrics: &Metrics, force: bool) {
         Err(e) => {
             metrics.tls_reloads.with_label_values(&["error"]).inc();
             tracing::error!(error = %e, "TLS reload failed; keeping the previous certificate");
+        }
+    }
+}
+
+/// Reload the admin listener's certificate (if changed, or always with `force`); on error the
+/// previous one stays. Returns a line for the reload report when something happened.
+fn reload_admin_cert(cert: &ReloadingCert, force: bool) -> Option<String> {
+    match cert.reload(force) {
+        Ok(true) => Some("admin.tls: certificate reloaded".to_owned()),
+        Ok(false) => None,
+        Err(e) => {
+            tracing::error!(error = %e, "admin TLS reload failed; keeping the previous certificate");
+            Some(format!(
+                "admin.tls: reload failed, previous certificate kept: {e}"
+            ))
         }
     }
 }
@@ -720,8 +778,18 @@ impl Reloader {
                     .set(i64::try_from(t).unwrap_or(i64::MAX));
             }
         }
+        if new.p2p.rate != cur.p2p.rate || new.p2p.ban != cur.p2p.ban {
+            self.identities.set_p2p_limits(&new.p2p.rate, &new.p2p.ban);
+            changes.push("p2p.rate / p2p.ban: limits replaced".to_owned());
+        }
+        let p2p_rest = |c: &Config| {
+            let mut p = c.p2p.clone();
+            p.rate = Default::default();
+            p.ban = Default::default();
+            p
+        };
         for (key, differs) in [
-            ("p2p", new.p2p != cur.p2p),
+            ("p2p (except rate, ban)", p2p_rest(&new) != p2p_rest(&cur)),
             ("http.listen", new.http.listen != cur.http.listen),
             ("admin.listen", new.admin.listen != cur.admin.listen),
             ("identities", new.identities != cur.identities),

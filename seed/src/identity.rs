@@ -310,6 +310,14 @@ impl Identities {
         out
     }
 
+    /// New p2p rate limits and ban settings for every identity (config reload).
+    pub fn set_p2p_limits(&self, rate: &crate::config::RateConfig, ban: &crate::config::BanConfig) {
+        self.default.set_limits(rate.clone(), ban.clone());
+        for r in self.lock().iter() {
+            r.net.set_limits(rate.clone(), ban.clone());
+        }
+    }
+
     /// Every running identity's spec (backup).
     pub fn specs(&self) -> Vec<IdentitySpec> {
         self.lock().iter().map(|r| r.spec.clone()).collect()

@@ -457,6 +457,11 @@ impl Net {
             .set((total - announced) as i64);
     }
 
+    /// Replace the rate limits and ban settings (config reload).
+    pub fn set_limits(&self, rate: crate::config::RateConfig, ban: crate::config::BanConfig) {
+        self.shared.lock().guard.reconfigure(rate, ban);
+    }
+
     /// Stops listening and dialing, closes every session and waits (up to 5 s) until the
     /// gossip state is written.
     pub async fn shutdown(&self) {

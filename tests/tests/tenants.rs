@@ -416,6 +416,19 @@ fn a_dedicated_identity_announces_only_its_tenants_repositories_to_a_real_node()
         seed.metric("seedd_identity_inventory_repos", &["identity=\"shard1\""]),
         1.0
     );
+    // carol seeds everything: she fetches acme's repository from shard1 over a Radicle stream,
+    // which is charged to acme as Radicle egress.
+    wait_for(
+        "radicle egress charged to acme",
+        Duration::from_secs(60),
+        || {
+            (seed.metric(
+                "seedd_tenant_egress_bytes_total",
+                &["tenant=\"acme\"", "transport=\"radicle\""],
+            ) > 0.0)
+                .then_some(())
+        },
+    );
     // Placement over the identity's cap is refused with a clear error.
     let (s, v) = seed.admin(
         "POST",
@@ -663,13 +676,15 @@ fn reload_applies_valid_changes_keeps_the_old_config_when_broken_and_picks_up_a_
         seed.config_path(),
         original.replace("[http]\n", "[http]\nunknown_hosts = \"none\"\n")
             + &format!(
-                "[[tenants]]\nname = \"acme\"\nhosts = [\"localhost\"]\nrepos = [{{ rid = \"{rid}\" }}]\n"
+                "[[tenants]]\nname = \"acme\"\nhosts = [\"localhost\"]\nrepos = [{{ rid = \"{rid}\" }}]\n\
+                 [p2p.rate]\nconnect = {{ fill_rate = 2.0, capacity = 10.0 }}\n"
             ),
     )
     .unwrap();
     let (ca2, _, _) = write_certs(certs.path(), "two");
     let v = seed.admin_ok("POST", "/api/v1/config/reload", None);
     let changes = v["changes"].to_string();
+    assert!(changes.contains("p2p.rate"), "{v}");
     assert!(
         changes.contains("unknown_hosts")
             && changes.contains("+ tenant acme")

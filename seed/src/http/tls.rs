@@ -1,5 +1,6 @@
-//! TLS for the HTTP listener: certificate + key from PEM files, reloaded without dropping
-//! connections when the files change (polled) or on SIGHUP.
+//! TLS for the HTTP and admin listeners: certificate + key from PEM files, reloaded without
+//! dropping connections when the files change (polled) or on SIGHUP; optionally requiring a
+//! client certificate signed by a CA (mutual TLS, `admin.tls.client_ca`).
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, RwLock};
@@ -21,6 +22,8 @@ pub enum TlsError {
     NoKey(PathBuf),
     #[error("TLS key {path}: {reason}")]
     BadKey { path: PathBuf, reason: String },
+    #[error("TLS client CA {path}: {reason}")]
+    ClientCa { path: PathBuf, reason: String },
     #[error("TLS: {0}")]
     Rustls(#[from] rustls::Error),
 }
@@ -62,6 +65,29 @@ fn load(cert: &Path, key: &Path) -> Result<CertifiedKey, TlsError> {
             reason: e.to_string(),
         })?;
     Ok(CertifiedKey::new(certs, signing))
+}
+
+/// The trust anchors in the PEM file `ca` (one or more CA certificates).
+fn client_roots(ca: &Path) -> Result<rustls::RootCertStore, TlsError> {
+    let io = |source| TlsError::Io {
+        path: ca.to_owned(),
+        source,
+    };
+    let pem = std::fs::read(ca).map_err(io)?;
+    let certs = rustls_pemfile::certs(&mut pem.as_slice())
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(io)?;
+    if certs.is_empty() {
+        return Err(TlsError::NoCertificate(ca.to_owned()));
+    }
+    let mut roots = rustls::RootCertStore::empty();
+    for (i, cert) in certs.into_iter().enumerate() {
+        roots.add(cert).map_err(|e| TlsError::ClientCa {
+            path: ca.to_owned(),
+            reason: format!("certificate {i}: {e}"),
+        })?;
+    }
+    Ok(roots)
 }
 
 /// The leaf certificate's notAfter, in Unix seconds.
@@ -138,6 +164,32 @@ impl ReloadingCert {
         };
         cfg.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
         Arc::new(cfg)
+    }
+
+    /// Like [`server_config`](Self::server_config), but every client must present a
+    /// certificate that chains to one in the PEM file `ca` (mutual TLS). The CA file is read
+    /// once; the server certificate still reloads.
+    pub fn server_config_with_client_ca(
+        self: &Arc<Self>,
+        ca: &Path,
+    ) -> Result<Arc<rustls::ServerConfig>, TlsError> {
+        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        let roots = client_roots(ca)?;
+        let verifier = rustls::server::WebPkiClientVerifier::builder_with_provider(
+            Arc::new(roots),
+            provider.clone(),
+        )
+        .build()
+        .map_err(|e| TlsError::ClientCa {
+            path: ca.to_owned(),
+            reason: format!("{e:?}"),
+        })?;
+        let mut cfg = rustls::ServerConfig::builder_with_provider(provider)
+            .with_safe_default_protocol_versions()?
+            .with_client_cert_verifier(verifier)
+            .with_cert_resolver(self.clone());
+        cfg.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
+        Ok(Arc::new(cfg))
     }
 }
 

@@ -85,6 +85,12 @@ pub struct Guard {
 }
 
 impl Guard {
+    /// New limits (config reload); buckets and ban records are kept.
+    pub fn reconfigure(&mut self, rate: RateConfig, ban: BanConfig) {
+        self.rate = rate;
+        self.ban = ban;
+    }
+
     pub fn new(rate: RateConfig, ban: BanConfig, records: Vec<BanRecord>) -> Self {
         Self {
             rate,
