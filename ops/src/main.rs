@@ -6,8 +6,9 @@ mod apply;
 mod restore;
 mod size;
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
+use std::sync::Arc;
 
 use anyhow::{anyhow, bail, Context as _};
 use clap::{Parser, Subcommand, ValueEnum};
@@ -36,6 +37,16 @@ struct Cli {
     /// The admin token itself (prefer --token-file; visible in the process list).
     #[arg(long, env = "SEEDCTL_TOKEN", hide_env_values = true, global = true)]
     token: Option<String>,
+    /// CA certificate(s) (PEM) to trust for an https:// --admin URL, instead of the public roots.
+    #[arg(long, env = "SEEDCTL_CACERT", value_name = "FILE", global = true)]
+    cacert: Option<PathBuf>,
+    /// Client certificate (PEM, with any intermediates) for an admin API that requires one
+    /// (admin.tls.client_ca); needs --key.
+    #[arg(long, env = "SEEDCTL_CERT", value_name = "FILE", global = true)]
+    cert: Option<PathBuf>,
+    /// Private key (PEM) of the --cert client certificate.
+    #[arg(long, env = "SEEDCTL_KEY", value_name = "FILE", global = true)]
+    key: Option<PathBuf>,
     /// Output format.
     #[arg(short, long, value_enum, default_value = "text", global = true)]
     output: Output,
@@ -410,18 +421,59 @@ fn token(cli: &Cli) -> anyhow::Result<String> {
     Ok(t.trim().to_owned())
 }
 
+/// Every certificate in a PEM file (`what` names the flag in errors).
+fn pem_certs(path: &Path, what: &str) -> anyhow::Result<Vec<ureq::tls::Certificate<'static>>> {
+    let pem = std::fs::read(path).with_context(|| format!("reading {what} {}", path.display()))?;
+    let mut certs = Vec::new();
+    for item in ureq::tls::parse_pem(&pem) {
+        let item = item.with_context(|| format!("{what} {}: not PEM", path.display()))?;
+        if let ureq::tls::PemItem::Certificate(c) = item {
+            certs.push(c);
+        }
+    }
+    if certs.is_empty() {
+        bail!("{what} {}: no certificate in the PEM file", path.display());
+    }
+    Ok(certs)
+}
+
+/// TLS settings for an https:// admin URL: trusted CA (`--cacert`) and client certificate
+/// (`--cert`, `--key`). Without them: the public (Mozilla) roots, no client certificate.
+fn tls_config(cli: &Cli) -> anyhow::Result<ureq::tls::TlsConfig> {
+    let mut tls = ureq::tls::TlsConfig::builder();
+    if let Some(ca) = &cli.cacert {
+        let roots = pem_certs(ca, "--cacert")?;
+        tls = tls.root_certs(ureq::tls::RootCerts::Specific(Arc::new(roots)));
+    }
+    match (&cli.cert, &cli.key) {
+        (Some(cert), Some(key)) => {
+            let chain = pem_certs(cert, "--cert")?;
+            let pem =
+                std::fs::read(key).with_context(|| format!("reading --key {}", key.display()))?;
+            let key = ureq::tls::PrivateKey::from_pem(&pem)
+                .with_context(|| format!("--key {}: no usable private key", key.display()))?;
+            tls = tls.client_cert(Some(ureq::tls::ClientCert::new_with_certs(&chain, key)));
+        }
+        (None, None) => {}
+        (Some(_), None) => bail!("--cert needs --key (the client certificate's private key)"),
+        (None, Some(_)) => bail!("--key needs --cert (the client certificate)"),
+    }
+    Ok(tls.build())
+}
+
 fn call(cli: &Cli, method: &str, path: &str) -> anyhow::Result<Value> {
     call_with(cli, method, path, None)
 }
 
 fn call_with(cli: &Cli, method: &str, path: &str, body: Option<Value>) -> anyhow::Result<Value> {
     let url = format!("{}{}", cli.admin.trim_end_matches('/'), path);
-    let auth = format!("Bearer {}", token(cli)?);
     let agent: ureq::Agent = ureq::Agent::config_builder()
         .http_status_as_error(false)
         .timeout_global(Some(std::time::Duration::from_secs(120)))
+        .tls_config(tls_config(cli)?)
         .build()
         .into();
+    let auth = format!("Bearer {}", token(cli)?);
     let json = "application/json";
     let resp = match (method, body) {
         ("POST", Some(b)) => agent
@@ -439,7 +491,12 @@ fn call_with(cli: &Cli, method: &str, path: &str, body: Option<Value>) -> anyhow
         _ => agent.get(&url).header("Authorization", &auth).call(),
     }
     .map_err(|e| {
-        anyhow!("cannot reach the admin API at {url}: {e}; is seedd running and --admin right?")
+        let hint = if url.starts_with("https://") {
+            "is seedd running, --admin right, and --cacert / --cert / --key what its admin.tls needs?"
+        } else {
+            "is seedd running and --admin right?"
+        };
+        anyhow!("cannot reach the admin API at {url}: {e}; {hint}")
     })?;
     let status = resp.status();
     let text = resp
@@ -1523,6 +1580,44 @@ mod tests {
         );
         assert!(Cli::try_parse_from(["seedctl", "identity", "create", "eu"]).is_err());
         assert!(Cli::try_parse_from(["seedctl", "restore"]).is_err());
+    }
+
+    #[test]
+    fn tls_flags_parse_and_are_checked() {
+        use clap::CommandFactory as _;
+        Cli::command().debug_assert();
+        let cli = Cli::try_parse_from([
+            "seedctl",
+            "--admin",
+            "https://127.0.0.1:9776",
+            "status",
+            "--cacert",
+            "ca.pem",
+            "--cert",
+            "client.crt",
+            "--key",
+            "client.key",
+        ])
+        .unwrap();
+        assert_eq!(cli.cacert, Some(PathBuf::from("ca.pem")));
+        assert_eq!(cli.cert, Some(PathBuf::from("client.crt")));
+        assert_eq!(cli.key, Some(PathBuf::from("client.key")));
+        let err = tls_config(&cli).unwrap_err().to_string();
+        assert!(err.contains("--cacert ca.pem"), "{err}");
+
+        let dir = tempfile::tempdir().unwrap();
+        let empty = dir.path().join("empty.pem");
+        std::fs::write(&empty, "not a certificate\n").unwrap();
+        let cli = Cli::try_parse_from(["seedctl", "--cacert", empty.to_str().unwrap(), "status"])
+            .unwrap();
+        let err = tls_config(&cli).unwrap_err().to_string();
+        assert!(err.contains("no certificate"), "{err}");
+
+        let cli = Cli::try_parse_from(["seedctl", "--cert", "c.pem", "status"]).unwrap();
+        let err = tls_config(&cli).unwrap_err().to_string();
+        assert!(err.contains("--cert needs --key"), "{err}");
+        let cli = Cli::try_parse_from(["seedctl", "status"]).unwrap();
+        assert!(tls_config(&cli).is_ok());
     }
 
     #[test]

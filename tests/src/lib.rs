@@ -156,6 +156,10 @@ pub struct SeedOptions {
     pub p2p_config: String,
     /// Fixed p2p port (e.g. to restart a seed where peers expect it); default: a free one.
     pub p2p_port: Option<u16>,
+    /// The admin listener speaks HTTPS (the test puts `[admin.tls]` in `extra_config`):
+    /// (CA that signed its certificate, client certificate, client key). The harness then
+    /// probes `/readyz` with curl and runs `seedctl` with `--cacert`, `--cert` and `--key`.
+    pub admin_tls: Option<(PathBuf, PathBuf, PathBuf)>,
 }
 
 /// A running seedd.
@@ -167,6 +171,7 @@ pub struct Seed {
     pub admin: SocketAddr,
     pub p2p: SocketAddr,
     pub log: PathBuf,
+    admin_tls: Option<(PathBuf, PathBuf, PathBuf)>,
 }
 
 impl Seed {
@@ -197,8 +202,14 @@ impl Seed {
         format!("http://{}/{}", self.http, path.trim_start_matches('/'))
     }
 
+    /// `http://` or, with [`SeedOptions::admin_tls`], `https://` admin address + `path`.
     pub fn admin_url(&self, path: &str) -> String {
-        format!("http://{}/{}", self.admin, path.trim_start_matches('/'))
+        let scheme = if self.admin_tls.is_some() {
+            "https"
+        } else {
+            "http"
+        };
+        format!("{scheme}://{}/{}", self.admin, path.trim_start_matches('/'))
     }
 
     pub fn logs(&self) -> String {
@@ -266,6 +277,7 @@ impl Seed {
             admin: format!("127.0.0.1:{admin}").parse().unwrap(),
             p2p: format!("127.0.0.1:{p2p}").parse().unwrap(),
             log,
+            admin_tls: opts.admin_tls.clone(),
         };
         seed.wait_ready();
         seed
@@ -275,7 +287,20 @@ impl Seed {
     pub fn wait_ready(&self) {
         let deadline = Instant::now() + Duration::from_secs(60);
         loop {
-            if let Ok((200, _)) = http_get(&self.admin_url("/readyz"), &[]) {
+            let ready = match &self.admin_tls {
+                None => matches!(http_get(&self.admin_url("/readyz"), &[]), Ok((200, _))),
+                Some((ca, cert, key)) => Command::new("curl")
+                    .args(["-sf", "-o", "/dev/null", "--max-time", "5", "--cacert"])
+                    .arg(ca)
+                    .arg("--cert")
+                    .arg(cert)
+                    .arg("--key")
+                    .arg(key)
+                    .arg(self.admin_url("/readyz"))
+                    .status()
+                    .is_ok_and(|s| s.success()),
+            };
+            if ready {
                 return;
             }
             assert!(
@@ -325,13 +350,26 @@ impl Seed {
 
     /// Runs `seedctl` against this seed (admin URL and token file set).
     pub fn seedctl(&self, args: &[&str]) -> Output {
+        run(self.seedctl_command().args(args))
+    }
+
+    /// A `seedctl` command with `--admin`, `--token-file` and, for an HTTPS admin listener,
+    /// `--cacert`, `--cert` and `--key` set.
+    pub fn seedctl_command(&self) -> Command {
         let mut cmd = Command::new(bin("seedctl"));
         cmd.arg("--admin")
-            .arg(format!("http://{}", self.admin))
+            .arg(self.admin_url("").trim_end_matches('/'))
             .arg("--token-file")
-            .arg(self.token_file())
-            .args(args);
-        run(&mut cmd)
+            .arg(self.token_file());
+        if let Some((ca, cert, key)) = &self.admin_tls {
+            cmd.arg("--cacert")
+                .arg(ca)
+                .arg("--cert")
+                .arg(cert)
+                .arg("--key")
+                .arg(key);
+        }
+        cmd
     }
 
     /// A metric's value (sum over series whose label text contains every `labels` entry).
@@ -608,14 +646,7 @@ pub fn git_with_input(home: &Path, git_dir: &Path, args: &[&str], input: &[u8]) 
 
 /// Runs `seedctl` against `seed` without asserting success.
 pub fn run_unchecked(seed: &Seed, args: &[&str]) -> Output {
-    Command::new(bin("seedctl"))
-        .arg("--admin")
-        .arg(format!("http://{}", seed.admin))
-        .arg("--token-file")
-        .arg(seed.token_file())
-        .args(args)
-        .output()
-        .unwrap()
+    seed.seedctl_command().args(args).output().unwrap()
 }
 
 /// Polls `cond` every 200 ms until it returns `Some`, or panics with `what` after `timeout`.
