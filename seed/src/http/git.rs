@@ -282,6 +282,29 @@ async fn route_request(
                     "only smart HTTP is served: use a git client that sends ?service=git-upload-pack",
                 );
             }
+            // Admission at the start of a clone: while every pack slot is busy and a clone is
+            // already waiting (globally or for this repository), refuse new clones before their
+            // ref advertisement (a git process), so the slots and queue serve the clones already
+            // under way (benches/README.md, overload bench).
+            if state.limiter.backlogged()
+                || state
+                    .rate
+                    .as_ref()
+                    .is_some_and(|r| r.repo_backlogged(&path.rid.canonical()))
+            {
+                state
+                    .metrics
+                    .pack_rejected
+                    .with_label_values(&["backlogged"])
+                    .inc();
+                let mut r = text(
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    "too many clones in progress; retry shortly",
+                );
+                r.headers_mut()
+                    .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
+                return r;
+            }
             advertise(state, &repo_path, view, protocol.as_deref(), egress).await
         }
         Endpoint::UploadPack => {

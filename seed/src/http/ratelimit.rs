@@ -503,6 +503,18 @@ impl HttpLimiter {
         }
     }
 
+    /// Whether `rid_key`'s pack slots are all busy with a request already waiting (see
+    /// [`PackLimiter::backlogged`]): a new clone's ref advertisement may be refused then.
+    pub fn repo_backlogged(&self, rid_key: &str) -> bool {
+        self.inner
+            .repos
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .map
+            .get(rid_key)
+            .is_some_and(|l| l.backlogged())
+    }
+
     /// Repositories with a pack in flight or queued (entries in the per-repository map).
     pub fn busy_repos(&self) -> usize {
         self.inner
@@ -850,8 +862,11 @@ mod tests {
         // Another repository is not affected.
         let other = l.repo_permit("rad:b").await.unwrap();
         assert_eq!(l.busy_repos(), 2);
+        assert!(!l.repo_backlogged("rad:a"));
         let queued = tokio::spawn(l.repo_permit("rad:a"));
         tokio::time::sleep(Duration::from_millis(20)).await;
+        assert!(l.repo_backlogged("rad:a"));
+        assert!(!l.repo_backlogged("rad:b") && !l.repo_backlogged("rad:c"));
         // Queue full: shed at once.
         let shed = l.repo_permit("rad:a").await.unwrap_err();
         assert_eq!(shed.reason, Admission::QueueFull);

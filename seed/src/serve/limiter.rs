@@ -64,6 +64,13 @@ impl PackLimiter {
         self.in_flight.load(Ordering::Relaxed)
     }
 
+    /// Every slot busy and at least one request already waiting. The ref advertisement of a
+    /// new clone can be refused then (503 at once), so that the slots and queue serve the
+    /// clones already under way instead of a clone being refused after its advertisement.
+    pub fn backlogged(&self) -> bool {
+        self.slots.available_permits() == 0 && self.waiting() > 0
+    }
+
     fn permit(&self, p: OwnedSemaphorePermit) -> Permit {
         self.in_flight.fetch_add(1, Ordering::Relaxed);
         Permit {
@@ -117,9 +124,11 @@ mod tests {
         let queued = tokio::spawn(async move { l2.acquire().await.map(|_| ()) });
         tokio::time::sleep(Duration::from_millis(10)).await;
         assert_eq!(l.waiting(), 1);
+        assert!(l.backlogged());
         // Third finds the queue full immediately.
         assert_eq!(l.acquire().await.err(), Some(Admission::QueueFull));
         assert_eq!(queued.await.unwrap().err(), Some(Admission::QueueTimeout));
+        assert!(!l.backlogged(), "nobody waits any more");
         drop(first);
         assert_eq!(l.in_flight(), 0);
         assert!(l.acquire().await.is_ok());
