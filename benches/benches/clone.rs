@@ -1140,8 +1140,15 @@ mod bench {
                 ("SEEDD_HTTP__PACK_QUEUE".into(), "64".into()),
                 // The side-by-side compares serving, not admission: no per-IP or per-repository
                 // limits (git http-backend has none).
-                ("SEEDD_HTTP__RATE__PER_IP_REQUESTS_PER_SECOND".into(), "0".into()),
-                ("SEEDD_HTTP__RATE__PER_REPO_CONCURRENT_PACKS".into(), "0".into()),
+                (
+                    "SEEDD_HTTP__RATE__PER_IP_REQUESTS_PER_SECOND".into(),
+                    "0".into(),
+                ),
+                (
+                    "SEEDD_HTTP__RATE__PER_REPO_CONCURRENT_PACKS".into(),
+                    "0".into(),
+                ),
+                ("SEEDD_HTTP__RATE__SHED_NEW_CLONES".into(), "false".into()),
             ],
             ..SeedOptions::default()
         });
@@ -1619,7 +1626,7 @@ mod bench {
                     ("concurrent_clones", Json::Num(CONCURRENT as f64)),
                     ("rps_seconds", Json::Num(RPS_SECS)),
                     ("rps_connections", Json::Num(RPS_CONNS as f64)),
-                    ("seedd_env", Json::Str("RUST_LOG=info SEEDD_HTTP__PACK_QUEUE_TIMEOUT_MS=600000 SEEDD_HTTP__PACK_QUEUE=64 SEEDD_HTTP__RATE__PER_IP_REQUESTS_PER_SECOND=0 SEEDD_HTTP__RATE__PER_REPO_CONCURRENT_PACKS=0".into())),
+                    ("seedd_env", Json::Str("RUST_LOG=info SEEDD_HTTP__PACK_QUEUE_TIMEOUT_MS=600000 SEEDD_HTTP__PACK_QUEUE=64 SEEDD_HTTP__RATE__PER_IP_REQUESTS_PER_SECOND=0 SEEDD_HTTP__RATE__PER_REPO_CONCURRENT_PACKS=0 SEEDD_HTTP__RATE__SHED_NEW_CLONES=false".into())),
                 ]),
             ),
             (

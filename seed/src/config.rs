@@ -196,6 +196,9 @@ pub struct HttpRateConfig {
     pub per_repo_queue: usize,
     /// How long a request waits in a repository's queue before 503.
     pub per_repo_queue_timeout_ms: u64,
+    /// While every pack slot is busy and a clone waits (globally or for the repository), refuse
+    /// new clones at their ref advertisement (503 + Retry-After) instead of queueing them.
+    pub shed_new_clones: bool,
 }
 
 impl Default for HttpRateConfig {
@@ -208,6 +211,7 @@ impl Default for HttpRateConfig {
             per_repo_concurrent_packs: 2,
             per_repo_queue: 4,
             per_repo_queue_timeout_ms: 2_000,
+            shed_new_clones: true,
         }
     }
 }

@@ -286,11 +286,13 @@ async fn route_request(
             // already waiting (globally or for this repository), refuse new clones before their
             // ref advertisement (a git process), so the slots and queue serve the clones already
             // under way (benches/README.md, overload bench).
-            if state.limiter.backlogged()
-                || state
-                    .rate
-                    .as_ref()
-                    .is_some_and(|r| r.repo_backlogged(&path.rid.canonical()))
+            let shed = state.rate.as_ref().is_none_or(|r| r.sheds_new_clones());
+            if shed
+                && (state.limiter.backlogged()
+                    || state
+                        .rate
+                        .as_ref()
+                        .is_some_and(|r| r.repo_backlogged(&path.rid.canonical())))
             {
                 state
                     .metrics

@@ -196,6 +196,7 @@ struct Inner {
     /// Read lock-free on every request; replaced whole by `reconfigure` (under `reconfiguring`).
     ip: ArcSwap<IpState>,
     reconfiguring: Mutex<()>,
+    shed_new_clones: std::sync::atomic::AtomicBool,
     checks: AtomicU64,
     next_sweep: AtomicU64,
     tenants: RwLock<HashMap<String, TenantBucket>>,
@@ -254,6 +255,7 @@ impl HttpLimiter {
             inner: Arc::new(Inner {
                 ip: ArcSwap::from_pointee(ip),
                 reconfiguring: Mutex::new(()),
+                shed_new_clones: std::sync::atomic::AtomicBool::new(cfg.shed_new_clones),
                 checks: AtomicU64::new(0),
                 next_sweep: AtomicU64::new(SWEEP_EVERY),
                 tenants: RwLock::new(HashMap::new()),
@@ -268,6 +270,9 @@ impl HttpLimiter {
     /// Apply a new configuration (hot reload). The per-IP buckets are kept unless the rate or
     /// burst changed; busy repositories keep their current limits until they are idle.
     pub fn reconfigure(&self, cfg: &HttpRateConfig) {
+        self.inner
+            .shed_new_clones
+            .store(cfg.shed_new_clones, Ordering::Relaxed);
         {
             let _one_at_a_time = self
                 .inner
@@ -513,6 +518,11 @@ impl HttpLimiter {
             .map
             .get(rid_key)
             .is_some_and(|l| l.backlogged())
+    }
+
+    /// Whether new clones are refused while packs are backlogged (`http.rate.shed_new_clones`).
+    pub fn sheds_new_clones(&self) -> bool {
+        self.inner.shed_new_clones.load(Ordering::Relaxed)
     }
 
     /// Repositories with a pack in flight or queued (entries in the per-repository map).

@@ -64,12 +64,12 @@ impl PackLimiter {
         self.in_flight.load(Ordering::Relaxed)
     }
 
-    /// Every slot busy and the queue at least half full. The ref advertisement of a new clone
-    /// can be refused then (503 at once), so that the slots and queue serve the clones already
-    /// under way instead of a clone being refused after its advertisement; a short burst below
-    /// that still queues.
+    /// Every slot busy and at least one request already waiting. The ref advertisement of a
+    /// new clone can be refused then (503 at once), so that the slots and queue serve the
+    /// clones already under way instead of a clone being refused after its advertisement
+    /// (`http.rate.shed_new_clones`; benches/README.md, overload bench).
     pub fn backlogged(&self) -> bool {
-        self.slots.available_permits() == 0 && self.waiting() >= self.queue.div_ceil(2).max(1)
+        self.slots.available_permits() == 0 && self.waiting() > 0
     }
 
     fn permit(&self, p: OwnedSemaphorePermit) -> Permit {
@@ -114,26 +114,6 @@ impl PackLimiter {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[tokio::test]
-    async fn backlogged_once_the_queue_is_half_full() {
-        let l = PackLimiter::new(1, 4, Duration::from_secs(5));
-        let _first = l.acquire().await.unwrap();
-        let spawn_waiter = |l: &PackLimiter| {
-            let l = l.clone();
-            tokio::spawn(async move { l.acquire().await.map(|_| ()) })
-        };
-        let w1 = spawn_waiter(&l);
-        tokio::time::sleep(Duration::from_millis(20)).await;
-        assert_eq!(l.waiting(), 1);
-        assert!(!l.backlogged(), "a short burst still queues");
-        let w2 = spawn_waiter(&l);
-        tokio::time::sleep(Duration::from_millis(20)).await;
-        assert_eq!(l.waiting(), 2);
-        assert!(l.backlogged(), "half of the queue taken");
-        w1.abort();
-        w2.abort();
-    }
 
     #[tokio::test]
     async fn admits_up_to_the_cap_then_queues_then_refuses() {
