@@ -162,7 +162,8 @@ enum Command {
         /// The tenants file (`-` = standard input).
         #[arg(short = 'f', long = "file")]
         file: PathBuf,
-        /// Also remove tenants (and hosts, repositories, follows, deny entries) not in the file.
+        /// Also remove tenants the file does not name (a named tenant always ends up exactly as
+        /// declared: hosts, repositories, follows and deny entries not in the file are removed).
         #[arg(long)]
         prune: bool,
         /// Show the changes without making them.

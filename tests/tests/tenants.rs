@@ -621,7 +621,28 @@ fn admin_api_refuses_missing_or_wrong_tokens_and_changes_nothing() {
         ),
     )
     .unwrap();
+    // A keep-alive HTTP connection opened before the reload keeps working after it.
+    let mut conn = std::net::TcpStream::connect(seed.http).unwrap();
+    conn.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    let ask = |conn: &mut std::net::TcpStream| {
+        use std::io::Write;
+        conn.write_all(b"GET /nope HTTP/1.1\r\nHost: x\r\n\r\n")
+            .unwrap();
+        let mut got = Vec::new();
+        let mut buf = [0u8; 512];
+        while !String::from_utf8_lossy(&got).contains("not found") {
+            let n = conn.read(&mut buf).unwrap();
+            assert!(n > 0, "connection closed");
+            got.extend_from_slice(&buf[..n]);
+        }
+        String::from_utf8_lossy(&got).to_string()
+    };
+    assert!(ask(&mut conn).starts_with("HTTP/1.1 404"));
     seed.admin_ok("POST", "/api/v1/config/reload", None);
+    assert!(
+        ask(&mut conn).starts_with("HTTP/1.1 404"),
+        "same connection after reload"
+    );
     let (status, _) = http_call(
         "GET",
         &seed.admin_url("/api/v1/tenants"),
