@@ -324,6 +324,31 @@ fn quotas_refuse_seeding_and_stop_a_fetch_with_nothing_written() {
     );
     assert!((q - 1.0).abs() < 1e-9, "{q}");
 
+    // Egress per day: once the owner's quota is used, its repository gets 429 until midnight.
+    seed.admin_ok(
+        "PUT",
+        "/api/v1/tenants/acme/quota",
+        Some(json!({"egress_bytes_per_day": 100})),
+    );
+    let refs = seed.url(&format!("/{small}.git/info/refs?service=git-upload-pack"));
+    assert_eq!(http_get(&refs, &[]).unwrap().0, 200);
+    wait_for("egress quota enforced", Duration::from_secs(10), || {
+        let (status, body) = http_get(&refs, &[]).unwrap();
+        (status == 429).then_some(body)
+    });
+    assert!(
+        seed.metric(
+            "seedd_tenant_quota_exceeded_total",
+            &["tenant=\"acme\"", "quota=\"egress\""]
+        ) >= 1.0
+    );
+    seed.admin_ok(
+        "PUT",
+        "/api/v1/tenants/acme/quota",
+        Some(json!({"egress_bytes_per_day": null})),
+    );
+    assert_eq!(http_get(&refs, &[]).unwrap().0, 200);
+
     // A byte quota smaller than the repository: the fetch from a real node is stopped and
     // nothing reaches storage or the index.
     tenant(&seed, "beta", &[]);
