@@ -266,7 +266,12 @@ impl Seed {
             .stdout(log_file.try_clone().unwrap())
             .stderr(log_file);
         for (k, v) in &opts.env {
-            cmd.env(k, v);
+            // An empty value removes the variable (e.g. RUST_LOG, to use log.level).
+            if v.is_empty() {
+                cmd.env_remove(k);
+            } else {
+                cmd.env(k, v);
+            }
         }
         let child = cmd.spawn().unwrap();
         let seed = Seed {

@@ -920,6 +920,13 @@ fn seedctl_drives_every_tenant_command_with_json_output() {
         .unwrap()
         .contains("OPENSSH PRIVATE KEY"));
     assert!(b["keys"]["shard"].is_string());
+    // Online restore: tenants and policies back into the running daemon.
+    ctl(&seed, &["tenant", "rm", "beta"]);
+    let v = ctl(&seed, &["restore", "-f", backup.to_str().unwrap()]);
+    assert!(v["restored"]["tenants"].as_u64().unwrap() >= 2, "{v}");
+    assert!(ctl(&seed, &["tenant", "ls"])
+        .to_string()
+        .contains("\"beta\""));
     // Unseed (shared: kept), purge, remove.
     let v = ctl(&seed, &["repo", "unseed", &small, "--tenant", "acme"]);
     assert_eq!(v["purged"], false, "beta still holds it: {v}");
@@ -1013,4 +1020,36 @@ fn backup_then_restore_into_a_fresh_data_dir_keeps_nids_tenants_and_policies() {
         .output()
         .unwrap();
     assert!(!out.status.success());
+}
+
+#[test]
+fn reload_changes_the_log_level_without_a_restart() {
+    let seed = Seed::start(SeedOptions {
+        env: vec![("RUST_LOG".into(), String::new())],
+        extra_config: "[log]\nlevel = \"warn\"\n".into(),
+        ..SeedOptions::default()
+    });
+    seed.rescan();
+    assert!(
+        !seed.logs().contains("index reconciled"),
+        "info lines are filtered at warn: {}",
+        seed.logs()
+    );
+    let cfg = std::fs::read_to_string(seed.config_path()).unwrap();
+    std::fs::write(
+        seed.config_path(),
+        cfg.replace("level = \"warn\"", "level = \"info\""),
+    )
+    .unwrap();
+    let v = seed.admin_ok("POST", "/api/v1/config/reload", None);
+    assert!(
+        v["changes"].to_string().contains("log.level: warn → info"),
+        "{v}"
+    );
+    seed.rescan();
+    wait_for(
+        "info lines after the reload",
+        Duration::from_secs(5),
+        || seed.logs().contains("index reconciled").then_some(()),
+    );
 }
