@@ -256,6 +256,11 @@ Does not match pattern|--set replicas[0].nid=z6Mk-not-a-nid
 must be one of the following|--set p2p.relay=sometimes
 Additional property typo is not allowed|--set p2p.typo=1
 Must be greater than or equal to 30|--set terminationGracePeriodSeconds=10
+is the node key's identity|--set identities[0].name=default --set identities[0].port=8777
+is already used by p2p.port|--set identities[0].name=a --set identities[0].port=8776
+is also the name of identities[0]|--set identities[0].name=a --set identities[0].port=8777 --set identities[1].name=a --set identities[1].port=8778
+would announce the same address for every replica: use its externalAddressTemplate|--set replicaCount=2 --set identities[0].name=a --set identities[0].port=8777 --set identities[0].externalAddresses[0]=x.example:8777
+no identity b in identities|--set identities[0].name=a --set identities[0].port=8777 --set replicas[0].identities.b.service.nodePort=30000
 EOF
   return "$ok"
 }

@@ -5,8 +5,8 @@
 
 {{/* Base name of every resource; also the StatefulSet name, so pods are <fullname>-<i>. Kept
 to 40 characters: pod names add "-<ordinal>", the headless Service "-headless" and the p2p
-Services "-p2p-<ordinal>", and a pod's hostname plus its controller-revision-hash label must stay
-within 63. */}}
+Services "-p2p-<ordinal>" or "-p2p-<identity>-<ordinal>" (identity names have at most 11
+characters), and a pod's hostname plus its controller-revision-hash label must stay within 63. */}}
 {{- define "seedd.fullname" -}}
 {{- if .Values.fullnameOverride }}
 {{- .Values.fullnameOverride | trunc 40 | trimSuffix "-" }}
@@ -93,6 +93,47 @@ app.kubernetes.io/part-of: seedd
 {{- $_ := set $nids $r.nid (toString $i) }}
 {{- end }}
 {{- end }}
+{{- /* In-process identities: names and ports unique in the pod. */}}
+{{- $ports := dict (toString (int .Values.p2p.port)) "p2p.port" (toString (int .Values.http.port)) "http.port" (toString (int .Values.admin.port)) "admin.port" }}
+{{- $names := dict }}
+{{- range $k, $id := .Values.identities }}
+{{- if eq $id.name "default" }}
+{{- fail (printf "identities[%d].name \"default\" is the node key's identity (the main p2p listener): pick another name" $k) }}
+{{- end }}
+{{- if contains "--" $id.name }}
+{{- fail (printf "identities[%d].name %s: no \"--\" (its container port is named p2p-<name>, an IANA service name)" $k $id.name) }}
+{{- end }}
+{{- if hasKey $names $id.name }}
+{{- fail (printf "identities[%d].name %s is also the name of identities[%s]" $k $id.name (get $names $id.name)) }}
+{{- end }}
+{{- $_ := set $names $id.name (toString $k) }}
+{{- $p := toString (int $id.port) }}
+{{- if hasKey $ports $p }}
+{{- fail (printf "identities[%d].port %s is already used by %s: every identity needs its own port (Noise XK cannot share an IP:port)" $k $p (get $ports $p)) }}
+{{- end }}
+{{- $_ := set $ports $p (printf "identities[%d] (%s)" $k $id.name) }}
+{{- if and (gt $n 1) $id.externalAddresses }}
+{{- fail (printf "identities[%d].externalAddresses would announce the same address for every replica: use its externalAddressTemplate or replicas[i].identities.%s.externalAddresses" $k $id.name) }}
+{{- end }}
+{{- end }}
+{{- range $i, $r := .Values.replicas }}
+{{- if and $r $r.identities }}
+{{- range $name, $_ := $r.identities }}
+{{- if not (hasKey $names $name) }}
+{{- fail (printf "replicas[%d].identities.%s: no identity %s in identities" $i $name $name) }}
+{{- end }}
+{{- end }}
+{{- end }}
+{{- end }}
+{{- end }}
+
+{{/* Per-replica settings of identity $name on replica $i (replicas[i].identities.<name>), as
+JSON. Args: (list $ $i $name) */}}
+{{- define "seedd.replicaIdentity" -}}
+{{- $root := index . 0 }}{{- $i := index . 1 }}{{- $name := index . 2 }}
+{{- $r := dict }}
+{{- if lt $i (len $root.Values.replicas) }}{{- $r = default (dict) (index $root.Values.replicas $i) }}{{- end }}
+{{- toJson (default (dict) (get (default (dict) $r.identities) $name)) }}
 {{- end }}
 
 {{/* Key Secret of replica $i ("" = generated into the volume). Args: (list $ $i) */}}
@@ -157,6 +198,26 @@ app.kubernetes.io/part-of: seedd
   "admin" (dict "listen" (printf "0.0.0.0:%d" (int $v.admin.port)))
   "policy" (dict "default" $v.policy.default "scope" $v.policy.scope)
   "log" (dict "format" $v.log.format "level" $v.log.level) }}
+{{- /* in-process identities ([[identities]]): each its own key, port and addresses */}}
+{{- $ids := list }}
+{{- range $id := $v.identities }}
+{{- $ri := include "seedd.replicaIdentity" (list $root $i $id.name) | fromJson }}
+{{- $e := dict "name" $id.name "listen" (list (printf "0.0.0.0:%d" (int $id.port))) }}
+{{- if $ri.externalAddresses }}
+{{- $_ := set $e "external_addresses" $ri.externalAddresses }}
+{{- else if $id.externalAddressTemplate }}
+{{- $_ := set $e "external_addresses" (list (replace "{ordinal}" (toString $i) $id.externalAddressTemplate)) }}
+{{- else if $id.externalAddresses }}
+{{- $_ := set $e "external_addresses" $id.externalAddresses }}
+{{- end }}
+{{- if $id.inventoryCap }}
+{{- $_ := set $e "inventory_cap" (int $id.inventoryCap) }}
+{{- end }}
+{{- $ids = append $ids $e }}
+{{- end }}
+{{- if $ids }}
+{{- $_ := set $cfg "identities" $ids }}
+{{- end }}
 {{- if $v.http.tls.enabled }}
 {{- $_ := set $cfg.http "tls" (dict "cert" (printf "/etc/seedd/tls/%s" $v.http.tls.certKey) "key" (printf "/etc/seedd/tls/%s" $v.http.tls.keyKey)) }}
 {{- end }}
