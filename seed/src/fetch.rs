@@ -357,6 +357,7 @@ impl Fetcher {
         let inner = &self.inner;
         let existing = inner.storage.path_of(&rid);
         let clone = !existing.join("HEAD").exists();
+        let started_ms = crate::tenant::now_ms();
         let seq = inner.seq.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let work = inner
             .cfg
@@ -417,7 +418,18 @@ impl Fetcher {
         .await
         .map_err(|e| FetchError::Git(e.to_string()))??;
 
-        // 3. A clone moves into storage in one rename.
+        // 3. A clone moves into storage in one rename — unless the repository was purged
+        //    while it was being fetched (the purge wins; the clone is discarded).
+        if clone
+            && inner
+                .policies
+                .tenants()
+                .is_some_and(|t| t.purged_since(&rid, started_ms))
+        {
+            return Err(FetchError::Git(
+                "the repository was purged while it was fetched; clone discarded".into(),
+            ));
+        }
         if clone {
             if let Some(parent) = existing.parent() {
                 std::fs::create_dir_all(parent)?;

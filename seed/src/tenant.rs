@@ -273,6 +273,8 @@ struct Inner {
     egress: HashMap<String, Egress>,
     /// Identity name → inventory cap.
     identities: BTreeMap<String, usize>,
+    /// Recently purged repositories (ms): a fetch that started before must not bring them back.
+    purged: HashMap<RepoId, u64>,
 }
 
 impl Inner {
@@ -556,8 +558,20 @@ impl Tenants {
     pub fn set_identity_of(&self, name: &str, identity: &str) -> Result<Tenant, TenantError> {
         Ok(self
             .update(name, |inner, t| {
-                if !inner.identities.contains_key(identity) {
+                let Some(cap) = inner.identities.get(identity).copied() else {
                     return Err(TenantError::UnknownIdentity(identity.to_owned()));
+                };
+                if t.identity != identity {
+                    let mut held = inner.identity_repos(identity);
+                    held.extend(t.repos.iter().map(|r| r.rid));
+                    if held.len() > cap {
+                        return Err(TenantError::InventoryCap {
+                            identity: identity.to_owned(),
+                            tenant: name.to_owned(),
+                            count: held.len(),
+                            cap,
+                        });
+                    }
                 }
                 t.identity = identity.to_owned();
                 Ok(())
@@ -932,6 +946,21 @@ impl Tenants {
                     .inc();
             }
         }
+    }
+
+    /// Record a purge (fetches that started earlier discard their clone).
+    pub fn note_purged(&self, rid: RepoId) {
+        let now = now_ms();
+        let mut inner = self.write();
+        inner
+            .purged
+            .retain(|_, t| now.saturating_sub(*t) < 3_600_000);
+        inner.purged.insert(rid, now);
+    }
+
+    /// Whether `rid` was purged at or after `since` (ms).
+    pub fn purged_since(&self, rid: &RepoId, since: u64) -> bool {
+        self.read().purged.get(rid).is_some_and(|t| *t >= since)
     }
 
     pub fn set_size(&self, rid: RepoId, bytes: Option<u64>) {

@@ -257,6 +257,7 @@ impl Control {
             self.index.remove_repo(rid)?;
         }
         self.tenants.set_size(*rid, None);
+        self.tenants.note_purged(*rid);
         self.tenants.refresh_metrics();
         Ok(())
     }

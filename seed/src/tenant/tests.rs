@@ -168,3 +168,26 @@ fn names_and_hosts_are_checked() {
     assert_eq!(strip_port("[::1]:80"), "::1");
     assert_eq!(strip_port("a.b:80"), "a.b");
 }
+
+#[test]
+fn moving_a_tenant_checks_the_target_identity_cap_and_purges_are_remembered() {
+    let (_d, t) = registry();
+    t.set_identity("small", 1);
+    t.create(Tenant::new("acme")).unwrap();
+    t.seed("acme", rid(1), Scope::All, None, &none()).unwrap();
+    t.seed("acme", rid(2), Scope::All, None, &none()).unwrap();
+    assert!(matches!(
+        t.set_identity_of("acme", "small"),
+        Err(TenantError::InventoryCap { cap: 1, .. })
+    ));
+    t.unseed("acme", &rid(2)).unwrap();
+    assert_eq!(
+        t.set_identity_of("acme", "small").unwrap().identity,
+        "small"
+    );
+    let before = now_ms();
+    assert!(!t.purged_since(&rid(2), before));
+    t.note_purged(rid(2));
+    assert!(t.purged_since(&rid(2), before));
+    assert!(!t.purged_since(&rid(2), now_ms() + 1));
+}
