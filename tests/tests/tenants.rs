@@ -38,6 +38,11 @@ fn clone_via(seed: &Seed, host: &str, path: &str, into: &Path, env: &[(&str, &st
     cmd.output().unwrap()
 }
 
+/// Whether a plain `git clone` through `host` succeeds.
+fn clones(seed: &Seed, host: &str, path: &str, into: &Path) -> bool {
+    clone_via(seed, host, path, into, &[]).status.success()
+}
+
 fn tenant(seed: &Seed, name: &str, hosts: &[&str]) {
     let (status, v) = seed.admin(
         "POST",
@@ -170,24 +175,18 @@ fn tenants_share_storage_hosts_filter_aliases_and_last_unseed_purges() {
         charged, got,
         "egress accounting must match the bytes git received"
     );
-    assert!(clone_via(
+    assert!(clones(
         &seed,
         "acme.seed.test",
         &format!("/{small}.git"),
-        &t.join("a2"),
-        &[]
-    )
-    .status
-    .success());
-    assert!(clone_via(
+        &t.join("a2")
+    ));
+    assert!(clones(
         &seed,
         "git.beta.test",
         &format!("/{hw}.git"),
-        &t.join("b1"),
-        &[]
-    )
-    .status
-    .success());
+        &t.join("b1")
+    ));
     let out = clone_via(
         &seed,
         "beta.seed.test",
@@ -205,15 +204,12 @@ fn tenants_share_storage_hosts_filter_aliases_and_last_unseed_purges() {
         text(&out)
     );
     // Hosts no tenant claims get the operator's default (all public repositories).
-    assert!(clone_via(
+    assert!(clones(
         &seed,
         "other.example",
         &format!("/{small}.git"),
-        &t.join("o1"),
-        &[]
-    )
-    .status
-    .success());
+        &t.join("o1")
+    ));
 
     let usage = seed.admin_ok("GET", "/api/v1/usage?tenant=acme", None);
     assert!(usage["usage"][0]["egress_today_bytes"].as_u64().unwrap() >= got);
@@ -270,15 +266,12 @@ fn tenants_share_storage_hosts_filter_aliases_and_last_unseed_purges() {
     assert!(!out.status.success());
     assert!(text(&out).contains("403"), "{}", text(&out));
     seed.admin_ok("POST", "/api/v1/tenants/acme/resume", None);
-    assert!(clone_via(
+    assert!(clones(
         &seed,
         "acme.seed.test",
         &format!("/{small}.git"),
-        &t.join("s2"),
-        &[]
-    )
-    .status
-    .success());
+        &t.join("s2")
+    ));
     // Removing the last tenant of a repository purges it too.
     let v = seed.admin_ok("DELETE", "/api/v1/tenants/acme", None);
     assert_eq!(v["purged"].as_array().unwrap().len(), 1, "{v}");
