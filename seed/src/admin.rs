@@ -598,7 +598,7 @@ async fn fetch(
     State(state): State<Arc<AdminState>>,
     body: Result<Json<FetchBody>, axum::extract::rejection::JsonRejection>,
 ) -> Response {
-    let (net, _, fetcher) = match parts(&state) {
+    let (_, _, fetcher) = match parts(&state) {
         Ok(x) => x,
         Err(r) => return *r,
     };
@@ -609,12 +609,12 @@ async fn fetch(
         Ok(r) => r,
         Err(r) => return *r,
     };
-    let connected = net.connected();
+    let connected = fetcher.connected();
     let from = match body.from.as_deref().map(str::parse::<NodeId>) {
         Some(Ok(n)) => n,
         Some(Err(e)) => return bad_request(format!("from: {e}")),
-        None => match net
-            .routing(Some(rid), None)
+        None => match fetcher
+            .routing(Some(rid))
             .into_iter()
             .map(|r| r.nid)
             .find(|n| connected.contains(n))

@@ -315,6 +315,7 @@ pub async fn run(
     );
     fetcher.spawn_hint_loop();
     fetcher.spawn_sync_loop();
+    identities.set_fetcher(fetcher.clone());
 
     let control = Control {
         tenants: tenants.clone(),
@@ -322,7 +323,7 @@ pub async fn run(
         storage: storage.clone(),
         index: index.clone(),
         trash: cfg.cache_dir().join("trash"),
-        fetch: fetch_trigger(net.clone(), fetcher.clone()),
+        fetch: fetch_trigger(fetcher.clone()),
         changed: {
             let identities = identities.clone();
             Arc::new(move || identities.refresh())
@@ -614,13 +615,13 @@ fn reload_admin_cert(cert: &ReloadingCert, force: bool) -> Option<String> {
 /// Start fetching a repository: from `from` once it is connected (up to 10 s), else from a
 /// connected node the routing table names; otherwise the sync loop picks it up later.
 fn fetch_trigger(
-    net: Net,
     fetcher: Fetcher,
 ) -> Arc<dyn Fn(crate::crypto::RepoId, Option<crate::crypto::NodeId>) + Send + Sync> {
     Arc::new(move |rid, from| {
         let source = from.or_else(|| {
-            let connected = net.connected();
-            net.routing(Some(rid), None)
+            let connected = fetcher.connected();
+            fetcher
+                .routing(Some(rid))
                 .into_iter()
                 .map(|r| r.nid)
                 .find(|n| connected.contains(n))
@@ -629,13 +630,13 @@ fn fetch_trigger(
             tracing::info!(%rid, "no connected seed of this repository yet; the sync loop fetches it later");
             return;
         };
-        let (net, fetcher) = (net.clone(), fetcher.clone());
+        let fetcher = fetcher.clone();
         let Ok(handle) = tokio::runtime::Handle::try_current() else {
             return;
         };
         handle.spawn(async move {
             for _ in 0..100 {
-                if net.connected().contains(&nid) {
+                if fetcher.connected().contains(&nid) {
                     fetcher.request(rid, nid);
                     return;
                 }

@@ -98,7 +98,11 @@ pub struct Fetcher {
 
 struct Inner {
     cfg: FetchConfig,
+    /// The default identity's p2p layer.
     net: Net,
+    /// More seed identities' p2p layers: their peers' hints are followed and their sessions
+    /// used to fetch from peers connected only to them.
+    others: std::sync::RwLock<Vec<Net>>,
     storage: Storage,
     metrics: Arc<Metrics>,
     policies: Policies,
@@ -127,6 +131,7 @@ impl Fetcher {
             inner: Arc::new(Inner {
                 cfg,
                 net,
+                others: std::sync::RwLock::new(Vec::new()),
                 storage,
                 metrics,
                 policies,
@@ -139,10 +144,62 @@ impl Fetcher {
         }
     }
 
+    /// Every identity's p2p layer, the default first.
+    fn nets(&self) -> Vec<Net> {
+        let mut nets = vec![self.inner.net.clone()];
+        nets.extend(
+            self.inner
+                .others
+                .read()
+                .unwrap_or_else(|e| e.into_inner())
+                .iter()
+                .cloned(),
+        );
+        nets
+    }
+
+    /// The identity with a session to `peer` (the default one if none has).
+    fn net_for(&self, peer: &NodeId) -> Net {
+        self.nets()
+            .into_iter()
+            .find(|n| n.connected().contains(peer))
+            .unwrap_or_else(|| self.inner.net.clone())
+    }
+
+    /// Nodes connected to any identity.
+    pub fn connected(&self) -> HashSet<NodeId> {
+        self.nets().iter().flat_map(Net::connected).collect()
+    }
+
+    /// Routing entries known to any identity.
+    pub fn routing(&self, rid: Option<RepoId>) -> Vec<crate::net::RouteInfo> {
+        let mut seen = HashSet::new();
+        self.nets()
+            .iter()
+            .flat_map(|n| n.routing(rid, None))
+            .filter(|r| seen.insert((r.rid, r.nid)))
+            .collect()
+    }
+
+    /// Fetch through another seed identity too: follow its hints, use its sessions.
+    pub fn add_net(&self, net: Net) {
+        self.follow_hints(&net);
+        self.inner
+            .others
+            .write()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(net);
+    }
+
     /// Follows the gossip layer's fetch hints until the process ends.
     pub fn spawn_hint_loop(&self) {
+        let net = self.inner.net.clone();
+        self.follow_hints(&net);
+    }
+
+    fn follow_hints(&self, net: &Net) {
         let this = self.clone();
-        let mut hints = self.inner.net.fetch_events();
+        let mut hints = net.fetch_events();
         tokio::spawn(async move {
             loop {
                 match hints.recv().await {
@@ -235,7 +292,7 @@ impl Fetcher {
 
     fn sync_once(&self) {
         let inner = &self.inner;
-        let connected: HashSet<NodeId> = inner.net.connected().into_iter().collect();
+        let connected = self.connected();
         if connected.is_empty() {
             return;
         }
@@ -246,7 +303,7 @@ impl Fetcher {
             .map(|(rid, _)| rid)
             .collect();
         if inner.policies.seeds_by_default() {
-            for route in inner.net.routing(None, None) {
+            for route in self.routing(None) {
                 if connected.contains(&route.nid) && inner.policies.seeding(&route.rid).is_some() {
                     wanted.push(route.rid);
                 }
@@ -265,7 +322,7 @@ impl Fetcher {
             if active.contains(&rid) || inner.storage.path_of(&rid).join("HEAD").exists() {
                 continue;
             }
-            let seeds = inner.net.routing(Some(rid), None);
+            let seeds = self.routing(Some(rid));
             if let Some(seed) = seeds
                 .iter()
                 .find(|s| connected.contains(&s.nid) && !inner.policies.blocked(&s.nid))
@@ -378,7 +435,8 @@ impl Fetcher {
         let wants = Arc::new(move |nid: &NodeId, delegate: bool| {
             policies.wants_namespace(&rid, scope, nid, delegate)
         });
-        let local = inner.net.nid();
+        let net = self.net_for(&from);
+        let local = net.nid();
 
         // 1. Special refs (§6.4 stages 1–2): the canonical identity and every namespace's
         //    `rad/id` and `rad/sigrefs`, into the quarantine refs.
@@ -442,7 +500,7 @@ impl Fetcher {
             .refs_updated
             .inc_by(outcome.refs_written as u64);
         (inner.on_change)(rid);
-        inner.net.fetched_from(rid, from);
+        net.fetched_from(rid, from);
 
         // 4. Tell subscribers which namespaces we now hold (the pusher's ack, §5.8).
         if !outcome.updated.is_empty() {
@@ -454,7 +512,8 @@ impl Fetcher {
                     at: Oid(*oid),
                 })
                 .collect();
-            inner.net.announce_refs(rid, refs);
+            // On the identity the peer reached us through: the pusher's acknowledgement.
+            net.announce_refs(rid, refs);
         }
         Ok(Outcome {
             cloned: clone,
@@ -489,8 +548,8 @@ impl Fetcher {
             Stage::Data(_) => "data.sock",
         });
         let listener = UnixListener::bind(&sock_path)?;
-        let mut stream = inner
-            .net
+        let mut stream = self
+            .net_for(&from)
             .open_stream(from)
             .await
             .map_err(|e| FetchError::Stream(from, e))?;

@@ -4,7 +4,7 @@
 //! created at runtime (`seedctl identity create`, persisted in the index). Each identity
 //! announces the inventory of the tenants placed on it; the default one also announces the
 //! operator's own repositories and those of tenants without a dedicated identity. Replication
-//! runs through the default identity's sessions.
+//! follows every identity's hints and fetches through the identity the peer is connected to.
 
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
@@ -77,6 +77,8 @@ pub struct Identities {
     policies: Policies,
     index: Index,
     metrics: Arc<crate::metrics::Metrics>,
+    /// Replication, once it runs: every identity's sessions and hints are used to fetch.
+    fetcher: Arc<std::sync::OnceLock<crate::fetch::Fetcher>>,
 }
 
 /// `seedctl identity ls` row.
@@ -111,7 +113,16 @@ impl Identities {
             policies,
             index,
             metrics,
+            fetcher: Arc::new(std::sync::OnceLock::new()),
         }
+    }
+
+    /// Let replication use every identity (those running now and those started later).
+    pub fn set_fetcher(&self, fetcher: crate::fetch::Fetcher) {
+        for r in self.lock().iter() {
+            fetcher.add_net(r.net.clone());
+        }
+        let _ = self.fetcher.set(fetcher);
     }
 
     pub fn default_net(&self) -> &Net {
@@ -193,6 +204,9 @@ impl Identities {
             .min(INVENTORY_LIMIT);
         self.tenants.set_identity(&spec.name, cap);
         tracing::info!(identity = %spec.name, nid = %net.nid(), listen = ?net.local_addrs(), "seed identity started");
+        if let Some(f) = self.fetcher.get() {
+            f.add_net(net.clone());
+        }
         self.lock().push(Running {
             spec: spec.clone(),
             net,

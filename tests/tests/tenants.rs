@@ -1046,3 +1046,53 @@ fn reload_changes_the_log_level_without_a_restart() {
         || seed.logs().contains("index reconciled").then_some(()),
     );
 }
+
+#[test]
+fn a_dedicated_identity_replicates_from_a_node_connected_only_to_it() {
+    let f = fixtures();
+    let hw = f.rid("heartwood-fixture");
+    let shard_port = free_port();
+    let seed = Seed::start(SeedOptions {
+        extra_config: format!(
+            "[[identities]]\nname = \"shard1\"\nlisten = [\"127.0.0.1:{shard_port}\"]\n\
+             [[tenants]]\nname = \"acme\"\nidentity = \"shard1\"\nhosts = [\"acme.seed.test\"]\n"
+        ),
+        ..SeedOptions::default()
+    });
+    let shard_nid = seed.admin_ok("GET", "/api/v1/identities", None)["identities"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|i| i["name"] == "shard1")
+        .unwrap()["nid"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    // alice holds heartwood and knows only the tenant's identity.
+    let alice = RadNode::start("alice", &[format!("{shard_nid}@127.0.0.1:{shard_port}")]);
+    assert!(
+        !seed.api("/api/v1/peers")["peers"]
+            .to_string()
+            .contains(alice.nid.as_str()),
+        "alice is not connected to the default identity"
+    );
+    let (s, v) = seed_for(&seed, &hw, json!({"tenant": "acme"}));
+    assert_eq!(s, 200, "{v}");
+    wait_for(
+        "heartwood fetched through shard1",
+        Duration::from_secs(60),
+        || (seed.admin("GET", &format!("/api/v1/repos/{hw}"), None).0 == 200).then_some(()),
+    );
+    assert!(seed
+        .storage()
+        .join(hw.trim_start_matches("rad:"))
+        .join("HEAD")
+        .exists());
+    let tmp = tempfile::tempdir().unwrap();
+    assert!(clones(
+        &seed,
+        "acme.seed.test",
+        &format!("/{hw}.git"),
+        &tmp.path().join("c")
+    ));
+}
