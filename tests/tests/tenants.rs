@@ -970,16 +970,14 @@ fn backup_then_restore_into_a_fresh_data_dir_keeps_nids_tenants_and_policies() {
     drop(seed);
 
     let fresh = dir.path().join("fresh");
-    let out = std::process::Command::new(bin("seedctl"))
-        .args([
-            "restore",
-            "-f",
-            file.to_str().unwrap(),
-            "--data-dir",
-            fresh.to_str().unwrap(),
-        ])
-        .output()
-        .unwrap();
+    let restore_offline = || {
+        std::process::Command::new(bin("seedctl"))
+            .args(["restore", "-f", file.to_str().unwrap(), "--data-dir"])
+            .arg(&fresh)
+            .output()
+            .unwrap()
+    };
+    let out = restore_offline();
     assert!(out.status.success(), "{}", text(&out));
     let restored = Seed::start(SeedOptions {
         data_dir: Some(fresh.clone()),
@@ -1002,16 +1000,7 @@ fn backup_then_restore_into_a_fresh_data_dir_keeps_nids_tenants_and_policies() {
     assert_eq!(t["repos"][0]["alias"], "s");
     assert!(fresh.join("restore.json.done").exists());
     // A second restore into a used directory is refused.
-    let out = std::process::Command::new(bin("seedctl"))
-        .args([
-            "restore",
-            "-f",
-            file.to_str().unwrap(),
-            "--data-dir",
-            fresh.to_str().unwrap(),
-        ])
-        .output()
-        .unwrap();
+    let out = restore_offline();
     assert!(!out.status.success());
 }
 

@@ -39,27 +39,6 @@ pub fn routes() -> Router<Arc<AdminState>> {
         .route("/api/v1/apply", post(apply))
 }
 
-fn view(t: &Tenant, u: &Usage) -> Value {
-    let mut v = serde_json::to_value(t).unwrap_or_default();
-    if let Some(obj) = v.as_object_mut() {
-        obj.insert("usage".into(), json!(u));
-        let owners: Vec<Value> = t
-            .repos
-            .iter()
-            .map(|r| {
-                let mut rv = serde_json::to_value(r).unwrap_or_default();
-                if let Some(o) = rv.as_object_mut() {
-                    o.remove("since");
-                    o.insert("owner".into(), json!(false));
-                }
-                rv
-            })
-            .collect();
-        obj.insert("repos".into(), json!(owners));
-    }
-    v
-}
-
 /// Run a blocking tenant operation and answer with the tenant view.
 async fn tenant_op(
     state: &AdminState,
@@ -83,22 +62,21 @@ async fn tenant_op(
     }
 }
 
+/// A tenant as the API shows it: the record, its usage, and per repository whether it owns it.
 fn tenant_json(ctl: &Control, name: &str) -> Option<Value> {
-    let (t, u) = ctl.tenants.get(name)?;
-    let mut v = view(&t, &u);
-    if let Some(repos) = v.get_mut("repos").and_then(Value::as_array_mut) {
-        for r in repos.iter_mut() {
-            let owner = r
-                .get("rid")
-                .and_then(Value::as_str)
-                .and_then(|s| s.parse().ok())
-                .and_then(|rid| ctl.tenants.owner(&rid))
-                .is_some_and(|(o, _)| o == name);
-            if let Some(o) = r.as_object_mut() {
-                o.insert("owner".into(), json!(owner));
-            }
-        }
-    }
+    let (t, u): (Tenant, Usage) = ctl.tenants.get(name)?;
+    let repos: Vec<Value> = t
+        .repos
+        .iter()
+        .map(|r| {
+            let owner = ctl.tenants.owner(&r.rid).is_some_and(|(o, _)| o == name);
+            json!({ "rid": r.rid, "scope": r.scope, "alias": r.alias, "owner": owner })
+        })
+        .collect();
+    let mut v = serde_json::to_value(&t).ok()?;
+    let obj = v.as_object_mut()?;
+    obj.insert("usage".into(), json!(u));
+    obj.insert("repos".into(), json!(repos));
     Some(v)
 }
 
@@ -446,16 +424,31 @@ fn answer(r: Result<Value, crate::tenant::ops::ControlError>) -> Response {
     }
 }
 
+/// Parse the repository id of a deny-list request and apply it.
+fn deny_repo_request(state: &AdminState, rid: &str, tenant: Option<&str>, deny: bool) -> Response {
+    let (ctl, rid) = match (control(state), parse_rid(rid)) {
+        (Ok(c), Ok(r)) => (c, r),
+        (Err(r), _) | (_, Err(r)) => return *r,
+    };
+    answer(deny_repo(ctl, rid, tenant, deny))
+}
+
+/// Parse the node id of a deny-list request and apply it.
+fn deny_node_request(state: &AdminState, nid: &str, tenant: Option<&str>, deny: bool) -> Response {
+    let (ctl, nid) = match (control(state), parse_nid(nid)) {
+        (Ok(c), Ok(n)) => (c, n),
+        (Err(r), _) | (_, Err(r)) => return *r,
+    };
+    answer(deny_node(ctl, state.net.as_ref(), nid, tenant, deny))
+}
+
 async fn deny_repo_add(State(state): State<Arc<AdminState>>, Json(b): Json<DenyBody>) -> Response {
-    let ctl = match control(&state) {
-        Ok(c) => c,
-        Err(r) => return *r,
-    };
-    let rid = match parse_rid(b.rid.as_deref().unwrap_or("")) {
-        Ok(r) => r,
-        Err(r) => return *r,
-    };
-    answer(deny_repo(ctl, rid, b.tenant.as_deref(), true))
+    deny_repo_request(
+        &state,
+        b.rid.as_deref().unwrap_or(""),
+        b.tenant.as_deref(),
+        true,
+    )
 }
 
 async fn deny_repo_rm(
@@ -463,33 +456,16 @@ async fn deny_repo_rm(
     Path(rid): Path<String>,
     Query(q): Query<TenantQuery>,
 ) -> Response {
-    let ctl = match control(&state) {
-        Ok(c) => c,
-        Err(r) => return *r,
-    };
-    let rid = match parse_rid(&rid) {
-        Ok(r) => r,
-        Err(r) => return *r,
-    };
-    answer(deny_repo(ctl, rid, q.tenant.as_deref(), false))
+    deny_repo_request(&state, &rid, q.tenant.as_deref(), false)
 }
 
 async fn deny_node_add(State(state): State<Arc<AdminState>>, Json(b): Json<DenyBody>) -> Response {
-    let ctl = match control(&state) {
-        Ok(c) => c,
-        Err(r) => return *r,
-    };
-    let nid = match parse_nid(b.nid.as_deref().unwrap_or("")) {
-        Ok(n) => n,
-        Err(r) => return *r,
-    };
-    answer(deny_node(
-        ctl,
-        state.net.as_ref(),
-        nid,
+    deny_node_request(
+        &state,
+        b.nid.as_deref().unwrap_or(""),
         b.tenant.as_deref(),
         true,
-    ))
+    )
 }
 
 async fn deny_node_rm(
@@ -497,21 +473,7 @@ async fn deny_node_rm(
     Path(nid): Path<String>,
     Query(q): Query<TenantQuery>,
 ) -> Response {
-    let ctl = match control(&state) {
-        Ok(c) => c,
-        Err(r) => return *r,
-    };
-    let nid = match parse_nid(&nid) {
-        Ok(n) => n,
-        Err(r) => return *r,
-    };
-    answer(deny_node(
-        ctl,
-        state.net.as_ref(),
-        nid,
-        q.tenant.as_deref(),
-        false,
-    ))
+    deny_node_request(&state, &nid, q.tenant.as_deref(), false)
 }
 
 async fn queue(State(state): State<Arc<AdminState>>) -> Response {
