@@ -8,12 +8,16 @@
 //! gets from gix. The daemon sends the stream's header pkt-line
 //! (`git-upload-pack /<rid>\0\0version=2\0`) itself, then relays git's bytes.
 //!
-//! Objects land in the repository's object store; refs only land after validation, in one
-//! `git update-ref --stdin` transaction: fetched refs first go to `refs/seedd-fetch/…`, each
+//! Objects and fetched refs land in a quarantine repository (in the fetch's work directory,
+//! borrowing the live repository's objects through git's alternates); nothing reaches storage
+//! before validation: fetched refs go to `refs/seedd-fetch/…` of the quarantine, each
 //! namespace's signed refs are verified (signature, `rad/root`, levels, replay), compared with
 //! what we hold (behind → ignored; diverged → ignored, or the whole fetch fails for a delegate),
 //! every written ref must be signed with the same oid, and at least `threshold` delegates must
-//! be valid. A clone is built in a temporary directory and renamed into storage at the end.
+//! be valid; the identity never moves backwards (a stale or rewound `refs/rad/id` is ignored).
+//! Then only the objects the accepted refs reach are migrated (`git pack-objects --local`),
+//! and the refs are written in one transaction. A clone is built in a temporary directory
+//! and renamed into storage at the end.
 
 mod apply;
 
@@ -31,7 +35,7 @@ use tokio::sync::Semaphore;
 use crate::index::policy::Scope;
 use crate::metrics::Metrics;
 use crate::net::Net;
-use crate::policy::Policies;
+use crate::policy::{NamespaceFilter, Policies};
 use crate::storage::Storage;
 
 pub use apply::{Outcome, ValidationError};
@@ -429,6 +433,12 @@ impl Fetcher {
         } else {
             existing.clone()
         };
+        // Everything the peer sends lands in a quarantine repository that borrows the live
+        // one's objects (git's alternates, as `receive-pack`'s incoming quarantine does); only
+        // what validation accepts is migrated. A failed fetch leaves nothing behind: the work
+        // directory goes with it (and with a crash, at the next start).
+        let quarantine = work.join("quarantine.git");
+        quarantine_init(&inner.cfg, &quarantine, &repo).await?;
 
         let policies = inner.policies.clone();
         let scope = policies.seeding(&rid).unwrap_or(Scope::All);
@@ -438,29 +448,78 @@ impl Fetcher {
         let net = self.net_for(&from);
         let local = net.nid();
 
-        // 1. Special refs (§6.4 stages 1–2): the canonical identity and every namespace's
-        //    `rad/id` and `rad/sigrefs`, into the quarantine refs.
+        // 1. Special refs (§6.4 stages 1–2): the canonical identity and the `rad/id` and
+        //    `rad/sigrefs` of the namespaces in scope and not blocked, into the quarantine.
+        //    With scope `followed` the delegates are those of the identity we hold; when the
+        //    verified identity names others (a clone, a new delegate), they follow.
+        let held_delegates = inner
+            .policies
+            .index()
+            .repo(&rid)
+            .ok()
+            .flatten()
+            .map(|r| r.delegates)
+            .unwrap_or_default();
+        let filter = inner
+            .policies
+            .namespace_filter(&rid, scope, &held_delegates);
         let mut received = self
-            .transfer(rid, from, &repo, &work, Stage::Special, 0)
+            .transfer(
+                rid,
+                from,
+                &quarantine,
+                &work,
+                Stage::Special(filter.clone()),
+                0,
+            )
             .await?;
+        if let NamespaceFilter::Only(asked) = &filter {
+            let (cfg, q2, repo2) = (inner.cfg.clone(), quarantine.clone(), repo.clone());
+            let delegates = tokio::task::spawn_blocking(move || {
+                apply::identity_delegates(&cfg, rid, &q2, &repo2)
+            })
+            .await
+            .map_err(|e| FetchError::Git(e.to_string()))??;
+            let more: Vec<NodeId> = delegates
+                .into_iter()
+                .filter(|d| !asked.contains(d) && wants(d, true))
+                .collect();
+            if !more.is_empty() {
+                received += self
+                    .transfer(
+                        rid,
+                        from,
+                        &quarantine,
+                        &work,
+                        Stage::Special(NamespaceFilter::Only(more)),
+                        received,
+                    )
+                    .await?;
+            }
+        }
 
         // 2. Data refs (stage 3): the objects the wanted namespaces' verified signed refs name
         //    and we lack — nothing unsigned, nothing of unwanted or blocked namespaces.
-        let (cfg, repo2, w) = (inner.cfg.clone(), repo.clone(), wants.clone());
+        let (cfg, q2, repo2, w) = (
+            inner.cfg.clone(),
+            quarantine.clone(),
+            repo.clone(),
+            wants.clone(),
+        );
         let data = tokio::task::spawn_blocking(move || {
-            apply::data_wants(&cfg, rid, &repo2, &|n: &NodeId, d: bool| w(n, d))
+            apply::data_wants(&cfg, rid, &q2, &repo2, &|n: &NodeId, d: bool| w(n, d))
         })
         .await
         .map_err(|e| FetchError::Git(e.to_string()))??;
         if !data.is_empty() {
             received += self
-                .transfer(rid, from, &repo, &work, Stage::Data(data), received)
+                .transfer(rid, from, &quarantine, &work, Stage::Data(data), received)
                 .await?;
         }
         inner.metrics.p2p.fetch_received_bytes.inc_by(received);
 
         // 3. Validate and apply (blocking: gix + git update-ref).
-        let (cfg, rid2, repo2) = (inner.cfg.clone(), rid, repo.clone());
+        let (cfg, rid2, q2, repo2) = (inner.cfg.clone(), rid, quarantine.clone(), repo.clone());
         let wants = move |nid: &NodeId, delegate: bool| wants(nid, delegate);
         let metrics = inner.metrics.clone();
         let pruned = move |label: &'static str| {
@@ -471,7 +530,7 @@ impl Fetcher {
                 .inc();
         };
         let outcome = tokio::task::spawn_blocking(move || {
-            apply::validate_and_apply(&cfg, rid2, &repo2, &local, &pruned, &wants)
+            apply::validate_and_apply(&cfg, rid2, &q2, &repo2, &local, &pruned, &wants)
         })
         .await
         .map_err(|e| FetchError::Git(e.to_string()))??;
@@ -544,9 +603,10 @@ impl Fetcher {
             return Err(FetchError::Quota(0));
         }
         let sock_path = work.join(match stage {
-            Stage::Special => "special.sock",
-            Stage::Data(_) => "data.sock",
+            Stage::Special(_) => format!("special-{spent}.sock"),
+            Stage::Data(_) => "data.sock".to_owned(),
         });
+        let _ = std::fs::remove_file(&sock_path);
         let listener = UnixListener::bind(&sock_path)?;
         let mut stream = self
             .net_for(&from)
@@ -596,15 +656,9 @@ impl Fetcher {
                 &url,
             ]);
         let stdin = match &stage {
-            Stage::Special => {
-                cmd.arg(format!("+refs/rad/id:{QUARANTINE}/rad/id"))
-                    .arg(format!(
-                        "+refs/namespaces/*/refs/rad/sigrefs:{QUARANTINE}/namespaces/*/refs/rad/sigrefs"
-                    ))
-                    .arg(format!(
-                        "+refs/namespaces/*/refs/rad/id:{QUARANTINE}/namespaces/*/refs/rad/id"
-                    ));
-                None
+            Stage::Special(filter) => {
+                cmd.arg("--stdin");
+                Some(special_refspecs(filter).join("\n") + "\n")
             }
             Stage::Data(oids) => {
                 // Objects by id (responders allow any SHA-1 in want); refspecs on stdin so
@@ -707,10 +761,34 @@ impl Fetcher {
 
 /// What one `git fetch` over a stream gets.
 enum Stage {
-    /// `refs/rad/id` and every namespace's `rad/id` and `rad/sigrefs`.
-    Special,
+    /// `refs/rad/id` and the `rad/id` and `rad/sigrefs` of the namespaces the filter lets in.
+    Special(NamespaceFilter),
     /// These objects, by id.
     Data(Vec<String>),
+}
+
+/// The refspecs of a special-refs fetch: the canonical identity, then each wanted namespace's
+/// `rad/id` and `rad/sigrefs` — by pattern with the blocked namespaces excluded (negative
+/// refspecs), or one pattern per namespace (a pattern, so a namespace the peer lacks is no
+/// error). Passed on stdin: a deny or follow list may be long.
+fn special_refspecs(filter: &NamespaceFilter) -> Vec<String> {
+    let mut out = vec![format!("+refs/rad/id:{QUARANTINE}/rad/id")];
+    match filter {
+        NamespaceFilter::All { except } => {
+            for r in ["sigrefs", "id"] {
+                out.push(format!(
+                    "+refs/namespaces/*/refs/rad/{r}:{QUARANTINE}/namespaces/*/refs/rad/{r}"
+                ));
+            }
+            out.extend(except.iter().map(|n| format!("^refs/namespaces/{n}/*")));
+        }
+        NamespaceFilter::Only(nids) => {
+            out.extend(nids.iter().map(|n| {
+                format!("+refs/namespaces/{n}/refs/rad/*:{QUARANTINE}/namespaces/{n}/refs/rad/*")
+            }));
+        }
+    }
+    out
 }
 
 /// Counts top-level flush-pkts (`0000`) in a pkt-line byte stream fed in arbitrary chunks, and
@@ -783,6 +861,21 @@ async fn git_init(cfg: &FetchConfig, path: &Path) -> Result<(), FetchError> {
     Ok(())
 }
 
+/// A bare repository at `path` whose object store falls back on `live`'s (alternates), so
+/// negotiation, thin packs and validation see what we hold while new objects stay apart.
+async fn quarantine_init(cfg: &FetchConfig, path: &Path, live: &Path) -> Result<(), FetchError> {
+    git_init(cfg, path).await?;
+    let objects = std::path::absolute(live.join("objects"))?;
+    let mut line = objects.into_os_string();
+    line.push("\n");
+    tokio::fs::write(
+        path.join("objects").join("info").join("alternates"),
+        line.as_encoded_bytes(),
+    )
+    .await?;
+    Ok(())
+}
+
 struct RemoveOnDrop(PathBuf);
 
 impl Drop for RemoveOnDrop {
@@ -836,8 +929,9 @@ pub fn bridge(socket: &Path) -> std::io::Result<()> {
     Ok(())
 }
 
-/// After a crash: removes half-built clones and quarantine refs of interrupted fetches, so
-/// storage only holds validated refs (objects a fetch brought in stay until `git gc`).
+/// After a crash: removes the work directories of interrupted fetches (half-built clones and
+/// quarantine repositories, with every object they received) and quarantine refs an older
+/// version left in storage, so storage only holds validated refs and the objects they reach.
 pub fn recover(cfg: &FetchConfig, storage: &Storage) {
     if let Ok(entries) = std::fs::read_dir(&cfg.work_dir) {
         for e in entries.flatten() {
@@ -861,6 +955,27 @@ pub fn recover(cfg: &FetchConfig, storage: &Storage) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn special_refspecs_exclude_blocked_or_list_wanted_namespaces() {
+        let a = NodeId::from_bytes([1; 32]);
+        let b = NodeId::from_bytes([2; 32]);
+        let all = special_refspecs(&NamespaceFilter::All { except: vec![a] });
+        assert_eq!(all[0], format!("+refs/rad/id:{QUARANTINE}/rad/id"));
+        assert!(all.contains(&format!("^refs/namespaces/{a}/*")));
+        assert!(all
+            .iter()
+            .any(|r| r.starts_with("+refs/namespaces/*/refs/rad/sigrefs:")));
+        let only = special_refspecs(&NamespaceFilter::Only(vec![b]));
+        assert_eq!(
+            only,
+            vec![
+                format!("+refs/rad/id:{QUARANTINE}/rad/id"),
+                format!("+refs/namespaces/{b}/refs/rad/*:{QUARANTINE}/namespaces/{b}/refs/rad/*"),
+            ]
+        );
+        assert!(!only.iter().any(|r| r.contains("namespaces/*")));
+    }
 
     #[test]
     fn pkt_counter_counts_flushes_across_chunks() {

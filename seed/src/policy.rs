@@ -1,12 +1,22 @@
 //! Seeding and follow policy (protocol.md §5.5): the configured default plus explicit per-repo
 //! and per-node policies kept in the index, changed at runtime through the admin API.
 
+use std::collections::BTreeSet;
 use std::sync::{Arc, RwLock};
 
 use crate::crypto::{NodeId, RepoId};
 use crate::index::policy::{NodePolicy, RepoPolicy, Scope};
 use crate::index::{Index, IndexError};
 use crate::tenant::Tenants;
+
+/// The namespaces a fetch asks a peer for (stage 1 refspecs).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum NamespaceFilter {
+    /// Every namespace except these.
+    All { except: Vec<NodeId> },
+    /// Only these.
+    Only(Vec<NodeId>),
+}
 
 /// Policy lookups. Cheap to clone. Precedence for a repository: the operator's explicit policy
 /// (a `block` is the global deny list), then tenants' claims (owner's scope while one claimant is
@@ -144,6 +154,49 @@ impl Policies {
         }
     }
 
+    /// Which namespaces a fetch of `rid` asks for at all (the same rules as
+    /// [`Self::wants_namespace`], as lists): with scope `all` every namespace but blocked
+    /// nodes' (global block, owner tenant's deny list); with scope `followed` only `delegates`',
+    /// followed nodes' and the owner tenant's follows — never a blocked one.
+    pub fn namespace_filter(
+        &self,
+        rid: &RepoId,
+        scope: Scope,
+        delegates: &[NodeId],
+    ) -> NamespaceFilter {
+        let nodes = self.index.node_policies().unwrap_or_else(|e| {
+            tracing::warn!(error = %e, "cannot read node policies; fetching without them");
+            Vec::new()
+        });
+        let (deny, follows) = self
+            .tenants
+            .as_ref()
+            .and_then(|t| t.namespace_lists(rid))
+            .unwrap_or_default();
+        let mut blocked: BTreeSet<NodeId> = deny.into_iter().collect();
+        let mut followed: BTreeSet<NodeId> = follows.into_iter().collect();
+        for (nid, p) in nodes {
+            match p {
+                NodePolicy::Block => blocked.insert(nid),
+                NodePolicy::Allow { .. } => followed.insert(nid),
+            };
+        }
+        match scope {
+            Scope::All => NamespaceFilter::All {
+                except: blocked.into_iter().collect(),
+            },
+            Scope::Followed => NamespaceFilter::Only(
+                followed
+                    .into_iter()
+                    .chain(delegates.iter().copied())
+                    .filter(|n| !blocked.contains(n))
+                    .collect::<BTreeSet<_>>()
+                    .into_iter()
+                    .collect(),
+            ),
+        }
+    }
+
     pub fn set_repo(&self, rid: &RepoId, p: Option<RepoPolicy>) -> Result<(), IndexError> {
         self.index.set_repo_policy(rid, p)
     }
@@ -178,5 +231,45 @@ impl Policies {
 
     pub fn index(&self) -> &Index {
         &self.index
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn namespace_filter_lists_what_wants_namespace_allows() {
+        let dir = tempfile::tempdir().unwrap();
+        let index = Index::open(dir.path()).unwrap();
+        let p = Policies::new(index, true, Scope::All);
+        let n = |b: u8| NodeId::from_bytes([b; 32]);
+        let rid = RepoId::from_oid_bytes([7; 20]);
+        p.set_node(&n(1), Some(NodePolicy::Block)).unwrap();
+        p.set_node(&n(2), Some(NodePolicy::Allow { alias: None }))
+            .unwrap();
+        p.set_repo(&rid, Some(RepoPolicy::Allow { scope: Scope::All }))
+            .unwrap();
+        assert_eq!(
+            p.namespace_filter(&rid, Scope::All, &[n(3)]),
+            NamespaceFilter::All { except: vec![n(1)] }
+        );
+        // Followed: followed nodes and delegates, a blocked delegate never.
+        assert_eq!(
+            p.namespace_filter(&rid, Scope::Followed, &[n(3), n(1)]),
+            NamespaceFilter::Only(vec![n(2), n(3)])
+        );
+        for (nid, delegate) in [(n(1), true), (n(2), false), (n(3), true), (n(4), false)] {
+            let listed = match p.namespace_filter(&rid, Scope::Followed, &[n(3), n(1)]) {
+                NamespaceFilter::Only(l) => l.contains(&nid),
+                NamespaceFilter::All { .. } => unreachable!(),
+            };
+            assert_eq!(
+                listed,
+                p.wants_namespace(&rid, Scope::Followed, &nid, delegate),
+                "{nid}"
+            );
+        }
     }
 }

@@ -838,6 +838,15 @@ impl Tenants {
         }
     }
 
+    /// The owner tenant's node deny list and follows for `rid` (what [`Self::wants_namespace`]
+    /// consults), if a tenant owns it.
+    pub fn namespace_lists(&self, rid: &RepoId) -> Option<(Vec<NodeId>, Vec<NodeId>)> {
+        let inner = self.read();
+        let (_, owner) = inner.claims.get(rid)?.first()?;
+        let t = inner.tenants.get(owner)?;
+        Some((t.deny.nodes.clone(), t.follows.clone()))
+    }
+
     /// The tenant a `Host` header names (port stripped, case-insensitive).
     pub fn by_host(&self, host: &str) -> Option<HostTenant> {
         let host = host.trim().to_ascii_lowercase();

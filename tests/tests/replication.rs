@@ -1021,3 +1021,287 @@ fn validly_signed_refs_with_a_wrong_rad_root_are_pruned() {
     );
     drop(alice);
 }
+
+/// Objects of `repo`: loose + packed count, and the bytes of `objects/` on disk.
+fn object_usage(repo: &Path) -> (u64, u64) {
+    let v = git_at(repo, &["count-objects", "-v"]);
+    let field = |k: &str| -> u64 {
+        v.lines()
+            .find_map(|l| l.strip_prefix(&format!("{k}: ")))
+            .and_then(|n| n.trim().parse().ok())
+            .unwrap_or(0)
+    };
+    fn du(p: &Path) -> u64 {
+        std::fs::read_dir(p)
+            .map(|d| {
+                d.flatten()
+                    .map(|e| match e.metadata() {
+                        Ok(m) if m.is_dir() => du(&e.path()),
+                        Ok(m) => m.len(),
+                        Err(_) => 0,
+                    })
+                    .sum()
+            })
+            .unwrap_or(0)
+    }
+    (field("count") + field("in-pack"), du(&repo.join("objects")))
+}
+
+/// Whether the seed serves `oid` by id over HTTP (`allowAnySHA1InWant`).
+fn http_fetchable(seed: &Seed, rid: &str, oid: &str, tmp: &Path) -> bool {
+    let dir = tmp.join(format!("byid-{}", rand_suffix()));
+    run(git(tmp).args(["init", "-q", "--bare"]).arg(&dir));
+    git(tmp)
+        .arg("-C")
+        .arg(&dir)
+        .args(["fetch", "-q", &seed.url(&format!("/{rid}.git")), oid])
+        .output()
+        .unwrap()
+        .status
+        .success()
+}
+
+/// Nothing a rejected fetch brought stays: a delegate's validly signed but diverged signed refs
+/// naming a new commit (new commit, tree and blob, fetched before validation fails) leave the
+/// repository's object count and disk usage unchanged and the new objects are neither in
+/// storage nor fetchable by id over HTTP. The same update made properly (on the tip) applies and
+/// its objects are migrated.
+#[test]
+fn a_rejected_fetch_leaves_no_objects_in_storage() {
+    use seedd_proto::crypto::Keypair;
+    let f = seedd_tests::fixtures();
+    let heartwood = f.rid("heartwood-fixture");
+    let alice_nid = "z6MkeYAdpK8EPmUhABhVB2k6Bd6kSGzrh3e6QoUjxM4U48jz";
+    let seed = Seed::start(SeedOptions {
+        extra_config: "[policy]\ndefault = \"allow\"\n".into(),
+        ..Default::default()
+    });
+    let alice = RadNode::start("alice", &[seed.p2p_peer()]);
+    let alice_key = Keypair::load(&alice.home.join("keys").join("radicle"), None).unwrap();
+    let held = seed.storage().join(heartwood.trim_start_matches("rad:"));
+    wait_for("heartwood fetched", Duration::from_secs(30), || {
+        held.join("HEAD").exists().then_some(())
+    });
+    wait_for("no fetch running", Duration::from_secs(40), || {
+        (seed.metric("seedd_fetches_active", &[]) == 0.0).then_some(())
+    });
+    let tmp = tempfile::tempdir().unwrap();
+    let theirs = alice
+        .home
+        .join("storage")
+        .join(heartwood.trim_start_matches("rad:"));
+    let sigrefs = format!("refs/namespaces/{alice_nid}/refs/rad/sigrefs");
+    let main = format!("refs/namespaces/{alice_nid}/refs/heads/main");
+    let tip = git_at(&theirs, &["rev-parse", &sigrefs]);
+    let main_tip = git_at(&theirs, &["rev-parse", &main]);
+    // A new commit with a new blob in alice's storage, named by her (validly signed) refs.
+    let blob = git_input(
+        &theirs,
+        &["hash-object", "-w", "--stdin"],
+        &format!("never accepted {}\n", rand_suffix()),
+    );
+    let tree = git_input(&theirs, &["mktree"], &format!("100644 blob {blob}\tnew\n"));
+    let commit = git_at(
+        &theirs,
+        &["commit-tree", &tree, "-p", &main_tip, "-m", "new"],
+    );
+    git_at(&theirs, &["update-ref", &main, &commit]);
+    let suffix = " refs/heads/main";
+    let edit = |l: &str, _: &str| l.ends_with(suffix).then(|| format!("{commit}{suffix}"));
+    let before = object_usage(&held);
+
+    // Diverged (a sibling of the tip): the data is fetched, then the whole fetch is refused.
+    rewrite_sigrefs(&theirs, alice_nid, Some(&alice_key), false, edit);
+    let out = seedd_tests::run_unchecked(&seed, &["fetch", &heartwood, "--from", &alice.nid]);
+    assert!(!out.status.success(), "diverged delegate accepted");
+    assert!(text(&out).contains("diverged"), "{}", text(&out));
+    assert_eq!(
+        object_usage(&held),
+        before,
+        "a rejected fetch changed storage"
+    );
+    for oid in [&commit, &tree, &blob] {
+        let present = git(&held)
+            .arg("-C")
+            .arg(&held)
+            .args(["cat-file", "-e", oid])
+            .output()
+            .unwrap()
+            .status
+            .success();
+        assert!(!present, "rejected object {oid} is in storage");
+    }
+    assert!(
+        !http_fetchable(&seed, &heartwood, &commit, tmp.path()),
+        "a rejected object is served by id"
+    );
+    let leftovers: Vec<_> = std::fs::read_dir(seed.data_dir().join("cache").join("fetch"))
+        .map(|d| d.flatten().map(|e| e.path()).collect())
+        .unwrap_or_default();
+    assert!(leftovers.is_empty(), "{leftovers:?}");
+
+    // The same change on the tip is accepted: its objects are migrated and served.
+    git_at(&theirs, &["update-ref", &sigrefs, &tip]);
+    rewrite_sigrefs(&theirs, alice_nid, Some(&alice_key), true, |l, tip| {
+        if l.ends_with(" refs/rad/sigrefs-parent") {
+            Some(format!("{tip} refs/rad/sigrefs-parent"))
+        } else {
+            edit(l, tip)
+        }
+    });
+    let out = seed.seedctl(&["-o", "json", "fetch", &heartwood, "--from", &alice.nid]);
+    assert!(out.status.success(), "{}", text(&out));
+    assert_eq!(
+        git_at(&held, &["rev-parse", &main]),
+        commit,
+        "the valid update was not applied: {}",
+        text(&out)
+    );
+    assert_eq!(git_at(&held, &["cat-file", "-t", &blob]), "blob");
+    let after = object_usage(&held);
+    // Exactly what the accepted refs reach: commit, tree, blob, and the signed refs' commit,
+    // tree, refs blob and signature blob.
+    assert_eq!(after.0, before.0 + 7, "{before:?} → {after:?}");
+    assert!(http_fetchable(&seed, &heartwood, &commit, tmp.path()));
+    let packs = std::fs::read_dir(held.join("objects").join("pack"))
+        .unwrap()
+        .flatten()
+        .filter(|e| e.path().extension().is_some_and(|x| x == "pack"))
+        .count();
+    assert!(packs >= 1);
+}
+
+/// The seed's canonical `refs/rad/id` and whether an HTTP clone of `rid` works.
+fn identity_and_visible(seed: &Seed, held: &Path, rid: &str, tmp: &Path) -> (String, bool) {
+    (
+        git_at(held, &["rev-parse", "refs/rad/id"]),
+        http_head(seed, rid, tmp).is_some(),
+    )
+}
+
+/// The identity never moves backwards (protocol.md §6.4 stage 1). A real user makes a repository
+/// private with `rad id update` (the seed allowed), then revokes a reader. A peer whose
+/// `refs/rad/id` was rewound — to the revision that still allowed the revoked reader, then to the
+/// public one (what a stale peer offers too) — leaves the seed on the newest revision: the
+/// allow list stays as it is and the repository stays private (no HTTP clone, not public in the
+/// index).
+#[test]
+fn a_stale_or_rewound_identity_never_rolls_the_seed_back() {
+    use seedd_proto::crypto::Keypair;
+    let seed = Seed::start(SeedOptions {
+        extra_config: "[policy]\ndefault = \"allow\"\n".into(),
+        ..Default::default()
+    });
+    let seed_did = format!("did:key:{}", seed.nid());
+    let reader = format!("did:key:{}", Keypair::mock(411).nid());
+    let gina = RadNode::start("gina", &[seed.p2p_peer()]);
+    let tmp = tempfile::tempdir().unwrap();
+    let proj = tmp.path().join("proj");
+    std::fs::create_dir_all(&proj).unwrap();
+    ok(
+        gina.git_in(&proj, &["init", "-q", "-b", "main"]),
+        "git init",
+    );
+    ok(
+        gina.git_in(&proj, &["commit", "-q", "--allow-empty", "-m", "one"]),
+        "git commit",
+    );
+    ok(
+        gina.rad_in(
+            &proj,
+            &[
+                "init",
+                "--name",
+                "rollback",
+                "--description",
+                "r",
+                "--default-branch",
+                "main",
+                "--public",
+                "--no-confirm",
+            ],
+        ),
+        "rad init",
+    );
+    let rid = stdout(&gina.rad_in(&proj, &["."])).trim().to_owned();
+    let held = seed.storage().join(rid.trim_start_matches("rad:"));
+    let theirs = gina
+        .home
+        .join("storage")
+        .join(rid.trim_start_matches("rad:"));
+    wait_for("replicated", Duration::from_secs(30), || {
+        held.join("HEAD").exists().then_some(())
+    });
+    let public = git_at(&theirs, &["rev-parse", "refs/rad/id"]);
+    wait_for(
+        "the public revision on the seed",
+        Duration::from_secs(30),
+        || (git_at(&held, &["rev-parse", "refs/rad/id"]) == public).then_some(()),
+    );
+    assert!(
+        http_head(&seed, &rid, tmp.path()).is_some(),
+        "public repo not served"
+    );
+
+    let update = |args: &[&str]| -> String {
+        let mut all = vec!["id", "update", "--no-confirm"];
+        all.extend_from_slice(args);
+        ok(gina.rad_in(&proj, &all), "rad id update");
+        // Announce it (what `git push` would do); the seed fetches from the announcement.
+        let _ = gina.rad_in(&proj, &["sync", "--announce", "--timeout", "5s"]);
+        let rev = git_at(&theirs, &["rev-parse", "refs/rad/id"]);
+        let deadline = std::time::Instant::now() + Duration::from_secs(40);
+        while git_at(&held, &["rev-parse", "refs/rad/id"]) != rev {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the new revision {rev} did not reach the seed:\n{}",
+                seed.logs()
+            );
+            std::thread::sleep(Duration::from_millis(200));
+        }
+        rev
+    };
+    let private = update(&[
+        "--title",
+        "private",
+        "--visibility",
+        "private",
+        "--allow",
+        &seed_did,
+        "--allow",
+        &reader,
+    ]);
+    let revoked = update(&["--title", "revoke", "--disallow", &reader]);
+    assert_ne!(private, revoked);
+    assert_eq!(
+        identity_and_visible(&seed, &held, &rid, tmp.path()),
+        (revoked.clone(), false)
+    );
+
+    for (stale, what) in [(&private, "revoked reader"), (&public, "public")] {
+        // The peer's canonical identity goes back; the seed fetches from it.
+        git_at(&theirs, &["update-ref", "refs/rad/id", stale]);
+        let out = seed.seedctl(&["-o", "json", "fetch", &rid, "--from", &gina.nid]);
+        assert!(out.status.success(), "{}", text(&out));
+        assert_eq!(
+            identity_and_visible(&seed, &held, &rid, tmp.path()),
+            (revoked.clone(), false),
+            "rolled back to the {what} revision"
+        );
+        let doc = git_at(&held, &["show", "refs/rad/id:embeds/radicle.json"]);
+        assert!(
+            !doc.contains(reader.trim_start_matches("did:key:")),
+            "{doc}"
+        );
+        let repo = seed.api(&format!("/api/v1/repos/{rid}"));
+        let visibility = &repo["repo"]["visibility"];
+        assert_eq!(visibility["type"], "private", "{repo}");
+        assert!(
+            !visibility
+                .to_string()
+                .contains(reader.trim_start_matches("did:key:")),
+            "{repo}"
+        );
+    }
+    assert!(seed.logs().contains("keeping our identity revision"));
+}

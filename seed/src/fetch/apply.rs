@@ -7,6 +7,7 @@ use std::process::{Command, Stdio};
 use seedd_proto::crypto::{NodeId, RepoId};
 
 use super::{FetchConfig, FetchError, QUARANTINE};
+use crate::storage::identity::{self, Identity};
 use crate::storage::{cob, sigrefs};
 
 /// Why a fetch as a whole was rejected (nothing written).
@@ -128,18 +129,6 @@ pub fn drop_quarantine(cfg: &FetchConfig, repo: &Path) {
     }
 }
 
-/// Removes the quarantine refs whatever happens (they must never be served).
-struct Quarantine<'a> {
-    cfg: &'a FetchConfig,
-    repo: &'a Path,
-}
-
-impl Drop for Quarantine<'_> {
-    fn drop(&mut self) {
-        drop_quarantine(self.cfg, self.repo);
-    }
-}
-
 /// The canonical tip: the newest commit that at least `threshold` delegates' tips contain
 /// (each tip votes for itself and its ancestors among the candidates), or `None`.
 pub fn quorum(
@@ -165,23 +154,21 @@ pub fn quorum(
 }
 
 /// After the special-refs stage: the objects to fetch — every oid named by the verified signed
-/// refs of wanted namespaces that are ahead of what we hold, and that we lack.
+/// refs of wanted namespaces that are ahead of what we hold, and that we lack. `q` is the
+/// fetch's quarantine repository (its objects plus ours through the alternate link), `live`
+/// the repository in storage.
 pub fn data_wants(
     cfg: &FetchConfig,
     rid: RepoId,
-    repo: &Path,
+    q: &Path,
+    live: &Path,
     wants: &dyn Fn(&NodeId, bool) -> bool,
 ) -> Result<Vec<String>, FetchError> {
-    let gix_repo = gix::open(repo).map_err(git_err)?;
-    let fetched: BTreeMap<String, String> =
-        refs_under(cfg, repo, QUARANTINE)?.into_iter().collect();
-    let id_oid = fetched
-        .get(&format!("{QUARANTINE}/rad/id"))
-        .ok_or(ValidationError::MissingIdentity)?;
-    let id_head = gix::ObjectId::from_hex(id_oid.as_bytes()).map_err(git_err)?;
-    // Only the delegate set is needed here; the identity chain is verified when applying.
-    let ident = crate::storage::identity::read(&gix_repo, id_head)
-        .map_err(|e| ValidationError::Identity(e.to_string()))?;
+    let gix_repo = gix::open(q).map_err(git_err)?;
+    let fetched: BTreeMap<String, String> = refs_under(cfg, q, QUARANTINE)?.into_iter().collect();
+    // Delegates come from the identity the fetch will be validated against (ours unless the
+    // peer's is a verified successor), never from an unverified document.
+    let ident = resolve_identity(cfg, &gix_repo, rid, q, live, &fetched)?.ident;
     let ns_prefix = format!("{QUARANTINE}/namespaces/");
     let mut out = Vec::new();
     for (name, tip) in &fetched {
@@ -195,14 +182,11 @@ pub fn data_wants(
         if !wants(&nid, ident.doc.delegates.contains(&nid)) {
             continue;
         }
-        let current = refs_under(
+        let current = held_ref(
             cfg,
-            repo,
+            live,
             &format!("refs/namespaces/{nid}/refs/rad/sigrefs"),
-        )?
-        .into_iter()
-        .next()
-        .map(|(_, o)| o);
+        )?;
         if current.as_deref() == Some(tip.as_str()) {
             continue;
         }
@@ -224,27 +208,181 @@ pub fn data_wants(
     Ok(out)
 }
 
-/// Validates what the fetch put under the quarantine refs and applies it.
+/// The delegates of the identity a fetch will be validated against (after the special refs).
+pub fn identity_delegates(
+    cfg: &FetchConfig,
+    rid: RepoId,
+    q: &Path,
+    live: &Path,
+) -> Result<Vec<NodeId>, FetchError> {
+    let gix_repo = gix::open(q).map_err(git_err)?;
+    let fetched: BTreeMap<String, String> = refs_under(cfg, q, QUARANTINE)?.into_iter().collect();
+    Ok(resolve_identity(cfg, &gix_repo, rid, q, live, &fetched)?
+        .ident
+        .doc
+        .delegates)
+}
+
+/// The oid of exactly the ref `name` in `repo`, if it exists.
+fn held_ref(cfg: &FetchConfig, repo: &Path, name: &str) -> Result<Option<String>, FetchError> {
+    Ok(refs_under(cfg, repo, name)?
+        .into_iter()
+        .find(|(n, _)| n == name)
+        .map(|(_, o)| o))
+}
+
+/// The identity a fetch is validated against.
+pub(super) struct Resolved {
+    pub ident: Identity,
+    /// `refs/rad/id` moves to `ident.head` (else ours stands).
+    pub adopt: bool,
+}
+
+/// Which identity revision wins: ours, unless the one the peer offers is a successor by the
+/// identity rules (protocol.md §6.4 stage 1). An identity that is behind ours (a stale or
+/// rewound peer) is ignored — an older revision is valid on its own, and adopting it would
+/// bring back removed delegates, an old threshold or an old visibility and allow list. One
+/// that diverges from ours is decided by replaying the merged history of both heads, so the
+/// delegates' accepts decide, not the recency of a fetch; a result that is not ahead of ours
+/// leaves ours in place.
+pub(super) fn resolve_identity(
+    cfg: &FetchConfig,
+    git: &gix::Repository,
+    rid: RepoId,
+    q: &Path,
+    live: &Path,
+    fetched: &BTreeMap<String, String>,
+) -> Result<Resolved, FetchError> {
+    let offered_hex = fetched
+        .get(&format!("{QUARANTINE}/rad/id"))
+        .ok_or(ValidationError::MissingIdentity)?;
+    let offered = gix::ObjectId::from_hex(offered_hex.as_bytes()).map_err(git_err)?;
+    let invalid = |e: &dyn std::fmt::Display| ValidationError::Identity(e.to_string());
+    let Some(ours_hex) = held_ref(cfg, live, "refs/rad/id")? else {
+        let ident = cob::verify_identity(git, rid, offered).map_err(|e| invalid(&e))?;
+        return Ok(Resolved { ident, adopt: true });
+    };
+    let ours = gix::ObjectId::from_hex(ours_hex.as_bytes()).map_err(git_err)?;
+    // Ours was verified when it was adopted; its document is read as stored.
+    let keep = |why: &'static str| -> Result<Resolved, FetchError> {
+        if ours != offered {
+            tracing::info!(%rid, ours = %ours, offered = %offered, why, "keeping our identity revision");
+        }
+        let ident = identity::read(git, ours).map_err(|e| invalid(&e))?;
+        Ok(Resolved {
+            ident,
+            adopt: false,
+        })
+    };
+    if offered == ours || is_ancestor(cfg, q, offered_hex, &ours_hex)? {
+        return keep("the offered identity is behind ours");
+    }
+    let merged = cob::verify_identity_heads(git, rid, &[offered, ours]).map_err(|e| invalid(&e))?;
+    let merged_hex = merged.head.to_string();
+    if merged.head == ours || is_ancestor(cfg, q, &merged_hex, &ours_hex)? {
+        return keep("the identity rules adopt no revision ahead of ours");
+    }
+    if !is_ancestor(cfg, q, &ours_hex, &merged_hex)? {
+        tracing::info!(%rid, ours = %ours, adopted = %merged.head, "identity histories diverged; adopting the revision the merged history accepts");
+    }
+    Ok(Resolved {
+        ident: merged,
+        adopt: true,
+    })
+}
+
+/// Copies into `live` the objects that the accepted refs (`tips`) reach and that it lacks, as
+/// one new pack — git's own incoming-quarantine migration, narrowed to what was accepted:
+/// `pack-objects --local` skips everything `live` already has (the quarantine borrows it
+/// through its alternates file) and `--not` stops the walk at what `live`'s refs reach. What a
+/// fetch brought that no accepted ref reaches never enters the repository. `git pack-objects`
+/// is the tool for this: it reuses the received deltas and writes the pack and its index
+/// atomically (an index appears only once its pack is complete).
+fn migrate(cfg: &FetchConfig, q: &Path, live: &Path, tips: &[String]) -> Result<(), FetchError> {
+    use std::io::Write as _;
+    if tips.is_empty() {
+        return Ok(());
+    }
+    let mut input = String::new();
+    for t in tips {
+        input.push_str(t);
+        input.push('\n');
+    }
+    input.push_str("--not\n");
+    let mut held: Vec<String> = refs_under(cfg, live, "refs/")?
+        .into_iter()
+        .map(|(_, o)| o)
+        .collect();
+    held.sort();
+    held.dedup();
+    for h in held {
+        input.push_str(&h);
+        input.push('\n');
+    }
+    let pack_dir = live.join("objects").join("pack");
+    std::fs::create_dir_all(&pack_dir)?;
+    let mut child = git(cfg, q)
+        .args([
+            "pack-objects",
+            "--revs",
+            "--local",
+            "--quiet",
+            "--delta-base-offset",
+        ])
+        .arg(pack_dir.join("pack"))
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()?;
+    {
+        let mut stdin = child.stdin.take().ok_or_else(|| git_err("no stdin"))?;
+        stdin.write_all(input.as_bytes())?;
+    }
+    let out = child.wait_with_output()?;
+    if !out.status.success() {
+        return Err(git_err(format!(
+            "pack-objects: {}",
+            String::from_utf8_lossy(&out.stderr).trim()
+        )));
+    }
+    // An empty pack (nothing new was accepted) is not kept.
+    let name = String::from_utf8_lossy(&out.stdout).trim().to_owned();
+    if !name.is_empty() && name.bytes().all(|b| b.is_ascii_hexdigit()) {
+        let idx = pack_dir.join(format!("pack-{name}.idx"));
+        if std::fs::metadata(&idx).is_ok_and(|m| idx_object_count(m.len()) == 0) {
+            for ext in ["idx", "pack", "rev"] {
+                let _ = std::fs::remove_file(pack_dir.join(format!("pack-{name}.{ext}")));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Objects in a version-2 pack index of `len` bytes (header 8, fan-out 1024, trailer 40, and
+/// per object 20 + 4 + 4 bytes; large offsets only exist past 2 GiB packs).
+fn idx_object_count(len: u64) -> u64 {
+    len.saturating_sub(8 + 1024 + 40) / 28
+}
+
+/// Validates what the fetch put under the quarantine refs of `q` (the fetch's quarantine
+/// repository) and applies it to `live`: the accepted objects are migrated, then every ref is
+/// written in one transaction. On any error nothing reaches `live`.
 pub fn validate_and_apply(
     cfg: &FetchConfig,
     rid: RepoId,
-    repo: &Path,
+    q: &Path,
+    live: &Path,
     local: &NodeId,
     on_prune: &dyn Fn(&'static str),
     wants: &dyn Fn(&NodeId, bool) -> bool,
 ) -> Result<Outcome, FetchError> {
-    let _quarantine = Quarantine { cfg, repo };
-    let gix_repo = gix::open(repo).map_err(git_err)?;
-    let fetched = refs_under(cfg, repo, QUARANTINE)?;
+    let gix_repo = gix::open(q).map_err(git_err)?;
+    let fetched = refs_under(cfg, q, QUARANTINE)?;
     let fetched: BTreeMap<String, String> = fetched.into_iter().collect();
 
-    // 1. The identity document (canonical rad/id as the peer holds it).
-    let id_oid = fetched
-        .get(&format!("{QUARANTINE}/rad/id"))
-        .ok_or(ValidationError::MissingIdentity)?;
-    let id_head = gix::ObjectId::from_hex(id_oid.as_bytes()).map_err(git_err)?;
-    let ident = cob::verify_identity(&gix_repo, rid, id_head)
-        .map_err(|e| ValidationError::Identity(e.to_string()))?;
+    // 1. The identity document: ours, or the peer's when it is a verified successor.
+    let resolved = resolve_identity(cfg, &gix_repo, rid, q, live, &fetched)?;
+    let ident = &resolved.ident;
     let doc = &ident.doc;
     let threshold = if doc.delegates.contains(local) {
         doc.threshold.saturating_sub(1)
@@ -274,8 +412,8 @@ pub fn validate_and_apply(
             tracing::debug!(%rid, namespace = %nid, "namespace not wanted (scope or blocked)");
             continue;
         }
-        let q = |name: &str| fetched.get(&format!("{ns_prefix}{nid}/{name}"));
-        let Some(tip) = q("refs/rad/sigrefs") else {
+        let fetched_ref = |name: &str| fetched.get(&format!("{ns_prefix}{nid}/{name}"));
+        let Some(tip) = fetched_ref("refs/rad/sigrefs") else {
             continue;
         };
         let tip_id = gix::ObjectId::from_hex(tip.as_bytes()).map_err(git_err)?;
@@ -288,14 +426,11 @@ pub fn validate_and_apply(
                 continue;
             }
         };
-        let current = refs_under(
+        let current = held_ref(
             cfg,
-            repo,
+            live,
             &format!("refs/namespaces/{nid}/refs/rad/sigrefs"),
-        )?
-        .into_iter()
-        .next()
-        .map(|(_, o)| o);
+        )?;
         match &current {
             Some(cur) if cur == tip => {
                 // Unchanged.
@@ -305,14 +440,14 @@ pub fn validate_and_apply(
                 continue;
             }
             Some(cur) => {
-                if is_ancestor(cfg, repo, tip, cur)? {
+                if is_ancestor(cfg, q, tip, cur)? {
                     // Behind what we hold: ignored.
                     if is_delegate {
                         valid_delegates += 1;
                     }
                     continue;
                 }
-                if !is_ancestor(cfg, repo, cur, tip)? {
+                if !is_ancestor(cfg, q, cur, tip)? {
                     if is_delegate {
                         return Err(ValidationError::DelegateDiverged(nid).into());
                     }
@@ -336,7 +471,7 @@ pub fn validate_and_apply(
             if name == "refs/rad/sigrefs-parent" {
                 continue; // recorded in the blob only, never a ref
             }
-            if let Some(got) = q(name) {
+            if let Some(got) = fetched_ref(name) {
                 if got != &oid.to_string() {
                     bad = Some((
                         "mismatched_ref",
@@ -361,7 +496,7 @@ pub fn validate_and_apply(
             continue;
         }
         // Refs we hold in that namespace that are no longer signed go away.
-        let held = refs_under(cfg, repo, &format!("refs/namespaces/{nid}/"))?;
+        let held = refs_under(cfg, live, &format!("refs/namespaces/{nid}/"))?;
         for (name, _) in held {
             let rel = name
                 .strip_prefix(&format!("refs/namespaces/{nid}/"))
@@ -393,7 +528,9 @@ pub fn validate_and_apply(
 
     // 3. Canonical refs: rad/id, and the default branch where `threshold` delegates agree.
     // The adopted revision (the fetched head may be a proposal not yet accepted).
-    lines.push(format!("update refs/rad/id {}", ident.head));
+    if resolved.adopt {
+        lines.push(format!("update refs/rad/id {}", ident.head));
+    }
     let default_branch = doc.project().map(|p| p.default_branch);
     if let Some(branch) = &default_branch {
         let mut tips: Vec<String> = Vec::new();
@@ -402,38 +539,42 @@ pub fn validate_and_apply(
             let tip = if let Some(signed) = applied.get(d) {
                 signed.get(&name).map(ToString::to_string)
             } else {
-                refs_under(cfg, repo, &format!("refs/namespaces/{d}/{name}"))?
-                    .into_iter()
-                    .find(|(n, _)| n == &format!("refs/namespaces/{d}/{name}"))
-                    .map(|(_, o)| o)
+                held_ref(cfg, live, &format!("refs/namespaces/{d}/{name}"))?
             };
             if let Some(t) = tip {
                 tips.push(t);
             }
         }
-        let ancestor = |a: &str, b: &str| is_ancestor(cfg, repo, a, b).unwrap_or(false);
+        let ancestor = |a: &str, b: &str| is_ancestor(cfg, q, a, b).unwrap_or(false);
         if let Some(oid) = quorum(&tips, doc.threshold.max(1), ancestor) {
             lines.push(format!("update refs/heads/{branch} {oid}"));
         }
     }
-    transaction(cfg, repo, &lines)?;
+    // 4. The accepted objects move into the repository, then its refs, all or nothing.
+    let tips: Vec<String> = lines
+        .iter()
+        .filter_map(|l| l.strip_prefix("update "))
+        .filter_map(|l| l.split_once(' ').map(|(_, oid)| oid.to_owned()))
+        .collect();
+    migrate(cfg, q, live, &tips)?;
+    transaction(cfg, live, &lines)?;
     if let Some(branch) = &default_branch {
-        let _ = git(cfg, repo)
+        let _ = git(cfg, live)
             .args(["symbolic-ref", "HEAD", &format!("refs/heads/{branch}")])
             .status();
     }
 
-    // 4. Canonical refs of `xyz.radicle.crefs` rules (RIP-0004), from the applied state.
+    // 5. Canonical refs of `xyz.radicle.crefs` rules (RIP-0004), from the applied state.
     let rules = cref_rules(&doc.payload, &doc.delegates);
     if !rules.is_empty() {
         let skip = default_branch.map(|b| format!("refs/heads/{b}"));
-        let canonical = canonical_refs(cfg, repo, &rules, skip.as_deref())?;
+        let canonical = canonical_refs(cfg, live, &rules, skip.as_deref())?;
         if !canonical.is_empty() {
             let lines: Vec<String> = canonical
                 .iter()
                 .map(|(name, oid)| format!("update {name} {oid}"))
                 .collect();
-            transaction(cfg, repo, &lines)?;
+            transaction(cfg, live, &lines)?;
         }
     }
     Ok(outcome)

@@ -100,6 +100,28 @@ impl Index {
         Ok(())
     }
 
+    /// Every explicit node policy (a prefix scan: repository policies are not read).
+    pub fn node_policies(&self) -> Result<Vec<(NodeId, NodePolicy)>, IndexError> {
+        let mut opts = ReadOptions::default();
+        opts.set_total_order_seek(true);
+        let mut nodes = Vec::new();
+        let from = IteratorMode::From(b"node/", rocksdb::Direction::Forward);
+        for item in self.db.iterator_cf_opt(self.cf(CF_POLICIES)?, opts, from) {
+            let (k, v) = item?;
+            let Some(nid) = k.strip_prefix(b"node/") else {
+                break;
+            };
+            let Ok(nid) = <[u8; 32]>::try_from(nid) else {
+                continue;
+            };
+            nodes.push((
+                NodeId::from_bytes(nid),
+                serde_json::from_slice(&v).map_err(corrupt)?,
+            ));
+        }
+        Ok(nodes)
+    }
+
     /// Every explicit policy.
     #[allow(clippy::type_complexity)]
     pub fn policies(

@@ -83,6 +83,8 @@ pub enum CobError {
         commit: gix::ObjectId,
         reason: String,
     },
+    #[error("no identity head given")]
+    NoHeads,
     #[error("identity history from {head} has no root change")]
     NoRoot { head: gix::ObjectId },
     #[error("identity history has {} root changes ({}), expected one", roots.len(), list(roots))]
@@ -1083,8 +1085,21 @@ pub fn verify_identity(
     rid: RepoId,
     head: gix::ObjectId,
 ) -> Result<Identity, CobError> {
+    verify_identity_heads(git, rid, &[head])
+}
+
+/// [`verify_identity`] over the union of several heads' histories (ours and a peer's, say):
+/// the change graph is merged and replayed once, so which revision is adopted is decided by
+/// the identity rules alone, never by which side's head was read last. All heads must share
+/// the one root.
+pub fn verify_identity_heads(
+    git: &gix::Repository,
+    rid: RepoId,
+    heads: &[gix::ObjectId],
+) -> Result<Identity, CobError> {
+    let head = *heads.first().ok_or(CobError::NoHeads)?;
     let mut changes: BTreeMap<gix::ObjectId, Change> = BTreeMap::new();
-    let mut stack = vec![head];
+    let mut stack = heads.to_vec();
     while let Some(id) = stack.pop() {
         if changes.contains_key(&id) {
             continue;
