@@ -1074,6 +1074,7 @@ fn a_rejected_fetch_leaves_no_objects_in_storage() {
     let alice_nid = "z6MkeYAdpK8EPmUhABhVB2k6Bd6kSGzrh3e6QoUjxM4U48jz";
     let seed = Seed::start(SeedOptions {
         extra_config: "[policy]\ndefault = \"allow\"\n".into(),
+        p2p_config: "max_fetch_bytes = 1000000\n".into(),
         ..Default::default()
     });
     let alice = RadNode::start("alice", &[seed.p2p_peer()]);
@@ -1140,7 +1141,43 @@ fn a_rejected_fetch_leaves_no_objects_in_storage() {
         .unwrap_or_default();
     assert!(leftovers.is_empty(), "{leftovers:?}");
 
+    // A valid update too large for `max_fetch_bytes`: stopped mid-transfer, nothing stays
+    // (no partial pack either).
+    let big_blob = {
+        let file = tmp.path().join("big");
+        std::fs::write(&file, noise(2 << 20, 0x5eed)).unwrap();
+        git_at(&theirs, &["hash-object", "-w", file.to_str().unwrap()])
+    };
+    let big_tree = git_input(
+        &theirs,
+        &["mktree"],
+        &format!("100644 blob {big_blob}\tbig\n"),
+    );
+    let big = git_at(
+        &theirs,
+        &["commit-tree", &big_tree, "-p", &main_tip, "-m", "big"],
+    );
+    git_at(&theirs, &["update-ref", &sigrefs, &tip]);
+    git_at(&theirs, &["update-ref", &main, &big]);
+    rewrite_sigrefs(&theirs, alice_nid, Some(&alice_key), true, |l, tip| {
+        if l.ends_with(" refs/rad/sigrefs-parent") {
+            Some(format!("{tip} refs/rad/sigrefs-parent"))
+        } else {
+            l.ends_with(suffix).then(|| format!("{big}{suffix}"))
+        }
+    });
+    let out = seedd_tests::run_unchecked(&seed, &["fetch", &heartwood, "--from", &alice.nid]);
+    assert!(!out.status.success(), "an oversized fetch was accepted");
+    assert!(text(&out).contains("more than"), "{}", text(&out));
+    assert_eq!(
+        object_usage(&held),
+        before,
+        "a stopped fetch changed storage"
+    );
+    assert!(!http_fetchable(&seed, &heartwood, &big, tmp.path()));
+
     // The same change on the tip is accepted: its objects are migrated and served.
+    git_at(&theirs, &["update-ref", &main, &commit]);
     git_at(&theirs, &["update-ref", &sigrefs, &tip]);
     rewrite_sigrefs(&theirs, alice_nid, Some(&alice_key), true, |l, tip| {
         if l.ends_with(" refs/rad/sigrefs-parent") {
