@@ -674,7 +674,10 @@ impl Fetcher {
         })
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::piped())
-        .kill_on_drop(true);
+        .kill_on_drop(true)
+        // Its own process group: `git fetch` runs `index-pack` and `seedd bridge`, which must
+        // die with it (they write into the quarantine that is deleted next).
+        .process_group(0);
         let mut child = cmd
             .spawn()
             .map_err(|e| FetchError::Git(format!("spawning git: {e}")))?;
@@ -744,6 +747,7 @@ impl Fetcher {
         drop(conn);
         let _ = stream.control(Control::Close { stream: stream.id }).await;
         if let Err(e) = result {
+            kill_group(&child);
             let _ = child.kill().await;
             return Err(e);
         }
@@ -876,11 +880,31 @@ async fn quarantine_init(cfg: &FetchConfig, path: &Path, live: &Path) -> Result<
     Ok(())
 }
 
+/// SIGKILL to `child`'s process group (it was started as a group leader).
+fn kill_group(child: &tokio::process::Child) {
+    if let Some(pid) = child.id().and_then(|p| i32::try_from(p).ok()) {
+        let _ = nix::sys::signal::killpg(
+            nix::unistd::Pid::from_raw(pid),
+            nix::sys::signal::Signal::SIGKILL,
+        );
+    }
+}
+
 struct RemoveOnDrop(PathBuf);
 
 impl Drop for RemoveOnDrop {
     fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
+        // A process that was killed a moment ago may still be unlinking its temporary files;
+        // what remains after a few tries goes at the next start (`recover`).
+        for _ in 0..3 {
+            match std::fs::remove_dir_all(&self.0) {
+                Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+                    std::thread::sleep(Duration::from_millis(20));
+                }
+                _ => return,
+            }
+        }
+        tracing::warn!(path = %self.0.display(), "cannot remove a fetch's work directory; it is removed at the next start");
     }
 }
 
