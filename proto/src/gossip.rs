@@ -275,8 +275,8 @@ pub struct Service {
     node_announcement: Announcement,
     inventory: Vec<RepoId>,
     inventory_announcement: Announcement,
-    /// Repositories we hold and who may see them; others' announcements about repositories
-    /// not in it are relayed as usual (we cannot know their visibility).
+    /// Repositories we hold and who may see them. Refs announcements about a repository not
+    /// in it are neither relayed nor answered (we cannot know whether it is private).
     visibility: Arc<VisibilityMap>,
     /// Inventory announcements waiting for the relay timer.
     relay_queue: Vec<(Announcement, HashSet<SessionId>)>,
@@ -469,7 +469,8 @@ impl Service {
 
     /// Replaces what we know of the visibility of the repositories we hold. From now on
     /// refs announcements about a private one go only to its delegates and allow list (relay,
-    /// Subscribe answers, our own), and it leaves our inventory if it was in it.
+    /// Subscribe answers, our own), those about a repository not in the map to nobody, and a
+    /// private one leaves our inventory if it was in it.
     pub fn set_visibility(&mut self, visibility: Arc<VisibilityMap>, now: u64) {
         self.visibility = visibility;
         if self
@@ -482,11 +483,12 @@ impl Service {
         }
     }
 
-    /// Whether `nid` may learn about `rid` from us (unknown repositories: yes).
+    /// Whether `nid` may hear about `rid` from us: we hold it and it is public, or `nid` is
+    /// a delegate or on its allow list.
     pub fn is_visible_to(&self, rid: &RepoId, nid: &NodeId) -> bool {
         self.visibility
             .get(rid)
-            .is_none_or(|v| v.is_visible_to(nid))
+            .is_some_and(|v| v.is_visible_to(nid))
     }
 
     /// Announces our `rad/sigrefs` of `rid` for the given namespaces to subscribed peers
@@ -510,7 +512,7 @@ impl Service {
                     .as_ref()
                     .is_some_and(|sub| sub.filter.contains(&rid))
             })
-            .filter(|s| may_receive(&self.visibility, self.nid, &ann, &s.nid))
+            .filter(|s| may_receive(&self.visibility, &ann, &s.nid))
             .map(|s| s.id)
             .collect();
         self.send(to, Message::Announcement(ann), now);
@@ -672,7 +674,8 @@ impl Service {
         let subscriber = session.nid;
         // Answer with stored gossip in [since, until) matching the filter; never our own
         // peer's gossip back to it. A non-relay node answers with its own announcements only.
-        // Refs of a private repository only to its delegates and allow list.
+        // Refs only of repositories we hold, of a private one only to its delegates and allow
+        // list.
         let relay = self.config.relay;
         let own = self.nid;
         let visibility = &self.visibility;
@@ -682,7 +685,7 @@ impl Service {
                 .filter(|s| s.announcement.node != subscriber)
                 .filter(|s| relay || s.announcement.node == own)
                 .filter(|s| s.announcement.matches(&sub.filter))
-                .filter(|s| may_receive(visibility, own, &s.announcement, &subscriber))
+                .filter(|s| may_receive(visibility, &s.announcement, &subscriber))
                 .map(|s| s.announcement.clone())
                 .collect()
         } else {
@@ -835,8 +838,8 @@ impl Service {
     }
 
     /// Sends `ann` to connected peers except its author and the sessions in `skip`; refs
-    /// announcements only to peers whose subscription contains the repository and, for a
-    /// private one, who may see it.
+    /// announcements only to peers whose subscription contains the repository, only if we
+    /// hold it and, for a private one, only to its delegates and allow list.
     fn relay(&mut self, ann: Announcement, skip: HashSet<SessionId>, now: u64) {
         let to: Vec<SessionId> = self
             .sessions
@@ -849,7 +852,7 @@ impl Service {
                     .is_some_and(|sub| sub.filter.contains(&refs.rid)),
                 _ => true,
             })
-            .filter(|s| may_receive(&self.visibility, self.nid, &ann, &s.nid))
+            .filter(|s| may_receive(&self.visibility, &ann, &s.nid))
             .map(|s| s.id)
             .collect();
         let kind = ann.message.message_type();
@@ -957,19 +960,19 @@ impl Service {
     }
 }
 
-/// Whether a session with `to` may receive `ann`. Refs announcements about a private
-/// repository go only to its delegates and allow list; ours only about repositories we hold
-/// (in the map); others' about repositories we do not hold go to everyone (we cannot know
-/// their visibility). Other announcements name no private repository (our inventory leaves
-/// them out; other nodes' are theirs to sign).
-fn may_receive(visibility: &VisibilityMap, own: NodeId, ann: &Announcement, to: &NodeId) -> bool {
+/// Whether a session with `to` may receive `ann`. Refs announcements (ours or relayed) only
+/// about repositories we hold, and about a private one only to its delegates and allow list.
+/// A repository we do not hold (yet) may be private — e.g. its delegate announces it to us
+/// because we are on its allow list, before we fetched it — so its refs are not passed on
+/// (radicle-node does the same). Other announcements name no private repository (our
+/// inventory leaves them out; other nodes' are theirs to sign).
+fn may_receive(visibility: &VisibilityMap, ann: &Announcement, to: &NodeId) -> bool {
     let AnnouncementMessage::Refs(refs) = &ann.message else {
         return true;
     };
-    match visibility.get(&refs.rid) {
-        Some(v) => v.is_visible_to(to),
-        None => ann.node != own,
-    }
+    visibility
+        .get(&refs.rid)
+        .is_some_and(|v| v.is_visible_to(to))
 }
 
 fn is_private(visibility: &VisibilityMap, rid: &RepoId) -> bool {

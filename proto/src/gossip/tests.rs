@@ -411,6 +411,14 @@ fn no_relay_when_relay_is_off() {
 #[test]
 fn refs_relayed_only_to_subscribers_of_the_repo() {
     let mut s = service(1);
+    // Repositories we hold, public (refs of others are not passed on: see the private tests).
+    s.set_visibility(
+        Arc::new(VisibilityMap::from([
+            (rid(7), Visibility::Public),
+            (rid(8), Visibility::Public),
+        ])),
+        T0,
+    );
     let (a, b, c) = (Keypair::mock(2), Keypair::mock(3), Keypair::mock(4));
     known_peer(&mut s, 1, &a, T0);
     // B subscribes to rid 7 only, C never subscribes.
@@ -465,6 +473,10 @@ fn refs_mentioning_us_report_sync() {
 #[test]
 fn subscribe_is_answered_from_store_in_range_without_the_subscribers_own() {
     let mut s = service(1);
+    s.set_visibility(
+        Arc::new(VisibilityMap::from([(rid(1), Visibility::Public)])),
+        T0,
+    );
     let (a, b) = (Keypair::mock(2), Keypair::mock(3));
     known_peer(&mut s, 1, &a, T0);
     s.received(
@@ -660,17 +672,28 @@ fn private_refs_are_relayed_only_to_delegates_and_the_allow_list() {
     let out = s.take_outputs();
     assert_eq!(refs_sent_to(&out, 1), vec![rid(7)]);
     assert!(refs_sent_to(&out, 3).is_empty(), "{out:?}");
-    // Public and unknown repositories: relayed to everyone subscribed.
-    for (n, r) in [(3, rid(8)), (4, rid(9))] {
-        s.received(
-            1,
-            Message::Announcement(refs_ann(&a, T0 + n, r, a.nid())),
-            T0 + n,
-        );
-        let out = s.take_outputs();
-        assert_eq!(refs_sent_to(&out, 2), vec![r]);
-        assert_eq!(refs_sent_to(&out, 3), vec![r]);
-    }
+    // Public: relayed to everyone subscribed.
+    s.received(
+        1,
+        Message::Announcement(refs_ann(&a, T0 + 3, rid(8), a.nid())),
+        T0 + 3,
+    );
+    let out = s.take_outputs();
+    assert_eq!(refs_sent_to(&out, 2), vec![rid(8)]);
+    assert_eq!(refs_sent_to(&out, 3), vec![rid(8)]);
+    // A repository we do not hold (yet) may be private — we hear of it because we are on its
+    // allow list: not passed on to anyone, though it is stored and routed.
+    s.received(
+        1,
+        Message::Announcement(refs_ann(&a, T0 + 4, rid(9), a.nid())),
+        T0 + 4,
+    );
+    let out = s.take_outputs();
+    assert!(sends(&out).is_empty(), "{out:?}");
+    assert_eq!(s.seeds_of(&rid(9)), vec![(a.nid(), T0 + 4)]);
+    assert!(!s.is_visible_to(&rid(9), &b.nid()));
+    s.received(2, Message::Subscribe(Subscribe::all()), T0 + 5);
+    assert!(!refs_sent_to(&s.take_outputs(), 2).contains(&rid(9)));
 }
 
 #[test]
