@@ -13,6 +13,7 @@ mod state;
 mod tests;
 
 use std::collections::{BTreeSet, HashMap, HashSet};
+use std::sync::Arc;
 
 use crate::crypto::{Keypair, NodeId, RepoId};
 use crate::wire::message::{FEATURE_SEED, INVENTORY_LIMIT, MAX_PONG_ZEROES};
@@ -82,6 +83,29 @@ pub struct Config {
     pub seeded: BTreeSet<RepoId>,
     pub timers: Timers,
 }
+
+/// Who may learn about a repository we hold: its identity document's visibility.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Visibility {
+    /// Everyone.
+    Public,
+    /// Only these nodes: the delegates and the document's allow list.
+    Private { allowed: HashSet<NodeId> },
+}
+
+impl Visibility {
+    /// Whether `nid` may learn about the repository.
+    pub fn is_visible_to(&self, nid: &NodeId) -> bool {
+        match self {
+            Visibility::Public => true,
+            Visibility::Private { allowed } => allowed.contains(nid),
+        }
+    }
+}
+
+/// The visibility of every repository we hold, pushed by the shell whenever its index
+/// changes ([`Service::set_visibility`]). Shared, not copied, between identities.
+pub type VisibilityMap = HashMap<RepoId, Visibility>;
 
 /// Identifies a session; assigned by the shell, never reused.
 pub type SessionId = u64;
@@ -251,6 +275,9 @@ pub struct Service {
     node_announcement: Announcement,
     inventory: Vec<RepoId>,
     inventory_announcement: Announcement,
+    /// Repositories we hold and who may see them. Refs announcements about a repository not
+    /// in it are neither relayed nor answered (we cannot know whether it is private).
+    visibility: Arc<VisibilityMap>,
     /// Inventory announcements waiting for the relay timer.
     relay_queue: Vec<(Announcement, HashSet<SessionId>)>,
     last_relay: u64,
@@ -289,6 +316,7 @@ impl Service {
             nodes,
             last_own,
             inventory: Vec::new(),
+            visibility: Arc::default(),
             relay_queue: Vec::new(),
             last_relay: now,
             last_prune: now,
@@ -412,7 +440,9 @@ impl Service {
 
     /// Replaces our inventory (the public repositories we serve). If it changed, a new
     /// inventory announcement is sent to every connected peer and our routing entries updated.
+    /// Private repositories are never part of it, whatever the shell passes.
     pub fn set_inventory(&mut self, mut rids: Vec<RepoId>, now: u64) {
+        rids.retain(|rid| !is_private(&self.visibility, rid));
         rids.sort();
         rids.dedup();
         if rids == self.inventory && self.inventory_announcement.timestamp() != 0 {
@@ -437,7 +467,32 @@ impl Service {
         );
     }
 
-    /// Announces our `rad/sigrefs` of `rid` for the given namespaces to subscribed peers.
+    /// Replaces what we know of the visibility of the repositories we hold. From now on
+    /// refs announcements about a private one go only to its delegates and allow list (relay,
+    /// Subscribe answers, our own), those about a repository not in the map to nobody, and a
+    /// private one leaves our inventory if it was in it.
+    pub fn set_visibility(&mut self, visibility: Arc<VisibilityMap>, now: u64) {
+        self.visibility = visibility;
+        if self
+            .inventory
+            .iter()
+            .any(|rid| is_private(&self.visibility, rid))
+        {
+            let inventory = self.inventory.clone();
+            self.set_inventory(inventory, now);
+        }
+    }
+
+    /// Whether `nid` may hear about `rid` from us: we hold it and it is public, or `nid` is
+    /// a delegate or on its allow list.
+    pub fn is_visible_to(&self, rid: &RepoId, nid: &NodeId) -> bool {
+        self.visibility
+            .get(rid)
+            .is_some_and(|v| v.is_visible_to(nid))
+    }
+
+    /// Announces our `rad/sigrefs` of `rid` for the given namespaces to subscribed peers
+    /// allowed to see the repository.
     pub fn announce_refs(&mut self, rid: RepoId, refs: Vec<RefsAt>, now: u64) {
         let timestamp = self.next_timestamp(MessageType::RefsAnnouncement, now);
         let ann = sign_infallible(
@@ -457,6 +512,7 @@ impl Service {
                     .as_ref()
                     .is_some_and(|sub| sub.filter.contains(&rid))
             })
+            .filter(|s| may_receive(&self.visibility, &ann, &s.nid))
             .map(|s| s.id)
             .collect();
         self.send(to, Message::Announcement(ann), now);
@@ -618,14 +674,18 @@ impl Service {
         let subscriber = session.nid;
         // Answer with stored gossip in [since, until) matching the filter; never our own
         // peer's gossip back to it. A non-relay node answers with its own announcements only.
+        // Refs only of repositories we hold, of a private one only to its delegates and allow
+        // list.
         let relay = self.config.relay;
         let own = self.nid;
+        let visibility = &self.visibility;
         let replies: Vec<Announcement> = if sub.since <= sub.until {
             self.store
                 .range(sub.since, sub.until)
                 .filter(|s| s.announcement.node != subscriber)
                 .filter(|s| relay || s.announcement.node == own)
                 .filter(|s| s.announcement.matches(&sub.filter))
+                .filter(|s| may_receive(visibility, &s.announcement, &subscriber))
                 .map(|s| s.announcement.clone())
                 .collect()
         } else {
@@ -778,7 +838,8 @@ impl Service {
     }
 
     /// Sends `ann` to connected peers except its author and the sessions in `skip`; refs
-    /// announcements only to peers whose subscription contains the repository.
+    /// announcements only to peers whose subscription contains the repository, only if we
+    /// hold it and, for a private one, only to its delegates and allow list.
     fn relay(&mut self, ann: Announcement, skip: HashSet<SessionId>, now: u64) {
         let to: Vec<SessionId> = self
             .sessions
@@ -791,6 +852,7 @@ impl Service {
                     .is_some_and(|sub| sub.filter.contains(&refs.rid)),
                 _ => true,
             })
+            .filter(|s| may_receive(&self.visibility, &ann, &s.nid))
             .map(|s| s.id)
             .collect();
         let kind = ann.message.message_type();
@@ -896,6 +958,25 @@ impl Service {
             }
         }
     }
+}
+
+/// Whether a session with `to` may receive `ann`. Refs announcements (ours or relayed) only
+/// about repositories we hold, and about a private one only to its delegates and allow list.
+/// A repository we do not hold (yet) may be private — e.g. its delegate announces it to us
+/// because we are on its allow list, before we fetched it — so its refs are not passed on
+/// (radicle-node does the same). Other announcements name no private repository (our
+/// inventory leaves them out; other nodes' are theirs to sign).
+fn may_receive(visibility: &VisibilityMap, ann: &Announcement, to: &NodeId) -> bool {
+    let AnnouncementMessage::Refs(refs) = &ann.message else {
+        return true;
+    };
+    visibility
+        .get(&refs.rid)
+        .is_some_and(|v| v.is_visible_to(to))
+}
+
+fn is_private(visibility: &VisibilityMap, rid: &RepoId) -> bool {
+    matches!(visibility.get(rid), Some(Visibility::Private { .. }))
 }
 
 enum Relay {

@@ -232,6 +232,13 @@ impl Identities {
             .filter(|r| r.is_public())
             .map(|r| r.rid)
             .collect();
+        // Every identity first learns who may see which repository (private ones: delegates
+        // and allow list only), then its inventory.
+        let visibility = Arc::new(crate::net::visibility_map(&repos));
+        self.default.set_visibility(visibility.clone());
+        for r in self.lock().iter() {
+            r.net.set_visibility(visibility.clone());
+        }
         let p = &self.policies;
         let seeded: Vec<_> = p.explicitly_seeded().into_iter().map(|(r, _)| r).collect();
         let dedicated = self.tenants.dedicated_only();

@@ -19,7 +19,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use bytes::Bytes;
 use seedd_proto::crypto::{Keypair, NodeId, RepoId};
 use seedd_proto::gossip::{
-    self, Change, DisconnectReason, Event, Output, Restored, Service, SessionId,
+    self, Change, DisconnectReason, Event, Output, Restored, Service, SessionId, VisibilityMap,
 };
 use seedd_proto::wire::{Address, Frame, Link, Message, MessageType};
 use serde::Serialize;
@@ -164,6 +164,23 @@ impl NetConfig {
             max_stream_request_bytes: cfg.p2p.max_stream_request_bytes,
         })
     }
+}
+
+/// The gossip visibility of every indexed repository: public, or private to its delegates
+/// and allow list (what `net::stream` checks before serving it).
+pub fn visibility_map(repos: &[crate::index::RepoRecord]) -> VisibilityMap {
+    repos
+        .iter()
+        .map(|r| {
+            let v = match &r.visibility {
+                crate::storage::Visibility::Public => gossip::Visibility::Public,
+                crate::storage::Visibility::Private { allow } => gossip::Visibility::Private {
+                    allowed: r.delegates.iter().chain(allow).copied().collect(),
+                },
+            };
+            (r.rid, v)
+        })
+        .collect()
 }
 
 /// Parses `z6Mk…@host:port`.
@@ -376,8 +393,12 @@ impl Net {
             bans = bans.len(),
             "restored gossip state"
         );
+        // Who may see which repository, from the index as it was left, before any peer can
+        // connect: restored announcements may name private repositories.
+        let visibility = visibility_map(&index.repos().context("reading the repository index")?);
         let now = now_ms();
-        let service = Service::new(keypair.clone(), cfg.gossip.clone(), restored, now);
+        let mut service = Service::new(keypair.clone(), cfg.gossip.clone(), restored, now);
+        service.set_visibility(Arc::new(visibility), now);
         let guard = Guard::new(cfg.rate.clone(), cfg.ban.clone(), bans);
         let (persist_tx, persist_rx) = mpsc::unbounded_channel();
         let trusted = cfg.connect.iter().map(|(nid, _)| *nid).collect();
@@ -455,6 +476,16 @@ impl Net {
         inv.with_label_values(&["announced"]).set(announced as i64);
         inv.with_label_values(&["unannounced"])
             .set((total - announced) as i64);
+    }
+
+    /// Replaces who may see which of our repositories (after every index change, before the
+    /// inventory): refs announcements of a private repository then reach only its delegates
+    /// and allow list.
+    pub fn set_visibility(&self, visibility: Arc<VisibilityMap>) {
+        let mut core = self.shared.lock();
+        core.service.set_visibility(visibility, now_ms());
+        let outputs = core.service.take_outputs();
+        self.shared.dispatch(&mut core, outputs);
     }
 
     /// Replace the rate limits and ban settings (config reload).
@@ -933,6 +964,41 @@ mod tests {
         assert_eq!(n.gossip.external_addresses.len(), 1);
         cfg.p2p.relay = "never".into();
         assert!(!NetConfig::from_config(&cfg).unwrap().gossip.relay);
+    }
+
+    #[test]
+    fn visibility_map_lets_delegates_and_the_allow_list_see_private_repos() {
+        let nid = |n: u64| Keypair::mock(n).nid();
+        let record = |b: u8, visibility| crate::index::RepoRecord {
+            rid: RepoId::from_oid_bytes([b; 20]),
+            name: "x".into(),
+            description: String::new(),
+            default_branch: "main".into(),
+            delegates: vec![nid(1)],
+            threshold: 1,
+            visibility,
+            identity_head: "00".into(),
+            head: None,
+            fingerprint: "f".into(),
+            ref_count: 1,
+            namespaces: vec![],
+            indexed_at: 0,
+        };
+        let map = visibility_map(&[
+            record(1, crate::storage::Visibility::Public),
+            record(
+                2,
+                crate::storage::Visibility::Private {
+                    allow: vec![nid(2)],
+                },
+            ),
+        ]);
+        let public = &map[&RepoId::from_oid_bytes([1; 20])];
+        assert_eq!(*public, gossip::Visibility::Public);
+        let private = &map[&RepoId::from_oid_bytes([2; 20])];
+        assert!(private.is_visible_to(&nid(1)), "delegate");
+        assert!(private.is_visible_to(&nid(2)), "allow list");
+        assert!(!private.is_visible_to(&nid(3)));
     }
 
     #[test]

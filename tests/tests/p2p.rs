@@ -643,3 +643,201 @@ fn git_stream_serving_is_capped_and_refusals_close_the_stream() {
     assert!(ended >= 1.0);
     assert_eq!(seed.metric("seedd_p2p_git_serves_in_flight", &[]), 0.0);
 }
+
+/// Whether a node's gossip database (`node/node.db` and its WAL: routing, announcements,
+/// sync status) holds `rid`, as text (`z…`) or as its 20 raw bytes (inside stored messages).
+/// (Its seeding policy is in `policies.db`.)
+fn node_db_mentions(node: &RadNode, rid: &str) -> bool {
+    let text = rid.trim_start_matches("rad:").as_bytes().to_vec();
+    let raw = rid
+        .parse::<seedd_proto::crypto::RepoId>()
+        .unwrap()
+        .as_bytes()
+        .to_vec();
+    std::fs::read_dir(node.home.join("node"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| {
+            p.file_name()
+                .is_some_and(|n| n.to_string_lossy().starts_with("node.db"))
+        })
+        .filter_map(|p| std::fs::read(p).ok())
+        .any(|bytes| {
+            [&text, &raw]
+                .iter()
+                .any(|needle| bytes.windows(needle.len()).any(|w| w == needle.as_slice()))
+        })
+}
+
+/// A private repository stays invisible to every node outside its delegates and allow list:
+/// seedd (allowed) replicates it from its delegate; a node on the allow list hears seedd's refs
+/// announcement and clones it; nodes not allowed — connected before (seedd's own announcement,
+/// and the delegate's, which reaches seedd before seedd holds the repository, relayed) or after
+/// (Subscribe answers) — have no route to it and store nothing about it.
+#[test]
+fn private_repository_is_announced_only_to_allowed_nodes() {
+    let f = fixtures();
+    let secret = f.rid("secret-fixture");
+    let heartwood = f.rid(HEARTWOOD);
+    let seed = seed_with(&[HEARTWOOD], "");
+    let seed_nid = seed.nid();
+    let subscribed = |node: &RadNode| {
+        wait_for(
+            &format!("{} subscribed to seedd", node.name),
+            Duration::from_secs(30),
+            || {
+                peers(&seed)
+                    .iter()
+                    .any(|p| p["nid"] == node.nid.as_str() && p["subscribed"] == true)
+                    .then_some(())
+            },
+        );
+    };
+    // Dave (to be allowed) and Carol (never allowed) know the RID and seed it: their
+    // subscriptions name it, so only visibility can keep it from them.
+    let dave = RadNode::start("dave", &[seed.p2p_peer()]);
+    let carol = RadNode::start("carol", &[seed.p2p_peer()]);
+    for node in [&dave, &carol] {
+        subscribed(node);
+        node.rad(&["seed", &secret, "--no-fetch"]);
+    }
+
+    // Alice, the delegate, allows seedd and dave (offline, before her node starts).
+    let dir = tempfile::Builder::new()
+        .prefix("rn")
+        .tempdir_in("/tmp")
+        .unwrap();
+    let alice_home = dir.path().join("alice");
+    seedd_tests::copy_tree(&f.dir.join("homes").join("alice"), &alice_home);
+    seedd_tests::run(
+        std::process::Command::new(seedd_tests::radicle_bin("rad"))
+            .args([
+                "id",
+                "update",
+                "--repo",
+                &secret,
+                "--title",
+                "Allow the seed and dave",
+                "--description",
+                "Allow the seed and dave to see it.",
+                "--allow",
+                &format!("did:key:{seed_nid}"),
+                "--allow",
+                &format!("did:key:{}", dave.nid),
+                "--no-confirm",
+            ])
+            .env("RAD_HOME", &alice_home)
+            .env("RAD_PASSPHRASE", "")
+            .env("RAD_SOCKET", dir.path().join("no-node.sock")),
+    );
+    let alice = RadNode::start_home(dir, "alice", &[seed.p2p_peer()]);
+    wait_for("alice connected to seedd", Duration::from_secs(30), || {
+        peers(&seed)
+            .iter()
+            .any(|p| p["nid"] == alice.nid.as_str() && p["state"] == "connected")
+            .then_some(())
+    });
+    // seedd (allow list) replicates it from alice: on her announcement or when asked.
+    let held = || {
+        let (status, body) = seed.admin("GET", &format!("/api/v1/repos/{secret}"), None);
+        (status == 200).then(|| body["repo"].clone())
+    };
+    let repo = wait_for(
+        "seedd to replicate the private repository from its delegate",
+        Duration::from_secs(60),
+        || {
+            if let Some(repo) = held() {
+                return Some(repo);
+            }
+            seedd_tests::run_unchecked(&seed, &["fetch", &secret, "--from", &alice.nid]);
+            held()
+        },
+    );
+    assert_eq!(repo["visibility"]["type"], "private", "{repo}");
+    assert_eq!(
+        repo["visibility"]["allow"].as_array().map(Vec::len),
+        Some(2),
+        "{repo}"
+    );
+
+    // Dave (allow list) hears seedd's refs announcement and clones the repository from it.
+    wait_for(
+        "dave to see seedd as a seed of the private repository",
+        Duration::from_secs(30),
+        || {
+            dave.routing()
+                .contains(&(secret.clone(), seed_nid.clone()))
+                .then_some(())
+        },
+    );
+    let work = tempfile::tempdir().unwrap();
+    let out = dave.rad_in(
+        work.path(),
+        &[
+            "clone",
+            &secret,
+            "secret",
+            "--seed",
+            &seed_nid,
+            "--timeout",
+            "30s",
+        ],
+    );
+    assert!(
+        out.status.success(),
+        "allowed node could not clone: {}{}\nseedd log:\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+        seed.logs()
+    );
+    assert!(work.path().join("secret").join("SECRET.md").exists());
+    assert!(
+        node_db_mentions(&dave, &secret),
+        "the check finds what is there"
+    );
+
+    // Erin (not allowed, seeding it too) connects afterwards: seedd's Subscribe answer must
+    // leave it out.
+    let erin = RadNode::start("erin", &[]);
+    erin.rad(&["seed", &secret, "--no-fetch"]);
+    erin.rad(&["node", "connect", &seed.p2p_peer(), "--timeout", "30s"]);
+    wait_for(
+        "erin to see seedd's public inventory",
+        Duration::from_secs(30),
+        || {
+            erin.routing()
+                .contains(&(heartwood.clone(), seed_nid.clone()))
+                .then_some(())
+        },
+    );
+    subscribed(&erin);
+    // Anything sent would have arrived by now (dave already cloned; erin got the inventory).
+    std::thread::sleep(Duration::from_secs(3));
+    for node in [&carol, &erin] {
+        let routes = node.routing();
+        assert!(
+            routes.iter().all(|(rid, _)| *rid != secret),
+            "{} (not allowed) learnt of the private repository: {routes:?}\n{}",
+            node.name,
+            node.logs()
+        );
+        assert!(
+            !node_db_mentions(node, &secret),
+            "{}'s node database mentions the private repository",
+            node.name
+        );
+        assert!(!node
+            .home
+            .join("storage")
+            .join(secret.trim_start_matches("rad:"))
+            .exists());
+    }
+    assert_eq!(
+        seed.metric(
+            "seedd_p2p_git_serves_total",
+            &["result=\"refused_private\""]
+        ),
+        0.0,
+        "a node not allowed tried to fetch it, so it heard of it"
+    );
+}

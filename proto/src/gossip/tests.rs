@@ -411,6 +411,14 @@ fn no_relay_when_relay_is_off() {
 #[test]
 fn refs_relayed_only_to_subscribers_of_the_repo() {
     let mut s = service(1);
+    // Repositories we hold, public (refs of others are not passed on: see the private tests).
+    s.set_visibility(
+        Arc::new(VisibilityMap::from([
+            (rid(7), Visibility::Public),
+            (rid(8), Visibility::Public),
+        ])),
+        T0,
+    );
     let (a, b, c) = (Keypair::mock(2), Keypair::mock(3), Keypair::mock(4));
     known_peer(&mut s, 1, &a, T0);
     // B subscribes to rid 7 only, C never subscribes.
@@ -465,6 +473,10 @@ fn refs_mentioning_us_report_sync() {
 #[test]
 fn subscribe_is_answered_from_store_in_range_without_the_subscribers_own() {
     let mut s = service(1);
+    s.set_visibility(
+        Arc::new(VisibilityMap::from([(rid(1), Visibility::Public)])),
+        T0,
+    );
     let (a, b) = (Keypair::mock(2), Keypair::mock(3));
     known_peer(&mut s, 1, &a, T0);
     s.received(
@@ -601,4 +613,180 @@ fn announcement_key_bytes_round_trip() {
         assert_eq!(AnnouncementKey::from_bytes(&key.to_bytes()), Some(key));
     }
     assert_eq!(AnnouncementKey::from_bytes(&[0; 10]), None);
+}
+
+/// Private `rid(7)`: delegate `a` and allow-listed `b` may see it, `c` may not.
+fn private_setup() -> (Service, Keypair, Keypair, Keypair) {
+    let mut s = service(1);
+    let (a, b, c) = (Keypair::mock(2), Keypair::mock(3), Keypair::mock(4));
+    known_peer(&mut s, 1, &a, T0);
+    known_peer(&mut s, 2, &b, T0);
+    known_peer(&mut s, 3, &c, T0);
+    let visibility = VisibilityMap::from([
+        (
+            rid(7),
+            Visibility::Private {
+                allowed: HashSet::from([a.nid(), b.nid()]),
+            },
+        ),
+        (rid(8), Visibility::Public),
+    ]);
+    s.set_visibility(Arc::new(visibility), T0);
+    s.take_outputs();
+    (s, a, b, c)
+}
+
+fn refs_sent_to(outputs: &[Output], id: SessionId) -> Vec<RepoId> {
+    sent_to(outputs, id)
+        .into_iter()
+        .filter_map(|m| match m {
+            Message::Announcement(Announcement {
+                message: AnnouncementMessage::Refs(r),
+                ..
+            }) => Some(r.rid),
+            _ => None,
+        })
+        .collect()
+}
+
+#[test]
+fn private_refs_are_relayed_only_to_delegates_and_the_allow_list() {
+    let (mut s, a, b, c) = private_setup();
+    assert!(s.is_visible_to(&rid(7), &b.nid()));
+    assert!(!s.is_visible_to(&rid(7), &c.nid()));
+    // The delegate announces new refs of the private repository: B hears, C does not.
+    s.received(
+        1,
+        Message::Announcement(refs_ann(&a, T0 + 1, rid(7), a.nid())),
+        T0 + 1,
+    );
+    let out = s.take_outputs();
+    assert_eq!(refs_sent_to(&out, 2), vec![rid(7)]);
+    assert!(refs_sent_to(&out, 3).is_empty(), "{out:?}");
+    // Relayed by B (allowed, not the author): still never to C.
+    s.received(
+        2,
+        Message::Announcement(refs_ann(&b, T0 + 2, rid(7), b.nid())),
+        T0 + 2,
+    );
+    let out = s.take_outputs();
+    assert_eq!(refs_sent_to(&out, 1), vec![rid(7)]);
+    assert!(refs_sent_to(&out, 3).is_empty(), "{out:?}");
+    // Public: relayed to everyone subscribed.
+    s.received(
+        1,
+        Message::Announcement(refs_ann(&a, T0 + 3, rid(8), a.nid())),
+        T0 + 3,
+    );
+    let out = s.take_outputs();
+    assert_eq!(refs_sent_to(&out, 2), vec![rid(8)]);
+    assert_eq!(refs_sent_to(&out, 3), vec![rid(8)]);
+    // A repository we do not hold (yet) may be private — we hear of it because we are on its
+    // allow list: not passed on to anyone, though it is stored and routed.
+    s.received(
+        1,
+        Message::Announcement(refs_ann(&a, T0 + 4, rid(9), a.nid())),
+        T0 + 4,
+    );
+    let out = s.take_outputs();
+    assert!(sends(&out).is_empty(), "{out:?}");
+    assert_eq!(s.seeds_of(&rid(9)), vec![(a.nid(), T0 + 4)]);
+    assert!(!s.is_visible_to(&rid(9), &b.nid()));
+    s.received(2, Message::Subscribe(Subscribe::all()), T0 + 5);
+    assert!(!refs_sent_to(&s.take_outputs(), 2).contains(&rid(9)));
+}
+
+#[test]
+fn subscribe_answers_leave_out_private_refs_for_others() {
+    let (mut s, a, _b, _c) = private_setup();
+    s.received(
+        1,
+        Message::Announcement(refs_ann(&a, T0 + 1, rid(7), a.nid())),
+        T0 + 1,
+    );
+    s.announce_refs(
+        rid(7),
+        vec![RefsAt {
+            remote: a.nid(),
+            at: crate::wire::Oid([9; 20]),
+        }],
+        T0 + 2,
+    );
+    s.received(
+        1,
+        Message::Announcement(refs_ann(&a, T0 + 3, rid(8), a.nid())),
+        T0 + 3,
+    );
+    s.take_outputs();
+    // C asks for everything: the public repository's refs only.
+    s.received(3, Message::Subscribe(Subscribe::all()), T0 + 4);
+    assert_eq!(refs_sent_to(&s.take_outputs(), 3), vec![rid(8)]);
+    // B (allow list) gets A's and our refs of the private repository too.
+    s.received(2, Message::Subscribe(Subscribe::all()), T0 + 5);
+    let mut got = refs_sent_to(&s.take_outputs(), 2);
+    got.sort();
+    assert_eq!(got, vec![rid(7), rid(7), rid(8)]);
+}
+
+#[test]
+fn own_refs_of_a_private_repo_go_only_to_allowed_peers() {
+    let (mut s, a, _b, _c) = private_setup();
+    let at = vec![RefsAt {
+        remote: a.nid(),
+        at: crate::wire::Oid([9; 20]),
+    }];
+    s.announce_refs(rid(7), at.clone(), T0 + 1);
+    let out = s.take_outputs();
+    assert_eq!(refs_sent_to(&out, 1), vec![rid(7)]);
+    assert_eq!(refs_sent_to(&out, 2), vec![rid(7)]);
+    assert!(refs_sent_to(&out, 3).is_empty(), "{out:?}");
+    // Public: everyone subscribed.
+    s.announce_refs(rid(8), at.clone(), T0 + 2);
+    assert_eq!(refs_sent_to(&s.take_outputs(), 3), vec![rid(8)]);
+    // A repository whose visibility we do not know (not indexed): nobody.
+    s.announce_refs(rid(9), at, T0 + 3);
+    assert!(sends(&s.take_outputs()).is_empty());
+}
+
+#[test]
+fn private_repos_never_enter_the_inventory() {
+    let (mut s, _a, _b, c) = private_setup();
+    s.set_inventory(vec![rid(7), rid(8)], T0 + 1);
+    assert_eq!(s.inventory(), &[rid(8)]);
+    let inventories = |out: &[Output]| -> Vec<Vec<RepoId>> {
+        sent_to(out, 3)
+            .into_iter()
+            .filter_map(|m| match m {
+                Message::Announcement(Announcement {
+                    message: AnnouncementMessage::Inventory(inv),
+                    ..
+                }) => Some(inv.inventory),
+                _ => None,
+            })
+            .collect()
+    };
+    assert_eq!(inventories(&s.take_outputs()), vec![vec![rid(8)]]);
+    // A repository that becomes private leaves the inventory at once.
+    s.set_visibility(
+        Arc::new(VisibilityMap::from([(
+            rid(8),
+            Visibility::Private {
+                allowed: HashSet::new(),
+            },
+        )])),
+        T0 + 2,
+    );
+    assert!(s.inventory().is_empty());
+    assert_eq!(inventories(&s.take_outputs()), vec![Vec::<RepoId>::new()]);
+    assert!(s.seeds_of(&rid(8)).is_empty(), "our route withdrawn");
+    // A new session gets the inventory without it.
+    s.connected(9, c.nid(), Link::Inbound, T0 + 3);
+    let msgs = sent_to(&s.take_outputs(), 9);
+    assert!(msgs.iter().all(|m| match m {
+        Message::Announcement(ann) => match &ann.message {
+            AnnouncementMessage::Inventory(inv) => inv.inventory.is_empty(),
+            _ => true,
+        },
+        _ => true,
+    }));
 }
