@@ -129,6 +129,11 @@ impl DisconnectReason {
         matches!(self, Self::InvalidSignature | Self::InvalidTimestamp { .. })
     }
 
+    /// Every [`label`](Self::label) (metrics start each at 0; a test in seedd's `metrics` keeps
+    /// it complete).
+    pub const LABELS: &'static [&'static str] =
+        &["invalid_signature", "invalid_timestamp", "stale", "command"];
+
     /// A short label for metrics and logs.
     pub fn label(&self) -> &'static str {
         match self {
@@ -188,6 +193,9 @@ pub enum Dropped {
 }
 
 impl Dropped {
+    /// Every reason (metrics start each at 0; a test in seedd's `metrics` keeps it complete).
+    pub const ALL: [Dropped; 3] = [Self::Stale, Self::UnknownAuthor, Self::Own];
+
     pub fn label(&self) -> &'static str {
         match self {
             Self::Stale => "stale",

@@ -69,6 +69,19 @@ pub enum FetchError {
 }
 
 impl FetchError {
+    /// Every [`label`](Self::label) (metrics start each at 0; a test in `metrics` keeps it
+    /// complete).
+    pub const LABELS: &'static [&'static str] = &[
+        "stream",
+        "git",
+        "too_large",
+        "quota",
+        "timeout",
+        "invalid",
+        "io",
+        "index",
+    ];
+
     pub fn label(&self) -> &'static str {
         match self {
             FetchError::Stream(..) => "stream",

@@ -1,10 +1,19 @@
 //! Every Prometheus metric seedd exports, defined in one place. Names are `seedd_*` with units;
 //! labels are bounded (route names, status classes, results — never RIDs or NIDs).
 
+use prometheus::core::{MetricVec, MetricVecBuilder};
 use prometheus::{
     Encoder, Histogram, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGauge,
     IntGaugeVec, Opts, Registry, TextEncoder,
 };
+
+use crate::fetch::{FetchError, ValidationError};
+use crate::http::git::Endpoint;
+use crate::net::guard::Offence;
+use crate::net::{link_label, type_label};
+use crate::serve::Admission;
+use seedd_proto::gossip::{DisconnectReason, Dropped};
+use seedd_proto::wire::{Link, MessageType};
 
 /// One row of the metrics catalogue (README/ARCHITECTURE list these; a test checks it).
 pub struct MetricDoc {
@@ -140,7 +149,7 @@ pub const CATALOGUE: &[MetricDoc] = &[
         name: "seedd_git_aborted_total",
         kind: "counter",
         labels: &["reason"],
-        help: "git responses aborted (client_gone, idle_timeout, request_timeout, body_too_large).",
+        help: "git responses aborted (client_gone, idle_timeout, request_timeout, body_too_large, read_error, internal).",
     },
     MetricDoc {
         name: "seedd_repos_indexed",
@@ -200,7 +209,7 @@ pub const CATALOGUE: &[MetricDoc] = &[
         name: "seedd_p2p_handshakes_total",
         kind: "counter",
         labels: &["link", "result"],
-        help: "Noise handshakes by link and result (ok, timeout, error, self, conflict).",
+        help: "Noise handshakes by link and result (ok, timeout, error, self, blocked, conflict).",
     },
     MetricDoc {
         name: "seedd_p2p_messages_total",
@@ -266,7 +275,7 @@ pub const CATALOGUE: &[MetricDoc] = &[
         name: "seedd_p2p_git_serves_total",
         kind: "counter",
         labels: &["result"],
-        help: "Git streams served to Radicle peers, by result (ok, refused_unknown, refused_private, refused_busy, bad_header, timeout, too_large, cancelled, error).",
+        help: "Git streams served to Radicle peers, by result (ok, refused_unknown, refused_private, refused_policy, refused_quota, refused_busy, bad_header, timeout, too_large, cancelled, error).",
     },
     MetricDoc {
         name: "seedd_p2p_git_serves_in_flight",
@@ -284,7 +293,7 @@ pub const CATALOGUE: &[MetricDoc] = &[
         name: "seedd_fetches_total",
         kind: "counter",
         labels: &["result"],
-        help: "Fetches from peers by result (ok, stream, git, too_large, timeout, invalid, io, index; queue_full = request dropped).",
+        help: "Fetches from peers by result (ok, stream, git, too_large, quota, timeout, invalid, io, index; queue_full = request dropped).",
     },
     MetricDoc {
         name: "seedd_fetch_duration_seconds",
@@ -320,7 +329,7 @@ pub const CATALOGUE: &[MetricDoc] = &[
         name: "seedd_fetch_last_success_timestamp_seconds",
         kind: "gauge",
         labels: &["kind"],
-        help: "When the last successful fetch finished (Unix seconds), by kind (clone, update); alert on time() minus it.",
+        help: "When the last successful fetch finished (Unix seconds), by kind (clone, update); absent until the first one; alert on time() minus it.",
     },
     MetricDoc {
         name: "seedd_fetch_refs_updated_total",
@@ -353,6 +362,142 @@ pub const CATALOGUE: &[MetricDoc] = &[
         help: "Public repositories in our inventory: announced, or unannounced beyond the 2,973-repo message cap.",
     },
 ];
+
+// ---------------------------------------------------------------------------------------------
+// Known label values.
+//
+// Every labelled family is exported from the start with each of its known label values at 0, so
+// a fresh seed's dashboards and alerts see 0 rather than "No data" (Prometheus instrumentation
+// practice: avoid missing metrics). Values the code builds from an enum (`label()`, `route()`,
+// `reason()`) come from that enum's `ALL`/`LABELS`, which the tests below keep complete; the
+// lists here are the literals the code passes. Exceptions: per-tenant series start when the
+// tenant is known (`TenantMetrics::init_tenant`), per-identity ones when the identity publishes
+// its inventory, and `seedd_fetch_last_success_timestamp_seconds` has no value before the first
+// success (0 would read as "56 years ago").
+
+/// `status` of `seedd_http_requests_total`: what the git routes answer.
+const HTTP_STATUSES: &[&str] = &[
+    "200", "400", "403", "404", "405", "413", "415", "429", "500", "503",
+];
+/// `protocol` of `seedd_git_clone_duration_seconds`.
+const GIT_PROTOCOLS: &[&str] = &["v0", "v2"];
+/// `reason` of `seedd_git_pack_rejected_total`, besides [`Admission`]'s (packs): ref
+/// advertisements, and new clones shed while packs are queued.
+const PACK_REJECTED: &[&str] = &["refs_queue_full", "refs_queue_timeout", "backlogged"];
+/// `reason` of `seedd_git_aborted_total` (`internal`: a poisoned lock).
+const GIT_ABORTED: &[&str] = &[
+    "client_gone",
+    "idle_timeout",
+    "request_timeout",
+    "body_too_large",
+    "read_error",
+    "internal",
+];
+/// `visibility` of `seedd_repos_indexed`.
+const VISIBILITIES: &[&str] = &["public", "private"];
+/// `result` of `seedd_tls_reloads_total` and `seedd_config_reloads_total`.
+const RELOAD_RESULTS: &[&str] = &["ok", "error"];
+/// `state` of `seedd_tenants`.
+const TENANT_STATES: &[&str] = &["active", "suspended"];
+/// `transport` of `seedd_tenant_egress_bytes_total`.
+const TENANT_TRANSPORTS: &[&str] = &["http", "radicle"];
+/// `code` of `seedd_tenant_http_requests_total`.
+const TENANT_STATUS_CLASSES: &[&str] = &["2xx", "3xx", "4xx", "5xx"];
+/// `quota` of `seedd_tenant_quota_exceeded_total` and `seedd_tenant_quota_usage_ratio`.
+const TENANT_QUOTAS: &[&str] = &["repos", "bytes", "egress"];
+/// `scope` of `seedd_http_rate_limited_total`.
+const HTTP_RATE_SCOPES: &[&str] = &["ip", "tenant", "repo"];
+/// `state` of `seedd_p2p_sessions`.
+const SESSION_STATES: &[&str] = &["handshake", "connected"];
+/// `result` of `seedd_p2p_handshakes_total`.
+const HANDSHAKE_RESULTS: &[&str] = &["ok", "timeout", "error", "self", "blocked", "conflict"];
+/// `type` of received frames that are not gossip (`seedd_p2p_messages_total` and bytes).
+const NON_GOSSIP_FRAMES: &[&str] = &["control", "git"];
+/// `reason` of `seedd_p2p_dropped_messages_total`, besides [`Dropped`]'s.
+const DROPPED: &[&str] = &["rate_limited", "outbox_full"];
+/// `scope` of `seedd_p2p_rate_limited_total`.
+const P2P_RATE_SCOPES: &[&str] = &["ip", "nid"];
+/// `reason` of `seedd_p2p_connections_rejected_total`.
+const CONNECTIONS_REJECTED: &[&str] = &["banned", "rate_limited", "inbound_limit"];
+/// `reason` of `seedd_p2p_disconnects_total`, besides [`DisconnectReason`]'s.
+const DISCONNECTS: &[&str] = &[
+    "peer_closed",
+    "io_error",
+    "decode_error",
+    "conflict",
+    "outbox_full",
+    "banned",
+    "shutdown",
+];
+/// `result` of `seedd_p2p_git_serves_total`.
+const GIT_SERVES: &[&str] = &[
+    "ok",
+    "refused_unknown",
+    "refused_private",
+    "refused_policy",
+    "refused_quota",
+    "refused_busy",
+    "bad_header",
+    "timeout",
+    "too_large",
+    "cancelled",
+    "error",
+];
+/// `result` of `seedd_fetches_total`, besides [`FetchError`]'s.
+const FETCHES: &[&str] = &["ok", "queue_full"];
+/// `reason` of `seedd_fetch_validation_failures_total`, besides [`ValidationError`]'s: why a
+/// namespace was pruned.
+const PRUNED: &[&str] = &[
+    "invalid_sigrefs",
+    "diverged",
+    "mismatched_ref",
+    "missing_ref",
+];
+/// `state` of `seedd_p2p_inventory_repos`.
+const INVENTORY_STATES: &[&str] = &["announced", "unannounced"];
+/// Announcement types (the only relayed messages: `seedd_p2p_relayed_total`).
+const ANNOUNCEMENTS: [MessageType; 3] = [
+    MessageType::NodeAnnouncement,
+    MessageType::InventoryAnnouncement,
+    MessageType::RefsAnnouncement,
+];
+
+/// `list` followed by the labels of `extra`.
+fn plus<T: Copy>(
+    list: &[&'static str],
+    extra: &[T],
+    f: fn(T) -> &'static str,
+) -> Vec<&'static str> {
+    list.iter()
+        .copied()
+        .chain(extra.iter().map(|x| f(*x)))
+        .collect()
+}
+
+/// Creates the series of every combination of `values` (one list per label), each at 0.
+fn zero<T: MetricVecBuilder>(
+    family: &MetricVec<T>,
+    values: &[&[&str]],
+) -> Result<(), prometheus::Error> {
+    fn go<'a, T: MetricVecBuilder>(
+        family: &MetricVec<T>,
+        rest: &[&[&'a str]],
+        labels: &mut Vec<&'a str>,
+    ) -> Result<(), prometheus::Error> {
+        let Some((first, rest)) = rest.split_first() else {
+            return family
+                .get_metric_with_label_values(labels.as_slice())
+                .map(drop);
+        };
+        for v in *first {
+            labels.push(*v);
+            go(family, rest, labels)?;
+            labels.pop();
+        }
+        Ok(())
+    }
+    go(family, values, &mut Vec::new())
+}
 
 /// The live metric handles.
 pub struct Metrics {
@@ -411,12 +556,8 @@ impl TenantMetrics {
             &["tenant", "quota"],
         )?;
         registry.register(Box::new(quota_usage.clone()))?;
-        let tenants = gauge("seedd_tenants", &["state"])?;
-        for s in ["active", "suspended"] {
-            tenants.with_label_values(&[s]).set(0);
-        }
         Ok(Self {
-            tenants,
+            tenants: gauge("seedd_tenants", &["state"])?,
             repos: gauge("seedd_tenant_repos", &["tenant"])?,
             stored_bytes: gauge("seedd_tenant_stored_bytes", &["tenant"])?,
             egress_bytes: counter("seedd_tenant_egress_bytes_total", &["tenant", "transport"])?,
@@ -429,18 +570,32 @@ impl TenantMetrics {
         })
     }
 
+    /// Creates a tenant's counters at 0 (its gauges are set by the tenant registry; quota usage
+    /// is absent while unlimited), so its panels show 0 before its first request.
+    pub fn init_tenant(&self, tenant: &str) {
+        let tenant = &[tenant][..];
+        for (family, values) in [
+            (&self.egress_bytes, TENANT_TRANSPORTS),
+            (&self.http_requests, TENANT_STATUS_CLASSES),
+            (&self.quota_exceeded, TENANT_QUOTAS),
+        ] {
+            let _ = zero(family, &[tenant, values]);
+        }
+        let _ = zero(&self.rate_limited, &[tenant]);
+    }
+
     /// Drop every series of a removed tenant.
     pub fn forget(&self, tenant: &str) {
         let _ = self.repos.remove_label_values(&[tenant]);
         let _ = self.stored_bytes.remove_label_values(&[tenant]);
         let _ = self.rate_limited.remove_label_values(&[tenant]);
-        for t in ["http", "radicle"] {
+        for t in TENANT_TRANSPORTS {
             let _ = self.egress_bytes.remove_label_values(&[tenant, t]);
         }
-        for c in ["2xx", "3xx", "4xx", "5xx"] {
+        for c in TENANT_STATUS_CLASSES {
             let _ = self.http_requests.remove_label_values(&[tenant, c]);
         }
-        for q in ["repos", "bytes", "egress"] {
+        for q in TENANT_QUOTAS {
             let _ = self.quota_usage.remove_label_values(&[tenant, q]);
             let _ = self.quota_exceeded.remove_label_values(&[tenant, q]);
         }
@@ -512,14 +667,6 @@ impl P2pMetrics {
             ]),
         )?;
         registry.register(Box::new(fetch_duration.clone()))?;
-        for link in ["inbound", "outbound"] {
-            for state in ["handshake", "connected"] {
-                sessions.with_label_values(&[link, state]).set(0);
-            }
-        }
-        for state in ["announced", "unannounced"] {
-            inventory.with_label_values(&[state]).set(0);
-        }
         Ok(Self {
             sessions,
             handshakes: counter("seedd_p2p_handshakes_total", &["link", "result"])?,
@@ -634,7 +781,7 @@ impl Metrics {
         build_info
             .with_label_values(&[env!("CARGO_PKG_VERSION")])
             .set(1);
-        Ok(Self {
+        let metrics = Self {
             registry,
             http_requests,
             http_response_bytes,
@@ -657,7 +804,52 @@ impl Metrics {
             tenant,
             http_rate_limited,
             config_reloads,
-        })
+        };
+        metrics.zero_known()?;
+        Ok(metrics)
+    }
+
+    /// Creates every series whose label values are known at build time, at 0 (see "Known label
+    /// values" above).
+    fn zero_known(&self) -> Result<(), prometheus::Error> {
+        let routes = plus(&[Endpoint::OTHER_ROUTE], &Endpoint::ALL, Endpoint::route);
+        let streamed = [Endpoint::InfoRefs.route(), Endpoint::UploadPack.route()];
+        zero(&self.http_requests, &[&routes, HTTP_STATUSES])?;
+        zero(&self.http_response_bytes, &[&streamed])?;
+        zero(&self.http_in_flight, &[&streamed])?;
+        zero(&self.clone_duration, &[GIT_PROTOCOLS])?;
+        let rejected = plus(PACK_REJECTED, &Admission::ALL, Admission::reason);
+        zero(&self.pack_rejected, &[&rejected])?;
+        zero(&self.git_aborted, &[GIT_ABORTED])?;
+        zero(&self.repos_indexed, &[VISIBILITIES])?;
+        zero(&self.tls_reloads, &[RELOAD_RESULTS])?;
+        zero(&self.config_reloads, &[RELOAD_RESULTS])?;
+        zero(&self.http_rate_limited, &[HTTP_RATE_SCOPES])?;
+        zero(&self.tenant.tenants, &[TENANT_STATES])?;
+
+        let p = &self.p2p;
+        let links = plus(&[], &[Link::Inbound, Link::Outbound], link_label);
+        let gossip = plus(&[], &MessageType::ALL, type_label);
+        let received = plus(NON_GOSSIP_FRAMES, &MessageType::ALL, type_label);
+        zero(&p.sessions, &[&links, SESSION_STATES])?;
+        zero(&p.handshakes, &[&links, HANDSHAKE_RESULTS])?;
+        for family in [&p.messages, &p.message_bytes] {
+            zero(family, &[&["in"], &received])?;
+            zero(family, &[&["out"], &gossip])?;
+        }
+        zero(&p.dropped, &[&plus(DROPPED, &Dropped::ALL, |d| d.label())])?;
+        zero(&p.rate_limited, &[P2P_RATE_SCOPES])?;
+        zero(&p.rejected, &[CONNECTIONS_REJECTED])?;
+        let disconnects = plus(DISCONNECTS, DisconnectReason::LABELS, |l| l);
+        zero(&p.disconnects, &[&disconnects])?;
+        zero(&p.penalties, &[&plus(&[], &Offence::ALL, Offence::label)])?;
+        zero(&p.relayed, &[&plus(&[], &ANNOUNCEMENTS, type_label)])?;
+        zero(&p.git_serves, &[GIT_SERVES])?;
+        zero(&p.fetches, &[&plus(FETCHES, FetchError::LABELS, |l| l)])?;
+        let failures = plus(PRUNED, ValidationError::LABELS, |l| l);
+        zero(&p.validation_failures, &[&failures])?;
+        zero(&p.inventory, &[INVENTORY_STATES])?;
+        Ok(())
     }
 
     /// Prometheus text exposition.
@@ -710,6 +902,232 @@ impl Metrics {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::collections::BTreeSet;
+
+    /// Families whose label values are only known at runtime (tenant and identity names) or that
+    /// have no value before their first event; every other one has series in a new registry.
+    fn runtime_only(name: &str) -> bool {
+        name.starts_with("seedd_tenant_")
+            || name.starts_with("seedd_identity_")
+            || name == "seedd_fetch_last_success_timestamp_seconds"
+    }
+
+    #[test]
+    fn a_new_registry_exports_every_known_series_at_0() {
+        let m = Metrics::new().unwrap();
+        let families = m.registry.gather();
+        for d in CATALOGUE {
+            let series = families
+                .iter()
+                .find(|f| f.name() == d.name)
+                .map_or(0, |f| f.get_metric().len());
+            if runtime_only(d.name) {
+                assert_eq!(
+                    series, 0,
+                    "{} has series before any tenant or event",
+                    d.name
+                );
+            } else {
+                assert!(series > 0, "{} has no series in a new registry", d.name);
+            }
+        }
+        let text = String::from_utf8(m.render()).unwrap();
+        for line in text.lines() {
+            if !line.starts_with('#') && !line.starts_with("seedd_build_info{") {
+                assert!(line.ends_with(" 0"), "not 0 in a new registry: {line}");
+            }
+        }
+        let count = |name: &str| {
+            families
+                .iter()
+                .find(|f| f.name() == name)
+                .map_or(0, |f| f.get_metric().len())
+        };
+        assert_eq!(count("seedd_http_requests_total"), 4 * HTTP_STATUSES.len());
+        assert_eq!(
+            count("seedd_p2p_handshakes_total"),
+            2 * HANDSHAKE_RESULTS.len()
+        );
+        assert_eq!(count("seedd_p2p_messages_total"), 2 + 2 * 7);
+        assert_eq!(count("seedd_p2p_disconnects_total"), DISCONNECTS.len() + 4);
+        assert_eq!(count("seedd_fetches_total"), 2 + 8);
+        assert!(text.contains("seedd_git_pack_rejected_total{reason=\"queue_timeout\"} 0"));
+        assert!(text.contains("seedd_p2p_penalties_total{reason=\"handshake\"} 0"));
+        assert!(text.contains("seedd_p2p_dropped_messages_total{reason=\"unknown_author\"} 0"));
+        assert!(text.contains("seedd_http_requests_total{route=\"other\",status=\"404\"} 0"));
+        assert!(text.contains("seedd_git_clone_duration_seconds_count{protocol=\"v0\"} 0"));
+
+        // A tenant's counters start at 0 when it is known, and go with it.
+        m.tenant.init_tenant("acme");
+        let text = String::from_utf8(m.render()).unwrap();
+        for series in [
+            "seedd_tenant_egress_bytes_total{tenant=\"acme\",transport=\"radicle\"} 0",
+            "seedd_tenant_http_requests_total{code=\"5xx\",tenant=\"acme\"} 0",
+            "seedd_tenant_quota_exceeded_total{quota=\"egress\",tenant=\"acme\"} 0",
+            "seedd_tenant_rate_limited_total{tenant=\"acme\"} 0",
+        ] {
+            assert!(text.contains(series), "{series} missing:\n{text}");
+        }
+        m.tenant.forget("acme");
+        let text = String::from_utf8(m.render()).unwrap();
+        assert!(!text.contains("acme"), "{text}");
+    }
+
+    /// The labels of `samples` (one value of every variant) are exactly `listed`, without repeats.
+    fn same_labels(samples: &[&'static str], listed: &[&'static str]) {
+        let a: BTreeSet<_> = samples.iter().copied().collect();
+        let b: BTreeSet<_> = listed.iter().copied().collect();
+        assert_eq!(a, b);
+        assert_eq!(b.len(), listed.len(), "repeated label in {listed:?}");
+    }
+
+    /// The enum lists that known label values come from name every variant. Each `match` below
+    /// has no wildcard: a new variant does not compile until it is added to the samples next to
+    /// it, and then the test fails until it is in the enum's `ALL`/`LABELS` too.
+    #[test]
+    fn label_lists_name_every_variant() {
+        let samples = [
+            Endpoint::InfoRefs,
+            Endpoint::UploadPack,
+            Endpoint::ReceivePack,
+        ];
+        for e in samples {
+            match e {
+                Endpoint::InfoRefs | Endpoint::UploadPack | Endpoint::ReceivePack => {}
+            }
+        }
+        same_labels(
+            &samples.map(Endpoint::route),
+            &Endpoint::ALL.map(Endpoint::route),
+        );
+        assert!(!Endpoint::ALL
+            .map(Endpoint::route)
+            .contains(&Endpoint::OTHER_ROUTE));
+
+        let samples = [Admission::QueueFull, Admission::QueueTimeout];
+        for a in samples {
+            match a {
+                Admission::QueueFull | Admission::QueueTimeout => {}
+            }
+        }
+        same_labels(
+            &samples.map(Admission::reason),
+            &Admission::ALL.map(Admission::reason),
+        );
+
+        let samples = [
+            Offence::DecodeError,
+            Offence::InvalidSignature,
+            Offence::InvalidTimestamp,
+            Offence::Handshake,
+        ];
+        for o in samples {
+            match o {
+                Offence::DecodeError
+                | Offence::InvalidSignature
+                | Offence::InvalidTimestamp
+                | Offence::Handshake => {}
+            }
+        }
+        same_labels(
+            &samples.map(Offence::label),
+            &Offence::ALL.map(Offence::label),
+        );
+
+        let samples = [Dropped::Stale, Dropped::UnknownAuthor, Dropped::Own];
+        for d in samples {
+            match d {
+                Dropped::Stale | Dropped::UnknownAuthor | Dropped::Own => {}
+            }
+        }
+        same_labels(
+            &samples.map(|d| d.label()),
+            &Dropped::ALL.map(|d| d.label()),
+        );
+
+        let samples = [
+            DisconnectReason::InvalidSignature,
+            DisconnectReason::InvalidTimestamp {
+                timestamp: 0,
+                now: 0,
+            },
+            DisconnectReason::Stale,
+            DisconnectReason::Command,
+        ];
+        for r in &samples {
+            match r {
+                DisconnectReason::InvalidSignature
+                | DisconnectReason::InvalidTimestamp { .. }
+                | DisconnectReason::Stale
+                | DisconnectReason::Command => {}
+            }
+        }
+        same_labels(
+            &samples.each_ref().map(|r| r.label()),
+            DisconnectReason::LABELS,
+        );
+
+        let nid = crate::crypto::Keypair::mock(1).nid();
+        let samples = [
+            ValidationError::MissingIdentity,
+            ValidationError::Identity(String::new()),
+            ValidationError::DelegateDiverged(nid),
+            ValidationError::Threshold {
+                valid: 0,
+                threshold: 1,
+            },
+        ];
+        for v in &samples {
+            match v {
+                ValidationError::MissingIdentity
+                | ValidationError::Identity(_)
+                | ValidationError::DelegateDiverged(_)
+                | ValidationError::Threshold { .. } => {}
+            }
+        }
+        same_labels(
+            &samples.each_ref().map(|v| v.label()),
+            ValidationError::LABELS,
+        );
+
+        let samples = [
+            FetchError::Stream(nid, crate::net::OpenError::NotConnected(nid)),
+            FetchError::Git(String::new()),
+            FetchError::TooLarge(0),
+            FetchError::Quota(0),
+            FetchError::Timeout(std::time::Duration::ZERO),
+            FetchError::Invalid(ValidationError::MissingIdentity),
+            FetchError::Io(std::io::Error::other("x")),
+            FetchError::Index(String::new()),
+        ];
+        for e in &samples {
+            match e {
+                FetchError::Stream(..)
+                | FetchError::Git(_)
+                | FetchError::TooLarge(_)
+                | FetchError::Quota(_)
+                | FetchError::Timeout(_)
+                | FetchError::Invalid(_)
+                | FetchError::Io(_)
+                | FetchError::Index(_) => {}
+            }
+        }
+        same_labels(&samples.each_ref().map(|e| e.label()), FetchError::LABELS);
+
+        // Every message type that decodes is in `MessageType::ALL`.
+        let decodable: Vec<MessageType> = (0..=u16::MAX)
+            .filter_map(|id| MessageType::try_from(id).ok())
+            .collect();
+        same_labels(
+            &decodable.iter().map(|t| type_label(*t)).collect::<Vec<_>>(),
+            &MessageType::ALL.map(type_label),
+        );
+        for l in [Link::Inbound, Link::Outbound] {
+            match l {
+                Link::Inbound | Link::Outbound => {}
+            }
+        }
+    }
 
     #[test]
     fn every_registered_metric_is_in_the_catalogue_and_vice_versa() {

@@ -1080,6 +1080,7 @@ impl Tenants {
         for t in inner.tenants.values() {
             let u = inner.usage(t);
             let n = t.name.as_str();
+            m.init_tenant(n);
             m.repos.with_label_values(&[n]).set(u.repos as i64);
             m.stored_bytes
                 .with_label_values(&[n])

@@ -49,6 +49,19 @@ pub enum MessageType {
     Info = 14,
 }
 
+impl MessageType {
+    /// Every message type (for metric labels; a test in seedd's `metrics` keeps it complete).
+    pub const ALL: [MessageType; 7] = [
+        MessageType::NodeAnnouncement,
+        MessageType::InventoryAnnouncement,
+        MessageType::RefsAnnouncement,
+        MessageType::Subscribe,
+        MessageType::Ping,
+        MessageType::Pong,
+        MessageType::Info,
+    ];
+}
+
 impl TryFrom<u16> for MessageType {
     type Error = DecodeError;
 

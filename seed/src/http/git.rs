@@ -25,6 +25,15 @@ pub enum Endpoint {
 }
 
 impl Endpoint {
+    /// Every endpoint (metrics start each route at 0; a test in `metrics` keeps it complete).
+    pub const ALL: [Endpoint; 3] = [
+        Endpoint::InfoRefs,
+        Endpoint::UploadPack,
+        Endpoint::ReceivePack,
+    ];
+    /// The `route` of requests whose path is not a git URL.
+    pub const OTHER_ROUTE: &'static str = "other";
+
     /// Bounded metric label.
     pub fn route(self) -> &'static str {
         match self {
@@ -132,7 +141,7 @@ fn request_host(req: &Request) -> Option<String> {
 pub async fn handle(State(state): State<Arc<HttpState>>, req: Request) -> Response {
     let route = match parse_path(req.uri().path()) {
         Ok(p) => p.endpoint.route(),
-        Err(_) => "other",
+        Err(_) => Endpoint::OTHER_ROUTE,
     };
     let tenant = state.tenancy.as_ref().and_then(|t| {
         request_host(&req)
@@ -427,7 +436,7 @@ async fn advertise(
         proc.child,
         state.git.limits,
         Some(permit),
-        finish_hook(state, "info_refs", None, egress),
+        finish_hook(state, Endpoint::InfoRefs.route(), None, egress),
     );
     streamed(out, "application/x-git-upload-pack-advertisement")
 }
@@ -583,7 +592,7 @@ async fn upload_pack(
         state.git.limits,
         Some(permit),
         {
-            let hook = finish_hook(state, "upload_pack", Some(label), egress);
+            let hook = finish_hook(state, Endpoint::UploadPack.route(), Some(label), egress);
             // The repository slot is held until the response ends.
             Box::new(move |s| {
                 let _slot = repo_permit;

@@ -32,6 +32,14 @@ impl Offence {
         }
     }
 
+    /// Every offence (metrics start each at 0; a test in `metrics` keeps it complete).
+    pub const ALL: [Offence; 4] = [
+        Offence::DecodeError,
+        Offence::InvalidSignature,
+        Offence::InvalidTimestamp,
+        Offence::Handshake,
+    ];
+
     pub fn label(self) -> &'static str {
         match self {
             Offence::DecodeError => "decode_error",

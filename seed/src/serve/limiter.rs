@@ -16,6 +16,9 @@ pub enum Admission {
 }
 
 impl Admission {
+    /// Every refusal (metrics start each at 0; a test in `metrics` keeps it complete).
+    pub const ALL: [Admission; 2] = [Admission::QueueFull, Admission::QueueTimeout];
+
     pub fn reason(self) -> &'static str {
         match self {
             Admission::QueueFull => "queue_full",
