@@ -1795,6 +1795,58 @@ mod tests {
     }
 
     #[test]
+    fn merged_heads_are_decided_by_the_identity_rules_not_by_order() {
+        let fx = fixture(HEARTWOOD);
+        let (_tmp, git) = copy(&fx);
+        let (alice, bob) = (key("alice"), key("bob"));
+        let head = fx.identity_head; // delegates alice and bob: majority 2
+        let blob = edited_doc(&git, head, |doc| doc["threshold"] = json!(2));
+        let proposal = change(
+            &git,
+            &alice,
+            &[head],
+            &[revision(blob, Some(head), sign_blob(&alice, blob))],
+            Some(blob),
+            LATER,
+        );
+        let accepted = change(
+            &git,
+            &bob,
+            &[proposal],
+            &[accept(proposal, sign_blob(&bob, blob))],
+            None,
+            LATER + 1,
+        );
+        // Ours behind the accepted revision, in either order: the accepted one.
+        for heads in [[head, accepted], [accepted, head]] {
+            let id = verify_identity_heads(&git, fx.rid, &heads).unwrap();
+            assert_eq!((id.head, id.doc.threshold), (proposal, 2));
+        }
+        // A proposal not yet accepted adopts nothing new, whichever head is read last.
+        for heads in [[head, proposal], [proposal, head]] {
+            assert_eq!(
+                verify_identity_heads(&git, fx.rid, &heads).unwrap().head,
+                head
+            );
+        }
+        // A forged change in one head's history fails the merge as a whole.
+        let carol = SigningKey::from_bytes(&[7; 32]);
+        let by_carol = change(
+            &git,
+            &carol,
+            &[proposal],
+            &[accept(proposal, sign_blob(&carol, blob))],
+            None,
+            LATER + 1,
+        );
+        assert!(verify_identity_heads(&git, fx.rid, &[accepted, by_carol]).is_err());
+        assert!(matches!(
+            verify_identity_heads(&git, fx.rid, &[]),
+            Err(CobError::NoHeads)
+        ));
+    }
+
+    #[test]
     fn resource_and_related_parents_are_not_history() {
         let fx = fixture(HEARTWOOD);
         let (_tmp, git) = copy(&fx);
