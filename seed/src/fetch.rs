@@ -16,6 +16,7 @@
 //! be valid. A clone is built in a temporary directory and renamed into storage at the end.
 
 mod apply;
+mod queue;
 
 use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
@@ -107,9 +108,8 @@ struct Inner {
     metrics: Arc<Metrics>,
     policies: Policies,
     slots: Semaphore,
-    /// Repositories being fetched, and whether another fetch was asked for meanwhile.
-    /// Per repository: the peer of the queued or running fetch, and the peer of a follow-up.
-    active: Mutex<HashMap<RepoId, (NodeId, Option<NodeId>)>>,
+    /// Repositories queued or being fetched, their follow-ups and who waits for them.
+    active: Mutex<queue::Queue>,
     /// Fetches holding a slot now, since when.
     running: Mutex<HashMap<RepoId, (NodeId, Instant)>>,
     seq: std::sync::atomic::AtomicU64,
@@ -136,7 +136,7 @@ impl Fetcher {
                 metrics,
                 policies,
                 slots,
-                active: Mutex::new(HashMap::new()),
+                active: Mutex::new(queue::Queue::default()),
                 running: Mutex::new(HashMap::new()),
                 seq: std::sync::atomic::AtomicU64::new(0),
                 on_change,
@@ -227,45 +227,45 @@ impl Fetcher {
     /// the same repository). At most [`MAX_QUEUED`] repositories wait; beyond that the request
     /// is dropped (counted) and the sync task retries it later.
     pub fn request(&self, rid: RepoId, from: NodeId) {
-        {
+        self.enqueue(rid, from, None);
+    }
+
+    /// Adds a fetch to the queue, starting the repository's task when it has none. With a
+    /// waiter the queue's bounds do not apply (an operator asked).
+    fn enqueue(&self, rid: RepoId, from: NodeId, waiter: Option<queue::Waiter>) {
+        let admit = {
             let mut active = self.inner.active.lock().unwrap_or_else(|e| e.into_inner());
-            if let Some((_, again)) = active.get_mut(&rid) {
-                *again = Some(from);
-                return;
+            let admit = active.push(rid, from, waiter, MAX_QUEUED, MAX_QUEUED_PER_PEER);
+            if admit == queue::Admit::Full {
+                // Fair across peers: one peer cannot fill the queue.
+                tracing::warn!(%rid, peer = %from, queued = active.len(), "fetch queue full; dropping request (the sync task retries)");
             }
-            // Fair across peers: one peer cannot fill the queue.
-            let from_peer = active.values().filter(|(p, _)| *p == from).count();
-            if active.len() >= MAX_QUEUED || from_peer >= MAX_QUEUED_PER_PEER {
+            admit
+        };
+        match admit {
+            queue::Admit::Joined => return,
+            queue::Admit::Full => {
                 self.inner
                     .metrics
                     .p2p
                     .fetches
                     .with_label_values(&["queue_full"])
                     .inc();
-                tracing::warn!(%rid, peer = %from, queued = active.len(), "fetch queue full; dropping request (the sync task retries)");
                 return;
             }
-            active.insert(rid, (from, None));
+            queue::Admit::Spawn => {}
         }
         let this = self.clone();
         tokio::spawn(async move {
             let mut from = from;
             loop {
-                this.run_one(rid, from).await;
-                let next = {
-                    let mut active = this.inner.active.lock().unwrap_or_else(|e| e.into_inner());
-                    match active.get_mut(&rid).and_then(|(cur, again)| {
-                        let next = again.take()?;
-                        *cur = next;
-                        Some(next)
-                    }) {
-                        Some(n) => Some(n),
-                        None => {
-                            active.remove(&rid);
-                            None
-                        }
-                    }
-                };
+                let result = this.measured(rid, from).await.map_err(Arc::new);
+                let next = this
+                    .inner
+                    .active
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .finish(&rid, &result);
                 match next {
                     Some(n) => from = n,
                     None => break,
@@ -315,8 +315,8 @@ impl Fetcher {
             .active
             .lock()
             .unwrap_or_else(|e| e.into_inner())
-            .keys()
-            .copied()
+            .iter()
+            .map(|(rid, _)| *rid)
             .collect();
         for rid in wanted {
             if active.contains(&rid) || inner.storage.path_of(&rid).join("HEAD").exists() {
@@ -351,18 +351,22 @@ impl Fetcher {
             .unwrap_or_else(|e| e.into_inner())
             .iter()
             .filter(|(rid, _)| !running.iter().any(|(r, _, _)| r == *rid))
-            .map(|(rid, (nid, _))| (*rid, *nid))
+            .map(|(rid, nid)| (*rid, *nid))
             .collect();
         (running, queued)
     }
 
-    /// Fetches now and waits for the result (admin requests, tests).
-    pub async fn fetch_now(&self, rid: RepoId, from: NodeId) -> Result<Outcome, FetchError> {
-        self.measured(rid, from).await
-    }
-
-    async fn run_one(&self, rid: RepoId, from: NodeId) {
-        let _ = self.measured(rid, from).await;
+    /// Fetches through the queue and waits for the result (admin requests): coalesced with
+    /// the repository's queued fetch from the same peer, else run after the running one, so
+    /// two fetches of one repository never overlap.
+    pub async fn fetch_now(&self, rid: RepoId, from: NodeId) -> Result<Outcome, Arc<FetchError>> {
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        self.enqueue(rid, from, Some(tx));
+        rx.await.unwrap_or_else(|_| {
+            Err(Arc::new(FetchError::Git(
+                "the fetch task ended without a result".into(),
+            )))
+        })
     }
 
     /// One fetch in a slot, counted and logged.
@@ -371,6 +375,11 @@ impl Fetcher {
         m.fetch_queue.inc();
         let slot = self.inner.slots.acquire().await;
         m.fetch_queue.dec();
+        self.inner
+            .active
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .start(&rid);
         m.fetches_active.inc();
         let started = Instant::now();
         self.inner
