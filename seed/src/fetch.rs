@@ -27,7 +27,6 @@ use seedd_proto::crypto::{NodeId, RepoId};
 use seedd_proto::wire::{Control, Oid, RefsAt};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::UnixListener;
-use tokio::sync::Semaphore;
 
 use crate::index::policy::Scope;
 use crate::metrics::Metrics;
@@ -57,6 +56,8 @@ pub enum FetchError {
     Quota(u64),
     #[error("no data from the peer for {0:?}")]
     Timeout(Duration),
+    #[error("not finished within {0:?} (p2p.fetch_deadline_secs); aborted")]
+    Deadline(Duration),
     #[error("validation failed: {0}")]
     Invalid(#[from] ValidationError),
     #[error("{0}")]
@@ -73,6 +74,7 @@ impl FetchError {
             FetchError::TooLarge(_) => "too_large",
             FetchError::Quota(_) => "quota",
             FetchError::Timeout(_) => "timeout",
+            FetchError::Deadline(_) => "deadline",
             FetchError::Invalid(_) => "invalid",
             FetchError::Io(_) => "io",
             FetchError::Index(_) => "index",
@@ -84,8 +86,13 @@ impl FetchError {
 #[derive(Debug, Clone)]
 pub struct FetchConfig {
     pub max_concurrent: usize,
+    /// Of those, at most this many from one peer.
+    pub max_per_peer: usize,
     pub max_pack_bytes: u64,
+    /// Inactivity limit of a transfer.
     pub timeout: Duration,
+    /// Limit on a whole fetch, however active.
+    pub deadline: Duration,
     pub git: String,
     pub git_home: PathBuf,
     pub work_dir: PathBuf,
@@ -107,7 +114,7 @@ struct Inner {
     storage: Storage,
     metrics: Arc<Metrics>,
     policies: Policies,
-    slots: Semaphore,
+    slots: queue::Slots,
     /// Repositories queued or being fetched, their follow-ups and who waits for them.
     active: Mutex<queue::Queue>,
     /// Fetches holding a slot now, since when.
@@ -126,7 +133,7 @@ impl Fetcher {
         policies: Policies,
         on_change: Arc<dyn Fn(RepoId) + Send + Sync>,
     ) -> Self {
-        let slots = Semaphore::new(cfg.max_concurrent.max(1));
+        let slots = queue::Slots::new(cfg.max_concurrent, cfg.max_per_peer);
         Self {
             inner: Arc::new(Inner {
                 cfg,
@@ -373,7 +380,8 @@ impl Fetcher {
     async fn measured(&self, rid: RepoId, from: NodeId) -> Result<Outcome, FetchError> {
         let m = &self.inner.metrics.p2p;
         m.fetch_queue.inc();
-        let slot = self.inner.slots.acquire().await;
+        // The peer's slot first (holding nothing while it waits), then a global one.
+        let slot = self.inner.slots.acquire(from).await;
         m.fetch_queue.dec();
         self.inner
             .active
@@ -387,7 +395,10 @@ impl Fetcher {
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .insert(rid, (from, started));
-        let result = self.fetch(rid, from).await;
+        let deadline = self.inner.cfg.deadline;
+        let result = tokio::time::timeout(deadline, self.fetch(rid, from))
+            .await
+            .unwrap_or(Err(FetchError::Deadline(deadline)));
         self.inner
             .running
             .lock()

@@ -284,7 +284,7 @@ pub const CATALOGUE: &[MetricDoc] = &[
         name: "seedd_fetches_total",
         kind: "counter",
         labels: &["result"],
-        help: "Fetches from peers by result (ok, stream, git, too_large, timeout, invalid, io, index; queue_full = request dropped).",
+        help: "Fetches from peers by result (ok, stream, git, too_large, timeout, deadline, invalid, io, index; queue_full = request dropped).",
     },
     MetricDoc {
         name: "seedd_fetch_duration_seconds",
@@ -302,7 +302,7 @@ pub const CATALOGUE: &[MetricDoc] = &[
         name: "seedd_fetch_queue_depth",
         kind: "gauge",
         labels: &[],
-        help: "Fetches waiting for a fetch slot.",
+        help: "Fetches waiting for a fetch slot (their peer's or a global one).",
     },
     MetricDoc {
         name: "seedd_fetches_active",

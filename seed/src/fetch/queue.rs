@@ -1,11 +1,12 @@
 //! The fetch queue's bookkeeping, without I/O: one fetch per repository at a time (later
-//! requests coalesce into a follow-up) and callers waiting for a result (admin fetches).
+//! requests coalesce into a follow-up), callers waiting for a result (admin fetches), and
+//! per-peer fetch slots so one peer cannot hold every global slot.
 
 use std::collections::{HashMap, VecDeque};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use seedd_proto::crypto::{NodeId, RepoId};
-use tokio::sync::oneshot;
+use tokio::sync::{oneshot, OwnedSemaphorePermit, Semaphore};
 
 use super::{FetchError, Outcome};
 
@@ -134,9 +135,78 @@ impl Queue {
     }
 }
 
+/// Fetch slots: `global` fetches at once, at most `per_peer` of them from one peer. A fetch
+/// first waits for its peer's slot, holding nothing, then for a global one; so a slow peer
+/// cannot hold every global slot.
+pub struct Slots {
+    global: Semaphore,
+    per_peer: usize,
+    peers: Mutex<HashMap<NodeId, Arc<Semaphore>>>,
+}
+
+/// A fetch's slots; released (and the peer forgotten when unused) on drop.
+pub struct Slot<'a> {
+    slots: &'a Slots,
+    peer: Option<OwnedSemaphorePermit>,
+    global: Option<tokio::sync::SemaphorePermit<'a>>,
+}
+
+impl Slots {
+    pub fn new(global: usize, per_peer: usize) -> Self {
+        Self {
+            global: Semaphore::new(global.max(1)),
+            per_peer: per_peer.max(1),
+            peers: Mutex::new(HashMap::new()),
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<NodeId, Arc<Semaphore>>> {
+        self.peers.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Waits for one of `peer`'s slots, then for a global one (first come, first served).
+    pub async fn acquire(&self, peer: NodeId) -> Slot<'_> {
+        let sem = self
+            .lock()
+            .entry(peer)
+            .or_insert_with(|| Arc::new(Semaphore::new(self.per_peer)))
+            .clone();
+        // The semaphores are never closed; on the impossible error the fetch runs unlimited.
+        let mut slot = Slot {
+            slots: self,
+            peer: sem.acquire_owned().await.ok(),
+            global: None,
+        };
+        slot.global = self.global.acquire().await.ok();
+        slot
+    }
+
+    /// Slots of `peer` taken (or being taken) now.
+    pub fn peer_in_use(&self, peer: &NodeId) -> usize {
+        self.lock()
+            .get(peer)
+            .map_or(0, |s| self.per_peer.saturating_sub(s.available_permits()))
+    }
+
+    /// Peers with a slot taken or awaited.
+    pub fn peers(&self) -> usize {
+        self.lock().len()
+    }
+}
+
+impl Drop for Slot<'_> {
+    fn drop(&mut self) {
+        drop(self.global.take());
+        drop(self.peer.take());
+        // Forget peers nobody holds or waits for (only the map refers to them).
+        self.slots.lock().retain(|_, s| Arc::strong_count(s) > 1);
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::time::Duration;
 
     fn nid(b: u8) -> NodeId {
         NodeId::from([b; 32])
@@ -229,5 +299,27 @@ mod tests {
         assert_eq!(q.finish(&rid(1), &ok(3)), Some(nid(4)));
         assert!(matches!(rb.try_recv(), Ok(Ok(_))));
         assert_eq!(q.finish(&rid(1), &ok(0)), None);
+    }
+
+    /// A peer at its cap waits for its own slot without taking a global one: other peers
+    /// still get the free global slots, and nothing of the peer is kept once it is done.
+    #[tokio::test]
+    async fn a_peer_at_its_cap_waits_without_taking_a_global_slot() {
+        let slots = Slots::new(2, 1);
+        let a1 = slots.acquire(nid(1)).await;
+        assert_eq!(slots.peer_in_use(&nid(1)), 1);
+        let mut second = Box::pin(slots.acquire(nid(1)));
+        let waited = tokio::time::timeout(Duration::from_millis(50), &mut second).await;
+        assert!(waited.is_err(), "a fetch from a peer at its cap got a slot");
+        let b = tokio::time::timeout(Duration::from_millis(50), slots.acquire(nid(2)))
+            .await
+            .expect("another peer is held up by a peer at its cap");
+        drop(a1);
+        // The waiting fetch gets A's slot, then the global slot A released.
+        let a2 = tokio::time::timeout(Duration::from_millis(50), &mut second)
+            .await
+            .expect("a released slot was not handed on");
+        drop((a2, b, second));
+        assert_eq!(slots.peers(), 0);
     }
 }
