@@ -41,6 +41,10 @@ pub const MAX_QUEUED: usize = 256;
 /// Of those, at most this many from one peer.
 pub const MAX_QUEUED_PER_PEER: usize = 32;
 
+/// How long a fetch waits for the re-indexing of what it applied (its slots are held
+/// meanwhile); past it the fetch goes on and the index catches up in the background.
+pub const REINDEX_WAIT: Duration = Duration::from_secs(60);
+
 /// Where fetched refs wait for validation.
 pub const QUARANTINE: &str = "refs/seedd-fetch";
 
@@ -376,6 +380,19 @@ impl Fetcher {
         })
     }
 
+    /// After a repository was created or changed: `on_change` (re-index with signed refs
+    /// verification, sizes, inventory) on the blocking pool, never on an async worker.
+    async fn changed(&self, rid: RepoId) {
+        let f = self.inner.on_change.clone();
+        match crate::blocking::run(REINDEX_WAIT, move || f(rid)).await {
+            Ok(()) => {}
+            Err(e @ crate::blocking::BlockingError::Deadline(_)) => {
+                tracing::warn!(%rid, error = %e, "re-indexing after a fetch is slow; not waiting for it")
+            }
+            Err(e) => tracing::error!(%rid, error = %e, "re-indexing after a fetch failed"),
+        }
+    }
+
     /// One fetch in a slot, counted and logged.
     async fn measured(&self, rid: RepoId, from: NodeId) -> Result<Outcome, FetchError> {
         let m = &self.inner.metrics.p2p;
@@ -519,7 +536,7 @@ impl Fetcher {
             .p2p
             .refs_updated
             .inc_by(outcome.refs_written as u64);
-        (inner.on_change)(rid);
+        self.changed(rid).await;
         net.fetched_from(rid, from);
 
         // 4. Tell subscribers which namespaces we now hold (the pusher's ack, §5.8).
