@@ -281,6 +281,12 @@ pub const CATALOGUE: &[MetricDoc] = &[
         help: "Git bytes (upload-pack output) sent to Radicle peers.",
     },
     MetricDoc {
+        name: "seedd_p2p_git_stream_overflows_total",
+        kind: "counter",
+        labels: &[],
+        help: "Git streams opened by peers closed because their unread input passed 4 MiB per stream or 8 MiB per session.",
+    },
+    MetricDoc {
         name: "seedd_fetches_total",
         kind: "counter",
         labels: &["result"],
@@ -464,6 +470,7 @@ pub struct P2pMetrics {
     pub git_serves: IntCounterVec,
     pub git_serves_in_flight: IntGauge,
     pub git_served_bytes: IntCounter,
+    pub git_stream_overflows: IntCounter,
     pub fetches: IntCounterVec,
     pub fetch_duration: Histogram,
     pub fetch_received_bytes: IntCounter,
@@ -498,6 +505,9 @@ impl P2pMetrics {
         registry.register(Box::new(bans.clone()))?;
         let git_served_bytes = IntCounter::with_opts(opts("seedd_p2p_git_served_bytes_total"))?;
         registry.register(Box::new(git_served_bytes.clone()))?;
+        let git_stream_overflows =
+            IntCounter::with_opts(opts("seedd_p2p_git_stream_overflows_total"))?;
+        registry.register(Box::new(git_stream_overflows.clone()))?;
         let fetch_received_bytes = IntCounter::with_opts(opts("seedd_fetch_received_bytes_total"))?;
         registry.register(Box::new(fetch_received_bytes.clone()))?;
         let refs_updated = IntCounter::with_opts(opts("seedd_fetch_refs_updated_total"))?;
@@ -536,6 +546,7 @@ impl P2pMetrics {
             git_serves: counter("seedd_p2p_git_serves_total", &["result"])?,
             git_serves_in_flight: gauge("seedd_p2p_git_serves_in_flight")?,
             git_served_bytes,
+            git_stream_overflows,
             fetches: counter("seedd_fetches_total", &["result"])?,
             fetch_duration,
             fetch_received_bytes,

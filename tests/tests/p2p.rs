@@ -753,3 +753,97 @@ fn a_trickling_peer_holds_one_slot_and_is_cut_at_the_fetch_deadline() {
     );
     assert_eq!(seed.metric("seedd_fetches_active", &[]), 0.0);
 }
+
+/// Input a peer sends on a git stream that nobody reads yet (the serve waits for a slot) is
+/// bounded: past 4 MiB on one stream, or 8 MiB over the streams of its session, the stream is
+/// closed at once (not after the queue timeout), counted, and the session stays up.
+#[test]
+fn unread_git_stream_input_is_bounded_per_stream_and_per_session() {
+    use seedd_proto::wire::{Control, StreamId};
+    let heartwood = fixtures().rid(HEARTWOOD);
+    let seed = seed_with(
+        &[HEARTWOOD],
+        "max_concurrent_serves = 1\nserve_queue_timeout_secs = 60\nstream_idle_timeout_secs = 120\n",
+    );
+    let key = Keypair::mock(301);
+    let mut s = raw_connect(&seed, "127.0.0.10", &key);
+    s.set_write_timeout(Some(Duration::from_secs(20))).unwrap();
+    let header = {
+        let payload = format!(
+            "git-upload-pack /{}\0\0version=2\0",
+            heartwood.trim_start_matches("rad:")
+        );
+        format!("{:04x}{payload}", payload.len() + 4).into_bytes()
+    };
+    let open = |s: &mut TcpStream, n: u64, mib: usize| {
+        let id = StreamId::git(Link::Outbound, n).unwrap();
+        raw::send_frame(
+            s,
+            Frame::control(Link::Outbound, Control::Open { stream: id }),
+        );
+        raw::send_frame(s, Frame::git(id, header.clone()));
+        for _ in 0..mib {
+            raw::send_frame(s, Frame::git(id, vec![b'0'; 1024 * 1024]));
+        }
+        id
+    };
+    let closed = |frames: &[Frame], id: StreamId| {
+        frames.iter().any(|f| {
+            matches!(f, Frame::Control { control: Control::Close { stream }, .. } if *stream == id)
+        })
+    };
+    // 1. Takes the only serve slot (answered with the capability advertisement).
+    let first = open(&mut s, 1, 0);
+    let (frames, _) = read_until(&mut s, Duration::from_secs(10), |fs| {
+        fs.iter()
+            .any(|f| matches!(f, Frame::Git { stream, .. } if *stream == first))
+    });
+    assert!(frames
+        .iter()
+        .any(|f| matches!(f, Frame::Git { stream, .. } if *stream == first)));
+    // 2. Waits for a slot while 5 MiB arrive: closed at once.
+    let second = open(&mut s, 2, 5);
+    let (frames, gone) = read_until(&mut s, Duration::from_secs(5), |fs| closed(fs, second));
+    assert!(
+        closed(&frames, second) && !gone,
+        "a stream holding 5 MiB of unread input was not closed"
+    );
+    assert_eq!(
+        seed.metric("seedd_p2p_git_stream_overflows_total", &[]),
+        1.0
+    );
+    // 3. Three waiting streams of 3 MiB each: within the stream bound, but the third passes
+    //    the session's.
+    let third = open(&mut s, 3, 3);
+    let fourth = open(&mut s, 4, 3);
+    let fifth = open(&mut s, 5, 3);
+    let (frames, gone) = read_until(&mut s, Duration::from_secs(5), |fs| closed(fs, fifth));
+    assert!(!gone);
+    assert!(closed(&frames, fifth), "the session's bound was not applied");
+    assert!(!closed(&frames, third) && !closed(&frames, fourth));
+    assert_eq!(
+        seed.metric("seedd_p2p_git_stream_overflows_total", &[]),
+        2.0
+    );
+    assert!(seed.logs().contains("more git stream input than may wait unread"));
+    // The session is still up.
+    send(
+        &mut s,
+        Message::Ping(Ping {
+            ponglen: 5,
+            zeroes: 0,
+        }),
+    );
+    let (frames, gone) = read_until(&mut s, Duration::from_secs(5), |fs| {
+        fs.iter().any(|f| {
+            matches!(
+                f,
+                Frame::Gossip {
+                    message: Message::Pong { zeroes: 5 },
+                    ..
+                }
+            )
+        })
+    });
+    assert!(!gone && frames.len() >= 1, "session dropped");
+}
