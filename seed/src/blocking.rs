@@ -51,7 +51,10 @@ mod tests {
         .await
         .unwrap();
         assert_eq!(v, 7);
-        assert!(ticks.load(Ordering::Relaxed) >= 5, "the runtime was stalled");
+        assert!(
+            ticks.load(Ordering::Relaxed) >= 5,
+            "the runtime was stalled"
+        );
         ticker.abort();
     }
 

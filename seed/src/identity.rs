@@ -214,7 +214,8 @@ impl Identities {
         });
         // Reads every index record: on the blocking pool, not an async worker.
         let this = self.clone();
-        if let Err(e) = crate::blocking::run(Duration::from_secs(60), move || this.refresh()).await {
+        if let Err(e) = crate::blocking::run(Duration::from_secs(60), move || this.refresh()).await
+        {
             tracing::warn!(identity = %spec.name, error = %e, "announcing the inventories after starting an identity");
         }
         self.list()

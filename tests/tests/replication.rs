@@ -722,7 +722,10 @@ fn concurrent_admin_fetches_of_one_repository_are_coalesced() {
     for (status, v) in &answers {
         assert_eq!(*status, 200, "{v}");
     }
-    assert!(answers.iter().any(|(_, v)| v["cloned"] == true), "{answers:?}");
+    assert!(
+        answers.iter().any(|(_, v)| v["cloned"] == true),
+        "{answers:?}"
+    );
     // One fetch, plus at most one follow-up for the requests that came while it ran.
     let fetches = seed.metric("seedd_fetches_total", &[]);
     assert!(

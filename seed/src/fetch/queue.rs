@@ -121,6 +121,7 @@ impl Queue {
         }
     }
 
+    #[cfg(test)]
     pub fn contains(&self, rid: &RepoId) -> bool {
         self.repos.contains_key(rid)
     }
@@ -182,6 +183,7 @@ impl Slots {
     }
 
     /// Slots of `peer` taken (or being taken) now.
+    #[cfg(test)]
     pub fn peer_in_use(&self, peer: &NodeId) -> usize {
         self.lock()
             .get(peer)
@@ -189,6 +191,7 @@ impl Slots {
     }
 
     /// Peers with a slot taken or awaited.
+    #[cfg(test)]
     pub fn peers(&self) -> usize {
         self.lock().len()
     }
@@ -265,19 +268,48 @@ mod tests {
         assert_eq!(q.push(rid(1), nid(1), Some(a), 8, 8), Admit::Spawn);
         assert_eq!(q.push(rid(1), nid(1), Some(b), 8, 8), Admit::Joined);
         q.start(&rid(1));
-        // Started: c and d (and a gossip hint) wait for the follow-up.
+        // Started: c and d wait for one follow-up; a gossip hint from another peer gets the
+        // next one.
         assert_eq!(q.push(rid(1), nid(1), Some(c), 8, 8), Admit::Joined);
         assert_eq!(q.push(rid(1), nid(2), None, 8, 8), Admit::Joined);
         assert_eq!(q.push(rid(1), nid(1), Some(d), 8, 8), Admit::Joined);
         assert!(rc.try_recv().is_err());
         assert_eq!(q.finish(&rid(1), &ok(1)), Some(nid(1)));
-        assert_eq!(ra.try_recv().ok().and_then(|r| r.ok()).map(|o| o.refs_written), Some(1));
-        assert_eq!(rb.try_recv().ok().and_then(|r| r.ok()).map(|o| o.refs_written), Some(1));
-        assert!(rc.try_recv().is_err(), "c got the result of a fetch that started before it");
+        assert_eq!(
+            ra.try_recv()
+                .ok()
+                .and_then(|r| r.ok())
+                .map(|o| o.refs_written),
+            Some(1)
+        );
+        assert_eq!(
+            rb.try_recv()
+                .ok()
+                .and_then(|r| r.ok())
+                .map(|o| o.refs_written),
+            Some(1)
+        );
+        assert!(
+            rc.try_recv().is_err(),
+            "c got the result of a fetch that started before it"
+        );
         q.start(&rid(1));
-        assert_eq!(q.finish(&rid(1), &ok(2)), None);
-        assert_eq!(rc.try_recv().ok().and_then(|r| r.ok()).map(|o| o.refs_written), Some(2));
-        assert_eq!(rd.try_recv().ok().and_then(|r| r.ok()).map(|o| o.refs_written), Some(2));
+        assert_eq!(q.finish(&rid(1), &ok(2)), Some(nid(2)));
+        assert_eq!(
+            rc.try_recv()
+                .ok()
+                .and_then(|r| r.ok())
+                .map(|o| o.refs_written),
+            Some(2)
+        );
+        assert_eq!(
+            rd.try_recv()
+                .ok()
+                .and_then(|r| r.ok())
+                .map(|o| o.refs_written),
+            Some(2)
+        );
+        assert_eq!(q.finish(&rid(1), &ok(3)), None);
         assert!(!q.contains(&rid(1)));
     }
 

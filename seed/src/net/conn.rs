@@ -632,16 +632,16 @@ impl Streams {
     /// closed when its unread input would pass its bound or the session's; our fetches get
     /// back-pressure (the session stops reading until the fetch catches up).
     async fn data(&mut self, stream: StreamId, data: Vec<u8>) {
-        match self.open.get(&stream) {
-            Some(OpenStream::Served(Some(input), _)) => {
-                if input.try_send(data).is_err() {
-                    self.overflow(stream).await;
-                }
-            }
+        let overflow = match self.open.get(&stream) {
+            Some(OpenStream::Served(Some(input), _)) => input.try_send(data).is_err(),
             Some(OpenStream::Fetching(input)) => {
                 let _ = input.send(data).await;
+                false
             }
-            _ => {}
+            _ => false,
+        };
+        if overflow {
+            self.overflow(stream).await;
         }
     }
 
@@ -650,12 +650,7 @@ impl Streams {
         if let Some(OpenStream::Served(_, task)) = self.open.remove(&stream) {
             task.abort();
         }
-        self.ctx
-            .shared
-            .metrics
-            .p2p
-            .git_stream_overflows
-            .inc();
+        self.ctx.shared.metrics.p2p.git_stream_overflows.inc();
         tracing::warn!(peer = %self.ctx.remote, %stream, "peer sent more git stream input than may wait unread ({STREAM_INPUT_BYTES} bytes per stream, {SESSION_INPUT_BYTES} per session); closing the stream");
         self.ctx.send_close(stream).await;
     }

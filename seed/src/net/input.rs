@@ -151,11 +151,9 @@ mod tests {
         let chunk = vec![1u8; 2 * 1024 * 1024];
         assert!(tx.send(chunk.clone()).await);
         assert!(tx.send(chunk.clone()).await);
-        let third = tokio::time::timeout(
-            std::time::Duration::from_millis(50),
-            tx.send(chunk.clone()),
-        )
-        .await;
+        let third =
+            tokio::time::timeout(std::time::Duration::from_millis(50), tx.send(chunk.clone()))
+                .await;
         assert!(third.is_err(), "more than the stream's bound queued");
         assert!(rx.recv().await.is_some());
         assert!(tx.send(chunk).await);

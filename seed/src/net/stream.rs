@@ -142,11 +142,7 @@ pub(crate) async fn serve(ctx: StreamCtx, stream: StreamId, mut input: Input) {
     ctx.send_close(stream).await;
 }
 
-async fn serve_inner(
-    ctx: &StreamCtx,
-    stream: StreamId,
-    input: &mut Input,
-) -> &'static str {
+async fn serve_inner(ctx: &StreamCtx, stream: StreamId, input: &mut Input) -> &'static str {
     let shared = &ctx.shared;
     let idle = shared.cfg.stream_idle_timeout;
 

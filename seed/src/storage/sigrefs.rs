@@ -50,6 +50,7 @@ impl Budget {
     }
 
     /// Bytes of objects read so far.
+    #[cfg(test)]
     pub fn read(&self) -> u64 {
         self.read
     }
@@ -511,7 +512,14 @@ d223097149e30b4ea4c2a7b99e523344bb2c2cab refs/rad/sigrefs\n";
         let tip = commit(&git, &key, &refs_blob(1), None, Some(&huge));
         let err = verify(&git, RepoId::from(RID), &key.nid(), tip).unwrap_err();
         assert!(
-            matches!(err, SigrefsError::ObjectTooLarge { kind: "signature", max: 64, .. }),
+            matches!(
+                err,
+                SigrefsError::ObjectTooLarge {
+                    kind: "signature",
+                    max: 64,
+                    ..
+                }
+            ),
             "{err}"
         );
     }
