@@ -82,10 +82,14 @@ pub struct P2pConfig {
     pub max_stream_request_bytes: u64,
     /// Fetches from peers at once (a budget separate from serving).
     pub max_concurrent_fetches: usize,
+    /// Of those, at most this many from one peer (the others wait without taking a slot).
+    pub max_fetches_per_peer: usize,
     /// Largest amount of git data one fetch may receive.
     pub max_fetch_bytes: u64,
     /// A fetch that receives nothing for this long is aborted.
     pub fetch_timeout_secs: u64,
+    /// A fetch not finished after this long is aborted, however active.
+    pub fetch_deadline_secs: u64,
     /// Most repositories the default identity announces (≤ 2,973, the inventory limit).
     pub inventory_cap: usize,
     pub rate: RateConfig,
@@ -307,8 +311,10 @@ impl Default for P2pConfig {
             stream_idle_timeout_secs: 30,
             max_stream_request_bytes: 64 * 1024 * 1024,
             max_concurrent_fetches: 4,
+            max_fetches_per_peer: 2,
             max_fetch_bytes: 500 * 1024 * 1024,
             fetch_timeout_secs: 30,
+            fetch_deadline_secs: 600,
             inventory_cap: 2_973,
             rate: RateConfig::default(),
             ban: BanConfig::default(),
@@ -543,8 +549,13 @@ impl Config {
                 "p2p.max_concurrent_fetches",
                 self.p2p.max_concurrent_fetches as u64,
             ),
+            (
+                "p2p.max_fetches_per_peer",
+                self.p2p.max_fetches_per_peer as u64,
+            ),
             ("p2p.max_fetch_bytes", self.p2p.max_fetch_bytes),
             ("p2p.fetch_timeout_secs", self.p2p.fetch_timeout_secs),
+            ("p2p.fetch_deadline_secs", self.p2p.fetch_deadline_secs),
         ] {
             if v == 0 {
                 return Err(bad(key, "must be at least 1".into()));

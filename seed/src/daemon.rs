@@ -282,8 +282,10 @@ pub async fn run(
     // Replication: fetch what peers tell us about (policy allow), validate, apply, re-index.
     let fetch_cfg = FetchConfig {
         max_concurrent: cfg.p2p.max_concurrent_fetches,
+        max_per_peer: cfg.p2p.max_fetches_per_peer,
         max_pack_bytes: cfg.p2p.max_fetch_bytes,
         timeout: Duration::from_secs(cfg.p2p.fetch_timeout_secs),
+        deadline: Duration::from_secs(cfg.p2p.fetch_deadline_secs),
         git: cfg.http.git_binary.clone(),
         git_home: cfg.cache_dir().join("git-home"),
         work_dir: cfg.cache_dir().join("fetch"),

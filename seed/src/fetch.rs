@@ -20,6 +20,7 @@
 //! and renamed into storage at the end.
 
 mod apply;
+mod queue;
 
 use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
@@ -30,7 +31,6 @@ use seedd_proto::crypto::{NodeId, RepoId};
 use seedd_proto::wire::{Control, Oid, RefsAt};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::UnixListener;
-use tokio::sync::Semaphore;
 
 use crate::index::policy::Scope;
 use crate::metrics::Metrics;
@@ -44,6 +44,10 @@ pub use apply::{Outcome, ValidationError};
 pub const MAX_QUEUED: usize = 256;
 /// Of those, at most this many from one peer.
 pub const MAX_QUEUED_PER_PEER: usize = 32;
+
+/// How long a fetch waits for the re-indexing of what it applied (its slots are held
+/// meanwhile); past it the fetch goes on and the index catches up in the background.
+pub const REINDEX_WAIT: Duration = Duration::from_secs(60);
 
 /// Where fetched refs wait for validation.
 pub const QUARANTINE: &str = "refs/seedd-fetch";
@@ -60,6 +64,8 @@ pub enum FetchError {
     Quota(u64),
     #[error("no data from the peer for {0:?}")]
     Timeout(Duration),
+    #[error("not finished within {0:?} (p2p.fetch_deadline_secs); aborted")]
+    Deadline(Duration),
     #[error("validation failed: {0}")]
     Invalid(#[from] ValidationError),
     #[error("{0}")]
@@ -77,6 +83,7 @@ impl FetchError {
         "too_large",
         "quota",
         "timeout",
+        "deadline",
         "invalid",
         "io",
         "index",
@@ -89,6 +96,7 @@ impl FetchError {
             FetchError::TooLarge(_) => "too_large",
             FetchError::Quota(_) => "quota",
             FetchError::Timeout(_) => "timeout",
+            FetchError::Deadline(_) => "deadline",
             FetchError::Invalid(_) => "invalid",
             FetchError::Io(_) => "io",
             FetchError::Index(_) => "index",
@@ -100,8 +108,13 @@ impl FetchError {
 #[derive(Debug, Clone)]
 pub struct FetchConfig {
     pub max_concurrent: usize,
+    /// Of those, at most this many from one peer.
+    pub max_per_peer: usize,
     pub max_pack_bytes: u64,
+    /// Inactivity limit of a transfer.
     pub timeout: Duration,
+    /// Limit on a whole fetch, however active.
+    pub deadline: Duration,
     pub git: String,
     pub git_home: PathBuf,
     pub work_dir: PathBuf,
@@ -123,10 +136,9 @@ struct Inner {
     storage: Storage,
     metrics: Arc<Metrics>,
     policies: Policies,
-    slots: Semaphore,
-    /// Repositories being fetched, and whether another fetch was asked for meanwhile.
-    /// Per repository: the peer of the queued or running fetch, and the peer of a follow-up.
-    active: Mutex<HashMap<RepoId, (NodeId, Option<NodeId>)>>,
+    slots: queue::Slots,
+    /// Repositories queued or being fetched, their follow-ups and who waits for them.
+    active: Mutex<queue::Queue>,
     /// Fetches holding a slot now, since when.
     running: Mutex<HashMap<RepoId, (NodeId, Instant)>>,
     seq: std::sync::atomic::AtomicU64,
@@ -143,7 +155,7 @@ impl Fetcher {
         policies: Policies,
         on_change: Arc<dyn Fn(RepoId) + Send + Sync>,
     ) -> Self {
-        let slots = Semaphore::new(cfg.max_concurrent.max(1));
+        let slots = queue::Slots::new(cfg.max_concurrent, cfg.max_per_peer);
         Self {
             inner: Arc::new(Inner {
                 cfg,
@@ -153,7 +165,7 @@ impl Fetcher {
                 metrics,
                 policies,
                 slots,
-                active: Mutex::new(HashMap::new()),
+                active: Mutex::new(queue::Queue::default()),
                 running: Mutex::new(HashMap::new()),
                 seq: std::sync::atomic::AtomicU64::new(0),
                 on_change,
@@ -244,45 +256,45 @@ impl Fetcher {
     /// the same repository). At most [`MAX_QUEUED`] repositories wait; beyond that the request
     /// is dropped (counted) and the sync task retries it later.
     pub fn request(&self, rid: RepoId, from: NodeId) {
-        {
+        self.enqueue(rid, from, None);
+    }
+
+    /// Adds a fetch to the queue, starting the repository's task when it has none. With a
+    /// waiter the queue's bounds do not apply (an operator asked).
+    fn enqueue(&self, rid: RepoId, from: NodeId, waiter: Option<queue::Waiter>) {
+        let admit = {
             let mut active = self.inner.active.lock().unwrap_or_else(|e| e.into_inner());
-            if let Some((_, again)) = active.get_mut(&rid) {
-                *again = Some(from);
-                return;
+            let admit = active.push(rid, from, waiter, MAX_QUEUED, MAX_QUEUED_PER_PEER);
+            if admit == queue::Admit::Full {
+                // Fair across peers: one peer cannot fill the queue.
+                tracing::warn!(%rid, peer = %from, queued = active.len(), "fetch queue full; dropping request (the sync task retries)");
             }
-            // Fair across peers: one peer cannot fill the queue.
-            let from_peer = active.values().filter(|(p, _)| *p == from).count();
-            if active.len() >= MAX_QUEUED || from_peer >= MAX_QUEUED_PER_PEER {
+            admit
+        };
+        match admit {
+            queue::Admit::Joined => return,
+            queue::Admit::Full => {
                 self.inner
                     .metrics
                     .p2p
                     .fetches
                     .with_label_values(&["queue_full"])
                     .inc();
-                tracing::warn!(%rid, peer = %from, queued = active.len(), "fetch queue full; dropping request (the sync task retries)");
                 return;
             }
-            active.insert(rid, (from, None));
+            queue::Admit::Spawn => {}
         }
         let this = self.clone();
         tokio::spawn(async move {
             let mut from = from;
             loop {
-                this.run_one(rid, from).await;
-                let next = {
-                    let mut active = this.inner.active.lock().unwrap_or_else(|e| e.into_inner());
-                    match active.get_mut(&rid).and_then(|(cur, again)| {
-                        let next = again.take()?;
-                        *cur = next;
-                        Some(next)
-                    }) {
-                        Some(n) => Some(n),
-                        None => {
-                            active.remove(&rid);
-                            None
-                        }
-                    }
-                };
+                let result = this.measured(rid, from).await.map_err(Arc::new);
+                let next = this
+                    .inner
+                    .active
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .finish(&rid, &result);
                 match next {
                     Some(n) => from = n,
                     None => break,
@@ -332,8 +344,8 @@ impl Fetcher {
             .active
             .lock()
             .unwrap_or_else(|e| e.into_inner())
-            .keys()
-            .copied()
+            .iter()
+            .map(|(rid, _)| *rid)
             .collect();
         for rid in wanted {
             if active.contains(&rid) || inner.storage.path_of(&rid).join("HEAD").exists() {
@@ -368,26 +380,49 @@ impl Fetcher {
             .unwrap_or_else(|e| e.into_inner())
             .iter()
             .filter(|(rid, _)| !running.iter().any(|(r, _, _)| r == *rid))
-            .map(|(rid, (nid, _))| (*rid, *nid))
+            .map(|(rid, nid)| (*rid, *nid))
             .collect();
         (running, queued)
     }
 
-    /// Fetches now and waits for the result (admin requests, tests).
-    pub async fn fetch_now(&self, rid: RepoId, from: NodeId) -> Result<Outcome, FetchError> {
-        self.measured(rid, from).await
+    /// Fetches through the queue and waits for the result (admin requests): coalesced with
+    /// the repository's queued fetch from the same peer, else run after the running one, so
+    /// two fetches of one repository never overlap.
+    pub async fn fetch_now(&self, rid: RepoId, from: NodeId) -> Result<Outcome, Arc<FetchError>> {
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        self.enqueue(rid, from, Some(tx));
+        rx.await.unwrap_or_else(|_| {
+            Err(Arc::new(FetchError::Git(
+                "the fetch task ended without a result".into(),
+            )))
+        })
     }
 
-    async fn run_one(&self, rid: RepoId, from: NodeId) {
-        let _ = self.measured(rid, from).await;
+    /// After a repository was created or changed: `on_change` (re-index with signed refs
+    /// verification, sizes, inventory) on the blocking pool, never on an async worker.
+    async fn changed(&self, rid: RepoId) {
+        let f = self.inner.on_change.clone();
+        match crate::blocking::run(REINDEX_WAIT, move || f(rid)).await {
+            Ok(()) => {}
+            Err(e @ crate::blocking::BlockingError::Deadline(_)) => {
+                tracing::warn!(%rid, error = %e, "re-indexing after a fetch is slow; not waiting for it")
+            }
+            Err(e) => tracing::error!(%rid, error = %e, "re-indexing after a fetch failed"),
+        }
     }
 
     /// One fetch in a slot, counted and logged.
     async fn measured(&self, rid: RepoId, from: NodeId) -> Result<Outcome, FetchError> {
         let m = &self.inner.metrics.p2p;
         m.fetch_queue.inc();
-        let slot = self.inner.slots.acquire().await;
+        // The peer's slot first (holding nothing while it waits), then a global one.
+        let slot = self.inner.slots.acquire(from).await;
         m.fetch_queue.dec();
+        self.inner
+            .active
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .start(&rid);
         m.fetches_active.inc();
         let started = Instant::now();
         self.inner
@@ -395,7 +430,10 @@ impl Fetcher {
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .insert(rid, (from, started));
-        let result = self.fetch(rid, from).await;
+        let deadline = self.inner.cfg.deadline;
+        let result = tokio::time::timeout(deadline, self.fetch(rid, from))
+            .await
+            .unwrap_or(Err(FetchError::Deadline(deadline)));
         self.inner
             .running
             .lock()
@@ -571,7 +609,7 @@ impl Fetcher {
             .p2p
             .refs_updated
             .inc_by(outcome.refs_written as u64);
-        (inner.on_change)(rid);
+        self.changed(rid).await;
         net.fetched_from(rid, from);
 
         // 4. Tell subscribers which namespaces we now hold (the pusher's ack, §5.8).

@@ -8,6 +8,7 @@
 
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 use tokio_util::sync::CancellationToken;
@@ -211,7 +212,12 @@ impl Identities {
             spec: spec.clone(),
             net,
         });
-        self.refresh();
+        // Reads every index record: on the blocking pool, not an async worker.
+        let this = self.clone();
+        if let Err(e) = crate::blocking::run(Duration::from_secs(60), move || this.refresh()).await
+        {
+            tracing::warn!(identity = %spec.name, error = %e, "announcing the inventories after starting an identity");
+        }
         self.list()
             .into_iter()
             .find(|i| i.name == spec.name)

@@ -3,6 +3,7 @@
 
 pub mod admin;
 pub mod backup;
+pub mod blocking;
 pub mod config;
 pub use seedd_proto::crypto;
 pub mod daemon;

@@ -290,10 +290,16 @@ pub const CATALOGUE: &[MetricDoc] = &[
         help: "Git bytes (upload-pack output) sent to Radicle peers.",
     },
     MetricDoc {
+        name: "seedd_p2p_git_stream_overflows_total",
+        kind: "counter",
+        labels: &[],
+        help: "Git streams opened by peers closed because their unread input passed 4 MiB per stream or 8 MiB per session.",
+    },
+    MetricDoc {
         name: "seedd_fetches_total",
         kind: "counter",
         labels: &["result"],
-        help: "Fetches from peers by result (ok, stream, git, too_large, quota, timeout, invalid, io, index; queue_full = request dropped).",
+        help: "Fetches from peers by result (ok, stream, git, too_large, quota, timeout, deadline, invalid, io, index; queue_full = request dropped).",
     },
     MetricDoc {
         name: "seedd_fetch_duration_seconds",
@@ -311,7 +317,7 @@ pub const CATALOGUE: &[MetricDoc] = &[
         name: "seedd_fetch_queue_depth",
         kind: "gauge",
         labels: &[],
-        help: "Fetches waiting for a fetch slot.",
+        help: "Fetches waiting for a fetch slot (their peer's or a global one).",
     },
     MetricDoc {
         name: "seedd_fetches_active",
@@ -619,6 +625,7 @@ pub struct P2pMetrics {
     pub git_serves: IntCounterVec,
     pub git_serves_in_flight: IntGauge,
     pub git_served_bytes: IntCounter,
+    pub git_stream_overflows: IntCounter,
     pub fetches: IntCounterVec,
     pub fetch_duration: Histogram,
     pub fetch_received_bytes: IntCounter,
@@ -653,6 +660,9 @@ impl P2pMetrics {
         registry.register(Box::new(bans.clone()))?;
         let git_served_bytes = IntCounter::with_opts(opts("seedd_p2p_git_served_bytes_total"))?;
         registry.register(Box::new(git_served_bytes.clone()))?;
+        let git_stream_overflows =
+            IntCounter::with_opts(opts("seedd_p2p_git_stream_overflows_total"))?;
+        registry.register(Box::new(git_stream_overflows.clone()))?;
         let fetch_received_bytes = IntCounter::with_opts(opts("seedd_fetch_received_bytes_total"))?;
         registry.register(Box::new(fetch_received_bytes.clone()))?;
         let refs_updated = IntCounter::with_opts(opts("seedd_fetch_refs_updated_total"))?;
@@ -683,6 +693,7 @@ impl P2pMetrics {
             git_serves: counter("seedd_p2p_git_serves_total", &["result"])?,
             git_serves_in_flight: gauge("seedd_p2p_git_serves_in_flight")?,
             git_served_bytes,
+            git_stream_overflows,
             fetches: counter("seedd_fetches_total", &["result"])?,
             fetch_duration,
             fetch_received_bytes,
@@ -950,7 +961,7 @@ mod tests {
         );
         assert_eq!(count("seedd_p2p_messages_total"), 2 + 2 * 7);
         assert_eq!(count("seedd_p2p_disconnects_total"), DISCONNECTS.len() + 4);
-        assert_eq!(count("seedd_fetches_total"), 2 + 8);
+        assert_eq!(count("seedd_fetches_total"), 2 + FetchError::LABELS.len());
         assert!(text.contains("seedd_git_pack_rejected_total{reason=\"queue_timeout\"} 0"));
         assert!(text.contains("seedd_p2p_penalties_total{reason=\"handshake\"} 0"));
         assert!(text.contains("seedd_p2p_dropped_messages_total{reason=\"unknown_author\"} 0"));
@@ -1096,6 +1107,7 @@ mod tests {
             FetchError::TooLarge(0),
             FetchError::Quota(0),
             FetchError::Timeout(std::time::Duration::ZERO),
+            FetchError::Deadline(std::time::Duration::ZERO),
             FetchError::Invalid(ValidationError::MissingIdentity),
             FetchError::Io(std::io::Error::other("x")),
             FetchError::Index(String::new()),
@@ -1107,6 +1119,7 @@ mod tests {
                 | FetchError::TooLarge(_)
                 | FetchError::Quota(_)
                 | FetchError::Timeout(_)
+                | FetchError::Deadline(_)
                 | FetchError::Invalid(_)
                 | FetchError::Io(_)
                 | FetchError::Index(_) => {}

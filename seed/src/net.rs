@@ -8,6 +8,7 @@
 
 mod conn;
 pub mod guard;
+pub mod input;
 pub mod stream;
 
 use std::collections::{HashMap, HashSet};
@@ -242,7 +243,7 @@ pub struct OutgoingStream {
     pub(crate) link: Link,
     pub(crate) outbox: mpsc::Sender<Outgoing>,
     /// Bytes from the peer; ends when the peer closes the stream or the session ends.
-    pub input: mpsc::Receiver<Vec<u8>>,
+    pub input: input::Input,
     pub peer: NodeId,
 }
 

@@ -841,3 +841,236 @@ fn private_repository_is_announced_only_to_allowed_nodes() {
         "a node not allowed tried to fetch it, so it heard of it"
     );
 }
+
+/// One peer cannot hold every fetch slot, and no fetch outlives `p2p.fetch_deadline_secs`: a
+/// raw peer answers seedd's git streams by trickling a never-ending capability advertisement
+/// (never silent, so the inactivity timeout never fires). With 2 slots and 1 per peer, its
+/// second fetch waits for its own slot without taking the free global one, so a fetch from
+/// the real node runs at once; both trickled fetches end at the deadline.
+#[test]
+fn a_trickling_peer_holds_one_slot_and_is_cut_at_the_fetch_deadline() {
+    use seedd_proto::wire::{Control, StreamId};
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::Arc;
+    let heartwood = fixtures().rid(HEARTWOOD);
+    // Default policy block: only the admin requests below fetch.
+    let seed = Seed::start(SeedOptions {
+        p2p_config: "max_concurrent_fetches = 2\nmax_fetches_per_peer = 1\nfetch_timeout_secs = 30\nfetch_deadline_secs = 8\n".into(),
+        ..Default::default()
+    });
+    let alice = RadNode::start("alice", &[seed.p2p_peer()]);
+    let key = Keypair::mock(400);
+    let raw_nid = key.nid().to_string();
+    let s = raw_connect(&seed, "127.0.0.9", &key);
+    wait_for(
+        "alice and the raw peer connected",
+        Duration::from_secs(30),
+        || {
+            let p = peers(&seed);
+            let up = |nid: &str| {
+                p.iter()
+                    .any(|p| p["nid"] == nid && p["state"] == "connected")
+            };
+            (up(&alice.nid) && up(&raw_nid)).then_some(())
+        },
+    );
+    // The raw peer: every stream seedd opens gets one byte every 300 ms of a protocol-v2
+    // capability advertisement that never ends.
+    let stop = Arc::new(AtomicBool::new(false));
+    let trickler = {
+        let stop = stop.clone();
+        let mut s = s;
+        std::thread::spawn(move || {
+            let first = b"000eversion 2\n";
+            let line = b"000dagent=raw\n";
+            let mut streams: Vec<(StreamId, usize)> = Vec::new();
+            while !stop.load(Ordering::Relaxed) {
+                let (frames, closed) = read_until(&mut s, Duration::from_millis(300), |_| false);
+                if closed {
+                    return;
+                }
+                for f in frames {
+                    if let Frame::Control {
+                        control: Control::Open { stream },
+                        ..
+                    } = f
+                    {
+                        streams.push((stream, 0));
+                    }
+                }
+                for (stream, at) in &mut streams {
+                    let byte = match first.get(*at) {
+                        Some(b) => *b,
+                        None => line[(*at - first.len()) % line.len()],
+                    };
+                    *at += 1;
+                    raw::send_frame(&mut s, Frame::git(*stream, vec![byte]));
+                }
+            }
+        })
+    };
+    let fetch = |rid: String, from: String| {
+        let seed = &seed;
+        move || {
+            let started = Instant::now();
+            let (status, v) = seed.admin(
+                "POST",
+                "/api/v1/fetch",
+                Some(serde_json::json!({ "rid": rid, "from": from })),
+            );
+            (status, v, started.elapsed(), Instant::now())
+        }
+    };
+    std::thread::scope(|scope| {
+        let raw1 = scope.spawn(fetch(
+            "rad:z3gqcJUoA1n9HaHKufZs5FCSGazv5".into(),
+            raw_nid.clone(),
+        ));
+        let raw2 = scope.spawn(fetch(fixtures().rid(SMALL), raw_nid.clone()));
+        wait_for(
+            "one trickled fetch running, one waiting",
+            Duration::from_secs(10),
+            || {
+                (seed.metric("seedd_fetches_active", &[]) == 1.0
+                    && seed.metric("seedd_fetch_queue_depth", &[]) == 1.0)
+                    .then_some(())
+            },
+        );
+        let (status, v, took, alice_done) = fetch(heartwood.clone(), alice.nid.clone())();
+        assert_eq!(status, 200, "{v}");
+        assert_eq!(v["cloned"], true, "{v}");
+        let (s1, v1, t1, done1) = raw1.join().unwrap();
+        let (s2, v2, t2, done2) = raw2.join().unwrap();
+        assert!(
+            alice_done < done1.min(done2),
+            "the real node's fetch ({took:?}) waited for the trickled ones"
+        );
+        for (status, v, t) in [(s1, v1, t1), (s2, v2, t2)] {
+            assert_eq!(status, 502, "{v}");
+            assert_eq!(v["reason"], "deadline", "{v}");
+            assert!(t >= Duration::from_secs(7), "{t:?}");
+        }
+        // One after the other: the second waited for the peer's only slot.
+        let (first, second) = (t1.min(t2), t1.max(t2));
+        assert!(
+            second >= first + Duration::from_secs(6),
+            "{first:?} {second:?}"
+        );
+    });
+    stop.store(true, Ordering::Relaxed);
+    let _ = trickler.join();
+    assert_eq!(
+        seed.metric("seedd_fetches_total", &["result=\"deadline\""]),
+        2.0
+    );
+    assert_eq!(seed.metric("seedd_fetches_active", &[]), 0.0);
+}
+
+/// Input a peer sends on a git stream that nobody reads yet (the serve waits for a slot) is
+/// bounded: past 4 MiB on one stream, or 8 MiB over the streams of its session, the stream is
+/// closed at once (not after the queue timeout), counted, and the session stays up.
+#[test]
+fn unread_git_stream_input_is_bounded_per_stream_and_per_session() {
+    use seedd_proto::wire::{Control, StreamId};
+    let heartwood = fixtures().rid(HEARTWOOD);
+    let seed = seed_with(
+        &[HEARTWOOD],
+        "max_concurrent_serves = 1\nserve_queue_timeout_secs = 60\nstream_idle_timeout_secs = 120\n",
+    );
+    let key = Keypair::mock(301);
+    let mut s = raw_connect(&seed, "127.0.0.10", &key);
+    s.set_write_timeout(Some(Duration::from_secs(20))).unwrap();
+    let header = {
+        let payload = format!(
+            "git-upload-pack /{}\0\0version=2\0",
+            heartwood.trim_start_matches("rad:")
+        );
+        format!("{:04x}{payload}", payload.len() + 4).into_bytes()
+    };
+    let open = |s: &mut TcpStream, n: u64, mib: usize| {
+        let id = StreamId::git(Link::Outbound, n).unwrap();
+        raw::send_frame(
+            s,
+            Frame::control(Link::Outbound, Control::Open { stream: id }),
+        );
+        raw::send_frame(s, Frame::git(id, header.clone()));
+        for _ in 0..mib {
+            raw::send_frame(s, Frame::git(id, vec![b'0'; 1024 * 1024]));
+        }
+        id
+    };
+    let closed = |frames: &[Frame], id: StreamId| {
+        frames.iter().any(|f| {
+            matches!(f, Frame::Control { control: Control::Close { stream }, .. } if *stream == id)
+        })
+    };
+    // 1. Takes the only serve slot (answered with the capability advertisement).
+    let first = open(&mut s, 1, 0);
+    let (frames, _) = read_until(&mut s, Duration::from_secs(10), |fs| {
+        fs.iter()
+            .any(|f| matches!(f, Frame::Git { stream, .. } if *stream == first))
+    });
+    assert!(frames
+        .iter()
+        .any(|f| matches!(f, Frame::Git { stream, .. } if *stream == first)));
+    // 2. Waits for a slot while 5 MiB arrive: closed at once.
+    let second = open(&mut s, 2, 5);
+    let (frames, gone) = read_until(&mut s, Duration::from_secs(5), |fs| closed(fs, second));
+    assert!(
+        closed(&frames, second) && !gone,
+        "a stream holding 5 MiB of unread input was not closed"
+    );
+    assert_eq!(
+        seed.metric("seedd_p2p_git_stream_overflows_total", &[]),
+        1.0
+    );
+    // 3. Three waiting streams of 3 MiB each: within the stream bound, but the third passes
+    //    the session's.
+    let third = open(&mut s, 3, 3);
+    let fourth = open(&mut s, 4, 3);
+    let fifth = open(&mut s, 5, 3);
+    let (frames, gone) = read_until(&mut s, Duration::from_secs(5), |fs| closed(fs, fifth));
+    assert!(!gone);
+    assert!(
+        closed(&frames, fifth),
+        "the session's bound was not applied"
+    );
+    assert!(!closed(&frames, third) && !closed(&frames, fourth));
+    assert_eq!(
+        seed.metric("seedd_p2p_git_stream_overflows_total", &[]),
+        2.0
+    );
+    assert!(seed
+        .logs()
+        .contains("more git stream input than may wait unread"));
+    // The session is still up.
+    send(
+        &mut s,
+        Message::Ping(Ping {
+            ponglen: 5,
+            zeroes: 0,
+        }),
+    );
+    let (frames, gone) = read_until(&mut s, Duration::from_secs(5), |fs| {
+        fs.iter().any(|f| {
+            matches!(
+                f,
+                Frame::Gossip {
+                    message: Message::Pong { zeroes: 5 },
+                    ..
+                }
+            )
+        })
+    });
+    assert!(
+        !gone
+            && frames.iter().any(|f| matches!(
+                f,
+                Frame::Gossip {
+                    message: Message::Pong { zeroes: 5 },
+                    ..
+                }
+            )),
+        "session dropped"
+    );
+}

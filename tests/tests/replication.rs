@@ -694,6 +694,51 @@ fn fetch_over_the_size_cap_is_stopped_and_nothing_written() {
     );
 }
 
+/// Concurrent `POST /api/v1/fetch` of one repository go through the per-repository queue:
+/// they share the queued fetch or one follow-up, never run side by side, and each caller gets
+/// a result.
+#[test]
+fn concurrent_admin_fetches_of_one_repository_are_coalesced() {
+    let f = seedd_tests::fixtures();
+    let heartwood = f.rid("heartwood-fixture");
+    // Default policy block: only the admin requests fetch.
+    let seed = Seed::start(SeedOptions::default());
+    let alice = RadNode::start("alice", &[seed.p2p_peer()]);
+    wait_for("alice connected", Duration::from_secs(30), || {
+        seed.api("/api/v1/peers")["peers"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|p| p["nid"] == alice.nid.as_str() && p["state"] == "connected")
+            .then_some(())
+    });
+    let body = serde_json::json!({ "rid": heartwood, "from": alice.nid });
+    let answers: Vec<(u16, serde_json::Value)> = std::thread::scope(|s| {
+        let calls: Vec<_> = (0..4)
+            .map(|_| s.spawn(|| seed.admin("POST", "/api/v1/fetch", Some(body.clone()))))
+            .collect();
+        calls.into_iter().map(|c| c.join().unwrap()).collect()
+    });
+    for (status, v) in &answers {
+        assert_eq!(*status, 200, "{v}");
+    }
+    assert!(
+        answers.iter().any(|(_, v)| v["cloned"] == true),
+        "{answers:?}"
+    );
+    // One fetch, plus at most one follow-up for the requests that came while it ran.
+    let fetches = seed.metric("seedd_fetches_total", &[]);
+    assert!(
+        (1.0..=2.0).contains(&fetches),
+        "{fetches} fetches for 4 concurrent requests"
+    );
+    assert!(seed
+        .storage()
+        .join(heartwood.trim_start_matches("rad:"))
+        .join("HEAD")
+        .exists());
+}
+
 /// `xyz.radicle.crefs` rules make delegate-agreed tags canonical on seedd (a top-level
 /// `refs/tags/*` an HTTP clone sees), and the identity update itself replicates.
 #[test]

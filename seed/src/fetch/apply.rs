@@ -217,6 +217,34 @@ pub fn data_wants(
     Ok(out)
 }
 
+/// Every ref of `repo` and its oid.
+fn snapshot(cfg: &FetchConfig, repo: &Path) -> Result<BTreeMap<String, String>, FetchError> {
+    Ok(refs_under(cfg, repo, "refs/")?.into_iter().collect())
+}
+
+/// `update`/`delete` lines with the old value each ref had in `before` (the null oid: it must
+/// not exist), so `update-ref` refuses the whole transaction if any of them moved since.
+fn guarded(lines: &[String], before: &BTreeMap<String, String>) -> Vec<String> {
+    const NULL: &str = "0000000000000000000000000000000000000000";
+    lines
+        .iter()
+        .map(|l| {
+            let mut parts = l.split(' ');
+            match (parts.next(), parts.next(), parts.next(), parts.next()) {
+                (Some("update"), Some(name), Some(new), None) => {
+                    let old = before.get(name).map_or(NULL, String::as_str);
+                    format!("update {name} {new} {old}")
+                }
+                (Some("delete"), Some(name), None, None) => match before.get(name) {
+                    Some(old) => format!("delete {name} {old}"),
+                    None => l.clone(),
+                },
+                _ => l.clone(),
+            }
+        })
+        .collect()
+}
+
 /// The delegates of the identity a fetch will be validated against (after the special refs).
 pub fn identity_delegates(
     cfg: &FetchConfig,
@@ -390,6 +418,10 @@ pub fn validate_and_apply(
     let fetched: BTreeMap<String, String> = fetched.into_iter().collect();
 
     // 1. The identity document: ours, or the peer's when it is a verified successor.
+    // Every ref of the repository as validation starts: the transaction only commits if none
+    // of the refs it writes moved meanwhile (another writer, or this apply outliving its fetch's
+    // deadline while a newer fetch ran) — never a step back.
+    let before = snapshot(cfg, live)?;
     let resolved = resolve_identity(cfg, &gix_repo, rid, q, live, &fetched)?;
     let ident = &resolved.ident;
     let doc = &ident.doc;
@@ -566,7 +598,7 @@ pub fn validate_and_apply(
         .filter_map(|l| l.split_once(' ').map(|(_, oid)| oid.to_owned()))
         .collect();
     migrate(cfg, q, live, &tips)?;
-    transaction(cfg, live, &lines)?;
+    transaction(cfg, live, &guarded(&lines, &before))?;
     if let Some(branch) = &default_branch {
         let _ = git(cfg, live)
             .args(["symbolic-ref", "HEAD", &format!("refs/heads/{branch}")])
@@ -577,13 +609,14 @@ pub fn validate_and_apply(
     let rules = cref_rules(&doc.payload, &doc.delegates);
     if !rules.is_empty() {
         let skip = default_branch.map(|b| format!("refs/heads/{b}"));
+        let before = snapshot(cfg, live)?;
         let canonical = canonical_refs(cfg, live, &rules, skip.as_deref())?;
         if !canonical.is_empty() {
             let lines: Vec<String> = canonical
                 .iter()
                 .map(|(name, oid)| format!("update {name} {oid}"))
                 .collect();
-            transaction(cfg, live, &lines)?;
+            transaction(cfg, live, &guarded(&lines, &before))?;
         }
     }
     Ok(outcome)
@@ -773,6 +806,24 @@ mod tests {
             "refs/heads/release/1.2"
         ));
         assert!(!pattern_matches("refs/tags/v1.0", "refs/tags/v1.01"));
+    }
+
+    #[test]
+    fn transactions_are_guarded_by_the_values_validation_saw() {
+        let before: BTreeMap<String, String> = [("refs/a".to_owned(), "1".repeat(40))].into();
+        let lines = vec![
+            format!("update refs/a {}", "2".repeat(40)),
+            format!("update refs/b {}", "3".repeat(40)),
+            "delete refs/a".to_owned(),
+        ];
+        assert_eq!(
+            guarded(&lines, &before),
+            vec![
+                format!("update refs/a {} {}", "2".repeat(40), "1".repeat(40)),
+                format!("update refs/b {} {}", "3".repeat(40), "0".repeat(40)),
+                format!("delete refs/a {}", "1".repeat(40)),
+            ]
+        );
     }
 
     #[test]

@@ -17,6 +17,7 @@ use tokio::sync::{mpsc, Semaphore};
 use tokio_util::sync::CancellationToken;
 
 use super::guard::Offence;
+use super::input::{self, InputTx, SESSION_INPUT_BYTES, STREAM_INPUT_BYTES};
 use super::stream::{self, StreamCtx, GIT_OUTBOX_BYTES};
 use super::{
     link_label, now_ms, type_label, Outgoing, OutgoingStream, SessionCmd, SessionHandle, Shared,
@@ -361,6 +362,7 @@ async fn session(
         open: HashMap::new(),
         done: mpsc::unbounded_channel(),
         opened: 0,
+        input_budget: input::session_budget(),
     };
 
     let (mut reader, mut writer) = stream.into_split();
@@ -521,9 +523,9 @@ fn on_gossip(
 /// A registered stream.
 enum OpenStream {
     /// The peer fetches from us: its input (until `Eof`) and the serving task.
-    Served(Option<mpsc::Sender<Vec<u8>>>, tokio::task::AbortHandle),
+    Served(Option<InputTx>, tokio::task::AbortHandle),
     /// We fetch from the peer: where its bytes go.
-    Fetching(mpsc::Sender<Vec<u8>>),
+    Fetching(InputTx),
 }
 
 /// A session's git streams opened by the peer (we are the responder).
@@ -537,6 +539,8 @@ struct Streams {
     ),
     /// Git streams we opened so far (ids are never reused within a connection).
     opened: u64,
+    /// Unread input of the streams the peer opened, together.
+    input_budget: Arc<Semaphore>,
 }
 
 /// Streams one peer may have open at once (radicle fetches one at a time per peer).
@@ -550,7 +554,7 @@ impl Streams {
                 let Ok(id) = StreamId::git(self.ctx.link, self.opened) else {
                     return;
                 };
-                let (tx, rx) = mpsc::channel(64);
+                let (tx, rx) = input::channel(None);
                 let stream = OutgoingStream {
                     id,
                     link: self.ctx.link,
@@ -600,7 +604,7 @@ impl Streams {
                     });
                     return;
                 }
-                let (tx, rx) = mpsc::channel(64);
+                let (tx, rx) = input::channel(Some(self.input_budget.clone()));
                 let ctx = self.ctx.clone();
                 let done = self.done.0.clone();
                 let task = tokio::spawn(async move {
@@ -624,14 +628,31 @@ impl Streams {
         }
     }
 
-    /// Git bytes for a stream: passed on with back-pressure; unknown streams are ignored.
+    /// Git bytes for a stream; unknown streams are ignored. A stream the peer opened is
+    /// closed when its unread input would pass its bound or the session's; our fetches get
+    /// back-pressure (the session stops reading until the fetch catches up).
     async fn data(&mut self, stream: StreamId, data: Vec<u8>) {
-        match self.open.get(&stream) {
-            Some(OpenStream::Served(Some(input), _)) | Some(OpenStream::Fetching(input)) => {
+        let overflow = match self.open.get(&stream) {
+            Some(OpenStream::Served(Some(input), _)) => input.try_send(data).is_err(),
+            Some(OpenStream::Fetching(input)) => {
                 let _ = input.send(data).await;
+                false
             }
-            _ => {}
+            _ => false,
+        };
+        if overflow {
+            self.overflow(stream).await;
         }
+    }
+
+    /// Closes a served stream whose peer sent more than may wait unread.
+    async fn overflow(&mut self, stream: StreamId) {
+        if let Some(OpenStream::Served(_, task)) = self.open.remove(&stream) {
+            task.abort();
+        }
+        self.ctx.shared.metrics.p2p.git_stream_overflows.inc();
+        tracing::warn!(peer = %self.ctx.remote, %stream, "peer sent more git stream input than may wait unread ({STREAM_INPUT_BYTES} bytes per stream, {SESSION_INPUT_BYTES} per session); closing the stream");
+        self.ctx.send_close(stream).await;
     }
 
     fn close_all(&mut self) {

@@ -12,6 +12,7 @@ use seedd_proto::wire::{Control, Frame, Link, StreamId};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::sync::{mpsc, OwnedSemaphorePermit, Semaphore};
 
+use super::input::Input;
 use super::{Outgoing, Shared};
 use crate::serve::{Service, View};
 
@@ -95,7 +96,7 @@ pub(crate) struct StreamCtx {
 }
 
 impl StreamCtx {
-    async fn send_close(&self, stream: StreamId) {
+    pub(crate) async fn send_close(&self, stream: StreamId) {
         if let Ok(bytes) = Frame::control(self.link, Control::Close { stream }).encode() {
             let _ = self
                 .outbox
@@ -128,7 +129,7 @@ impl Drop for InFlight {
 /// Serves one stream until it ends; always sends `Close` at the end and reports the result.
 /// If the task is aborted (the peer closed the stream, the session ended) the result is
 /// `cancelled` and upload-pack is killed with its process group.
-pub(crate) async fn serve(ctx: StreamCtx, stream: StreamId, mut input: mpsc::Receiver<Vec<u8>>) {
+pub(crate) async fn serve(ctx: StreamCtx, stream: StreamId, mut input: Input) {
     ctx.shared.metrics.p2p.git_serves_in_flight.inc();
     let mut guard = InFlight {
         metrics: ctx.shared.metrics.clone(),
@@ -141,11 +142,7 @@ pub(crate) async fn serve(ctx: StreamCtx, stream: StreamId, mut input: mpsc::Rec
     ctx.send_close(stream).await;
 }
 
-async fn serve_inner(
-    ctx: &StreamCtx,
-    stream: StreamId,
-    input: &mut mpsc::Receiver<Vec<u8>>,
-) -> &'static str {
+async fn serve_inner(ctx: &StreamCtx, stream: StreamId, input: &mut Input) -> &'static str {
     let shared = &ctx.shared;
     let idle = shared.cfg.stream_idle_timeout;
 

@@ -4,10 +4,81 @@ use std::collections::BTreeMap;
 
 use crate::crypto::{NodeId, RepoId};
 
-/// Bound on the history walked when the head is below level `Parent`.
-const MAX_HISTORY: usize = 100_000;
-/// Largest `refs` blob accepted (radicle allows many refs; 64 MiB is far beyond real use).
+/// Largest `refs` blob [`parse_refs`] accepts.
 const MAX_REFS_BLOB: usize = 64 * 1024 * 1024;
+
+/// Bounds on the work verifying signed refs may do (objects are sized from their headers
+/// before they are read, so an oversized one costs nothing).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Limits {
+    /// Commits walked below a head at a level under `Parent` (radicle walks such histories
+    /// to find replays and downgrades; a head at `Parent` is never walked).
+    pub max_history: usize,
+    /// Largest `refs` blob (≈ 100 bytes per ref).
+    pub max_refs_blob: u64,
+    /// Largest sigrefs commit or tree object.
+    pub max_object: u64,
+    /// Bytes of objects read in all, over every namespace verified with one [`Budget`].
+    pub max_total: u64,
+}
+
+/// The default limits: far beyond real use, small enough that a peer cannot make one fetch
+/// read gigabytes or walk millions of commits.
+pub const LIMITS: Limits = Limits {
+    max_history: 10_000,
+    max_refs_blob: 16 * 1024 * 1024,
+    max_object: 1024 * 1024,
+    max_total: 256 * 1024 * 1024,
+};
+
+/// What verifications sharing it may still read (one per fetch, or one per namespace).
+#[derive(Debug, Clone)]
+pub struct Budget {
+    limits: Limits,
+    read: u64,
+}
+
+impl Default for Budget {
+    fn default() -> Self {
+        Self::new(LIMITS)
+    }
+}
+
+impl Budget {
+    pub fn new(limits: Limits) -> Self {
+        Self { limits, read: 0 }
+    }
+
+    /// Bytes of objects read so far.
+    #[cfg(test)]
+    pub fn read(&self) -> u64 {
+        self.read
+    }
+
+    /// Sizes object `oid` from its header: refused if over `max` or the remaining budget.
+    fn take(
+        &mut self,
+        git: &gix::Repository,
+        oid: gix::ObjectId,
+        kind: &'static str,
+        max: u64,
+    ) -> Result<(), SigrefsError> {
+        let size = git.find_header(oid).map_err(git_err)?.size();
+        if size > max {
+            return Err(SigrefsError::ObjectTooLarge {
+                oid,
+                kind,
+                size,
+                max,
+            });
+        }
+        self.read = self.read.saturating_add(size);
+        if self.read > self.limits.max_total {
+            return Err(SigrefsError::BudgetExhausted(self.limits.max_total));
+        }
+        Ok(())
+    }
+}
 
 const SIGREFS: &str = "refs/rad/sigrefs";
 const SIGREFS_PARENT: &str = "refs/rad/sigrefs-parent";
@@ -47,8 +118,17 @@ pub enum SigrefsError {
         head: FeatureLevel,
         max: FeatureLevel,
     },
-    #[error("history longer than {MAX_HISTORY} commits")]
-    HistoryTooLong,
+    #[error("signed refs history longer than {0} commits")]
+    HistoryTooLong(usize),
+    #[error("{kind} {oid} is {size} bytes, over the limit of {max}")]
+    ObjectTooLarge {
+        oid: gix::ObjectId,
+        kind: &'static str,
+        size: u64,
+        max: u64,
+    },
+    #[error("verifying signed refs would read more than {0} bytes in all; giving up")]
+    BudgetExhausted(u64),
 }
 
 /// Protection level of a sigrefs commit (`storage/refs.rs` `FeatureLevel`).
@@ -122,25 +202,33 @@ fn read_entry(
     rid: RepoId,
     nid: &NodeId,
     id: gix::ObjectId,
+    budget: &mut Budget,
 ) -> Result<Entry, SigrefsError> {
+    let max_object = budget.limits.max_object;
+    budget.take(git, id, "sigrefs commit", max_object)?;
     let commit = git.find_commit(id).map_err(git_err)?;
     let parents: Vec<gix::ObjectId> = commit.parent_ids().map(|p| p.detach()).collect();
     if parents.len() > 1 {
         return Err(SigrefsError::MultipleParents(id));
     }
     let parent = parents.first().copied();
+    let tree_id = commit.tree_id().map_err(git_err)?.detach();
+    budget.take(git, tree_id, "sigrefs tree", max_object)?;
     let tree = commit.tree().map_err(git_err)?;
-    let blob = |name: &'static str| -> Result<Vec<u8>, SigrefsError> {
+    let max_refs = budget.limits.max_refs_blob;
+    let mut blob = |name: &'static str, max: u64| -> Result<Vec<u8>, SigrefsError> {
         let entry = tree.find_entry(name).ok_or(SigrefsError::MissingBlob {
             commit: id,
             blob: name,
         })?;
         let oid = entry.object_id();
-        let blob = git.find_blob(oid).map_err(git_err)?;
-        Ok(blob.data.clone())
+        budget.take(git, oid, name, max)?;
+        let mut found = git.find_blob(oid).map_err(git_err)?;
+        Ok(found.take_data())
     };
-    let refs_bytes = blob("refs")?;
-    let signature = blob("signature")?;
+    let refs_bytes = blob("refs", max_refs)?;
+    // A signature is 64 bytes; anything larger is not read.
+    let signature = blob("signature", 64)?;
     if signature.len() != 64 {
         return Err(SigrefsError::SignatureLength(signature.len()));
     }
@@ -150,7 +238,7 @@ fn read_entry(
 
     let mut level = FeatureLevel::None;
     if let Some(root) = refs.get(ROOT) {
-        if !embeds_identity(git, rid, *root)? {
+        if !embeds_identity(git, rid, *root, budget)? {
             return Err(SigrefsError::MismatchedIdentity { root: *root });
         }
         level = FeatureLevel::Root;
@@ -183,10 +271,18 @@ fn embeds_identity(
     git: &gix::Repository,
     rid: RepoId,
     root: gix::ObjectId,
+    budget: &mut Budget,
 ) -> Result<bool, SigrefsError> {
+    if git.try_find_header(root).map_err(git_err)?.is_none() {
+        return Ok(false);
+    }
+    let max_object = budget.limits.max_object;
+    budget.take(git, root, "identity root commit", max_object)?;
     let Ok(commit) = git.find_commit(root) else {
         return Ok(false);
     };
+    let tree_id = commit.tree_id().map_err(git_err)?.detach();
+    budget.take(git, tree_id, "identity root tree", max_object)?;
     let tree = commit.tree().map_err(git_err)?;
     let entry = tree
         .lookup_entry_by_path("embeds/radicle.json")
@@ -194,14 +290,27 @@ fn embeds_identity(
     Ok(entry.is_some_and(|e| e.object_id().as_bytes() == rid.as_bytes()))
 }
 
-/// Verify the sigrefs chain whose tip is `tip` for namespace `nid` of repository `rid`.
+/// Verify the sigrefs chain whose tip is `tip` for namespace `nid` of repository `rid`,
+/// within the default [`LIMITS`].
 pub(crate) fn verify(
     git: &gix::Repository,
     rid: RepoId,
     nid: &NodeId,
     tip: gix::ObjectId,
 ) -> Result<SignedRefs, SigrefsError> {
-    let head = read_entry(git, rid, nid, tip)?;
+    verify_within(git, rid, nid, tip, &mut Budget::default())
+}
+
+/// [`verify`] charging what it reads to `budget` (share one across the namespaces of a fetch
+/// to bound the fetch as a whole).
+pub(crate) fn verify_within(
+    git: &gix::Repository,
+    rid: RepoId,
+    nid: &NodeId,
+    tip: gix::ObjectId,
+    budget: &mut Budget,
+) -> Result<SignedRefs, SigrefsError> {
+    let head = read_entry(git, rid, nid, tip, budget)?;
     if head.level == FeatureLevel::Parent {
         return Ok(SignedRefs {
             nid: *nid,
@@ -217,11 +326,18 @@ pub(crate) fn verify(
     let mut seen = 0usize;
     while let Some(id) = next {
         seen += 1;
-        if seen > MAX_HISTORY {
-            return Err(SigrefsError::HistoryTooLong);
+        if seen > budget.limits.max_history {
+            return Err(SigrefsError::HistoryTooLong(budget.limits.max_history));
         }
-        let e = read_entry(git, rid, nid, id)?;
+        let e = read_entry(git, rid, nid, id, budget)?;
         max = max.max(e.level);
+        if max == FeatureLevel::Parent {
+            // The highest level, above the head's: a downgrade whatever comes before.
+            return Err(SigrefsError::Downgrade {
+                head: head.level,
+                max,
+            });
+        }
         next = e.parent;
         if e.signature == head.signature {
             oldest_same_sig = Some(e);
@@ -279,5 +395,168 @@ d223097149e30b4ea4c2a7b99e523344bb2c2cab refs/rad/sigrefs\n";
         ] {
             assert!(parse_refs(bad).is_err());
         }
+    }
+
+    /// A bare repository to build sigrefs histories in.
+    fn repo() -> (tempfile::TempDir, gix::Repository) {
+        let tmp = tempfile::tempdir().unwrap();
+        let git = gix::init_bare(tmp.path()).unwrap();
+        (tmp, git)
+    }
+
+    /// A sigrefs commit (level `None`: no `rad/root`) with `refs` signed by `key`, or with
+    /// `signature` as the signature blob.
+    fn commit(
+        git: &gix::Repository,
+        key: &crate::crypto::Keypair,
+        refs: &[u8],
+        parent: Option<gix::ObjectId>,
+        signature: Option<&[u8]>,
+    ) -> gix::ObjectId {
+        use gix::objs::tree::{Entry as TreeEntry, EntryKind};
+        let sig = key.sign(refs);
+        let blob = |bytes: &[u8]| git.write_blob(bytes).unwrap().detach();
+        let mut entries = vec![
+            TreeEntry {
+                mode: EntryKind::Blob.into(),
+                filename: "refs".into(),
+                oid: blob(refs),
+            },
+            TreeEntry {
+                mode: EntryKind::Blob.into(),
+                filename: "signature".into(),
+                oid: blob(signature.unwrap_or(&sig[..])),
+            },
+        ];
+        entries.sort();
+        let tree = git
+            .write_object(&gix::objs::Tree { entries })
+            .unwrap()
+            .detach();
+        let who = gix::actor::Signature {
+            name: "tester".into(),
+            email: "tester@example.invalid".into(),
+            time: gix::date::Time {
+                seconds: 1_700_000_000,
+                offset: 0,
+            },
+        };
+        let commit = gix::objs::Commit {
+            tree,
+            parents: parent.into_iter().collect(),
+            author: who.clone(),
+            committer: who,
+            encoding: None,
+            message: "Update signed refs\n".into(),
+            extra_headers: Vec::new(),
+        };
+        git.write_object(&commit).unwrap().detach()
+    }
+
+    fn refs_blob(n: usize) -> Vec<u8> {
+        (0..n)
+            .map(|i| format!("d223097149e30b4ea4c2a7b99e523344bb2c2cab refs/heads/b{i:06}\n"))
+            .collect::<String>()
+            .into_bytes()
+    }
+
+    /// A linear history of `len` commits (each a new state), the tip returned.
+    fn history(git: &gix::Repository, key: &crate::crypto::Keypair, len: usize) -> gix::ObjectId {
+        let mut tip = None;
+        for i in 0..len {
+            tip = Some(commit(git, key, &refs_blob(i + 1), tip, None));
+        }
+        tip.unwrap()
+    }
+
+    fn small(limits: impl FnOnce(&mut Limits)) -> Budget {
+        let mut l = LIMITS;
+        limits(&mut l);
+        Budget::new(l)
+    }
+
+    const RID: [u8; 20] = [7; 20];
+
+    #[test]
+    fn a_chain_within_the_limits_verifies() {
+        let (_tmp, git) = repo();
+        let key = crate::crypto::Keypair::mock(1);
+        let tip = history(&git, &key, 3);
+        let signed = verify(&git, RepoId::from(RID), &key.nid(), tip).unwrap();
+        assert_eq!(signed.commit, tip);
+        assert_eq!(signed.refs.len(), 3);
+        assert_eq!(signed.level, FeatureLevel::None);
+    }
+
+    #[test]
+    fn an_oversized_refs_blob_is_refused_without_reading_it() {
+        let (_tmp, git) = repo();
+        let key = crate::crypto::Keypair::mock(1);
+        let refs = refs_blob(100);
+        let tip = commit(&git, &key, &refs, None, None);
+        let mut budget = small(|l| l.max_refs_blob = 1024);
+        let err = verify_within(&git, RepoId::from(RID), &key.nid(), tip, &mut budget).unwrap_err();
+        assert!(
+            matches!(err, SigrefsError::ObjectTooLarge { kind: "refs", size, max: 1024, .. } if size == refs.len() as u64),
+            "{err}"
+        );
+        // Sized from the header: the blob itself was not charged.
+        assert!(budget.read() < 1024, "{}", budget.read());
+    }
+
+    #[test]
+    fn an_oversized_signature_blob_is_refused() {
+        let (_tmp, git) = repo();
+        let key = crate::crypto::Keypair::mock(1);
+        let huge = vec![0u8; 1024 * 1024];
+        let tip = commit(&git, &key, &refs_blob(1), None, Some(&huge));
+        let err = verify(&git, RepoId::from(RID), &key.nid(), tip).unwrap_err();
+        assert!(
+            matches!(
+                err,
+                SigrefsError::ObjectTooLarge {
+                    kind: "signature",
+                    max: 64,
+                    ..
+                }
+            ),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn a_history_longer_than_the_limit_is_refused() {
+        let (_tmp, git) = repo();
+        let key = crate::crypto::Keypair::mock(1);
+        let rid = RepoId::from(RID);
+        let tip = history(&git, &key, 6);
+        // The head and 5 commits below it: within a limit of 5.
+        let mut budget = small(|l| l.max_history = 5);
+        assert!(verify_within(&git, rid, &key.nid(), tip, &mut budget).is_ok());
+        let tip = commit(&git, &key, &refs_blob(7), Some(tip), None);
+        let mut budget = small(|l| l.max_history = 5);
+        let err = verify_within(&git, rid, &key.nid(), tip, &mut budget).unwrap_err();
+        assert_eq!(err, SigrefsError::HistoryTooLong(5));
+        assert!(err.to_string().contains("longer than 5 commits"));
+    }
+
+    /// One budget over several namespaces (a fetch) stops once it is spent.
+    #[test]
+    fn a_shared_budget_bounds_the_namespaces_together() {
+        let (_tmp, git) = repo();
+        let rid = RepoId::from(RID);
+        let (a, b) = (
+            crate::crypto::Keypair::mock(1),
+            crate::crypto::Keypair::mock(2),
+        );
+        let tip_a = history(&git, &a, 20);
+        let tip_b = history(&git, &b, 20);
+        let mut probe = Budget::default();
+        verify_within(&git, rid, &a.nid(), tip_a, &mut probe).unwrap();
+        let one = probe.read();
+        let mut budget = small(|l| l.max_total = one + one / 2);
+        verify_within(&git, rid, &a.nid(), tip_a, &mut budget).unwrap();
+        let err = verify_within(&git, rid, &b.nid(), tip_b, &mut budget).unwrap_err();
+        assert_eq!(err, SigrefsError::BudgetExhausted(one + one / 2));
     }
 }
