@@ -44,7 +44,7 @@ RUN apt-get update \
  && groupadd --system --gid 10001 seedd \
  && useradd --system --uid 10001 --gid 10001 --no-create-home \
       --home-dir /var/lib/seedd --shell /usr/sbin/nologin seedd \
- && install -d -o 10001 -g 10001 -m 0750 /var/lib/seedd \
+ && install -d -o 10001 -g 10001 -m 0700 /var/lib/seedd \
  && install -d -m 0755 /etc/seedd
 COPY docker/seedd.toml /etc/seedd/seedd.toml
 COPY --from=builder /out/seedd /out/seedctl /usr/local/bin/

@@ -135,7 +135,7 @@ pub fn offline(backup: &Value, data_dir: &Path) -> anyhow::Result<Restored> {
             restore_json.display()
         );
     }
-    fs::create_dir_all(data_dir).with_context(|| format!("creating {}", data_dir.display()))?;
+    private_dir(data_dir)?;
     let keys_dir = data_dir.join("keys");
     private_dir(&keys_dir)?;
     for k in &keys {
@@ -154,8 +154,10 @@ pub fn offline(backup: &Value, data_dir: &Path) -> anyhow::Result<Restored> {
     Ok(Restored { keys, restore_json })
 }
 
+/// Creates `dir` and missing parents with mode 0700 (seedd keeps `data_dir` 0700 too).
 fn private_dir(dir: &Path) -> anyhow::Result<()> {
     let mut builder = fs::DirBuilder::new();
+    builder.recursive(true);
     #[cfg(unix)]
     {
         use std::os::unix::fs::DirBuilderExt as _;
@@ -309,6 +311,7 @@ mod tests {
         {
             assert_eq!(mode(&data.join(RESTORE_FILE)), 0o600);
             assert_eq!(mode(&data.join("keys")), 0o700);
+            assert_eq!(mode(&data), 0o700);
         }
         // No temporary files left behind.
         let names: Vec<_> = fs::read_dir(&data)

@@ -19,6 +19,7 @@ const ENV_LIST_KEYS: &[&str] = &[
     "p2p.external_addresses",
     "p2p.connect",
     "http.rate.trusted_proxies",
+    "p2p.rate.exempt_cidrs",
 ];
 
 #[derive(Debug, thiserror::Error)]
@@ -113,8 +114,11 @@ pub struct RateConfig {
     pub inbound: Bucket,
     /// Per node id, outbound sessions.
     pub outbound: Bucket,
-    /// Loopback and private (LAN) addresses and configured `connect` peers are not limited.
+    /// Loopback addresses (127.0.0.0/8, ::1) are not limited (configured `connect` peers
+    /// never are). Private ranges are ordinary peers unless listed in `exempt_cidrs`.
     pub exempt_local: bool,
+    /// Trusted address blocks (e.g. `10.0.0.0/8`, a cluster's pod CIDR) not limited either.
+    pub exempt_cidrs: Vec<String>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
@@ -143,6 +147,7 @@ impl Default for RateConfig {
                 capacity: 2048.0,
             },
             exempt_local: true,
+            exempt_cidrs: Vec::new(),
         }
     }
 }
@@ -586,6 +591,10 @@ impl Config {
                 ));
             }
         }
+        for (i, c) in self.p2p.rate.exempt_cidrs.iter().enumerate() {
+            c.parse::<crate::http::ratelimit::Cidr>()
+                .map_err(|e| bad("p2p.rate.exempt_cidrs", format!("entry {i} {e}")))?;
+        }
         if self.p2p.ban.threshold == 0 {
             return Err(bad("p2p.ban.threshold", "must be at least 1".into()));
         }
@@ -911,6 +920,28 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(err.contains("policy.default"), "{err}");
+        assert!(err.contains("seedd.toml"), "{err}");
+    }
+
+    #[test]
+    fn p2p_exempt_cidrs_are_parsed_and_bad_entries_named() {
+        assert!(Config::default().p2p.rate.exempt_cidrs.is_empty());
+        let dir = tempfile::tempdir().unwrap();
+        let path = write(
+            dir.path(),
+            "[p2p.rate]\nexempt_cidrs = [\"10.0.0.0/8\", \"fd00::/8\"]\n",
+        );
+        let (cfg, _) = Config::load(Some(&path), &Overrides::default()).unwrap();
+        assert_eq!(cfg.p2p.rate.exempt_cidrs, ["10.0.0.0/8", "fd00::/8"]);
+        let path = write(
+            dir.path(),
+            "[p2p.rate]\nexempt_cidrs = [\"10.0.0.0/8\", \"10.0.0.0/40\"]\n",
+        );
+        let err = Config::load(Some(&path), &Overrides::default())
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("p2p.rate.exempt_cidrs"), "{err}");
+        assert!(err.contains("entry 1"), "{err}");
         assert!(err.contains("seedd.toml"), "{err}");
     }
 

@@ -13,6 +13,7 @@ use crate::admin::{self, AdminState};
 use crate::config::Config;
 use crate::crypto::Keypair;
 use crate::fetch::{FetchConfig, Fetcher};
+use crate::fsutil::{self, Tightened};
 use crate::http::{self, tls::ReloadingCert, HttpState};
 use crate::index::policy::Scope;
 use crate::index::scan::{self, ScanReport};
@@ -66,7 +67,7 @@ fn admin_token(cfg: &Config) -> anyhow::Result<[u8; 32]> {
             let mut raw = [0u8; 32];
             rand::rngs::OsRng.fill_bytes(&mut raw);
             let token = hex::encode(raw);
-            write_private(&path, token.as_bytes())
+            fsutil::write_private(&path, token.as_bytes())
                 .with_context(|| format!("writing admin token {}", path.display()))?;
             tracing::info!(path = %path.display(), "generated admin token (seedctl --token-file)");
             Ok(admin::token_digest(&token))
@@ -80,19 +81,39 @@ fn admin_token(cfg: &Config) -> anyhow::Result<[u8; 32]> {
     }
 }
 
-fn write_private(path: &Path, data: &[u8]) -> std::io::Result<()> {
-    use std::io::Write;
-    use std::os::unix::fs::OpenOptionsExt;
-    let tmp = path.with_extension("tmp");
-    let mut f = std::fs::OpenOptions::new()
-        .write(true)
-        .create(true)
-        .truncate(true)
-        .mode(0o600)
-        .open(&tmp)?;
-    f.write_all(data)?;
-    f.sync_all()?;
-    std::fs::rename(&tmp, path)
+/// `data_dir` and its top-level directories are 0700, also when they already exist (see
+/// `fsutil`: a private parent keeps everything below from other users, whatever git and
+/// RocksDB create it with).
+fn private_data_dirs(cfg: &Config) -> anyhow::Result<()> {
+    for dir in [
+        cfg.data_dir.clone(),
+        cfg.data_dir.join("keys"),
+        cfg.storage_dir(),
+        cfg.index_dir(),
+        cfg.cache_dir(),
+    ] {
+        match fsutil::ensure_private_dir(&dir) {
+            Ok(Tightened::No) => {}
+            Ok(Tightened::Yes { from }) => tracing::warn!(
+                path = %dir.display(),
+                was = %format!("{from:o}"),
+                "directory was accessible to other users; restricted it to 0700"
+            ),
+            // Created, but it cannot be tightened (e.g. a volume root owned by root): what
+            // is below is still private when seedd created it.
+            Err(e) if dir.is_dir() => tracing::warn!(
+                path = %dir.display(),
+                error = %e,
+                "cannot restrict directory to 0700: give it to seedd's user with mode 0700, or keep its parent private"
+            ),
+            Err(e) => {
+                return Err(e).with_context(|| format!("creating data directory {}", dir.display()))
+            }
+        }
+    }
+    let git_home = cfg.cache_dir().join("git-home");
+    fsutil::create_private_dir(&git_home)
+        .with_context(|| format!("creating data directory {}", git_home.display()))
 }
 
 /// Reconcile and publish the result in metrics; serialised so two rescans never overlap.
@@ -167,14 +188,7 @@ pub async fn run(
     config_file: Option<std::path::PathBuf>,
     overrides: crate::config::Overrides,
 ) -> anyhow::Result<()> {
-    for dir in [
-        cfg.data_dir.clone(),
-        cfg.cache_dir(),
-        cfg.cache_dir().join("git-home"),
-    ] {
-        std::fs::create_dir_all(&dir)
-            .with_context(|| format!("creating data directory {}", dir.display()))?;
-    }
+    private_data_dirs(&cfg)?;
     let key = load_identity(&cfg)?;
     let nid = key.nid();
     tracing::info!(nid = %nid, did = %nid.to_did(), alias = %cfg.alias, data_dir = %cfg.data_dir.display(), "starting seedd");

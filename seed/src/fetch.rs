@@ -475,7 +475,7 @@ impl Fetcher {
             .cfg
             .work_dir
             .join(format!("fetch-{}-{seq}", std::process::id()));
-        std::fs::create_dir_all(&work)?;
+        crate::fsutil::create_private_dir(&work)?;
         let _cleanup = RemoveOnDrop(work.clone());
         let repo = if clone {
             let tmp = work.join("repo.git");
@@ -600,7 +600,7 @@ impl Fetcher {
         }
         if clone {
             if let Some(parent) = existing.parent() {
-                std::fs::create_dir_all(parent)?;
+                crate::fsutil::create_private_dir(parent)?;
             }
             std::fs::rename(&repo, &existing)?;
         }
@@ -659,6 +659,7 @@ impl Fetcher {
         });
         let _ = std::fs::remove_file(&sock_path);
         let listener = UnixListener::bind(&sock_path)?;
+        crate::fsutil::restrict_file(&sock_path)?;
         let mut stream = self
             .net_for(&from)
             .open_stream(from)
@@ -913,6 +914,8 @@ async fn git_init(cfg: &FetchConfig, path: &Path) -> Result<(), FetchError> {
             String::from_utf8_lossy(&out.stderr).trim().to_owned(),
         ));
     }
+    // git creates it with the umask; a repository in storage is the seed user's alone.
+    crate::fsutil::ensure_private_dir(path)?;
     Ok(())
 }
 

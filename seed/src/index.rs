@@ -17,6 +17,12 @@
 //! | `fetch_state` | rid (20) | fetch bookkeeping (replication issue) |
 //! | `pack_cache` | cache key | pack cache entry metadata (performance issue) |
 //! | `bans` | ip (text) | penalty/ban record |
+//!
+//! Durability: every write goes through [`Index::commit`]. Writes touching a column family that
+//! cannot be rebuilt from storage or the network ([`durable`]: `meta`, `policies`, `tenants`,
+//! `bans`) are synced (WAL fsync) before the accessor returns, so the admin API answers success
+//! only for state that survives a power loss; the rest is rebuilt by the rescan or re-learnt
+//! from gossip and is written without a sync.
 
 pub mod gossip;
 pub mod policy;
@@ -26,7 +32,7 @@ pub mod tenants;
 use std::path::Path;
 use std::sync::Arc;
 
-use rocksdb::{ColumnFamilyDescriptor, Options, WriteBatch, DB};
+use rocksdb::{ColumnFamilyDescriptor, Options, WriteBatch, WriteOptions, DB};
 use serde::{Deserialize, Serialize};
 
 use crate::crypto::{NodeId, RepoId};
@@ -112,6 +118,72 @@ pub struct SigrefsRecord {
     pub error: Option<String>,
 }
 
+/// Whether writes to `cf` must reach the disk (WAL fsync) before they are acknowledged: state
+/// that exists nowhere else — the operator's policies, tenants and identities, our own
+/// announcement timestamps (peers drop announcements that are not strictly newer), bans.
+/// Repositories, refs and signed refs are rebuilt from storage by the rescan; routing, nodes
+/// and announcements are re-learnt from gossip.
+pub fn durable(cf: &str) -> bool {
+    matches!(
+        cf,
+        CF_META | policy::CF_POLICIES | tenants::CF_TENANTS | gossip::CF_BANS
+    )
+}
+
+/// The write options for a batch: synced iff it touches a [`durable`] column family.
+fn write_options(sync: bool) -> WriteOptions {
+    let mut o = WriteOptions::default();
+    o.set_sync(sync);
+    o
+}
+
+/// A write batch that remembers whether it touched a [`durable`] column family.
+pub(crate) struct Batch<'a> {
+    index: &'a Index,
+    batch: WriteBatch,
+    sync: bool,
+}
+
+impl Batch<'_> {
+    pub(crate) fn put(
+        &mut self,
+        cf: &'static str,
+        key: impl AsRef<[u8]>,
+        value: impl AsRef<[u8]>,
+    ) -> Result<(), IndexError> {
+        self.sync |= durable(cf);
+        self.batch.put_cf(self.index.cf(cf)?, key, value);
+        Ok(())
+    }
+
+    pub(crate) fn delete(
+        &mut self,
+        cf: &'static str,
+        key: impl AsRef<[u8]>,
+    ) -> Result<(), IndexError> {
+        self.sync |= durable(cf);
+        self.batch.delete_cf(self.index.cf(cf)?, key);
+        Ok(())
+    }
+
+    pub(crate) fn delete_range(
+        &mut self,
+        cf: &'static str,
+        from: &[u8],
+        to: &[u8],
+    ) -> Result<(), IndexError> {
+        self.sync |= durable(cf);
+        self.batch.delete_range_cf(self.index.cf(cf)?, from, to);
+        Ok(())
+    }
+
+    /// Whether committing this batch syncs the WAL.
+    #[cfg(test)]
+    fn is_synced(&self) -> bool {
+        self.sync
+    }
+}
+
 /// Handle to the index database. Cheap to clone.
 #[derive(Clone)]
 pub struct Index {
@@ -120,7 +192,11 @@ pub struct Index {
 
 impl Index {
     pub fn open(path: &Path) -> Result<Self, IndexError> {
-        let mut opts = Options::default();
+        Self::open_with(path, Options::default())
+    }
+
+    /// [`Index::open`] with base options (tests enable statistics through them).
+    fn open_with(path: &Path, mut opts: Options) -> Result<Self, IndexError> {
         opts.create_if_missing(true);
         opts.create_missing_column_families(true);
         opts.set_keep_log_file_num(4);
@@ -145,10 +221,44 @@ impl Index {
         self.db.cf_handle(name).ok_or(IndexError::MissingCf(name))
     }
 
+    /// A new batch; write it with [`Index::commit`].
+    pub(crate) fn batch(&self) -> Batch<'_> {
+        Batch {
+            index: self,
+            batch: WriteBatch::default(),
+            sync: false,
+        }
+    }
+
+    /// The one write path: atomically, synced when the batch touched a [`durable`] CF.
+    pub(crate) fn commit(&self, batch: Batch<'_>) -> Result<(), IndexError> {
+        self.db.write_opt(batch.batch, &write_options(batch.sync))?;
+        Ok(())
+    }
+
+    /// One put, through [`Index::commit`].
+    pub(crate) fn put(
+        &self,
+        cf: &'static str,
+        key: impl AsRef<[u8]>,
+        value: impl AsRef<[u8]>,
+    ) -> Result<(), IndexError> {
+        let mut b = self.batch();
+        b.put(cf, key, value)?;
+        self.commit(b)
+    }
+
+    /// One delete, through [`Index::commit`].
+    pub(crate) fn delete(&self, cf: &'static str, key: impl AsRef<[u8]>) -> Result<(), IndexError> {
+        let mut b = self.batch();
+        b.delete(cf, key)?;
+        self.commit(b)
+    }
+
     fn check_schema(&self) -> Result<(), IndexError> {
         let meta = self.cf(CF_META)?;
         match self.db.get_cf(meta, b"schema_version")? {
-            None => self.db.put_cf(meta, b"schema_version", SCHEMA_VERSION)?,
+            None => self.put(CF_META, b"schema_version", SCHEMA_VERSION)?,
             Some(v) if v == SCHEMA_VERSION.as_bytes() => {}
             Some(v) => {
                 return Err(IndexError::Schema {
@@ -236,20 +346,18 @@ impl Index {
         sigrefs: &[SigrefsRecord],
     ) -> Result<(), IndexError> {
         let rid = record.rid;
-        let mut batch = WriteBatch::default();
-        self.delete_repo_into(&mut batch, &rid)?;
+        let mut batch = self.batch();
+        Self::delete_repo_into(&mut batch, &rid)?;
         let value = serde_json::to_vec(record).map_err(|e| IndexError::Corrupt {
             cf: CF_REPOS,
             reason: e.to_string(),
         })?;
-        batch.put_cf(self.cf(CF_REPOS)?, rid.as_bytes(), value);
-        let cf_refs = self.cf(CF_REFS)?;
+        batch.put(CF_REPOS, rid.as_bytes(), value)?;
         for (name, target) in refs {
             let mut key = rid.as_bytes().to_vec();
             key.extend_from_slice(name.as_bytes());
-            batch.put_cf(cf_refs, key, encode_target(target));
+            batch.put(CF_REFS, key, encode_target(target))?;
         }
-        let cf_sig = self.cf(CF_SIGREFS)?;
         for s in sigrefs {
             let mut key = rid.as_bytes().to_vec();
             key.extend_from_slice(s.nid.as_bytes());
@@ -257,26 +365,24 @@ impl Index {
                 cf: CF_SIGREFS,
                 reason: e.to_string(),
             })?;
-            batch.put_cf(cf_sig, key, value);
+            batch.put(CF_SIGREFS, key, value)?;
         }
-        self.db.write(batch)?;
-        Ok(())
+        self.commit(batch)
     }
 
     /// Forget a repository (it left storage).
     pub fn remove_repo(&self, rid: &RepoId) -> Result<(), IndexError> {
-        let mut batch = WriteBatch::default();
-        self.delete_repo_into(&mut batch, rid)?;
-        self.db.write(batch)?;
-        Ok(())
+        let mut batch = self.batch();
+        Self::delete_repo_into(&mut batch, rid)?;
+        self.commit(batch)
     }
 
-    fn delete_repo_into(&self, batch: &mut WriteBatch, rid: &RepoId) -> Result<(), IndexError> {
+    fn delete_repo_into(batch: &mut Batch<'_>, rid: &RepoId) -> Result<(), IndexError> {
         let start = rid.as_bytes().to_vec();
         let end = prefix_end(&start);
-        batch.delete_cf(self.cf(CF_REPOS)?, &start);
-        batch.delete_range_cf(self.cf(CF_REFS)?, &start, &end);
-        batch.delete_range_cf(self.cf(CF_SIGREFS)?, &start, &end);
+        batch.delete(CF_REPOS, &start)?;
+        batch.delete_range(CF_REFS, &start, &end)?;
+        batch.delete_range(CF_SIGREFS, &start, &end)?;
         Ok(())
     }
 }
@@ -376,6 +482,128 @@ mod tests {
         }
         let index = Index::open(dir.path()).unwrap();
         assert_eq!(index.repo(&rid).unwrap().unwrap().name, "x");
+    }
+
+    #[test]
+    fn only_state_that_cannot_be_rebuilt_is_synced() {
+        let synced: Vec<&str> = COLUMN_FAMILIES
+            .iter()
+            .copied()
+            .filter(|cf| durable(cf))
+            .collect();
+        assert_eq!(synced, ["meta", "policies", "tenants", "bans"]);
+        let dir = tempfile::tempdir().unwrap();
+        let index = Index::open(dir.path()).unwrap();
+        let mut b = index.batch();
+        b.put(CF_REPOS, b"k", b"v").unwrap();
+        b.delete_range(CF_REFS, b"a", b"b").unwrap();
+        assert!(!b.is_synced(), "rebuildable data is not synced");
+        b.delete(gossip::CF_BANS, b"k").unwrap();
+        assert!(b.is_synced(), "one durable CF syncs the whole batch");
+    }
+
+    type Write<'a> = Box<dyn Fn() -> Result<(), IndexError> + 'a>;
+
+    /// Every accessor of a durable CF syncs the WAL (RocksDB's own `rocksdb.wal.synced`
+    /// ticker); the accessors of rebuildable data do not.
+    #[test]
+    fn durable_accessors_sync_the_wal() {
+        use crate::index::policy::{NodePolicy, RepoPolicy, Scope};
+        use crate::index::tenants::Kind;
+        use rocksdb::statistics::Ticker;
+        use seedd_proto::gossip::Change;
+        use seedd_proto::wire::MessageType;
+
+        let dir = tempfile::tempdir().unwrap();
+        let mut opts = Options::default();
+        opts.enable_statistics();
+        let index = Index::open_with(dir.path(), opts.clone()).unwrap();
+        let syncs = || opts.get_ticker_count(Ticker::WalFileSynced);
+        let rid = RepoId::from_oid_bytes([4; 20]);
+        let nid = NodeId::from_bytes([5; 32]);
+        let ban = gossip::BanRecord {
+            ip: "192.0.2.1".parse().unwrap(),
+            penalty: 64,
+            banned_until: Some(1),
+            reason: "x".into(),
+            updated_at: 0,
+        };
+
+        let synced: Vec<(&str, Write<'_>)> = vec![
+            (
+                "set_repo_policy",
+                Box::new(|| {
+                    index.set_repo_policy(&rid, Some(RepoPolicy::Allow { scope: Scope::All }))
+                }),
+            ),
+            (
+                "clear repo policy",
+                Box::new(|| index.set_repo_policy(&rid, None)),
+            ),
+            (
+                "set_node_policy",
+                Box::new(|| index.set_node_policy(&nid, Some(NodePolicy::Block))),
+            ),
+            (
+                "put_tenant_record",
+                Box::new(|| index.put_tenant_record(Kind::Tenant, "acme", b"{}")),
+            ),
+            (
+                "put_tenant_records",
+                Box::new(|| {
+                    index.put_tenant_records(Kind::Egress, &[("acme".into(), b"1".to_vec())])
+                }),
+            ),
+            (
+                "delete_tenant_record",
+                Box::new(|| index.delete_tenant_record(Kind::Identity, "shard")),
+            ),
+            (
+                "delete_tenant_records",
+                Box::new(|| index.delete_tenant_records("acme")),
+            ),
+            ("put_meta", Box::new(|| index.put_meta(b"k", b"v"))),
+            (
+                "own announcement timestamp",
+                Box::new(|| {
+                    index.apply_gossip(&[
+                        Change::Routing {
+                            rid,
+                            nid,
+                            timestamp: 1,
+                        },
+                        Change::OwnTimestamp {
+                            kind: MessageType::InventoryAnnouncement,
+                            timestamp: 2,
+                        },
+                    ])
+                }),
+            ),
+            ("put_ban", Box::new(|| index.put_ban(&ban))),
+            ("remove_ban", Box::new(|| index.remove_ban(&ban.ip))),
+        ];
+        for (name, write) in synced {
+            let before = syncs();
+            write().unwrap();
+            assert!(syncs() > before, "{name} must sync the WAL");
+        }
+
+        let unsynced: Vec<(&str, Write<'_>)> = vec![
+            (
+                "put_repo",
+                Box::new(|| index.put_repo(&record(rid), &[], &[])),
+            ),
+            ("remove_repo", Box::new(|| index.remove_repo(&rid))),
+            (
+                "routing",
+                Box::new(|| index.apply_gossip(&[Change::RoutingRemoved { rid, nid }])),
+            ),
+        ];
+        for (name, write) in unsynced {
+            let before = syncs();
+            write().unwrap();
+            assert_eq!(syncs(), before, "{name} is rebuildable and not synced");
+        }
     }
 
     #[test]

@@ -8,6 +8,7 @@ pub mod config;
 pub use seedd_proto::crypto;
 pub mod daemon;
 pub mod fetch;
+pub mod fsutil;
 pub mod http;
 pub mod identity;
 pub mod index;

@@ -48,7 +48,7 @@ pub struct Storage {
 impl Storage {
     pub fn open(root: impl Into<PathBuf>) -> Result<Self, StorageError> {
         let root = root.into();
-        std::fs::create_dir_all(&root).map_err(|source| StorageError::Io {
+        crate::fsutil::create_private_dir(&root).map_err(|source| StorageError::Io {
             path: root.clone(),
             source,
         })?;

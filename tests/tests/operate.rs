@@ -317,3 +317,122 @@ fn json_logs_are_one_object_per_line_with_fields() {
     }
     assert!(saw_nid, "{logs}");
 }
+
+/// Permission bits of `path`.
+fn mode(path: &std::path::Path) -> u32 {
+    use std::os::unix::fs::PermissionsExt as _;
+    std::fs::symlink_metadata(path)
+        .unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+        .permissions()
+        .mode()
+        & 0o7777
+}
+
+/// Every entry under `dir` (recursively), `dir` included.
+fn walk(dir: &std::path::Path, out: &mut Vec<std::path::PathBuf>) {
+    out.push(dir.to_owned());
+    if dir.is_dir() {
+        for e in std::fs::read_dir(dir).unwrap() {
+            walk(&e.unwrap().path(), out);
+        }
+    }
+}
+
+/// The data directory is the seed user's alone: it and its top-level directories are 0700 —
+/// tightened when they already existed with the usual `mkdir` mode — and the keys and the admin
+/// token are 0600.
+#[test]
+fn data_dir_and_secrets_are_private_to_the_seed_user() {
+    use std::os::unix::fs::PermissionsExt as _;
+    let keep = tempfile::tempdir().unwrap();
+    let data = keep.path().join("data");
+    std::fs::create_dir_all(data.join("storage")).unwrap();
+    for d in [data.clone(), data.join("storage")] {
+        std::fs::set_permissions(&d, std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+    let seed = Seed::start(SeedOptions {
+        data_dir: Some(data.clone()),
+        ..SeedOptions::default()
+    });
+    let logs = seed.logs();
+    assert!(logs.contains("restricted it to 0700"), "{logs}");
+
+    for dir in ["", "keys", "storage", "index", "cache", "cache/git-home"] {
+        let p = data.join(dir);
+        assert_eq!(mode(&p), 0o700, "{}", p.display());
+    }
+    // The data directory's own entries, and everything under keys/.
+    let mut entries: Vec<_> = std::fs::read_dir(&data)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    walk(&data.join("keys"), &mut entries);
+    for p in [
+        data.join("admin-token"),
+        data.join("keys/default/radicle"),
+        data.join("keys/default/radicle.pub"),
+    ] {
+        assert!(entries.contains(&p), "{} missing", p.display());
+    }
+    for p in &entries {
+        assert_eq!(
+            mode(p) & 0o077,
+            0,
+            "{} is accessible to other users (mode {:o})",
+            p.display(),
+            mode(p)
+        );
+    }
+    // A restart finds nothing to tighten.
+    seed.stop();
+    let seed = Seed::start(SeedOptions {
+        data_dir: Some(data.clone()),
+        ..SeedOptions::default()
+    });
+    assert!(!seed.logs().contains("restricted it to 0700"));
+}
+
+/// What the admin API acknowledged survives `kill -9` right after the answer: a tenant, a
+/// repository policy and a node policy (the index syncs its WAL for these column families;
+/// `kill -9` alone keeps the page cache, so this guards the path, the unit test
+/// `index::tests::durable_accessors_sync_the_wal` the fsync).
+#[test]
+fn acknowledged_tenants_and_policies_survive_kill_9() {
+    let keep = tempfile::tempdir().unwrap();
+    let data = keep.path().join("data");
+    let mut seed = Seed::start(SeedOptions {
+        data_dir: Some(data.clone()),
+        ..SeedOptions::default()
+    });
+    let rid = fixtures().rid("small-fixture");
+    let nid = "z6Mkon3Necd6NkkyfoGoHxid2znGc59LU3K7mubaRcFbLfLX";
+    seed.admin_ok(
+        "POST",
+        "/api/v1/tenants",
+        Some(serde_json::json!({"name": "acme", "hosts": ["acme.seed.test"]})),
+    );
+    seed.admin_ok(
+        "POST",
+        &format!("/api/v1/repos/{rid}/seed"),
+        Some(serde_json::json!({})),
+    );
+    seed.admin_ok("POST", &format!("/api/v1/nodes/{nid}/block"), None);
+    seed.child.kill().unwrap(); // SIGKILL, no shutdown path
+    seed.child.wait().unwrap();
+    drop(seed);
+
+    let seed = Seed::start(SeedOptions {
+        data_dir: Some(data),
+        ..SeedOptions::default()
+    });
+    let tenants = seed.api("/api/v1/tenants").to_string();
+    assert!(tenants.contains("\"acme\""), "{tenants}");
+    let policies = seed.api("/api/v1/policies");
+    assert!(
+        policies
+            .to_string()
+            .contains(rid.trim_start_matches("rad:")),
+        "{policies}"
+    );
+    assert!(policies.to_string().contains(nid), "{policies}");
+}

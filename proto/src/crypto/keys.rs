@@ -152,7 +152,8 @@ impl Keypair {
     fn write_public(&self, dir: &Path) -> Result<(), CryptoError> {
         let nid = self.nid();
         let line = format!("{} {nid}\n", ssh_public_key_string(&nid));
-        atomic_write(&dir.join(PUBLIC_KEY_FILE), line.as_bytes(), 0o644)
+        // 0600 like every file seedd writes into its data directory (and `seedctl restore`).
+        atomic_write(&dir.join(PUBLIC_KEY_FILE), line.as_bytes(), 0o600)
     }
 }
 

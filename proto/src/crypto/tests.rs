@@ -581,6 +581,7 @@ fn write_load_round_trip() {
     #[cfg(unix)]
     {
         assert_eq!(mode(&private), 0o600);
+        assert_eq!(mode(&public), 0o600);
         assert_eq!(mode(&dir), 0o700);
     }
     let pem = std::fs::read_to_string(&private).unwrap();

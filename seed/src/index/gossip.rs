@@ -11,7 +11,7 @@
 
 use std::net::IpAddr;
 
-use rocksdb::{IteratorMode, ReadOptions, WriteBatch};
+use rocksdb::{IteratorMode, ReadOptions};
 use serde::{Deserialize, Serialize};
 
 use super::{Index, IndexError, CF_META};
@@ -70,7 +70,7 @@ impl Index {
 
     /// Writes a batch of gossip changes atomically.
     pub fn apply_gossip(&self, changes: &[Change]) -> Result<(), IndexError> {
-        let mut batch = WriteBatch::default();
+        let mut batch = self.batch();
         for change in changes {
             match change {
                 Change::Announcement(stored) => {
@@ -79,40 +79,36 @@ impl Index {
                         .encode()
                         .map_err(|e| corrupt(CF_ANNOUNCEMENTS, e))?;
                     value.extend_from_slice(&encoded);
-                    batch.put_cf(self.cf(CF_ANNOUNCEMENTS)?, stored.key().to_bytes(), value);
+                    batch.put(CF_ANNOUNCEMENTS, stored.key().to_bytes(), value)?;
                 }
                 Change::AnnouncementRemoved(key) => {
-                    batch.delete_cf(self.cf(CF_ANNOUNCEMENTS)?, key.to_bytes());
+                    batch.delete(CF_ANNOUNCEMENTS, key.to_bytes())?;
                 }
                 Change::Node(record) => {
                     let value = serde_json::to_vec(record).map_err(|e| corrupt(CF_NODES, e))?;
-                    batch.put_cf(self.cf(CF_NODES)?, record.nid.as_bytes(), value);
+                    batch.put(CF_NODES, record.nid.as_bytes(), value)?;
                 }
                 Change::Routing {
                     rid,
                     nid,
                     timestamp,
                 } => {
-                    batch.put_cf(
-                        self.cf(CF_ROUTING)?,
-                        routing_key(rid, nid),
-                        timestamp.to_be_bytes(),
-                    );
+                    batch.put(CF_ROUTING, routing_key(rid, nid), timestamp.to_be_bytes())?;
                 }
                 Change::RoutingRemoved { rid, nid } => {
-                    batch.delete_cf(self.cf(CF_ROUTING)?, routing_key(rid, nid));
+                    batch.delete(CF_ROUTING, routing_key(rid, nid))?;
                 }
                 Change::OwnTimestamp { kind, timestamp } => {
-                    batch.put_cf(
-                        self.cf(CF_META)?,
+                    // Synced: peers drop our announcements unless strictly newer.
+                    batch.put(
+                        CF_META,
                         format!("{OWN_TS_PREFIX}{}", *kind as u16),
                         timestamp.to_be_bytes(),
-                    );
+                    )?;
                 }
             }
         }
-        self.db.write(batch)?;
-        Ok(())
+        self.commit(batch)
     }
 
     /// Everything the gossip service needs at startup. Undecodable records are skipped with a
@@ -176,15 +172,12 @@ impl Index {
     /// Stores (replaces) an IP's misbehaviour record.
     pub fn put_ban(&self, record: &BanRecord) -> Result<(), IndexError> {
         let value = serde_json::to_vec(record).map_err(|e| corrupt(CF_BANS, e))?;
-        self.db
-            .put_cf(self.cf(CF_BANS)?, record.ip.to_string(), value)?;
-        Ok(())
+        self.put(CF_BANS, record.ip.to_string(), value)
     }
 
     /// Forgets an IP's record (ban lifted).
     pub fn remove_ban(&self, ip: &IpAddr) -> Result<(), IndexError> {
-        self.db.delete_cf(self.cf(CF_BANS)?, ip.to_string())?;
-        Ok(())
+        self.delete(CF_BANS, ip.to_string())
     }
 
     /// All misbehaviour records.

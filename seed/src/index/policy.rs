@@ -67,15 +67,14 @@ impl Index {
     }
 
     pub fn set_repo_policy(&self, rid: &RepoId, p: Option<RepoPolicy>) -> Result<(), IndexError> {
-        let cf = self.cf(CF_POLICIES)?;
         match p {
-            Some(p) => {
-                self.db
-                    .put_cf(cf, repo_key(rid), serde_json::to_vec(&p).map_err(corrupt)?)?
-            }
-            None => self.db.delete_cf(cf, repo_key(rid))?,
+            Some(p) => self.put(
+                CF_POLICIES,
+                repo_key(rid),
+                serde_json::to_vec(&p).map_err(corrupt)?,
+            ),
+            None => self.delete(CF_POLICIES, repo_key(rid)),
         }
-        Ok(())
     }
 
     pub fn node_policy(&self, nid: &NodeId) -> Result<Option<NodePolicy>, IndexError> {
@@ -89,15 +88,14 @@ impl Index {
     }
 
     pub fn set_node_policy(&self, nid: &NodeId, p: Option<NodePolicy>) -> Result<(), IndexError> {
-        let cf = self.cf(CF_POLICIES)?;
         match p {
-            Some(p) => {
-                self.db
-                    .put_cf(cf, node_key(nid), serde_json::to_vec(&p).map_err(corrupt)?)?
-            }
-            None => self.db.delete_cf(cf, node_key(nid))?,
+            Some(p) => self.put(
+                CF_POLICIES,
+                node_key(nid),
+                serde_json::to_vec(&p).map_err(corrupt)?,
+            ),
+            None => self.delete(CF_POLICIES, node_key(nid)),
         }
-        Ok(())
     }
 
     /// Every explicit node policy (a prefix scan: repository policies are not read).

@@ -2,7 +2,7 @@
 //! bookkeeping JSON, `i/` ‖ name → seed identity JSON. The index stores bytes; `tenant` owns
 //! the types.
 
-use rocksdb::{IteratorMode, ReadOptions, WriteBatch};
+use rocksdb::{IteratorMode, ReadOptions};
 
 use super::{Index, IndexError};
 
@@ -59,24 +59,32 @@ impl Index {
         name: &str,
         value: &[u8],
     ) -> Result<(), IndexError> {
-        self.db
-            .put_cf(self.cf(CF_TENANTS)?, key(kind, name), value)?;
-        Ok(())
+        self.put(CF_TENANTS, key(kind, name), value)
+    }
+
+    /// Several records of a kind in one (synced) write.
+    pub fn put_tenant_records(
+        &self,
+        kind: Kind,
+        records: &[(String, Vec<u8>)],
+    ) -> Result<(), IndexError> {
+        let mut batch = self.batch();
+        for (name, value) in records {
+            batch.put(CF_TENANTS, key(kind, name), value)?;
+        }
+        self.commit(batch)
     }
 
     /// Delete a tenant together with its egress bookkeeping, atomically.
     pub fn delete_tenant_records(&self, name: &str) -> Result<(), IndexError> {
-        let cf = self.cf(CF_TENANTS)?;
-        let mut batch = WriteBatch::default();
-        batch.delete_cf(cf, key(Kind::Tenant, name));
-        batch.delete_cf(cf, key(Kind::Egress, name));
-        self.db.write(batch)?;
-        Ok(())
+        let mut batch = self.batch();
+        batch.delete(CF_TENANTS, key(Kind::Tenant, name))?;
+        batch.delete(CF_TENANTS, key(Kind::Egress, name))?;
+        self.commit(batch)
     }
 
     pub fn delete_tenant_record(&self, kind: Kind, name: &str) -> Result<(), IndexError> {
-        self.db.delete_cf(self.cf(CF_TENANTS)?, key(kind, name))?;
-        Ok(())
+        self.delete(CF_TENANTS, key(kind, name))
     }
 
     /// Raw `meta` entries (backup).
@@ -93,8 +101,7 @@ impl Index {
     }
 
     pub fn put_meta(&self, key: &[u8], value: &[u8]) -> Result<(), IndexError> {
-        self.db.put_cf(self.cf(super::CF_META)?, key, value)?;
-        Ok(())
+        self.put(super::CF_META, key, value)
     }
 }
 

@@ -8,6 +8,7 @@ use seedd_proto::crypto::NodeId;
 use seedd_proto::gossip::limiter::{Limiter, RateLimit};
 
 use crate::config::{BanConfig, Bucket, RateConfig};
+use crate::http::ratelimit::Cidr;
 use crate::index::gossip::BanRecord;
 
 /// What a misbehaviour costs, in penalty points.
@@ -57,23 +58,32 @@ fn limit(b: &Bucket) -> RateLimit {
     }
 }
 
-/// Whether an address is loopback, private or link-local (exempt from rate limits when
-/// `p2p.rate.exempt_local` is set).
-pub fn is_local(ip: &IpAddr) -> bool {
+/// Whether an address is loopback (`127.0.0.0/8`, `::1`, IPv4-mapped loopback): exempt from
+/// rate limits when `p2p.rate.exempt_local` is set. Private ranges (RFC 1918, ULA, link-local)
+/// are not: behind SNAT or in a cluster they are ordinary peers, and trusting them is the
+/// operator's choice (`p2p.rate.exempt_cidrs`).
+pub fn is_loopback(ip: &IpAddr) -> bool {
     match ip {
-        IpAddr::V4(v4) => {
-            v4.is_loopback() || v4.is_private() || v4.is_link_local() || v4.is_unspecified()
-        }
+        IpAddr::V4(v4) => v4.is_loopback(),
         IpAddr::V6(v6) => {
-            v6.is_loopback()
-                || v6.is_unspecified()
-                || (v6.segments()[0] & 0xfe00) == 0xfc00
-                || (v6.segments()[0] & 0xffc0) == 0xfe80
-                || v6
-                    .to_ipv4_mapped()
-                    .is_some_and(|v4| is_local(&IpAddr::V4(v4)))
+            v6.is_loopback() || v6.to_ipv4_mapped().is_some_and(|v4| v4.is_loopback())
         }
     }
+}
+
+/// `p2p.rate.exempt_cidrs` parsed (`Config::validate` rejects bad entries; any that slip
+/// through are skipped with a warning rather than failing).
+fn exempt_list(rate: &RateConfig) -> Vec<Cidr> {
+    rate.exempt_cidrs
+        .iter()
+        .filter_map(|s| match s.parse::<Cidr>() {
+            Ok(c) => Some(c),
+            Err(e) => {
+                tracing::warn!(error = %e, "ignoring p2p.rate.exempt_cidrs entry");
+                None
+            }
+        })
+        .collect()
 }
 
 /// The result of a penalty.
@@ -86,6 +96,8 @@ pub struct Penalised {
 
 pub struct Guard {
     rate: RateConfig,
+    /// `rate.exempt_cidrs`, parsed.
+    exempt: Vec<Cidr>,
     ban: BanConfig,
     ips: Limiter<IpAddr>,
     nodes: Limiter<NodeId>,
@@ -95,12 +107,14 @@ pub struct Guard {
 impl Guard {
     /// New limits (config reload); buckets and ban records are kept.
     pub fn reconfigure(&mut self, rate: RateConfig, ban: BanConfig) {
+        self.exempt = exempt_list(&rate);
         self.rate = rate;
         self.ban = ban;
     }
 
     pub fn new(rate: RateConfig, ban: BanConfig, records: Vec<BanRecord>) -> Self {
         Self {
+            exempt: exempt_list(&rate),
             rate,
             ban,
             ips: Limiter::default(),
@@ -110,7 +124,7 @@ impl Guard {
     }
 
     fn exempt(&self, ip: &IpAddr) -> bool {
-        self.rate.exempt_local && is_local(ip)
+        (self.rate.exempt_local && is_loopback(ip)) || self.exempt.iter().any(|c| c.contains(*ip))
     }
 
     /// A connection attempt from `ip`: `false` if over its rate.
@@ -203,6 +217,10 @@ mod tests {
     use super::*;
 
     fn guard(exempt_local: bool) -> Guard {
+        guard_with(exempt_local, &[])
+    }
+
+    fn guard_with(exempt_local: bool, cidrs: &[&str]) -> Guard {
         let rate = RateConfig {
             connect: Bucket {
                 fill_rate: 1.0,
@@ -217,6 +235,7 @@ mod tests {
                 capacity: 3.0,
             },
             exempt_local,
+            exempt_cidrs: cidrs.iter().map(|c| (*c).to_owned()).collect(),
         };
         Guard::new(
             rate,
@@ -281,20 +300,58 @@ mod tests {
         assert_eq!(g.banned_count(10_005), 0);
     }
 
+    /// Burns through `ip`'s connect bucket: `true` if it was ever refused.
+    fn limited(g: &mut Guard, ip: &str) -> bool {
+        let ip: IpAddr = ip.parse().unwrap();
+        (0..10).any(|_| !g.admit_connection(&ip, 0))
+    }
+
     #[test]
-    fn local_addresses() {
+    fn only_loopback_is_exempt_by_default() {
+        let mut g = guard(true);
         for ip in [
-            "127.0.0.1",
             "10.1.2.3",
             "192.168.1.1",
-            "::1",
+            "172.16.0.5",
+            "169.254.1.1",
             "fd00::1",
             "fe80::1",
+            "::ffff:10.1.2.3",
+            "203.0.113.9",
         ] {
-            assert!(is_local(&ip.parse().unwrap()), "{ip}");
+            assert!(limited(&mut g, ip), "{ip} is an ordinary peer");
         }
-        for ip in ["203.0.113.9", "2001:db8::1", "8.8.8.8"] {
-            assert!(!is_local(&ip.parse().unwrap()), "{ip}");
+        for ip in ["127.0.0.1", "127.0.0.53", "::1", "::ffff:127.0.0.1"] {
+            assert!(!limited(&mut g, ip), "{ip} is loopback");
         }
+        for ip in ["127.0.0.1", "::1", "::ffff:127.0.0.2"] {
+            assert!(is_loopback(&ip.parse().unwrap()), "{ip}");
+        }
+        for ip in ["10.0.0.1", "192.168.1.1", "fd00::1", "0.0.0.0"] {
+            assert!(!is_loopback(&ip.parse().unwrap()), "{ip}");
+        }
+    }
+
+    #[test]
+    fn listed_cidrs_are_exempt_and_reload_replaces_them() {
+        let mut g = guard_with(false, &["10.0.0.0/8", "2001:db8::/32"]);
+        assert!(!limited(&mut g, "10.1.2.3"));
+        assert!(!limited(&mut g, "::ffff:10.9.9.9"), "IPv4-mapped form too");
+        assert!(!limited(&mut g, "2001:db8::7"));
+        assert!(limited(&mut g, "192.168.1.1"), "not listed");
+        assert!(limited(&mut g, "127.0.0.1"), "exempt_local = false");
+        let nid = NodeId::from_bytes([3; 32]);
+        let ip: IpAddr = "10.1.2.3".parse().unwrap();
+        for _ in 0..10 {
+            assert!(g.admit_message(&nid, &ip, true, false, 0));
+        }
+        // A reload without the entry limits the range again.
+        let rate = RateConfig {
+            exempt_cidrs: vec![],
+            ..g.rate.clone()
+        };
+        let ban = g.ban.clone();
+        g.reconfigure(rate, ban);
+        assert!(limited(&mut g, "10.7.7.7"));
     }
 }

@@ -244,7 +244,7 @@ impl Control {
         let fail = |reason: String| ControlError::Purge { rid: *rid, reason };
         let src = self.storage.path_of(rid);
         if src.exists() {
-            std::fs::create_dir_all(&self.trash).map_err(|e| fail(e.to_string()))?;
+            crate::fsutil::create_private_dir(&self.trash).map_err(|e| fail(e.to_string()))?;
             let dst = self
                 .trash
                 .join(format!("{}-{}", rid.canonical(), super::now_ms()));
