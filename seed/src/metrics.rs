@@ -224,7 +224,7 @@ pub const CATALOGUE: &[MetricDoc] = &[
         name: "seedd_p2p_rate_limited_total",
         kind: "counter",
         labels: &["scope"],
-        help: "Rate-limit hits: connection attempts per IP (ip) and messages per node (nid).",
+        help: "Rate-limit hits: connection attempts per IP (ip), messages per node (nid) and per host (host).",
     },
     MetricDoc {
         name: "seedd_p2p_connections_rejected_total",
