@@ -67,6 +67,35 @@ impl Default for Timers {
     }
 }
 
+/// Upper bounds on the state other nodes can make us hold (whole nodes are evicted, see
+/// [`Service::enforce_caps`]). radicle itself has no such caps (only `routing_max_size`,
+/// a prune threshold, and `gossip_max_age`), so they are sized from memory (64-bit, approx.):
+/// an address-book entry ~300 B (record, addresses, map slot) → 10,000 nodes ≈ 3 MB; a route
+/// ~120 B (two B-tree entries and the per-node index) → 250,000 routes ≈ 30 MB; a stored
+/// announcement ~200 B plus its body (a refs announcement ~1 KiB, an inventory up to 60 KiB,
+/// but an inventory of n repositories also holds n routes, so the route cap bounds those to
+/// ~84 full inventories ≈ 5 MB) → 100,000 announcements ≈ 100 MB at the very worst, ~20 MB
+/// typical. The network today has a few thousand nodes, so honest peers stay well within.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Caps {
+    /// Address-book entries (seed nodes that announced themselves).
+    pub max_nodes: usize,
+    /// Routing-table entries (repository, node).
+    pub max_routes: usize,
+    /// Stored announcements (node, inventory and refs, ours included).
+    pub max_announcements: usize,
+}
+
+impl Default for Caps {
+    fn default() -> Self {
+        Self {
+            max_nodes: 10_000,
+            max_routes: 250_000,
+            max_announcements: 100_000,
+        }
+    }
+}
+
 /// What the service announces and how it relays.
 #[derive(Debug, Clone)]
 pub struct Config {
@@ -81,6 +110,7 @@ pub struct Config {
     /// Repositories seeded by explicit policy (besides the inventory).
     pub seeded: BTreeSet<RepoId>,
     pub timers: Timers,
+    pub caps: Caps,
 }
 
 /// Identifies a session; assigned by the shell, never reused.
@@ -140,6 +170,8 @@ pub enum Change {
     AnnouncementRemoved(AnnouncementKey),
     /// Insert or update an address-book entry.
     Node(NodeRecord),
+    /// Forget an address-book entry (evicted by the caps).
+    NodeRemoved(NodeId),
     /// `nid` seeds `rid`, as of `timestamp`.
     Routing {
         rid: RepoId,
@@ -296,6 +328,7 @@ impl Service {
         };
         service.node_announcement = service.make_node_announcement(now);
         service.inventory_announcement = service.make_inventory_announcement(now);
+        service.enforce_caps();
         service
     }
 
@@ -530,6 +563,7 @@ impl Service {
     /// We fetched `rid` from `nid`: it seeds the repository (routing, §5.6 (c)).
     pub fn fetched(&mut self, rid: RepoId, nid: NodeId, now: u64) {
         self.add_route(rid, nid, now);
+        self.enforce_caps();
     }
 
     /// A session closed.
@@ -762,6 +796,7 @@ impl Service {
                 }
             }
         };
+        self.enforce_caps();
         if !self.config.relay || !(fresh || matches!(ann.message, AnnouncementMessage::Node(_))) {
             return;
         }
@@ -871,6 +906,68 @@ impl Service {
         if now.saturating_sub(self.last_prune) >= timers.prune_interval_ms {
             self.last_prune = now;
             self.prune(now);
+        }
+    }
+
+    fn over_caps(&self, slack: usize) -> bool {
+        let caps = &self.config.caps;
+        let within = |len: usize, cap: usize| len <= cap.saturating_sub(cap / 10 * slack);
+        !(within(self.nodes.len(), caps.max_nodes)
+            && within(self.routing.len(), caps.max_routes)
+            && within(self.store.len(), caps.max_announcements))
+    }
+
+    /// Above any cap, forgets whole nodes (address-book entry, routes, announcements, each
+    /// emitted as a `Change`) until every table is back under 90% of its cap, so the scan is
+    /// amortised over many insertions. Never ourselves nor a connected peer; among the others,
+    /// nodes that announced none of the repositories we seed go first, oldest `last_seen`
+    /// (latest node announcement or announcement received) first.
+    pub fn enforce_caps(&mut self) {
+        if !self.over_caps(0) {
+            return;
+        }
+        let connected: HashSet<NodeId> = self.sessions.values().map(|s| s.nid).collect();
+        let mut seen: HashMap<NodeId, (u64, Vec<AnnouncementKey>)> = HashMap::new();
+        for r in self.nodes.values() {
+            let e = seen.entry(r.nid).or_default();
+            e.0 = e.0.max(r.last_seen);
+        }
+        for stored in self.store.iter() {
+            let e = seen.entry(stored.announcement.node).or_default();
+            e.0 = e.0.max(stored.received_at);
+            e.1.push(stored.key());
+        }
+        for nid in self.routing.nodes() {
+            seen.entry(nid).or_default();
+        }
+        let mut victims: Vec<(bool, u64, NodeId, Vec<AnnouncementKey>)> = seen
+            .into_iter()
+            .filter(|(nid, _)| *nid != self.nid && !connected.contains(nid))
+            .map(|(nid, (last_seen, keys))| {
+                let ours = self
+                    .routing
+                    .repos_of(&nid)
+                    .iter()
+                    .any(|rid| self.seeds_repo(rid));
+                (ours, last_seen, nid, keys)
+            })
+            .collect();
+        victims.sort_unstable_by_key(|(ours, last_seen, nid, _)| (*ours, *last_seen, *nid));
+        for (_, _, nid, keys) in victims {
+            if !self.over_caps(1) {
+                break;
+            }
+            if self.nodes.remove(&nid).is_some() {
+                self.outputs.push(Output::Persist(Change::NodeRemoved(nid)));
+            }
+            for rid in self.routing.repos_of(&nid) {
+                self.remove_route(rid, nid);
+            }
+            for key in keys {
+                self.store.remove(&key);
+                self.outputs
+                    .push(Output::Persist(Change::AnnouncementRemoved(key)));
+            }
         }
     }
 

@@ -148,6 +148,7 @@ impl NetConfig {
             seed_all: cfg.policy.default == "allow",
             seeded: Default::default(),
             timers: gossip::Timers::default(),
+            caps: gossip::Caps::default(),
         };
         Ok(Self {
             listen,

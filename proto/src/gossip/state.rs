@@ -120,6 +120,10 @@ impl GossipStore {
         self.by_key.len()
     }
 
+    pub fn iter(&self) -> impl Iterator<Item = &StoredAnnouncement> {
+        self.by_key.values()
+    }
+
     pub fn newest_timestamp(&self) -> Option<u64> {
         self.by_time.last().map(|(ts, _)| *ts)
     }
@@ -194,6 +198,11 @@ impl Routing {
             .get(nid)
             .map(|r| r.iter().copied().collect())
             .unwrap_or_default()
+    }
+
+    /// Nodes with at least one entry.
+    pub fn nodes(&self) -> impl Iterator<Item = NodeId> + '_ {
+        self.by_node.keys().copied()
     }
 
     pub fn seeds(&self, rid: &RepoId) -> Vec<(NodeId, u64)> {

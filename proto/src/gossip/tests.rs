@@ -18,6 +18,7 @@ fn config() -> Config {
         seed_all: true,
         seeded: BTreeSet::new(),
         timers: Timers::default(),
+        caps: Caps::default(),
     }
 }
 
@@ -601,4 +602,113 @@ fn announcement_key_bytes_round_trip() {
         assert_eq!(AnnouncementKey::from_bytes(&key.to_bytes()), Some(key));
     }
     assert_eq!(AnnouncementKey::from_bytes(&[0; 10]), None);
+}
+
+/// Fills the address book past its cap with fresh nodes: whole nodes are evicted (address
+/// book, routes, announcements, each emitted as a change), the oldest first, never a connected
+/// peer nor (before the others) a node seeding a repository we seed.
+#[test]
+fn caps_evict_whole_nodes_oldest_first_keeping_connected_and_useful_ones() {
+    let mut cfg = config();
+    cfg.seed_all = false;
+    cfg.seeded = BTreeSet::from([rid(1)]);
+    cfg.caps = Caps {
+        max_nodes: 20,
+        max_routes: 1000,
+        max_announcements: 1000,
+    };
+    let mut s = Service::new(Keypair::mock(1), cfg, Restored::default(), T0);
+    s.take_outputs();
+    let connected = Keypair::mock(2);
+    known_peer(&mut s, 1, &connected, T0);
+    // A disconnected node seeding a repository we seed, seen long ago.
+    let useful = Keypair::mock(3);
+    s.received(
+        1,
+        Message::Announcement(node_ann(&useful, T0, FEATURE_SEED)),
+        T0,
+    );
+    s.received(
+        1,
+        Message::Announcement(inv_ann(&useful, T0, &[rid(1)])),
+        T0,
+    );
+    let mut all = Vec::new();
+    for i in 0..100u64 {
+        let key = Keypair::mock(1000 + i);
+        let t = T0 + 1000 * (i + 1);
+        s.received(1, Message::Announcement(node_ann(&key, t, FEATURE_SEED)), t);
+        s.received(1, Message::Announcement(inv_ann(&key, t, &[rid(2)])), t);
+        all.extend(s.take_outputs());
+        assert!(
+            s.nodes().count() <= 20,
+            "address book {}",
+            s.nodes().count()
+        );
+    }
+    assert!(s.stored_announcements() <= 2 * 20 + 2);
+    assert!(s.routing_len() <= 20);
+    let nodes: HashSet<NodeId> = s.nodes().map(|n| n.nid).collect();
+    assert!(nodes.contains(&connected.nid()), "connected peer kept");
+    assert!(
+        nodes.contains(&useful.nid()),
+        "node seeding our repository kept"
+    );
+    assert!(nodes.contains(&Keypair::mock(1099).nid()), "newest kept");
+    assert!(
+        !nodes.contains(&Keypair::mock(1000).nid()),
+        "oldest evicted"
+    );
+    assert_eq!(s.seeds_of(&rid(1)).len(), 1);
+    // The index is told: the evicted node's entry, route and announcements are removed.
+    let gone = Keypair::mock(1000).nid();
+    assert!(all.contains(&Output::Persist(Change::NodeRemoved(gone))));
+    assert!(all.contains(&Output::Persist(Change::RoutingRemoved {
+        rid: rid(2),
+        nid: gone
+    })));
+    let removed = all
+        .iter()
+        .filter(|o| matches!(o, Output::Persist(Change::AnnouncementRemoved(k)) if k.node == gone))
+        .count();
+    assert_eq!(removed, 2, "its node and inventory announcements");
+    // An evicted node's later inventory is unknown-author until it announces itself again.
+    let t = T0 + 200_000;
+    s.received(
+        1,
+        Message::Announcement(inv_ann(&Keypair::mock(1000), t, &[rid(2)])),
+        t,
+    );
+    assert!(events(&s.take_outputs()).contains(&Event::Dropped {
+        session: 1,
+        reason: Dropped::UnknownAuthor
+    }));
+}
+
+/// Restored state over the caps is trimmed at startup (with the changes to persist).
+#[test]
+fn restored_state_over_the_caps_is_trimmed() {
+    let mut restored = Restored::default();
+    for i in 0..50u64 {
+        let key = Keypair::mock(1000 + i);
+        restored.announcements.push(StoredAnnouncement {
+            announcement: node_ann(&key, T0 + i, FEATURE_SEED),
+            received_at: T0 + i,
+        });
+        restored.routing.push((rid(2), key.nid(), T0 + i));
+    }
+    let mut cfg = config();
+    cfg.caps = Caps {
+        max_nodes: 1000,
+        max_routes: 10,
+        max_announcements: 1000,
+    };
+    let mut s = Service::new(Keypair::mock(1), cfg, restored, T0 + 100);
+    assert!(s.routing_len() <= 10);
+    let removed = s
+        .take_outputs()
+        .into_iter()
+        .filter(|o| matches!(o, Output::Persist(Change::RoutingRemoved { .. })))
+        .count();
+    assert!(removed >= 40);
 }
