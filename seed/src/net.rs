@@ -8,6 +8,7 @@
 
 mod conn;
 pub mod guard;
+mod persist;
 pub mod stream;
 
 use std::collections::{HashMap, HashSet};
@@ -18,9 +19,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use bytes::Bytes;
 use seedd_proto::crypto::{Keypair, NodeId, RepoId};
-use seedd_proto::gossip::{
-    self, Change, DisconnectReason, Event, Output, Restored, Service, SessionId,
-};
+use seedd_proto::gossip::{self, DisconnectReason, Event, Output, Restored, Service, SessionId};
 use seedd_proto::wire::{Address, Frame, Link, Message, MessageType};
 use serde::Serialize;
 use tokio::net::TcpListener;
@@ -182,13 +181,6 @@ pub fn parse_peer(s: &str) -> anyhow::Result<(NodeId, String)> {
     Ok((nid, addr.to_owned()))
 }
 
-/// Work for the persister task.
-pub(crate) enum Persist {
-    Changes(Vec<Change>),
-    /// Answered once everything sent before it is written.
-    Flush(tokio::sync::oneshot::Sender<()>),
-}
-
 /// What goes into a session's outbox.
 #[derive(Debug)]
 pub(crate) enum Outgoing {
@@ -287,7 +279,7 @@ pub(crate) struct Shared {
     pub core: Mutex<Core>,
     pub index: Index,
     pub metrics: Arc<Metrics>,
-    pub persist: mpsc::UnboundedSender<Persist>,
+    pub persist: persist::PersistQueue,
     pub next_id: AtomicU64,
     pub shutdown: CancellationToken,
     /// Dial targets and the token that stops their dialer.
@@ -380,7 +372,7 @@ impl Net {
         let now = now_ms();
         let service = Service::new(keypair.clone(), cfg.gossip.clone(), restored, now);
         let guard = Guard::new(cfg.rate.clone(), cfg.ban.clone(), bans);
-        let (persist_tx, persist_rx) = mpsc::unbounded_channel();
+        let (persist_tx, persist_writer) = persist::PersistQueue::new(index.clone());
         let trusted = cfg.connect.iter().map(|(nid, _)| *nid).collect();
         let cfg_serves = cfg.max_concurrent_serves;
         let shared = Arc::new(Shared {
@@ -412,7 +404,7 @@ impl Net {
             let outputs = core.service.take_outputs();
             shared.dispatch(&mut core, outputs);
         }
-        tokio::spawn(persister(index, persist_rx));
+        tokio::spawn(persist_writer);
 
         let mut local_addrs = Vec::new();
         for addr in &shared.cfg.listen {
@@ -468,9 +460,8 @@ impl Net {
     pub async fn shutdown(&self) {
         self.shared.shutdown.cancel();
         let (tx, rx) = tokio::sync::oneshot::channel();
-        if self.shared.persist.send(Persist::Flush(tx)).is_ok() {
-            let _ = tokio::time::timeout(Duration::from_secs(5), rx).await;
-        }
+        self.shared.persist.flush(tx);
+        let _ = tokio::time::timeout(Duration::from_secs(5), rx).await;
         tracing::info!("p2p stopped; gossip state saved");
     }
 
@@ -701,7 +692,7 @@ impl Shared {
             }
         }
         if !changes.is_empty() {
-            let _ = self.persist.send(Persist::Changes(changes));
+            self.persist.push(changes);
         }
     }
 
@@ -832,34 +823,6 @@ impl Shared {
             for id in ids {
                 self.close_session(core, id, "banned");
             }
-        }
-    }
-}
-
-/// Writes gossip changes to RocksDB in batches, off the async threads.
-async fn persister(index: Index, mut rx: mpsc::UnboundedReceiver<Persist>) {
-    while let Some(first) = rx.recv().await {
-        let mut batch = Vec::new();
-        let mut flushes = Vec::new();
-        let mut next = Some(first);
-        while let Some(msg) = next.take() {
-            match msg {
-                Persist::Changes(c) => batch.extend(c),
-                Persist::Flush(done) => flushes.push(done),
-            }
-            next = rx.try_recv().ok();
-        }
-        if !batch.is_empty() {
-            let index = index.clone();
-            let result = tokio::task::spawn_blocking(move || index.apply_gossip(&batch)).await;
-            match result {
-                Ok(Ok(())) => {}
-                Ok(Err(e)) => tracing::error!(error = %e, "persisting gossip state failed"),
-                Err(e) => tracing::error!(error = %e, "persisting gossip state panicked"),
-            }
-        }
-        for done in flushes {
-            let _ = done.send(());
         }
     }
 }
