@@ -241,6 +241,24 @@ pub enum Output {
     },
     Persist(Change),
     Event(Event),
+    /// Answer a Subscribe with stored gossip: the shell pulls it in batches with
+    /// [`Service::subscribe_answer`] as the subscriber's outbox has room.
+    SubscribeAnswer(SubscribeAnswer),
+}
+
+/// A Subscribe answer being streamed (a cursor over the store, oldest first): an answer larger
+/// than the subscriber's outbox is delivered whole, and the store is never copied at once.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SubscribeAnswer {
+    pub session: SessionId,
+    subscriber: NodeId,
+    filter: Filter,
+    until: u64,
+    /// Where the scan resumes: (timestamp, key), inclusive on the first batch only.
+    from: (u64, AnnouncementKey),
+    started: bool,
+    /// A newer Subscribe on the same session supersedes this answer.
+    generation: u64,
 }
 
 /// A connected peer, as the service sees it.
@@ -288,6 +306,9 @@ pub struct Service {
     last_relay: u64,
     last_prune: u64,
     outputs: Vec<Output>,
+    /// The current Subscribe answer of each session (its generation).
+    answers: HashMap<SessionId, u64>,
+    next_answer: u64,
 }
 
 impl Service {
@@ -325,6 +346,8 @@ impl Service {
             last_relay: now,
             last_prune: now,
             outputs: Vec::new(),
+            answers: HashMap::new(),
+            next_answer: 0,
         };
         service.node_announcement = service.make_node_announcement(now);
         service.inventory_announcement = service.make_inventory_announcement(now);
@@ -569,6 +592,7 @@ impl Service {
     /// A session closed.
     pub fn disconnected(&mut self, id: SessionId) {
         self.sessions.remove(&id);
+        self.answers.remove(&id);
         for (_, skip) in &mut self.relay_queue {
             skip.remove(&id);
         }
@@ -645,30 +669,79 @@ impl Service {
         }
     }
 
-    fn subscribed(&mut self, id: SessionId, sub: Subscribe, now: u64) {
+    fn subscribed(&mut self, id: SessionId, sub: Subscribe, _now: u64) {
         let Some(session) = self.sessions.get_mut(&id) else {
             return;
         };
         let subscriber = session.nid;
-        // Answer with stored gossip in [since, until) matching the filter; never our own
-        // peer's gossip back to it. A non-relay node answers with its own announcements only.
+        // Answer with stored gossip in [since, until) matching the filter (streamed, see
+        // `subscribe_answer`); an inverted range is answered with nothing.
+        if sub.since <= sub.until {
+            self.next_answer += 1;
+            self.answers.insert(id, self.next_answer);
+            self.outputs.push(Output::SubscribeAnswer(SubscribeAnswer {
+                session: id,
+                subscriber,
+                filter: sub.filter.clone(),
+                until: sub.until,
+                from: (sub.since, AnnouncementKey::MIN),
+                started: false,
+                generation: self.next_answer,
+            }));
+        } else {
+            self.answers.remove(&id);
+        }
+        session.subscription = Some(sub);
+    }
+
+    /// The next (at most `max`) announcements of a Subscribe answer, scanning at most
+    /// `16 × max` stored entries, and whether the answer is complete (also when its session
+    /// closed or sent a newer Subscribe). Sends nothing itself: the shell queues them.
+    pub fn subscribe_answer(
+        &mut self,
+        answer: &mut SubscribeAnswer,
+        max: usize,
+        now: u64,
+    ) -> (Vec<Announcement>, bool) {
+        if self.answers.get(&answer.session) != Some(&answer.generation) {
+            return (Vec::new(), true);
+        }
+        let subscriber = answer.subscriber;
+        // Never our own peer's gossip back to it. A non-relay node answers with its own
+        // announcements only.
         let relay = self.config.relay;
         let own = self.nid;
-        let replies: Vec<Announcement> = if sub.since <= sub.until {
-            self.store
-                .range(sub.since, sub.until)
-                .filter(|s| s.announcement.node != subscriber)
-                .filter(|s| relay || s.announcement.node == own)
-                .filter(|s| s.announcement.matches(&sub.filter))
-                .map(|s| s.announcement.clone())
-                .collect()
-        } else {
-            Vec::new()
-        };
-        session.subscription = Some(sub);
-        for ann in replies {
-            self.send(vec![id], Message::Announcement(ann), now);
+        let max = max.max(1);
+        let mut replies = Vec::new();
+        let mut scanned = 0;
+        let mut done = true;
+        for (pos, stored) in self
+            .store
+            .range_from(answer.from, answer.started, answer.until)
+        {
+            if replies.len() >= max || scanned >= max.saturating_mul(16) {
+                done = false;
+                break;
+            }
+            scanned += 1;
+            answer.from = pos;
+            answer.started = true;
+            if stored.announcement.node != subscriber
+                && (relay || stored.announcement.node == own)
+                && stored.announcement.matches(&answer.filter)
+            {
+                replies.push(stored.announcement.clone());
+            }
         }
+        if done {
+            self.answers.remove(&answer.session);
+        }
+        if !replies.is_empty() {
+            if let Some(s) = self.sessions.get_mut(&answer.session) {
+                s.last_sent = now;
+            }
+        }
+        (replies, done)
     }
 
     fn announcement(&mut self, id: SessionId, ann: Announcement, now: u64) {

@@ -19,7 +19,9 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use bytes::Bytes;
 use seedd_proto::crypto::{Keypair, NodeId, RepoId};
-use seedd_proto::gossip::{self, DisconnectReason, Event, Output, Restored, Service, SessionId};
+use seedd_proto::gossip::{
+    self, DisconnectReason, Event, Output, Restored, Service, SessionId, SubscribeAnswer,
+};
 use seedd_proto::wire::{Address, Frame, Link, Message, MessageType};
 use serde::Serialize;
 use tokio::net::TcpListener;
@@ -273,6 +275,8 @@ pub(crate) struct Core {
 }
 
 pub(crate) struct Shared {
+    /// Ourselves, for tasks spawned from `dispatch` (Subscribe answers).
+    pub me: std::sync::Weak<Shared>,
     pub keypair: Keypair,
     pub nid: NodeId,
     pub cfg: NetConfig,
@@ -375,7 +379,8 @@ impl Net {
         let (persist_tx, persist_writer) = persist::PersistQueue::new(index.clone());
         let trusted = cfg.connect.iter().map(|(nid, _)| *nid).collect();
         let cfg_serves = cfg.max_concurrent_serves;
-        let shared = Arc::new(Shared {
+        let shared = Arc::new_cyclic(|me| Shared {
+            me: me.clone(),
             nid: keypair.nid(),
             keypair,
             cfg,
@@ -689,6 +694,7 @@ impl Shared {
                 }
                 Output::Persist(change) => changes.push(change),
                 Output::Event(event) => self.event(event),
+                Output::SubscribeAnswer(answer) => self.answer(core, answer),
             }
         }
         if !changes.is_empty() {
@@ -723,6 +729,18 @@ impl Shared {
                 let _ = self.hints.send(FetchHint { from: author, rids });
             }
         }
+    }
+
+    /// Starts streaming a Subscribe answer to its session (see [`stream_answer`]).
+    fn answer(&self, core: &mut Core, answer: SubscribeAnswer) {
+        let (Some(h), Some(me), Ok(rt)) = (
+            core.sessions.get(&answer.session),
+            self.me.upgrade(),
+            tokio::runtime::Handle::try_current(),
+        ) else {
+            return;
+        };
+        rt.spawn(stream_answer(me, answer, h.outbox.clone(), h.link));
     }
 
     /// Encodes `message` once per link and queues it on each target's outbox.
@@ -823,6 +841,61 @@ impl Shared {
             for id in ids {
                 self.close_session(core, id, "banned");
             }
+        }
+    }
+}
+
+/// Announcements per Subscribe-answer batch (one short core-lock hold each).
+const ANSWER_BATCH: usize = 64;
+/// Outbox slots a Subscribe answer leaves free for other gossip (whose queueing never waits:
+/// a full outbox drops the session).
+const ANSWER_HEADROOM: usize = 256;
+
+/// Streams a Subscribe answer into a session's outbox in batches, each once the outbox has
+/// room for it plus [`ANSWER_HEADROOM`]: an answer larger than the outbox reaches a peer that
+/// reads, instead of dropping it as a slow reader, and the store is read a batch at a time.
+/// Ends with the answer, the session (outbox closed), or a newer Subscribe.
+async fn stream_answer(
+    shared: Arc<Shared>,
+    mut answer: SubscribeAnswer,
+    outbox: mpsc::Sender<Outgoing>,
+    link: Link,
+) {
+    loop {
+        let Ok(mut permits) = outbox.reserve_many(ANSWER_BATCH + ANSWER_HEADROOM).await else {
+            return;
+        };
+        let (anns, done) = {
+            let mut core = shared.lock();
+            core.service
+                .subscribe_answer(&mut answer, ANSWER_BATCH, now_ms())
+        };
+        for ann in anns {
+            let message = Message::Announcement(ann);
+            let label = type_label(message.message_type());
+            let bytes = match Frame::gossip(link, message).encode() {
+                Ok(v) => Bytes::from(v),
+                Err(e) => {
+                    tracing::error!(error = %e, kind = label, "cannot encode a stored announcement; not sent");
+                    continue;
+                }
+            };
+            let Some(permit) = permits.next() else {
+                break;
+            };
+            let len = bytes.len() as u64;
+            permit.send(Outgoing::Frame {
+                bytes,
+                permit: None,
+            });
+            let m = &shared.metrics.p2p;
+            m.messages.with_label_values(&["out", label]).inc();
+            m.message_bytes
+                .with_label_values(&["out", label])
+                .inc_by(len);
+        }
+        if done {
+            return;
         }
     }
 }

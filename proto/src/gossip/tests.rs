@@ -64,6 +64,29 @@ fn refs_ann(key: &Keypair, ts: u64, rid: RepoId, remote: NodeId) -> Announcement
     .unwrap()
 }
 
+/// Takes the outputs, with Subscribe answers drained (in small batches) into sends.
+fn answered(s: &mut Service, now: u64) -> Vec<Output> {
+    let mut out = Vec::new();
+    for o in s.take_outputs() {
+        match o {
+            Output::SubscribeAnswer(mut answer) => loop {
+                let (anns, done) = s.subscribe_answer(&mut answer, 2, now);
+                for ann in anns {
+                    out.push(Output::Send {
+                        to: vec![answer.session],
+                        message: Message::Announcement(ann),
+                    });
+                }
+                if done {
+                    break;
+                }
+            },
+            other => out.push(other),
+        }
+    }
+    out
+}
+
 fn sends(outputs: &[Output]) -> Vec<(Vec<SessionId>, Message)> {
     outputs
         .iter()
@@ -490,15 +513,15 @@ fn subscribe_is_answered_from_store_in_range_without_the_subscribers_own() {
         }),
         T0 + 31,
     );
-    let msgs = sent_to(&s.take_outputs(), 2);
+    let msgs = sent_to(&answered(&mut s, T0 + 31), 2);
     assert_eq!(msgs.len(), 1, "{msgs:?}");
     assert_eq!(msgs[0].message_type(), MessageType::InventoryAnnouncement);
     // Everything: A's node, inventory, refs and our own node + inventory; A gets none of its own.
     s.received(2, Message::Subscribe(Subscribe::all()), T0 + 32);
-    let msgs = sent_to(&s.take_outputs(), 2);
+    let msgs = sent_to(&answered(&mut s, T0 + 32), 2);
     assert_eq!(msgs.len(), 5, "{msgs:?}");
     s.received(1, Message::Subscribe(Subscribe::all()), T0 + 33);
-    let msgs = sent_to(&s.take_outputs(), 1);
+    let msgs = sent_to(&answered(&mut s, T0 + 33), 1);
     assert!(msgs.iter().all(|m| match m {
         Message::Announcement(ann) => ann.node != a.nid(),
         _ => true,
@@ -513,7 +536,7 @@ fn subscribe_is_answered_from_store_in_range_without_the_subscribers_own() {
         }),
         T0 + 34,
     );
-    assert!(sent_to(&s.take_outputs(), 2).is_empty());
+    assert!(sent_to(&answered(&mut s, T0 + 34), 2).is_empty());
 }
 
 #[test]
@@ -711,4 +734,69 @@ fn restored_state_over_the_caps_is_trimmed() {
         .filter(|o| matches!(o, Output::Persist(Change::RoutingRemoved { .. })))
         .count();
     assert!(removed >= 40);
+}
+
+/// A Subscribe answer is a cursor the shell pulls in bounded batches: thousands of stored
+/// announcements arrive whole and in order, a batch never exceeds its size, and a newer
+/// Subscribe or a closed session ends the old answer.
+#[test]
+fn subscribe_answer_streams_in_bounded_batches_and_is_superseded() {
+    let mut s = service(1);
+    let a = Keypair::mock(2);
+    known_peer(&mut s, 1, &a, T0);
+    let n = 3000u64;
+    for i in 0..n {
+        let key = Keypair::mock(10_000 + i);
+        let t = T0 + 1 + i;
+        s.received(1, Message::Announcement(node_ann(&key, t, FEATURE_SEED)), t);
+    }
+    let b = Keypair::mock(3);
+    s.connected(2, b.nid(), Link::Inbound, T0 + n + 10);
+    s.take_outputs();
+    s.received(2, Message::Subscribe(Subscribe::all()), T0 + n + 11);
+    let outputs = s.take_outputs();
+    assert!(sends(&outputs).is_empty(), "nothing queued at once");
+    let mut answer = outputs
+        .into_iter()
+        .find_map(|o| match o {
+            Output::SubscribeAnswer(a) => Some(a),
+            _ => None,
+        })
+        .unwrap();
+    let mut got = Vec::new();
+    let mut batches = 0;
+    loop {
+        let (anns, done) = s.subscribe_answer(&mut answer, 100, T0 + n + 12);
+        assert!(anns.len() <= 100);
+        got.extend(anns);
+        batches += 1;
+        if done {
+            break;
+        }
+    }
+    // A's node announcement, the 3000 others, our own node + inventory.
+    assert_eq!(got.len(), n as usize + 3);
+    assert!(batches > 30);
+    assert!(got.windows(2).all(|w| w[0].timestamp() <= w[1].timestamp()));
+    // A newer Subscribe supersedes the first answer; disconnecting ends the second.
+    s.received(2, Message::Subscribe(Subscribe::all()), T0 + n + 13);
+    let mut first = match s.take_outputs().pop() {
+        Some(Output::SubscribeAnswer(a)) => a,
+        other => panic!("{other:?}"),
+    };
+    s.received(2, Message::Subscribe(Subscribe::all()), T0 + n + 14);
+    let mut second = match s.take_outputs().pop() {
+        Some(Output::SubscribeAnswer(a)) => a,
+        other => panic!("{other:?}"),
+    };
+    assert_eq!(
+        s.subscribe_answer(&mut first, 10, T0 + n + 15),
+        (Vec::new(), true)
+    );
+    assert_eq!(s.subscribe_answer(&mut second, 10, T0 + n + 15).0.len(), 10);
+    s.disconnected(2);
+    assert_eq!(
+        s.subscribe_answer(&mut second, 10, T0 + n + 16),
+        (Vec::new(), true)
+    );
 }
