@@ -713,17 +713,15 @@ impl Service {
         let own = self.nid;
         let max = max.max(1);
         let mut replies = Vec::new();
-        let mut scanned = 0;
         let mut done = true;
-        for (pos, stored) in self
+        let range = self
             .store
-            .range_from(answer.from, answer.started, answer.until)
-        {
+            .range_from(answer.from, answer.started, answer.until);
+        for (scanned, (pos, stored)) in range.enumerate() {
             if replies.len() >= max || scanned >= max.saturating_mul(16) {
                 done = false;
                 break;
             }
-            scanned += 1;
             answer.from = pos;
             answer.started = true;
             if stored.announcement.node != subscriber
