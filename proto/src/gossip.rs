@@ -990,9 +990,11 @@ impl Service {
 
     /// Above any cap, forgets whole nodes (address-book entry, routes, announcements, each
     /// emitted as a `Change`) until every table is back under 90% of its cap, so the scan is
-    /// amortised over many insertions. Never ourselves nor a connected peer; among the others,
-    /// nodes that announced none of the repositories we seed go first, oldest `last_seen`
-    /// (latest node announcement or announcement received) first.
+    /// amortised over many insertions. Never ourselves. Nodes that are not connected go first:
+    /// those that announced none of the repositories we seed before the others, each group
+    /// oldest `last_seen` (latest node announcement or announcement received) first. Connected
+    /// peers go last, the one holding the most state first (a connected peer flooding refs
+    /// announcements for ever new repositories is the only way to get there).
     pub fn enforce_caps(&mut self) {
         if !self.over_caps(0) {
             return;
@@ -1011,20 +1013,25 @@ impl Service {
         for nid in self.routing.nodes() {
             seen.entry(nid).or_default();
         }
-        let mut victims: Vec<(bool, u64, NodeId, Vec<AnnouncementKey>)> = seen
+        // (connected, seeds one of ours, rank: last_seen, or for connected peers fewest
+        // entries last), node, its announcement keys.
+        type Victim = ((bool, bool, u64), NodeId, Vec<AnnouncementKey>);
+        let mut victims: Vec<Victim> = seen
             .into_iter()
-            .filter(|(nid, _)| *nid != self.nid && !connected.contains(nid))
+            .filter(|(nid, _)| *nid != self.nid)
             .map(|(nid, (last_seen, keys))| {
-                let ours = self
-                    .routing
-                    .repos_of(&nid)
-                    .iter()
-                    .any(|rid| self.seeds_repo(rid));
-                (ours, last_seen, nid, keys)
+                let repos = self.routing.repos_of(&nid);
+                let ours = repos.iter().any(|rid| self.seeds_repo(rid));
+                let rank = if connected.contains(&nid) {
+                    u64::MAX - (repos.len() + keys.len()) as u64
+                } else {
+                    last_seen
+                };
+                ((connected.contains(&nid), ours, rank), nid, keys)
             })
             .collect();
-        victims.sort_unstable_by_key(|(ours, last_seen, nid, _)| (*ours, *last_seen, *nid));
-        for (_, _, nid, keys) in victims {
+        victims.sort_unstable_by_key(|(order, nid, _)| (*order, *nid));
+        for (_, nid, keys) in victims {
             if !self.over_caps(1) {
                 break;
             }

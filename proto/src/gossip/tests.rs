@@ -800,3 +800,41 @@ fn subscribe_answer_streams_in_bounded_batches_and_is_superseded() {
         (Vec::new(), true)
     );
 }
+
+/// A connected peer flooding refs announcements for ever new repositories cannot grow the
+/// state past the caps either: connected peers are evicted last, the largest first, so an
+/// honest connected peer keeps its entries.
+#[test]
+fn caps_hold_against_a_connected_peer_flooding_refs() {
+    let mut cfg = config();
+    cfg.caps = Caps {
+        max_nodes: 100,
+        max_routes: 50,
+        max_announcements: 50,
+    };
+    let mut s = Service::new(Keypair::mock(1), cfg, Restored::default(), T0);
+    s.take_outputs();
+    let (honest, flooder) = (Keypair::mock(2), Keypair::mock(3));
+    known_peer(&mut s, 1, &honest, T0);
+    s.received(
+        1,
+        Message::Announcement(inv_ann(&honest, T0, &[rid(1)])),
+        T0,
+    );
+    known_peer(&mut s, 2, &flooder, T0);
+    for i in 0..500u64 {
+        let t = T0 + 1 + i;
+        let mut bytes = [9u8; 20];
+        bytes[..8].copy_from_slice(&i.to_be_bytes());
+        let r = RepoId::from_oid_bytes(bytes);
+        s.received(
+            2,
+            Message::Announcement(refs_ann(&flooder, t, r, flooder.nid())),
+            t,
+        );
+        assert!(s.stored_announcements() <= 50);
+        assert!(s.routing_len() <= 50);
+    }
+    assert_eq!(s.seeds_of(&rid(1)).len(), 1, "honest peer's route kept");
+    assert!(s.nodes().any(|n| n.nid == honest.nid()));
+}
