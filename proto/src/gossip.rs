@@ -68,6 +68,35 @@ impl Default for Timers {
     }
 }
 
+/// Upper bounds on the state other nodes can make us hold (whole nodes are evicted, see
+/// [`Service::enforce_caps`]). radicle itself has no such caps (only `routing_max_size`,
+/// a prune threshold, and `gossip_max_age`), so they are sized from memory (64-bit, approx.):
+/// an address-book entry ~300 B (record, addresses, map slot) → 10,000 nodes ≈ 3 MB; a route
+/// ~120 B (two B-tree entries and the per-node index) → 250,000 routes ≈ 30 MB; a stored
+/// announcement ~200 B plus its body (a refs announcement ~1 KiB, an inventory up to 60 KiB,
+/// but an inventory of n repositories also holds n routes, so the route cap bounds those to
+/// ~84 full inventories ≈ 5 MB) → 100,000 announcements ≈ 100 MB at the very worst, ~20 MB
+/// typical. The network today has a few thousand nodes, so honest peers stay well within.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Caps {
+    /// Address-book entries (seed nodes that announced themselves).
+    pub max_nodes: usize,
+    /// Routing-table entries (repository, node).
+    pub max_routes: usize,
+    /// Stored announcements (node, inventory and refs, ours included).
+    pub max_announcements: usize,
+}
+
+impl Default for Caps {
+    fn default() -> Self {
+        Self {
+            max_nodes: 10_000,
+            max_routes: 250_000,
+            max_announcements: 100_000,
+        }
+    }
+}
+
 /// What the service announces and how it relays.
 #[derive(Debug, Clone)]
 pub struct Config {
@@ -82,6 +111,7 @@ pub struct Config {
     /// Repositories seeded by explicit policy (besides the inventory).
     pub seeded: BTreeSet<RepoId>,
     pub timers: Timers,
+    pub caps: Caps,
 }
 
 /// Who may learn about a repository we hold: its identity document's visibility.
@@ -169,6 +199,8 @@ pub enum Change {
     AnnouncementRemoved(AnnouncementKey),
     /// Insert or update an address-book entry.
     Node(NodeRecord),
+    /// Forget an address-book entry (evicted by the caps).
+    NodeRemoved(NodeId),
     /// `nid` seeds `rid`, as of `timestamp`.
     Routing {
         rid: RepoId,
@@ -241,6 +273,24 @@ pub enum Output {
     },
     Persist(Change),
     Event(Event),
+    /// Answer a Subscribe with stored gossip: the shell pulls it in batches with
+    /// [`Service::subscribe_answer`] as the subscriber's outbox has room.
+    SubscribeAnswer(SubscribeAnswer),
+}
+
+/// A Subscribe answer being streamed (a cursor over the store, oldest first): an answer larger
+/// than the subscriber's outbox is delivered whole, and the store is never copied at once.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SubscribeAnswer {
+    pub session: SessionId,
+    subscriber: NodeId,
+    filter: Filter,
+    until: u64,
+    /// Where the scan resumes: (timestamp, key), inclusive on the first batch only.
+    from: (u64, AnnouncementKey),
+    started: bool,
+    /// A newer Subscribe on the same session supersedes this answer.
+    generation: u64,
 }
 
 /// A connected peer, as the service sees it.
@@ -291,6 +341,9 @@ pub struct Service {
     last_relay: u64,
     last_prune: u64,
     outputs: Vec<Output>,
+    /// The current Subscribe answer of each session (its generation).
+    answers: HashMap<SessionId, u64>,
+    next_answer: u64,
 }
 
 impl Service {
@@ -329,9 +382,12 @@ impl Service {
             last_relay: now,
             last_prune: now,
             outputs: Vec::new(),
+            answers: HashMap::new(),
+            next_answer: 0,
         };
         service.node_announcement = service.make_node_announcement(now);
         service.inventory_announcement = service.make_inventory_announcement(now);
+        service.enforce_caps();
         service
     }
 
@@ -594,11 +650,13 @@ impl Service {
     /// We fetched `rid` from `nid`: it seeds the repository (routing, §5.6 (c)).
     pub fn fetched(&mut self, rid: RepoId, nid: NodeId, now: u64) {
         self.add_route(rid, nid, now);
+        self.enforce_caps();
     }
 
     /// A session closed.
     pub fn disconnected(&mut self, id: SessionId) {
         self.sessions.remove(&id);
+        self.answers.remove(&id);
         for (_, skip) in &mut self.relay_queue {
             skip.remove(&id);
         }
@@ -675,34 +733,80 @@ impl Service {
         }
     }
 
-    fn subscribed(&mut self, id: SessionId, sub: Subscribe, now: u64) {
+    fn subscribed(&mut self, id: SessionId, sub: Subscribe, _now: u64) {
         let Some(session) = self.sessions.get_mut(&id) else {
             return;
         };
         let subscriber = session.nid;
-        // Answer with stored gossip in [since, until) matching the filter; never our own
-        // peer's gossip back to it. A non-relay node answers with its own announcements only.
-        // Refs only of repositories we hold, of a private one only to its delegates and allow
-        // list.
+        // Answer with stored gossip in [since, until) matching the filter (streamed, see
+        // `subscribe_answer`); an inverted range is answered with nothing.
+        if sub.since <= sub.until {
+            self.next_answer += 1;
+            self.answers.insert(id, self.next_answer);
+            self.outputs.push(Output::SubscribeAnswer(SubscribeAnswer {
+                session: id,
+                subscriber,
+                filter: sub.filter.clone(),
+                until: sub.until,
+                from: (sub.since, AnnouncementKey::MIN),
+                started: false,
+                generation: self.next_answer,
+            }));
+        } else {
+            self.answers.remove(&id);
+        }
+        session.subscription = Some(sub);
+    }
+
+    /// The next (at most `max`) announcements of a Subscribe answer, scanning at most
+    /// `16 × max` stored entries, and whether the answer is complete (also when its session
+    /// closed or sent a newer Subscribe). Sends nothing itself: the shell queues them.
+    pub fn subscribe_answer(
+        &mut self,
+        answer: &mut SubscribeAnswer,
+        max: usize,
+        now: u64,
+    ) -> (Vec<Announcement>, bool) {
+        if self.answers.get(&answer.session) != Some(&answer.generation) {
+            return (Vec::new(), true);
+        }
+        let subscriber = answer.subscriber;
+        // Never our own peer's gossip back to it. A non-relay node answers with its own
+        // announcements only. Refs only of repositories we hold, of a private one only to its
+        // delegates and allow list.
         let relay = self.config.relay;
         let own = self.nid;
         let visibility = &self.visibility;
-        let replies: Vec<Announcement> = if sub.since <= sub.until {
-            self.store
-                .range(sub.since, sub.until)
-                .filter(|s| s.announcement.node != subscriber)
-                .filter(|s| relay || s.announcement.node == own)
-                .filter(|s| s.announcement.matches(&sub.filter))
-                .filter(|s| may_receive(visibility, &s.announcement, &subscriber))
-                .map(|s| s.announcement.clone())
-                .collect()
-        } else {
-            Vec::new()
-        };
-        session.subscription = Some(sub);
-        for ann in replies {
-            self.send(vec![id], Message::Announcement(ann), now);
+        let max = max.max(1);
+        let mut replies = Vec::new();
+        let mut done = true;
+        let range = self
+            .store
+            .range_from(answer.from, answer.started, answer.until);
+        for (scanned, (pos, stored)) in range.enumerate() {
+            if replies.len() >= max || scanned >= max.saturating_mul(16) {
+                done = false;
+                break;
+            }
+            answer.from = pos;
+            answer.started = true;
+            if stored.announcement.node != subscriber
+                && (relay || stored.announcement.node == own)
+                && stored.announcement.matches(&answer.filter)
+                && may_receive(visibility, &stored.announcement, &subscriber)
+            {
+                replies.push(stored.announcement.clone());
+            }
         }
+        if done {
+            self.answers.remove(&answer.session);
+        }
+        if !replies.is_empty() {
+            if let Some(s) = self.sessions.get_mut(&answer.session) {
+                s.last_sent = now;
+            }
+        }
+        (replies, done)
     }
 
     fn announcement(&mut self, id: SessionId, ann: Announcement, now: u64) {
@@ -830,6 +934,7 @@ impl Service {
                 }
             }
         };
+        self.enforce_caps();
         if !self.config.relay || !(fresh || matches!(ann.message, AnnouncementMessage::Node(_))) {
             return;
         }
@@ -941,6 +1046,75 @@ impl Service {
         if now.saturating_sub(self.last_prune) >= timers.prune_interval_ms {
             self.last_prune = now;
             self.prune(now);
+        }
+    }
+
+    fn over_caps(&self, slack: usize) -> bool {
+        let caps = &self.config.caps;
+        let within = |len: usize, cap: usize| len <= cap.saturating_sub(cap / 10 * slack);
+        !(within(self.nodes.len(), caps.max_nodes)
+            && within(self.routing.len(), caps.max_routes)
+            && within(self.store.len(), caps.max_announcements))
+    }
+
+    /// Above any cap, forgets whole nodes (address-book entry, routes, announcements, each
+    /// emitted as a `Change`) until every table is back under 90% of its cap, so the scan is
+    /// amortised over many insertions. Never ourselves. Nodes that are not connected go first:
+    /// those that announced none of the repositories we seed before the others, each group
+    /// oldest `last_seen` (latest node announcement or announcement received) first. Connected
+    /// peers go last, the one holding the most state first (a connected peer flooding refs
+    /// announcements for ever new repositories is the only way to get there).
+    pub fn enforce_caps(&mut self) {
+        if !self.over_caps(0) {
+            return;
+        }
+        let connected: HashSet<NodeId> = self.sessions.values().map(|s| s.nid).collect();
+        let mut seen: HashMap<NodeId, (u64, Vec<AnnouncementKey>)> = HashMap::new();
+        for r in self.nodes.values() {
+            let e = seen.entry(r.nid).or_default();
+            e.0 = e.0.max(r.last_seen);
+        }
+        for stored in self.store.iter() {
+            let e = seen.entry(stored.announcement.node).or_default();
+            e.0 = e.0.max(stored.received_at);
+            e.1.push(stored.key());
+        }
+        for nid in self.routing.nodes() {
+            seen.entry(nid).or_default();
+        }
+        // (connected, seeds one of ours, rank: last_seen, or for connected peers fewest
+        // entries last), node, its announcement keys.
+        type Victim = ((bool, bool, u64), NodeId, Vec<AnnouncementKey>);
+        let mut victims: Vec<Victim> = seen
+            .into_iter()
+            .filter(|(nid, _)| *nid != self.nid)
+            .map(|(nid, (last_seen, keys))| {
+                let repos = self.routing.repos_of(&nid);
+                let ours = repos.iter().any(|rid| self.seeds_repo(rid));
+                let rank = if connected.contains(&nid) {
+                    u64::MAX - (repos.len() + keys.len()) as u64
+                } else {
+                    last_seen
+                };
+                ((connected.contains(&nid), ours, rank), nid, keys)
+            })
+            .collect();
+        victims.sort_unstable_by_key(|(order, nid, _)| (*order, *nid));
+        for (_, nid, keys) in victims {
+            if !self.over_caps(1) {
+                break;
+            }
+            if self.nodes.remove(&nid).is_some() {
+                self.outputs.push(Output::Persist(Change::NodeRemoved(nid)));
+            }
+            for rid in self.routing.repos_of(&nid) {
+                self.remove_route(rid, nid);
+            }
+            for key in keys {
+                self.store.remove(&key);
+                self.outputs
+                    .push(Output::Persist(Change::AnnouncementRemoved(key)));
+            }
         }
     }
 

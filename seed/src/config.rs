@@ -114,6 +114,11 @@ pub struct RateConfig {
     pub inbound: Bucket,
     /// Per node id, outbound sessions.
     pub outbound: Bucket,
+    /// Per remote host, shared by all its sessions and node ids (on top of the per-node
+    /// buckets, so fresh keys from one host share one budget): one token per gossip message.
+    pub host: Bucket,
+    /// IPv6 peers share a host bucket per prefix of this length (one host usually holds a /64).
+    pub ipv6_prefix: u8,
     /// Loopback addresses (127.0.0.0/8, ::1) are not limited (configured `connect` peers
     /// never are). Private ranges are ordinary peers unless listed in `exempt_cidrs`.
     pub exempt_local: bool,
@@ -146,6 +151,12 @@ impl Default for RateConfig {
                 fill_rate: 10.0,
                 capacity: 2048.0,
             },
+            // Room for a few honest nodes behind one address (each at most `outbound`).
+            host: Bucket {
+                fill_rate: 20.0,
+                capacity: 4096.0,
+            },
+            ipv6_prefix: 64,
             exempt_local: true,
             exempt_cidrs: Vec::new(),
         }
@@ -576,6 +587,7 @@ impl Config {
             ("p2p.rate.connect", &self.p2p.rate.connect),
             ("p2p.rate.inbound", &self.p2p.rate.inbound),
             ("p2p.rate.outbound", &self.p2p.rate.outbound),
+            ("p2p.rate.host", &self.p2p.rate.host),
         ] {
             if !(b.fill_rate.is_finite()
                 && b.fill_rate >= 0.0
@@ -594,6 +606,15 @@ impl Config {
         for (i, c) in self.p2p.rate.exempt_cidrs.iter().enumerate() {
             c.parse::<crate::http::ratelimit::Cidr>()
                 .map_err(|e| bad("p2p.rate.exempt_cidrs", format!("entry {i} {e}")))?;
+        }
+        if !(1..=128).contains(&self.p2p.rate.ipv6_prefix) {
+            return Err(bad(
+                "p2p.rate.ipv6_prefix",
+                format!(
+                    "{}: expected 1–128 (64 is one host)",
+                    self.p2p.rate.ipv6_prefix
+                ),
+            ));
         }
         if self.p2p.ban.threshold == 0 {
             return Err(bad("p2p.ban.threshold", "must be at least 1".into()));

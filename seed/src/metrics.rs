@@ -233,7 +233,7 @@ pub const CATALOGUE: &[MetricDoc] = &[
         name: "seedd_p2p_rate_limited_total",
         kind: "counter",
         labels: &["scope"],
-        help: "Rate-limit hits: connection attempts per IP (ip) and messages per node (nid).",
+        help: "Rate-limit hits: connection attempts per IP (ip), messages per node (nid) and per host (host).",
     },
     MetricDoc {
         name: "seedd_p2p_connections_rejected_total",
@@ -422,7 +422,7 @@ const NON_GOSSIP_FRAMES: &[&str] = &["control", "git"];
 /// `reason` of `seedd_p2p_dropped_messages_total`, besides [`Dropped`]'s.
 const DROPPED: &[&str] = &["rate_limited", "outbox_full"];
 /// `scope` of `seedd_p2p_rate_limited_total`.
-const P2P_RATE_SCOPES: &[&str] = &["ip", "nid"];
+const P2P_RATE_SCOPES: &[&str] = &["ip", "nid", "host"];
 /// `reason` of `seedd_p2p_connections_rejected_total`.
 const CONNECTIONS_REJECTED: &[&str] = &["banned", "rate_limited", "inbound_limit"];
 /// `reason` of `seedd_p2p_disconnects_total`, besides [`DisconnectReason`]'s.

@@ -9,6 +9,7 @@
 mod conn;
 pub mod guard;
 pub mod input;
+mod persist;
 pub mod stream;
 
 use std::collections::{HashMap, HashSet};
@@ -20,7 +21,8 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use bytes::Bytes;
 use seedd_proto::crypto::{Keypair, NodeId, RepoId};
 use seedd_proto::gossip::{
-    self, Change, DisconnectReason, Event, Output, Restored, Service, SessionId, VisibilityMap,
+    self, DisconnectReason, Event, Output, Restored, Service, SessionId, SubscribeAnswer,
+    VisibilityMap,
 };
 use seedd_proto::wire::{Address, Frame, Link, Message, MessageType};
 use serde::Serialize;
@@ -149,6 +151,7 @@ impl NetConfig {
             seed_all: cfg.policy.default == "allow",
             seeded: Default::default(),
             timers: gossip::Timers::default(),
+            caps: gossip::Caps::default(),
         };
         Ok(Self {
             listen,
@@ -197,13 +200,6 @@ pub fn parse_peer(s: &str) -> anyhow::Result<(NodeId, String)> {
         anyhow::bail!("address {addr:?} needs a host and a port");
     }
     Ok((nid, addr.to_owned()))
-}
-
-/// Work for the persister task.
-pub(crate) enum Persist {
-    Changes(Vec<Change>),
-    /// Answered once everything sent before it is written.
-    Flush(tokio::sync::oneshot::Sender<()>),
 }
 
 /// What goes into a session's outbox.
@@ -298,13 +294,15 @@ pub(crate) struct Core {
 }
 
 pub(crate) struct Shared {
+    /// Ourselves, for tasks spawned from `dispatch` (Subscribe answers).
+    pub me: std::sync::Weak<Shared>,
     pub keypair: Keypair,
     pub nid: NodeId,
     pub cfg: NetConfig,
     pub core: Mutex<Core>,
     pub index: Index,
     pub metrics: Arc<Metrics>,
-    pub persist: mpsc::UnboundedSender<Persist>,
+    pub persist: persist::PersistQueue,
     pub next_id: AtomicU64,
     pub shutdown: CancellationToken,
     /// Dial targets and the token that stops their dialer.
@@ -401,10 +399,11 @@ impl Net {
         let mut service = Service::new(keypair.clone(), cfg.gossip.clone(), restored, now);
         service.set_visibility(Arc::new(visibility), now);
         let guard = Guard::new(cfg.rate.clone(), cfg.ban.clone(), bans);
-        let (persist_tx, persist_rx) = mpsc::unbounded_channel();
+        let (persist_tx, persist_writer) = persist::PersistQueue::new(index.clone());
         let trusted = cfg.connect.iter().map(|(nid, _)| *nid).collect();
         let cfg_serves = cfg.max_concurrent_serves;
-        let shared = Arc::new(Shared {
+        let shared = Arc::new_cyclic(|me| Shared {
+            me: me.clone(),
             nid: keypair.nid(),
             keypair,
             cfg,
@@ -433,7 +432,7 @@ impl Net {
             let outputs = core.service.take_outputs();
             shared.dispatch(&mut core, outputs);
         }
-        tokio::spawn(persister(index, persist_rx));
+        tokio::spawn(persist_writer);
 
         let mut local_addrs = Vec::new();
         for addr in &shared.cfg.listen {
@@ -499,9 +498,8 @@ impl Net {
     pub async fn shutdown(&self) {
         self.shared.shutdown.cancel();
         let (tx, rx) = tokio::sync::oneshot::channel();
-        if self.shared.persist.send(Persist::Flush(tx)).is_ok() {
-            let _ = tokio::time::timeout(Duration::from_secs(5), rx).await;
-        }
+        self.shared.persist.flush(tx);
+        let _ = tokio::time::timeout(Duration::from_secs(5), rx).await;
         tracing::info!("p2p stopped; gossip state saved");
     }
 
@@ -729,10 +727,11 @@ impl Shared {
                 }
                 Output::Persist(change) => changes.push(change),
                 Output::Event(event) => self.event(event),
+                Output::SubscribeAnswer(answer) => self.answer(core, answer),
             }
         }
         if !changes.is_empty() {
-            let _ = self.persist.send(Persist::Changes(changes));
+            self.persist.push(changes);
         }
     }
 
@@ -763,6 +762,18 @@ impl Shared {
                 let _ = self.hints.send(FetchHint { from: author, rids });
             }
         }
+    }
+
+    /// Starts streaming a Subscribe answer to its session (see [`stream_answer`]).
+    fn answer(&self, core: &mut Core, answer: SubscribeAnswer) {
+        let (Some(h), Some(me), Ok(rt)) = (
+            core.sessions.get(&answer.session),
+            self.me.upgrade(),
+            tokio::runtime::Handle::try_current(),
+        ) else {
+            return;
+        };
+        rt.spawn(stream_answer(me, answer, h.outbox.clone(), h.link));
     }
 
     /// Encodes `message` once per link and queues it on each target's outbox.
@@ -867,30 +878,57 @@ impl Shared {
     }
 }
 
-/// Writes gossip changes to RocksDB in batches, off the async threads.
-async fn persister(index: Index, mut rx: mpsc::UnboundedReceiver<Persist>) {
-    while let Some(first) = rx.recv().await {
-        let mut batch = Vec::new();
-        let mut flushes = Vec::new();
-        let mut next = Some(first);
-        while let Some(msg) = next.take() {
-            match msg {
-                Persist::Changes(c) => batch.extend(c),
-                Persist::Flush(done) => flushes.push(done),
-            }
-            next = rx.try_recv().ok();
+/// Announcements per Subscribe-answer batch (one short core-lock hold each).
+const ANSWER_BATCH: usize = 64;
+/// Outbox slots a Subscribe answer leaves free for other gossip (whose queueing never waits:
+/// a full outbox drops the session).
+const ANSWER_HEADROOM: usize = 256;
+
+/// Streams a Subscribe answer into a session's outbox in batches, each once the outbox has
+/// room for it plus [`ANSWER_HEADROOM`]: an answer larger than the outbox reaches a peer that
+/// reads, instead of dropping it as a slow reader, and the store is read a batch at a time.
+/// Ends with the answer, the session (outbox closed), or a newer Subscribe.
+async fn stream_answer(
+    shared: Arc<Shared>,
+    mut answer: SubscribeAnswer,
+    outbox: mpsc::Sender<Outgoing>,
+    link: Link,
+) {
+    loop {
+        let Ok(mut permits) = outbox.reserve_many(ANSWER_BATCH + ANSWER_HEADROOM).await else {
+            return;
+        };
+        let (anns, done) = {
+            let mut core = shared.lock();
+            core.service
+                .subscribe_answer(&mut answer, ANSWER_BATCH, now_ms())
+        };
+        for ann in anns {
+            let message = Message::Announcement(ann);
+            let label = type_label(message.message_type());
+            let bytes = match Frame::gossip(link, message).encode() {
+                Ok(v) => Bytes::from(v),
+                Err(e) => {
+                    tracing::error!(error = %e, kind = label, "cannot encode a stored announcement; not sent");
+                    continue;
+                }
+            };
+            let Some(permit) = permits.next() else {
+                break;
+            };
+            let len = bytes.len() as u64;
+            permit.send(Outgoing::Frame {
+                bytes,
+                permit: None,
+            });
+            let m = &shared.metrics.p2p;
+            m.messages.with_label_values(&["out", label]).inc();
+            m.message_bytes
+                .with_label_values(&["out", label])
+                .inc_by(len);
         }
-        if !batch.is_empty() {
-            let index = index.clone();
-            let result = tokio::task::spawn_blocking(move || index.apply_gossip(&batch)).await;
-            match result {
-                Ok(Ok(())) => {}
-                Ok(Err(e)) => tracing::error!(error = %e, "persisting gossip state failed"),
-                Err(e) => tracing::error!(error = %e, "persisting gossip state panicked"),
-            }
-        }
-        for done in flushes {
-            let _ = done.send(());
+        if done {
+            return;
         }
     }
 }

@@ -496,6 +496,136 @@ fn raw_peer_session_start_pong_and_rate_limit() {
     );
 }
 
+/// One host cycling through fresh node ids shares one message budget (`p2p.rate.host`):
+/// every key has a full per-node bucket, yet pings beyond the host's budget are dropped
+/// (scope `host`) without dropping the sessions, and another host keeps its own budget.
+#[test]
+fn fresh_node_ids_from_one_host_share_its_message_budget() {
+    let seed = seed_with(
+        &[SMALL],
+        "[p2p.rate]\nexempt_local = false\nconnect = { fill_rate = 1.0, capacity = 100.0 }\nhost = { fill_rate = 0.1, capacity = 10.0 }\n",
+    );
+    let ping = || {
+        Message::Ping(Ping {
+            ponglen: 1,
+            zeroes: 0,
+        })
+    };
+    let pongs = |frames: &[Frame]| {
+        frames
+            .iter()
+            .filter(|f| {
+                matches!(
+                    f,
+                    Frame::Gossip {
+                        message: Message::Pong { zeroes: 1 },
+                        ..
+                    }
+                )
+            })
+            .count()
+    };
+    let mut sessions = Vec::new();
+    let mut answered = 0;
+    for i in 0..5 {
+        let mut s = raw_connect(&seed, "127.0.0.9", &Keypair::mock(400 + i));
+        for _ in 0..5 {
+            send(&mut s, ping());
+        }
+        let (frames, closed) = read_until(&mut s, Duration::from_secs(2), |_| false);
+        assert!(!closed, "rate limiting must drop messages, not the peer");
+        answered += pongs(&frames);
+        sessions.push(s);
+    }
+    // 25 pings, each within its node's bucket, against one 10-token host bucket (+ refill).
+    assert!((10..=12).contains(&answered), "{answered} pongs");
+    assert!(seed.metric("seedd_p2p_rate_limited_total", &["scope=\"host\""]) >= 13.0);
+    assert_eq!(
+        seed.metric("seedd_p2p_rate_limited_total", &["scope=\"nid\""]),
+        0.0
+    );
+    let mut other = raw_connect(&seed, "127.0.0.10", &Keypair::mock(410));
+    send(&mut other, ping());
+    let (frames, _) = read_until(&mut other, Duration::from_secs(5), |f| pongs(f) == 1);
+    assert_eq!(pongs(&frames), 1, "another host has its own budget");
+    for s in &mut sessions {
+        assert!(!closed_within(s, Duration::from_millis(300)));
+    }
+}
+
+/// A Subscribe whose answer is far larger than a session's outbox (1024 frames) is streamed
+/// as the subscriber reads: every stored announcement arrives and the subscriber stays
+/// connected (it used to be dropped as a slow reader, `outbox_full`).
+#[test]
+fn subscribe_answer_larger_than_the_outbox_is_delivered_whole() {
+    let seed = seed_with(&[SMALL], "");
+    let n = 4000u64;
+    let mut a = raw_connect(&seed, "127.0.0.11", &Keypair::mock(500));
+    let t = now_ms() - 60_000;
+    for i in 0..n {
+        let key = Keypair::mock(10_000 + i);
+        send(
+            &mut a,
+            Message::Announcement(node_announcement(&key, t + i)),
+        );
+    }
+    // Messages of a session are handled in order: the Pong means all were stored.
+    send(
+        &mut a,
+        Message::Ping(Ping {
+            ponglen: 9,
+            zeroes: 0,
+        }),
+    );
+    let (_, closed) = read_until(&mut a, Duration::from_secs(60), |f| {
+        f.iter().any(|f| {
+            matches!(
+                f,
+                Frame::Gossip {
+                    message: Message::Pong { zeroes: 9 },
+                    ..
+                }
+            )
+        })
+    });
+    assert!(!closed);
+    let ours: seedd_proto::crypto::NodeId = seed.nid().parse().unwrap();
+    let mut b = raw_connect(&seed, "127.0.0.12", &Keypair::mock(501));
+    send(
+        &mut b,
+        Message::Subscribe(seedd_proto::wire::Subscribe::all()),
+    );
+    let count = |f: &[Frame]| {
+        f.iter()
+            .filter(|f| {
+                matches!(
+                    f,
+                    Frame::Gossip {
+                        message: Message::Announcement(ann),
+                        ..
+                    } if matches!(ann.message, AnnouncementMessage::Node(_))
+                        && ann.node != ours
+                )
+            })
+            .count()
+    };
+    let (frames, closed) = read_until(&mut b, Duration::from_secs(60), |f| count(f) >= n as usize);
+    assert!(
+        !closed,
+        "subscriber dropped after {} announcements",
+        count(&frames)
+    );
+    assert_eq!(count(&frames), n as usize);
+    assert!(!closed_within(&mut b, Duration::from_millis(500)));
+    assert_eq!(
+        seed.metric(
+            "seedd_p2p_dropped_messages_total",
+            &["reason=\"outbox_full\""]
+        ),
+        0.0
+    );
+}
+
 /// A fresh user's real node, connected only to seedd, `rad clone`s a repository from it over
 /// Radicle git streams — issues and patches included — and is refused a private one.
 #[test]

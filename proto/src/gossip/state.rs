@@ -18,6 +18,13 @@ pub struct AnnouncementKey {
 }
 
 impl AnnouncementKey {
+    /// Sorts before every other key.
+    pub const MIN: AnnouncementKey = AnnouncementKey {
+        node: NodeId::from_bytes([0; 32]),
+        rid: None,
+        kind: 0,
+    };
+
     pub fn of(ann: &Announcement) -> Self {
         let rid = match &ann.message {
             AnnouncementMessage::Refs(refs) => Some(refs.rid),
@@ -120,17 +127,32 @@ impl GossipStore {
         self.by_key.len()
     }
 
+    pub fn iter(&self) -> impl Iterator<Item = &StoredAnnouncement> {
+        self.by_key.values()
+    }
+
     pub fn newest_timestamp(&self) -> Option<u64> {
         self.by_time.last().map(|(ts, _)| *ts)
     }
 
-    /// Announcements with `since <= timestamp < until`, oldest first.
-    pub fn range(&self, since: u64, until: u64) -> impl Iterator<Item = &StoredAnnouncement> {
+    /// Announcements from position `from` (excluded if `after`) with timestamp `< until`,
+    /// oldest first, with their positions.
+    pub fn range_from(
+        &self,
+        from: (u64, AnnouncementKey),
+        after: bool,
+        until: u64,
+    ) -> impl Iterator<Item = ((u64, AnnouncementKey), &StoredAnnouncement)> {
+        use std::ops::Bound;
+        let start = if after {
+            Bound::Excluded(from)
+        } else {
+            Bound::Included(from)
+        };
         self.by_time
-            .iter()
-            .skip_while(move |(ts, _)| *ts < since)
+            .range((start, Bound::Unbounded))
             .take_while(move |(ts, _)| *ts < until)
-            .filter_map(|(_, key)| self.by_key.get(key))
+            .filter_map(|pos| self.by_key.get(&pos.1).map(|s| (*pos, s)))
     }
 
     /// Keys of announcements whose timestamp is before `cutoff`.
@@ -194,6 +216,11 @@ impl Routing {
             .get(nid)
             .map(|r| r.iter().copied().collect())
             .unwrap_or_default()
+    }
+
+    /// Nodes with at least one entry.
+    pub fn nodes(&self) -> impl Iterator<Item = NodeId> + '_ {
+        self.by_node.keys().copied()
     }
 
     pub fn seeds(&self, rid: &RepoId) -> Vec<(NodeId, u64)> {

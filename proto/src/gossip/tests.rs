@@ -18,6 +18,7 @@ fn config() -> Config {
         seed_all: true,
         seeded: BTreeSet::new(),
         timers: Timers::default(),
+        caps: Caps::default(),
     }
 }
 
@@ -61,6 +62,29 @@ fn refs_ann(key: &Keypair, ts: u64, rid: RepoId, remote: NodeId) -> Announcement
     })
     .sign(key)
     .unwrap()
+}
+
+/// Takes the outputs, with Subscribe answers drained (in small batches) into sends.
+fn answered(s: &mut Service, now: u64) -> Vec<Output> {
+    let mut out = Vec::new();
+    for o in s.take_outputs() {
+        match o {
+            Output::SubscribeAnswer(mut answer) => loop {
+                let (anns, done) = s.subscribe_answer(&mut answer, 2, now);
+                for ann in anns {
+                    out.push(Output::Send {
+                        to: vec![answer.session],
+                        message: Message::Announcement(ann),
+                    });
+                }
+                if done {
+                    break;
+                }
+            },
+            other => out.push(other),
+        }
+    }
+    out
 }
 
 fn sends(outputs: &[Output]) -> Vec<(Vec<SessionId>, Message)> {
@@ -501,15 +525,15 @@ fn subscribe_is_answered_from_store_in_range_without_the_subscribers_own() {
         }),
         T0 + 31,
     );
-    let msgs = sent_to(&s.take_outputs(), 2);
+    let msgs = sent_to(&answered(&mut s, T0 + 31), 2);
     assert_eq!(msgs.len(), 1, "{msgs:?}");
     assert_eq!(msgs[0].message_type(), MessageType::InventoryAnnouncement);
     // Everything: A's node, inventory, refs and our own node + inventory; A gets none of its own.
     s.received(2, Message::Subscribe(Subscribe::all()), T0 + 32);
-    let msgs = sent_to(&s.take_outputs(), 2);
+    let msgs = sent_to(&answered(&mut s, T0 + 32), 2);
     assert_eq!(msgs.len(), 5, "{msgs:?}");
     s.received(1, Message::Subscribe(Subscribe::all()), T0 + 33);
-    let msgs = sent_to(&s.take_outputs(), 1);
+    let msgs = sent_to(&answered(&mut s, T0 + 33), 1);
     assert!(msgs.iter().all(|m| match m {
         Message::Announcement(ann) => ann.node != a.nid(),
         _ => true,
@@ -524,7 +548,7 @@ fn subscribe_is_answered_from_store_in_range_without_the_subscribers_own() {
         }),
         T0 + 34,
     );
-    assert!(sent_to(&s.take_outputs(), 2).is_empty());
+    assert!(sent_to(&answered(&mut s, T0 + 34), 2).is_empty());
 }
 
 #[test]
@@ -693,7 +717,7 @@ fn private_refs_are_relayed_only_to_delegates_and_the_allow_list() {
     assert_eq!(s.seeds_of(&rid(9)), vec![(a.nid(), T0 + 4)]);
     assert!(!s.is_visible_to(&rid(9), &b.nid()));
     s.received(2, Message::Subscribe(Subscribe::all()), T0 + 5);
-    assert!(!refs_sent_to(&s.take_outputs(), 2).contains(&rid(9)));
+    assert!(!refs_sent_to(&answered(&mut s, T0 + 5), 2).contains(&rid(9)));
 }
 
 #[test]
@@ -720,10 +744,10 @@ fn subscribe_answers_leave_out_private_refs_for_others() {
     s.take_outputs();
     // C asks for everything: the public repository's refs only.
     s.received(3, Message::Subscribe(Subscribe::all()), T0 + 4);
-    assert_eq!(refs_sent_to(&s.take_outputs(), 3), vec![rid(8)]);
+    assert_eq!(refs_sent_to(&answered(&mut s, T0 + 4), 3), vec![rid(8)]);
     // B (allow list) gets A's and our refs of the private repository too.
     s.received(2, Message::Subscribe(Subscribe::all()), T0 + 5);
-    let mut got = refs_sent_to(&s.take_outputs(), 2);
+    let mut got = refs_sent_to(&answered(&mut s, T0 + 5), 2);
     got.sort();
     assert_eq!(got, vec![rid(7), rid(7), rid(8)]);
 }
@@ -789,4 +813,216 @@ fn private_repos_never_enter_the_inventory() {
         },
         _ => true,
     }));
+}
+
+/// Fills the address book past its cap with fresh nodes: whole nodes are evicted (address
+/// book, routes, announcements, each emitted as a change), the oldest first, never a connected
+/// peer nor (before the others) a node seeding a repository we seed.
+#[test]
+fn caps_evict_whole_nodes_oldest_first_keeping_connected_and_useful_ones() {
+    let mut cfg = config();
+    cfg.seed_all = false;
+    cfg.seeded = BTreeSet::from([rid(1)]);
+    cfg.caps = Caps {
+        max_nodes: 20,
+        max_routes: 1000,
+        max_announcements: 1000,
+    };
+    let mut s = Service::new(Keypair::mock(1), cfg, Restored::default(), T0);
+    s.take_outputs();
+    let connected = Keypair::mock(2);
+    known_peer(&mut s, 1, &connected, T0);
+    // A disconnected node seeding a repository we seed, seen long ago.
+    let useful = Keypair::mock(3);
+    s.received(
+        1,
+        Message::Announcement(node_ann(&useful, T0, FEATURE_SEED)),
+        T0,
+    );
+    s.received(
+        1,
+        Message::Announcement(inv_ann(&useful, T0, &[rid(1)])),
+        T0,
+    );
+    let mut all = Vec::new();
+    for i in 0..100u64 {
+        let key = Keypair::mock(1000 + i);
+        let t = T0 + 1000 * (i + 1);
+        s.received(1, Message::Announcement(node_ann(&key, t, FEATURE_SEED)), t);
+        s.received(1, Message::Announcement(inv_ann(&key, t, &[rid(2)])), t);
+        all.extend(s.take_outputs());
+        assert!(
+            s.nodes().count() <= 20,
+            "address book {}",
+            s.nodes().count()
+        );
+    }
+    assert!(s.stored_announcements() <= 2 * 20 + 2);
+    assert!(s.routing_len() <= 20);
+    let nodes: HashSet<NodeId> = s.nodes().map(|n| n.nid).collect();
+    assert!(nodes.contains(&connected.nid()), "connected peer kept");
+    assert!(
+        nodes.contains(&useful.nid()),
+        "node seeding our repository kept"
+    );
+    assert!(nodes.contains(&Keypair::mock(1099).nid()), "newest kept");
+    assert!(
+        !nodes.contains(&Keypair::mock(1000).nid()),
+        "oldest evicted"
+    );
+    assert_eq!(s.seeds_of(&rid(1)).len(), 1);
+    // The index is told: the evicted node's entry, route and announcements are removed.
+    let gone = Keypair::mock(1000).nid();
+    assert!(all.contains(&Output::Persist(Change::NodeRemoved(gone))));
+    assert!(all.contains(&Output::Persist(Change::RoutingRemoved {
+        rid: rid(2),
+        nid: gone
+    })));
+    let removed = all
+        .iter()
+        .filter(|o| matches!(o, Output::Persist(Change::AnnouncementRemoved(k)) if k.node == gone))
+        .count();
+    assert_eq!(removed, 2, "its node and inventory announcements");
+    // An evicted node's later inventory is unknown-author until it announces itself again.
+    let t = T0 + 200_000;
+    s.received(
+        1,
+        Message::Announcement(inv_ann(&Keypair::mock(1000), t, &[rid(2)])),
+        t,
+    );
+    assert!(events(&s.take_outputs()).contains(&Event::Dropped {
+        session: 1,
+        reason: Dropped::UnknownAuthor
+    }));
+}
+
+/// Restored state over the caps is trimmed at startup (with the changes to persist).
+#[test]
+fn restored_state_over_the_caps_is_trimmed() {
+    let mut restored = Restored::default();
+    for i in 0..50u64 {
+        let key = Keypair::mock(1000 + i);
+        restored.announcements.push(StoredAnnouncement {
+            announcement: node_ann(&key, T0 + i, FEATURE_SEED),
+            received_at: T0 + i,
+        });
+        restored.routing.push((rid(2), key.nid(), T0 + i));
+    }
+    let mut cfg = config();
+    cfg.caps = Caps {
+        max_nodes: 1000,
+        max_routes: 10,
+        max_announcements: 1000,
+    };
+    let mut s = Service::new(Keypair::mock(1), cfg, restored, T0 + 100);
+    assert!(s.routing_len() <= 10);
+    let removed = s
+        .take_outputs()
+        .into_iter()
+        .filter(|o| matches!(o, Output::Persist(Change::RoutingRemoved { .. })))
+        .count();
+    assert!(removed >= 40);
+}
+
+/// A Subscribe answer is a cursor the shell pulls in bounded batches: thousands of stored
+/// announcements arrive whole and in order, a batch never exceeds its size, and a newer
+/// Subscribe or a closed session ends the old answer.
+#[test]
+fn subscribe_answer_streams_in_bounded_batches_and_is_superseded() {
+    let mut s = service(1);
+    let a = Keypair::mock(2);
+    known_peer(&mut s, 1, &a, T0);
+    let n = 3000u64;
+    for i in 0..n {
+        let key = Keypair::mock(10_000 + i);
+        let t = T0 + 1 + i;
+        s.received(1, Message::Announcement(node_ann(&key, t, FEATURE_SEED)), t);
+    }
+    let b = Keypair::mock(3);
+    s.connected(2, b.nid(), Link::Inbound, T0 + n + 10);
+    s.take_outputs();
+    s.received(2, Message::Subscribe(Subscribe::all()), T0 + n + 11);
+    let outputs = s.take_outputs();
+    assert!(sends(&outputs).is_empty(), "nothing queued at once");
+    let mut answer = outputs
+        .into_iter()
+        .find_map(|o| match o {
+            Output::SubscribeAnswer(a) => Some(a),
+            _ => None,
+        })
+        .unwrap();
+    let mut got = Vec::new();
+    let mut batches = 0;
+    loop {
+        let (anns, done) = s.subscribe_answer(&mut answer, 100, T0 + n + 12);
+        assert!(anns.len() <= 100);
+        got.extend(anns);
+        batches += 1;
+        if done {
+            break;
+        }
+    }
+    // A's node announcement, the 3000 others, our own node + inventory.
+    assert_eq!(got.len(), n as usize + 3);
+    assert!(batches > 30);
+    assert!(got.windows(2).all(|w| w[0].timestamp() <= w[1].timestamp()));
+    // A newer Subscribe supersedes the first answer; disconnecting ends the second.
+    s.received(2, Message::Subscribe(Subscribe::all()), T0 + n + 13);
+    let mut first = match s.take_outputs().pop() {
+        Some(Output::SubscribeAnswer(a)) => a,
+        other => panic!("{other:?}"),
+    };
+    s.received(2, Message::Subscribe(Subscribe::all()), T0 + n + 14);
+    let mut second = match s.take_outputs().pop() {
+        Some(Output::SubscribeAnswer(a)) => a,
+        other => panic!("{other:?}"),
+    };
+    assert_eq!(
+        s.subscribe_answer(&mut first, 10, T0 + n + 15),
+        (Vec::new(), true)
+    );
+    assert_eq!(s.subscribe_answer(&mut second, 10, T0 + n + 15).0.len(), 10);
+    s.disconnected(2);
+    assert_eq!(
+        s.subscribe_answer(&mut second, 10, T0 + n + 16),
+        (Vec::new(), true)
+    );
+}
+
+/// A connected peer flooding refs announcements for ever new repositories cannot grow the
+/// state past the caps either: connected peers are evicted last, the largest first, so an
+/// honest connected peer keeps its entries.
+#[test]
+fn caps_hold_against_a_connected_peer_flooding_refs() {
+    let mut cfg = config();
+    cfg.caps = Caps {
+        max_nodes: 100,
+        max_routes: 50,
+        max_announcements: 50,
+    };
+    let mut s = Service::new(Keypair::mock(1), cfg, Restored::default(), T0);
+    s.take_outputs();
+    let (honest, flooder) = (Keypair::mock(2), Keypair::mock(3));
+    known_peer(&mut s, 1, &honest, T0);
+    s.received(
+        1,
+        Message::Announcement(inv_ann(&honest, T0, &[rid(1)])),
+        T0,
+    );
+    known_peer(&mut s, 2, &flooder, T0);
+    for i in 0..500u64 {
+        let t = T0 + 1 + i;
+        let mut bytes = [9u8; 20];
+        bytes[..8].copy_from_slice(&i.to_be_bytes());
+        let r = RepoId::from_oid_bytes(bytes);
+        s.received(
+            2,
+            Message::Announcement(refs_ann(&flooder, t, r, flooder.nid())),
+            t,
+        );
+        assert!(s.stored_announcements() <= 50);
+        assert!(s.routing_len() <= 50);
+    }
+    assert_eq!(s.seeds_of(&rid(1)).len(), 1, "honest peer's route kept");
+    assert!(s.nodes().any(|n| n.nid == honest.nid()));
 }

@@ -88,6 +88,9 @@ impl Index {
                     let value = serde_json::to_vec(record).map_err(|e| corrupt(CF_NODES, e))?;
                     batch.put(CF_NODES, record.nid.as_bytes(), value)?;
                 }
+                Change::NodeRemoved(nid) => {
+                    batch.delete(CF_NODES, nid.as_bytes())?;
+                }
                 Change::Routing {
                     rid,
                     nid,
@@ -280,8 +283,13 @@ mod tests {
         index.remove_ban(&"127.0.0.2".parse().unwrap()).unwrap();
         assert!(index.bans().unwrap().is_empty());
         index
-            .apply_gossip(&[Change::AnnouncementRemoved(stored.key())])
+            .apply_gossip(&[
+                Change::AnnouncementRemoved(stored.key()),
+                Change::NodeRemoved(key.nid()),
+            ])
             .unwrap();
-        assert!(index.load_gossip().unwrap().announcements.is_empty());
+        let r = index.load_gossip().unwrap();
+        assert!(r.announcements.is_empty());
+        assert!(r.nodes.is_empty());
     }
 }

@@ -487,7 +487,7 @@ fn decode_failure(
     "decode_error"
 }
 
-/// Handles one gossip message: per-node rate limit, then the service.
+/// Handles one gossip message: per-node and per-host rate limits, then the service.
 #[allow(clippy::too_many_arguments)]
 fn on_gossip(
     shared: &Shared,
@@ -512,6 +512,11 @@ fn on_gossip(
             .admit_message(&remote, &addr.ip(), link == Link::Inbound, trusted, now);
     if !admitted {
         m.rate_limited.with_label_values(&["nid"]).inc();
+        m.dropped.with_label_values(&["rate_limited"]).inc();
+        return;
+    }
+    if !core.guard.admit_host_message(&addr.ip(), trusted, now) {
+        m.rate_limited.with_label_values(&["host"]).inc();
         m.dropped.with_label_values(&["rate_limited"]).inc();
         return;
     }

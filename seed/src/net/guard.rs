@@ -1,5 +1,5 @@
-//! Admission control for peers: per-IP connection-attempt and per-node message rate limits,
-//! misbehaviour penalties and IP bans (persisted in the index).
+//! Admission control for peers: per-IP connection-attempt and per-node and per-host message
+//! rate limits, misbehaviour penalties and IP bans (persisted in the index).
 
 use std::collections::HashMap;
 use std::net::IpAddr;
@@ -86,6 +86,24 @@ fn exempt_list(rate: &RateConfig) -> Vec<Cidr> {
         .collect()
 }
 
+/// The host-bucket key of `ip`: IPv4 (or IPv4-mapped) as is, IPv6 masked to `v6_prefix` bits.
+pub fn host_key(ip: &IpAddr, v6_prefix: u8) -> IpAddr {
+    match ip {
+        IpAddr::V4(_) => *ip,
+        IpAddr::V6(v6) => match v6.to_ipv4_mapped() {
+            Some(v4) => IpAddr::V4(v4),
+            None => {
+                let mask = match v6_prefix {
+                    0 => 0,
+                    l if l >= 128 => u128::MAX,
+                    l => u128::MAX << (128 - u32::from(l)),
+                };
+                IpAddr::V6((u128::from(*v6) & mask).into())
+            }
+        },
+    }
+}
+
 /// The result of a penalty.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Penalised {
@@ -101,6 +119,8 @@ pub struct Guard {
     ban: BanConfig,
     ips: Limiter<IpAddr>,
     nodes: Limiter<NodeId>,
+    /// Per remote host (IPv6: per `ipv6_prefix`), shared by all its sessions and node ids.
+    hosts: Limiter<IpAddr>,
     records: HashMap<IpAddr, BanRecord>,
 }
 
@@ -119,6 +139,7 @@ impl Guard {
             ban,
             ips: Limiter::default(),
             nodes: Limiter::default(),
+            hosts: Limiter::default(),
             records: records.into_iter().map(|r| (r.ip, r)).collect(),
         }
     }
@@ -151,6 +172,17 @@ impl Guard {
             &self.rate.outbound
         };
         self.nodes.take(nid, &limit(bucket), now)
+    }
+
+    /// A gossip message (already admitted per node) from a session with `ip`: `false` if its
+    /// host is over `p2p.rate.host`, the budget all node ids connecting from it share. Same
+    /// exemptions as [`admit_message`](Self::admit_message).
+    pub fn admit_host_message(&mut self, ip: &IpAddr, trusted: bool, now: u64) -> bool {
+        if trusted || self.exempt(ip) {
+            return true;
+        }
+        let key = host_key(ip, self.rate.ipv6_prefix);
+        self.hosts.take(&key, &limit(&self.rate.host), now)
     }
 
     /// Whether `ip` is banned at `now`. Expired bans are lifted (returned for removal).
@@ -209,6 +241,7 @@ impl Guard {
     pub fn prune(&mut self, now: u64) {
         self.ips.prune(&limit(&self.rate.connect), now);
         self.nodes.prune(&limit(&self.rate.outbound), now);
+        self.hosts.prune(&limit(&self.rate.host), now);
     }
 }
 
@@ -234,6 +267,11 @@ mod tests {
                 fill_rate: 1.0,
                 capacity: 3.0,
             },
+            host: Bucket {
+                fill_rate: 1.0,
+                capacity: 5.0,
+            },
+            ipv6_prefix: 64,
             exempt_local,
             exempt_cidrs: cidrs.iter().map(|c| (*c).to_owned()).collect(),
         };
@@ -281,6 +319,40 @@ mod tests {
         );
         assert!(g.admit_message(&a, &ip, true, true, 0), "trusted");
         assert!(g.admit_message(&a, &ip, true, false, 1000), "refilled");
+    }
+
+    #[test]
+    fn fresh_node_ids_from_one_host_share_its_budget() {
+        let mut g = guard(false);
+        let ip: IpAddr = "203.0.113.9".parse().unwrap();
+        // Every message from a fresh key passes its own node bucket…
+        let admitted = (0..20u8)
+            .filter(|i| {
+                let nid = NodeId::from_bytes([*i; 32]);
+                g.admit_message(&nid, &ip, true, false, 0) && g.admit_host_message(&ip, false, 0)
+            })
+            .count();
+        // …but the host's bucket (capacity 5) is shared by all of them.
+        assert_eq!(admitted, 5);
+        let other: IpAddr = "203.0.113.10".parse().unwrap();
+        assert!(g.admit_host_message(&other, false, 0), "other host");
+        assert!(g.admit_host_message(&ip, false, 1000), "refilled");
+        assert!(g.admit_host_message(&ip, true, 1000), "trusted");
+        // IPv6: one /64 is one host.
+        let a: IpAddr = "2001:db8:1:2::1".parse().unwrap();
+        let b: IpAddr = "2001:db8:1:2:ffff::9".parse().unwrap();
+        let c: IpAddr = "2001:db8:1:3::1".parse().unwrap();
+        for _ in 0..5 {
+            assert!(g.admit_host_message(&a, false, 0));
+        }
+        assert!(!g.admit_host_message(&b, false, 0), "same /64");
+        assert!(g.admit_host_message(&c, false, 0), "other /64");
+        // Local addresses are exempt when configured, like the per-node limit.
+        let mut lenient = guard(true);
+        let lo: IpAddr = "127.0.0.1".parse().unwrap();
+        for _ in 0..100 {
+            assert!(lenient.admit_host_message(&lo, false, 0));
+        }
     }
 
     #[test]
