@@ -739,6 +739,40 @@ fn concurrent_admin_fetches_of_one_repository_are_coalesced() {
         .exists());
 }
 
+/// A public project of one empty commit on `main`, made by `node` with `git init` and
+/// `rad init` under `dir`: its working copy and RID.
+fn rad_project(node: &RadNode, dir: &Path, name: &str) -> (std::path::PathBuf, String) {
+    let proj = dir.join("proj");
+    std::fs::create_dir_all(&proj).unwrap();
+    ok(
+        node.git_in(&proj, &["init", "-q", "-b", "main"]),
+        "git init",
+    );
+    ok(
+        node.git_in(&proj, &["commit", "-q", "--allow-empty", "-m", "one"]),
+        "git commit",
+    );
+    ok(
+        node.rad_in(
+            &proj,
+            &[
+                "init",
+                "--name",
+                name,
+                "--description",
+                name,
+                "--default-branch",
+                "main",
+                "--public",
+                "--no-confirm",
+            ],
+        ),
+        "rad init",
+    );
+    let rid = stdout(&node.rad_in(&proj, &["."])).trim().to_owned();
+    (proj, rid)
+}
+
 /// `xyz.radicle.crefs` rules make delegate-agreed tags canonical on seedd (a top-level
 /// `refs/tags/*` an HTTP clone sees), and the identity update itself replicates.
 #[test]
@@ -749,34 +783,7 @@ fn crefs_rules_publish_canonical_tags() {
     });
     let gina = RadNode::start("gina", &[seed.p2p_peer()]);
     let tmp = tempfile::tempdir().unwrap();
-    let proj = tmp.path().join("proj");
-    std::fs::create_dir_all(&proj).unwrap();
-    ok(
-        gina.git_in(&proj, &["init", "-q", "-b", "main"]),
-        "git init",
-    );
-    ok(
-        gina.git_in(&proj, &["commit", "-q", "--allow-empty", "-m", "one"]),
-        "git commit",
-    );
-    ok(
-        gina.rad_in(
-            &proj,
-            &[
-                "init",
-                "--name",
-                "tags",
-                "--description",
-                "t",
-                "--default-branch",
-                "main",
-                "--public",
-                "--no-confirm",
-            ],
-        ),
-        "rad init",
-    );
-    let rid = stdout(&gina.rad_in(&proj, &["."])).trim().to_owned();
+    let (proj, rid) = rad_project(&gina, tmp.path(), "tags");
     let held = seed.storage().join(rid.trim_start_matches("rad:"));
     wait_for("replicated", Duration::from_secs(30), || {
         held.join("HEAD").exists().then_some(())
@@ -1278,34 +1285,7 @@ fn a_stale_or_rewound_identity_never_rolls_the_seed_back() {
     let reader = format!("did:key:{}", Keypair::mock(411).nid());
     let gina = RadNode::start("gina", &[seed.p2p_peer()]);
     let tmp = tempfile::tempdir().unwrap();
-    let proj = tmp.path().join("proj");
-    std::fs::create_dir_all(&proj).unwrap();
-    ok(
-        gina.git_in(&proj, &["init", "-q", "-b", "main"]),
-        "git init",
-    );
-    ok(
-        gina.git_in(&proj, &["commit", "-q", "--allow-empty", "-m", "one"]),
-        "git commit",
-    );
-    ok(
-        gina.rad_in(
-            &proj,
-            &[
-                "init",
-                "--name",
-                "rollback",
-                "--description",
-                "r",
-                "--default-branch",
-                "main",
-                "--public",
-                "--no-confirm",
-            ],
-        ),
-        "rad init",
-    );
-    let rid = stdout(&gina.rad_in(&proj, &["."])).trim().to_owned();
+    let (proj, rid) = rad_project(&gina, tmp.path(), "rollback");
     let held = seed.storage().join(rid.trim_start_matches("rad:"));
     let theirs = gina
         .home
