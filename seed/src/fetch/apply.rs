@@ -179,6 +179,9 @@ pub fn data_wants(
     // peer's is a verified successor), never from an unverified document.
     let ident = resolve_identity(cfg, &gix_repo, rid, q, live, &fetched)?.ident;
     let ns_prefix = format!("{QUARANTINE}/namespaces/");
+    // One budget for every namespace of the fetch: a peer cannot multiply the work by
+    // announcing many namespaces.
+    let mut budget = sigrefs::Budget::default();
     let mut out = Vec::new();
     for (name, tip) in &fetched {
         let Some(nid) = name
@@ -203,7 +206,7 @@ pub fn data_wants(
             continue;
         };
         // Invalid ones are pruned (and counted) when applying.
-        let Ok(signed) = sigrefs::verify(&gix_repo, rid, &nid, tip_id) else {
+        let Ok(signed) = sigrefs::verify_within(&gix_repo, rid, &nid, tip_id, &mut budget) else {
             continue;
         };
         for (name, oid) in &signed.refs {
@@ -443,6 +446,7 @@ pub fn validate_and_apply(
         .collect();
     namespaces.sort();
     let mut outcome = Outcome::default();
+    let mut budget = sigrefs::Budget::default();
     let mut valid_delegates = 0usize;
     let mut lines = Vec::new();
     // Signed refs of the namespaces being updated (the new state, not yet written).
@@ -458,7 +462,7 @@ pub fn validate_and_apply(
             continue;
         };
         let tip_id = gix::ObjectId::from_hex(tip.as_bytes()).map_err(git_err)?;
-        let signed = match sigrefs::verify(&gix_repo, rid, &nid, tip_id) {
+        let signed = match sigrefs::verify_within(&gix_repo, rid, &nid, tip_id, &mut budget) {
             Ok(s) => s,
             Err(e) => {
                 tracing::warn!(%rid, namespace = %nid, error = %e, "pruning namespace: invalid signed refs");
