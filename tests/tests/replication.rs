@@ -1269,11 +1269,11 @@ fn identity_and_visible(seed: &Seed, held: &Path, rid: &str, tmp: &Path) -> (Str
 }
 
 /// The identity never moves backwards (protocol.md §6.4 stage 1). A real user makes a repository
-/// private with `rad id update` (the seed allowed), then revokes a reader. A peer whose
-/// `refs/rad/id` was rewound — to the revision that still allowed the revoked reader, then to the
-/// public one (what a stale peer offers too) — leaves the seed on the newest revision: the
-/// allow list stays as it is and the repository stays private (no HTTP clone, not public in the
-/// index).
+/// private with `rad id update` (the seed allowed), revokes a reader, then adds a second
+/// delegate. A peer whose `refs/rad/id` was rewound — to the single-delegate revision, to the
+/// one that still allowed the revoked reader, then to the public one (what a stale peer offers
+/// too) — leaves the seed on the newest revision: both delegates, the allow list as it is, the
+/// repository private (no HTTP clone, not public in the index).
 #[test]
 fn a_stale_or_rewound_identity_never_rolls_the_seed_back() {
     use seedd_proto::crypto::Keypair;
@@ -1335,21 +1335,36 @@ fn a_stale_or_rewound_identity_never_rolls_the_seed_back() {
     ]);
     let revoked = update(&["--title", "revoke", "--disallow", &reader]);
     assert_ne!(private, revoked);
+    // A second delegate (threshold 1): a rollback would drop it.
+    let other = format!("did:key:{}", Keypair::mock(412).nid());
+    let added = update(&["--title", "add", "--delegate", &other]);
+    assert_ne!(added, revoked);
     assert_eq!(
         identity_and_visible(&seed, &held, &rid, tmp.path()),
-        (revoked.clone(), false)
+        (added.clone(), false)
     );
+    let delegates = |seed: &Seed| {
+        seed.api(&format!("/api/v1/repos/{rid}"))["repo"]["delegates"]
+            .as_array()
+            .map(Vec::len)
+    };
+    assert_eq!(delegates(&seed), Some(2));
 
-    for (stale, what) in [(&private, "revoked reader"), (&public, "public")] {
+    for (stale, what) in [
+        (&revoked, "single-delegate"),
+        (&private, "revoked reader"),
+        (&public, "public"),
+    ] {
         // The peer's canonical identity goes back; the seed fetches from it.
         git_at(&theirs, &["update-ref", "refs/rad/id", stale]);
         let out = seed.seedctl(&["-o", "json", "fetch", &rid, "--from", &gina.nid]);
         assert!(out.status.success(), "{}", text(&out));
         assert_eq!(
             identity_and_visible(&seed, &held, &rid, tmp.path()),
-            (revoked.clone(), false),
+            (added.clone(), false),
             "rolled back to the {what} revision"
         );
+        assert_eq!(delegates(&seed), Some(2), "a delegate was dropped");
         let doc = git_at(&held, &["show", "refs/rad/id:embeds/radicle.json"]);
         assert!(
             !doc.contains(reader.trim_start_matches("did:key:")),
