@@ -5,6 +5,7 @@
 //! 1. Starts the release seedd on loopback with `p2p.rate.exempt_local = false` (loopback
 //!    peers are otherwise not limited) and a connect-attempt bucket raised out of the way, so
 //!    that the flood's sessions are admitted and only the gossip limits and caps are tested.
+//!    `SEEDD_FLOOD_HOST_BUCKET=<fill_rate>,<capacity>` sets the per-host message bucket.
 //! 2. An honest raw peer (fixed key, from 127.0.0.2) connects, announces itself (SEED) and a
 //!    small inventory, answers pings and stays.
 //! 3. From 127.0.0.3, N fresh node ids (`SEEDD_FLOOD_NODES`, default 2,000), a few at a time
@@ -59,6 +60,20 @@ const GAUGE_TICK: Duration = Duration::from_millis(1200);
 const RATE_CONFIG: &str =
     "[p2p.rate]\nexempt_local = false\nconnect = { fill_rate = 100000.0, capacity = 1000000.0 }\n";
 
+/// [`RATE_CONFIG`] plus the host bucket from `SEEDD_FLOOD_HOST_BUCKET=<fill_rate>,<capacity>`
+/// (default: seedd's, 20/s with a burst of 4,096).
+fn rate_config() -> String {
+    let host = std::env::var("SEEDD_FLOOD_HOST_BUCKET").ok().and_then(|v| {
+        let (fill, cap) = v.split_once(',')?;
+        let fill: f64 = fill.trim().parse().ok()?;
+        let cap: f64 = cap.trim().parse().ok()?;
+        Some(format!(
+            "host = {{ fill_rate = {fill:?}, capacity = {cap:?} }}\n"
+        ))
+    });
+    format!("{RATE_CONFIG}{}", host.unwrap_or_default())
+}
+
 fn main() {
     let started = Instant::now();
     let log = |msg: &str| eprintln!("[{:6.1}s] {msg}", started.elapsed().as_secs_f64());
@@ -82,8 +97,10 @@ fn main() {
         .unwrap();
 
     log(&format!("starting seedd ({})", seedd_bin.display()));
+    let rate = rate_config();
+    log(&format!("seedd rate config: {}", rate.replace('\n', "; ")));
     let seed = Seed::start(SeedOptions {
-        extra_config: RATE_CONFIG.into(),
+        extra_config: rate.clone(),
         // The production default level; the harness default is debug.
         env: vec![("RUST_LOG".into(), "info".into())],
         ..SeedOptions::default()
@@ -386,7 +403,7 @@ fn main() {
             "inventory_per_node": INVENTORY_LIMIT,
             "flood_ip": FLOOD_IP,
             "honest_ip": HONEST_IP,
-            "seedd_config": RATE_CONFIG,
+            "seedd_config": rate,
         },
         "samples": json_samples,
         "summary": {
