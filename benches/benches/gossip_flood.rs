@@ -30,12 +30,11 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use seedd_benches::procfs::{alive, clk_tck, cpu_ticks, loadavg, reset_hwm, status_kib};
 use seedd_benches::{ensure_seedd, env_usize, fmt, profile_dir};
 use seedd_proto::crypto::{Keypair, NodeId, RepoId};
-use seedd_proto::wire::handshake::{Initiator, ACT2_LEN};
 use seedd_proto::wire::message::{InventoryAnnouncement, NodeAnnouncement, INVENTORY_LIMIT};
-use seedd_proto::wire::{AnnouncementMessage, Frame, FrameDecoder, Link, Message, Ping};
+use seedd_proto::wire::{AnnouncementMessage, Frame, Link, Message, Ping};
 use seedd_tests::{http_get, workspace, Seed, SeedOptions};
 use serde_json::{json, Value};
-use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpSocket, TcpStream};
 use tokio::sync::{mpsc, oneshot, Semaphore};
 
@@ -154,7 +153,7 @@ fn main() {
         let text = http_get(&seed.admin_url("/metrics"), &[])
             .map(|(_, t)| t)
             .unwrap_or_default();
-        let m = |name: &str, labels: &[&str]| metric(&text, name, labels);
+        let m = |name: &str, labels: &[&str]| seedd_tests::metric_in(&text, name, labels);
         Sample {
             nodes: sent,
             secs: started.elapsed().as_secs_f64(),
@@ -500,17 +499,6 @@ impl Sample {
     }
 }
 
-/// Sum of a metric's series whose label text contains every `labels` entry.
-fn metric(text: &str, name: &str, labels: &[&str]) -> f64 {
-    text.lines()
-        .filter(|l| !l.starts_with('#'))
-        .filter(|l| {
-            l.split([' ', '{']).next() == Some(name) && labels.iter().all(|x| l.contains(x))
-        })
-        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
-        .sum()
-}
-
 // ------------------------------------------------------------------------------------------
 // Peers
 // ------------------------------------------------------------------------------------------
@@ -536,7 +524,7 @@ async fn honest_session(
 ) {
     let established = async {
         let mut stream = connect_from(HONEST_IP, addr).await?;
-        let decoder = establish(&mut stream, &key, remote).await?;
+        let (decoder, _) = seedd_benches::establish(&mut stream, &key, remote).await?;
         let now = now_ms();
         let mut out = Vec::new();
         for m in [
@@ -627,7 +615,7 @@ async fn flood_node(i: usize, remote: NodeId, addr: SocketAddr) -> Result<(), St
     let key = Keypair::generate();
     let mut stream = tokio::time::timeout(STEP_TIMEOUT, async {
         let mut stream = connect_from(FLOOD_IP, addr).await?;
-        establish(&mut stream, &key, remote).await?;
+        seedd_benches::establish(&mut stream, &key, remote).await?;
         Ok::<_, String>(stream)
     })
     .await
@@ -681,56 +669,6 @@ async fn connect_from(src: &str, to: SocketAddr) -> Result<TcpStream, String> {
         .map_err(|e| format!("connect: {e}"))?;
     let _ = stream.set_nodelay(true);
     Ok(stream)
-}
-
-/// Noise handshake as initiator, then seedd's first three gossip messages. Returns the
-/// decoder (it may hold further bytes).
-async fn establish<S: AsyncRead + AsyncWrite + Unpin>(
-    stream: &mut S,
-    key: &Keypair,
-    remote: NodeId,
-) -> Result<FrameDecoder, String> {
-    let (awaiting, act1) = Initiator::new(key.clone(), Keypair::generate(), remote)
-        .act1()
-        .map_err(|e| format!("act1: {e}"))?;
-    stream
-        .write_all(&act1)
-        .await
-        .map_err(|e| format!("sending act1: {e}"))?;
-    let mut act2 = [0u8; ACT2_LEN];
-    stream
-        .read_exact(&mut act2)
-        .await
-        .map_err(|e| format!("reading act2: {e}"))?;
-    let (act3, _) = awaiting.act3(&act2).map_err(|e| format!("act3: {e}"))?;
-    stream
-        .write_all(&act3)
-        .await
-        .map_err(|e| format!("sending act3: {e}"))?;
-    let mut decoder = FrameDecoder::new();
-    let mut gossip = 0;
-    let mut buf = [0u8; 4096];
-    while gossip < 3 {
-        let n = stream
-            .read(&mut buf)
-            .await
-            .map_err(|e| format!("reading the initial messages: {e}"))?;
-        if n == 0 {
-            return Err(format!(
-                "closed by seedd after the handshake ({gossip} initial messages)"
-            ));
-        }
-        decoder.push(&buf[..n]);
-        while let Some(frame) = decoder
-            .next_frame()
-            .map_err(|e| format!("initial messages: {e}"))?
-        {
-            if matches!(frame, Frame::Gossip { .. }) {
-                gossip += 1;
-            }
-        }
-    }
-    Ok(decoder)
 }
 
 /// A SEED node announcement (no addresses).

@@ -31,7 +31,6 @@ use seedd_benches::{
     ensure_seedd, env_usize, fmt, profile_dir, radicle_version, write_table, TableLine,
 };
 use seedd_proto::crypto::{Keypair, NodeId, RepoId};
-use seedd_proto::wire::handshake::{Initiator, ACT2_LEN};
 use seedd_proto::wire::message::{InventoryAnnouncement, NodeAnnouncement, RefsAnnouncement};
 use seedd_proto::wire::{
     AnnouncementMessage, Control, Filter, Frame, FrameDecoder, Link, Message, Oid, Ping, RefsAt,
@@ -1245,48 +1244,7 @@ async fn establish(
         .await
         .map_err(|e| format!("connect: {e}"))?;
     let _ = stream.set_nodelay(true);
-    let (awaiting, act1) = Initiator::new(key.clone(), Keypair::generate(), remote)
-        .act1()
-        .map_err(|e| format!("act1: {e}"))?;
-    stream
-        .write_all(&act1)
-        .await
-        .map_err(|e| format!("sending act1: {e}"))?;
-    let mut act2 = [0u8; ACT2_LEN];
-    stream
-        .read_exact(&mut act2)
-        .await
-        .map_err(|e| format!("reading act2: {e}"))?;
-    let (act3, _) = awaiting.act3(&act2).map_err(|e| format!("act3: {e}"))?;
-    stream
-        .write_all(&act3)
-        .await
-        .map_err(|e| format!("sending act3: {e}"))?;
-    let mut decoder = FrameDecoder::new();
-    let mut gossip = 0;
-    let mut frames = 0;
-    let mut buf = [0u8; 4096];
-    while gossip < 3 {
-        let n = stream
-            .read(&mut buf)
-            .await
-            .map_err(|e| format!("reading the initial messages: {e}"))?;
-        if n == 0 {
-            return Err(format!(
-                "closed by the target after the handshake ({gossip} initial messages)"
-            ));
-        }
-        decoder.push(&buf[..n]);
-        while let Some(frame) = decoder
-            .next_frame()
-            .map_err(|e| format!("initial messages: {e}"))?
-        {
-            frames += 1;
-            if matches!(frame, Frame::Gossip { .. }) {
-                gossip += 1;
-            }
-        }
-    }
+    let (decoder, frames) = seedd_benches::establish(&mut stream, key, remote).await?;
     Ok((stream, decoder, frames))
 }
 

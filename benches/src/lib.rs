@@ -257,3 +257,62 @@ pub fn ensure_seedd(log: &dyn Fn(&str), profile: &Path) -> PathBuf {
     assert!(path.exists(), "{} missing", path.display());
     path
 }
+
+/// Noise handshake as initiator on `stream`, then the target's first three gossip messages
+/// (§5.1). Returns the decoder (it may hold further bytes) and the frames read so far.
+pub async fn establish<S>(
+    stream: &mut S,
+    key: &seedd_proto::crypto::Keypair,
+    remote: seedd_proto::crypto::NodeId,
+) -> Result<(seedd_proto::wire::FrameDecoder, u64), String>
+where
+    S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin,
+{
+    use seedd_proto::crypto::Keypair;
+    use seedd_proto::wire::handshake::{Initiator, ACT2_LEN};
+    use seedd_proto::wire::{Frame, FrameDecoder};
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let (awaiting, act1) = Initiator::new(key.clone(), Keypair::generate(), remote)
+        .act1()
+        .map_err(|e| format!("act1: {e}"))?;
+    stream
+        .write_all(&act1)
+        .await
+        .map_err(|e| format!("sending act1: {e}"))?;
+    let mut act2 = [0u8; ACT2_LEN];
+    stream
+        .read_exact(&mut act2)
+        .await
+        .map_err(|e| format!("reading act2: {e}"))?;
+    let (act3, _) = awaiting.act3(&act2).map_err(|e| format!("act3: {e}"))?;
+    stream
+        .write_all(&act3)
+        .await
+        .map_err(|e| format!("sending act3: {e}"))?;
+    let mut decoder = FrameDecoder::new();
+    let mut gossip = 0;
+    let mut frames = 0;
+    let mut buf = [0u8; 4096];
+    while gossip < 3 {
+        let n = stream
+            .read(&mut buf)
+            .await
+            .map_err(|e| format!("reading the initial messages: {e}"))?;
+        if n == 0 {
+            return Err(format!(
+                "closed by the target after the handshake ({gossip} initial messages)"
+            ));
+        }
+        decoder.push(buf.get(..n).unwrap_or_default());
+        while let Some(frame) = decoder
+            .next_frame()
+            .map_err(|e| format!("initial messages: {e}"))?
+        {
+            frames += 1;
+            if matches!(frame, Frame::Gossip { .. }) {
+                gossip += 1;
+            }
+        }
+    }
+    Ok((decoder, frames))
+}

@@ -380,13 +380,7 @@ impl Seed {
     /// A metric's value (sum over series whose label text contains every `labels` entry).
     pub fn metric(&self, name: &str, labels: &[&str]) -> f64 {
         let (_, text) = http_get(&self.admin_url("/metrics"), &[]).unwrap();
-        text.lines()
-            .filter(|l| !l.starts_with('#'))
-            .filter(|l| {
-                l.split([' ', '{']).next() == Some(name) && labels.iter().all(|x| l.contains(x))
-            })
-            .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
-            .sum()
+        metric_in(&text, name, labels)
     }
 
     pub fn signal(&self, sig: i32) {
@@ -425,6 +419,18 @@ fn agent() -> ureq::Agent {
 }
 
 /// GET → (status, body text).
+/// In a Prometheus text exposition: the sum of `name`'s series whose label text contains
+/// every `labels` entry.
+pub fn metric_in(text: &str, name: &str, labels: &[&str]) -> f64 {
+    text.lines()
+        .filter(|l| !l.starts_with('#'))
+        .filter(|l| {
+            l.split([' ', '{']).next() == Some(name) && labels.iter().all(|x| l.contains(x))
+        })
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum()
+}
+
 pub fn http_get(url: &str, headers: &[(&str, &str)]) -> Result<(u16, String), String> {
     let mut req = agent().get(url);
     for (k, v) in headers {
