@@ -196,12 +196,19 @@ impl Index {
     }
 
     /// [`Index::open`] with base options (tests enable statistics through them).
+    /// Bytes of memtables across every column family (writes beyond it flush the largest).
+    const MEMTABLE_BUDGET: usize = 48 << 20;
+
     fn open_with(path: &Path, mut opts: Options) -> Result<Self, IndexError> {
         opts.create_if_missing(true);
         opts.create_missing_column_families(true);
         opts.set_keep_log_file_num(4);
+        // Memtables of all column families together stay under this (RocksDB's default is 64 MiB
+        // per family, two per family: gossip churn alone held ~130 MiB).
+        opts.set_db_write_buffer_size(Self::MEMTABLE_BUDGET);
         let cfs = COLUMN_FAMILIES.iter().map(|name| {
             let mut o = Options::default();
+            o.set_write_buffer_size(16 << 20);
             if matches!(*name, CF_REFS | CF_SIGREFS | gossip::CF_ROUTING) {
                 // Per-repo prefix scans (rid = 20 bytes).
                 o.set_prefix_extractor(rocksdb::SliceTransform::create_fixed_prefix(20));

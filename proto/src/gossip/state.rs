@@ -166,36 +166,35 @@ impl GossipStore {
 }
 
 /// The routing table: which nodes seed which repositories, with the time of the information.
+///
+/// One ordered map keyed by (repository, node) — a repository's seeds are a key range — plus
+/// each node's repositories. No map per repository: a flood of inventories naming distinct
+/// repositories costs one entry each (~100 B with the per-node index), not one B-tree per
+/// repository (~500 B).
 #[derive(Debug, Default)]
 pub(super) struct Routing {
-    by_repo: BTreeMap<RepoId, BTreeMap<NodeId, u64>>,
+    by_repo: BTreeMap<(RepoId, NodeId), u64>,
     by_node: HashMap<NodeId, BTreeSet<RepoId>>,
-    len: usize,
 }
+
+const NID_MIN: NodeId = NodeId::from_bytes([0; 32]);
+const NID_MAX: NodeId = NodeId::from_bytes([0xff; 32]);
 
 impl Routing {
     /// Inserts or refreshes an entry; whether it was new or its timestamp changed.
     pub fn insert(&mut self, rid: RepoId, nid: NodeId, ts: u64) -> bool {
-        let nodes = self.by_repo.entry(rid).or_default();
-        match nodes.insert(nid, ts) {
+        match self.by_repo.insert((rid, nid), ts) {
             Some(old) => old != ts,
             None => {
                 self.by_node.entry(nid).or_default().insert(rid);
-                self.len += 1;
                 true
             }
         }
     }
 
     pub fn remove(&mut self, rid: &RepoId, nid: &NodeId) -> bool {
-        let Some(nodes) = self.by_repo.get_mut(rid) else {
+        if self.by_repo.remove(&(*rid, *nid)).is_none() {
             return false;
-        };
-        if nodes.remove(nid).is_none() {
-            return false;
-        }
-        if nodes.is_empty() {
-            self.by_repo.remove(rid);
         }
         if let Some(repos) = self.by_node.get_mut(nid) {
             repos.remove(rid);
@@ -203,12 +202,11 @@ impl Routing {
                 self.by_node.remove(nid);
             }
         }
-        self.len -= 1;
         true
     }
 
     pub fn contains(&self, rid: &RepoId, nid: &NodeId) -> bool {
-        self.by_repo.get(rid).is_some_and(|n| n.contains_key(nid))
+        self.by_repo.contains_key(&(*rid, *nid))
     }
 
     pub fn repos_of(&self, nid: &NodeId) -> Vec<RepoId> {
@@ -225,15 +223,15 @@ impl Routing {
 
     pub fn seeds(&self, rid: &RepoId) -> Vec<(NodeId, u64)> {
         self.by_repo
-            .get(rid)
-            .map(|n| n.iter().map(|(k, v)| (*k, *v)).collect())
-            .unwrap_or_default()
+            .range((*rid, NID_MIN)..=(*rid, NID_MAX))
+            .map(|((_, nid), ts)| (*nid, *ts))
+            .collect()
     }
 
     pub fn iter(&self) -> impl Iterator<Item = (RepoId, NodeId, u64)> + '_ {
         self.by_repo
             .iter()
-            .flat_map(|(rid, nodes)| nodes.iter().map(move |(nid, ts)| (*rid, *nid, *ts)))
+            .map(|((rid, nid), ts)| (*rid, *nid, *ts))
     }
 
     pub fn older_than(&self, cutoff: u64) -> Vec<(RepoId, NodeId)> {
@@ -244,6 +242,6 @@ impl Routing {
     }
 
     pub fn len(&self) -> usize {
-        self.len
+        self.by_repo.len()
     }
 }

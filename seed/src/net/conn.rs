@@ -414,6 +414,9 @@ async fn session(
             match decoder.next_frame() {
                 Ok(Some(Frame::Gossip { message, .. })) => {
                     let size = before.saturating_sub(decoder.buffered()) as u64;
+                    // Back-pressure from the disk: while the gossip write queue is above its
+                    // mark this session stops reading (its peer's TCP window closes).
+                    shared.persist.ready().await;
                     on_gossip(&shared, id, remote, addr, link, trusted, message, size);
                 }
                 Ok(Some(Frame::Control { control, .. })) => {
