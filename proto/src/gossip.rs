@@ -72,7 +72,8 @@ impl Default for Timers {
 /// [`Service::enforce_caps`]). radicle itself has no such caps (only `routing_max_size`,
 /// a prune threshold, and `gossip_max_age`), so they are sized from memory (64-bit, approx.):
 /// an address-book entry ~300 B (record, addresses, map slot) → 10,000 nodes ≈ 3 MB; a route
-/// ~120 B (two B-tree entries and the per-node index) → 250,000 routes ≈ 30 MB; a stored
+/// ~130 B (one `(rid, nid)` B-tree entry and the per-node index; measured with `heaptrack` under the
+/// gossip_flood bench) → 250,000 routes ≈ 35 MB; a stored
 /// announcement ~200 B plus its body (a refs announcement ~1 KiB, an inventory up to 60 KiB,
 /// but an inventory of n repositories also holds n routes, so the route cap bounds those to
 /// ~84 full inventories ≈ 5 MB) → 100,000 announcements ≈ 100 MB at the very worst, ~20 MB

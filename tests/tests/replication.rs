@@ -1349,8 +1349,20 @@ fn a_stale_or_rewound_identity_never_rolls_the_seed_back() {
             .map(Vec::len)
     };
     assert_eq!(delegates(&seed), Some(2));
+    // Then threshold 2 (accepted by gina alone under threshold 1): a rollback would lower it.
+    let added_threshold_1 = added;
+    let added = update(&["--title", "threshold", "--threshold", "2"]);
+    assert_ne!(added, added_threshold_1);
+    let threshold = || {
+        let doc = git_at(&held, &["show", "refs/rad/id:embeds/radicle.json"]);
+        let v: serde_json::Value = serde_json::from_str(&doc).unwrap();
+        assert_eq!(v["delegates"].as_array().map(Vec::len), Some(2), "{doc}");
+        v["threshold"].as_u64()
+    };
+    assert_eq!(threshold(), Some(2));
 
     for (stale, what) in [
+        (&added_threshold_1, "threshold 1"),
         (&revoked, "single-delegate"),
         (&private, "revoked reader"),
         (&public, "public"),
@@ -1365,6 +1377,7 @@ fn a_stale_or_rewound_identity_never_rolls_the_seed_back() {
             "rolled back to the {what} revision"
         );
         assert_eq!(delegates(&seed), Some(2), "a delegate was dropped");
+        assert_eq!(threshold(), Some(2), "the threshold was lowered");
         let doc = git_at(&held, &["show", "refs/rad/id:embeds/radicle.json"]);
         assert!(
             !doc.contains(reader.trim_start_matches("did:key:")),
