@@ -6,6 +6,9 @@
 //! The bridge runs as a separate process (this binary re-executed with `--cgi-server <root>
 //! <port>`) so that its CPU (utime+stime+cutime+cstime, children reaped) is measured exactly
 //! like seedd's.
+//!
+//! Long by design: one bench binary runs every clone workload side by side against
+//! `git http-backend` in one process, so the ratios come from one run (see benches/README.md).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::fmt::Write as _;

@@ -29,6 +29,9 @@
 //!      rest (8.5× peak) from 8 abusive ones; per-IP limit 2 requests/s, burst 10 (one clone a
 //!      second, sustained). The per-IP layer answers most of the abusers' requests with 429
 //!      before any work; admission sheds the rest.
+//!
+//! Long by design: the overload scenarios share their load generators and accounting and are
+//! measured in one run (see benches/README.md).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::fmt::Write as _;

@@ -17,6 +17,9 @@
 //!
 //! Every session answers Ping with Pong and refuses git streams (Close); a session that the
 //! target closes before the end counts as an error.
+//!
+//! Long by design: one bench binary runs every Radicle-wire workload side by side against
+//! radicle-node in one process, so the ratios come from one run (see benches/README.md).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::fmt::Write as _;

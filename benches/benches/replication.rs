@@ -17,6 +17,9 @@
 //!    block so that they do not fetch on their own) connected to it; then all N run
 //!    `rad clone <rid> --seed <server>` at once. Measured: wall time for all N, per-clone wall
 //!    time, the server's CPU (incl. children) and the clients' node CPU.
+//!
+//! Long by design: fetch and serve against radicle-node measured in one run, with the
+//! dataset generation and the process accounting they share (see benches/README.md).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::fmt::Write as _;

@@ -1,4 +1,7 @@
 //! Tests for the crypto module; vectors from protocol.md §1.3 and §9.
+//!
+//! Long by design: the vectors of protocol.md §9 for keys, ids, signatures and the Noise
+//! primitives, in one place next to their sources.
 
 use std::path::Path;
 use std::process::Command;

@@ -1,4 +1,7 @@
 //! Behaviour of the gossip service, driven without sockets or clocks.
+//!
+//! Long by design: the service's behaviour scenarios share one set of helpers (sessions,
+//! signed announcements, clocks) and read as the protocol.md §4.9/§5 checklist, top to bottom.
 
 use super::*;
 use crate::wire::message::MAX_CLOCK_SKEW_MS;

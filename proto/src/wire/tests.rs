@@ -1,4 +1,7 @@
 //! Byte-exact test vectors (protocol.md §9.1, §9.2) and error cases.
+//!
+//! Long by design: one file holds every codec vector of protocol.md §9 and the edge cases of
+//! each message, next to each other, so a vector is found by its section number.
 
 use std::net::{Ipv4Addr, Ipv6Addr};
 use std::str::FromStr;
