@@ -1335,9 +1335,28 @@ fn a_stale_or_rewound_identity_never_rolls_the_seed_back() {
     ]);
     let revoked = update(&["--title", "revoke", "--disallow", &reader]);
     assert_ne!(private, revoked);
-    // A second delegate (threshold 1): a rollback would drop it.
-    let other = format!("did:key:{}", Keypair::mock(412).nid());
-    let added = update(&["--title", "add", "--delegate", &other]);
+    // A second delegate and threshold 2 in one revision (accepted by gina alone: revisions are
+    // adopted by a majority of the *previous* delegates): a rollback would drop both.
+    let other_key = Keypair::mock(412);
+    let other_nid = other_key.nid().to_string();
+    let other = format!("did:key:{other_nid}");
+    // `rad` wants a new delegate's signed refs before it raises the threshold: give the other
+    // key a namespace in gina's storage (gina's refs, signed refs re-signed by that key).
+    let ns = format!("refs/namespaces/{}/", gina.nid);
+    let refs = git_at(
+        &theirs,
+        &["for-each-ref", "--format=%(objectname) %(refname)", &ns],
+    );
+    for line in refs.lines() {
+        let (oid, name) = line.split_once(' ').unwrap();
+        let name = name.replacen(&gina.nid, &other_nid, 1);
+        git_at(&theirs, &["update-ref", &name, oid]);
+    }
+    rewrite_sigrefs(&theirs, &other_nid, Some(&other_key), true, |l, tip| {
+        l.ends_with(" refs/rad/sigrefs-parent")
+            .then(|| format!("{tip} refs/rad/sigrefs-parent"))
+    });
+    let added = update(&["--title", "add", "--delegate", &other, "--threshold", "2"]);
     assert_ne!(added, revoked);
     assert_eq!(
         identity_and_visible(&seed, &held, &rid, tmp.path()),
@@ -1349,6 +1368,12 @@ fn a_stale_or_rewound_identity_never_rolls_the_seed_back() {
             .map(Vec::len)
     };
     assert_eq!(delegates(&seed), Some(2));
+    let threshold = || {
+        let doc = git_at(&held, &["show", "refs/rad/id:embeds/radicle.json"]);
+        let v: serde_json::Value = serde_json::from_str(&doc).unwrap();
+        v["threshold"].as_u64()
+    };
+    assert_eq!(threshold(), Some(2));
 
     for (stale, what) in [
         (&revoked, "single-delegate"),
@@ -1365,6 +1390,7 @@ fn a_stale_or_rewound_identity_never_rolls_the_seed_back() {
             "rolled back to the {what} revision"
         );
         assert_eq!(delegates(&seed), Some(2), "a delegate was dropped");
+        assert_eq!(threshold(), Some(2), "the threshold was lowered");
         let doc = git_at(&held, &["show", "refs/rad/id:embeds/radicle.json"]);
         assert!(
             !doc.contains(reader.trim_start_matches("did:key:")),
