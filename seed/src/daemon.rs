@@ -11,6 +11,7 @@ use tokio::sync::watch;
 
 use crate::admin::{self, AdminState};
 use crate::config::Config;
+use crate::control::{ApplyRequest, Control};
 use crate::crypto::Keypair;
 use crate::fetch::{FetchConfig, Fetcher};
 use crate::fsutil::{self, Tightened};
@@ -23,7 +24,6 @@ use crate::net::{Net, NetConfig, NetDeps};
 use crate::policy::Policies;
 use crate::serve::{GitServer, PackLimiter, StreamLimits};
 use crate::storage::Storage;
-use crate::tenant::ops::{ApplyRequest, Control};
 use crate::tenant::Tenants;
 
 /// How often TLS files are checked for changes.
@@ -179,9 +179,6 @@ fn measure_tenant_repos(storage: &Storage, tenants: &Tenants) {
     }
     tenants.refresh_metrics();
 }
-
-/// Where `seedctl restore --data-dir` leaves state for the next start.
-pub const RESTORE_FILE: &str = "restore.json";
 
 pub async fn run(
     cfg: Config,

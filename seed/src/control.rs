@@ -1,7 +1,8 @@
-//! Tenant operations with side effects: seeding (quota, deny and cap checks, then a fetch),
-//! reference-counted unseeding with **purge** when the last tenant lets go, tenant removal, and
-//! declarative `apply` (idempotent, returns the diff). Used by the admin API, config reload and
-//! restore.
+//! Operations on tenants and policies with side effects: seeding (quota, deny and cap checks,
+//! then a fetch), reference-counted unseeding with **purge** when the last tenant lets go,
+//! tenant removal, and declarative `apply` (idempotent, returns the diff). Used by the admin
+//! API, config reload and restore. Its own room above `tenant` and `policy`, so that neither
+//! of those imports the other's operations.
 
 use std::collections::BTreeSet;
 use std::path::PathBuf;
@@ -9,12 +10,12 @@ use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
-use super::{DenyList, Quotas, Rate, State, Tenant, TenantError, Tenants};
 use crate::crypto::{NodeId, RepoId};
 use crate::index::policy::{RepoPolicy, Scope};
 use crate::index::Index;
 use crate::policy::Policies;
 use crate::storage::Storage;
+use crate::tenant::{DenyList, Quotas, Rate, State, Tenant, TenantError, Tenants};
 
 #[derive(Debug, thiserror::Error)]
 pub enum ControlError {
@@ -163,7 +164,8 @@ impl Control {
                     .seed(name, rid, scope, alias, &self.operator_seeded())?;
                 let path = self.storage.path_of(&rid);
                 if path.join("HEAD").exists() {
-                    self.tenants.set_size(rid, Some(super::dir_size(&path)));
+                    self.tenants
+                        .set_size(rid, Some(crate::tenant::dir_size(&path)));
                     self.tenants.refresh_metrics();
                 }
                 tracing::info!(tenant = %name, %rid, ?scope, owner, "tenant seeds repository");
@@ -247,7 +249,7 @@ impl Control {
             crate::fsutil::create_private_dir(&self.trash).map_err(|e| fail(e.to_string()))?;
             let dst = self
                 .trash
-                .join(format!("{}-{}", rid.canonical(), super::now_ms()));
+                .join(format!("{}-{}", rid.canonical(), crate::tenant::now_ms()));
             std::fs::rename(&src, &dst).map_err(|e| fail(e.to_string()))?;
             self.index.remove_repo(rid)?;
             if let Err(e) = std::fs::remove_dir_all(&dst) {
@@ -391,7 +393,7 @@ fn plan(
     let n = spec.name.clone();
     let mut hosts: Vec<String> = Vec::new();
     for h in &spec.hosts {
-        let h = super::normalise_host(h).ok_or_else(|| TenantError::BadHost(h.clone()))?;
+        let h = crate::tenant::normalise_host(h).ok_or_else(|| TenantError::BadHost(h.clone()))?;
         if !hosts.contains(&h) {
             hosts.push(h);
         }
@@ -400,7 +402,7 @@ fn plan(
         Some(t) => t,
         None => {
             let mut t = Tenant::new(&n);
-            if !super::valid_name(&n) {
+            if !crate::tenant::valid_name(&n) {
                 return Err(TenantError::BadName(n).into());
             }
             t.hosts = hosts.clone();
