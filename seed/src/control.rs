@@ -6,11 +6,13 @@
 
 use std::collections::BTreeSet;
 use std::path::PathBuf;
-use std::sync::Arc;
+use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
 use crate::crypto::{NodeId, RepoId};
+use crate::fetch::Fetcher;
+use crate::identity::Identities;
 use crate::index::policy::{RepoPolicy, Scope};
 use crate::index::Index;
 use crate::policy::Policies;
@@ -51,10 +53,10 @@ pub struct Control {
     pub index: Index,
     /// Purged repositories are renamed here first (atomic), then deleted.
     pub trash: PathBuf,
-    /// Start fetching a newly seeded repository (from a given node, or any known seed).
-    pub fetch: Arc<dyn Fn(RepoId, Option<NodeId>) + Send + Sync>,
-    /// Inventories and subscriptions changed.
-    pub changed: Arc<dyn Fn() + Send + Sync>,
+    /// Fetches newly seeded repositories.
+    pub fetcher: Fetcher,
+    /// Announce inventories and subscriptions when they changed.
+    pub identities: Identities,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -133,6 +135,42 @@ enum Action {
 }
 
 impl Control {
+    /// Inventories and subscriptions changed: every identity announces them again.
+    pub fn changed(&self) {
+        self.identities.refresh();
+    }
+
+    /// Start fetching a repository: from `from` once it is connected (up to 10 s), else from a
+    /// connected node the routing table names; otherwise the sync loop picks it up later.
+    fn start_fetch(&self, rid: RepoId, from: Option<NodeId>) {
+        let fetcher = &self.fetcher;
+        let source = from.or_else(|| {
+            let connected = fetcher.connected();
+            fetcher
+                .routing(Some(rid))
+                .into_iter()
+                .map(|r| r.nid)
+                .find(|n| connected.contains(n))
+        });
+        let Some(nid) = source else {
+            tracing::info!(%rid, "no connected seed of this repository yet; the sync loop fetches it later");
+            return;
+        };
+        let fetcher = fetcher.clone();
+        let Ok(handle) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        handle.spawn(async move {
+            for _ in 0..100 {
+                if fetcher.connected().contains(&nid) {
+                    fetcher.request(rid, nid);
+                    return;
+                }
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+            tracing::warn!(%rid, peer = %nid, "seed: peer did not connect; fetch later by sync");
+        });
+    }
     /// Repositories the default identity announces for the operator itself.
     fn operator_seeded(&self) -> BTreeSet<RepoId> {
         match self.index.policies() {
@@ -178,8 +216,8 @@ impl Control {
                 false
             }
         };
-        (self.changed)();
-        (self.fetch)(rid, from);
+        self.changed();
+        self.start_fetch(rid, from);
         Ok(SeedOutcome {
             rid,
             seeded: true,
@@ -205,7 +243,7 @@ impl Control {
                     self.purge_data(&rid)?;
                 }
                 tracing::info!(tenant = %name, %rid, purged, "tenant unseeds repository");
-                (self.changed)();
+                self.changed();
                 Ok(UnseedOutcome {
                     rid,
                     unseeded: held,
@@ -217,7 +255,7 @@ impl Control {
                 if had {
                     self.policies.set_repo(&rid, None)?;
                 }
-                (self.changed)();
+                self.changed();
                 Ok(UnseedOutcome {
                     rid,
                     unseeded: had,
@@ -234,7 +272,7 @@ impl Control {
             self.policies.set_repo(&rid, None)?;
         }
         self.purge_data(&rid)?;
-        (self.changed)();
+        self.changed();
         tracing::info!(%rid, tenants = ?holders, "repository purged");
         Ok(holders)
     }
@@ -283,7 +321,7 @@ impl Control {
                 purged.push(rid);
             }
         }
-        (self.changed)();
+        self.changed();
         Ok(purged)
     }
 
@@ -338,11 +376,11 @@ impl Control {
             }
             Action::State(n, s) => {
                 t.set_state(&n, s)?;
-                (self.changed)();
+                self.changed();
             }
             Action::Identity(n, i) => {
                 t.set_identity_of(&n, &i)?;
-                (self.changed)();
+                self.changed();
             }
             Action::Quotas(n, q) => {
                 t.set_quotas(&n, q)?;

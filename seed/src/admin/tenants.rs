@@ -135,7 +135,7 @@ async fn create(
     let name = b.name.clone();
     match tokio::task::spawn_blocking(move || {
         ctl.tenants.create(t)?;
-        (ctl.changed)();
+        ctl.changed();
         Ok::<_, crate::tenant::TenantError>(tenant_json(&ctl, &name))
     })
     .await
@@ -176,7 +176,7 @@ async fn remove(State(state): State<Arc<AdminState>>, Path(name): Path<String>) 
 async fn suspend(State(state): State<Arc<AdminState>>, Path(name): Path<String>) -> Response {
     tenant_op(&state, name, |c, n| {
         c.tenants.set_state(n, TenantState::Suspended)?;
-        (c.changed)();
+        c.changed();
         Ok(())
     })
     .await
@@ -185,7 +185,7 @@ async fn suspend(State(state): State<Arc<AdminState>>, Path(name): Path<String>)
 async fn resume(State(state): State<Arc<AdminState>>, Path(name): Path<String>) -> Response {
     tenant_op(&state, name, |c, n| {
         c.tenants.set_state(n, TenantState::Active)?;
-        (c.changed)();
+        c.changed();
         Ok(())
     })
     .await
@@ -385,7 +385,7 @@ fn deny_repo(
             } else if ctl.policies.denied(&rid) {
                 ctl.policies.set_repo(&rid, None)?;
             }
-            (ctl.changed)();
+            ctl.changed();
         }
     }
     Ok(json!({ "rid": rid, "tenant": tenant, "denied": deny }))
@@ -618,7 +618,7 @@ async fn restore(
     }
     match tokio::task::spawn_blocking(move || {
         let r = crate::backup::restore_state(&b, &ctl.index, &ctl.tenants, &ctl.policies, false);
-        (ctl.changed)();
+        ctl.changed();
         r
     })
     .await
