@@ -204,21 +204,24 @@ impl Fetcher {
     /// Follows every identity's fetch hints until the process ends, also those of identities
     /// started later.
     pub fn spawn_hint_loop(&self) {
-        let this = self.clone();
         let mut started = self.inner.identities.started();
+        let mut followed = HashSet::new();
+        self.follow_new_nets(&mut followed);
+        let this = self.clone();
         tokio::spawn(async move {
-            let mut followed = HashSet::new();
-            loop {
-                for net in this.nets() {
-                    if followed.insert(net.nid()) {
-                        this.follow_hints(&net);
-                    }
-                }
-                if started.changed().await.is_err() {
-                    return;
-                }
+            while started.changed().await.is_ok() {
+                this.follow_new_nets(&mut followed);
             }
         });
+    }
+
+    /// Follows the hints of every identity not followed yet.
+    fn follow_new_nets(&self, followed: &mut HashSet<NodeId>) {
+        for net in self.nets() {
+            if followed.insert(net.nid()) {
+                self.follow_hints(&net);
+            }
+        }
     }
 
     fn follow_hints(&self, net: &Net) {
