@@ -147,7 +147,7 @@ impl Daemon {
             first_token: token,
         };
         let ready = Arc::new(AtomicBool::new(false));
-        let (http_listen, admin_listen) = listeners.addrs();
+        let (http_listen, admin_listen) = listeners.addrs()?;
         let admin_state = Arc::new(AdminState {
             nid,
             alias: cfg.alias.clone(),
@@ -156,8 +156,8 @@ impl Daemon {
             ready: ready.clone(),
             started: Instant::now(),
             tokens,
-            http_listen,
-            admin_listen,
+            http_listen: http_listen.to_string(),
+            admin_listen: admin_listen.to_string(),
             tls: certs.http.is_some(),
             rescan: {
                 let r = rescanner.clone();
@@ -186,7 +186,7 @@ impl Daemon {
             limiter,
             unknown_hosts_all,
         };
-        let http_task = listen::start_http(&cfg, listeners.http, &certs, http_parts, &shutdown_rx);
+        let http_task = listen::start_http(&cfg, listeners.http, &certs, http_parts, &shutdown_rx)?;
         start_initial_index(rescanner.clone(), ready);
         listen::start_gauges(&cfg, core.metrics.clone(), tenants.clone(), &shutdown_rx);
         Ok(Self {

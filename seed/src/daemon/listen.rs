@@ -56,6 +56,8 @@ pub enum ListenError {
     },
     #[error("loading admin.tls.client_ca")]
     ClientCa(#[source] TlsError),
+    #[error("reading a listener's local address")]
+    LocalAddr(#[source] std::io::Error),
 }
 
 /// The two HTTP listeners, bound early so that a taken port stops the start.
@@ -79,9 +81,10 @@ impl Listeners {
         Ok(Self { admin, http })
     }
 
-    pub(super) fn addrs(&self) -> (String, String) {
-        let addr = |l: &TcpListener| l.local_addr().map(|a| a.to_string()).unwrap_or_default();
-        (addr(&self.http), addr(&self.admin))
+    /// The local addresses of the git and the admin listener.
+    pub(super) fn addrs(&self) -> Result<(SocketAddr, SocketAddr), ListenError> {
+        let addr = |l: &TcpListener| l.local_addr().map_err(ListenError::LocalAddr);
+        Ok((addr(&self.http)?, addr(&self.admin)?))
     }
 }
 
@@ -178,7 +181,7 @@ pub(super) fn start_http(
     certs: &Certs,
     parts: HttpParts,
     shutdown: &watch::Receiver<bool>,
-) -> JoinHandle<()> {
+) -> Result<JoinHandle<()>, ListenError> {
     let h = &cfg.http;
     let git = GitServer::new(
         h.git_binary.clone(),
@@ -210,10 +213,7 @@ pub(super) fn start_http(
             unknown_hosts_all: parts.unknown_hosts_all,
         },
     });
-    let listen = listener
-        .local_addr()
-        .map(|a| a.to_string())
-        .unwrap_or_default();
+    let listen = listener.local_addr().map_err(ListenError::LocalAddr)?;
     tracing::info!(listen = %listen, tls = certs.http.is_some(), "http listening (git clone)");
     let task = tokio::spawn(http::serve(
         listener,
@@ -233,7 +233,7 @@ pub(super) fn start_http(
             reload_http_cert(&cert, &metrics, false);
         });
     }
-    task
+    Ok(task)
 }
 
 /// Process and disk gauges, tenants' egress and metrics, every [`GAUGES_EVERY`] (first now).
