@@ -42,7 +42,7 @@ pub struct AdminState {
     pub net: Option<crate::net::Net>,
     pub policies: Option<crate::policy::Policies>,
     pub fetcher: Option<crate::fetch::Fetcher>,
-    pub control: Option<crate::tenant::ops::Control>,
+    pub control: Option<crate::control::Control>,
     pub identities: Option<crate::identity::Identities>,
     pub reload: Option<Reload>,
     pub data_dir: std::path::PathBuf,
@@ -447,7 +447,7 @@ struct SeedBody {
     alias: Option<String>,
 }
 
-fn control(state: &AdminState) -> Result<&crate::tenant::ops::Control, Box<Response>> {
+fn control(state: &AdminState) -> Result<&crate::control::Control, Box<Response>> {
     state.control.as_ref().ok_or_else(|| {
         Box::new(
             (

@@ -22,6 +22,9 @@ use crate::tenant::{Tenant, Tenants};
 
 pub const VERSION: u32 = 1;
 
+/// Where `seedctl restore --data-dir` leaves state for the next start.
+pub const RESTORE_FILE: &str = "restore.json";
+
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct RepoPolicyEntry {
     pub rid: RepoId,
@@ -180,7 +183,7 @@ pub fn import_pending(
     tenants: &Tenants,
     policies: &Policies,
 ) -> Result<Option<Restored>, BackupError> {
-    let path = data_dir.join(crate::daemon::RESTORE_FILE);
+    let path = data_dir.join(RESTORE_FILE);
     let text = match std::fs::read_to_string(&path) {
         Ok(t) => t,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),

@@ -55,7 +55,7 @@ pub struct Config {
     pub identities: Vec<crate::identity::IdentitySpec>,
     /// Tenants declared in the file (`[[tenants]]`), applied at start and on reload like
     /// `seedctl apply` (tenants created at runtime are left alone).
-    pub tenants: Vec<crate::tenant::ops::TenantSpec>,
+    pub tenants: Vec<crate::control::TenantSpec>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]

@@ -19,6 +19,7 @@
 //! and the refs are written in one transaction. A clone is built in a temporary directory
 //! and renamed into storage at the end.
 
+mod after;
 mod apply;
 mod queue;
 
@@ -32,12 +33,14 @@ use seedd_proto::wire::{Control, Oid, RefsAt};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::UnixListener;
 
+use crate::identity::Identities;
 use crate::index::policy::Scope;
 use crate::metrics::Metrics;
 use crate::net::Net;
 use crate::policy::{NamespaceFilter, Policies};
 use crate::storage::Storage;
 
+pub use after::AfterFetch;
 pub use apply::{Outcome, ValidationError};
 
 /// Repositories that may wait for a fetch slot at once.
@@ -128,11 +131,9 @@ pub struct Fetcher {
 
 struct Inner {
     cfg: FetchConfig,
-    /// The default identity's p2p layer.
-    net: Net,
-    /// More seed identities' p2p layers: their peers' hints are followed and their sessions
+    /// Every seed identity's p2p layer: their peers' hints are followed and their sessions
     /// used to fetch from peers connected only to them.
-    others: std::sync::RwLock<Vec<Net>>,
+    identities: Identities,
     storage: Storage,
     metrics: Arc<Metrics>,
     policies: Policies,
@@ -142,25 +143,24 @@ struct Inner {
     /// Fetches holding a slot now, since when.
     running: Mutex<HashMap<RepoId, (NodeId, Instant)>>,
     seq: std::sync::atomic::AtomicU64,
-    /// Called after a repository was created or changed (re-index, inventory).
-    on_change: Arc<dyn Fn(RepoId) + Send + Sync>,
+    /// The steps after a repository was created or changed (re-index, sizes, inventory).
+    after: AfterFetch,
 }
 
 impl Fetcher {
     pub fn new(
         cfg: FetchConfig,
-        net: Net,
+        identities: Identities,
         storage: Storage,
         metrics: Arc<Metrics>,
         policies: Policies,
-        on_change: Arc<dyn Fn(RepoId) + Send + Sync>,
+        after: AfterFetch,
     ) -> Self {
         let slots = queue::Slots::new(cfg.max_concurrent, cfg.max_per_peer);
         Self {
             inner: Arc::new(Inner {
                 cfg,
-                net,
-                others: std::sync::RwLock::new(Vec::new()),
+                identities,
                 storage,
                 metrics,
                 policies,
@@ -168,23 +168,14 @@ impl Fetcher {
                 active: Mutex::new(queue::Queue::default()),
                 running: Mutex::new(HashMap::new()),
                 seq: std::sync::atomic::AtomicU64::new(0),
-                on_change,
+                after,
             }),
         }
     }
 
     /// Every identity's p2p layer, the default first.
     fn nets(&self) -> Vec<Net> {
-        let mut nets = vec![self.inner.net.clone()];
-        nets.extend(
-            self.inner
-                .others
-                .read()
-                .unwrap_or_else(|e| e.into_inner())
-                .iter()
-                .cloned(),
-        );
-        nets
+        self.inner.identities.nets()
     }
 
     /// The identity with a session to `peer` (the default one if none has).
@@ -192,7 +183,7 @@ impl Fetcher {
         self.nets()
             .into_iter()
             .find(|n| n.connected().contains(peer))
-            .unwrap_or_else(|| self.inner.net.clone())
+            .unwrap_or_else(|| self.inner.identities.default_net().clone())
     }
 
     /// Nodes connected to any identity.
@@ -210,20 +201,27 @@ impl Fetcher {
             .collect()
     }
 
-    /// Fetch through another seed identity too: follow its hints, use its sessions.
-    pub fn add_net(&self, net: Net) {
-        self.follow_hints(&net);
-        self.inner
-            .others
-            .write()
-            .unwrap_or_else(|e| e.into_inner())
-            .push(net);
+    /// Follows every identity's fetch hints until the process ends, also those of identities
+    /// started later.
+    pub fn spawn_hint_loop(&self) {
+        let mut started = self.inner.identities.started();
+        let mut followed = HashSet::new();
+        self.follow_new_nets(&mut followed);
+        let this = self.clone();
+        tokio::spawn(async move {
+            while started.changed().await.is_ok() {
+                this.follow_new_nets(&mut followed);
+            }
+        });
     }
 
-    /// Follows the gossip layer's fetch hints until the process ends.
-    pub fn spawn_hint_loop(&self) {
-        let net = self.inner.net.clone();
-        self.follow_hints(&net);
+    /// Follows the hints of every identity not followed yet.
+    fn follow_new_nets(&self, followed: &mut HashSet<NodeId>) {
+        for net in self.nets() {
+            if followed.insert(net.nid()) {
+                self.follow_hints(&net);
+            }
+        }
     }
 
     fn follow_hints(&self, net: &Net) {
@@ -396,19 +394,6 @@ impl Fetcher {
                 "the fetch task ended without a result".into(),
             )))
         })
-    }
-
-    /// After a repository was created or changed: `on_change` (re-index with signed refs
-    /// verification, sizes, inventory) on the blocking pool, never on an async worker.
-    async fn changed(&self, rid: RepoId) {
-        let f = self.inner.on_change.clone();
-        match crate::blocking::run(REINDEX_WAIT, move || f(rid)).await {
-            Ok(()) => {}
-            Err(e @ crate::blocking::BlockingError::Deadline(_)) => {
-                tracing::warn!(%rid, error = %e, "re-indexing after a fetch is slow; not waiting for it")
-            }
-            Err(e) => tracing::error!(%rid, error = %e, "re-indexing after a fetch failed"),
-        }
     }
 
     /// One fetch in a slot, counted and logged.
@@ -609,7 +594,7 @@ impl Fetcher {
             .p2p
             .refs_updated
             .inc_by(outcome.refs_written as u64);
-        self.changed(rid).await;
+        inner.after.run(rid).await;
         net.fetched_from(rid, from);
 
         // 4. Tell subscribers which namespaces we now hold (the pusher's ack, §5.8).

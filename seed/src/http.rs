@@ -5,7 +5,6 @@ pub mod git;
 pub mod ratelimit;
 pub mod tls;
 
-use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -40,9 +39,9 @@ pub struct HttpState {
     pub metrics: Arc<Metrics>,
     pub max_request_bytes: u64,
     /// Per-tenant rate limits and per-repository pack admission.
-    pub rate: Option<ratelimit::HttpLimiter>,
-    /// Virtual hosting by tenant (absent: every public repository on every host).
-    pub tenancy: Option<Tenancy>,
+    pub rate: ratelimit::HttpLimiter,
+    /// Virtual hosting by tenant.
+    pub tenancy: Tenancy,
 }
 
 /// What virtual hosting needs: tenants by hostname, the operator's deny list, and what hosts
@@ -155,13 +154,4 @@ pub async fn serve(
         _ = graceful.shutdown() => tracing::debug!(listen = %local, "all connections closed"),
         _ = tokio::time::sleep(grace) => tracing::warn!(listen = %local, "connections still open after the grace period; closing"),
     }
-}
-
-/// Bind a listener, with an error that names the address and what to do.
-pub async fn bind(what: &str, addr: SocketAddr) -> anyhow::Result<TcpListener> {
-    TcpListener::bind(addr).await.map_err(|e| {
-        anyhow::anyhow!(
-            "cannot listen on {addr} for {what}: {e}; pick another address with the `{what}.listen` key"
-        )
-    })
 }

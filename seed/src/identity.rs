@@ -4,13 +4,16 @@
 //! created at runtime (`seedctl identity create`, persisted in the index). Each identity
 //! announces the inventory of the tenants placed on it; the default one also announces the
 //! operator's own repositories and those of tenants without a dedicated identity. Replication
-//! follows every identity's hints and fetches through the identity the peer is connected to.
+//! follows every identity's hints and fetches through the identity the peer is connected to:
+//! it reads [`Identities::nets`] and learns of identities started later from
+//! [`Identities::started`], so identities know nothing of replication.
 
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
+use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
 use crate::index::tenants::Kind;
@@ -78,8 +81,8 @@ pub struct Identities {
     policies: Policies,
     index: Index,
     metrics: Arc<crate::metrics::Metrics>,
-    /// Replication, once it runs: every identity's sessions and hints are used to fetch.
-    fetcher: Arc<std::sync::OnceLock<crate::fetch::Fetcher>>,
+    /// Bumped whenever an identity starts (replication follows the new identity's hints).
+    started: Arc<watch::Sender<()>>,
 }
 
 /// `seedctl identity ls` row.
@@ -114,16 +117,20 @@ impl Identities {
             policies,
             index,
             metrics,
-            fetcher: Arc::new(std::sync::OnceLock::new()),
+            started: Arc::new(watch::channel(()).0),
         }
     }
 
-    /// Let replication use every identity (those running now and those started later).
-    pub fn set_fetcher(&self, fetcher: crate::fetch::Fetcher) {
-        for r in self.lock().iter() {
-            fetcher.add_net(r.net.clone());
-        }
-        let _ = self.fetcher.set(fetcher);
+    /// Every identity's p2p layer, the default first.
+    pub fn nets(&self) -> Vec<Net> {
+        let mut nets = vec![self.default.clone()];
+        nets.extend(self.lock().iter().map(|r| r.net.clone()));
+        nets
+    }
+
+    /// Changes each time an identity starts: read [`nets`](Self::nets) again then.
+    pub fn started(&self) -> watch::Receiver<()> {
+        self.started.subscribe()
     }
 
     pub fn default_net(&self) -> &Net {
@@ -205,13 +212,11 @@ impl Identities {
             .min(INVENTORY_LIMIT);
         self.tenants.set_identity(&spec.name, cap);
         tracing::info!(identity = %spec.name, nid = %net.nid(), listen = ?net.local_addrs(), "seed identity started");
-        if let Some(f) = self.fetcher.get() {
-            f.add_net(net.clone());
-        }
         self.lock().push(Running {
             spec: spec.clone(),
             net,
         });
+        self.started.send_replace(());
         // Reads every index record: on the blocking pool, not an async worker.
         let this = self.clone();
         if let Err(e) = crate::blocking::run(Duration::from_secs(60), move || this.refresh()).await

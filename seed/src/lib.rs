@@ -5,6 +5,7 @@ pub mod admin;
 pub mod backup;
 pub mod blocking;
 pub mod config;
+pub mod control;
 pub use seedd_proto::crypto;
 pub mod daemon;
 pub mod fetch;

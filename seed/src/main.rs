@@ -109,7 +109,11 @@ fn real_main() -> anyhow::Result<()> {
                 .enable_all()
                 .thread_name("seedd")
                 .build()?;
-            runtime.block_on(seedd::daemon::run(cfg, config, overrides))
+            runtime.block_on(async {
+                let daemon = seedd::daemon::Daemon::build(cfg, config, overrides).await?;
+                daemon.run().await?;
+                Ok(())
+            })
         }
         Command::Bridge { socket } => seedd::fetch::bridge(&socket)
             .map_err(|e| anyhow::anyhow!("bridge {}: {e}", socket.display())),

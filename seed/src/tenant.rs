@@ -4,9 +4,7 @@
 //! and fetched once. **Owner rule**: the oldest claim owns a repository — its scope, follows and
 //! node deny list decide what is fetched; when the owner lets go, the next-oldest claim owns it.
 //! The registry here is in memory behind one lock and written through to the index (CF
-//! `tenants`); side effects (purge, inventory, fetch) are in [`ops`].
-
-pub mod ops;
+//! `tenants`); side effects (purge, inventory, fetch) are in `control`.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::{Arc, RwLock};

@@ -11,7 +11,7 @@ use axum::{Json, Router};
 use serde_json::{json, Value};
 
 use super::{control, error, internal, parse_nid, parse_rid, AdminState};
-use crate::tenant::ops::{ApplyRequest, Control};
+use crate::control::{ApplyRequest, Control};
 use crate::tenant::{Quotas, Rate, State as TenantState, Tenant, Usage};
 
 pub fn routes() -> Router<Arc<AdminState>> {
@@ -43,7 +43,7 @@ pub fn routes() -> Router<Arc<AdminState>> {
 async fn tenant_op(
     state: &AdminState,
     name: String,
-    f: impl FnOnce(&Control, &str) -> Result<(), crate::tenant::ops::ControlError> + Send + 'static,
+    f: impl FnOnce(&Control, &str) -> Result<(), crate::control::ControlError> + Send + 'static,
 ) -> Response {
     let ctl = match control(state) {
         Ok(c) => c.clone(),
@@ -51,7 +51,7 @@ async fn tenant_op(
     };
     let r = tokio::task::spawn_blocking(move || {
         f(&ctl, &name)?;
-        Ok::<_, crate::tenant::ops::ControlError>(tenant_json(&ctl, &name))
+        Ok::<_, crate::control::ControlError>(tenant_json(&ctl, &name))
     })
     .await;
     match r {
@@ -135,7 +135,7 @@ async fn create(
     let name = b.name.clone();
     match tokio::task::spawn_blocking(move || {
         ctl.tenants.create(t)?;
-        (ctl.changed)();
+        ctl.changed();
         Ok::<_, crate::tenant::TenantError>(tenant_json(&ctl, &name))
     })
     .await
@@ -176,7 +176,7 @@ async fn remove(State(state): State<Arc<AdminState>>, Path(name): Path<String>) 
 async fn suspend(State(state): State<Arc<AdminState>>, Path(name): Path<String>) -> Response {
     tenant_op(&state, name, |c, n| {
         c.tenants.set_state(n, TenantState::Suspended)?;
-        (c.changed)();
+        c.changed();
         Ok(())
     })
     .await
@@ -185,7 +185,7 @@ async fn suspend(State(state): State<Arc<AdminState>>, Path(name): Path<String>)
 async fn resume(State(state): State<Arc<AdminState>>, Path(name): Path<String>) -> Response {
     tenant_op(&state, name, |c, n| {
         c.tenants.set_state(n, TenantState::Active)?;
-        (c.changed)();
+        c.changed();
         Ok(())
     })
     .await
@@ -373,7 +373,7 @@ fn deny_repo(
     rid: crate::crypto::RepoId,
     tenant: Option<&str>,
     deny: bool,
-) -> Result<Value, crate::tenant::ops::ControlError> {
+) -> Result<Value, crate::control::ControlError> {
     match tenant {
         Some(t) => {
             ctl.tenants.deny_repo(t, rid, deny)?;
@@ -385,7 +385,7 @@ fn deny_repo(
             } else if ctl.policies.denied(&rid) {
                 ctl.policies.set_repo(&rid, None)?;
             }
-            (ctl.changed)();
+            ctl.changed();
         }
     }
     Ok(json!({ "rid": rid, "tenant": tenant, "denied": deny }))
@@ -397,7 +397,7 @@ fn deny_node(
     nid: crate::crypto::NodeId,
     tenant: Option<&str>,
     deny: bool,
-) -> Result<Value, crate::tenant::ops::ControlError> {
+) -> Result<Value, crate::control::ControlError> {
     match tenant {
         Some(t) => {
             ctl.tenants.deny_node(t, nid, deny)?;
@@ -417,7 +417,7 @@ fn deny_node(
     Ok(json!({ "nid": nid, "tenant": tenant, "denied": deny }))
 }
 
-fn answer(r: Result<Value, crate::tenant::ops::ControlError>) -> Response {
+fn answer(r: Result<Value, crate::control::ControlError>) -> Response {
     match r {
         Ok(v) => Json(v).into_response(),
         Err(e) => error(e.status(), e),
@@ -618,7 +618,7 @@ async fn restore(
     }
     match tokio::task::spawn_blocking(move || {
         let r = crate::backup::restore_state(&b, &ctl.index, &ctl.tenants, &ctl.policies, false);
-        (ctl.changed)();
+        ctl.changed();
         r
     })
     .await

@@ -143,11 +143,10 @@ pub async fn handle(State(state): State<Arc<HttpState>>, req: Request) -> Respon
         Ok(p) => p.endpoint.route(),
         Err(_) => Endpoint::OTHER_ROUTE,
     };
-    let tenant = state.tenancy.as_ref().and_then(|t| {
-        request_host(&req)
-            .and_then(|h| t.tenants.by_host(&h))
-            .map(|h| (t.tenants.clone(), h))
-    });
+    let tenants = &state.tenancy.tenants;
+    let tenant = request_host(&req)
+        .and_then(|h| tenants.by_host(&h))
+        .map(|h| (tenants.clone(), h));
     let response = route_request(&state, tenant.as_ref().map(|(_, h)| h), req).await;
     state
         .metrics
@@ -160,7 +159,7 @@ pub async fn handle(State(state): State<Arc<HttpState>>, req: Request) -> Respon
 
 /// `/<alias>[.git]/…` on a tenant host → the same path with the aliased RID.
 fn resolve_alias(state: &HttpState, tenant: &str, path: &str) -> Option<GitPath> {
-    let tenancy = state.tenancy.as_ref()?;
+    let tenancy = &state.tenancy;
     let trimmed = path.trim_start_matches('/');
     let (first, rest) = trimmed.split_once('/')?;
     let alias = first.strip_suffix(".git").unwrap_or(first);
@@ -209,57 +208,55 @@ async fn route_request(
     }
     // Tenancy: a tenant host shows only its repositories; other hosts per `http.unknown_hosts`;
     // denied repositories and those only suspended tenants hold are not served.
-    let mut payer = None;
-    if let Some(tenancy) = &state.tenancy {
-        match host {
-            Some(h) => {
-                if !h.active {
-                    return text(
-                        StatusCode::FORBIDDEN,
-                        "this tenant is suspended; contact the operator",
+    let tenancy = &state.tenancy;
+    match host {
+        Some(h) => {
+            if !h.active {
+                return text(
+                    StatusCode::FORBIDDEN,
+                    "this tenant is suspended; contact the operator",
+                );
+            }
+            if !tenancy.tenants.shows(&h.name, &path.rid) {
+                return text(StatusCode::NOT_FOUND, "repository not found");
+            }
+            if let Some(rps) = h.rate.requests_per_second {
+                let burst = h.rate.burst.unwrap_or(rps.saturating_mul(2)).max(1);
+                if let Err(wait) = state.rate.check_tenant(&h.name, rps, burst) {
+                    tenancy.tenants.count_rate_limited(&h.name);
+                    state
+                        .metrics
+                        .http_rate_limited
+                        .with_label_values(&["tenant"])
+                        .inc();
+                    return too_many(
+                        "too many requests for this tenant; slow down",
+                        wait.as_secs_f64().ceil() as u64,
                     );
                 }
-                if !tenancy.tenants.shows(&h.name, &path.rid) {
-                    return text(StatusCode::NOT_FOUND, "repository not found");
-                }
-                if let (Some(rps), Some(limiter)) = (h.rate.requests_per_second, &state.rate) {
-                    let burst = h.rate.burst.unwrap_or(rps.saturating_mul(2)).max(1);
-                    if let Err(wait) = limiter.check_tenant(&h.name, rps, burst) {
-                        tenancy.tenants.count_rate_limited(&h.name);
-                        state
-                            .metrics
-                            .http_rate_limited
-                            .with_label_values(&["tenant"])
-                            .inc();
-                        return too_many(
-                            "too many requests for this tenant; slow down",
-                            wait.as_secs_f64().ceil() as u64,
-                        );
-                    }
-                }
-            }
-            None => {
-                if !tenancy.serve_unknown_hosts() {
-                    return text(StatusCode::NOT_FOUND, "unknown host");
-                }
-                if tenancy.tenants.only_suspended(&path.rid) {
-                    return text(StatusCode::NOT_FOUND, "repository not found");
-                }
             }
         }
-        if tenancy.policies.denied(&path.rid) {
-            return text(StatusCode::NOT_FOUND, "repository not found");
-        }
-        payer = tenancy
-            .tenants
-            .payer(host.map(|h| h.name.as_str()), &path.rid);
-        if let Some(p) = &payer {
-            if let Some(secs) = tenancy.tenants.egress_exhausted(p) {
-                return too_many("this tenant's egress quota for today is used up", secs);
+        None => {
+            if !tenancy.serve_unknown_hosts() {
+                return text(StatusCode::NOT_FOUND, "unknown host");
+            }
+            if tenancy.tenants.only_suspended(&path.rid) {
+                return text(StatusCode::NOT_FOUND, "repository not found");
             }
         }
     }
-    let egress = payer.and_then(|p| state.tenancy.as_ref().map(|t| (t.tenants.clone(), p)));
+    if tenancy.policies.denied(&path.rid) {
+        return text(StatusCode::NOT_FOUND, "repository not found");
+    }
+    let payer = tenancy
+        .tenants
+        .payer(host.map(|h| h.name.as_str()), &path.rid);
+    if let Some(p) = &payer {
+        if let Some(secs) = tenancy.tenants.egress_exhausted(p) {
+            return too_many("this tenant's egress quota for today is used up", secs);
+        }
+    }
+    let egress = payer.map(|p| (tenancy.tenants.clone(), p));
     // Visibility: private and unknown look the same.
     let record = match state.index.repo(&path.rid) {
         Ok(Some(r)) if r.is_public() => r,
@@ -295,13 +292,8 @@ async fn route_request(
             // already waiting (globally or for this repository), refuse new clones before their
             // ref advertisement (a git process), so the slots and queue serve the clones already
             // under way (benches/README.md, overload bench).
-            let shed = state.rate.as_ref().is_none_or(|r| r.sheds_new_clones());
-            if shed
-                && (state.limiter.backlogged()
-                    || state
-                        .rate
-                        .as_ref()
-                        .is_some_and(|r| r.repo_backlogged(&path.rid.canonical())))
+            if state.rate.sheds_new_clones()
+                && (state.limiter.backlogged() || state.rate.repo_backlogged(&path.rid.canonical()))
             {
                 state
                     .metrics
@@ -517,25 +509,22 @@ async fn upload_pack(
     }
 
     // Admission before any work: this repository's pack slots (short queue), then the global ones.
-    let repo_permit = match &state.rate {
-        Some(limiter) => match limiter.repo_permit(&rid.canonical()).await {
-            Ok(p) => Some(p),
-            Err(_) => {
-                state
-                    .metrics
-                    .http_rate_limited
-                    .with_label_values(&["repo"])
-                    .inc();
-                let mut r = text(
-                    StatusCode::SERVICE_UNAVAILABLE,
-                    "too many clones of this repository in progress; retry shortly",
-                );
-                r.headers_mut()
-                    .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
-                return r;
-            }
-        },
-        None => None,
+    let repo_permit = match state.rate.repo_permit(&rid.canonical()).await {
+        Ok(p) => p,
+        Err(_) => {
+            state
+                .metrics
+                .http_rate_limited
+                .with_label_values(&["repo"])
+                .inc();
+            let mut r = text(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "too many clones of this repository in progress; retry shortly",
+            );
+            r.headers_mut()
+                .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
+            return r;
+        }
     };
     let permit = match admit(state, &state.limiter, true).await {
         Ok(p) => p,

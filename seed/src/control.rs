@@ -1,20 +1,23 @@
-//! Tenant operations with side effects: seeding (quota, deny and cap checks, then a fetch),
-//! reference-counted unseeding with **purge** when the last tenant lets go, tenant removal, and
-//! declarative `apply` (idempotent, returns the diff). Used by the admin API, config reload and
-//! restore.
+//! Operations on tenants and policies with side effects: seeding (quota, deny and cap checks,
+//! then a fetch), reference-counted unseeding with **purge** when the last tenant lets go,
+//! tenant removal, and declarative `apply` (idempotent, returns the diff). Used by the admin
+//! API, config reload and restore. Its own room above `tenant` and `policy`, so that neither
+//! of those imports the other's operations.
 
 use std::collections::BTreeSet;
 use std::path::PathBuf;
-use std::sync::Arc;
+use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use super::{DenyList, Quotas, Rate, State, Tenant, TenantError, Tenants};
 use crate::crypto::{NodeId, RepoId};
+use crate::fetch::Fetcher;
+use crate::identity::Identities;
 use crate::index::policy::{RepoPolicy, Scope};
 use crate::index::Index;
 use crate::policy::Policies;
 use crate::storage::Storage;
+use crate::tenant::{DenyList, Quotas, Rate, State, Tenant, TenantError, Tenants};
 
 #[derive(Debug, thiserror::Error)]
 pub enum ControlError {
@@ -50,10 +53,10 @@ pub struct Control {
     pub index: Index,
     /// Purged repositories are renamed here first (atomic), then deleted.
     pub trash: PathBuf,
-    /// Start fetching a newly seeded repository (from a given node, or any known seed).
-    pub fetch: Arc<dyn Fn(RepoId, Option<NodeId>) + Send + Sync>,
-    /// Inventories and subscriptions changed.
-    pub changed: Arc<dyn Fn() + Send + Sync>,
+    /// Fetches newly seeded repositories.
+    pub fetcher: Fetcher,
+    /// Announce inventories and subscriptions when they changed.
+    pub identities: Identities,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -132,6 +135,42 @@ enum Action {
 }
 
 impl Control {
+    /// Inventories and subscriptions changed: every identity announces them again.
+    pub fn changed(&self) {
+        self.identities.refresh();
+    }
+
+    /// Start fetching a repository: from `from` once it is connected (up to 10 s), else from a
+    /// connected node the routing table names; otherwise the sync loop picks it up later.
+    fn start_fetch(&self, rid: RepoId, from: Option<NodeId>) {
+        let fetcher = &self.fetcher;
+        let source = from.or_else(|| {
+            let connected = fetcher.connected();
+            fetcher
+                .routing(Some(rid))
+                .into_iter()
+                .map(|r| r.nid)
+                .find(|n| connected.contains(n))
+        });
+        let Some(nid) = source else {
+            tracing::info!(%rid, "no connected seed of this repository yet; the sync loop fetches it later");
+            return;
+        };
+        let fetcher = fetcher.clone();
+        let Ok(handle) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        handle.spawn(async move {
+            for _ in 0..100 {
+                if fetcher.connected().contains(&nid) {
+                    fetcher.request(rid, nid);
+                    return;
+                }
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+            tracing::warn!(%rid, peer = %nid, "seed: peer did not connect; fetch later by sync");
+        });
+    }
     /// Repositories the default identity announces for the operator itself.
     fn operator_seeded(&self) -> BTreeSet<RepoId> {
         match self.index.policies() {
@@ -163,7 +202,8 @@ impl Control {
                     .seed(name, rid, scope, alias, &self.operator_seeded())?;
                 let path = self.storage.path_of(&rid);
                 if path.join("HEAD").exists() {
-                    self.tenants.set_size(rid, Some(super::dir_size(&path)));
+                    self.tenants
+                        .set_size(rid, Some(crate::tenant::dir_size(&path)));
                     self.tenants.refresh_metrics();
                 }
                 tracing::info!(tenant = %name, %rid, ?scope, owner, "tenant seeds repository");
@@ -176,8 +216,8 @@ impl Control {
                 false
             }
         };
-        (self.changed)();
-        (self.fetch)(rid, from);
+        self.changed();
+        self.start_fetch(rid, from);
         Ok(SeedOutcome {
             rid,
             seeded: true,
@@ -203,7 +243,7 @@ impl Control {
                     self.purge_data(&rid)?;
                 }
                 tracing::info!(tenant = %name, %rid, purged, "tenant unseeds repository");
-                (self.changed)();
+                self.changed();
                 Ok(UnseedOutcome {
                     rid,
                     unseeded: held,
@@ -215,7 +255,7 @@ impl Control {
                 if had {
                     self.policies.set_repo(&rid, None)?;
                 }
-                (self.changed)();
+                self.changed();
                 Ok(UnseedOutcome {
                     rid,
                     unseeded: had,
@@ -232,7 +272,7 @@ impl Control {
             self.policies.set_repo(&rid, None)?;
         }
         self.purge_data(&rid)?;
-        (self.changed)();
+        self.changed();
         tracing::info!(%rid, tenants = ?holders, "repository purged");
         Ok(holders)
     }
@@ -247,7 +287,7 @@ impl Control {
             crate::fsutil::create_private_dir(&self.trash).map_err(|e| fail(e.to_string()))?;
             let dst = self
                 .trash
-                .join(format!("{}-{}", rid.canonical(), super::now_ms()));
+                .join(format!("{}-{}", rid.canonical(), crate::tenant::now_ms()));
             std::fs::rename(&src, &dst).map_err(|e| fail(e.to_string()))?;
             self.index.remove_repo(rid)?;
             if let Err(e) = std::fs::remove_dir_all(&dst) {
@@ -281,7 +321,7 @@ impl Control {
                 purged.push(rid);
             }
         }
-        (self.changed)();
+        self.changed();
         Ok(purged)
     }
 
@@ -336,11 +376,11 @@ impl Control {
             }
             Action::State(n, s) => {
                 t.set_state(&n, s)?;
-                (self.changed)();
+                self.changed();
             }
             Action::Identity(n, i) => {
                 t.set_identity_of(&n, &i)?;
-                (self.changed)();
+                self.changed();
             }
             Action::Quotas(n, q) => {
                 t.set_quotas(&n, q)?;
@@ -391,7 +431,7 @@ fn plan(
     let n = spec.name.clone();
     let mut hosts: Vec<String> = Vec::new();
     for h in &spec.hosts {
-        let h = super::normalise_host(h).ok_or_else(|| TenantError::BadHost(h.clone()))?;
+        let h = crate::tenant::normalise_host(h).ok_or_else(|| TenantError::BadHost(h.clone()))?;
         if !hosts.contains(&h) {
             hosts.push(h);
         }
@@ -400,7 +440,7 @@ fn plan(
         Some(t) => t,
         None => {
             let mut t = Tenant::new(&n);
-            if !super::valid_name(&n) {
+            if !crate::tenant::valid_name(&n) {
                 return Err(TenantError::BadName(n).into());
             }
             t.hosts = hosts.clone();

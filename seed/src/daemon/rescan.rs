@@ -1,0 +1,100 @@
+//! Storage rescans (start, SIGHUP, `seedctl rescan`): reconcile the index with storage,
+//! publish the result in metrics, then measure tenants' repositories and refresh every
+//! identity's inventory.
+
+use std::collections::BTreeSet;
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+
+use crate::identity::Identities;
+use crate::index::scan::{self, ScanReport};
+use crate::index::Index;
+use crate::metrics::Metrics;
+use crate::storage::Storage;
+use crate::tenant::Tenants;
+
+/// One rescan at a time. Cheap to clone.
+#[derive(Clone)]
+pub(super) struct Rescanner {
+    storage: Storage,
+    index: Index,
+    metrics: Arc<Metrics>,
+    tenants: Tenants,
+    identities: Identities,
+    /// Serialises rescans so two never overlap.
+    lock: Arc<Mutex<()>>,
+}
+
+impl Rescanner {
+    pub(super) fn new(
+        storage: Storage,
+        index: Index,
+        metrics: Arc<Metrics>,
+        tenants: Tenants,
+        identities: Identities,
+    ) -> Self {
+        Self {
+            storage,
+            index,
+            metrics,
+            tenants,
+            identities,
+            lock: Arc::new(Mutex::new(())),
+        }
+    }
+
+    /// Reconcile, then (when it succeeded) tenants' repository sizes and every identity's
+    /// inventory.
+    pub(super) fn rescan(&self) -> Result<ScanReport, String> {
+        let report = self.reconcile()?;
+        self.measure_tenant_repos();
+        self.identities.refresh();
+        Ok(report)
+    }
+
+    fn reconcile(&self) -> Result<ScanReport, String> {
+        let _guard = self
+            .lock
+            .lock()
+            .map_err(|_| "rescan lock poisoned".to_owned())?;
+        let started = Instant::now();
+        let report = scan::reconcile(&self.storage, &self.index).map_err(|e| e.to_string())?;
+        let metrics = &self.metrics;
+        metrics
+            .scan_duration
+            .observe(started.elapsed().as_secs_f64());
+        if let Ok(repos) = self.index.repos() {
+            let public = repos.iter().filter(|r| r.is_public()).count();
+            let public = i64::try_from(public).unwrap_or(i64::MAX);
+            let total = i64::try_from(repos.len()).unwrap_or(i64::MAX);
+            metrics
+                .repos_indexed
+                .with_label_values(&["public"])
+                .set(public);
+            metrics
+                .repos_indexed
+                .with_label_values(&["private"])
+                .set(total - public);
+        }
+        Ok(report)
+    }
+
+    /// Bytes on disk of every repository a tenant holds (quota accounting).
+    fn measure_tenant_repos(&self) {
+        let tenants = &self.tenants;
+        let held: BTreeSet<_> = tenants
+            .list()
+            .into_iter()
+            .flat_map(|(t, _)| t.repos.into_iter().map(|r| r.rid))
+            .collect();
+        for rid in held {
+            let path = self.storage.path_of(&rid);
+            let size = path
+                .join("HEAD")
+                .exists()
+                .then(|| crate::tenant::dir_size(&path));
+            tenants.set_size(rid, size);
+        }
+        tenants.refresh_metrics();
+    }
+}
