@@ -6,6 +6,7 @@
 //! (performance.md X4). We spawn it directly (not `git http-backend`) with a clean environment so
 //! that nothing from the daemon's environment or the host's git config changes what is served.
 
+pub mod advert;
 mod limiter;
 mod stream;
 
@@ -86,15 +87,8 @@ impl GitServer {
         }
     }
 
-    /// Start `git upload-pack` in `repo` for `service`. The child runs in its own process group
-    /// so that dropping the returned output kills it and any `pack-objects` it started.
-    pub fn spawn(
-        &self,
-        repo: &std::path::Path,
-        service: Service,
-        view: View,
-        protocol: Option<&str>,
-    ) -> Result<GitProcess, ServeError> {
+    /// A `git` command with the clean environment every child of the server gets.
+    pub(crate) fn command(&self) -> tokio::process::Command {
         let mut cmd = tokio::process::Command::new(&self.git);
         cmd.env_clear()
             .env("PATH", std::env::var_os("PATH").unwrap_or_default())
@@ -104,6 +98,19 @@ impl GitServer {
             .env("GIT_CONFIG_GLOBAL", "/dev/null")
             .env("GIT_TERMINAL_PROMPT", "0")
             .env("GIT_NO_REPLACE_OBJECTS", "1");
+        cmd
+    }
+
+    /// Start `git upload-pack` in `repo` for `service`. The child runs in its own process group
+    /// so that dropping the returned output kills it and any `pack-objects` it started.
+    pub fn spawn(
+        &self,
+        repo: &std::path::Path,
+        service: Service,
+        view: View,
+        protocol: Option<&str>,
+    ) -> Result<GitProcess, ServeError> {
+        let mut cmd = self.command();
         if let Some(p) = protocol {
             cmd.env("GIT_PROTOCOL", p);
         }
