@@ -8,6 +8,7 @@
 
 pub mod advert;
 mod limiter;
+pub mod refcache;
 mod stream;
 
 use std::path::PathBuf;

@@ -1,0 +1,233 @@
+//! Ref snapshots per repository for [`advert`](super::advert): built on first use after a
+//! change, shared (`Arc`) and swapped whole, bounded in bytes (least recently used out).
+//!
+//! A change is announced with [`RefCache::invalidate`] by whoever writes refs (replication's
+//! after-fetch step, purge). A build that raced an invalidation is not kept (generations), and
+//! no snapshot is older than `max_age`, as a guard against writers that do not announce.
+
+use std::collections::HashMap;
+use std::path::Path;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+use super::advert::{AdvertError, Snapshot};
+use crate::crypto::RepoId;
+
+/// Default budget for all snapshots together.
+pub const DEFAULT_BUDGET: usize = 128 << 20;
+/// Default longest life of a snapshot.
+pub const DEFAULT_MAX_AGE: Duration = Duration::from_secs(30);
+
+struct Slot {
+    snap: Arc<Snapshot>,
+    bytes: usize,
+    built: Instant,
+    last_used: u64,
+}
+
+#[derive(Default)]
+struct Inner {
+    slots: HashMap<RepoId, Slot>,
+    /// Bumped by every invalidation of a repository.
+    generations: HashMap<RepoId, u64>,
+    bytes: usize,
+    clock: u64,
+}
+
+/// Whether a lookup was answered from the cache.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Lookup {
+    Hit,
+    Miss,
+}
+
+pub struct RefCache {
+    inner: Mutex<Inner>,
+    budget: usize,
+    max_age: Duration,
+}
+
+impl RefCache {
+    pub fn new(budget: usize, max_age: Duration) -> Self {
+        Self {
+            inner: Mutex::new(Inner::default()),
+            budget,
+            max_age,
+        }
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Inner> {
+        match self.inner.lock() {
+            Ok(g) => g,
+            Err(poisoned) => poisoned.into_inner(),
+        }
+    }
+
+    /// The snapshot of `rid` (stored at `path`), reading the refs when there is none or it is
+    /// stale. Reads the disk on a miss: call it off the async workers.
+    pub fn get(&self, rid: RepoId, path: &Path) -> Result<(Arc<Snapshot>, Lookup), AdvertError> {
+        let generation = {
+            let mut inner = self.lock();
+            inner.clock += 1;
+            let now = inner.clock;
+            let generation = inner.generations.get(&rid).copied().unwrap_or(0);
+            if let Some(slot) = inner.slots.get_mut(&rid) {
+                if slot.built.elapsed() <= self.max_age {
+                    slot.last_used = now;
+                    return Ok((slot.snap.clone(), Lookup::Hit));
+                }
+            }
+            generation
+        };
+        let repo = gix::open_opts(path, gix::open::Options::isolated())
+            .map_err(|e| AdvertError::Refs(Box::new(e)))?;
+        let snap = Arc::new(Snapshot::read(&repo)?);
+        let bytes = snap.heap_bytes();
+        let mut inner = self.lock();
+        // Invalidated while we read: serve what we read once, keep nothing.
+        if inner.generations.get(&rid).copied().unwrap_or(0) != generation {
+            return Ok((snap, Lookup::Miss));
+        }
+        if bytes <= self.budget {
+            let now = inner.clock;
+            if let Some(old) = inner.slots.insert(
+                rid,
+                Slot {
+                    snap: snap.clone(),
+                    bytes,
+                    built: Instant::now(),
+                    last_used: now,
+                },
+            ) {
+                inner.bytes -= old.bytes;
+            }
+            inner.bytes += bytes;
+            while inner.bytes > self.budget {
+                let Some(victim) = inner
+                    .slots
+                    .iter()
+                    .filter(|(r, _)| **r != rid)
+                    .min_by_key(|(_, s)| s.last_used)
+                    .map(|(r, _)| *r)
+                else {
+                    break;
+                };
+                if let Some(old) = inner.slots.remove(&victim) {
+                    inner.bytes -= old.bytes;
+                }
+            }
+        }
+        Ok((snap, Lookup::Miss))
+    }
+
+    /// `rid`'s refs changed (or it is gone): the next lookup reads them again.
+    pub fn invalidate(&self, rid: &RepoId) {
+        let mut inner = self.lock();
+        *inner.generations.entry(*rid).or_insert(0) += 1;
+        if let Some(old) = inner.slots.remove(rid) {
+            inner.bytes -= old.bytes;
+        }
+    }
+
+    /// Bytes held by snapshots.
+    pub fn bytes(&self) -> usize {
+        self.lock().bytes
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::process::Command;
+
+    fn repo(dir: &Path, name: &str) -> std::path::PathBuf {
+        let path = dir.join(name);
+        Command::new("git")
+            .args(["init", "-q", "--bare"])
+            .arg(&path)
+            .status()
+            .unwrap();
+        path
+    }
+
+    fn set_ref(repo: &Path, name: &str) {
+        let out = Command::new("git")
+            .arg("-C")
+            .arg(repo)
+            .args(["hash-object", "-w", "--stdin"])
+            .stdin(std::process::Stdio::null())
+            .output()
+            .unwrap();
+        let oid = String::from_utf8(out.stdout).unwrap();
+        let status = Command::new("git")
+            .arg("-C")
+            .arg(repo)
+            .args(["update-ref", name, oid.trim()])
+            .status()
+            .unwrap();
+        assert!(status.success());
+    }
+
+    fn rid(n: u8) -> RepoId {
+        RepoId::from_oid_bytes([n; 20])
+    }
+
+    #[test]
+    fn snapshots_are_shared_until_invalidated() {
+        let dir = tempfile::tempdir().unwrap();
+        let a = repo(dir.path(), "a");
+        set_ref(&a, "refs/x/one");
+        let cache = RefCache::new(DEFAULT_BUDGET, DEFAULT_MAX_AGE);
+        let (first, l1) = cache.get(rid(1), &a).unwrap();
+        let (second, l2) = cache.get(rid(1), &a).unwrap();
+        assert_eq!((l1, l2), (Lookup::Miss, Lookup::Hit));
+        assert!(Arc::ptr_eq(&first, &second));
+        assert_eq!(first.len(), 1);
+        // A new ref is not seen until the writer says so.
+        set_ref(&a, "refs/x/two");
+        assert_eq!(cache.get(rid(1), &a).unwrap().0.len(), 1);
+        cache.invalidate(&rid(1));
+        let (third, l3) = cache.get(rid(1), &a).unwrap();
+        assert_eq!((third.len(), l3), (2, Lookup::Miss));
+        assert!(cache.bytes() > 0);
+    }
+
+    #[test]
+    fn old_snapshots_are_read_again() {
+        let dir = tempfile::tempdir().unwrap();
+        let a = repo(dir.path(), "a");
+        let cache = RefCache::new(DEFAULT_BUDGET, Duration::ZERO);
+        cache.get(rid(1), &a).unwrap();
+        std::thread::sleep(Duration::from_millis(5));
+        set_ref(&a, "refs/x/one");
+        let (snap, lookup) = cache.get(rid(1), &a).unwrap();
+        assert_eq!((snap.len(), lookup), (1, Lookup::Miss));
+    }
+
+    #[test]
+    fn the_budget_evicts_the_least_recently_used() {
+        let dir = tempfile::tempdir().unwrap();
+        let repos: Vec<_> = (0..3)
+            .map(|i| {
+                let r = repo(dir.path(), &format!("r{i}"));
+                set_ref(&r, "refs/x/main");
+                r
+            })
+            .collect();
+        let one = {
+            let cache = RefCache::new(DEFAULT_BUDGET, DEFAULT_MAX_AGE);
+            cache.get(rid(0), &repos[0]).unwrap();
+            cache.bytes()
+        };
+        // Room for two snapshots.
+        let cache = RefCache::new(one * 2, DEFAULT_MAX_AGE);
+        cache.get(rid(0), &repos[0]).unwrap();
+        cache.get(rid(1), &repos[1]).unwrap();
+        cache.get(rid(0), &repos[0]).unwrap(); // 0 is now more recent than 1
+        cache.get(rid(2), &repos[2]).unwrap(); // evicts 1
+        assert_eq!(cache.bytes(), one * 2);
+        assert_eq!(cache.get(rid(0), &repos[0]).unwrap().1, Lookup::Hit);
+        assert_eq!(cache.get(rid(2), &repos[2]).unwrap().1, Lookup::Hit);
+        assert_eq!(cache.get(rid(1), &repos[1]).unwrap().1, Lookup::Miss);
+    }
+}
