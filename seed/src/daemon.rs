@@ -13,6 +13,7 @@ mod listen;
 mod reload;
 mod rescan;
 
+use crate::serve::refcache::{self, RefCache};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
@@ -83,6 +84,8 @@ struct Core {
     storage: Storage,
     index: Index,
     metrics: Arc<Metrics>,
+    /// Ref snapshots: replication invalidates, the git listener advertises from them.
+    refs: Arc<RefCache>,
 }
 
 /// A built daemon: listeners serving, replication running; [`run`](Self::run) waits.
@@ -111,6 +114,10 @@ impl Daemon {
             storage: Storage::open(cfg.storage_dir())?,
             index: Index::open(&cfg.index_dir())?,
             metrics: Arc::new(Metrics::new()?),
+            refs: Arc::new(RefCache::new(
+                refcache::DEFAULT_BUDGET,
+                refcache::DEFAULT_MAX_AGE,
+            )),
         };
         let token = files::admin_token(&cfg)?;
         let listeners = Listeners::bind(&cfg).await?;
@@ -124,6 +131,7 @@ impl Daemon {
             core.metrics.clone(),
             tenants.clone(),
             identities.clone(),
+            core.refs.clone(),
         );
 
         let certs = Certs::load(&cfg)?;
@@ -178,6 +186,7 @@ impl Daemon {
         let admin_task =
             listen::start_admin(&cfg, listeners.admin, &certs, admin_state, &shutdown_rx);
         let http_parts = HttpParts {
+            refs: core.refs.clone(),
             storage: core.storage.clone(),
             index: core.index.clone(),
             metrics: core.metrics.clone(),
@@ -350,6 +359,7 @@ fn start_replication(
         core.index.clone(),
         tenants.clone(),
         identities.clone(),
+        core.refs.clone(),
     );
     let fetcher = Fetcher::new(
         fetch_cfg,

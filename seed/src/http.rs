@@ -42,6 +42,8 @@ pub struct HttpState {
     pub rate: ratelimit::HttpLimiter,
     /// Virtual hosting by tenant.
     pub tenancy: Tenancy,
+    /// Ref advertisements without git (snapshots shared with replication, which invalidates).
+    pub advertiser: git::Advertiser,
 }
 
 /// What virtual hosting needs: tenants by hostname, the operator's deny list, and what hosts

@@ -166,6 +166,7 @@ pub struct Metrics {
     pub pack_queue_depth: IntGauge,
     pub pack_rejected: IntCounterVec,
     pub git_aborted: IntCounterVec,
+    pub ref_snapshots: IntCounterVec,
     pub repos_indexed: IntGaugeVec,
     pub scan_duration: Histogram,
     pub tls_reloads: IntCounterVec,
@@ -402,6 +403,8 @@ impl Metrics {
         let pack_queue_depth = IntGauge::with_opts(opts("seedd_git_pack_queue_depth"))?;
         let pack_rejected = IntCounterVec::new(opts("seedd_git_pack_rejected_total"), &["reason"])?;
         let git_aborted = IntCounterVec::new(opts("seedd_git_aborted_total"), &["reason"])?;
+        let ref_snapshots =
+            IntCounterVec::new(opts("seedd_git_ref_snapshot_lookups_total"), &["result"])?;
         let repos_indexed = IntGaugeVec::new(opts("seedd_repos_indexed"), &["visibility"])?;
         let scan_duration = Histogram::with_opts(HistogramOpts::new(
             "seedd_index_scan_duration_seconds",
@@ -418,6 +421,7 @@ impl Metrics {
         registry.register(Box::new(pack_queue_depth.clone()))?;
         registry.register(Box::new(pack_rejected.clone()))?;
         registry.register(Box::new(git_aborted.clone()))?;
+        registry.register(Box::new(ref_snapshots.clone()))?;
         registry.register(Box::new(repos_indexed.clone()))?;
         registry.register(Box::new(scan_duration.clone()))?;
         registry.register(Box::new(tls_reloads.clone()))?;
@@ -452,6 +456,7 @@ impl Metrics {
             pack_queue_depth,
             pack_rejected,
             git_aborted,
+            ref_snapshots,
             repos_indexed,
             scan_duration,
             tls_reloads,
@@ -482,6 +487,7 @@ impl Metrics {
         let rejected = plus(PACK_REJECTED, &Admission::ALL, Admission::reason);
         zero(&self.pack_rejected, &[&rejected])?;
         zero(&self.git_aborted, &[GIT_ABORTED])?;
+        zero(&self.ref_snapshots, &[&["hit", "miss"]])?;
         zero(&self.repos_indexed, &[VISIBILITIES])?;
         zero(&self.tls_reloads, &[RELOAD_RESULTS])?;
         zero(&self.config_reloads, &[RELOAD_RESULTS])?;

@@ -97,6 +97,11 @@ fn clone_over_http_v2_and_v0_gets_the_canonical_branch_and_tags() {
             "v{v}: refs/rad/id missing"
         );
     }
+    // Ref advertisements (v0 info/refs, v2 ls-refs) were answered without git: the first of a
+    // repository read its refs, the later ones used that snapshot.
+    let lookups = |r: &str| seed.metric("seedd_git_ref_snapshot_lookups_total", &[r]);
+    assert!(lookups("result=\"miss\"") >= 1.0);
+    assert!(lookups("result=\"hit\"") >= 1.0);
 }
 
 #[test]

@@ -165,6 +165,7 @@ pub(super) fn start_admin(
 
 /// What the git listener shares with its handlers.
 pub(super) struct HttpParts {
+    pub(super) refs: Arc<crate::serve::refcache::RefCache>,
     pub(super) storage: Storage,
     pub(super) index: Index,
     pub(super) metrics: Arc<Metrics>,
@@ -212,6 +213,10 @@ pub(super) fn start_http(
             policies: parts.policies,
             unknown_hosts_all: parts.unknown_hosts_all,
         },
+        advertiser: crate::http::git::Advertiser::new(
+            parts.refs,
+            cfg.cache_dir().join("advert-probe"),
+        ),
     });
     let listen = listener.local_addr().map_err(ListenError::LocalAddr)?;
     tracing::info!(listen = %listen, tls = certs.http.is_some(), "http listening (git clone)");

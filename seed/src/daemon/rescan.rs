@@ -10,6 +10,7 @@ use crate::identity::Identities;
 use crate::index::scan::{self, ScanReport};
 use crate::index::Index;
 use crate::metrics::Metrics;
+use crate::serve::refcache::RefCache;
 use crate::storage::Storage;
 use crate::tenant::Tenants;
 
@@ -21,6 +22,8 @@ pub(super) struct Rescanner {
     metrics: Arc<Metrics>,
     tenants: Tenants,
     identities: Identities,
+    /// Ref snapshots: refs may have been changed outside seedd.
+    refs: Arc<RefCache>,
     /// Serialises rescans so two never overlap.
     lock: Arc<Mutex<()>>,
 }
@@ -32,6 +35,7 @@ impl Rescanner {
         metrics: Arc<Metrics>,
         tenants: Tenants,
         identities: Identities,
+        refs: Arc<RefCache>,
     ) -> Self {
         Self {
             storage,
@@ -39,6 +43,7 @@ impl Rescanner {
             metrics,
             tenants,
             identities,
+            refs,
             lock: Arc::new(Mutex::new(())),
         }
     }
@@ -47,6 +52,8 @@ impl Rescanner {
     /// inventory.
     pub(super) fn rescan(&self) -> Result<ScanReport, String> {
         let report = self.reconcile()?;
+        // Rescans exist for changes made outside seedd: any ref may have moved.
+        self.refs.clear();
         self.measure_tenant_repos();
         self.identities.refresh();
         Ok(report)

@@ -12,6 +12,7 @@ use crate::blocking::{self, BlockingError};
 use crate::identity::Identities;
 use crate::index::scan;
 use crate::index::Index;
+use crate::serve::refcache::RefCache;
 use crate::storage::Storage;
 use crate::tenant::Tenants;
 
@@ -26,16 +27,24 @@ struct Parts {
     index: Index,
     tenants: Tenants,
     identities: Identities,
+    refs: Arc<RefCache>,
 }
 
 impl AfterFetch {
-    pub fn new(storage: Storage, index: Index, tenants: Tenants, identities: Identities) -> Self {
+    pub fn new(
+        storage: Storage,
+        index: Index,
+        tenants: Tenants,
+        identities: Identities,
+        refs: Arc<RefCache>,
+    ) -> Self {
         Self {
             inner: Arc::new(Parts {
                 storage,
                 index,
                 tenants,
                 identities,
+                refs,
             }),
         }
     }
@@ -43,6 +52,8 @@ impl AfterFetch {
     /// Every step for `rid` on the blocking pool, waiting at most [`REINDEX_WAIT`] (past it
     /// the fetch goes on and the steps finish in the background).
     pub(super) async fn run(&self, rid: RepoId) {
+        // First: the refs changed, so advertisements must stop using the old snapshot now.
+        self.inner.refs.invalidate(&rid);
         let this = self.clone();
         let steps = move || {
             this.reindex(rid);

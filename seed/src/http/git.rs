@@ -13,8 +13,11 @@ use futures_util::TryStreamExt;
 use tokio::io::AsyncReadExt;
 
 use super::HttpState;
+
+mod refs;
 use crate::crypto::{NodeId, RepoId};
 use crate::serve::{self, GitOutput, Service, View};
+pub use refs::Advertiser;
 
 /// What a git path asks for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -308,7 +311,15 @@ async fn route_request(
                     .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
                 return r;
             }
-            advertise(state, &repo_path, view, protocol.as_deref(), egress).await
+            advertise(
+                state,
+                path.rid,
+                &repo_path,
+                view,
+                protocol.as_deref(),
+                egress,
+            )
+            .await
         }
         Endpoint::UploadPack => {
             if req.method() != Method::POST {
@@ -399,11 +410,15 @@ async fn admit(
 
 async fn advertise(
     state: &Arc<HttpState>,
+    rid: RepoId,
     repo: &std::path::Path,
     view: View,
     protocol: Option<&str>,
     egress: Egress,
 ) -> Response {
+    if let Some(r) = refs::advertise(state, rid, repo, view, protocol, egress.clone()).await {
+        return r;
+    }
     let permit = match admit(state, &state.ref_limiter, false).await {
         Ok(p) => p,
         Err(r) => return r,
@@ -507,6 +522,26 @@ async fn upload_pack(
             "malformed git request: expected pkt-lines",
         );
     }
+    // What was read of the body so far (handed to git first if git answers).
+    let mut head = first.to_vec();
+    // A v2 `ls-refs` (the only command whose first pkt-line is 0x14 long) is answered from the
+    // ref snapshot, without a pack slot or a process.
+    if serve::is_v2(protocol.as_deref()) && &first == b"0014" {
+        let limit = serve::advert::MAX_LS_REFS_REQUEST as u64;
+        if (&mut body)
+            .take(limit)
+            .read_to_end(&mut head)
+            .await
+            .is_err()
+        {
+            return text(StatusCode::BAD_REQUEST, "malformed git request body");
+        }
+        if refs::may_be_ls_refs(&head) {
+            if let Some(r) = refs::ls_refs(state, rid, repo, view, &head, egress.clone()).await {
+                return r;
+            }
+        }
+    }
 
     // Admission before any work: this repository's pack slots (short queue), then the global ones.
     let repo_permit = match state.rate.repo_permit(&rid.canonical()).await {
@@ -548,8 +583,11 @@ async fn upload_pack(
         let metrics = state.metrics.clone();
         tokio::spawn(async move {
             use tokio::io::AsyncWriteExt;
-            let copied = match stdin.write_all(&first).await {
-                Ok(()) => tokio::io::copy(&mut body, &mut stdin).await.map(|n| n + 4),
+            let read = head.len() as u64;
+            let copied = match stdin.write_all(&head).await {
+                Ok(()) => tokio::io::copy(&mut body, &mut stdin)
+                    .await
+                    .map(|n| n + read),
                 Err(e) => Err(e),
             };
             match copied {

@@ -132,6 +132,12 @@ pub const CATALOGUE: &[MetricDoc] = &[
         help: "Git requests refused with 503: packs (queue_full, queue_timeout), ref advertisements (refs_queue_full, refs_queue_timeout, backlogged: new clones refused while packs are queued).",
     },
     MetricDoc {
+        name: "seedd_git_ref_snapshot_lookups_total",
+        kind: "counter",
+        labels: &["result"],
+        help: "Ref advertisements (info/refs, v2 ls-refs) answered in process, by whether the repository's ref snapshot was cached (hit) or read from storage (miss).",
+    },
+    MetricDoc {
         name: "seedd_git_aborted_total",
         kind: "counter",
         labels: &["reason"],

@@ -30,6 +30,8 @@ struct Inner {
     slots: HashMap<RepoId, Slot>,
     /// Bumped by every invalidation of a repository.
     generations: HashMap<RepoId, u64>,
+    /// Bumped by [`RefCache::clear`].
+    epoch: u64,
     bytes: usize,
     clock: u64,
 }
@@ -70,7 +72,10 @@ impl RefCache {
             let mut inner = self.lock();
             inner.clock += 1;
             let now = inner.clock;
-            let generation = inner.generations.get(&rid).copied().unwrap_or(0);
+            let generation = (
+                inner.epoch,
+                inner.generations.get(&rid).copied().unwrap_or(0),
+            );
             if let Some(slot) = inner.slots.get_mut(&rid) {
                 if slot.built.elapsed() <= self.max_age {
                     slot.last_used = now;
@@ -85,7 +90,11 @@ impl RefCache {
         let bytes = snap.heap_bytes();
         let mut inner = self.lock();
         // Invalidated while we read: serve what we read once, keep nothing.
-        if inner.generations.get(&rid).copied().unwrap_or(0) != generation {
+        if (
+            inner.epoch,
+            inner.generations.get(&rid).copied().unwrap_or(0),
+        ) != generation
+        {
             return Ok((snap, Lookup::Miss));
         }
         if bytes <= self.budget {
@@ -127,6 +136,14 @@ impl RefCache {
         if let Some(old) = inner.slots.remove(rid) {
             inner.bytes -= old.bytes;
         }
+    }
+
+    /// Every repository may have changed (a storage rescan found changes made outside seedd).
+    pub fn clear(&self) {
+        let mut inner = self.lock();
+        inner.epoch += 1;
+        inner.slots.clear();
+        inner.bytes = 0;
     }
 
     /// Bytes held by snapshots.
@@ -190,6 +207,10 @@ mod tests {
         let (third, l3) = cache.get(rid(1), &a).unwrap();
         assert_eq!((third.len(), l3), (2, Lookup::Miss));
         assert!(cache.bytes() > 0);
+        set_ref(&a, "refs/x/three");
+        cache.clear();
+        assert_eq!(cache.bytes(), 0);
+        assert_eq!(cache.get(rid(1), &a).unwrap().0.len(), 3);
     }
 
     #[test]

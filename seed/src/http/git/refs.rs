@@ -1,0 +1,167 @@
+//! Ref advertisements answered in process (issue 13 §2): `info/refs` (v0/v1 refs, v2
+//! capabilities) and v2 `ls-refs` POSTs come from the repository's cached ref snapshot
+//! ([`serve::advert`], [`RefCache`]) without a `git upload-pack` process or a pack slot. When
+//! the capability probe failed, or a request is anything but a plain `ls-refs`, the caller
+//! falls back to git.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use axum::body::Body;
+use axum::http::{header, HeaderValue};
+use axum::response::Response;
+use bytes::Bytes;
+use tokio::sync::OnceCell;
+
+use super::{finish_hook, no_cache, Egress, Endpoint};
+use crate::blocking;
+use crate::crypto::RepoId;
+use crate::http::HttpState;
+use crate::serve::advert::{self, Caps, LsRefs, Snapshot};
+use crate::serve::refcache::{Lookup, RefCache};
+use crate::serve::{self, GitServer, View};
+
+/// How long a snapshot read may take before the request falls back to git.
+const READ_WAIT: Duration = Duration::from_secs(10);
+
+/// The in-process advertiser: snapshots and git's capabilities (probed on first use).
+pub struct Advertiser {
+    pub refs: Arc<RefCache>,
+    caps: OnceCell<Option<Caps>>,
+    probe_dir: PathBuf,
+}
+
+impl Advertiser {
+    /// `probe_dir`: a scratch path for the one-time capability probe (created and removed).
+    pub fn new(refs: Arc<RefCache>, probe_dir: PathBuf) -> Self {
+        Self {
+            refs,
+            caps: OnceCell::new(),
+            probe_dir,
+        }
+    }
+
+    async fn caps(&self, git: &GitServer) -> Option<&Caps> {
+        self.caps
+            .get_or_init(|| async {
+                match Caps::probe(git, &self.probe_dir).await {
+                    Ok(caps) => Some(caps),
+                    Err(e) => {
+                        tracing::warn!(error = %e, "ref advertisements fall back to git upload-pack");
+                        None
+                    }
+                }
+            })
+            .await
+            .as_ref()
+    }
+
+    async fn snapshot(&self, state: &HttpState, rid: RepoId, repo: &Path) -> Option<Arc<Snapshot>> {
+        let refs = self.refs.clone();
+        let path = repo.to_owned();
+        match blocking::run(READ_WAIT, move || refs.get(rid, &path)).await {
+            Ok(Ok((snap, lookup))) => {
+                let label = match lookup {
+                    Lookup::Hit => "hit",
+                    Lookup::Miss => "miss",
+                };
+                state
+                    .metrics
+                    .ref_snapshots
+                    .with_label_values(&[label])
+                    .inc();
+                Some(snap)
+            }
+            Ok(Err(e)) => {
+                tracing::warn!(%rid, error = %e, "reading refs failed; asking git");
+                None
+            }
+            Err(e) => {
+                tracing::warn!(%rid, error = %e, "reading refs is slow; asking git");
+                None
+            }
+        }
+    }
+}
+
+fn answer(
+    state: &Arc<HttpState>,
+    body: Vec<u8>,
+    content_type: &'static str,
+    egress: Egress,
+    started: Instant,
+) -> Response {
+    let bytes = body.len() as u64;
+    let finish = finish_hook(state, Endpoint::InfoRefs.route(), None, egress);
+    let mut resp = Response::new(Body::from(Bytes::from(body)));
+    let h = resp.headers_mut();
+    h.insert(header::CONTENT_TYPE, HeaderValue::from_static(content_type));
+    no_cache(h);
+    finish(serve::Summary {
+        bytes,
+        elapsed: started.elapsed(),
+        aborted: None,
+    });
+    resp
+}
+
+/// `GET info/refs`, or `None` to ask git.
+pub(super) async fn advertise(
+    state: &Arc<HttpState>,
+    rid: RepoId,
+    repo: &Path,
+    view: View,
+    protocol: Option<&str>,
+    egress: Egress,
+) -> Option<Response> {
+    let started = Instant::now();
+    let adv = &state.advertiser;
+    let caps = adv.caps(&state.git).await?;
+    let body = if serve::is_v2(protocol) {
+        caps.v2().to_vec()
+    } else {
+        let snap = adv.snapshot(state, rid, repo).await?;
+        // v0/v1 clients expect the smart-HTTP service preamble (as http-backend sends it).
+        let mut body = b"001e# service=git-upload-pack\n0000".to_vec();
+        body.extend_from_slice(&advert::advertise_v0(&snap, view, caps));
+        body
+    };
+    Some(answer(
+        state,
+        body,
+        "application/x-git-upload-pack-advertisement",
+        egress,
+        started,
+    ))
+}
+
+/// A v2 `POST git-upload-pack` whose whole body is `body`: answered here when it is a plain
+/// `ls-refs`, else `None`.
+pub(super) async fn ls_refs(
+    state: &Arc<HttpState>,
+    rid: RepoId,
+    repo: &Path,
+    view: View,
+    body: &[u8],
+    egress: Egress,
+) -> Option<Response> {
+    let started = Instant::now();
+    let args = LsRefs::parse(body)?;
+    state.advertiser.caps(&state.git).await?;
+    let snap = state.advertiser.snapshot(state, rid, repo).await?;
+    let out = advert::ls_refs(&snap, view, &args);
+    Some(answer(
+        state,
+        out,
+        "application/x-git-upload-pack-result",
+        egress,
+        started,
+    ))
+}
+
+/// Whether a v2 request body starting with these bytes may be an `ls-refs` (its first
+/// pkt-line is `command=ls-refs\n`).
+pub(super) fn may_be_ls_refs(start: &[u8]) -> bool {
+    start.starts_with(b"0014command=ls-refs\n")
+}
