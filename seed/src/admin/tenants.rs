@@ -157,10 +157,15 @@ async fn resume(State(state): State<Arc<AdminState>>, Path(name): Path<String>) 
     .await
 }
 
-/// A patch body (`{"k": 5}` sets, `{"k": null}` clears, an absent key keeps the old value).
-fn patch<T: serde::de::DeserializeOwned>(body: serde_json::Value) -> Result<T, Response> {
-    serde_json::from_value(body)
-        .map_err(|e| error(400, format!("{e}: expected non-negative integers or null")))
+/// A patch body (`{"k": 5}` sets, `{"k": null}` clears, an absent key keeps the old value),
+/// or the 400 answer saying why it is not one.
+fn patch<T: serde::de::DeserializeOwned>(body: serde_json::Value) -> Result<T, Box<Response>> {
+    serde_json::from_value(body).map_err(|e| {
+        Box::new(error(
+            400,
+            format!("{e}: expected non-negative integers or null"),
+        ))
+    })
 }
 
 async fn quota(
@@ -173,7 +178,7 @@ async fn quota(
     };
     let p: api::QuotasPatch = match patch(body) {
         Ok(p) => p,
-        Err(r) => return r,
+        Err(r) => return *r,
     };
     let q = convert::quotas_in(p.apply(convert::quotas(t.quotas)));
     tenant_op(&state, name, move |c, n| {
@@ -192,7 +197,7 @@ async fn rate(
     };
     let p: api::RatePatch = match patch(body) {
         Ok(p) => p,
-        Err(r) => return r,
+        Err(r) => return *r,
     };
     let r = convert::rate_in(p.apply(convert::rate(t.rate)));
     tenant_op(&state, name, move |c, n| {
