@@ -338,3 +338,45 @@ pub struct RepoSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub alias: Option<String>,
 }
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    #[test]
+    fn a_patch_tells_an_absent_key_from_null() {
+        let p: QuotasPatch = serde_json::from_str(r#"{"repos": 5, "bytes": null}"#).unwrap();
+        assert_eq!(p.repos, Some(Some(5)));
+        assert_eq!(p.bytes, Some(None));
+        assert_eq!(p.egress_bytes_per_day, None);
+        let old = Quotas {
+            repos: Some(1),
+            bytes: Some(2),
+            egress_bytes_per_day: Some(3),
+        };
+        assert_eq!(
+            p.apply(old),
+            Quotas {
+                repos: Some(5),
+                bytes: None,
+                egress_bytes_per_day: Some(3),
+            }
+        );
+        assert_eq!(
+            serde_json::to_value(p).unwrap(),
+            serde_json::json!({"repos": 5, "bytes": null})
+        );
+    }
+
+    #[test]
+    fn rate_values_above_u32_are_clamped() {
+        let p: RatePatch = serde_json::from_str(r#"{"requests_per_second": 5000000000}"#).unwrap();
+        let r = p.apply(Rate {
+            requests_per_second: None,
+            burst: Some(7),
+        });
+        assert_eq!(r.requests_per_second, Some(u32::MAX));
+        assert_eq!(r.burst, Some(7));
+    }
+}

@@ -157,15 +157,27 @@ async fn resume(State(state): State<Arc<AdminState>>, Path(name): Path<String>) 
     .await
 }
 
-/// A patch body (`{"k": 5}` sets, `{"k": null}` clears, an absent key keeps the old value),
-/// or the 400 answer saying why it is not one.
-fn patch<T: serde::de::DeserializeOwned>(body: serde_json::Value) -> Result<T, Box<Response>> {
-    serde_json::from_value(body).map_err(|e| {
+/// A patch body (`{"k": 5}` sets, `{"k": null}` clears, an absent key keeps the old value;
+/// anything but an object changes nothing), or the 400 answer naming the bad key.
+fn patch<T: serde::de::DeserializeOwned + Default>(
+    body: serde_json::Value,
+    keys: &[&str],
+) -> Result<T, Box<Response>> {
+    if !body.is_object() {
+        return Ok(T::default());
+    }
+    let bad = |key: &str| {
         Box::new(error(
             400,
-            format!("{e}: expected non-negative integers or null"),
+            format!("{key}: expected a non-negative integer or null"),
         ))
-    })
+    };
+    for key in keys {
+        if body.get(key).is_some_and(|v| !(v.is_null() || v.is_u64())) {
+            return Err(bad(key));
+        }
+    }
+    serde_json::from_value(body).map_err(|_| bad(&keys.join(", ")))
 }
 
 async fn quota(
@@ -176,7 +188,7 @@ async fn quota(
     let Some((t, _)) = state.control.tenants.get(&name) else {
         return error(404, crate::tenant::TenantError::Unknown(name));
     };
-    let p: api::QuotasPatch = match patch(body) {
+    let p: api::QuotasPatch = match patch(body, &["repos", "bytes", "egress_bytes_per_day"]) {
         Ok(p) => p,
         Err(r) => return *r,
     };
@@ -195,7 +207,7 @@ async fn rate(
     let Some((t, _)) = state.control.tenants.get(&name) else {
         return error(404, crate::tenant::TenantError::Unknown(name));
     };
-    let p: api::RatePatch = match patch(body) {
+    let p: api::RatePatch = match patch(body, &["requests_per_second", "burst"]) {
         Ok(p) => p,
         Err(r) => return *r,
     };
