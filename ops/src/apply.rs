@@ -12,13 +12,13 @@ use crate::size::{parse_count_limit, parse_size_limit};
 /// The specs are passed on as written (the daemon validates them), except that quota values
 /// may also be written as on the command line: `bytes: 1GiB`, `egress_bytes_per_day: unlimited`,
 /// `repos: unlimited` (and `unlimited` for rate values); they are sent as integers or `null`.
-pub fn request(yaml: &str, prune: bool, dry_run: bool) -> anyhow::Result<Value> {
+pub(crate) fn request(yaml: &str, prune: bool, dry_run: bool) -> anyhow::Result<Value> {
     let tenants = tenants(yaml)?;
     Ok(serde_json::json!({ "tenants": tenants, "prune": prune, "dry_run": dry_run }))
 }
 
 /// The `tenants` list of a tenants file, as JSON.
-pub fn tenants(yaml: &str) -> anyhow::Result<Value> {
+pub(crate) fn tenants(yaml: &str) -> anyhow::Result<Value> {
     let mut doc: serde_norway::Value = serde_norway::from_str(yaml)?;
     doc.apply_merge()?;
     let doc = to_json(&doc, "")?;
@@ -145,7 +145,7 @@ fn here(at: &str) -> &str {
 }
 
 /// Reads the tenants file (`-` = standard input).
-pub fn read(path: &std::path::Path) -> anyhow::Result<String> {
+pub(crate) fn read(path: &std::path::Path) -> anyhow::Result<String> {
     if path.as_os_str() == "-" {
         let mut s = String::new();
         std::io::Read::read_to_string(&mut std::io::stdin(), &mut s)

@@ -17,32 +17,32 @@ use ssh_key::{PrivateKey, PublicKey};
 use seedd_proto::crypto::{NodeId, PRIVATE_KEY_FILE, PUBLIC_KEY_FILE};
 
 /// The backup format version this seedctl understands.
-pub const BACKUP_VERSION: u64 = 1;
+pub(crate) const BACKUP_VERSION: u64 = 1;
 /// Name of the file seedd imports on its next start.
-pub const RESTORE_FILE: &str = "restore.json";
+pub(crate) const RESTORE_FILE: &str = "restore.json";
 
 /// One identity's key files, derived from the backup.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct KeyFiles {
-    pub identity: String,
-    pub nid: String,
+pub(crate) struct KeyFiles {
+    pub(crate) identity: String,
+    pub(crate) nid: String,
     /// The private key text, as in the backup (with a final newline).
-    pub private: String,
+    pub(crate) private: String,
     /// `ssh-ed25519 AAAA… z6Mk…\n`
-    pub public: String,
+    pub(crate) public: String,
 }
 
 /// What an offline restore wrote.
 #[derive(Debug)]
-pub struct Restored {
-    pub keys: Vec<KeyFiles>,
-    pub restore_json: PathBuf,
+pub(crate) struct Restored {
+    pub(crate) keys: Vec<KeyFiles>,
+    pub(crate) restore_json: PathBuf,
 }
 
 /// The public key line seedd writes next to a private key (`radicle.pub`): the OpenSSH public
 /// key with the node id as its comment. The public half of an OpenSSH private key file is
 /// stored in the clear, so this works for passphrase-protected keys too.
-pub fn key_files(identity: &str, private: &str) -> anyhow::Result<KeyFiles> {
+pub(crate) fn key_files(identity: &str, private: &str) -> anyhow::Result<KeyFiles> {
     let key = PrivateKey::from_openssh(private.trim())
         .map_err(|e| anyhow!("keys.{identity}: not an OpenSSH private key ({e})"))?;
     let KeyData::Ed25519(public) = key.public_key().key_data() else {
@@ -74,7 +74,7 @@ fn valid_identity(name: &str) -> bool {
 }
 
 /// Checks a backup and derives its key files, without touching the disk.
-pub fn plan(backup: &Value) -> anyhow::Result<Vec<KeyFiles>> {
+pub(crate) fn plan(backup: &Value) -> anyhow::Result<Vec<KeyFiles>> {
     let Some(obj) = backup.as_object() else {
         bail!("not a seedd backup: expected a JSON object");
     };
@@ -117,7 +117,7 @@ pub fn plan(backup: &Value) -> anyhow::Result<Vec<KeyFiles>> {
 /// Offline restore into `data_dir`: keys (mode 0600, directories 0700) and `restore.json`
 /// (mode 0600; the backup without its keys). Refuses when `data_dir` already has `keys/` or
 /// `index/` (an existing node's data directory). Nothing is written when the backup is invalid.
-pub fn offline(backup: &Value, data_dir: &Path) -> anyhow::Result<Restored> {
+pub(crate) fn offline(backup: &Value, data_dir: &Path) -> anyhow::Result<Restored> {
     let keys = plan(backup)?;
     for existing in ["keys", "index"] {
         let p = data_dir.join(existing);
@@ -171,7 +171,7 @@ fn private_dir(dir: &Path) -> anyhow::Result<()> {
 /// Writes `bytes` to `path` with mode 0600: a new temporary file next to it, synced, then
 /// renamed over `path` (so a reader never sees half a file, and an existing file's looser mode
 /// is not kept).
-pub fn write_private(path: &Path, bytes: &[u8]) -> anyhow::Result<()> {
+pub(crate) fn write_private(path: &Path, bytes: &[u8]) -> anyhow::Result<()> {
     let dir = match path.parent() {
         Some(d) if !d.as_os_str().is_empty() => d,
         _ => Path::new("."),
@@ -205,7 +205,7 @@ pub fn write_private(path: &Path, bytes: &[u8]) -> anyhow::Result<()> {
 }
 
 /// Reads a backup file (`-` = standard input).
-pub fn read(path: &Path) -> anyhow::Result<Value> {
+pub(crate) fn read(path: &Path) -> anyhow::Result<Value> {
     let text = if path.as_os_str() == "-" {
         let mut s = String::new();
         std::io::Read::read_to_string(&mut std::io::stdin(), &mut s)

@@ -2,18 +2,31 @@
 
 /// A quota or rate value: a number, or no limit (`null` in the admin API).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Limit {
+pub(crate) enum Limit {
     Unlimited,
     Value(u64),
 }
 
 impl Limit {
     /// The admin API's encoding: an integer, or `null` for unlimited.
-    pub fn to_json(self) -> serde_json::Value {
+    pub(crate) fn to_json(self) -> serde_json::Value {
         match self {
             Limit::Unlimited => serde_json::Value::Null,
             Limit::Value(n) => n.into(),
         }
+    }
+
+    /// The limit as the admin API's types hold it: `None` = unlimited.
+    pub(crate) fn value(self) -> Option<u64> {
+        match self {
+            Limit::Unlimited => None,
+            Limit::Value(n) => Some(n),
+        }
+    }
+
+    /// A patch field: absent (`None`) when not given, else the limit.
+    pub(crate) fn patch(limit: Option<Limit>) -> Option<Option<u64>> {
+        limit.map(Limit::value)
     }
 }
 
@@ -25,7 +38,7 @@ fn is_unlimited(s: &str) -> bool {
 /// `PiB`, `EiB`, and the short `K`, `M`, `G`, `T`, `P`, `E`) are powers of 1024; decimal units
 /// (`kB`, `MB`, `GB`, `TB`, `PB`, `EB`) powers of 1000; `B` is bytes. Case-insensitive; a space
 /// may separate the number and the unit; a fraction (`1.5GiB`) must come to whole bytes.
-pub fn parse_size(input: &str) -> Result<u64, String> {
+pub(crate) fn parse_size(input: &str) -> Result<u64, String> {
     let s = input.trim();
     let split = s
         .find(|c: char| !(c.is_ascii_digit() || c == '.'))
@@ -88,7 +101,7 @@ pub fn parse_size(input: &str) -> Result<u64, String> {
 }
 
 /// A size limit: [`parse_size`], or `unlimited`.
-pub fn parse_size_limit(input: &str) -> Result<Limit, String> {
+pub(crate) fn parse_size_limit(input: &str) -> Result<Limit, String> {
     if is_unlimited(input) {
         return Ok(Limit::Unlimited);
     }
@@ -96,7 +109,7 @@ pub fn parse_size_limit(input: &str) -> Result<Limit, String> {
 }
 
 /// A count limit: a non-negative integer, or `unlimited`.
-pub fn parse_count_limit(input: &str) -> Result<Limit, String> {
+pub(crate) fn parse_count_limit(input: &str) -> Result<Limit, String> {
     if is_unlimited(input) {
         return Ok(Limit::Unlimited);
     }
@@ -106,7 +119,7 @@ pub fn parse_count_limit(input: &str) -> Result<Limit, String> {
 }
 
 /// `1234` → `1.2 KiB` (bytes below 1 KiB as `N B`).
-pub fn format_size(bytes: u64) -> String {
+pub(crate) fn format_size(bytes: u64) -> String {
     const UNITS: [&str; 6] = ["KiB", "MiB", "GiB", "TiB", "PiB", "EiB"];
     if bytes < 1024 {
         return format!("{bytes} B");

@@ -13,11 +13,14 @@ use axum::routing::{get, post};
 use axum::{Json, Router};
 use sha2::{Digest, Sha256};
 
+use seedd_api as api;
+
 use crate::crypto::NodeId;
 use crate::index::scan::ScanReport;
 use crate::index::Index;
 use crate::metrics::Metrics;
 
+mod convert;
 mod tenants;
 
 /// Runs a storage → index reconcile; provided by the daemon.
@@ -38,13 +41,13 @@ pub struct AdminState {
     pub admin_listen: String,
     pub tls: bool,
     pub rescan: Rescan,
-    /// The p2p shell (absent when no p2p listener/dialer runs, e.g. in some tests).
-    pub net: Option<crate::net::Net>,
-    pub policies: Option<crate::policy::Policies>,
-    pub fetcher: Option<crate::fetch::Fetcher>,
-    pub control: Option<crate::control::Control>,
-    pub identities: Option<crate::identity::Identities>,
-    pub reload: Option<Reload>,
+    /// The default identity's p2p shell.
+    pub net: crate::net::Net,
+    pub policies: crate::policy::Policies,
+    pub fetcher: crate::fetch::Fetcher,
+    pub control: crate::control::Control,
+    pub identities: crate::identity::Identities,
+    pub reload: Reload,
     pub data_dir: std::path::PathBuf,
     /// The default identity's key file (backup).
     pub key_path: std::path::PathBuf,
@@ -108,9 +111,9 @@ async fn require_token(State(state): State<Arc<AdminState>>, req: Request, next:
         _ => (
             StatusCode::UNAUTHORIZED,
             [(header::WWW_AUTHENTICATE, "Bearer")],
-            Json(serde_json::json!({
-                "error": "missing or wrong bearer token: pass the admin token file with seedctl --token-file"
-            })),
+            Json(api::ErrorBody::new(
+                "missing or wrong bearer token: pass the admin token file with seedctl --token-file",
+            )),
         )
             .into_response(),
     }
@@ -134,59 +137,47 @@ async fn readyz(State(state): State<Arc<AdminState>>) -> Response {
 
 async fn status(State(state): State<Arc<AdminState>>) -> Response {
     let index = state.index.clone();
-    let repos = tokio::task::spawn_blocking(move || index.repos())
-        .await
-        .map_err(|e| e.to_string())
-        .and_then(|r| r.map_err(|e| e.to_string()));
-    let repos = match repos {
-        Ok(r) => r,
-        Err(e) => {
-            return (
-                StatusCode::INTERNAL_SERVER_ERROR,
-                Json(serde_json::json!({ "error": e })),
-            )
-                .into_response()
-        }
+    let repos = match tokio::task::spawn_blocking(move || index.repos()).await {
+        Ok(Ok(r)) => r,
+        Ok(Err(e)) => return internal(e),
+        Err(e) => return internal(e),
     };
     let public = repos.iter().filter(|r| r.is_public()).count();
-    Json(serde_json::json!({
-        "nid": state.nid.to_string(),
-        "did": state.nid.to_did(),
-        "alias": state.alias,
-        "version": env!("CARGO_PKG_VERSION"),
-        "uptime_seconds": state.started.elapsed().as_secs(),
-        "ready": state.ready.load(Ordering::Acquire),
-        "repos": { "total": repos.len(), "public": public, "private": repos.len() - public },
-        "http": { "listen": state.http_listen, "tls": state.tls },
-        "admin": { "listen": state.admin_listen },
-        "p2p": state.net.as_ref().map(|n| n.status()),
-    }))
+    Json(api::Status {
+        nid: state.nid.to_string(),
+        did: state.nid.to_did(),
+        alias: state.alias.clone(),
+        version: env!("CARGO_PKG_VERSION").to_owned(),
+        uptime_seconds: state.started.elapsed().as_secs(),
+        ready: state.ready.load(Ordering::Acquire),
+        repos: api::RepoCounts {
+            total: repos.len(),
+            public,
+            private: repos.len() - public,
+        },
+        http: api::HttpStatus {
+            listen: state.http_listen.clone(),
+            tls: state.tls,
+        },
+        admin: api::AdminStatus {
+            listen: state.admin_listen.clone(),
+        },
+        p2p: Some(state.net.status()),
+    })
     .into_response()
 }
 
 async fn rescan(State(state): State<Arc<AdminState>>) -> Response {
     let f = state.rescan.clone();
     match tokio::task::spawn_blocking(move || f()).await {
-        Ok(Ok(report)) => Json(report).into_response(),
-        Ok(Err(e)) => (
-            StatusCode::INTERNAL_SERVER_ERROR,
-            Json(serde_json::json!({ "error": e })),
-        )
-            .into_response(),
-        Err(e) => (
-            StatusCode::INTERNAL_SERVER_ERROR,
-            Json(serde_json::json!({ "error": e.to_string() })),
-        )
-            .into_response(),
+        Ok(Ok(report)) => Json(convert::scan_report(report)).into_response(),
+        Ok(Err(e)) => internal(e),
+        Err(e) => internal(e),
     }
 }
 
 fn internal(e: impl std::fmt::Display) -> Response {
-    (
-        StatusCode::INTERNAL_SERVER_ERROR,
-        Json(serde_json::json!({ "error": e.to_string() })),
-    )
-        .into_response()
+    error(500, e)
 }
 
 #[derive(serde::Deserialize, Default)]
@@ -199,14 +190,14 @@ async fn repos(
     axum::extract::Query(q): axum::extract::Query<ReposQuery>,
 ) -> Response {
     let index = state.index.clone();
-    let only = match (&q.tenant, &state.control) {
-        (Some(t), Some(c)) => match c.tenants.get(t) {
+    let only = match &q.tenant {
+        Some(t) => match state.control.tenants.get(t) {
             Some((t, _)) => Some(t.repos.iter().map(|r| r.rid).collect::<Vec<_>>()),
             None => return error(404, crate::tenant::TenantError::Unknown(t.clone())),
         },
-        _ => None,
+        None => None,
     };
-    let tenants = state.control.as_ref().map(|c| c.tenants.clone());
+    let tenants = state.control.tenants.clone();
     let result = tokio::task::spawn_blocking(move || {
         let mut repos = index.repos()?;
         if let Some(only) = &only {
@@ -216,33 +207,28 @@ async fn repos(
             repos
                 .into_iter()
                 .map(|r| {
-                    let mut v = serde_json::to_value(&r).unwrap_or_default();
-                    if let (Some(t), Some(obj)) = (&tenants, v.as_object_mut()) {
-                        obj.insert("tenants".into(), serde_json::json!(t.claimants(&r.rid)));
+                    let claimants = tenants.claimants(&r.rid);
+                    api::RepoRecord {
+                        tenants: Some(claimants),
+                        ..convert::repo_record(r)
                     }
-                    v
                 })
                 .collect::<Vec<_>>(),
         )
     })
     .await;
     match result {
-        Ok(Ok(r)) => Json(serde_json::json!({ "repos": r })).into_response(),
+        Ok(Ok(repos)) => Json(api::ReposResponse { repos }).into_response(),
         Ok(Err(e)) => internal(e),
         Err(e) => internal(e),
     }
 }
 
 async fn repo(State(state): State<Arc<AdminState>>, Path(rid): Path<String>) -> Response {
-    let rid: crate::crypto::RepoId =
-        match rid.parse() {
-            Ok(r) => r,
-            Err(e) => return (
-                StatusCode::BAD_REQUEST,
-                Json(serde_json::json!({ "error": format!("invalid repository id {rid:?}: {e}") })),
-            )
-                .into_response(),
-        };
+    let rid = match parse_rid(&rid) {
+        Ok(r) => r,
+        Err(r) => return *r,
+    };
     let index = state.index.clone();
     let found = tokio::task::spawn_blocking(move || {
         let record = index.repo(&rid)?;
@@ -251,60 +237,30 @@ async fn repo(State(state): State<Arc<AdminState>>, Path(rid): Path<String>) -> 
     })
     .await;
     match found {
-        Ok(Ok(Some((record, sigrefs)))) => {
-            Json(serde_json::json!({ "repo": record, "sigrefs": sigrefs })).into_response()
-        }
-        Ok(Ok(None)) => (
-            StatusCode::NOT_FOUND,
-            Json(serde_json::json!({ "error": format!("repository {rid} is not in the index") })),
-        )
-            .into_response(),
+        Ok(Ok(Some((record, sigrefs)))) => Json(api::RepoResponse {
+            repo: convert::repo_record(record),
+            sigrefs: sigrefs.into_iter().map(convert::sigrefs).collect(),
+        })
+        .into_response(),
+        Ok(Ok(None)) => error(404, format!("repository {rid} is not in the index")),
         Ok(Err(e)) => internal(e),
         Err(e) => internal(e),
     }
 }
 
 fn bad_request(msg: String) -> Response {
-    (
-        StatusCode::BAD_REQUEST,
-        Json(serde_json::json!({ "error": msg })),
-    )
-        .into_response()
-}
-
-fn net(state: &AdminState) -> Result<&crate::net::Net, Box<Response>> {
-    state.net.as_ref().ok_or_else(|| {
-        Box::new(
-            (
-                StatusCode::SERVICE_UNAVAILABLE,
-                Json(serde_json::json!({ "error": "the p2p layer is not running" })),
-            )
-                .into_response(),
-        )
-    })
+    error(400, msg)
 }
 
 async fn peers(State(state): State<Arc<AdminState>>) -> Response {
-    match net(&state) {
-        Ok(n) => Json(serde_json::json!({ "peers": n.peers() })).into_response(),
-        Err(r) => *r,
-    }
-}
-
-#[derive(serde::Deserialize)]
-struct ConnectBody {
-    /// `z6Mk…@host:port`
-    addr: String,
+    let peers = state.net.peers().into_iter().map(convert::peer).collect();
+    Json(api::PeersResponse { peers }).into_response()
 }
 
 async fn peers_connect(
     State(state): State<Arc<AdminState>>,
-    body: Result<Json<ConnectBody>, axum::extract::rejection::JsonRejection>,
+    body: Result<Json<api::ConnectRequest>, axum::extract::rejection::JsonRejection>,
 ) -> Response {
-    let n = match net(&state) {
-        Ok(n) => n,
-        Err(r) => return *r,
-    };
     let Ok(Json(body)) = body else {
         return bad_request("expected JSON {\"addr\": \"z6Mk…@host:port\"}".into());
     };
@@ -313,34 +269,34 @@ async fn peers_connect(
             if nid == state.nid {
                 return bad_request(format!("{nid} is this node"));
             }
-            let started = n.connect(nid, addr.clone());
-            Json(serde_json::json!({ "nid": nid, "addr": addr, "dialing": true, "new": started }))
-                .into_response()
+            let new = state.net.connect(nid, addr.clone());
+            Json(api::ConnectResponse {
+                nid: nid.to_string(),
+                addr,
+                dialing: true,
+                new,
+            })
+            .into_response()
         }
         Err(e) => bad_request(format!("invalid peer {:?}: {e}", body.addr)),
     }
 }
 
-#[derive(serde::Deserialize)]
-struct DisconnectBody {
-    nid: String,
-}
-
 async fn peers_disconnect(
     State(state): State<Arc<AdminState>>,
-    body: Result<Json<DisconnectBody>, axum::extract::rejection::JsonRejection>,
+    body: Result<Json<api::DisconnectRequest>, axum::extract::rejection::JsonRejection>,
 ) -> Response {
-    let n = match net(&state) {
-        Ok(n) => n,
-        Err(r) => return *r,
-    };
     let Ok(Json(body)) = body else {
         return bad_request("expected JSON {\"nid\": \"z6Mk…\"}".into());
     };
     match body.nid.parse::<NodeId>() {
         Ok(nid) => {
-            let closed = n.disconnect(nid);
-            Json(serde_json::json!({ "nid": nid, "sessions_closed": closed })).into_response()
+            let sessions_closed = state.net.disconnect(nid);
+            Json(api::DisconnectResponse {
+                nid: nid.to_string(),
+                sessions_closed,
+            })
+            .into_response()
         }
         Err(e) => bad_request(format!("invalid node id {:?}: {e}", body.nid)),
     }
@@ -356,10 +312,6 @@ async fn routing(
     State(state): State<Arc<AdminState>>,
     axum::extract::Query(q): axum::extract::Query<RoutingQuery>,
 ) -> Response {
-    let n = match net(&state) {
-        Ok(n) => n,
-        Err(r) => return *r,
-    };
     let rid = match q.rid.as_deref().map(str::parse::<crate::crypto::RepoId>) {
         None => None,
         Some(Ok(r)) => Some(r),
@@ -370,44 +322,23 @@ async fn routing(
         Some(Ok(r)) => Some(r),
         Some(Err(e)) => return bad_request(format!("invalid nid: {e}")),
     };
-    Json(serde_json::json!({ "routes": n.routing(rid, nid) })).into_response()
+    let routes = state
+        .net
+        .routing(rid, nid)
+        .into_iter()
+        .map(convert::route)
+        .collect();
+    Json(api::RoutingResponse { routes }).into_response()
 }
 
 async fn nodes(State(state): State<Arc<AdminState>>) -> Response {
-    match net(&state) {
-        Ok(n) => Json(serde_json::json!({ "nodes": n.nodes() })).into_response(),
-        Err(r) => *r,
-    }
+    let nodes = state.net.nodes().into_iter().map(convert::node).collect();
+    Json(api::NodesResponse { nodes }).into_response()
 }
 
 async fn bans(State(state): State<Arc<AdminState>>) -> Response {
-    match net(&state) {
-        Ok(n) => Json(serde_json::json!({ "bans": n.bans() })).into_response(),
-        Err(r) => *r,
-    }
-}
-
-fn parts(
-    state: &AdminState,
-) -> Result<
-    (
-        &crate::net::Net,
-        &crate::policy::Policies,
-        &crate::fetch::Fetcher,
-    ),
-    Box<Response>,
-> {
-    let n = net(state)?;
-    match (&state.policies, &state.fetcher) {
-        (Some(p), Some(f)) => Ok((n, p, f)),
-        _ => Err(Box::new(
-            (
-                StatusCode::SERVICE_UNAVAILABLE,
-                Json(serde_json::json!({ "error": "replication is not running" })),
-            )
-                .into_response(),
-        )),
-    }
+    let bans = state.net.bans().into_iter().map(convert::ban).collect();
+    Json(api::BansResponse { bans }).into_response()
 }
 
 fn parse_rid(rid: &str) -> Result<crate::crypto::RepoId, Box<Response>> {
@@ -421,49 +352,35 @@ fn parse_nid(nid: &str) -> Result<NodeId, Box<Response>> {
 }
 
 async fn policies(State(state): State<Arc<AdminState>>) -> Response {
-    let p = match &state.policies {
-        Some(p) => p.clone(),
-        None => return internal("policies are not available"),
-    };
+    let p = state.policies.clone();
     match tokio::task::spawn_blocking(move || p.index().policies()).await {
-        Ok(Ok((repos, nodes))) => Json(serde_json::json!({
-            "repos": repos.iter().map(|(rid, p)| serde_json::json!({"rid": rid, "policy": p})).collect::<Vec<_>>(),
-            "nodes": nodes.iter().map(|(nid, p)| serde_json::json!({"nid": nid, "policy": p})).collect::<Vec<_>>(),
-        }))
+        Ok(Ok((repos, nodes))) => Json(api::PoliciesResponse {
+            repos: repos
+                .into_iter()
+                .map(|(rid, p)| api::RepoPolicyEntry {
+                    rid: rid.to_string(),
+                    policy: convert::repo_policy(p),
+                })
+                .collect(),
+            nodes: nodes
+                .into_iter()
+                .map(|(nid, p)| api::NodePolicyEntry {
+                    nid: nid.to_string(),
+                    policy: convert::node_policy(p),
+                })
+                .collect(),
+        })
         .into_response(),
         Ok(Err(e)) => internal(e),
         Err(e) => internal(e),
     }
 }
 
-#[derive(serde::Deserialize, Default)]
-struct SeedBody {
-    scope: Option<String>,
-    /// `z6Mk…@host:port` (connect first) or `z6Mk…`: fetch from this peer.
-    from: Option<String>,
-    /// Seed for this tenant (quota, deny list and inventory-cap checks; reference-counted).
-    tenant: Option<String>,
-    /// The tenant's short alias for the repository (`https://<tenant host>/<alias>.git`).
-    alias: Option<String>,
-}
-
-fn control(state: &AdminState) -> Result<&crate::control::Control, Box<Response>> {
-    state.control.as_ref().ok_or_else(|| {
-        Box::new(
-            (
-                StatusCode::SERVICE_UNAVAILABLE,
-                Json(serde_json::json!({ "error": "tenancy is not running" })),
-            )
-                .into_response(),
-        )
-    })
-}
-
 /// A one-line JSON error with the given status.
 pub(crate) fn error(status: u16, msg: impl std::fmt::Display) -> Response {
     (
         StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR),
-        Json(serde_json::json!({ "error": msg.to_string() })),
+        Json(api::ErrorBody::new(msg)),
     )
         .into_response()
 }
@@ -471,12 +388,9 @@ pub(crate) fn error(status: u16, msg: impl std::fmt::Display) -> Response {
 async fn repo_seed(
     State(state): State<Arc<AdminState>>,
     Path(rid): Path<String>,
-    body: Option<Json<SeedBody>>,
+    body: Option<Json<api::SeedRequest>>,
 ) -> Response {
-    let (net, ctl) = match (net(&state), control(&state)) {
-        (Ok(n), Ok(c)) => (n, c.clone()),
-        (Err(r), _) | (_, Err(r)) => return *r,
-    };
+    let ctl = state.control.clone();
     let rid = match parse_rid(&rid) {
         Ok(r) => r,
         Err(r) => return *r,
@@ -494,7 +408,7 @@ async fn repo_seed(
         None => None,
         Some(f) if f.contains('@') => match crate::net::parse_peer(f) {
             Ok((nid, addr)) => {
-                net.connect(nid, addr);
+                state.net.connect(nid, addr);
                 Some(nid)
             }
             Err(e) => return bad_request(format!("from: {e}")),
@@ -510,56 +424,49 @@ async fn repo_seed(
         tokio::task::spawn_blocking(move || ctl.seed(tenant.as_deref(), rid, scope, alias, from))
             .await;
     match result {
-        Ok(Ok(o)) => Json(serde_json::json!({
-            "rid": o.rid, "seeded": o.seeded, "tenant": o.tenant, "owner": o.owner,
-            "policy": "allow", "scope": scope, "fetching_from": from,
-        }))
+        Ok(Ok(o)) => Json(api::SeedResponse {
+            rid: o.rid.to_string(),
+            seeded: o.seeded,
+            tenant: o.tenant,
+            owner: o.owner,
+            policy: "allow".to_owned(),
+            scope: convert::scope(scope),
+            fetching_from: from.map(|n| n.to_string()),
+        })
         .into_response(),
         Ok(Err(e)) => error(e.status(), e),
         Err(e) => internal(e),
     }
 }
 
-#[derive(serde::Deserialize, Default)]
-struct UnseedBody {
-    tenant: Option<String>,
-}
-
 async fn repo_unseed(
     State(state): State<Arc<AdminState>>,
     Path(rid): Path<String>,
-    body: Option<Json<UnseedBody>>,
+    body: Option<Json<api::UnseedRequest>>,
 ) -> Response {
-    let ctl = match control(&state) {
-        Ok(c) => c.clone(),
-        Err(r) => return *r,
-    };
+    let ctl = state.control.clone();
     let rid = match parse_rid(&rid) {
         Ok(r) => r,
         Err(r) => return *r,
     };
     let tenant = body.and_then(|Json(b)| b.tenant);
     match tokio::task::spawn_blocking(move || ctl.unseed(tenant.as_deref(), rid)).await {
-        Ok(Ok(o)) => Json(serde_json::json!(o)).into_response(),
+        Ok(Ok(o)) => Json(api::UnseedResponse {
+            rid: o.rid.to_string(),
+            unseeded: o.unseeded,
+            purged: o.purged,
+        })
+        .into_response(),
         Ok(Err(e)) => error(e.status(), e),
         Err(e) => internal(e),
     }
 }
 
-#[derive(serde::Deserialize, Default)]
-struct NodeBody {
-    alias: Option<String>,
-}
-
 async fn node_policy(
     State(state): State<Arc<AdminState>>,
     Path((nid, action)): Path<(String, String)>,
-    body: Option<Json<NodeBody>>,
+    body: Option<Json<api::NodePolicyRequest>>,
 ) -> Response {
-    let (net, p, _) = match parts(&state) {
-        Ok(x) => x,
-        Err(r) => return *r,
-    };
     let nid = match parse_nid(&nid) {
         Ok(n) => n,
         Err(r) => return *r,
@@ -577,31 +484,26 @@ async fn node_policy(
             ))
         }
     };
-    if let Err(e) = p.set_node(&nid, policy.clone()) {
+    if let Err(e) = state.policies.set_node(&nid, policy.clone()) {
         return internal(e);
     }
-    let mut closed = 0;
+    let mut sessions_closed = 0;
     if matches!(policy, Some(NodePolicy::Block)) {
-        closed = net.disconnect(nid);
+        sessions_closed = state.net.disconnect(nid);
     }
-    Json(serde_json::json!({ "nid": nid, "policy": policy, "sessions_closed": closed }))
-        .into_response()
-}
-
-#[derive(serde::Deserialize)]
-struct FetchBody {
-    rid: String,
-    from: Option<String>,
+    Json(api::NodePolicyResponse {
+        nid: nid.to_string(),
+        policy: policy.map(convert::node_policy),
+        sessions_closed,
+    })
+    .into_response()
 }
 
 async fn fetch(
     State(state): State<Arc<AdminState>>,
-    body: Result<Json<FetchBody>, axum::extract::rejection::JsonRejection>,
+    body: Result<Json<api::FetchRequest>, axum::extract::rejection::JsonRejection>,
 ) -> Response {
-    let (_, _, fetcher) = match parts(&state) {
-        Ok(x) => x,
-        Err(r) => return *r,
-    };
+    let fetcher = &state.fetcher;
     let Ok(Json(body)) = body else {
         return bad_request("expected JSON {\"rid\": \"rad:…\", \"from\": \"z6Mk…\"}".into());
     };
@@ -621,27 +523,37 @@ async fn fetch(
         {
             Some(n) => n,
             None => {
-                return (
-                    StatusCode::CONFLICT,
-                    Json(serde_json::json!({ "error": format!("no connected peer is known to seed {rid}; pass --from") })),
+                return error(
+                    409,
+                    format!("no connected peer is known to seed {rid}; pass --from"),
                 )
-                    .into_response()
             }
         },
     };
     match fetcher.fetch_now(rid, from).await {
-        Ok(o) => Json(serde_json::json!({
-            "rid": rid,
-            "from": from,
-            "cloned": o.cloned,
-            "updated": o.updated.iter().map(|(n, _)| n.to_string()).collect::<Vec<_>>(),
-            "pruned": o.pruned.iter().map(|(n, l, r)| serde_json::json!({"nid": n, "reason": l, "detail": r})).collect::<Vec<_>>(),
-            "refs_written": o.refs_written,
-        }))
+        Ok(o) => Json(api::FetchResponse {
+            rid: rid.to_string(),
+            from: from.to_string(),
+            cloned: o.cloned,
+            updated: o.updated.iter().map(|(n, _)| n.to_string()).collect(),
+            pruned: o
+                .pruned
+                .iter()
+                .map(|(n, l, r)| api::Pruned {
+                    nid: n.to_string(),
+                    reason: (*l).to_owned(),
+                    detail: r.clone(),
+                })
+                .collect(),
+            refs_written: o.refs_written,
+        })
         .into_response(),
         Err(e) => (
             StatusCode::BAD_GATEWAY,
-            Json(serde_json::json!({ "error": format!("fetching {rid} from {from}: {e}"), "reason": e.label() })),
+            Json(api::ErrorBody {
+                error: format!("fetching {rid} from {from}: {e}"),
+                reason: Some(e.label().to_owned()),
+            }),
         )
             .into_response(),
     }

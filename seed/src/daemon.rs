@@ -171,15 +171,15 @@ impl Daemon {
                 let r = rescanner.clone();
                 Arc::new(move || r.rescan())
             },
-            net: Some(identities.default_net().clone()),
-            policies: Some(policies.clone()),
-            fetcher: Some(fetcher),
-            control: Some(control),
-            identities: Some(identities.clone()),
-            reload: Some({
+            net: identities.default_net().clone(),
+            policies: policies.clone(),
+            fetcher,
+            control,
+            identities: identities.clone(),
+            reload: {
                 let r = reloader.clone();
                 Arc::new(move || r.reload())
-            }),
+            },
             data_dir: cfg.data_dir.clone(),
             key_path: cfg.secret_key_path(),
         });

@@ -504,17 +504,17 @@ impl Net {
     }
 
     /// Summary for `seedctl status`.
-    pub fn status(&self) -> serde_json::Value {
+    pub fn status(&self) -> seedd_api::P2pStatus {
         let core = self.shared.lock();
-        serde_json::json!({
-            "listen": self.local_addrs.iter().map(ToString::to_string).collect::<Vec<_>>(),
-            "relay": self.shared.cfg.gossip.relay,
-            "sessions": core.sessions.len(),
-            "inventory": core.service.inventory().len(),
-            "routing_entries": core.service.routing_len(),
-            "known_nodes": core.service.nodes().count(),
-            "node_announcement_timestamp": core.service.node_announcement().timestamp(),
-        })
+        seedd_api::P2pStatus {
+            listen: self.local_addrs.iter().map(ToString::to_string).collect(),
+            relay: self.shared.cfg.gossip.relay,
+            sessions: core.sessions.len(),
+            inventory: core.service.inventory().len(),
+            routing_entries: core.service.routing_len(),
+            known_nodes: core.service.nodes().count(),
+            node_announcement_timestamp: core.service.node_announcement().timestamp(),
+        }
     }
 
     /// Connected sessions.

@@ -2,7 +2,14 @@
 //! `.route("<path>", <methods>)` of `seed/src/admin.rs` (and of its submodules under
 //! `seed/src/admin/`) is a path + method of the OpenAPI document, and every path + method of
 //! the document is routed. Path parameters are compared by position, not by name.
+//!
+//! The bodies are checked too: a representative value of every `seedd_api` request and
+//! response type (`openapi/samples.rs`) has exactly the fields, types and enum values of the
+//! schema the document gives its route, and every JSON body the document describes has a type.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
+
+#[path = "openapi/samples.rs"]
+mod samples;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -447,6 +454,188 @@ fn openapi_document_is_consistent() {
         }
     }
     assert!(problems.is_empty(), "{}", problems.join("\n"));
+}
+
+// ---------------------------------------------------------------------------------------------
+// The bodies: `seedd_api` types against the document's schemas.
+
+/// The document as JSON (schemas are compared with serialised API values).
+fn openapi_json() -> serde_json::Value {
+    serde_json::to_value(openapi()).expect("the OpenAPI document converts to JSON")
+}
+
+/// Follows `$ref`s (`#/components/…`).
+fn resolve<'a>(doc: &'a serde_json::Value, v: &'a serde_json::Value) -> &'a serde_json::Value {
+    match v.get("$ref").and_then(|r| r.as_str()) {
+        Some(r) => {
+            let target = r
+                .strip_prefix("#/")
+                .unwrap_or_else(|| panic!("unexpected $ref {r}"))
+                .split('/')
+                .fold(doc, |at, seg| &at[seg]);
+            assert!(!target.is_null(), "$ref {r} points nowhere");
+            resolve(doc, target)
+        }
+        None => v,
+    }
+}
+
+/// The JSON schema of an operation's request body (`status` None) or of one response.
+fn body_schema<'a>(
+    doc: &'a serde_json::Value,
+    method: &str,
+    path: &str,
+    status: Option<&str>,
+) -> Option<&'a serde_json::Value> {
+    let op = &doc["paths"][path][method];
+    let body = match status {
+        None => resolve(doc, &op["requestBody"]),
+        Some(s) => resolve(doc, &op["responses"][s]),
+    };
+    let schema = &body["content"]["application/json"]["schema"];
+    (!schema.is_null()).then_some(schema)
+}
+
+/// Differences between `value` and `schema` (both directions for objects: a field the schema
+/// does not list, and a listed property the value does not have).
+fn compare(
+    doc: &serde_json::Value,
+    schema: &serde_json::Value,
+    value: &serde_json::Value,
+    at: &str,
+    out: &mut Vec<String>,
+) {
+    use serde_json::Value;
+    let schema = resolve(doc, schema);
+    if let Some(alternatives) = schema.get("oneOf").and_then(Value::as_array) {
+        let fits = alternatives.iter().any(|alt| {
+            let mut problems = Vec::new();
+            compare(doc, alt, value, at, &mut problems);
+            problems.is_empty()
+        });
+        if !fits {
+            out.push(format!("{at}: {value} matches none of the oneOf schemas"));
+        }
+        return;
+    }
+    let types: Vec<&str> = match &schema["type"] {
+        Value::String(t) => vec![t.as_str()],
+        Value::Array(ts) => ts.iter().filter_map(Value::as_str).collect(),
+        _ => Vec::new(),
+    };
+    let kind = match value {
+        Value::Null => "null",
+        Value::Bool(_) => "boolean",
+        Value::Number(n) if n.is_u64() || n.is_i64() => "integer",
+        Value::Number(_) => "number",
+        Value::String(_) => "string",
+        Value::Array(_) => "array",
+        Value::Object(_) => "object",
+    };
+    let fits = types.is_empty()
+        || types.contains(&kind)
+        || (kind == "integer" && types.contains(&"number"));
+    if !fits {
+        out.push(format!("{at}: {kind} where the document says {types:?}"));
+        return;
+    }
+    if let Some(allowed) = schema.get("enum").and_then(Value::as_array) {
+        if !allowed.contains(value) {
+            out.push(format!("{at}: {value} is not one of {allowed:?}"));
+        }
+    }
+    if let Some(c) = schema.get("const") {
+        if c != value {
+            out.push(format!("{at}: {value} is not the constant {c}"));
+        }
+    }
+    match value {
+        Value::Array(items) => {
+            if let Some(item) = schema.get("items") {
+                for (i, v) in items.iter().enumerate() {
+                    compare(doc, item, v, &format!("{at}[{i}]"), out);
+                }
+            }
+        }
+        Value::Object(fields) => {
+            let props = schema.get("properties").and_then(Value::as_object);
+            let extra = schema.get("additionalProperties");
+            for (k, v) in fields {
+                let here = format!("{at}.{k}");
+                match (props.and_then(|p| p.get(k)), extra) {
+                    (Some(p), _) => compare(doc, p, v, &here, out),
+                    (None, Some(Value::Bool(true))) => {}
+                    (None, Some(e)) if e.is_object() => compare(doc, e, v, &here, out),
+                    (None, _) if props.is_none() => {}
+                    (None, _) => out.push(format!("{here}: in the type, not in the document")),
+                }
+            }
+            for k in props.into_iter().flat_map(|p| p.keys()) {
+                if !fields.contains_key(k) {
+                    out.push(format!("{at}.{k}: in the document, not in the type"));
+                }
+            }
+        }
+        _ => {}
+    }
+}
+
+#[test]
+fn api_types_match_the_documented_bodies() {
+    let doc = openapi_json();
+    let mut problems = Vec::new();
+    let mut covered = BTreeSet::new();
+    for s in samples::all() {
+        let what = match s.status {
+            None => format!("{} {} request", s.method.to_uppercase(), s.path),
+            Some(st) => format!("{} {} {st}", s.method.to_uppercase(), s.path),
+        };
+        match body_schema(&doc, s.method, s.path, s.status) {
+            Some(schema) => compare(&doc, schema, &s.value, &what, &mut problems),
+            None => problems.push(format!("{what}: the document has no JSON body here")),
+        }
+        covered.insert((s.method, s.path, s.status));
+    }
+    // Every JSON body the document describes under /api/v1 has an API type.
+    for (path, item) in doc["paths"].as_object().unwrap() {
+        if !path.starts_with("/api/") {
+            continue;
+        }
+        for (method, op) in item.as_object().unwrap() {
+            if !METHODS.contains(&method.as_str()) {
+                continue;
+            }
+            let mut bodies = vec![None];
+            bodies.extend(
+                op["responses"]
+                    .as_object()
+                    .into_iter()
+                    .flatten()
+                    .filter(|(st, _)| st.starts_with('2'))
+                    .map(|(st, _)| Some(st.as_str())),
+            );
+            for status in bodies {
+                if body_schema(&doc, method, path, status).is_none() {
+                    continue;
+                }
+                let known = covered
+                    .iter()
+                    .any(|(m, p, st)| m == method && p == path && *st == status);
+                if !known {
+                    problems.push(format!(
+                        "{} {path} {}: documented, but no seedd_api type is checked against it (tests/tests/openapi/samples.rs)",
+                        method.to_uppercase(),
+                        status.unwrap_or("request")
+                    ));
+                }
+            }
+        }
+    }
+    assert!(
+        problems.is_empty(),
+        "seedd_api and docs/admin-api.yaml disagree:\n  {}",
+        problems.join("\n  ")
+    );
 }
 
 /// The scanner itself, on the shapes rustfmt gives route tables.

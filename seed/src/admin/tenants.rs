@@ -8,11 +8,11 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{delete, get, post, put};
 use axum::{Json, Router};
-use serde_json::{json, Value};
+use seedd_api as api;
 
-use super::{control, error, internal, parse_nid, parse_rid, AdminState};
-use crate::control::{ApplyRequest, Control};
-use crate::tenant::{Quotas, Rate, State as TenantState, Tenant, Usage};
+use super::{convert, error, internal, parse_nid, parse_rid, AdminState};
+use crate::control::Control;
+use crate::tenant::{State as TenantState, Tenant};
 
 pub fn routes() -> Router<Arc<AdminState>> {
     Router::new()
@@ -45,13 +45,10 @@ async fn tenant_op(
     name: String,
     f: impl FnOnce(&Control, &str) -> Result<(), crate::control::ControlError> + Send + 'static,
 ) -> Response {
-    let ctl = match control(state) {
-        Ok(c) => c.clone(),
-        Err(r) => return *r,
-    };
+    let ctl = state.control.clone();
     let r = tokio::task::spawn_blocking(move || {
         f(&ctl, &name)?;
-        Ok::<_, crate::control::ControlError>(tenant_json(&ctl, &name))
+        Ok::<_, crate::control::ControlError>(tenant_view(&ctl, &name))
     })
     .await;
     match r {
@@ -63,59 +60,29 @@ async fn tenant_op(
 }
 
 /// A tenant as the API shows it: the record, its usage, and per repository whether it owns it.
-fn tenant_json(ctl: &Control, name: &str) -> Option<Value> {
-    let (t, u): (Tenant, Usage) = ctl.tenants.get(name)?;
-    let repos: Vec<Value> = t
-        .repos
-        .iter()
-        .map(|r| {
-            let owner = ctl.tenants.owner(&r.rid).is_some_and(|(o, _)| o == name);
-            json!({ "rid": r.rid, "scope": r.scope, "alias": r.alias, "owner": owner })
-        })
-        .collect();
-    let mut v = serde_json::to_value(&t).ok()?;
-    let obj = v.as_object_mut()?;
-    obj.insert("usage".into(), json!(u));
-    obj.insert("repos".into(), json!(repos));
-    Some(v)
+fn tenant_view(ctl: &Control, name: &str) -> Option<api::Tenant> {
+    let (t, u) = ctl.tenants.get(name)?;
+    Some(convert::tenant(t, u, |r| {
+        ctl.tenants.owner(&r.rid).is_some_and(|(o, _)| o == name)
+    }))
 }
 
 async fn list(State(state): State<Arc<AdminState>>) -> Response {
-    let ctl = match control(&state) {
-        Ok(c) => c,
-        Err(r) => return *r,
-    };
-    let v: Vec<Value> = ctl
+    let ctl = &state.control;
+    let tenants = ctl
         .tenants
         .list()
         .iter()
-        .filter_map(|(t, _)| tenant_json(ctl, &t.name))
+        .filter_map(|(t, _)| tenant_view(ctl, &t.name))
         .collect();
-    Json(json!({ "tenants": v })).into_response()
-}
-
-#[derive(serde::Deserialize)]
-#[serde(deny_unknown_fields)]
-struct CreateBody {
-    name: String,
-    #[serde(default)]
-    hosts: Vec<String>,
-    #[serde(default)]
-    identity: Option<String>,
-    #[serde(default)]
-    quotas: Option<Quotas>,
-    #[serde(default)]
-    rate: Option<Rate>,
+    Json(api::TenantList { tenants }).into_response()
 }
 
 async fn create(
     State(state): State<Arc<AdminState>>,
-    body: Result<Json<CreateBody>, axum::extract::rejection::JsonRejection>,
+    body: Result<Json<api::TenantCreate>, axum::extract::rejection::JsonRejection>,
 ) -> Response {
-    let ctl = match control(&state) {
-        Ok(c) => c.clone(),
-        Err(r) => return *r,
-    };
+    let ctl = state.control.clone();
     let Json(b) = match body {
         Ok(b) => b,
         Err(e) => {
@@ -130,43 +97,42 @@ async fn create(
     if let Some(i) = b.identity {
         t.identity = i;
     }
-    t.quotas = b.quotas.unwrap_or_default();
-    t.rate = b.rate.unwrap_or_default();
+    t.quotas = b.quotas.map(convert::quotas_in).unwrap_or_default();
+    t.rate = b.rate.map(convert::rate_in).unwrap_or_default();
     let name = b.name.clone();
     match tokio::task::spawn_blocking(move || {
         ctl.tenants.create(t)?;
         ctl.changed();
-        Ok::<_, crate::tenant::TenantError>(tenant_json(&ctl, &name))
+        Ok::<_, crate::tenant::TenantError>(tenant_view(&ctl, &name))
     })
     .await
     {
-        Ok(Ok(v)) => (StatusCode::CREATED, Json(v.unwrap_or_default())).into_response(),
+        Ok(Ok(Some(v))) => (StatusCode::CREATED, Json(v)).into_response(),
+        Ok(Ok(None)) => error(404, "tenant vanished"),
         Ok(Err(e)) => error(e.status(), e),
         Err(e) => internal(e),
     }
 }
 
 async fn show(State(state): State<Arc<AdminState>>, Path(name): Path<String>) -> Response {
-    let ctl = match control(&state) {
-        Ok(c) => c,
-        Err(r) => return *r,
-    };
-    match tenant_json(ctl, &name) {
+    match tenant_view(&state.control, &name) {
         Some(v) => Json(v).into_response(),
         None => error(404, crate::tenant::TenantError::Unknown(name)),
     }
 }
 
 async fn remove(State(state): State<Arc<AdminState>>, Path(name): Path<String>) -> Response {
-    let ctl = match control(&state) {
-        Ok(c) => c.clone(),
-        Err(r) => return *r,
-    };
+    let ctl = state.control.clone();
     let limiter_name = name.clone();
     match tokio::task::spawn_blocking(move || ctl.remove_tenant(&name).map(|p| (name, p))).await {
         Ok(Ok((name, purged))) => {
             tracing::info!(tenant = %limiter_name, purged = purged.len(), "tenant removed via admin API");
-            Json(json!({ "name": name, "removed": true, "purged": purged })).into_response()
+            Json(api::TenantRemoved {
+                name,
+                removed: true,
+                purged: purged.iter().map(ToString::to_string).collect(),
+            })
+            .into_response()
         }
         Ok(Err(e)) => error(e.status(), e),
         Err(e) => internal(e),
@@ -191,95 +157,71 @@ async fn resume(State(state): State<Arc<AdminState>>, Path(name): Path<String>) 
     .await
 }
 
-/// `{"k": 5}` sets, `{"k": null}` clears (unlimited), an absent key keeps the old value.
-fn patch_u64(body: &Value, key: &str, old: Option<u64>) -> Result<Option<u64>, String> {
-    match body.get(key) {
-        None => Ok(old),
-        Some(Value::Null) => Ok(None),
-        Some(v) => v
-            .as_u64()
-            .map(Some)
-            .ok_or_else(|| format!("{key}: expected a non-negative integer or null")),
+/// A patch body (`{"k": 5}` sets, `{"k": null}` clears, an absent key keeps the old value;
+/// anything but an object changes nothing), or the 400 answer naming the bad key.
+fn patch<T: serde::de::DeserializeOwned + Default>(
+    body: serde_json::Value,
+    keys: &[&str],
+) -> Result<T, Box<Response>> {
+    if !body.is_object() {
+        return Ok(T::default());
     }
+    let bad = |key: &str| {
+        Box::new(error(
+            400,
+            format!("{key}: expected a non-negative integer or null"),
+        ))
+    };
+    for key in keys {
+        if body.get(key).is_some_and(|v| !(v.is_null() || v.is_u64())) {
+            return Err(bad(key));
+        }
+    }
+    serde_json::from_value(body).map_err(|_| bad(&keys.join(", ")))
 }
 
 async fn quota(
     State(state): State<Arc<AdminState>>,
     Path(name): Path<String>,
-    Json(body): Json<Value>,
+    Json(body): Json<serde_json::Value>,
 ) -> Response {
-    let ctl = match control(&state) {
-        Ok(c) => c,
-        Err(r) => return *r,
-    };
-    let Some((t, _)) = ctl.tenants.get(&name) else {
+    let Some((t, _)) = state.control.tenants.get(&name) else {
         return error(404, crate::tenant::TenantError::Unknown(name));
     };
-    let q = (|| {
-        Ok::<_, String>(Quotas {
-            repos: patch_u64(&body, "repos", t.quotas.repos)?,
-            bytes: patch_u64(&body, "bytes", t.quotas.bytes)?,
-            egress_bytes_per_day: patch_u64(
-                &body,
-                "egress_bytes_per_day",
-                t.quotas.egress_bytes_per_day,
-            )?,
-        })
-    })();
-    match q {
-        Ok(q) => {
-            tenant_op(&state, name, move |c, n| {
-                Ok(c.tenants.set_quotas(n, q).map(|_| ())?)
-            })
-            .await
-        }
-        Err(e) => error(400, e),
-    }
+    let p: api::QuotasPatch = match patch(body, &["repos", "bytes", "egress_bytes_per_day"]) {
+        Ok(p) => p,
+        Err(r) => return *r,
+    };
+    let q = convert::quotas_in(p.apply(convert::quotas(t.quotas)));
+    tenant_op(&state, name, move |c, n| {
+        Ok(c.tenants.set_quotas(n, q).map(|_| ())?)
+    })
+    .await
 }
 
 async fn rate(
     State(state): State<Arc<AdminState>>,
     Path(name): Path<String>,
-    Json(body): Json<Value>,
+    Json(body): Json<serde_json::Value>,
 ) -> Response {
-    let ctl = match control(&state) {
-        Ok(c) => c,
-        Err(r) => return *r,
-    };
-    let Some((t, _)) = ctl.tenants.get(&name) else {
+    let Some((t, _)) = state.control.tenants.get(&name) else {
         return error(404, crate::tenant::TenantError::Unknown(name));
     };
-    let to_u32 = |v: Option<u64>| v.map(|x| u32::try_from(x).unwrap_or(u32::MAX));
-    let r = (|| {
-        Ok::<_, String>(Rate {
-            requests_per_second: to_u32(patch_u64(
-                &body,
-                "requests_per_second",
-                t.rate.requests_per_second.map(u64::from),
-            )?),
-            burst: to_u32(patch_u64(&body, "burst", t.rate.burst.map(u64::from))?),
-        })
-    })();
-    match r {
-        Ok(r) => {
-            tenant_op(&state, name, move |c, n| {
-                Ok(c.tenants.set_rate(n, r).map(|_| ())?)
-            })
-            .await
-        }
-        Err(e) => error(400, e),
-    }
-}
-
-#[derive(serde::Deserialize)]
-struct HostBody {
-    host: String,
+    let p: api::RatePatch = match patch(body, &["requests_per_second", "burst"]) {
+        Ok(p) => p,
+        Err(r) => return *r,
+    };
+    let r = convert::rate_in(p.apply(convert::rate(t.rate)));
+    tenant_op(&state, name, move |c, n| {
+        Ok(c.tenants.set_rate(n, r).map(|_| ())?)
+    })
+    .await
 }
 
 async fn host_add(
     State(state): State<Arc<AdminState>>,
     Path(name): Path<String>,
-    body: Result<Json<HostBody>, axum::extract::rejection::JsonRejection>,
+    body: Result<Json<api::HostRequest>, axum::extract::rejection::JsonRejection>,
 ) -> Response {
     let Ok(Json(b)) = body else {
         return error(400, "expected {\"host\": \"acme.seed.example\"}");
@@ -301,64 +243,63 @@ async fn host_rm(
 }
 
 async fn purge(State(state): State<Arc<AdminState>>, Path(rid): Path<String>) -> Response {
-    let ctl = match control(&state) {
-        Ok(c) => c.clone(),
-        Err(r) => return *r,
-    };
+    let ctl = state.control.clone();
     let rid = match parse_rid(&rid) {
         Ok(r) => r,
         Err(r) => return *r,
     };
     match tokio::task::spawn_blocking(move || ctl.purge(rid)).await {
-        Ok(Ok(holders)) => {
-            Json(json!({ "rid": rid, "purged": true, "tenants": holders })).into_response()
-        }
+        Ok(Ok(tenants)) => Json(api::PurgeResponse {
+            rid: rid.to_string(),
+            purged: true,
+            tenants,
+        })
+        .into_response(),
         Ok(Err(e)) => error(e.status(), e),
         Err(e) => internal(e),
     }
 }
 
 async fn deny_ls(State(state): State<Arc<AdminState>>) -> Response {
-    let ctl = match control(&state) {
-        Ok(c) => c.clone(),
-        Err(r) => return *r,
-    };
+    let ctl = &state.control;
     let (repos, nodes) = match ctl.index.policies() {
         Ok(p) => p,
         Err(e) => return internal(e),
     };
-    let mut r: Vec<Value> = repos
-        .into_iter()
-        .filter(|(_, p)| matches!(p, crate::index::policy::RepoPolicy::Block))
-        .map(|(rid, _)| json!({ "rid": rid, "tenant": null }))
-        .collect();
-    let mut n: Vec<Value> = nodes
-        .into_iter()
-        .filter(|(_, p)| matches!(p, crate::index::policy::NodePolicy::Block))
-        .map(|(nid, _)| json!({ "nid": nid, "tenant": null }))
-        .collect();
+    let mut entries = api::DenyEntries::default();
+    entries.repos.extend(
+        repos
+            .into_iter()
+            .filter(|(_, p)| matches!(p, crate::index::policy::RepoPolicy::Block))
+            .map(|(rid, _)| api::DenyRepoEntry {
+                rid: rid.to_string(),
+                tenant: None,
+            }),
+    );
+    entries.nodes.extend(
+        nodes
+            .into_iter()
+            .filter(|(_, p)| matches!(p, crate::index::policy::NodePolicy::Block))
+            .map(|(nid, _)| api::DenyNodeEntry {
+                nid: nid.to_string(),
+                tenant: None,
+            }),
+    );
     for (t, _) in ctl.tenants.list() {
-        r.extend(
-            t.deny
-                .repos
-                .iter()
-                .map(|rid| json!({ "rid": rid, "tenant": t.name })),
-        );
-        n.extend(
-            t.deny
-                .nodes
-                .iter()
-                .map(|nid| json!({ "nid": nid, "tenant": t.name })),
-        );
+        entries
+            .repos
+            .extend(t.deny.repos.iter().map(|rid| api::DenyRepoEntry {
+                rid: rid.to_string(),
+                tenant: Some(t.name.clone()),
+            }));
+        entries
+            .nodes
+            .extend(t.deny.nodes.iter().map(|nid| api::DenyNodeEntry {
+                nid: nid.to_string(),
+                tenant: Some(t.name.clone()),
+            }));
     }
-    Json(json!({ "repos": r, "nodes": n })).into_response()
-}
-
-#[derive(serde::Deserialize)]
-struct DenyBody {
-    rid: Option<String>,
-    nid: Option<String>,
-    tenant: Option<String>,
+    Json(entries).into_response()
 }
 
 #[derive(serde::Deserialize, Default)]
@@ -373,7 +314,7 @@ fn deny_repo(
     rid: crate::crypto::RepoId,
     tenant: Option<&str>,
     deny: bool,
-) -> Result<Value, crate::control::ControlError> {
+) -> Result<api::DenyRepoChange, crate::control::ControlError> {
     match tenant {
         Some(t) => {
             ctl.tenants.deny_repo(t, rid, deny)?;
@@ -388,16 +329,20 @@ fn deny_repo(
             ctl.changed();
         }
     }
-    Ok(json!({ "rid": rid, "tenant": tenant, "denied": deny }))
+    Ok(api::DenyRepoChange {
+        rid: rid.to_string(),
+        tenant: tenant.map(str::to_owned),
+        denied: deny,
+    })
 }
 
 fn deny_node(
     ctl: &Control,
-    net: Option<&crate::net::Net>,
+    net: &crate::net::Net,
     nid: crate::crypto::NodeId,
     tenant: Option<&str>,
     deny: bool,
-) -> Result<Value, crate::control::ControlError> {
+) -> Result<api::DenyNodeChange, crate::control::ControlError> {
     match tenant {
         Some(t) => {
             ctl.tenants.deny_node(t, nid, deny)?;
@@ -406,18 +351,20 @@ fn deny_node(
             use crate::index::policy::NodePolicy;
             if deny {
                 ctl.policies.set_node(&nid, Some(NodePolicy::Block))?;
-                if let Some(net) = net {
-                    net.disconnect(nid);
-                }
+                net.disconnect(nid);
             } else if ctl.policies.blocked(&nid) {
                 ctl.policies.set_node(&nid, None)?;
             }
         }
     }
-    Ok(json!({ "nid": nid, "tenant": tenant, "denied": deny }))
+    Ok(api::DenyNodeChange {
+        nid: nid.to_string(),
+        tenant: tenant.map(str::to_owned),
+        denied: deny,
+    })
 }
 
-fn answer(r: Result<Value, crate::control::ControlError>) -> Response {
+fn answer<T: serde::Serialize>(r: Result<T, crate::control::ControlError>) -> Response {
     match r {
         Ok(v) => Json(v).into_response(),
         Err(e) => error(e.status(), e),
@@ -426,23 +373,24 @@ fn answer(r: Result<Value, crate::control::ControlError>) -> Response {
 
 /// Parse the repository id of a deny-list request and apply it.
 fn deny_repo_request(state: &AdminState, rid: &str, tenant: Option<&str>, deny: bool) -> Response {
-    let (ctl, rid) = match (control(state), parse_rid(rid)) {
-        (Ok(c), Ok(r)) => (c, r),
-        (Err(r), _) | (_, Err(r)) => return *r,
-    };
-    answer(deny_repo(ctl, rid, tenant, deny))
+    match parse_rid(rid) {
+        Ok(rid) => answer(deny_repo(&state.control, rid, tenant, deny)),
+        Err(r) => *r,
+    }
 }
 
 /// Parse the node id of a deny-list request and apply it.
 fn deny_node_request(state: &AdminState, nid: &str, tenant: Option<&str>, deny: bool) -> Response {
-    let (ctl, nid) = match (control(state), parse_nid(nid)) {
-        (Ok(c), Ok(n)) => (c, n),
-        (Err(r), _) | (_, Err(r)) => return *r,
-    };
-    answer(deny_node(ctl, state.net.as_ref(), nid, tenant, deny))
+    match parse_nid(nid) {
+        Ok(nid) => answer(deny_node(&state.control, &state.net, nid, tenant, deny)),
+        Err(r) => *r,
+    }
 }
 
-async fn deny_repo_add(State(state): State<Arc<AdminState>>, Json(b): Json<DenyBody>) -> Response {
+async fn deny_repo_add(
+    State(state): State<Arc<AdminState>>,
+    Json(b): Json<api::DenyRequest>,
+) -> Response {
     deny_repo_request(
         &state,
         b.rid.as_deref().unwrap_or(""),
@@ -459,7 +407,10 @@ async fn deny_repo_rm(
     deny_repo_request(&state, &rid, q.tenant.as_deref(), false)
 }
 
-async fn deny_node_add(State(state): State<Arc<AdminState>>, Json(b): Json<DenyBody>) -> Response {
+async fn deny_node_add(
+    State(state): State<Arc<AdminState>>,
+    Json(b): Json<api::DenyRequest>,
+) -> Response {
     deny_node_request(
         &state,
         b.nid.as_deref().unwrap_or(""),
@@ -477,63 +428,68 @@ async fn deny_node_rm(
 }
 
 async fn queue(State(state): State<Arc<AdminState>>) -> Response {
-    let Some(f) = &state.fetcher else {
-        return error(503, "replication is not running");
-    };
-    let (running, queued) = f.queue();
-    Json(json!({
-        "active": running.iter().map(|(rid, nid, secs)| json!({"rid": rid, "from": nid, "seconds": secs})).collect::<Vec<_>>(),
-        "queued": queued.iter().map(|(rid, nid)| json!({"rid": rid, "from": nid})).collect::<Vec<_>>(),
-    }))
+    let (running, queued) = state.fetcher.queue();
+    Json(api::QueueResponse {
+        active: running
+            .iter()
+            .map(|(rid, nid, seconds)| api::QueueActive {
+                rid: rid.to_string(),
+                from: nid.to_string(),
+                seconds: *seconds,
+            })
+            .collect(),
+        queued: queued
+            .iter()
+            .map(|(rid, nid)| api::QueueQueued {
+                rid: rid.to_string(),
+                from: nid.to_string(),
+            })
+            .collect(),
+    })
     .into_response()
 }
 
 async fn usage(State(state): State<Arc<AdminState>>, Query(q): Query<TenantQuery>) -> Response {
-    let ctl = match control(&state) {
-        Ok(c) => c,
-        Err(r) => return *r,
-    };
-    let rows: Vec<Value> = ctl
+    let usage: Vec<api::TenantUsage> = state
+        .control
         .tenants
         .list()
         .into_iter()
         .filter(|(t, _)| q.tenant.as_ref().is_none_or(|n| n == &t.name))
-        .map(|(t, u)| {
-            json!({
-                "tenant": t.name,
-                "state": t.state,
-                "identity": t.identity,
-                "repos": u.repos,
-                "quota_repos": t.quotas.repos,
-                "stored_bytes": u.stored_bytes,
-                "quota_bytes": t.quotas.bytes,
-                "egress_today_bytes": u.egress_today_bytes,
-                "quota_egress_bytes_per_day": t.quotas.egress_bytes_per_day,
-            })
+        .map(|(t, u)| api::TenantUsage {
+            tenant: t.name,
+            state: convert::state(t.state),
+            identity: t.identity,
+            repos: u.repos,
+            quota_repos: t.quotas.repos,
+            stored_bytes: u.stored_bytes,
+            quota_bytes: t.quotas.bytes,
+            egress_today_bytes: u.egress_today_bytes,
+            quota_egress_bytes_per_day: t.quotas.egress_bytes_per_day,
         })
         .collect();
     if let Some(n) = &q.tenant {
-        if rows.is_empty() {
+        if usage.is_empty() {
             return error(404, crate::tenant::TenantError::Unknown(n.clone()));
         }
     }
-    Json(json!({ "usage": rows })).into_response()
+    Json(api::UsageResponse { usage }).into_response()
 }
 
 async fn identities(State(state): State<Arc<AdminState>>) -> Response {
-    match &state.identities {
-        Some(i) => Json(json!({ "identities": i.list() })).into_response(),
-        None => error(503, "the p2p layer is not running"),
-    }
+    let identities = state
+        .identities
+        .list()
+        .into_iter()
+        .map(convert::identity)
+        .collect();
+    Json(api::IdentitiesResponse { identities }).into_response()
 }
 
 async fn identity_create(
     State(state): State<Arc<AdminState>>,
-    body: Result<Json<crate::identity::IdentitySpec>, axum::extract::rejection::JsonRejection>,
+    body: Result<Json<api::IdentityCreate>, axum::extract::rejection::JsonRejection>,
 ) -> Response {
-    let Some(ids) = &state.identities else {
-        return error(503, "the p2p layer is not running");
-    };
     let Json(spec) = match body {
         Ok(b) => b,
         Err(e) => {
@@ -543,33 +499,32 @@ async fn identity_create(
             )
         }
     };
-    match ids.start(spec, true).await {
-        Ok(info) => (StatusCode::CREATED, Json(json!(info))).into_response(),
+    match state
+        .identities
+        .start(convert::identity_spec(spec), true)
+        .await
+    {
+        Ok(info) => (StatusCode::CREATED, Json(convert::identity(info))).into_response(),
         Err(e) => error(e.status(), e),
     }
 }
 
 async fn reload(State(state): State<Arc<AdminState>>) -> Response {
-    let Some(r) = state.reload.clone() else {
-        return error(503, "reload is not available");
-    };
+    let r = state.reload.clone();
     match tokio::task::spawn_blocking(move || r()).await {
-        Ok(Ok(changes)) => Json(json!({ "reloaded": true, "changes": changes })).into_response(),
+        Ok(Ok(changes)) => Json(api::ReloadResponse {
+            reloaded: true,
+            changes,
+        })
+        .into_response(),
         Ok(Err(e)) => error(400, e),
         Err(e) => internal(e),
     }
 }
 
 async fn backup(State(state): State<Arc<AdminState>>) -> Response {
-    let ctl = match control(&state) {
-        Ok(c) => c.clone(),
-        Err(r) => return *r,
-    };
-    let specs = state
-        .identities
-        .as_ref()
-        .map(|i| i.specs())
-        .unwrap_or_default();
+    let ctl = state.control.clone();
+    let specs = state.identities.specs();
     let keys_dir = state.data_dir.join("keys");
     let mut keys = vec![(
         crate::tenant::DEFAULT_IDENTITY.to_owned(),
@@ -590,7 +545,7 @@ async fn backup(State(state): State<Arc<AdminState>>) -> Response {
                 keys = b.keys.len(),
                 "backup taken"
             );
-            Json(b).into_response()
+            Json(convert::backup(b)).into_response()
         }
         Ok(Err(e)) => internal(e),
         Err(e) => internal(e),
@@ -599,13 +554,13 @@ async fn backup(State(state): State<Arc<AdminState>>) -> Response {
 
 async fn restore(
     State(state): State<Arc<AdminState>>,
-    body: Result<Json<crate::backup::Backup>, axum::extract::rejection::JsonRejection>,
+    body: Result<Json<api::Backup>, axum::extract::rejection::JsonRejection>,
 ) -> Response {
-    let ctl = match control(&state) {
-        Ok(c) => c.clone(),
-        Err(r) => return *r,
-    };
-    let Json(b) = match body {
+    let ctl = state.control.clone();
+    let b: crate::backup::Backup = match body
+        .map_err(|e| e.body_text())
+        .and_then(|Json(b)| convert::checked(b).map_err(|e| e.to_string()))
+    {
         Ok(b) => b,
         Err(e) => return error(400, format!("not a seedd backup: {e}")),
     };
@@ -623,7 +578,11 @@ async fn restore(
     })
     .await
     {
-        Ok(Ok(r)) => Json(json!({ "restored": r, "warnings": warnings })).into_response(),
+        Ok(Ok(r)) => Json(api::RestoreResponse {
+            restored: convert::restored(r),
+            warnings,
+        })
+        .into_response(),
         Ok(Err(e)) => error(400, e),
         Err(e) => internal(e),
     }
@@ -631,19 +590,23 @@ async fn restore(
 
 async fn apply(
     State(state): State<Arc<AdminState>>,
-    body: Result<Json<ApplyRequest>, axum::extract::rejection::JsonRejection>,
+    body: Result<Json<api::ApplyRequest>, axum::extract::rejection::JsonRejection>,
 ) -> Response {
-    let ctl = match control(&state) {
-        Ok(c) => c.clone(),
-        Err(r) => return *r,
-    };
-    let Json(req) = match body {
-        Ok(b) => b,
+    let ctl = state.control.clone();
+    let req: crate::control::ApplyRequest = match body
+        .map_err(|e| e.body_text())
+        .and_then(|Json(b)| convert::checked(b).map_err(|e| e.to_string()))
+    {
+        Ok(r) => r,
         Err(e) => return error(400, format!("expected {{\"tenants\": [...]}}: {e}")),
     };
     let dry = req.dry_run;
     match tokio::task::spawn_blocking(move || ctl.apply(&req)).await {
-        Ok(Ok(changes)) => Json(json!({ "changes": changes, "applied": !dry })).into_response(),
+        Ok(Ok(changes)) => Json(api::ApplyResponse {
+            changes,
+            applied: !dry,
+        })
+        .into_response(),
         Ok(Err(e)) => error(e.status(), e),
         Err(e) => internal(e),
     }

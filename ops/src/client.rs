@@ -1,0 +1,198 @@
+//! The admin API client: bearer token, TLS settings, one request → one typed answer.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use anyhow::{anyhow, bail, Context as _};
+use serde::de::DeserializeOwned;
+use serde::Serialize;
+
+use crate::cli::Cli;
+
+/// Talks to one seedd's admin API.
+pub(crate) struct Client<'a> {
+    cli: &'a Cli,
+}
+
+/// An HTTP method of the admin API.
+#[derive(Clone, Copy)]
+enum Method {
+    Get,
+    Post,
+    Put,
+    Delete,
+}
+
+impl<'a> Client<'a> {
+    pub(crate) fn new(cli: &'a Cli) -> Self {
+        Self { cli }
+    }
+
+    pub(crate) fn get<T: DeserializeOwned>(&self, path: &str) -> anyhow::Result<T> {
+        self.call(Method::Get, path, None)
+    }
+
+    /// `POST` without a body.
+    pub(crate) fn post<T: DeserializeOwned>(&self, path: &str) -> anyhow::Result<T> {
+        self.call(Method::Post, path, None)
+    }
+
+    /// `POST` with a JSON body.
+    pub(crate) fn post_json<T: DeserializeOwned>(
+        &self,
+        path: &str,
+        body: &impl Serialize,
+    ) -> anyhow::Result<T> {
+        self.call(Method::Post, path, Some(serde_json::to_string(body)?))
+    }
+
+    pub(crate) fn put_json<T: DeserializeOwned>(
+        &self,
+        path: &str,
+        body: &impl Serialize,
+    ) -> anyhow::Result<T> {
+        self.call(Method::Put, path, Some(serde_json::to_string(body)?))
+    }
+
+    pub(crate) fn delete<T: DeserializeOwned>(&self, path: &str) -> anyhow::Result<T> {
+        self.call(Method::Delete, path, None)
+    }
+
+    fn call<T: DeserializeOwned>(
+        &self,
+        method: Method,
+        path: &str,
+        body: Option<String>,
+    ) -> anyhow::Result<T> {
+        let cli = self.cli;
+        let url = format!("{}{}", cli.admin.trim_end_matches('/'), path);
+        let agent: ureq::Agent = ureq::Agent::config_builder()
+            .http_status_as_error(false)
+            .timeout_global(Some(std::time::Duration::from_secs(120)))
+            .tls_config(tls_config(cli)?)
+            .build()
+            .into();
+        let auth = format!("Bearer {}", token(cli)?);
+        let json = "application/json";
+        let resp = match (method, body) {
+            (Method::Post, Some(b)) => agent
+                .post(&url)
+                .header("Authorization", &auth)
+                .header("Content-Type", json)
+                .send(b),
+            (Method::Post, None) => agent.post(&url).header("Authorization", &auth).send_empty(),
+            (Method::Put, b) => agent
+                .put(&url)
+                .header("Authorization", &auth)
+                .header("Content-Type", json)
+                .send(b.unwrap_or_else(|| "{}".to_owned())),
+            (Method::Delete, _) => agent.delete(&url).header("Authorization", &auth).call(),
+            (Method::Get, _) => agent.get(&url).header("Authorization", &auth).call(),
+        }
+        .map_err(|e| {
+            let hint = if url.starts_with("https://") {
+                "is seedd running, --admin right, and --cacert / --cert / --key what its admin.tls needs?"
+            } else {
+                "is seedd running and --admin right?"
+            };
+            anyhow!("cannot reach the admin API at {url}: {e}; {hint}")
+        })?;
+        let status = resp.status();
+        let text = resp
+            .into_body()
+            .read_to_string()
+            .map_err(|e| anyhow!("{url}: reading the answer: {e}"))?;
+        if !status.is_success() {
+            let msg = match serde_json::from_str::<seedd_api::ErrorBody>(&text) {
+                Ok(b) => b.error,
+                Err(_) if serde_json::from_str::<serde::de::IgnoredAny>(&text).is_ok() => {
+                    "request failed".to_owned()
+                }
+                // A plain-text answer (e.g. "not found" from a seedd without this route).
+                Err(_) => text.trim().chars().take(200).collect(),
+            };
+            return Err(anyhow!("{url}: {status}: {msg}"));
+        }
+        serde_json::from_str(&text).map_err(|e| anyhow!("{url}: unexpected answer ({e})"))
+    }
+}
+
+fn token(cli: &Cli) -> anyhow::Result<String> {
+    if let Some(t) = &cli.token {
+        return Ok(t.trim().to_owned());
+    }
+    let path = cli
+        .token_file
+        .clone()
+        .unwrap_or_else(|| PathBuf::from("./seedd-data/admin-token"));
+    let t = std::fs::read_to_string(&path).with_context(|| {
+        format!(
+            "reading the admin token {}: pass --token-file (seedd writes <data_dir>/admin-token)",
+            path.display()
+        )
+    })?;
+    Ok(t.trim().to_owned())
+}
+
+/// Every certificate in a PEM file (`what` names the flag in errors).
+fn pem_certs(path: &Path, what: &str) -> anyhow::Result<Vec<ureq::tls::Certificate<'static>>> {
+    let pem = std::fs::read(path).with_context(|| format!("reading {what} {}", path.display()))?;
+    let mut certs = Vec::new();
+    for item in ureq::tls::parse_pem(&pem) {
+        let item = item.with_context(|| format!("{what} {}: not PEM", path.display()))?;
+        if let ureq::tls::PemItem::Certificate(c) = item {
+            certs.push(c);
+        }
+    }
+    if certs.is_empty() {
+        bail!("{what} {}: no certificate in the PEM file", path.display());
+    }
+    Ok(certs)
+}
+
+/// TLS settings for an https:// admin URL: trusted CA (`--cacert`) and client certificate
+/// (`--cert`, `--key`). Without them: the public (Mozilla) roots, no client certificate.
+pub(crate) fn tls_config(cli: &Cli) -> anyhow::Result<ureq::tls::TlsConfig> {
+    let mut tls = ureq::tls::TlsConfig::builder();
+    if let Some(ca) = &cli.cacert {
+        let roots = pem_certs(ca, "--cacert")?;
+        tls = tls.root_certs(ureq::tls::RootCerts::Specific(Arc::new(roots)));
+    }
+    match (&cli.cert, &cli.key) {
+        (Some(cert), Some(key)) => {
+            let chain = pem_certs(cert, "--cert")?;
+            let pem =
+                std::fs::read(key).with_context(|| format!("reading --key {}", key.display()))?;
+            let key = ureq::tls::PrivateKey::from_pem(&pem)
+                .with_context(|| format!("--key {}: no usable private key", key.display()))?;
+            tls = tls.client_cert(Some(ureq::tls::ClientCert::new_with_certs(&chain, key)));
+        }
+        (None, None) => {}
+        (Some(_), None) => bail!("--cert needs --key (the client certificate's private key)"),
+        (None, Some(_)) => bail!("--key needs --cert (the client certificate)"),
+    }
+    Ok(tls.build())
+}
+
+/// Percent-encodes one path segment or query value (RFC 3986 unreserved characters, `:`, `*`
+/// and `@` stay as they are, so `rad:z…` and `*.example.org` read naturally in logs).
+pub(crate) fn enc(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for b in s.bytes() {
+        if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_' | b'~' | b':' | b'*' | b'@')
+        {
+            out.push(char::from(b));
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
+}
+
+/// `path?tenant=T` when a tenant is given.
+pub(crate) fn with_tenant(path: &str, tenant: Option<&str>) -> String {
+    match tenant {
+        Some(t) => format!("{path}?tenant={}", enc(t)),
+        None => path.to_owned(),
+    }
+}

@@ -1,0 +1,63 @@
+//! `seedctl status`, `seedctl rescan`.
+
+use seedd_api::{ScanReport, Status};
+
+use crate::client::Client;
+use crate::report::{Report, Text};
+
+pub(crate) fn status(client: &Client) -> anyhow::Result<Box<dyn Report>> {
+    Ok(Box::new(client.get::<Status>("/api/v1/status")?))
+}
+
+pub(crate) fn rescan(client: &Client) -> anyhow::Result<Box<dyn Report>> {
+    Ok(Box::new(client.post::<ScanReport>("/api/v1/rescan")?))
+}
+
+impl Text for Status {
+    fn text(&self) -> String {
+        let mut t = format!(
+            "NID      {}\nalias    {}\nversion  {}\nuptime   {}s\nready    {}\nrepos    {} ({} public, {} private)\nhttp     {}{}\nadmin    {}",
+            self.nid,
+            self.alias,
+            self.version,
+            self.uptime_seconds,
+            self.ready,
+            self.repos.total,
+            self.repos.public,
+            self.repos.private,
+            self.http.listen,
+            if self.http.tls { " (TLS)" } else { "" },
+            self.admin.listen,
+        );
+        if let Some(p) = &self.p2p {
+            t.push_str(&format!(
+                "\np2p      {} (relay {}; {} sessions; {} routes; {} known nodes)",
+                p.listen.join(", "),
+                if p.relay { "on" } else { "off" },
+                p.sessions,
+                p.routing_entries,
+                p.known_nodes,
+            ));
+        }
+        t
+    }
+}
+
+impl Text for ScanReport {
+    fn text(&self) -> String {
+        let mut t = format!(
+            "scanned {}  added {}  updated {}  unchanged {}  removed {}  failed {}  ({} ms)",
+            self.scanned,
+            self.added,
+            self.updated,
+            self.unchanged,
+            self.removed,
+            self.failed,
+            self.duration_ms
+        );
+        for e in &self.errors {
+            t.push_str(&format!("\n  {e}"));
+        }
+        t
+    }
+}
