@@ -10,12 +10,11 @@ use tokio::signal::unix::{signal, SignalKind};
 use tokio::sync::watch;
 
 use crate::admin::{self, AdminState};
-use crate::config::Config;
+use crate::config::{Config, DefaultPolicy, UnknownHosts};
 use crate::crypto::Keypair;
 use crate::fetch::{FetchConfig, Fetcher};
 use crate::fsutil::{self, Tightened};
 use crate::http::{self, tls::ReloadingCert, HttpState};
-use crate::index::policy::Scope;
 use crate::index::scan::{self, ScanReport};
 use crate::index::Index;
 use crate::metrics::Metrics;
@@ -200,20 +199,16 @@ pub async fn run(
     let ready = Arc::new(AtomicBool::new(false));
     let rescan = rescanner(storage.clone(), index.clone(), metrics.clone());
 
-    let http_addr = cfg.http_listen()?;
-    let admin_addr = cfg.admin_listen()?;
+    let http_addr = cfg.http.listen;
+    let admin_addr = cfg.admin.listen;
     let admin_listener = http::bind("admin", admin_addr).await?;
     let http_listener = http::bind("http", http_addr).await?;
 
     let tenants = Tenants::load(index.clone(), metrics.clone()).context("loading tenants")?;
     let policies = Policies::new(
         index.clone(),
-        cfg.policy.default == "allow",
-        if cfg.policy.scope == "followed" {
-            Scope::Followed
-        } else {
-            Scope::All
-        },
+        cfg.policy.default == DefaultPolicy::Allow,
+        cfg.policy.scope,
     )
     .with_tenants(tenants.clone());
     let restored = crate::backup::import_pending(&cfg.data_dir, &index, &tenants, &policies)
@@ -238,7 +233,7 @@ pub async fn run(
         cfg.cache_dir().join("git-home"),
         StreamLimits {
             idle: net_cfg.stream_idle_timeout,
-            total: Duration::from_secs(cfg.http.request_timeout_secs),
+            total: cfg.http.request_timeout,
         },
         metrics.clone(),
     );
@@ -298,8 +293,8 @@ pub async fn run(
         max_concurrent: cfg.p2p.max_concurrent_fetches,
         max_per_peer: cfg.p2p.max_fetches_per_peer,
         max_pack_bytes: cfg.p2p.max_fetch_bytes,
-        timeout: Duration::from_secs(cfg.p2p.fetch_timeout_secs),
-        deadline: Duration::from_secs(cfg.p2p.fetch_deadline_secs),
+        timeout: cfg.p2p.fetch_timeout,
+        deadline: cfg.p2p.fetch_deadline,
         git: cfg.http.git_binary.clone(),
         git_home: cfg.cache_dir().join("git-home"),
         work_dir: cfg.cache_dir().join("fetch"),
@@ -392,7 +387,7 @@ pub async fn run(
     let (shutdown_tx, shutdown_rx) = watch::channel(false);
 
     let http_limiter = http::ratelimit::HttpLimiter::new(&cfg.http.rate);
-    let unknown_hosts_all = Arc::new(AtomicBool::new(cfg.http.unknown_hosts == "all"));
+    let unknown_hosts_all = Arc::new(AtomicBool::new(cfg.http.unknown_hosts == UnknownHosts::All));
     let tokens = Arc::new(std::sync::RwLock::new(admin_tokens(&cfg, token)?));
     let reloader = Reloader {
         file: config_file,
@@ -470,8 +465,8 @@ pub async fn run(
         cfg.http.git_binary.clone(),
         cfg.cache_dir().join("git-home"),
         StreamLimits {
-            idle: Duration::from_secs(cfg.http.idle_timeout_secs),
-            total: Duration::from_secs(cfg.http.request_timeout_secs),
+            idle: cfg.http.idle_timeout,
+            total: cfg.http.request_timeout,
         },
         metrics.clone(),
     );
@@ -482,12 +477,12 @@ pub async fn run(
         limiter: PackLimiter::new(
             cfg.http.max_concurrent_packs,
             cfg.http.pack_queue,
-            Duration::from_millis(cfg.http.pack_queue_timeout_ms),
+            cfg.http.pack_queue_timeout,
         ),
         ref_limiter: PackLimiter::new(
             cfg.http.max_concurrent_packs.saturating_mul(4),
             cfg.http.pack_queue,
-            Duration::from_millis(cfg.http.pack_queue_timeout_ms),
+            cfg.http.pack_queue_timeout,
         ),
         metrics: metrics.clone(),
         max_request_bytes: cfg.http.max_request_bytes,
@@ -730,14 +725,8 @@ impl Reloader {
             changes.push(format!("log.level: {} → {}", cur.log.level, new.log.level));
         }
         if new.policy != cur.policy {
-            self.policies.set_default(
-                new.policy.default == "allow",
-                if new.policy.scope == "followed" {
-                    Scope::Followed
-                } else {
-                    Scope::All
-                },
-            );
+            self.policies
+                .set_default(new.policy.default == DefaultPolicy::Allow, new.policy.scope);
             changes.push(format!(
                 "policy: {}/{} → {}/{}",
                 cur.policy.default, cur.policy.scope, new.policy.default, new.policy.scope
@@ -748,8 +737,10 @@ impl Reloader {
             changes.push("http.rate: limits replaced".to_owned());
         }
         if new.http.unknown_hosts != cur.http.unknown_hosts {
-            self.unknown_hosts_all
-                .store(new.http.unknown_hosts == "all", Ordering::Relaxed);
+            self.unknown_hosts_all.store(
+                new.http.unknown_hosts == UnknownHosts::All,
+                Ordering::Relaxed,
+            );
             changes.push(format!(
                 "http.unknown_hosts: {} → {}",
                 cur.http.unknown_hosts, new.http.unknown_hosts

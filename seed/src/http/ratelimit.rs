@@ -237,7 +237,7 @@ fn repo_settings(cfg: &HttpRateConfig) -> RepoSettings {
     RepoSettings {
         concurrent: cfg.per_repo_concurrent_packs,
         queue: cfg.per_repo_queue,
-        wait: Duration::from_millis(cfg.per_repo_queue_timeout_ms),
+        wait: cfg.per_repo_queue_timeout,
     }
 }
 
@@ -865,7 +865,7 @@ mod tests {
         let l = HttpLimiter::new(&HttpRateConfig {
             per_repo_concurrent_packs: 1,
             per_repo_queue: 1,
-            per_repo_queue_timeout_ms: 5_000,
+            per_repo_queue_timeout: Duration::from_millis(5_000),
             ..HttpRateConfig::default()
         });
         let first = l.repo_permit("rad:a").await.unwrap();
@@ -896,7 +896,7 @@ mod tests {
         let l = HttpLimiter::new(&HttpRateConfig {
             per_repo_concurrent_packs: 1,
             per_repo_queue: 4,
-            per_repo_queue_timeout_ms: 30,
+            per_repo_queue_timeout: Duration::from_millis(30),
             ..HttpRateConfig::default()
         });
         let held = l.repo_permit("rad:a").await.unwrap();
@@ -979,7 +979,7 @@ mod tests {
             (
                 r.per_repo_concurrent_packs,
                 r.per_repo_queue,
-                r.per_repo_queue_timeout_ms
+                r.per_repo_queue_timeout.as_millis()
             ),
             (3, 9, 250)
         );
@@ -1010,7 +1010,7 @@ mod tests {
             (
                 d.per_repo_concurrent_packs,
                 d.per_repo_queue,
-                d.per_repo_queue_timeout_ms
+                d.per_repo_queue_timeout.as_millis()
             ),
             (2, 4, 2000)
         );

@@ -203,7 +203,7 @@ impl Guard {
     /// Adds an offence to `ip`'s record; bans it at the threshold.
     pub fn penalise(&mut self, ip: IpAddr, offence: Offence, reason: &str, now: u64) -> Penalised {
         let threshold = self.ban.threshold;
-        let duration_ms = self.ban.duration_secs.saturating_mul(1000);
+        let duration_ms = u64::try_from(self.ban.duration.as_millis()).unwrap_or(u64::MAX);
         let record = self.records.entry(ip).or_insert_with(|| BanRecord {
             ip,
             penalty: 0,
@@ -279,7 +279,7 @@ mod tests {
             rate,
             BanConfig {
                 threshold: 64,
-                duration_secs: 10,
+                duration: std::time::Duration::from_secs(10),
             },
             Vec::new(),
         )
