@@ -198,3 +198,61 @@ fn bad_value_message_names_key_origin_and_choices() {
         )
     );
 }
+
+#[test]
+fn config_keys_load_and_validate() {
+    use crate::config::{Config, Overrides};
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("seedd.toml");
+    std::fs::write(
+        &path,
+        "[http.rate]\nper_ip_requests_per_second = 2.5\nper_ip_burst = 7\nipv6_prefix = 56\n\
+         trusted_proxies = [\"10.0.0.0/8\", \"::1\"]\nper_repo_concurrent_packs = 3\n\
+         per_repo_queue = 9\nper_repo_queue_timeout_ms = 250\n",
+    )
+    .unwrap();
+    let (c, _) = Config::load(Some(&path), &Overrides::default()).unwrap();
+    let r = &c.http.rate;
+    assert_eq!(r.per_ip_requests_per_second, 2.5);
+    assert_eq!((r.per_ip_burst, r.ipv6_prefix), (7, 56));
+    assert_eq!(r.trusted_proxies, vec!["10.0.0.0/8", "::1"]);
+    assert_eq!(
+        (
+            r.per_repo_concurrent_packs,
+            r.per_repo_queue,
+            r.per_repo_queue_timeout.as_millis()
+        ),
+        (3, 9, 250)
+    );
+    for (text, key) in [
+        (
+            "trusted_proxies = [\"10.0.0.0/40\"]",
+            "http.rate.trusted_proxies",
+        ),
+        (
+            "per_ip_requests_per_second = -1.0",
+            "http.rate.per_ip_requests_per_second",
+        ),
+        ("ipv6_prefix = 0", "http.rate.ipv6_prefix"),
+        ("per_ip_burst = 0", "http.rate.per_ip_burst"),
+        ("per_ip_bust = 1", "http.rate.per_ip_bust"),
+    ] {
+        std::fs::write(&path, format!("[http.rate]\n{text}\n")).unwrap();
+        let err = Config::load(Some(&path), &Overrides::default())
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains(key), "{err}");
+    }
+    let d = HttpRateConfig::default();
+    assert_eq!(d.per_ip_requests_per_second, 50.0);
+    assert_eq!((d.per_ip_burst, d.ipv6_prefix), (100, 64));
+    assert!(d.trusted_proxies.is_empty());
+    assert_eq!(
+        (
+            d.per_repo_concurrent_packs,
+            d.per_repo_queue,
+            d.per_repo_queue_timeout.as_millis()
+        ),
+        (2, 4, 2000)
+    );
+}

@@ -7,8 +7,8 @@ use std::net::IpAddr;
 use seedd_proto::crypto::NodeId;
 use seedd_proto::gossip::limiter::{Limiter, RateLimit};
 
+use crate::config::Cidr;
 use crate::config::{BanConfig, Bucket, RateConfig};
-use crate::http::ratelimit::Cidr;
 use crate::index::gossip::BanRecord;
 
 /// What a misbehaviour costs, in penalty points.
