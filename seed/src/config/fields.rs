@@ -12,8 +12,7 @@ use serde::de::Error as _;
 use serde::{Deserialize, Deserializer, Serializer};
 
 use super::cidr::Cidr;
-use super::sections::Bucket;
-use super::values::INVENTORY_LIMIT;
+use super::values::{Bucket, INVENTORY_LIMIT};
 
 /// Announced node alias: 1–32 bytes without whitespace.
 pub fn alias<'de, D: Deserializer<'de>>(d: D) -> Result<String, D::Error> {

@@ -29,12 +29,12 @@ use serde::{Deserialize, Serialize};
 pub use cidr::{ip_bits, mask, Cidr};
 pub use load::{env_name, Overrides, Sources};
 pub use sections::{
-    AdminConfig, AdminTlsConfig, BanConfig, Bucket, HttpConfig, HttpRateConfig, KeysConfig,
-    LogConfig, P2pConfig, PolicyConfig, RateConfig, TlsConfig,
+    AdminConfig, AdminTlsConfig, BanConfig, HttpConfig, HttpRateConfig, KeysConfig, LogConfig,
+    P2pConfig, PolicyConfig, RateConfig, TlsConfig,
 };
 pub use specs::{DenyList, IdentitySpec, Quotas, Rate, RepoSpec, State, TenantSpec};
 pub use values::{
-    valid_name, DefaultPolicy, LogFormat, Relay, Scope, UnknownHosts, DEFAULT_IDENTITY,
+    valid_name, Bucket, DefaultPolicy, LogFormat, Relay, Scope, UnknownHosts, DEFAULT_IDENTITY,
     INVENTORY_LIMIT,
 };
 

@@ -9,7 +9,7 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 
 use super::fields;
-use super::values::{DefaultPolicy, LogFormat, Relay, Scope, UnknownHosts};
+use super::values::{Bucket, DefaultPolicy, LogFormat, Relay, Scope, UnknownHosts};
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 #[serde(default)]
@@ -64,14 +64,6 @@ pub struct P2pConfig {
     pub inventory_cap: usize,
     pub rate: RateConfig,
     pub ban: BanConfig,
-}
-
-/// Token buckets (fractional refill per second, burst capacity).
-#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq)]
-#[serde(deny_unknown_fields)]
-pub struct Bucket {
-    pub fill_rate: f64,
-    pub capacity: f64,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]

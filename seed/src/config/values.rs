@@ -126,6 +126,14 @@ keyword! {
     expected "\"all\" or \"none\""
 }
 
+/// Token buckets (fractional refill per second, burst capacity).
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct Bucket {
+    pub fill_rate: f64,
+    pub capacity: f64,
+}
+
 impl Relay {
     /// Whether we relay, given whether external addresses are configured.
     pub fn enabled(self, reachable: bool) -> bool {

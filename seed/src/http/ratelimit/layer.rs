@@ -8,7 +8,9 @@ use axum::http::Request;
 use axum::response::Response;
 use futures_util::future::{ready, Either, Ready};
 
-use super::{too_many_requests, ClientIp, HttpLimiter};
+use super::client::ClientIp;
+use super::response::too_many_requests;
+use super::HttpLimiter;
 use crate::metrics::Metrics;
 
 /// Tower layer: per-client-IP rate limit in front of a service (see [`IpRateLimit`]).

@@ -24,18 +24,17 @@ mod layer;
 mod per_ip;
 mod per_repo;
 mod per_tenant;
+mod quota;
 mod response;
 #[cfg(test)]
 mod tests;
 
 use std::future::Future;
 use std::net::{IpAddr, SocketAddr};
-use std::num::NonZeroU32;
 use std::sync::Arc;
 use std::time::Duration;
 
 use axum::http::HeaderMap;
-use governor::Quota;
 
 pub use client::ClientIp;
 pub use layer::{IpRateLimit, IpRateLimitLayer};
@@ -46,17 +45,6 @@ use crate::config::HttpRateConfig;
 use per_ip::IpLimiter;
 use per_repo::RepoPermits;
 use per_tenant::TenantLimiter;
-
-/// A GCRA quota of `rps` requests per second (fractional allowed) with `burst` at once.
-/// `None` when `rps` is 0 (no limit) or not a usable number.
-fn quota(rps: f64, burst: u32) -> Option<Quota> {
-    if !(rps.is_finite() && rps > 0.0) {
-        return None;
-    }
-    let period = Duration::try_from_secs_f64(1.0 / rps).ok()?;
-    let burst = NonZeroU32::new(burst.max(1))?;
-    Some(Quota::with_period(period)?.allow_burst(burst))
-}
 
 struct Inner {
     ip: IpLimiter,

@@ -11,7 +11,7 @@ use arc_swap::ArcSwap;
 use governor::clock::Clock as _;
 use governor::{DefaultKeyedRateLimiter, RateLimiter};
 
-use super::quota;
+use super::quota::quota;
 use crate::config::{mask, Cidr, HttpRateConfig};
 
 /// Checks between two sweeps of idle IP keys, at least (more when many keys are live).

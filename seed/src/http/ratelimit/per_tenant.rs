@@ -7,7 +7,7 @@ use std::time::Duration;
 use governor::clock::Clock as _;
 use governor::{DefaultDirectRateLimiter, RateLimiter};
 
-use super::quota;
+use super::quota::quota;
 
 struct TenantBucket {
     rps: u32,

@@ -5,7 +5,7 @@ use std::time::Duration;
 use axum::http::{header, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 
-use super::Shed;
+use super::per_repo::Shed;
 
 /// Whole seconds for `Retry-After`, rounded up, at least 1.
 pub fn retry_after_secs(wait: Duration) -> u64 {
