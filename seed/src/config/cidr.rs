@@ -52,7 +52,7 @@ impl FromStr for Cidr {
 }
 
 /// The address in IPv6 space; IPv4 as IPv4-mapped, so both forms of an IPv4 client agree.
-pub fn ip_bits(ip: IpAddr) -> u128 {
+fn ip_bits(ip: IpAddr) -> u128 {
     match ip {
         IpAddr::V4(v4) => u128::from(v4.to_ipv6_mapped()),
         IpAddr::V6(v6) => u128::from(v6),

@@ -26,7 +26,7 @@ use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
 
-pub use cidr::{ip_bits, mask, Cidr};
+pub use cidr::{mask, Cidr};
 pub use load::{env_name, Overrides, Sources};
 pub use sections::{
     AdminConfig, AdminTlsConfig, BanConfig, HttpConfig, HttpRateConfig, KeysConfig, LogConfig,
