@@ -231,7 +231,10 @@ fn main() {
         base_ns: None,
     });
     let proxied = HttpLimiter::new(&HttpRateConfig {
-        trusted_proxies: vec!["10.0.0.0/8".into(), "192.168.0.0/16".into()],
+        trusted_proxies: vec![
+            "10.0.0.0/8".parse().unwrap(),
+            "192.168.0.0/16".parse().unwrap(),
+        ],
         ..default.clone()
     });
     let proxy = SocketAddr::new(v4(1), 40000);

@@ -4,13 +4,45 @@
 use std::net::IpAddr;
 use std::str::FromStr;
 
-/// An address block, e.g. `10.0.0.0/8`, `2001:db8::/32`, or a single address.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+use serde::{Deserialize, Serialize};
+
+/// An address block, e.g. `10.0.0.0/8`, `2001:db8::/32`, or a single address. Printed (and
+/// compared, so a reload sees an edit) as it was written.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(try_from = "String", into = "String")]
 pub struct Cidr {
     /// Network in IPv6 space (IPv4 as IPv4-mapped `::ffff:a.b.c.d`), host bits cleared.
     net: u128,
     /// Prefix length in IPv6 space (IPv4 /n is /96+n).
     len: u8,
+    /// As written.
+    text: Box<str>,
+}
+
+impl TryFrom<String> for Cidr {
+    type Error = String;
+
+    fn try_from(s: String) -> Result<Self, String> {
+        s.parse()
+    }
+}
+
+impl From<Cidr> for String {
+    fn from(c: Cidr) -> String {
+        c.text.into()
+    }
+}
+
+impl std::fmt::Display for Cidr {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.text)
+    }
+}
+
+impl PartialEq<&str> for Cidr {
+    fn eq(&self, other: &&str) -> bool {
+        &*self.text == *other
+    }
 }
 
 impl Cidr {
@@ -47,6 +79,7 @@ impl FromStr for Cidr {
         Ok(Cidr {
             net: ip_bits(ip) & mask(len),
             len,
+            text: s.into(),
         })
     }
 }

@@ -142,9 +142,8 @@ pub fn socket_addrs<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<SocketAddr>, 
     entries(d, quoted::<SocketAddr>)
 }
 
-/// Address blocks, kept as written (checked here, matched by the rate limiters).
-pub fn cidrs<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<String>, D::Error> {
-    entries(d, |s| s.parse::<Cidr>().map(|_| s.to_owned()))
+pub fn cidrs<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<Cidr>, D::Error> {
+    entries(d, str::parse::<Cidr>)
 }
 
 /// Persistent peers, `z6Mk…@host:port`.

@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
+use super::cidr::Cidr;
 use super::fields;
 use super::values::{Bucket, DefaultPolicy, LogFormat, Relay, Scope, UnknownHosts};
 
@@ -90,7 +91,7 @@ pub struct RateConfig {
     pub exempt_local: bool,
     /// Trusted address blocks (e.g. `10.0.0.0/8`, a cluster's pod CIDR) not limited either.
     #[serde(deserialize_with = "fields::cidrs")]
-    pub exempt_cidrs: Vec<String>,
+    pub exempt_cidrs: Vec<Cidr>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
@@ -188,7 +189,7 @@ pub struct HttpRateConfig {
     pub ipv6_prefix: u8,
     /// Proxies (CIDRs or addresses) whose `Forwarded` / `X-Forwarded-For` is believed.
     #[serde(deserialize_with = "fields::cidrs")]
-    pub trusted_proxies: Vec<String>,
+    pub trusted_proxies: Vec<Cidr>,
     /// Concurrent pack generations per repository; 0 = no per-repository limit.
     pub per_repo_concurrent_packs: usize,
     /// Requests that may wait for a repository's pack slot; beyond that: 503 + Retry-After.

@@ -42,7 +42,7 @@ impl IpState {
             rps: cfg.per_ip_requests_per_second,
             burst: cfg.per_ip_burst,
             v6_prefix: cfg.ipv6_prefix.min(128),
-            trusted: trusted_list(cfg),
+            trusted: cfg.trusted_proxies.as_slice().into(),
         }
     }
 }
@@ -50,20 +50,6 @@ impl IpState {
 fn keyed(cfg: &HttpRateConfig) -> Option<Arc<KeyedLimiter>> {
     quota(cfg.per_ip_requests_per_second, cfg.per_ip_burst)
         .map(|q| Arc::new(RateLimiter::dashmap(q)))
-}
-
-fn trusted_list(cfg: &HttpRateConfig) -> Arc<[Cidr]> {
-    // The config rejects bad entries; skip any that slip through rather than fail.
-    cfg.trusted_proxies
-        .iter()
-        .filter_map(|s| match s.parse::<Cidr>() {
-            Ok(c) => Some(c),
-            Err(e) => {
-                tracing::warn!(error = %e, "ignoring http.rate.trusted_proxies entry");
-                None
-            }
-        })
-        .collect()
 }
 
 /// The rate-limiting key of a client: IPv4 (or IPv4-mapped) as is, IPv6 masked to `v6_prefix`.

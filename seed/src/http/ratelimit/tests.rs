@@ -90,7 +90,10 @@ fn zero_rate_is_off() {
 #[test]
 fn forwarded_headers_only_from_trusted_proxies() {
     let l = HttpLimiter::new(&HttpRateConfig {
-        trusted_proxies: vec!["10.0.0.0/8".into(), "2001:db8:ffff::/48".into()],
+        trusted_proxies: vec![
+            "10.0.0.0/8".parse().unwrap(),
+            "2001:db8:ffff::/48".parse().unwrap(),
+        ],
         ..HttpRateConfig::default()
     });
     let xff = headers(&[("x-forwarded-for", "203.0.113.9, 198.51.100.7, 10.0.0.2")]);
@@ -214,7 +217,7 @@ fn reconfigure_takes_effect_and_keeps_state_when_unchanged() {
     assert!(l.check_ip(ip("192.0.2.1")).is_err());
     // Same rate, new trusted list: buckets kept.
     l.reconfigure(&HttpRateConfig {
-        trusted_proxies: vec!["10.0.0.0/8".into()],
+        trusted_proxies: vec!["10.0.0.0/8".parse().unwrap()],
         ..cfg(1.0, 1)
     });
     assert!(l.check_ip(ip("192.0.2.1")).is_err());
