@@ -93,13 +93,13 @@ impl Config {
             if !path.is_file() {
                 return Err(ConfigError::FileNotFound(path.to_owned()));
             }
-            let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+            let text = std::fs::read_to_string(path).map_err(|error| ConfigError::Read {
                 path: path.to_owned(),
-                source,
+                error,
             })?;
-            let table: toml::Table = text.parse().map_err(|source| ConfigError::Parse {
+            let table: toml::Table = text.parse().map_err(|error| ConfigError::Parse {
                 path: path.to_owned(),
-                source,
+                error,
             })?;
             sources.file_keys = flatten_keys(&table, "");
             check_known_keys(path, &sources.file_keys)?;

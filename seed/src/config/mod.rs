@@ -38,26 +38,28 @@ pub use values::{
     INVENTORY_LIMIT,
 };
 
+/// Why the configuration cannot be used. The underlying errors are kept (not flattened into
+/// strings) but shown in the message rather than chained as `source()`: their text already
+/// names the key and file, and `seedd` prints the whole chain.
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
     #[error("config file {0}: not found")]
     FileNotFound(PathBuf),
-    #[error("config: {path}: {source}")]
+    #[error("config: {}: {error}", path.display())]
     Read {
         path: PathBuf,
-        #[source]
-        source: std::io::Error,
+        error: std::io::Error,
     },
-    #[error("config: {path}: {source}")]
+    #[error("config: {}: {error}", path.display())]
     Parse {
         path: PathBuf,
-        #[source]
-        source: toml::de::Error,
+        error: toml::de::Error,
     },
+    /// Layering or a value of the wrong type (the message names the key).
     #[error("config: {0}")]
-    Load(#[from] config::ConfigError),
+    Load(config::ConfigError),
     #[error("config: {0}")]
-    Print(#[from] toml::ser::Error),
+    Print(toml::ser::Error),
     #[error("config key `{key}` (from {origin}): {reason}")]
     Invalid {
         key: String,
@@ -66,6 +68,18 @@ pub enum ConfigError {
     },
     #[error("config file {file}: unknown key `{key}`")]
     UnknownKey { file: PathBuf, key: String },
+}
+
+impl From<config::ConfigError> for ConfigError {
+    fn from(e: config::ConfigError) -> Self {
+        ConfigError::Load(e)
+    }
+}
+
+impl From<toml::ser::Error> for ConfigError {
+    fn from(e: toml::ser::Error) -> Self {
+        ConfigError::Print(e)
+    }
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
