@@ -15,7 +15,7 @@ use super::cidr::Cidr;
 use super::values::{Bucket, INVENTORY_LIMIT};
 
 /// Announced node alias: 1–32 bytes without whitespace.
-pub fn alias<'de, D: Deserializer<'de>>(d: D) -> Result<String, D::Error> {
+pub(super) fn alias<'de, D: Deserializer<'de>>(d: D) -> Result<String, D::Error> {
     let alias = String::deserialize(d)?;
     if alias.is_empty() || alias.len() > 32 || alias.chars().any(char::is_whitespace) {
         return Err(D::Error::custom(format!(
@@ -25,7 +25,7 @@ pub fn alias<'de, D: Deserializer<'de>>(d: D) -> Result<String, D::Error> {
     Ok(alias)
 }
 
-pub fn non_empty_path<'de, D: Deserializer<'de>>(d: D) -> Result<PathBuf, D::Error> {
+pub(super) fn non_empty_path<'de, D: Deserializer<'de>>(d: D) -> Result<PathBuf, D::Error> {
     let path = PathBuf::deserialize(d)?;
     if path.as_os_str().is_empty() {
         return Err(D::Error::custom("must not be empty"));
@@ -34,7 +34,7 @@ pub fn non_empty_path<'de, D: Deserializer<'de>>(d: D) -> Result<PathBuf, D::Err
 }
 
 /// A count, size or threshold that must not be 0.
-pub fn at_least_one<'de, D, T>(d: D) -> Result<T, D::Error>
+pub(super) fn at_least_one<'de, D, T>(d: D) -> Result<T, D::Error>
 where
     D: Deserializer<'de>,
     T: Deserialize<'de> + PartialEq + From<u8>,
@@ -46,7 +46,7 @@ where
     Ok(v)
 }
 
-pub fn max_request_bytes<'de, D: Deserializer<'de>>(d: D) -> Result<u64, D::Error> {
+pub(super) fn max_request_bytes<'de, D: Deserializer<'de>>(d: D) -> Result<u64, D::Error> {
     let v = u64::deserialize(d)?;
     if v < 1024 {
         return Err(D::Error::custom("must be at least 1024"));
@@ -54,7 +54,7 @@ pub fn max_request_bytes<'de, D: Deserializer<'de>>(d: D) -> Result<u64, D::Erro
     Ok(v)
 }
 
-pub fn inventory_cap<'de, D: Deserializer<'de>>(d: D) -> Result<usize, D::Error> {
+pub(super) fn inventory_cap<'de, D: Deserializer<'de>>(d: D) -> Result<usize, D::Error> {
     let v = usize::deserialize(d)?;
     if !(1..=INVENTORY_LIMIT).contains(&v) {
         return Err(D::Error::custom(format!(
@@ -64,7 +64,7 @@ pub fn inventory_cap<'de, D: Deserializer<'de>>(d: D) -> Result<usize, D::Error>
     Ok(v)
 }
 
-pub fn ipv6_prefix<'de, D: Deserializer<'de>>(d: D) -> Result<u8, D::Error> {
+pub(super) fn ipv6_prefix<'de, D: Deserializer<'de>>(d: D) -> Result<u8, D::Error> {
     let v = u8::deserialize(d)?;
     if !(1..=128).contains(&v) {
         return Err(D::Error::custom(format!(
@@ -74,7 +74,7 @@ pub fn ipv6_prefix<'de, D: Deserializer<'de>>(d: D) -> Result<u8, D::Error> {
     Ok(v)
 }
 
-pub fn requests_per_second<'de, D: Deserializer<'de>>(d: D) -> Result<f64, D::Error> {
+pub(super) fn requests_per_second<'de, D: Deserializer<'de>>(d: D) -> Result<f64, D::Error> {
     let rps = f64::deserialize(d)?;
     if !(rps.is_finite() && (0.0..=1_000_000.0).contains(&rps)) {
         return Err(D::Error::custom(format!(
@@ -85,7 +85,7 @@ pub fn requests_per_second<'de, D: Deserializer<'de>>(d: D) -> Result<f64, D::Er
 }
 
 /// A token bucket: `fill_rate` ≥ 0 and `capacity` ≥ 1, both finite.
-pub fn bucket<'de, D: Deserializer<'de>>(d: D) -> Result<Bucket, D::Error> {
+pub(super) fn bucket<'de, D: Deserializer<'de>>(d: D) -> Result<Bucket, D::Error> {
     let b = Bucket::deserialize(d)?;
     if !(b.fill_rate.is_finite()
         && b.fill_rate >= 0.0
@@ -101,7 +101,7 @@ pub fn bucket<'de, D: Deserializer<'de>>(d: D) -> Result<Bucket, D::Error> {
 }
 
 /// A `tracing` filter (`info`, `seedd=debug,info`).
-pub fn log_filter<'de, D: Deserializer<'de>>(d: D) -> Result<String, D::Error> {
+pub(super) fn log_filter<'de, D: Deserializer<'de>>(d: D) -> Result<String, D::Error> {
     let level = String::deserialize(d)?;
     if tracing_subscriber::EnvFilter::try_new(&level).is_err() {
         return Err(D::Error::custom(format!(
@@ -111,7 +111,7 @@ pub fn log_filter<'de, D: Deserializer<'de>>(d: D) -> Result<String, D::Error> {
     Ok(level)
 }
 
-pub fn socket_addr<'de, D: Deserializer<'de>>(d: D) -> Result<SocketAddr, D::Error> {
+pub(super) fn socket_addr<'de, D: Deserializer<'de>>(d: D) -> Result<SocketAddr, D::Error> {
     let s = String::deserialize(d)?;
     s.parse()
         .map_err(|e| D::Error::custom(format!("{s:?}: {e}")))
@@ -138,16 +138,16 @@ where
     s.parse().map_err(|e| format!("{s:?}: {e}"))
 }
 
-pub fn socket_addrs<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<SocketAddr>, D::Error> {
+pub(super) fn socket_addrs<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<SocketAddr>, D::Error> {
     entries(d, quoted::<SocketAddr>)
 }
 
-pub fn cidrs<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<Cidr>, D::Error> {
+pub(super) fn cidrs<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<Cidr>, D::Error> {
     entries(d, str::parse::<Cidr>)
 }
 
 /// Persistent peers, `z6Mk…@host:port`.
-pub fn peers<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<String>, D::Error> {
+pub(super) fn peers<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<String>, D::Error> {
     entries(d, |c| {
         let Some((nid, addr)) = c.split_once('@') else {
             return Err(format!("{c:?}: expected \"z6Mk…@host:port\""));
@@ -162,7 +162,7 @@ pub fn peers<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<String>, D::Error> {
 }
 
 /// Announced addresses, `host:port`.
-pub fn external_addresses<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<String>, D::Error> {
+pub(super) fn external_addresses<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<String>, D::Error> {
     entries(d, |a| {
         if a.rsplit_once(':')
             .is_none_or(|(h, p)| h.is_empty() || p.parse::<u16>().is_err())
@@ -175,47 +175,47 @@ pub fn external_addresses<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<String>
 }
 
 /// A `Duration` written as whole seconds (`*_secs` keys).
-pub mod secs {
+pub(super) mod secs {
     use super::*;
 
-    pub fn serialize<S: Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
+    pub(crate) fn serialize<S: Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
         s.serialize_u64(d.as_secs())
     }
 
-    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
+    pub(crate) fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
         u64::deserialize(d).map(Duration::from_secs)
     }
 }
 
 /// Whole seconds, at least 1.
-pub mod secs_nonzero {
-    pub use super::secs::serialize;
+pub(super) mod secs_nonzero {
+    pub(crate) use super::secs::serialize;
     use super::*;
 
-    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
+    pub(crate) fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
         at_least_one::<D, u64>(d).map(Duration::from_secs)
     }
 }
 
 /// A `Duration` written as milliseconds (`*_ms` keys).
-pub mod millis {
+pub(super) mod millis {
     use super::*;
 
-    pub fn serialize<S: Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
+    pub(crate) fn serialize<S: Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
         s.serialize_u64(u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
     }
 
-    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
+    pub(crate) fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
         u64::deserialize(d).map(Duration::from_millis)
     }
 }
 
 /// Milliseconds, at least 1.
-pub mod millis_nonzero {
-    pub use super::millis::serialize;
+pub(super) mod millis_nonzero {
+    pub(crate) use super::millis::serialize;
     use super::*;
 
-    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
+    pub(crate) fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
         at_least_one::<D, u64>(d).map(Duration::from_millis)
     }
 }

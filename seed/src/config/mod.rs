@@ -8,8 +8,8 @@
 //! and the daemon's rooms take their typed values and specs from here.
 //!
 //! * [`sections`]: `[p2p]`, `[http]`, … with their defaults, each field in its final type;
-//! * [`values`]: the keyword enums (`p2p.relay`, `policy.*`, `log.format`, `http.unknown_hosts`)
-//!   and names/limits shared with the tenant and identity rooms;
+//! * [`values`]: the keyword enums (`p2p.relay`, `policy.*`, `log.format`, `http.unknown_hosts`),
+//!   token [`Bucket`]s, and the names/limits shared with the tenant and identity rooms;
 //! * [`fields`]: checks of single values, run while deserialising;
 //! * [`cidr`]: address blocks; [`specs`]: `[[identities]]` and `[[tenants]]`;
 //! * [`load`]: the layering and the error's key + origin; [`validate`]: cross-field checks.

@@ -174,7 +174,7 @@ pub struct HttpConfig {
     pub unknown_hosts: UnknownHosts,
 }
 
-/// HTTP rate limits and per-repository pack admission (seed/src/http/ratelimit.rs).
+/// HTTP rate limits and per-repository pack admission (`seed/src/http/ratelimit/`).
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 #[serde(default)]
 pub struct HttpRateConfig {
