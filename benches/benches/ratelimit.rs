@@ -1,4 +1,4 @@
-//! Per-request cost of seedd's HTTP rate limiting (`seed/src/http/ratelimit.rs`), in process,
+//! Per-request cost of seedd's HTTP rate limiting (`seed/src/http/ratelimit/`), in process,
 //! no sockets: `HttpLimiter::check_ip` (one hot client, 100k distinct clients, rejected
 //! requests, two threads), `client_ip` with and without a trusted proxy's `X-Forwarded-For`,
 //! and the whole `IpRateLimit` tower layer around a trivial service and around the axum router
@@ -231,7 +231,10 @@ fn main() {
         base_ns: None,
     });
     let proxied = HttpLimiter::new(&HttpRateConfig {
-        trusted_proxies: vec!["10.0.0.0/8".into(), "192.168.0.0/16".into()],
+        trusted_proxies: vec![
+            "10.0.0.0/8".parse().unwrap(),
+            "192.168.0.0/16".parse().unwrap(),
+        ],
         ..default.clone()
     });
     let proxy = SocketAddr::new(v4(1), 40000);

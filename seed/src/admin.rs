@@ -398,11 +398,11 @@ async fn repo_seed(
     let body = body.map(|Json(b)| b).unwrap_or_default();
     let scope = match body.scope.as_deref() {
         None if body.tenant.is_some() => crate::index::policy::Scope::Followed,
-        None | Some("all") => crate::index::policy::Scope::All,
-        Some("followed") => crate::index::policy::Scope::Followed,
-        Some(other) => {
-            return bad_request(format!("scope {other:?}: expected \"all\" or \"followed\""))
-        }
+        None => crate::index::policy::Scope::All,
+        Some(s) => match s.parse() {
+            Ok(scope) => scope,
+            Err(e) => return bad_request(format!("scope {e}")),
+        },
     };
     let from = match body.from.as_deref() {
         None => None,

@@ -157,7 +157,7 @@ pub fn restore_state(
         }
         tenants.set_identity(
             &spec.name,
-            spec.inventory_cap.unwrap_or(crate::tenant::INVENTORY_LIMIT),
+            spec.inventory_cap.unwrap_or(crate::config::INVENTORY_LIMIT),
         );
     }
     for t in &b.tenants {

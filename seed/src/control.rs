@@ -17,7 +17,7 @@ use crate::index::policy::{RepoPolicy, Scope};
 use crate::index::Index;
 use crate::policy::Policies;
 use crate::storage::Storage;
-use crate::tenant::{DenyList, Quotas, Rate, State, Tenant, TenantError, Tenants};
+use crate::tenant::{Quotas, Rate, State, Tenant, TenantError, Tenants};
 
 #[derive(Debug, thiserror::Error)]
 pub enum ControlError {
@@ -74,38 +74,7 @@ pub struct UnseedOutcome {
     pub purged: bool,
 }
 
-/// One repository of a declarative tenant spec.
-#[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
-pub struct RepoSpec {
-    pub rid: RepoId,
-    #[serde(default)]
-    pub scope: Option<Scope>,
-    #[serde(default)]
-    pub alias: Option<String>,
-}
-
-/// A tenant as declared in `tenants.yaml` / the config file (`[[tenants]]`).
-#[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
-#[serde(deny_unknown_fields)]
-pub struct TenantSpec {
-    pub name: String,
-    #[serde(default)]
-    pub state: Option<State>,
-    #[serde(default)]
-    pub identity: Option<String>,
-    #[serde(default)]
-    pub hosts: Vec<String>,
-    #[serde(default)]
-    pub quotas: Option<Quotas>,
-    #[serde(default)]
-    pub rate: Option<Rate>,
-    #[serde(default)]
-    pub repos: Vec<RepoSpec>,
-    #[serde(default)]
-    pub follows: Vec<NodeId>,
-    #[serde(default)]
-    pub deny: Option<DenyList>,
-}
+pub use crate::config::{RepoSpec, TenantSpec};
 
 #[derive(Debug, Clone, Deserialize)]
 pub struct ApplyRequest {
@@ -440,7 +409,7 @@ fn plan(
         Some(t) => t,
         None => {
             let mut t = Tenant::new(&n);
-            if !crate::tenant::valid_name(&n) {
+            if !crate::config::valid_name(&n) {
                 return Err(TenantError::BadName(n).into());
             }
             t.hosts = hosts.clone();

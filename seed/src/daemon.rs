@@ -17,7 +17,7 @@ use crate::serve::refcache::{self, RefCache};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use tokio::signal::unix::{signal, SignalKind};
 use tokio::sync::watch;
@@ -137,7 +137,9 @@ impl Daemon {
         let certs = Certs::load(&cfg)?;
         let (shutdown, shutdown_rx) = watch::channel(false);
         let limiter = HttpLimiter::new(&cfg.http.rate);
-        let unknown_hosts_all = Arc::new(AtomicBool::new(cfg.http.unknown_hosts == "all"));
+        let unknown_hosts_all = Arc::new(AtomicBool::new(
+            cfg.http.unknown_hosts == crate::config::UnknownHosts::All,
+        ));
         let tokens = Arc::new(RwLock::new(files::admin_tokens(&cfg, token)?));
         let reloader = Reloader {
             file: config_file,
@@ -283,7 +285,7 @@ async fn start_identities(
         cfg.cache_dir().join("git-home"),
         StreamLimits {
             idle: net_cfg.stream_idle_timeout,
-            total: Duration::from_secs(cfg.http.request_timeout_secs),
+            total: cfg.http.request_timeout,
         },
         core.metrics.clone(),
     );
@@ -347,8 +349,8 @@ fn start_replication(
         max_concurrent: p2p.max_concurrent_fetches,
         max_per_peer: p2p.max_fetches_per_peer,
         max_pack_bytes: p2p.max_fetch_bytes,
-        timeout: Duration::from_secs(p2p.fetch_timeout_secs),
-        deadline: Duration::from_secs(p2p.fetch_deadline_secs),
+        timeout: p2p.fetch_timeout,
+        deadline: p2p.fetch_deadline,
         git: cfg.http.git_binary.clone(),
         git_home: cfg.cache_dir().join("git-home"),
         work_dir: cfg.cache_dir().join("fetch"),

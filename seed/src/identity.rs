@@ -12,28 +12,17 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
+pub use crate::config::IdentitySpec;
+use crate::config::{valid_name, DEFAULT_IDENTITY, INVENTORY_LIMIT};
 use crate::index::tenants::Kind;
 use crate::index::Index;
 use crate::net::{Net, NetConfig, NetDeps};
 use crate::policy::Policies;
-use crate::tenant::{Tenants, DEFAULT_IDENTITY, INVENTORY_LIMIT};
-
-/// A secondary identity's definition.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct IdentitySpec {
-    pub name: String,
-    pub listen: Vec<String>,
-    #[serde(default)]
-    pub external_addresses: Vec<String>,
-    /// Inventory cap (≤ 2,973).
-    #[serde(default)]
-    pub inventory_cap: Option<usize>,
-}
+use crate::tenant::Tenants;
 
 #[derive(Debug, thiserror::Error)]
 pub enum IdentityError {
@@ -158,7 +147,7 @@ impl Identities {
         spec: IdentitySpec,
         persist: bool,
     ) -> Result<IdentityInfo, IdentityError> {
-        if !crate::tenant::valid_name(&spec.name) || spec.name == DEFAULT_IDENTITY {
+        if !valid_name(&spec.name) || spec.name == DEFAULT_IDENTITY {
             return Err(IdentityError::BadName(spec.name));
         }
         if self.lock().iter().any(|r| r.spec.name == spec.name) {

@@ -5,6 +5,8 @@ use std::sync::OnceLock;
 
 use tracing_subscriber::EnvFilter;
 
+use crate::config::LogFormat;
+
 type Reload = Box<dyn Fn(EnvFilter) -> Result<(), String> + Send + Sync>;
 
 static RELOAD: OnceLock<Reload> = OnceLock::new();
@@ -18,10 +20,10 @@ fn env_filter(level: &str) -> EnvFilter {
 }
 
 /// Install the global subscriber. `RUST_LOG`, when set, wins over `level`.
-pub fn init(format: &str, level: &str) {
+pub fn init(format: LogFormat, level: &str) {
     let filter = env_filter(level);
     let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
-    let result = if format == "json" {
+    let result = if format == LogFormat::Json {
         let builder = tracing_subscriber::fmt()
             .json()
             .flatten_event(true)

@@ -4,20 +4,15 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 
+use clap::builder::{PossibleValuesParser, TypedValueParser as _};
 use clap::{Parser, Subcommand, ValueEnum};
-use seedd::config::{Config, Overrides};
+use seedd::config::{Config, LogFormat, Overrides};
 
 #[derive(Parser)]
 #[command(name = "seedd", version, about = "A Radicle seed node for operators")]
 struct Cli {
     #[command(subcommand)]
     command: Command,
-}
-
-#[derive(Clone, Copy, ValueEnum)]
-enum LogFormat {
-    Text,
-    Json,
 }
 
 #[derive(Clone, Copy, ValueEnum, PartialEq)]
@@ -37,7 +32,10 @@ enum Command {
         #[arg(long)]
         data_dir: Option<PathBuf>,
         /// Log format (overrides `log.format`).
-        #[arg(long, value_enum)]
+        #[arg(
+            long,
+            value_parser = PossibleValuesParser::new(["text", "json"]).try_map(|s| s.parse::<LogFormat>())
+        )]
         log_format: Option<LogFormat>,
         /// Log filter, e.g. `info` or `seedd=debug,info` (overrides `log.level`; RUST_LOG wins).
         #[arg(long)]
@@ -97,14 +95,11 @@ fn real_main() -> anyhow::Result<()> {
         } => {
             let overrides = Overrides {
                 data_dir,
-                log_format: log_format.map(|f| match f {
-                    LogFormat::Text => "text".to_owned(),
-                    LogFormat::Json => "json".to_owned(),
-                }),
+                log_format,
                 log_level,
             };
             let (cfg, _) = Config::load(config.as_deref(), &overrides)?;
-            seedd::logging::init(&cfg.log.format, &cfg.log.level);
+            seedd::logging::init(cfg.log.format, &cfg.log.level);
             let runtime = tokio::runtime::Builder::new_multi_thread()
                 .enable_all()
                 .thread_name("seedd")
@@ -127,7 +122,7 @@ fn real_main() -> anyhow::Result<()> {
                 ..Overrides::default()
             };
             let (cfg, _) = Config::load(config.as_deref(), &overrides)?;
-            seedd::logging::init("text", "warn");
+            seedd::logging::init(LogFormat::Text, "warn");
             let key = seedd::daemon::load_identity(&cfg)?;
             let nid = key.nid();
             let text = if output == Output::Json {

@@ -30,7 +30,7 @@ use tokio::net::TcpListener;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
-use crate::config::Config;
+use crate::config::{Config, DefaultPolicy};
 use crate::index::gossip::BanRecord;
 use crate::index::Index;
 use crate::metrics::Metrics;
@@ -103,15 +103,7 @@ pub struct NetConfig {
 impl NetConfig {
     pub fn from_config(cfg: &Config) -> anyhow::Result<Self> {
         use anyhow::Context as _;
-        let listen = cfg
-            .p2p
-            .listen
-            .iter()
-            .map(|l| {
-                l.parse::<SocketAddr>()
-                    .with_context(|| format!("p2p.listen {l:?}"))
-            })
-            .collect::<Result<_, _>>()?;
+        let listen = cfg.p2p.listen.clone();
         let mut connect: Vec<(NodeId, String)> = cfg
             .p2p
             .connect
@@ -135,11 +127,7 @@ impl NetConfig {
                     .map_err(|e| anyhow::anyhow!("p2p.external_addresses {a:?}: {e}"))
             })
             .collect::<Result<_, _>>()?;
-        let relay = match cfg.p2p.relay.as_str() {
-            "always" => true,
-            "never" => false,
-            _ => !external_addresses.is_empty(),
-        };
+        let relay = cfg.p2p.relay.enabled(!external_addresses.is_empty());
         let gossip = gossip::Config {
             alias: cfg
                 .alias
@@ -148,7 +136,7 @@ impl NetConfig {
             user_agent: seedd_proto::wire::UserAgent::seedd(),
             external_addresses,
             relay,
-            seed_all: cfg.policy.default == "allow",
+            seed_all: cfg.policy.default == DefaultPolicy::Allow,
             seeded: Default::default(),
             timers: gossip::Timers::default(),
             caps: gossip::Caps::default(),
@@ -158,13 +146,13 @@ impl NetConfig {
             connect,
             max_inbound: cfg.p2p.max_inbound,
             max_outbound: cfg.p2p.max_outbound,
-            handshake_timeout: Duration::from_secs(cfg.p2p.handshake_timeout_secs),
+            handshake_timeout: cfg.p2p.handshake_timeout,
             gossip,
             rate: cfg.p2p.rate.clone(),
             ban: cfg.p2p.ban.clone(),
             max_concurrent_serves: cfg.p2p.max_concurrent_serves,
-            serve_queue_timeout: Duration::from_secs(cfg.p2p.serve_queue_timeout_secs),
-            stream_idle_timeout: Duration::from_secs(cfg.p2p.stream_idle_timeout_secs),
+            serve_queue_timeout: cfg.p2p.serve_queue_timeout,
+            stream_idle_timeout: cfg.p2p.stream_idle_timeout,
             max_stream_request_bytes: cfg.p2p.max_stream_request_bytes,
         })
     }
@@ -982,7 +970,7 @@ mod tests {
     #[test]
     fn net_config_from_config() {
         let mut cfg = Config::default();
-        cfg.p2p.listen = vec!["127.0.0.1:0".into()];
+        cfg.p2p.listen = vec!["127.0.0.1:0".parse().unwrap()];
         cfg.p2p.connect =
             vec!["z6MkiCRcNkMLR1HFy2j6ih12FuEtDbWTLJJKzMRpoUj4yjgf@127.0.0.1:9".into()];
         let n = NetConfig::from_config(&cfg).unwrap();
@@ -991,7 +979,7 @@ mod tests {
         assert!(!n.gossip.seed_all, "default policy block");
         cfg.p2p.bootstrap = true;
         cfg.p2p.external_addresses = vec!["seed.example.org:8776".into()];
-        cfg.policy.default = "allow".into();
+        cfg.policy.default = crate::config::DefaultPolicy::Allow;
         let n = NetConfig::from_config(&cfg).unwrap();
         assert_eq!(n.connect.len(), 3);
         assert!(n
@@ -1001,7 +989,7 @@ mod tests {
         assert!(n.gossip.relay, "auto with external addresses relays");
         assert!(n.gossip.seed_all);
         assert_eq!(n.gossip.external_addresses.len(), 1);
-        cfg.p2p.relay = "never".into();
+        cfg.p2p.relay = crate::config::Relay::Never;
         assert!(!NetConfig::from_config(&cfg).unwrap().gossip.relay);
     }
 

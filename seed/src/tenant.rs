@@ -17,27 +17,8 @@ use crate::index::tenants::Kind;
 use crate::index::{Index, IndexError};
 use crate::metrics::Metrics;
 
-/// The identity a tenant is placed on unless it names another.
-pub const DEFAULT_IDENTITY: &str = "default";
-/// The most repositories one inventory message can carry (`INVENTORY_LIMIT`).
-pub const INVENTORY_LIMIT: usize = 2_973;
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
-#[serde(rename_all = "lowercase")]
-pub enum State {
-    #[default]
-    Active,
-    Suspended,
-}
-
-impl State {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            State::Active => "active",
-            State::Suspended => "suspended",
-        }
-    }
-}
+use crate::config::{valid_name, DEFAULT_IDENTITY, INVENTORY_LIMIT};
+pub use crate::config::{DenyList, Quotas, Rate, State};
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct TenantRepo {
@@ -48,32 +29,6 @@ pub struct TenantRepo {
     /// When the claim was made (ms since the epoch): the oldest claim owns the repository.
     #[serde(default)]
     pub since: u64,
-}
-
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct DenyList {
-    #[serde(default)]
-    pub repos: Vec<RepoId>,
-    #[serde(default)]
-    pub nodes: Vec<NodeId>,
-}
-
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Quotas {
-    #[serde(default)]
-    pub repos: Option<u64>,
-    #[serde(default)]
-    pub bytes: Option<u64>,
-    #[serde(default)]
-    pub egress_bytes_per_day: Option<u64>,
-}
-
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Rate {
-    #[serde(default)]
-    pub requests_per_second: Option<u32>,
-    #[serde(default)]
-    pub burst: Option<u32>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -215,15 +170,6 @@ pub fn now_ms() -> u64 {
 
 fn today() -> u64 {
     now_ms() / 86_400_000
-}
-
-pub fn valid_name(name: &str) -> bool {
-    let b = name.as_bytes();
-    !b.is_empty()
-        && b.len() <= 63
-        && b[0].is_ascii_alphanumeric()
-        && b.iter()
-            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || *c == b'-')
 }
 
 /// Lower-case a hostname and check it (labels of a-z0-9-, optional leading `*.`).

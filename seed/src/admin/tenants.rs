@@ -527,7 +527,7 @@ async fn backup(State(state): State<Arc<AdminState>>) -> Response {
     let specs = state.identities.specs();
     let keys_dir = state.data_dir.join("keys");
     let mut keys = vec![(
-        crate::tenant::DEFAULT_IDENTITY.to_owned(),
+        crate::config::DEFAULT_IDENTITY.to_owned(),
         state.key_path.clone(),
     )];
     for s in &specs {

@@ -35,12 +35,6 @@ const GAUGES_EVERY: Duration = Duration::from_secs(15);
 
 #[derive(Debug, thiserror::Error)]
 pub enum ListenError {
-    #[error("{what}.listen: {source}")]
-    Address {
-        what: &'static str,
-        #[source]
-        source: std::net::AddrParseError,
-    },
     #[error("cannot listen on {addr} for {what}: {source}; pick another address with the `{what}.listen` key")]
     Bind {
         what: &'static str,
@@ -68,16 +62,8 @@ pub(super) struct Listeners {
 
 impl Listeners {
     pub(super) async fn bind(cfg: &Config) -> Result<Self, ListenError> {
-        let http_addr = cfg.http_listen().map_err(|source| ListenError::Address {
-            what: "http",
-            source,
-        })?;
-        let admin_addr = cfg.admin_listen().map_err(|source| ListenError::Address {
-            what: "admin",
-            source,
-        })?;
-        let admin = bind("admin", admin_addr).await?;
-        let http = bind("http", http_addr).await?;
+        let admin = bind("admin", cfg.admin.listen).await?;
+        let http = bind("http", cfg.http.listen).await?;
         Ok(Self { admin, http })
     }
 
@@ -188,12 +174,12 @@ pub(super) fn start_http(
         h.git_binary.clone(),
         cfg.cache_dir().join("git-home"),
         StreamLimits {
-            idle: Duration::from_secs(h.idle_timeout_secs),
-            total: Duration::from_secs(h.request_timeout_secs),
+            idle: h.idle_timeout,
+            total: h.request_timeout,
         },
         parts.metrics.clone(),
     );
-    let queue_timeout = Duration::from_millis(h.pack_queue_timeout_ms);
+    let queue_timeout = h.pack_queue_timeout;
     let metrics = parts.metrics.clone();
     let state = Arc::new(HttpState {
         storage: parts.storage,

@@ -15,12 +15,10 @@ use crate::policy::Policies;
 
 /// The default policy's `(allow, scope)` from `policy.default` / `policy.scope`.
 pub(super) fn default_policy(cfg: &Config) -> (bool, Scope) {
-    let scope = if cfg.policy.scope == "followed" {
-        Scope::Followed
-    } else {
-        Scope::All
-    };
-    (cfg.policy.default == "allow", scope)
+    (
+        cfg.policy.default == crate::config::DefaultPolicy::Allow,
+        cfg.policy.scope,
+    )
 }
 
 /// Re-read the file with the same environment and flags; if it is valid apply log level,
@@ -95,8 +93,10 @@ impl Reloader {
             changes.push("http.rate: limits replaced".to_owned());
         }
         if new.http.unknown_hosts != cur.http.unknown_hosts {
-            self.unknown_hosts_all
-                .store(new.http.unknown_hosts == "all", Ordering::Relaxed);
+            self.unknown_hosts_all.store(
+                new.http.unknown_hosts == crate::config::UnknownHosts::All,
+                Ordering::Relaxed,
+            );
             changes.push(format!(
                 "http.unknown_hosts: {} → {}",
                 cur.http.unknown_hosts, new.http.unknown_hosts

@@ -9,15 +9,7 @@ use crate::crypto::{NodeId, RepoId};
 
 pub const CF_POLICIES: &str = "policies";
 
-/// Which namespaces of a seeded repository are fetched.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Scope {
-    /// Every namespace.
-    All,
-    /// Delegates and followed nodes only.
-    Followed,
-}
+pub use crate::config::Scope;
 
 /// A repository's seeding policy.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]

@@ -7,8 +7,8 @@ use std::net::IpAddr;
 use seedd_proto::crypto::NodeId;
 use seedd_proto::gossip::limiter::{Limiter, RateLimit};
 
+use crate::config::Cidr;
 use crate::config::{BanConfig, Bucket, RateConfig};
-use crate::http::ratelimit::Cidr;
 use crate::index::gossip::BanRecord;
 
 /// What a misbehaviour costs, in penalty points.
@@ -71,21 +71,6 @@ pub fn is_loopback(ip: &IpAddr) -> bool {
     }
 }
 
-/// `p2p.rate.exempt_cidrs` parsed (`Config::validate` rejects bad entries; any that slip
-/// through are skipped with a warning rather than failing).
-fn exempt_list(rate: &RateConfig) -> Vec<Cidr> {
-    rate.exempt_cidrs
-        .iter()
-        .filter_map(|s| match s.parse::<Cidr>() {
-            Ok(c) => Some(c),
-            Err(e) => {
-                tracing::warn!(error = %e, "ignoring p2p.rate.exempt_cidrs entry");
-                None
-            }
-        })
-        .collect()
-}
-
 /// The host-bucket key of `ip`: IPv4 (or IPv4-mapped) as is, IPv6 masked to `v6_prefix` bits.
 pub fn host_key(ip: &IpAddr, v6_prefix: u8) -> IpAddr {
     match ip {
@@ -114,7 +99,7 @@ pub struct Penalised {
 
 pub struct Guard {
     rate: RateConfig,
-    /// `rate.exempt_cidrs`, parsed.
+    /// `rate.exempt_cidrs`.
     exempt: Vec<Cidr>,
     ban: BanConfig,
     ips: Limiter<IpAddr>,
@@ -127,14 +112,14 @@ pub struct Guard {
 impl Guard {
     /// New limits (config reload); buckets and ban records are kept.
     pub fn reconfigure(&mut self, rate: RateConfig, ban: BanConfig) {
-        self.exempt = exempt_list(&rate);
+        self.exempt = rate.exempt_cidrs.clone();
         self.rate = rate;
         self.ban = ban;
     }
 
     pub fn new(rate: RateConfig, ban: BanConfig, records: Vec<BanRecord>) -> Self {
         Self {
-            exempt: exempt_list(&rate),
+            exempt: rate.exempt_cidrs.clone(),
             rate,
             ban,
             ips: Limiter::default(),
@@ -203,7 +188,7 @@ impl Guard {
     /// Adds an offence to `ip`'s record; bans it at the threshold.
     pub fn penalise(&mut self, ip: IpAddr, offence: Offence, reason: &str, now: u64) -> Penalised {
         let threshold = self.ban.threshold;
-        let duration_ms = self.ban.duration_secs.saturating_mul(1000);
+        let duration_ms = u64::try_from(self.ban.duration.as_millis()).unwrap_or(u64::MAX);
         let record = self.records.entry(ip).or_insert_with(|| BanRecord {
             ip,
             penalty: 0,
@@ -273,13 +258,13 @@ mod tests {
             },
             ipv6_prefix: 64,
             exempt_local,
-            exempt_cidrs: cidrs.iter().map(|c| (*c).to_owned()).collect(),
+            exempt_cidrs: cidrs.iter().map(|c| c.parse().unwrap()).collect(),
         };
         Guard::new(
             rate,
             BanConfig {
                 threshold: 64,
-                duration_secs: 10,
+                duration: std::time::Duration::from_secs(10),
             },
             Vec::new(),
         )
