@@ -85,15 +85,26 @@ impl Advertiser {
     }
 }
 
+/// The in-process answer to a request on `endpoint`, counted like git's would be (bytes,
+/// egress; an `ls-refs` POST is an upload-pack response of protocol v2 for
+/// `seedd_git_clone_duration_seconds`).
 fn answer(
     state: &Arc<HttpState>,
+    endpoint: Endpoint,
     body: Vec<u8>,
     content_type: &'static str,
     egress: Egress,
     started: Instant,
 ) -> Response {
     let bytes = body.len() as u64;
-    let finish = finish_hook(state, Endpoint::InfoRefs.route(), None, egress);
+    let finish = finish_hook(state, endpoint.route(), None, egress);
+    if endpoint == Endpoint::UploadPack {
+        state
+            .metrics
+            .clone_duration
+            .with_label_values(&["v2"])
+            .observe(started.elapsed().as_secs_f64());
+    }
     let mut resp = Response::new(Body::from(Bytes::from(body)));
     let h = resp.headers_mut();
     h.insert(header::CONTENT_TYPE, HeaderValue::from_static(content_type));
@@ -129,6 +140,7 @@ pub(super) async fn advertise(
     };
     Some(answer(
         state,
+        Endpoint::InfoRefs,
         body,
         "application/x-git-upload-pack-advertisement",
         egress,
@@ -153,6 +165,7 @@ pub(super) async fn ls_refs(
     let out = advert::ls_refs(&snap, view, &args);
     Some(answer(
         state,
+        Endpoint::UploadPack,
         out,
         "application/x-git-upload-pack-result",
         egress,
