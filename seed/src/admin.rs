@@ -18,6 +18,7 @@ use crate::index::scan::ScanReport;
 use crate::index::Index;
 use crate::metrics::Metrics;
 
+mod status;
 mod tenants;
 
 /// Runs a storage → index reconcile; provided by the daemon.
@@ -515,7 +516,7 @@ async fn repo_seed(
             "policy": "allow", "scope": scope, "fetching_from": from,
         }))
         .into_response(),
-        Ok(Err(e)) => error(e.status(), e),
+        Ok(Err(e)) => status::error_response(e),
         Err(e) => internal(e),
     }
 }
@@ -541,7 +542,7 @@ async fn repo_unseed(
     let tenant = body.and_then(|Json(b)| b.tenant);
     match tokio::task::spawn_blocking(move || ctl.unseed(tenant.as_deref(), rid)).await {
         Ok(Ok(o)) => Json(serde_json::json!(o)).into_response(),
-        Ok(Err(e)) => error(e.status(), e),
+        Ok(Err(e)) => status::error_response(e),
         Err(e) => internal(e),
     }
 }

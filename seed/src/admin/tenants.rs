@@ -10,6 +10,7 @@ use axum::routing::{delete, get, post, put};
 use axum::{Json, Router};
 use serde_json::{json, Value};
 
+use super::status::error_response;
 use super::{control, error, internal, parse_nid, parse_rid, AdminState};
 use crate::tenant::ops::{ApplyRequest, Control};
 use crate::tenant::{Quotas, Rate, State as TenantState, Tenant, Usage};
@@ -57,7 +58,7 @@ async fn tenant_op(
     match r {
         Ok(Ok(Some(v))) => Json(v).into_response(),
         Ok(Ok(None)) => error(404, "tenant vanished"),
-        Ok(Err(e)) => error(e.status(), e),
+        Ok(Err(e)) => error_response(e),
         Err(e) => internal(e),
     }
 }
@@ -141,7 +142,7 @@ async fn create(
     .await
     {
         Ok(Ok(v)) => (StatusCode::CREATED, Json(v.unwrap_or_default())).into_response(),
-        Ok(Err(e)) => error(e.status(), e),
+        Ok(Err(e)) => error_response(e),
         Err(e) => internal(e),
     }
 }
@@ -168,7 +169,7 @@ async fn remove(State(state): State<Arc<AdminState>>, Path(name): Path<String>) 
             tracing::info!(tenant = %limiter_name, purged = purged.len(), "tenant removed via admin API");
             Json(json!({ "name": name, "removed": true, "purged": purged })).into_response()
         }
-        Ok(Err(e)) => error(e.status(), e),
+        Ok(Err(e)) => error_response(e),
         Err(e) => internal(e),
     }
 }
@@ -313,7 +314,7 @@ async fn purge(State(state): State<Arc<AdminState>>, Path(rid): Path<String>) ->
         Ok(Ok(holders)) => {
             Json(json!({ "rid": rid, "purged": true, "tenants": holders })).into_response()
         }
-        Ok(Err(e)) => error(e.status(), e),
+        Ok(Err(e)) => error_response(e),
         Err(e) => internal(e),
     }
 }
@@ -420,7 +421,7 @@ fn deny_node(
 fn answer(r: Result<Value, crate::tenant::ops::ControlError>) -> Response {
     match r {
         Ok(v) => Json(v).into_response(),
-        Err(e) => error(e.status(), e),
+        Err(e) => error_response(e),
     }
 }
 
@@ -545,7 +546,7 @@ async fn identity_create(
     };
     match ids.start(spec, true).await {
         Ok(info) => (StatusCode::CREATED, Json(json!(info))).into_response(),
-        Err(e) => error(e.status(), e),
+        Err(e) => error_response(e),
     }
 }
 
@@ -644,7 +645,7 @@ async fn apply(
     let dry = req.dry_run;
     match tokio::task::spawn_blocking(move || ctl.apply(&req)).await {
         Ok(Ok(changes)) => Json(json!({ "changes": changes, "applied": !dry })).into_response(),
-        Ok(Err(e)) => error(e.status(), e),
+        Ok(Err(e)) => error_response(e),
         Err(e) => internal(e),
     }
 }

@@ -30,17 +30,6 @@ pub enum ControlError {
     Invalid(String),
 }
 
-impl ControlError {
-    pub fn status(&self) -> u16 {
-        match self {
-            ControlError::Tenant(e) => e.status(),
-            ControlError::Denied { .. } => 409,
-            ControlError::Invalid(_) => 400,
-            ControlError::Purge { .. } | ControlError::Index(_) => 500,
-        }
-    }
-}
-
 /// Everything a tenant change may touch. Cheap to clone.
 #[derive(Clone)]
 pub struct Control {
