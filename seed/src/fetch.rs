@@ -55,9 +55,21 @@ pub const QUARANTINE: &str = "refs/seedd-fetch";
 #[derive(Debug, thiserror::Error)]
 pub enum FetchError {
     #[error("cannot open a stream to {0}: {1}")]
-    Stream(NodeId, crate::net::OpenError),
+    Stream(NodeId, #[source] crate::net::OpenError),
+    /// The session carrying the stream ended before the transfer did.
+    #[error("the session to the peer closed during the fetch")]
+    SessionClosed,
+    /// git ran and failed: what it said on stderr.
     #[error("git fetch failed: {0}")]
     Git(String),
+    #[error("git fetch failed: spawning git: {0}")]
+    Spawn(#[source] std::io::Error),
+    /// `git fetch` hung up on the bridge before the peer's answer ended.
+    #[error("git fetch failed: git closed the connection")]
+    GitClosed,
+    /// Reading what arrived in the quarantine (gix).
+    #[error("git fetch failed: {0}")]
+    Repository(#[source] Box<dyn std::error::Error + Send + Sync>),
     #[error("received more than {0} bytes; aborted")]
     TooLarge(u64),
     #[error("a tenant's storage quota allows only {0} more bytes; fetch stopped (raise it with `seedctl quota set`)")]
@@ -68,10 +80,19 @@ pub enum FetchError {
     Deadline(Duration),
     #[error("validation failed: {0}")]
     Invalid(#[from] ValidationError),
+    /// The repository was purged while its clone was fetched; the purge wins.
+    #[error("the repository was purged while it was fetched; clone discarded")]
+    Purged,
     #[error("{0}")]
     Io(#[from] std::io::Error),
-    #[error("index: {0}")]
-    Index(String),
+    #[error("{0}")]
+    Index(#[source] crate::index::IndexError),
+    /// A blocking step of the fetch panicked or was cancelled.
+    #[error("a fetch step did not finish: {0}")]
+    Task(#[from] tokio::task::JoinError),
+    /// The fetch's task ended without answering its waiter.
+    #[error("the fetch task ended without a result")]
+    NoResult,
 }
 
 impl FetchError {
@@ -87,12 +108,17 @@ impl FetchError {
         "invalid",
         "io",
         "index",
+        "purged",
+        "internal",
     ];
 
     pub fn label(&self) -> &'static str {
         match self {
-            FetchError::Stream(..) => "stream",
-            FetchError::Git(_) => "git",
+            FetchError::Stream(..) | FetchError::SessionClosed => "stream",
+            FetchError::Git(_)
+            | FetchError::Spawn(_)
+            | FetchError::GitClosed
+            | FetchError::Repository(_) => "git",
             FetchError::TooLarge(_) => "too_large",
             FetchError::Quota(_) => "quota",
             FetchError::Timeout(_) => "timeout",
@@ -100,7 +126,19 @@ impl FetchError {
             FetchError::Invalid(_) => "invalid",
             FetchError::Io(_) => "io",
             FetchError::Index(_) => "index",
+            FetchError::Purged => "purged",
+            FetchError::Task(_) | FetchError::NoResult => "internal",
         }
+    }
+
+    /// A gix error reading the quarantine or the live repository.
+    pub(crate) fn repository(e: impl std::error::Error + Send + Sync + 'static) -> Self {
+        FetchError::Repository(Box::new(e))
+    }
+
+    /// git exited unsuccessfully: its stderr.
+    pub(crate) fn git_stderr(stderr: &[u8]) -> Self {
+        FetchError::Git(String::from_utf8_lossy(stderr).trim().to_owned())
     }
 }
 
@@ -392,9 +430,7 @@ impl Fetcher {
         let (tx, rx) = tokio::sync::oneshot::channel();
         self.enqueue(rid, from, Some(tx));
         rx.await.unwrap_or_else(|_| {
-            Err(Arc::new(FetchError::Git(
-                "the fetch task ended without a result".into(),
-            )))
+            Err(Arc::new(FetchError::NoResult))
         })
     }
 
@@ -529,8 +565,7 @@ impl Fetcher {
             let delegates = tokio::task::spawn_blocking(move || {
                 apply::identity_delegates(&cfg, rid, &q2, &repo2)
             })
-            .await
-            .map_err(|e| FetchError::Git(e.to_string()))??;
+            .await??;
             let more: Vec<NodeId> = delegates
                 .into_iter()
                 .filter(|d| !asked.contains(d) && wants(d, true))
@@ -560,8 +595,7 @@ impl Fetcher {
         let data = tokio::task::spawn_blocking(move || {
             apply::data_wants(&cfg, rid, &q2, &repo2, &|n: &NodeId, d: bool| w(n, d))
         })
-        .await
-        .map_err(|e| FetchError::Git(e.to_string()))??;
+        .await??;
         if !data.is_empty() {
             received += self
                 .transfer(rid, from, &quarantine, &work, Stage::Data(data), received)
@@ -583,8 +617,7 @@ impl Fetcher {
         let outcome = tokio::task::spawn_blocking(move || {
             apply::validate_and_apply(&cfg, rid2, &q2, &repo2, &local, &pruned, &wants)
         })
-        .await
-        .map_err(|e| FetchError::Git(e.to_string()))??;
+        .await??;
 
         // 3. A clone moves into storage in one rename — unless the repository was purged
         //    while it was being fetched (the purge wins; the clone is discarded).
@@ -594,9 +627,7 @@ impl Fetcher {
                 .tenants()
                 .is_some_and(|t| t.purged_since(&rid, started_ms))
         {
-            return Err(FetchError::Git(
-                "the repository was purged while it was fetched; clone discarded".into(),
-            ));
+            return Err(FetchError::Purged);
         }
         if clone {
             if let Some(parent) = existing.parent() {
@@ -673,7 +704,7 @@ impl Fetcher {
         let header = format!("git-upload-pack /{canonical}\0\0version=2\0");
         let header = format!("{:04x}{header}", header.len() + 4);
         if !stream.send(header.as_bytes()).await {
-            return Err(FetchError::Git("session closed".into()));
+            return Err(FetchError::SessionClosed);
         }
         let url = format!("ext::{} bridge {}", exe.display(), sock_path.display());
         let mut cmd = tokio::process::Command::new(&inner.cfg.git);
@@ -732,7 +763,7 @@ impl Fetcher {
         .process_group(0);
         let mut child = cmd
             .spawn()
-            .map_err(|e| FetchError::Git(format!("spawning git: {e}")))?;
+            .map_err(FetchError::Spawn)?;
         if let (Some(input), Some(mut pipe)) = (stdin, child.stdin.take()) {
             pipe.write_all(input.as_bytes()).await?;
             drop(pipe);
@@ -766,10 +797,10 @@ impl Fetcher {
                 n = conn.read(&mut buf), if !git_done => match n {
                     Ok(0) | Err(_) => git_done = true,
                     Ok(n) => {
-                        let Some(data) = buf.get(..n) else { break Err(FetchError::Git("read".into())) };
+                        let Some(data) = buf.get(..n) else { break Err(FetchError::GitClosed) };
                         requests.feed(data);
                         if !stream.send(data).await {
-                            break Err(FetchError::Git("session closed".into()));
+                            break Err(FetchError::SessionClosed);
                         }
                     }
                 },
@@ -787,7 +818,7 @@ impl Fetcher {
                         }
                         answers.feed(&data);
                         if conn.write_all(&data).await.is_err() {
-                            break Err(FetchError::Git("git closed the connection".into()));
+                            break Err(FetchError::GitClosed);
                         }
                     }
                     // The responder closed the stream.
@@ -807,9 +838,7 @@ impl Fetcher {
             .await
             .map_err(|_| FetchError::Timeout(timeout))??;
         if !out.status.success() {
-            return Err(FetchError::Git(
-                String::from_utf8_lossy(&out.stderr).trim().to_owned(),
-            ));
+            return Err(FetchError::git_stderr(&out.stderr));
         }
         Ok(received)
     }
@@ -910,9 +939,7 @@ async fn git_init(cfg: &FetchConfig, path: &Path) -> Result<(), FetchError> {
         .output()
         .await?;
     if !out.status.success() {
-        return Err(FetchError::Git(
-            String::from_utf8_lossy(&out.stderr).trim().to_owned(),
-        ));
+        return Err(FetchError::git_stderr(&out.stderr));
     }
     // git creates it with the umask; a repository in storage is the seed user's alone.
     crate::fsutil::ensure_private_dir(path)?;

@@ -11,12 +11,16 @@ use crate::storage::identity::{self, Identity};
 use crate::storage::{cob, sigrefs};
 
 /// Why a fetch as a whole was rejected (nothing written).
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[derive(Debug, thiserror::Error)]
 pub enum ValidationError {
     #[error("the peer has no canonical refs/rad/id")]
     MissingIdentity,
+    /// The offered identity history breaks the identity rules.
     #[error("identity document: {0}")]
-    Identity(String),
+    IdentityHistory(#[from] cob::CobError),
+    /// The identity document cannot be read.
+    #[error("identity document: {0}")]
+    IdentityDocument(#[from] identity::IdentityError),
     #[error("delegate {0} has diverged rad/sigrefs")]
     DelegateDiverged(NodeId),
     #[error("only {valid} valid delegate(s), threshold is {threshold}")]
@@ -36,7 +40,9 @@ impl ValidationError {
     pub fn label(&self) -> &'static str {
         match self {
             ValidationError::MissingIdentity => "missing_identity",
-            ValidationError::Identity(_) => "identity",
+            ValidationError::IdentityHistory(_) | ValidationError::IdentityDocument(_) => {
+                "identity"
+            }
             ValidationError::DelegateDiverged(_) => "delegate_diverged",
             ValidationError::Threshold { .. } => "threshold",
         }
@@ -66,8 +72,12 @@ fn git(cfg: &FetchConfig, repo: &Path) -> Command {
     cmd
 }
 
-fn git_err(e: impl std::fmt::Display) -> FetchError {
-    FetchError::Git(e.to_string())
+/// A child spawned with a piped stdin has none.
+fn no_stdin() -> FetchError {
+    FetchError::Io(std::io::Error::new(
+        std::io::ErrorKind::BrokenPipe,
+        "git's stdin is not piped",
+    ))
 }
 
 /// `(name, oid)` of every ref under `prefix`.
@@ -80,7 +90,7 @@ fn refs_under(
         .args(["for-each-ref", "--format=%(refname) %(objectname)", prefix])
         .output()?;
     if !out.status.success() {
-        return Err(git_err(String::from_utf8_lossy(&out.stderr)));
+        return Err(FetchError::git_stderr(&out.stderr));
     }
     Ok(String::from_utf8_lossy(&out.stdout)
         .lines()
@@ -107,7 +117,7 @@ fn transaction(cfg: &FetchConfig, repo: &Path, lines: &[String]) -> Result<(), F
         .stderr(Stdio::piped())
         .spawn()?;
     {
-        let mut stdin = child.stdin.take().ok_or_else(|| git_err("no stdin"))?;
+        let mut stdin = child.stdin.take().ok_or_else(no_stdin)?;
         let mut script = String::from("start\n");
         for l in lines {
             script.push_str(l);
@@ -118,7 +128,7 @@ fn transaction(cfg: &FetchConfig, repo: &Path, lines: &[String]) -> Result<(), F
     }
     let out = child.wait_with_output()?;
     if !out.status.success() {
-        return Err(git_err(format!(
+        return Err(FetchError::Git(format!(
             "update-ref: {}",
             String::from_utf8_lossy(&out.stderr).trim()
         )));
@@ -173,7 +183,7 @@ pub fn data_wants(
     live: &Path,
     wants: &dyn Fn(&NodeId, bool) -> bool,
 ) -> Result<Vec<String>, FetchError> {
-    let gix_repo = gix::open(q).map_err(git_err)?;
+    let gix_repo = gix::open(q).map_err(FetchError::repository)?;
     let fetched: BTreeMap<String, String> = refs_under(cfg, q, QUARANTINE)?.into_iter().collect();
     // Delegates come from the identity the fetch will be validated against (ours unless the
     // peer's is a verified successor), never from an unverified document.
@@ -255,7 +265,7 @@ pub fn identity_delegates(
     q: &Path,
     live: &Path,
 ) -> Result<Vec<NodeId>, FetchError> {
-    let gix_repo = gix::open(q).map_err(git_err)?;
+    let gix_repo = gix::open(q).map_err(FetchError::repository)?;
     let fetched: BTreeMap<String, String> = refs_under(cfg, q, QUARANTINE)?.into_iter().collect();
     Ok(resolve_identity(cfg, &gix_repo, rid, q, live, &fetched)?
         .ident
@@ -296,19 +306,18 @@ pub(super) fn resolve_identity(
     let offered_hex = fetched
         .get(&format!("{QUARANTINE}/rad/id"))
         .ok_or(ValidationError::MissingIdentity)?;
-    let offered = gix::ObjectId::from_hex(offered_hex.as_bytes()).map_err(git_err)?;
-    let invalid = |e: &dyn std::fmt::Display| ValidationError::Identity(e.to_string());
+    let offered = gix::ObjectId::from_hex(offered_hex.as_bytes()).map_err(FetchError::repository)?;
     let Some(ours_hex) = held_ref(cfg, live, "refs/rad/id")? else {
-        let ident = cob::verify_identity(git, rid, offered).map_err(|e| invalid(&e))?;
+        let ident = cob::verify_identity(git, rid, offered).map_err(ValidationError::from)?;
         return Ok(Resolved { ident, adopt: true });
     };
-    let ours = gix::ObjectId::from_hex(ours_hex.as_bytes()).map_err(git_err)?;
+    let ours = gix::ObjectId::from_hex(ours_hex.as_bytes()).map_err(FetchError::repository)?;
     // Ours was verified when it was adopted; its document is read as stored.
     let keep = |why: &'static str| -> Result<Resolved, FetchError> {
         if ours != offered {
             tracing::info!(%rid, ours = %ours, offered = %offered, why, "keeping our identity revision");
         }
-        let ident = identity::read(git, ours).map_err(|e| invalid(&e))?;
+        let ident = identity::read(git, ours).map_err(ValidationError::from)?;
         Ok(Resolved {
             ident,
             adopt: false,
@@ -317,7 +326,7 @@ pub(super) fn resolve_identity(
     if offered == ours || is_ancestor(cfg, q, offered_hex, &ours_hex)? {
         return keep("the offered identity is behind ours");
     }
-    let merged = cob::verify_identity_heads(git, rid, &[offered, ours]).map_err(|e| invalid(&e))?;
+    let merged = cob::verify_identity_heads(git, rid, &[offered, ours]).map_err(ValidationError::from)?;
     let merged_hex = merged.head.to_string();
     if merged.head == ours || is_ancestor(cfg, q, &merged_hex, &ours_hex)? {
         return keep("the identity rules adopt no revision ahead of ours");
@@ -375,12 +384,12 @@ fn migrate(cfg: &FetchConfig, q: &Path, live: &Path, tips: &[String]) -> Result<
         .stderr(Stdio::piped())
         .spawn()?;
     {
-        let mut stdin = child.stdin.take().ok_or_else(|| git_err("no stdin"))?;
+        let mut stdin = child.stdin.take().ok_or_else(no_stdin)?;
         stdin.write_all(input.as_bytes())?;
     }
     let out = child.wait_with_output()?;
     if !out.status.success() {
-        return Err(git_err(format!(
+        return Err(FetchError::Git(format!(
             "pack-objects: {}",
             String::from_utf8_lossy(&out.stderr).trim()
         )));
@@ -416,7 +425,7 @@ pub fn validate_and_apply(
     on_prune: &dyn Fn(&'static str),
     wants: &dyn Fn(&NodeId, bool) -> bool,
 ) -> Result<Outcome, FetchError> {
-    let gix_repo = gix::open(q).map_err(git_err)?;
+    let gix_repo = gix::open(q).map_err(FetchError::repository)?;
     let fetched = refs_under(cfg, q, QUARANTINE)?;
     let fetched: BTreeMap<String, String> = fetched.into_iter().collect();
 
@@ -461,7 +470,7 @@ pub fn validate_and_apply(
         let Some(tip) = fetched_ref("refs/rad/sigrefs") else {
             continue;
         };
-        let tip_id = gix::ObjectId::from_hex(tip.as_bytes()).map_err(git_err)?;
+        let tip_id = gix::ObjectId::from_hex(tip.as_bytes()).map_err(FetchError::repository)?;
         let signed = match sigrefs::verify_within(&gix_repo, rid, &nid, tip_id, &mut budget) {
             Ok(s) => s,
             Err(e) => {
