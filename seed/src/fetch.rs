@@ -69,7 +69,7 @@ pub enum FetchError {
     GitClosed,
     /// Reading what arrived in the quarantine (gix).
     #[error("git fetch failed: {0}")]
-    Repository(#[source] Box<dyn std::error::Error + Send + Sync>),
+    Repository(#[source] crate::storage::GitError),
     #[error("received more than {0} bytes; aborted")]
     TooLarge(u64),
     #[error("a tenant's storage quota allows only {0} more bytes; fetch stopped (raise it with `seedctl quota set`)")]
@@ -132,8 +132,8 @@ impl FetchError {
     }
 
     /// A gix error reading the quarantine or the live repository.
-    pub(crate) fn repository(e: impl std::error::Error + Send + Sync + 'static) -> Self {
-        FetchError::Repository(Box::new(e))
+    pub(crate) fn repository(e: impl Into<Box<dyn std::error::Error + Send + Sync>>) -> Self {
+        FetchError::Repository(crate::storage::GitError::new(e))
     }
 
     /// git exited unsuccessfully: its stderr.
@@ -429,9 +429,8 @@ impl Fetcher {
     pub async fn fetch_now(&self, rid: RepoId, from: NodeId) -> Result<Outcome, Arc<FetchError>> {
         let (tx, rx) = tokio::sync::oneshot::channel();
         self.enqueue(rid, from, Some(tx));
-        rx.await.unwrap_or_else(|_| {
-            Err(Arc::new(FetchError::NoResult))
-        })
+        rx.await
+            .unwrap_or_else(|_| Err(Arc::new(FetchError::NoResult)))
     }
 
     /// After a repository was created or changed: `on_change` (re-index with signed refs
@@ -761,9 +760,7 @@ impl Fetcher {
         // Its own process group: `git fetch` runs `index-pack` and `seedd bridge`, which must
         // die with it (they write into the quarantine that is deleted next).
         .process_group(0);
-        let mut child = cmd
-            .spawn()
-            .map_err(FetchError::Spawn)?;
+        let mut child = cmd.spawn().map_err(FetchError::Spawn)?;
         if let (Some(input), Some(mut pipe)) = (stdin, child.stdin.take()) {
             pipe.write_all(input.as_bytes()).await?;
             drop(pipe);

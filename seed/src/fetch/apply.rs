@@ -306,7 +306,8 @@ pub(super) fn resolve_identity(
     let offered_hex = fetched
         .get(&format!("{QUARANTINE}/rad/id"))
         .ok_or(ValidationError::MissingIdentity)?;
-    let offered = gix::ObjectId::from_hex(offered_hex.as_bytes()).map_err(FetchError::repository)?;
+    let offered =
+        gix::ObjectId::from_hex(offered_hex.as_bytes()).map_err(FetchError::repository)?;
     let Some(ours_hex) = held_ref(cfg, live, "refs/rad/id")? else {
         let ident = cob::verify_identity(git, rid, offered).map_err(ValidationError::from)?;
         return Ok(Resolved { ident, adopt: true });
@@ -326,7 +327,8 @@ pub(super) fn resolve_identity(
     if offered == ours || is_ancestor(cfg, q, offered_hex, &ours_hex)? {
         return keep("the offered identity is behind ours");
     }
-    let merged = cob::verify_identity_heads(git, rid, &[offered, ours]).map_err(ValidationError::from)?;
+    let merged =
+        cob::verify_identity_heads(git, rid, &[offered, ours]).map_err(ValidationError::from)?;
     let merged_hex = merged.head.to_string();
     if merged.head == ours || is_ancestor(cfg, q, &merged_hex, &ours_hex)? {
         return keep("the identity rules adopt no revision ahead of ours");

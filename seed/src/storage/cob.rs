@@ -11,7 +11,6 @@
 //! peer announcing a head whose history contains a forgery is not trusted at all.
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
-use std::fmt;
 
 use serde::Deserialize;
 
@@ -34,7 +33,18 @@ const SSH_SIGNATURE_PEM: &[u8] = b"-----BEGIN SSH SIGNATURE-----";
 #[derive(Debug, thiserror::Error)]
 pub enum CobError {
     #[error("git: {0}")]
-    Git(String),
+    Git(#[source] super::GitError),
+    #[error("git: {what} {id} is a {kind}, not a blob")]
+    NotABlob {
+        what: &'static str,
+        id: gix::ObjectId,
+        kind: gix::objs::Kind,
+    },
+    #[error("git: commit {commit}: committer: {source}")]
+    Committer {
+        commit: gix::ObjectId,
+        source: super::GitError,
+    },
     #[error("identity history has more than {MAX_CHANGES} changes")]
     TooLong,
     #[error("change {commit}: {what} blob of {size} bytes is over the limit")]
@@ -189,8 +199,8 @@ fn opt(id: &Option<gix::ObjectId>) -> String {
     id.map_or_else(|| "none".to_owned(), |id| id.to_string())
 }
 
-fn git_err(e: impl fmt::Display) -> CobError {
-    CobError::Git(e.to_string())
+fn git_err(e: impl Into<Box<dyn std::error::Error + Send + Sync>>) -> CobError {
+    CobError::Git(super::GitError::new(e))
 }
 
 /// A git object id as radicle serialises it in actions: 40 hex characters.
@@ -288,10 +298,11 @@ fn read_blob(
 ) -> Result<Vec<u8>, CobError> {
     let header = git.find_header(id).map_err(git_err)?;
     if header.kind() != gix::objs::Kind::Blob {
-        return Err(CobError::Git(format!(
-            "{what} {id} is a {}, not a blob",
-            header.kind()
-        )));
+        return Err(CobError::NotABlob {
+            what,
+            id,
+            kind: header.kind(),
+        });
     }
     if header.size() > limit {
         return Err(CobError::TooLarge {
@@ -363,7 +374,10 @@ fn load_change(git: &gix::Repository, id: gix::ObjectId) -> Result<Change, CobEr
     let timestamp = decoded
         .committer()
         .and_then(|c| c.time())
-        .map_err(|e| CobError::Git(format!("commit {id}: committer: {e}")))?
+        .map_err(|e| CobError::Committer {
+            commit: id,
+            source: super::GitError::new(e),
+        })?
         .seconds as u64;
 
     // Trailers: parents named by `Rad-Resource`/`Rad-Related` are not history parents
