@@ -706,15 +706,8 @@ impl Fetcher {
             return Err(FetchError::SessionClosed);
         }
         let url = format!("ext::{} bridge {}", exe.display(), sock_path.display());
-        let mut cmd = tokio::process::Command::new(&inner.cfg.git);
-        cmd.env_clear()
-            .env("PATH", std::env::var_os("PATH").unwrap_or_default())
-            .env("HOME", &inner.cfg.git_home)
-            .env("LANG", "C")
-            .env("GIT_CONFIG_NOSYSTEM", "1")
-            .env("GIT_CONFIG_GLOBAL", "/dev/null")
-            .env("GIT_TERMINAL_PROMPT", "0")
-            .env("GIT_PROTOCOL", "version=2")
+        let mut cmd = crate::git::async_command(&inner.cfg.git, &inner.cfg.git_home);
+        cmd.env("GIT_PROTOCOL", "version=2")
             .arg("-C")
             .arg(repo)
             .args([
@@ -927,10 +920,7 @@ impl PktCounter {
 }
 
 async fn git_init(cfg: &FetchConfig, path: &Path) -> Result<(), FetchError> {
-    let out = tokio::process::Command::new(&cfg.git)
-        .env("HOME", &cfg.git_home)
-        .env("GIT_CONFIG_NOSYSTEM", "1")
-        .env("GIT_CONFIG_GLOBAL", "/dev/null")
+    let out = crate::git::async_command(&cfg.git, &cfg.git_home)
         .args(["init", "--quiet", "--bare"])
         .arg(path)
         .output()

@@ -61,14 +61,8 @@ pub struct Outcome {
 }
 
 fn git(cfg: &FetchConfig, repo: &Path) -> Command {
-    let mut cmd = Command::new(&cfg.git);
-    cmd.env_clear()
-        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
-        .env("HOME", &cfg.git_home)
-        .env("GIT_CONFIG_NOSYSTEM", "1")
-        .env("GIT_CONFIG_GLOBAL", "/dev/null")
-        .arg("-C")
-        .arg(repo);
+    let mut cmd = crate::git::command(&cfg.git, &cfg.git_home);
+    cmd.arg("-C").arg(repo);
     cmd
 }
 
