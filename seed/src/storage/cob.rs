@@ -61,10 +61,10 @@ pub enum CobError {
     Unsigned { commit: gix::ObjectId },
     #[error("change {commit} has {count} gpgsig headers, expected exactly one")]
     MultipleSignatures { commit: gix::ObjectId, count: usize },
-    #[error("change {commit}: gpgsig is not a usable SSH signature: {reason}")]
+    #[error("change {commit}: gpgsig is not a usable SSH signature: {source}")]
     SshSignature {
         commit: gix::ObjectId,
-        reason: String,
+        source: SshSigError,
     },
     #[error("change {commit}: commit signature by {signer} does not verify over its tree {tree}")]
     CommitSignature {
@@ -80,17 +80,27 @@ pub enum CobError {
     #[error("change {commit}: manifest: {reason}")]
     Manifest {
         commit: gix::ObjectId,
-        reason: String,
+        reason: &'static str,
+    },
+    #[error("change {commit}: manifest: {source}")]
+    ManifestJson {
+        commit: gix::ObjectId,
+        source: serde_json::Error,
     },
     #[error("change {commit} is of COB type {found:?}, not {TYPE_NAME}")]
     WrongType {
         commit: gix::ObjectId,
         found: String,
     },
-    #[error("change {commit}: {reason}")]
-    Actions {
+    #[error("change {commit}: no actions")]
+    NoActions { commit: gix::ObjectId },
+    #[error("change {commit}: two action blobs for index {index}")]
+    DuplicateAction { commit: gix::ObjectId, index: i8 },
+    #[error("change {commit}: action {index}: {source}")]
+    ActionJson {
         commit: gix::ObjectId,
-        reason: String,
+        index: i8,
+        source: serde_json::Error,
     },
     #[error("no identity head given")]
     NoHeads,
@@ -185,6 +195,21 @@ pub enum CobError {
     },
     #[error("change {commit} holds more than one revision")]
     MultipleRevisions { commit: gix::ObjectId },
+}
+
+/// Why a commit's `gpgsig` is no usable SSH signature.
+#[derive(Debug, thiserror::Error)]
+pub enum SshSigError {
+    #[error("not an SSH signature PEM")]
+    NotPem,
+    #[error("{0}")]
+    Parse(#[from] ssh_key::Error),
+    #[error("key type {0} is not ssh-ed25519")]
+    KeyType(ssh_key::Algorithm),
+    #[error("signature type {0} is not ssh-ed25519")]
+    SignatureType(ssh_key::Algorithm),
+    #[error("signature is {0} bytes, expected 64")]
+    Length(usize),
 }
 
 fn list(ids: &[gix::ObjectId]) -> String {

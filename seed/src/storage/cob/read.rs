@@ -7,7 +7,8 @@ use serde::Deserialize;
 
 use super::rules::{Action, Change, Docs};
 use super::{
-    CobError, DOC_PATH, MAX_BLOB_BYTES, MAX_CHANGES, MAX_DOC_BYTES, SSH_SIGNATURE_PEM, TYPE_NAME,
+    CobError, SshSigError, DOC_PATH, MAX_BLOB_BYTES, MAX_CHANGES, MAX_DOC_BYTES, SSH_SIGNATURE_PEM,
+    TYPE_NAME,
 };
 use crate::crypto::{git_blob_oid, NodeId};
 use crate::storage::identity::Doc;
@@ -54,27 +55,22 @@ fn read_blob(
 /// Extract the key and the raw 64-byte Ed25519 signature from an SSHSIG PEM
 /// (`radicle-crypto/src/ssh.rs` `ExtendedSignature::from_pem`). The SSHSIG namespace and hash
 /// fields are not part of what is signed, so they are not interpreted (radicle does not either).
-pub(super) fn parse_sshsig(pem: &[u8]) -> Result<(NodeId, [u8; 64]), String> {
+pub(super) fn parse_sshsig(pem: &[u8]) -> Result<(NodeId, [u8; 64]), SshSigError> {
     if !pem.starts_with(SSH_SIGNATURE_PEM) {
-        return Err("not an SSH signature PEM".to_owned());
+        return Err(SshSigError::NotPem);
     }
-    let sig = ssh_key::SshSig::from_pem(pem).map_err(|e| e.to_string())?;
-    let key = sig.public_key().ed25519().ok_or_else(|| {
-        format!(
-            "key type {} is not ssh-ed25519",
-            sig.public_key().algorithm()
-        )
-    })?;
+    let sig = ssh_key::SshSig::from_pem(pem)?;
+    let key = sig
+        .public_key()
+        .ed25519()
+        .ok_or_else(|| SshSigError::KeyType(sig.public_key().algorithm()))?;
     if sig.signature().algorithm() != ssh_key::Algorithm::Ed25519 {
-        return Err(format!(
-            "signature type {} is not ssh-ed25519",
-            sig.signature().algorithm()
-        ));
+        return Err(SshSigError::SignatureType(sig.signature().algorithm()));
     }
     let bytes = sig.signature().as_bytes();
     let raw: [u8; 64] = bytes
         .try_into()
-        .map_err(|_| format!("signature is {} bytes, expected 64", bytes.len()))?;
+        .map_err(|_| SshSigError::Length(bytes.len()))?;
     Ok((NodeId::from_bytes(key.0), raw))
 }
 
@@ -98,7 +94,7 @@ fn load_change(git: &gix::Repository, id: gix::ObjectId) -> Result<Change, CobEr
         }
     };
     let (author, signature) = parse_sshsig(pem.trim_ascii())
-        .map_err(|reason| CobError::SshSignature { commit: id, reason })?;
+        .map_err(|source| CobError::SshSignature { commit: id, source })?;
     author
         .verify(tree_id.as_bytes(), &signature)
         .map_err(|_| CobError::CommitSignature {
@@ -165,26 +161,24 @@ fn load_change(git: &gix::Repository, id: gix::ObjectId) -> Result<Change, CobEr
             // radicle keys actions by the name parsed as `i8`; two names for one index would be
             // resolved arbitrarily there, so they are refused here.
             if numbered.insert(ix, entry.oid.to_owned()).is_some() {
-                return Err(CobError::Actions {
+                return Err(CobError::DuplicateAction {
                     commit: id,
-                    reason: format!("two action blobs for index {ix}"),
+                    index: ix,
                 });
             }
         }
     }
     let manifest = manifest.ok_or_else(|| CobError::Manifest {
         commit: id,
-        reason: "no manifest blob".to_owned(),
+        reason: "no manifest blob",
     })?;
     let bytes = read_blob(git, id, manifest, "manifest", MAX_BLOB_BYTES)?;
-    let manifest: Manifest = serde_json::from_slice(&bytes).map_err(|e| CobError::Manifest {
-        commit: id,
-        reason: e.to_string(),
-    })?;
+    let manifest: Manifest = serde_json::from_slice(&bytes)
+        .map_err(|source| CobError::ManifestJson { commit: id, source })?;
     if manifest.version == Some(0) {
         return Err(CobError::Manifest {
             commit: id,
-            reason: "version 0".to_owned(),
+            reason: "version 0",
         });
     }
     if manifest.type_name != TYPE_NAME {
@@ -194,18 +188,17 @@ fn load_change(git: &gix::Repository, id: gix::ObjectId) -> Result<Change, CobEr
         });
     }
     if numbered.is_empty() {
-        return Err(CobError::Actions {
-            commit: id,
-            reason: "no actions".to_owned(),
-        });
+        return Err(CobError::NoActions { commit: id });
     }
     let mut actions = Vec::with_capacity(numbered.len());
     for (ix, blob) in numbered {
         let bytes = read_blob(git, id, blob, "action", MAX_BLOB_BYTES)?;
-        let action: Action = serde_json::from_slice(&bytes).map_err(|e| CobError::Actions {
-            commit: id,
-            reason: format!("action {ix}: {e}"),
-        })?;
+        let action: Action =
+            serde_json::from_slice(&bytes).map_err(|source| CobError::ActionJson {
+                commit: id,
+                index: ix,
+                source,
+            })?;
         actions.push(action);
     }
     let embed = match tree.lookup_entry_by_path(DOC_PATH).map_err(git_err)? {

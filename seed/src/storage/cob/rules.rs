@@ -114,12 +114,7 @@ fn majority(doc: &Doc) -> usize {
 }
 
 /// `Doc::verify_signature`: `key` is a delegate of `doc` and signed the 20 raw bytes of `blob`.
-fn verify_doc_signature(
-    doc: &Doc,
-    key: &NodeId,
-    sig: &Sig,
-    blob: gix::ObjectId,
-) -> bool {
+fn verify_doc_signature(doc: &Doc, key: &NodeId, sig: &Sig, blob: gix::ObjectId) -> bool {
     doc.delegates.contains(key) && key.verify(blob.as_bytes(), &sig.0).is_ok()
 }
 
@@ -166,11 +161,7 @@ struct Evaluation {
 
 impl Evaluation {
     /// `Identity::from_root`.
-    fn from_root(
-        docs: &dyn Docs,
-        rid: RepoId,
-        root: &Change,
-    ) -> Result<Evaluation, CobError> {
+    fn from_root(docs: &dyn Docs, rid: RepoId, root: &Change) -> Result<Evaluation, CobError> {
         let commit = root.id;
         let (blob, parent, signature) = match root.actions.as_slice() {
             [Action::Revision {
