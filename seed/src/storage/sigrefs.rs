@@ -90,7 +90,7 @@ pub enum SigrefsError {
     Missing,
     #[error("git: {0}")]
     Git(#[source] super::GitError),
-    #[error("{0}")]
+    #[error("git: {0}")]
     Storage(#[source] Box<super::StorageError>),
     #[error("sigrefs commit {0} has more than one parent")]
     MultipleParents(gix::ObjectId),
@@ -100,7 +100,9 @@ pub enum SigrefsError {
         blob: &'static str,
     },
     #[error("malformed refs blob line {line}: {reason}")]
-    Parse { line: usize, reason: String },
+    Parse { line: usize, reason: &'static str },
+    #[error("malformed refs blob line 0: {0}")]
+    NotUtf8(#[source] std::str::Utf8Error),
     #[error("refs blob of {0} bytes is over the limit")]
     TooLarge(usize),
     #[error("signature is {0} bytes, expected 64")]
@@ -173,18 +175,15 @@ pub fn parse_refs(bytes: &[u8]) -> Result<BTreeMap<String, gix::ObjectId>, Sigre
     if bytes.len() > MAX_REFS_BLOB {
         return Err(SigrefsError::TooLarge(bytes.len()));
     }
-    let text = std::str::from_utf8(bytes).map_err(|e| SigrefsError::Parse {
-        line: 0,
-        reason: e.to_string(),
-    })?;
+    let text = std::str::from_utf8(bytes).map_err(SigrefsError::NotUtf8)?;
     let mut out = BTreeMap::new();
     for (i, line) in text.lines().enumerate() {
         if line.is_empty() {
             continue;
         }
-        let bad = |reason: &str| SigrefsError::Parse {
+        let bad = |reason: &'static str| SigrefsError::Parse {
             line: i + 1,
-            reason: reason.to_owned(),
+            reason,
         };
         let (oid, name) = line.split_once(' ').ok_or_else(|| bad("no space"))?;
         let oid = gix::ObjectId::from_hex(oid.as_bytes()).map_err(|_| bad("bad object id"))?;
