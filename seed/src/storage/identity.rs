@@ -29,7 +29,7 @@ pub enum IdentityError {
         /// `allow ` for an entry of the allow list, empty for a delegate.
         prefix: &'static str,
         did: String,
-        source: crate::crypto::CryptoError,
+        source: Box<crate::crypto::CryptoError>,
     },
     #[error("threshold {threshold} not within 1..={delegates}")]
     Threshold { threshold: usize, delegates: usize },
@@ -111,7 +111,7 @@ impl Doc {
             let nid = NodeId::from_did(d).map_err(|source| IdentityError::BadDid {
                 prefix: "",
                 did: d.clone(),
-                source,
+                source: Box::new(source),
             })?;
             if !delegates.contains(&nid) {
                 delegates.push(nid);
@@ -132,7 +132,7 @@ impl Doc {
                     allow.push(NodeId::from_did(d).map_err(|source| IdentityError::BadDid {
                         prefix: "allow ",
                         did: d.clone(),
-                        source,
+                        source: Box::new(source),
                     })?);
                 }
                 Visibility::Private { allow }
