@@ -147,6 +147,22 @@ impl FetchError {
     }
 }
 
+/// Which namespaces of the repository a fetch takes: `(namespace, is a delegate)`.
+type Wants = Arc<dyn Fn(&NodeId, bool) -> bool + Send + Sync>;
+
+/// One fetch's places and namespace choice, passed to its stages.
+struct Attempt {
+    rid: RepoId,
+    from: NodeId,
+    /// The fetch's work directory (removed when the fetch ends).
+    work: PathBuf,
+    /// The repository fetched into: storage's, or a clone being built in `work`.
+    repo: PathBuf,
+    /// Where everything the peer sends lands until it is validated.
+    quarantine: PathBuf,
+    wants: Wants,
+}
+
 /// Settings of the replication layer.
 #[derive(Debug, Clone)]
 pub struct FetchConfig {
@@ -533,97 +549,28 @@ impl Fetcher {
 
         let policies = inner.policies.clone();
         let scope = policies.seeding(&rid).unwrap_or(Scope::All);
-        let wants = Arc::new(move |nid: &NodeId, delegate: bool| {
+        let wants: Wants = Arc::new(move |nid: &NodeId, delegate: bool| {
             policies.wants_namespace(&rid, scope, nid, delegate)
         });
         let net = self.net_for(&from);
         let local = net.nid();
-
-        // 1. Special refs (§6.4 stages 1–2): the canonical identity and the `rad/id` and
-        //    `rad/sigrefs` of the namespaces in scope and not blocked, into the quarantine.
-        //    With scope `followed` the delegates are those of the identity we hold; when the
-        //    verified identity names others (a clone, a new delegate), they follow.
-        let held_delegates = inner
-            .policies
-            .index()
-            .repo(&rid)
-            .ok()
-            .flatten()
-            .map(|r| r.delegates)
-            .unwrap_or_default();
-        let filter = inner
-            .policies
-            .namespace_filter(&rid, scope, &held_delegates);
-        let mut received = self
-            .transfer(
-                rid,
-                from,
-                &quarantine,
-                &work,
-                Stage::Special(filter.clone()),
-                0,
-            )
-            .await?;
-        if let NamespaceFilter::Only(asked) = &filter {
-            let (cfg, q2, repo2) = (inner.cfg.clone(), quarantine.clone(), repo.clone());
-            let delegates = tokio::task::spawn_blocking(move || {
-                apply::identity_delegates(&cfg, rid, &q2, &repo2)
-            })
-            .await??;
-            let more: Vec<NodeId> = delegates
-                .into_iter()
-                .filter(|d| !asked.contains(d) && wants(d, true))
-                .collect();
-            if !more.is_empty() {
-                received += self
-                    .transfer(
-                        rid,
-                        from,
-                        &quarantine,
-                        &work,
-                        Stage::Special(NamespaceFilter::Only(more)),
-                        received,
-                    )
-                    .await?;
-            }
-        }
-
-        // 2. Data refs (stage 3): the objects the wanted namespaces' verified signed refs name
-        //    and we lack — nothing unsigned, nothing of unwanted or blocked namespaces.
-        let (cfg, q2, repo2, w) = (
-            inner.cfg.clone(),
-            quarantine.clone(),
-            repo.clone(),
-            wants.clone(),
-        );
-        let data = tokio::task::spawn_blocking(move || {
-            apply::data_wants(&cfg, rid, &q2, &repo2, &|n: &NodeId, d: bool| w(n, d))
-        })
-        .await??;
-        if !data.is_empty() {
-            received += self
-                .transfer(rid, from, &quarantine, &work, Stage::Data(data), received)
-                .await?;
-        }
-        inner.metrics.p2p.fetch_received_bytes.inc_by(received);
-
-        // 3. Validate and apply (blocking: gix + git update-ref).
-        let (cfg, rid2, q2, repo2) = (inner.cfg.clone(), rid, quarantine.clone(), repo.clone());
-        let wants = move |nid: &NodeId, delegate: bool| wants(nid, delegate);
-        let metrics = inner.metrics.clone();
-        let pruned = move |label: &'static str| {
-            metrics
-                .p2p
-                .validation_failures
-                .with_label_values(&[label])
-                .inc();
+        let attempt = Attempt {
+            rid,
+            from,
+            work,
+            repo,
+            quarantine,
+            wants,
         };
-        let outcome = tokio::task::spawn_blocking(move || {
-            apply::validate_and_apply(&cfg, rid2, &q2, &repo2, &local, &pruned, &wants)
-        })
-        .await??;
 
-        // 3. A clone moves into storage in one rename — unless the repository was purged
+        // 1.–3. Special refs, data, validation (each a step below).
+        let received = self.special_refs(&attempt, scope).await?;
+        let received = received + self.data_refs(&attempt, received).await?;
+        inner.metrics.p2p.fetch_received_bytes.inc_by(received);
+        let outcome = self.validate_and_apply(&attempt, local).await?;
+        let Attempt { repo, .. } = attempt;
+
+        // 4. A clone moves into storage in one rename — unless the repository was purged
         //    while it was being fetched (the purge wins; the clone is discarded).
         if clone
             && inner
@@ -647,7 +594,7 @@ impl Fetcher {
         self.changed(rid).await;
         net.fetched_from(rid, from);
 
-        // 4. Tell subscribers which namespaces we now hold (the pusher's ack, §5.8).
+        // 5. Tell subscribers which namespaces we now hold (the pusher's ack, §5.8).
         if !outcome.updated.is_empty() {
             let refs = outcome
                 .updated
@@ -664,5 +611,117 @@ impl Fetcher {
             cloned: clone,
             ..outcome
         })
+    }
+
+    /// Stage 1 (§6.4 stages 1–2): the canonical identity and the `rad/id` and `rad/sigrefs`
+    /// of the namespaces in scope and not blocked, into the quarantine. With scope `followed`
+    /// the delegates are those of the identity we hold; when the verified identity names
+    /// others (a clone, a new delegate), they follow. Returns the bytes received.
+    async fn special_refs(&self, a: &Attempt, scope: Scope) -> Result<u64, FetchError> {
+        let inner = &self.inner;
+        let held_delegates = inner
+            .policies
+            .index()
+            .repo(&a.rid)
+            .ok()
+            .flatten()
+            .map(|r| r.delegates)
+            .unwrap_or_default();
+        let filter = inner
+            .policies
+            .namespace_filter(&a.rid, scope, &held_delegates);
+        let mut received = self
+            .transfer(
+                a.rid,
+                a.from,
+                &a.quarantine,
+                &a.work,
+                Stage::Special(filter.clone()),
+                0,
+            )
+            .await?;
+        if let NamespaceFilter::Only(asked) = &filter {
+            let (cfg, rid, q, repo) = (
+                inner.cfg.clone(),
+                a.rid,
+                a.quarantine.clone(),
+                a.repo.clone(),
+            );
+            let delegates = tokio::task::spawn_blocking(move || {
+                apply::identity_delegates(&cfg, rid, &q, &repo)
+            })
+            .await??;
+            let more: Vec<NodeId> = delegates
+                .into_iter()
+                .filter(|d| !asked.contains(d) && (a.wants)(d, true))
+                .collect();
+            if !more.is_empty() {
+                received += self
+                    .transfer(
+                        a.rid,
+                        a.from,
+                        &a.quarantine,
+                        &a.work,
+                        Stage::Special(NamespaceFilter::Only(more)),
+                        received,
+                    )
+                    .await?;
+            }
+        }
+        Ok(received)
+    }
+
+    /// Stage 2 (§6.4 stage 3): the objects the wanted namespaces' verified signed refs name
+    /// and we lack — nothing unsigned, nothing of unwanted or blocked namespaces. Returns the
+    /// bytes received (`spent` before it).
+    async fn data_refs(&self, a: &Attempt, spent: u64) -> Result<u64, FetchError> {
+        let (cfg, rid, q, repo, wants) = (
+            self.inner.cfg.clone(),
+            a.rid,
+            a.quarantine.clone(),
+            a.repo.clone(),
+            a.wants.clone(),
+        );
+        let data = tokio::task::spawn_blocking(move || {
+            apply::data_wants(&cfg, rid, &q, &repo, &|n: &NodeId, d: bool| wants(n, d))
+        })
+        .await??;
+        if data.is_empty() {
+            return Ok(0);
+        }
+        self.transfer(
+            a.rid,
+            a.from,
+            &a.quarantine,
+            &a.work,
+            Stage::Data(data),
+            spent,
+        )
+        .await
+    }
+
+    /// Stage 3: validate what the quarantine holds and apply it (blocking: gix + git
+    /// update-ref); pruned namespaces are counted by reason.
+    async fn validate_and_apply(&self, a: &Attempt, local: NodeId) -> Result<Outcome, FetchError> {
+        let (cfg, rid, q, repo, wants) = (
+            self.inner.cfg.clone(),
+            a.rid,
+            a.quarantine.clone(),
+            a.repo.clone(),
+            a.wants.clone(),
+        );
+        let metrics = self.inner.metrics.clone();
+        let pruned = move |label: &'static str| {
+            metrics
+                .p2p
+                .validation_failures
+                .with_label_values(&[label])
+                .inc();
+        };
+        let wants = move |nid: &NodeId, delegate: bool| wants(nid, delegate);
+        Ok(tokio::task::spawn_blocking(move || {
+            apply::validate_and_apply(&cfg, rid, &q, &repo, &local, &pruned, &wants)
+        })
+        .await??)
     }
 }
