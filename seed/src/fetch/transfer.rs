@@ -269,18 +269,18 @@ fn special_refspecs(filter: &NamespaceFilter) -> Vec<String> {
 /// the messages they end (a flush after at least one other packet; git ends a v2 session with
 /// a bare flush, which is not a request).
 #[derive(Debug, Default)]
-pub struct PktCounter {
+pub(super) struct PktCounter {
     header: Vec<u8>,
     skip: usize,
     pending: bool,
-    pub flushes: u64,
-    pub messages: u64,
+    pub(super) flushes: u64,
+    pub(super) messages: u64,
     /// The stream stopped looking like pkt-lines (counting is abandoned).
-    pub broken: bool,
+    pub(super) broken: bool,
 }
 
 impl PktCounter {
-    pub fn feed(&mut self, mut data: &[u8]) {
+    pub(super) fn feed(&mut self, mut data: &[u8]) {
         while !data.is_empty() && !self.broken {
             if self.skip > 0 {
                 let n = self.skip.min(data.len());

@@ -10,7 +10,7 @@ use crate::metrics::Metrics;
 
 /// Why a git request over HTTP is not served.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Refusal {
+pub(crate) enum Refusal {
     /// The path is no git URL.
     NotGitPath,
     /// The path names something that is no repository id.
@@ -53,7 +53,7 @@ pub enum Refusal {
 
 impl Refusal {
     /// Bounded label (logs, metrics).
-    pub fn label(&self) -> &'static str {
+    pub(crate) fn label(&self) -> &'static str {
         match self {
             Refusal::NotGitPath => "not_git_path",
             Refusal::BadRepoId => "bad_repo_id",
@@ -77,7 +77,7 @@ impl Refusal {
         }
     }
 
-    pub fn status(&self) -> StatusCode {
+    pub(crate) fn status(&self) -> StatusCode {
         match self {
             Refusal::NotGitPath | Refusal::RepoNotFound | Refusal::UnknownHost => {
                 StatusCode::NOT_FOUND
@@ -102,7 +102,7 @@ impl Refusal {
     }
 
     /// The text body (one line).
-    pub fn message(&self) -> String {
+    pub(crate) fn message(&self) -> String {
         match self {
             Refusal::NotGitPath => "not found".into(),
             Refusal::BadRepoId => {
@@ -146,7 +146,7 @@ impl Refusal {
     }
 
     /// Seconds for `Retry-After` (at least 1), for refusals that pass.
-    pub fn retry_after_secs(&self) -> Option<u64> {
+    pub(crate) fn retry_after_secs(&self) -> Option<u64> {
         match self {
             Refusal::TenantRateLimited { retry_after_secs }
             | Refusal::EgressExhausted { retry_after_secs } => Some((*retry_after_secs).max(1)),
@@ -157,7 +157,7 @@ impl Refusal {
 
     /// Moves the counters that say why requests were turned away (the per-route request
     /// counters are moved for every response by the handler).
-    pub fn record(&self, metrics: &Metrics) {
+    pub(crate) fn record(&self, metrics: &Metrics) {
         match self {
             Refusal::TenantRateLimited { .. } => metrics
                 .http_rate_limited
