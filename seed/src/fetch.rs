@@ -719,9 +719,9 @@ impl Fetcher {
                 .inc();
         };
         let wants = move |nid: &NodeId, delegate: bool| wants(nid, delegate);
-        Ok(tokio::task::spawn_blocking(move || {
+        tokio::task::spawn_blocking(move || {
             apply::validate_and_apply(&cfg, rid, &q, &repo, &local, &pruned, &wants)
         })
-        .await??)
+        .await?
     }
 }
