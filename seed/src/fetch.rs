@@ -21,6 +21,7 @@
 
 mod apply;
 mod bridge;
+mod plumbing;
 mod queue;
 mod transfer;
 mod workdir;

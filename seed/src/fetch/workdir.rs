@@ -5,7 +5,7 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use super::{apply, FetchConfig, FetchError, QUARANTINE};
+use super::{plumbing, FetchConfig, FetchError, QUARANTINE};
 use crate::storage::Storage;
 
 pub(super) async fn git_init(cfg: &FetchConfig, path: &Path) -> Result<(), FetchError> {
@@ -78,7 +78,7 @@ pub fn recover(cfg: &FetchConfig, storage: &Storage) {
             .unwrap_or(false);
         if loose || packed {
             tracing::info!(%rid, "removing quarantine refs of an interrupted fetch");
-            apply::drop_quarantine(cfg, &repo);
+            plumbing::drop_quarantine(cfg, &repo);
         }
     }
 }
