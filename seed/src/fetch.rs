@@ -164,6 +164,20 @@ struct Attempt {
     wants: Wants,
 }
 
+impl Attempt {
+    /// What a blocking step needs, owned: settings, repository, quarantine, live repository
+    /// and the namespace choice.
+    fn owned(&self, cfg: &FetchConfig) -> (FetchConfig, RepoId, PathBuf, PathBuf, Wants) {
+        (
+            cfg.clone(),
+            self.rid,
+            self.quarantine.clone(),
+            self.repo.clone(),
+            self.wants.clone(),
+        )
+    }
+}
+
 /// Settings of the replication layer.
 #[derive(Debug, Clone)]
 pub struct FetchConfig {
@@ -642,12 +656,7 @@ impl Fetcher {
             )
             .await?;
         if let NamespaceFilter::Only(asked) = &filter {
-            let (cfg, rid, q, repo) = (
-                inner.cfg.clone(),
-                a.rid,
-                a.quarantine.clone(),
-                a.repo.clone(),
-            );
+            let (cfg, rid, q, repo, _) = a.owned(&inner.cfg);
             let delegates = tokio::task::spawn_blocking(move || {
                 apply::identity_delegates(&cfg, rid, &q, &repo)
             })
@@ -676,13 +685,7 @@ impl Fetcher {
     /// and we lack — nothing unsigned, nothing of unwanted or blocked namespaces. Returns the
     /// bytes received (`spent` before it).
     async fn data_refs(&self, a: &Attempt, spent: u64) -> Result<u64, FetchError> {
-        let (cfg, rid, q, repo, wants) = (
-            self.inner.cfg.clone(),
-            a.rid,
-            a.quarantine.clone(),
-            a.repo.clone(),
-            a.wants.clone(),
-        );
+        let (cfg, rid, q, repo, wants) = a.owned(&self.inner.cfg);
         let data = tokio::task::spawn_blocking(move || {
             apply::data_wants(&cfg, rid, &q, &repo, &|n: &NodeId, d: bool| wants(n, d))
         })
@@ -704,13 +707,7 @@ impl Fetcher {
     /// Stage 3: validate what the quarantine holds and apply it (blocking: gix + git
     /// update-ref); pruned namespaces are counted by reason.
     async fn validate_and_apply(&self, a: &Attempt, local: NodeId) -> Result<Outcome, FetchError> {
-        let (cfg, rid, q, repo, wants) = (
-            self.inner.cfg.clone(),
-            a.rid,
-            a.quarantine.clone(),
-            a.repo.clone(),
-            a.wants.clone(),
-        );
+        let (cfg, rid, q, repo, wants) = a.owned(&self.inner.cfg);
         let metrics = self.inner.metrics.clone();
         let pruned = move |label: &'static str| {
             metrics

@@ -60,31 +60,39 @@ pub(super) fn transaction(
     repo: &Path,
     lines: &[String],
 ) -> Result<(), FetchError> {
+    let mut script = String::from("start\n");
+    for l in lines {
+        script.push_str(l);
+        script.push('\n');
+    }
+    script.push_str("prepare\ncommit\n");
+    let mut cmd = git(cfg, repo);
+    cmd.args(["update-ref", "--stdin"]);
+    run_with_input(cmd, "update-ref", script.as_bytes())?;
+    Ok(())
+}
+
+/// Runs `cmd` with `input` on its stdin: its stdout, or what it said on stderr as the error
+/// (`what` names the command).
+fn run_with_input(mut cmd: Command, what: &str, input: &[u8]) -> Result<Vec<u8>, FetchError> {
     use std::io::Write as _;
-    let mut child = git(cfg, repo)
-        .args(["update-ref", "--stdin"])
+    let mut child = cmd
         .stdin(Stdio::piped())
-        .stdout(Stdio::null())
+        .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()?;
     {
         let mut stdin = child.stdin.take().ok_or_else(no_stdin)?;
-        let mut script = String::from("start\n");
-        for l in lines {
-            script.push_str(l);
-            script.push('\n');
-        }
-        script.push_str("prepare\ncommit\n");
-        stdin.write_all(script.as_bytes())?;
+        stdin.write_all(input)?;
     }
     let out = child.wait_with_output()?;
     if !out.status.success() {
         return Err(FetchError::Git(format!(
-            "update-ref: {}",
+            "{what}: {}",
             String::from_utf8_lossy(&out.stderr).trim()
         )));
     }
-    Ok(())
+    Ok(out.stdout)
 }
 
 /// Deletes every quarantine ref of `repo`.
@@ -155,7 +163,6 @@ pub(super) fn migrate(
     live: &Path,
     tips: &[String],
 ) -> Result<(), FetchError> {
-    use std::io::Write as _;
     if tips.is_empty() {
         return Ok(());
     }
@@ -177,32 +184,18 @@ pub(super) fn migrate(
     }
     let pack_dir = live.join("objects").join("pack");
     std::fs::create_dir_all(&pack_dir)?;
-    let mut child = git(cfg, q)
-        .args([
-            "pack-objects",
-            "--revs",
-            "--local",
-            "--quiet",
-            "--delta-base-offset",
-        ])
-        .arg(pack_dir.join("pack"))
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()?;
-    {
-        let mut stdin = child.stdin.take().ok_or_else(no_stdin)?;
-        stdin.write_all(input.as_bytes())?;
-    }
-    let out = child.wait_with_output()?;
-    if !out.status.success() {
-        return Err(FetchError::Git(format!(
-            "pack-objects: {}",
-            String::from_utf8_lossy(&out.stderr).trim()
-        )));
-    }
+    let mut cmd = git(cfg, q);
+    cmd.args([
+        "pack-objects",
+        "--revs",
+        "--local",
+        "--quiet",
+        "--delta-base-offset",
+    ])
+    .arg(pack_dir.join("pack"));
+    let stdout = run_with_input(cmd, "pack-objects", input.as_bytes())?;
     // An empty pack (nothing new was accepted) is not kept.
-    let name = String::from_utf8_lossy(&out.stdout).trim().to_owned();
+    let name = String::from_utf8_lossy(&stdout).trim().to_owned();
     if !name.is_empty() && name.bytes().all(|b| b.is_ascii_hexdigit()) {
         let idx = pack_dir.join(format!("pack-{name}.idx"));
         if std::fs::metadata(&idx).is_ok_and(|m| idx_object_count(m.len()) == 0) {
