@@ -258,7 +258,7 @@ async fn route_request(
     match path.endpoint {
         Endpoint::InfoRefs => {
             if req.method() != Method::GET && req.method() != Method::HEAD {
-                return Err(Refusal::MethodNotAllowed(Endpoint::InfoRefs));
+                return Err(Refusal::InfoRefsNotGet);
             }
             if !query.split('&').any(|kv| kv == "service=git-upload-pack") {
                 return Err(Refusal::DumbHttp);
@@ -281,7 +281,7 @@ async fn route_request(
         }
         Endpoint::UploadPack => {
             if req.method() != Method::POST {
-                return Err(Refusal::MethodNotAllowed(Endpoint::UploadPack));
+                return Err(Refusal::UploadPackNotPost);
             }
             upload_pack(state, &repo_path, view, protocol, req, egress, path.rid).await
         }

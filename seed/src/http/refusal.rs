@@ -5,7 +5,6 @@
 use axum::http::{header, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 
-use super::git::Endpoint;
 use crate::metrics::Metrics;
 
 /// Why a git request over HTTP is not served.
@@ -29,8 +28,10 @@ pub(crate) enum Refusal {
     EgressExhausted { retry_after_secs: u64 },
     /// The index could not be read.
     IndexUnavailable,
-    /// The wrong method for the endpoint.
-    MethodNotAllowed(Endpoint),
+    /// `info/refs` by another method than GET or HEAD.
+    InfoRefsNotGet,
+    /// `git-upload-pack` by another method than POST.
+    UploadPackNotPost,
     /// `info/refs` without `?service=git-upload-pack` (dumb HTTP).
     DumbHttp,
     /// Every pack slot is busy and a clone already waits: new clones are shed.
@@ -64,7 +65,8 @@ impl Refusal {
             Refusal::TenantRateLimited { .. } => "tenant_rate_limited",
             Refusal::EgressExhausted { .. } => "egress_exhausted",
             Refusal::IndexUnavailable => "index_unavailable",
-            Refusal::MethodNotAllowed(_) => "method_not_allowed",
+            Refusal::InfoRefsNotGet => "info_refs_not_get",
+            Refusal::UploadPackNotPost => "upload_pack_not_post",
             Refusal::DumbHttp => "dumb_http",
             Refusal::ClonesBacklogged => "clones_backlogged",
             Refusal::GitBusy { .. } => "git_busy",
@@ -90,7 +92,7 @@ impl Refusal {
             Refusal::IndexUnavailable | Refusal::GitUnavailable => {
                 StatusCode::INTERNAL_SERVER_ERROR
             }
-            Refusal::MethodNotAllowed(_) => StatusCode::METHOD_NOT_ALLOWED,
+            Refusal::InfoRefsNotGet | Refusal::UploadPackNotPost => StatusCode::METHOD_NOT_ALLOWED,
             Refusal::ClonesBacklogged | Refusal::GitBusy { .. } | Refusal::RepoBusy => {
                 StatusCode::SERVICE_UNAVAILABLE
             }
@@ -122,10 +124,8 @@ impl Refusal {
                 "this tenant's egress quota for today is used up".into()
             }
             Refusal::IndexUnavailable => "index unavailable".into(),
-            Refusal::MethodNotAllowed(Endpoint::UploadPack) => {
-                "use POST for git-upload-pack".into()
-            }
-            Refusal::MethodNotAllowed(_) => "use GET for info/refs".into(),
+            Refusal::UploadPackNotPost => "use POST for git-upload-pack".into(),
+            Refusal::InfoRefsNotGet => "use GET for info/refs".into(),
             Refusal::DumbHttp => {
                 "only smart HTTP is served: use a git client that sends ?service=git-upload-pack"
                     .into()
@@ -243,7 +243,8 @@ mod tests {
                 retry_after_secs: 1,
             },
             Refusal::IndexUnavailable,
-            Refusal::MethodNotAllowed(Endpoint::InfoRefs),
+            Refusal::InfoRefsNotGet,
+            Refusal::UploadPackNotPost,
             Refusal::DumbHttp,
             Refusal::ClonesBacklogged,
             Refusal::GitBusy { reason: "x" },
