@@ -631,7 +631,8 @@ def replication():
     p.append(timeseries(lay, "Fetches by result", [
         (f"sum by (result) (rate(seedd_fetches_total{{{I}}}[{RATE}]))", "{{result}}"),
     ], unit="ops", desc="Fetches from Radicle peers per second, by result: ok, stream, git, "
-                        "too_large, timeout, invalid, io, index; queue_full = request dropped.",
+                        "too_large, quota, timeout, deadline, invalid, io, index, purged, "
+                        "internal; queue_full = request dropped.",
         stack=True, w=8))
     p.append(timeseries(lay, "Fetch failure ratio", [
         (f'sum(rate(seedd_fetches_total{{{I}, result!="ok"}}[{RATE}])) '

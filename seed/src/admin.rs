@@ -21,6 +21,7 @@ use crate::index::Index;
 use crate::metrics::Metrics;
 
 mod convert;
+mod status;
 mod tenants;
 
 /// Runs a storage → index reconcile; provided by the daemon.
@@ -434,7 +435,7 @@ async fn repo_seed(
             fetching_from: from.map(|n| n.to_string()),
         })
         .into_response(),
-        Ok(Err(e)) => error(e.status(), e),
+        Ok(Err(e)) => status::error_response(e),
         Err(e) => internal(e),
     }
 }
@@ -457,7 +458,7 @@ async fn repo_unseed(
             purged: o.purged,
         })
         .into_response(),
-        Ok(Err(e)) => error(e.status(), e),
+        Ok(Err(e)) => status::error_response(e),
         Err(e) => internal(e),
     }
 }

@@ -25,23 +25,12 @@ pub enum ControlError {
     Tenant(#[from] TenantError),
     #[error("{rid} is on the operator's deny list: lift it with `seedctl deny repo rm {rid}`")]
     Denied { rid: RepoId },
-    #[error("purging {rid} failed: {reason}")]
-    Purge { rid: RepoId, reason: String },
+    #[error("purging {rid} failed: {source}")]
+    Purge { rid: RepoId, source: std::io::Error },
     #[error("index: {0}")]
     Index(#[from] crate::index::IndexError),
     #[error("{0}")]
     Invalid(String),
-}
-
-impl ControlError {
-    pub fn status(&self) -> u16 {
-        match self {
-            ControlError::Tenant(e) => e.status(),
-            ControlError::Denied { .. } => 409,
-            ControlError::Invalid(_) => 400,
-            ControlError::Purge { .. } | ControlError::Index(_) => 500,
-        }
-    }
 }
 
 /// Everything a tenant change may touch. Cheap to clone.
@@ -250,14 +239,14 @@ impl Control {
     /// (atomic), so a crash leaves either the whole repository or none of it in storage; the
     /// startup rescan drops index entries of repositories that are gone.
     fn purge_data(&self, rid: &RepoId) -> Result<(), ControlError> {
-        let fail = |reason: String| ControlError::Purge { rid: *rid, reason };
+        let fail = |source| ControlError::Purge { rid: *rid, source };
         let src = self.storage.path_of(rid);
         if src.exists() {
-            crate::fsutil::create_private_dir(&self.trash).map_err(|e| fail(e.to_string()))?;
+            crate::fsutil::create_private_dir(&self.trash).map_err(fail)?;
             let dst = self
                 .trash
                 .join(format!("{}-{}", rid.canonical(), crate::tenant::now_ms()));
-            std::fs::rename(&src, &dst).map_err(|e| fail(e.to_string()))?;
+            std::fs::rename(&src, &dst).map_err(fail)?;
             self.index.remove_repo(rid)?;
             if let Err(e) = std::fs::remove_dir_all(&dst) {
                 tracing::warn!(%rid, path = %dst.display(), error = %e, "removing purged repository failed; it is removed on the next start");

@@ -21,17 +21,19 @@
 
 mod after;
 mod apply;
+mod bridge;
+mod plumbing;
 mod queue;
+mod transfer;
+mod workdir;
 
 use std::collections::{HashMap, HashSet};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use seedd_proto::crypto::{NodeId, RepoId};
-use seedd_proto::wire::{Control, Oid, RefsAt};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::UnixListener;
+use seedd_proto::wire::{Oid, RefsAt};
 
 use crate::identity::Identities;
 use crate::index::policy::Scope;
@@ -42,6 +44,10 @@ use crate::storage::Storage;
 
 pub use after::AfterFetch;
 pub use apply::{Outcome, ValidationError};
+pub use bridge::bridge;
+use transfer::Stage;
+pub use workdir::recover;
+use workdir::{git_init, quarantine_init, RemoveOnDrop};
 
 /// Repositories that may wait for a fetch slot at once.
 pub const MAX_QUEUED: usize = 256;
@@ -58,9 +64,21 @@ pub const QUARANTINE: &str = "refs/seedd-fetch";
 #[derive(Debug, thiserror::Error)]
 pub enum FetchError {
     #[error("cannot open a stream to {0}: {1}")]
-    Stream(NodeId, crate::net::OpenError),
+    Stream(NodeId, #[source] crate::net::OpenError),
+    /// The session carrying the stream ended before the transfer did.
+    #[error("the session to the peer closed during the fetch")]
+    SessionClosed,
+    /// git ran and failed: what it said on stderr.
     #[error("git fetch failed: {0}")]
     Git(String),
+    #[error("git fetch failed: spawning git: {0}")]
+    Spawn(#[source] std::io::Error),
+    /// `git fetch` hung up on the bridge before the peer's answer ended.
+    #[error("git fetch failed: git closed the connection")]
+    GitClosed,
+    /// Reading what arrived in the quarantine (gix).
+    #[error("git fetch failed: {0}")]
+    Repository(#[source] crate::storage::GitError),
     #[error("received more than {0} bytes; aborted")]
     TooLarge(u64),
     #[error("a tenant's storage quota allows only {0} more bytes; fetch stopped (raise it with `seedctl quota set`)")]
@@ -71,10 +89,19 @@ pub enum FetchError {
     Deadline(Duration),
     #[error("validation failed: {0}")]
     Invalid(#[from] ValidationError),
+    /// The repository was purged while its clone was fetched; the purge wins.
+    #[error("the repository was purged while it was fetched; clone discarded")]
+    Purged,
     #[error("{0}")]
     Io(#[from] std::io::Error),
-    #[error("index: {0}")]
-    Index(String),
+    #[error("{0}")]
+    Index(#[source] crate::index::IndexError),
+    /// A blocking step of the fetch panicked or was cancelled.
+    #[error("a fetch step did not finish: {0}")]
+    Task(#[from] tokio::task::JoinError),
+    /// The fetch's task ended without answering its waiter.
+    #[error("the fetch task ended without a result")]
+    NoResult,
 }
 
 impl FetchError {
@@ -90,12 +117,17 @@ impl FetchError {
         "invalid",
         "io",
         "index",
+        "purged",
+        "internal",
     ];
 
     pub fn label(&self) -> &'static str {
         match self {
-            FetchError::Stream(..) => "stream",
-            FetchError::Git(_) => "git",
+            FetchError::Stream(..) | FetchError::SessionClosed => "stream",
+            FetchError::Git(_)
+            | FetchError::Spawn(_)
+            | FetchError::GitClosed
+            | FetchError::Repository(_) => "git",
             FetchError::TooLarge(_) => "too_large",
             FetchError::Quota(_) => "quota",
             FetchError::Timeout(_) => "timeout",
@@ -103,7 +135,49 @@ impl FetchError {
             FetchError::Invalid(_) => "invalid",
             FetchError::Io(_) => "io",
             FetchError::Index(_) => "index",
+            FetchError::Purged => "purged",
+            FetchError::Task(_) | FetchError::NoResult => "internal",
         }
+    }
+
+    /// A gix error reading the quarantine or the live repository.
+    pub(crate) fn repository(e: impl Into<Box<dyn std::error::Error + Send + Sync>>) -> Self {
+        FetchError::Repository(crate::storage::GitError::new(e))
+    }
+
+    /// git exited unsuccessfully: its stderr.
+    pub(crate) fn git_stderr(stderr: &[u8]) -> Self {
+        FetchError::Git(String::from_utf8_lossy(stderr).trim().to_owned())
+    }
+}
+
+/// Which namespaces of the repository a fetch takes: `(namespace, is a delegate)`.
+type Wants = Arc<dyn Fn(&NodeId, bool) -> bool + Send + Sync>;
+
+/// One fetch's places and namespace choice, passed to its stages.
+struct Attempt {
+    rid: RepoId,
+    from: NodeId,
+    /// The fetch's work directory (removed when the fetch ends).
+    work: PathBuf,
+    /// The repository fetched into: storage's, or a clone being built in `work`.
+    repo: PathBuf,
+    /// Where everything the peer sends lands until it is validated.
+    quarantine: PathBuf,
+    wants: Wants,
+}
+
+impl Attempt {
+    /// What a blocking step needs, owned: settings, repository, quarantine, live repository
+    /// and the namespace choice.
+    fn owned(&self, cfg: &FetchConfig) -> (FetchConfig, RepoId, PathBuf, PathBuf, Wants) {
+        (
+            cfg.clone(),
+            self.rid,
+            self.quarantine.clone(),
+            self.repo.clone(),
+            self.wants.clone(),
+        )
     }
 }
 
@@ -389,11 +463,8 @@ impl Fetcher {
     pub async fn fetch_now(&self, rid: RepoId, from: NodeId) -> Result<Outcome, Arc<FetchError>> {
         let (tx, rx) = tokio::sync::oneshot::channel();
         self.enqueue(rid, from, Some(tx));
-        rx.await.unwrap_or_else(|_| {
-            Err(Arc::new(FetchError::Git(
-                "the fetch task ended without a result".into(),
-            )))
-        })
+        rx.await
+            .unwrap_or_else(|_| Err(Arc::new(FetchError::NoResult)))
     }
 
     /// One fetch in a slot, counted and logged.
@@ -478,100 +549,28 @@ impl Fetcher {
 
         let policies = inner.policies.clone();
         let scope = policies.seeding(&rid).unwrap_or(Scope::All);
-        let wants = Arc::new(move |nid: &NodeId, delegate: bool| {
+        let wants: Wants = Arc::new(move |nid: &NodeId, delegate: bool| {
             policies.wants_namespace(&rid, scope, nid, delegate)
         });
         let net = self.net_for(&from);
         let local = net.nid();
-
-        // 1. Special refs (§6.4 stages 1–2): the canonical identity and the `rad/id` and
-        //    `rad/sigrefs` of the namespaces in scope and not blocked, into the quarantine.
-        //    With scope `followed` the delegates are those of the identity we hold; when the
-        //    verified identity names others (a clone, a new delegate), they follow.
-        let held_delegates = inner
-            .policies
-            .index()
-            .repo(&rid)
-            .ok()
-            .flatten()
-            .map(|r| r.delegates)
-            .unwrap_or_default();
-        let filter = inner
-            .policies
-            .namespace_filter(&rid, scope, &held_delegates);
-        let mut received = self
-            .transfer(
-                rid,
-                from,
-                &quarantine,
-                &work,
-                Stage::Special(filter.clone()),
-                0,
-            )
-            .await?;
-        if let NamespaceFilter::Only(asked) = &filter {
-            let (cfg, q2, repo2) = (inner.cfg.clone(), quarantine.clone(), repo.clone());
-            let delegates = tokio::task::spawn_blocking(move || {
-                apply::identity_delegates(&cfg, rid, &q2, &repo2)
-            })
-            .await
-            .map_err(|e| FetchError::Git(e.to_string()))??;
-            let more: Vec<NodeId> = delegates
-                .into_iter()
-                .filter(|d| !asked.contains(d) && wants(d, true))
-                .collect();
-            if !more.is_empty() {
-                received += self
-                    .transfer(
-                        rid,
-                        from,
-                        &quarantine,
-                        &work,
-                        Stage::Special(NamespaceFilter::Only(more)),
-                        received,
-                    )
-                    .await?;
-            }
-        }
-
-        // 2. Data refs (stage 3): the objects the wanted namespaces' verified signed refs name
-        //    and we lack — nothing unsigned, nothing of unwanted or blocked namespaces.
-        let (cfg, q2, repo2, w) = (
-            inner.cfg.clone(),
-            quarantine.clone(),
-            repo.clone(),
-            wants.clone(),
-        );
-        let data = tokio::task::spawn_blocking(move || {
-            apply::data_wants(&cfg, rid, &q2, &repo2, &|n: &NodeId, d: bool| w(n, d))
-        })
-        .await
-        .map_err(|e| FetchError::Git(e.to_string()))??;
-        if !data.is_empty() {
-            received += self
-                .transfer(rid, from, &quarantine, &work, Stage::Data(data), received)
-                .await?;
-        }
-        inner.metrics.p2p.fetch_received_bytes.inc_by(received);
-
-        // 3. Validate and apply (blocking: gix + git update-ref).
-        let (cfg, rid2, q2, repo2) = (inner.cfg.clone(), rid, quarantine.clone(), repo.clone());
-        let wants = move |nid: &NodeId, delegate: bool| wants(nid, delegate);
-        let metrics = inner.metrics.clone();
-        let pruned = move |label: &'static str| {
-            metrics
-                .p2p
-                .validation_failures
-                .with_label_values(&[label])
-                .inc();
+        let attempt = Attempt {
+            rid,
+            from,
+            work,
+            repo,
+            quarantine,
+            wants,
         };
-        let outcome = tokio::task::spawn_blocking(move || {
-            apply::validate_and_apply(&cfg, rid2, &q2, &repo2, &local, &pruned, &wants)
-        })
-        .await
-        .map_err(|e| FetchError::Git(e.to_string()))??;
 
-        // 3. A clone moves into storage in one rename — unless the repository was purged
+        // 1.–3. Special refs, data, validation (each a step below).
+        let received = self.special_refs(&attempt, scope).await?;
+        let received = received + self.data_refs(&attempt, received).await?;
+        inner.metrics.p2p.fetch_received_bytes.inc_by(received);
+        let outcome = self.validate_and_apply(&attempt, local).await?;
+        let Attempt { repo, .. } = attempt;
+
+        // 4. A clone moves into storage in one rename — unless the repository was purged
         //    while it was being fetched (the purge wins; the clone is discarded).
         if clone
             && inner
@@ -579,9 +578,7 @@ impl Fetcher {
                 .tenants()
                 .is_some_and(|t| t.purged_since(&rid, started_ms))
         {
-            return Err(FetchError::Git(
-                "the repository was purged while it was fetched; clone discarded".into(),
-            ));
+            return Err(FetchError::Purged);
         }
         if clone {
             if let Some(parent) = existing.parent() {
@@ -597,7 +594,7 @@ impl Fetcher {
         inner.after.run(rid).await;
         net.fetched_from(rid, from);
 
-        // 4. Tell subscribers which namespaces we now hold (the pusher's ack, §5.8).
+        // 5. Tell subscribers which namespaces we now hold (the pusher's ack, §5.8).
         if !outcome.updated.is_empty() {
             let refs = outcome
                 .updated
@@ -616,448 +613,98 @@ impl Fetcher {
         })
     }
 
-    /// Runs `git fetch` with the `ext::` transport through `seedd bridge` and the stream.
-    async fn transfer(
-        &self,
-        rid: RepoId,
-        from: NodeId,
-        repo: &Path,
-        work: &Path,
-        stage: Stage,
-        spent: u64,
-    ) -> Result<u64, FetchError> {
+    /// Stage 1 (§6.4 stages 1–2): the canonical identity and the `rad/id` and `rad/sigrefs`
+    /// of the namespaces in scope and not blocked, into the quarantine. With scope `followed`
+    /// the delegates are those of the identity we hold; when the verified identity names
+    /// others (a clone, a new delegate), they follow. Returns the bytes received.
+    async fn special_refs(&self, a: &Attempt, scope: Scope) -> Result<u64, FetchError> {
         let inner = &self.inner;
-        // Tenant byte quotas bound what this fetch may bring (checked as bytes arrive).
-        let budget = inner
+        let held_delegates = inner
             .policies
-            .fetch_budget(&rid)
-            .map(|b| b.saturating_sub(spent));
-        if budget == Some(0) {
-            if let Some(t) = inner.policies.tenants() {
-                t.note_byte_quota(&rid);
+            .index()
+            .repo(&a.rid)
+            .ok()
+            .flatten()
+            .map(|r| r.delegates)
+            .unwrap_or_default();
+        let filter = inner
+            .policies
+            .namespace_filter(&a.rid, scope, &held_delegates);
+        let mut received = self
+            .transfer(
+                a.rid,
+                a.from,
+                &a.quarantine,
+                &a.work,
+                Stage::Special(filter.clone()),
+                0,
+            )
+            .await?;
+        if let NamespaceFilter::Only(asked) = &filter {
+            let (cfg, rid, q, repo, _) = a.owned(&inner.cfg);
+            let delegates = tokio::task::spawn_blocking(move || {
+                apply::identity_delegates(&cfg, rid, &q, &repo)
+            })
+            .await??;
+            let more: Vec<NodeId> = delegates
+                .into_iter()
+                .filter(|d| !asked.contains(d) && (a.wants)(d, true))
+                .collect();
+            if !more.is_empty() {
+                received += self
+                    .transfer(
+                        a.rid,
+                        a.from,
+                        &a.quarantine,
+                        &a.work,
+                        Stage::Special(NamespaceFilter::Only(more)),
+                        received,
+                    )
+                    .await?;
             }
-            return Err(FetchError::Quota(0));
-        }
-        let sock_path = work.join(match stage {
-            Stage::Special(_) => format!("special-{spent}.sock"),
-            Stage::Data(_) => "data.sock".to_owned(),
-        });
-        let _ = std::fs::remove_file(&sock_path);
-        let listener = UnixListener::bind(&sock_path)?;
-        crate::fsutil::restrict_file(&sock_path)?;
-        let mut stream = self
-            .net_for(&from)
-            .open_stream(from)
-            .await
-            .map_err(|e| FetchError::Stream(from, e))?;
-        let exe = std::env::current_exe()?;
-        let canonical = rid.to_string();
-        let canonical = canonical.trim_start_matches("rad:");
-        // The stream starts with the header pkt-line (protocol.md §6.2); git's `ext::` transport
-        // passes the protocol version in GIT_PROTOCOL, not in a header, so we send it ourselves.
-        let header = format!("git-upload-pack /{canonical}\0\0version=2\0");
-        let header = format!("{:04x}{header}", header.len() + 4);
-        if !stream.send(header.as_bytes()).await {
-            return Err(FetchError::Git("session closed".into()));
-        }
-        let url = format!("ext::{} bridge {}", exe.display(), sock_path.display());
-        let mut cmd = tokio::process::Command::new(&inner.cfg.git);
-        cmd.env_clear()
-            .env("PATH", std::env::var_os("PATH").unwrap_or_default())
-            .env("HOME", &inner.cfg.git_home)
-            .env("LANG", "C")
-            .env("GIT_CONFIG_NOSYSTEM", "1")
-            .env("GIT_CONFIG_GLOBAL", "/dev/null")
-            .env("GIT_TERMINAL_PROMPT", "0")
-            .env("GIT_PROTOCOL", "version=2")
-            .arg("-C")
-            .arg(repo)
-            .args([
-                "-c",
-                "protocol.version=2",
-                "-c",
-                "protocol.ext.allow=always",
-                "-c",
-                "fetch.fsckObjects=false",
-                // Keep every received pack as a pack: unpacking a few large objects into loose
-                // ones recompresses them (the default limit is 100 objects), which made fetches
-                // of big-file repositories 2–3× slower than radicle-node.
-                "-c",
-                "fetch.unpackLimit=1",
-                "fetch",
-                "--quiet",
-                "--no-tags",
-                "--no-write-fetch-head",
-                "--no-auto-maintenance",
-                "--no-auto-gc",
-                &url,
-            ]);
-        let stdin = match &stage {
-            Stage::Special(filter) => {
-                cmd.arg("--stdin");
-                Some(special_refspecs(filter).join("\n") + "\n")
-            }
-            Stage::Data(oids) => {
-                // Objects by id (responders allow any SHA-1 in want); refspecs on stdin so
-                // thousands of refs do not hit the argument limit.
-                cmd.arg("--stdin");
-                Some(oids.join("\n") + "\n")
-            }
-        };
-        cmd.stdin(if stdin.is_some() {
-            std::process::Stdio::piped()
-        } else {
-            std::process::Stdio::null()
-        })
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::piped())
-        .kill_on_drop(true)
-        // Its own process group: `git fetch` runs `index-pack` and `seedd bridge`, which must
-        // die with it (they write into the quarantine that is deleted next).
-        .process_group(0);
-        let mut child = cmd
-            .spawn()
-            .map_err(|e| FetchError::Git(format!("spawning git: {e}")))?;
-        if let (Some(input), Some(mut pipe)) = (stdin, child.stdin.take()) {
-            pipe.write_all(input.as_bytes()).await?;
-            drop(pipe);
-        }
-        let timeout = inner.cfg.timeout;
-        let (mut conn, _) = tokio::time::timeout(timeout, listener.accept())
-            .await
-            .map_err(|_| FetchError::Timeout(timeout))??;
-
-        // Relay: git → stream, stream → git, counting what we receive. git half-closes its
-        // side once it has sent its last request, possibly before the answer arrived; the
-        // responder kills upload-pack on Eof (§6.3), so Eof is sent only when every request
-        // (each ends with a flush-pkt) has its answer (the capability advertisement is one
-        // more flush-terminated message).
-        let max = inner.cfg.max_pack_bytes;
-        let mut received: u64 = 0;
-        let mut buf = vec![0u8; 64 * 1024];
-        let mut git_done = false;
-        let mut eof_sent = false;
-        let mut requests = PktCounter::default();
-        let mut answers = PktCounter::default();
-        let result: Result<(), FetchError> = loop {
-            if git_done
-                && !eof_sent
-                && (answers.flushes > requests.messages || answers.broken || requests.broken)
-            {
-                eof_sent = true;
-                let _ = stream.control(Control::Eof { stream: stream.id }).await;
-            }
-            tokio::select! {
-                n = conn.read(&mut buf), if !git_done => match n {
-                    Ok(0) | Err(_) => git_done = true,
-                    Ok(n) => {
-                        let Some(data) = buf.get(..n) else { break Err(FetchError::Git("read".into())) };
-                        requests.feed(data);
-                        if !stream.send(data).await {
-                            break Err(FetchError::Git("session closed".into()));
-                        }
-                    }
-                },
-                data = stream.input.recv() => match data {
-                    Some(data) => {
-                        received += data.len() as u64;
-                        if received > max {
-                            break Err(FetchError::TooLarge(max));
-                        }
-                        if let Some(b) = budget.filter(|b| received > *b) {
-                            if let Some(t) = inner.policies.tenants() {
-                                t.note_byte_quota(&rid);
-                            }
-                            break Err(FetchError::Quota(b));
-                        }
-                        answers.feed(&data);
-                        if conn.write_all(&data).await.is_err() {
-                            break Err(FetchError::Git("git closed the connection".into()));
-                        }
-                    }
-                    // The responder closed the stream.
-                    None => break Ok(()),
-                },
-                _ = tokio::time::sleep(timeout) => break Err(FetchError::Timeout(timeout)),
-            }
-        };
-        drop(conn);
-        let _ = stream.control(Control::Close { stream: stream.id }).await;
-        if let Err(e) = result {
-            kill_group(&child);
-            let _ = child.kill().await;
-            return Err(e);
-        }
-        let out = tokio::time::timeout(timeout, child.wait_with_output())
-            .await
-            .map_err(|_| FetchError::Timeout(timeout))??;
-        if !out.status.success() {
-            return Err(FetchError::Git(
-                String::from_utf8_lossy(&out.stderr).trim().to_owned(),
-            ));
         }
         Ok(received)
     }
-}
 
-/// What one `git fetch` over a stream gets.
-enum Stage {
-    /// `refs/rad/id` and the `rad/id` and `rad/sigrefs` of the namespaces the filter lets in.
-    Special(NamespaceFilter),
-    /// These objects, by id.
-    Data(Vec<String>),
-}
-
-/// The refspecs of a special-refs fetch: the canonical identity, then each wanted namespace's
-/// `rad/id` and `rad/sigrefs` — by pattern with the blocked namespaces excluded (negative
-/// refspecs), or one pattern per namespace (a pattern, so a namespace the peer lacks is no
-/// error). Passed on stdin: a deny or follow list may be long.
-fn special_refspecs(filter: &NamespaceFilter) -> Vec<String> {
-    let mut out = vec![format!("+refs/rad/id:{QUARANTINE}/rad/id")];
-    match filter {
-        NamespaceFilter::All { except } => {
-            for r in ["sigrefs", "id"] {
-                out.push(format!(
-                    "+refs/namespaces/*/refs/rad/{r}:{QUARANTINE}/namespaces/*/refs/rad/{r}"
-                ));
-            }
-            out.extend(except.iter().map(|n| format!("^refs/namespaces/{n}/*")));
+    /// Stage 2 (§6.4 stage 3): the objects the wanted namespaces' verified signed refs name
+    /// and we lack — nothing unsigned, nothing of unwanted or blocked namespaces. Returns the
+    /// bytes received (`spent` before it).
+    async fn data_refs(&self, a: &Attempt, spent: u64) -> Result<u64, FetchError> {
+        let (cfg, rid, q, repo, wants) = a.owned(&self.inner.cfg);
+        let data = tokio::task::spawn_blocking(move || {
+            apply::data_wants(&cfg, rid, &q, &repo, &|n: &NodeId, d: bool| wants(n, d))
+        })
+        .await??;
+        if data.is_empty() {
+            return Ok(0);
         }
-        NamespaceFilter::Only(nids) => {
-            out.extend(nids.iter().map(|n| {
-                format!("+refs/namespaces/{n}/refs/rad/*:{QUARANTINE}/namespaces/{n}/refs/rad/*")
-            }));
-        }
-    }
-    out
-}
-
-/// Counts top-level flush-pkts (`0000`) in a pkt-line byte stream fed in arbitrary chunks, and
-/// the messages they end (a flush after at least one other packet; git ends a v2 session with
-/// a bare flush, which is not a request).
-#[derive(Debug, Default)]
-pub struct PktCounter {
-    header: Vec<u8>,
-    skip: usize,
-    pending: bool,
-    pub flushes: u64,
-    pub messages: u64,
-    /// The stream stopped looking like pkt-lines (counting is abandoned).
-    pub broken: bool,
-}
-
-impl PktCounter {
-    pub fn feed(&mut self, mut data: &[u8]) {
-        while !data.is_empty() && !self.broken {
-            if self.skip > 0 {
-                let n = self.skip.min(data.len());
-                self.skip -= n;
-                data = data.get(n..).unwrap_or_default();
-                continue;
-            }
-            let need = 4 - self.header.len();
-            let n = need.min(data.len());
-            self.header
-                .extend_from_slice(data.get(..n).unwrap_or_default());
-            data = data.get(n..).unwrap_or_default();
-            if self.header.len() < 4 {
-                continue;
-            }
-            let len = std::str::from_utf8(&self.header)
-                .ok()
-                .and_then(|s| usize::from_str_radix(s, 16).ok());
-            self.header.clear();
-            match len {
-                Some(0) => {
-                    self.flushes += 1;
-                    if std::mem::take(&mut self.pending) {
-                        self.messages += 1;
-                    }
-                }
-                Some(1..=3) => self.pending = true,
-                Some(l) => {
-                    self.pending = true;
-                    self.skip = l - 4;
-                }
-                None => self.broken = true,
-            }
-        }
-    }
-}
-
-async fn git_init(cfg: &FetchConfig, path: &Path) -> Result<(), FetchError> {
-    let out = tokio::process::Command::new(&cfg.git)
-        .env("HOME", &cfg.git_home)
-        .env("GIT_CONFIG_NOSYSTEM", "1")
-        .env("GIT_CONFIG_GLOBAL", "/dev/null")
-        .args(["init", "--quiet", "--bare"])
-        .arg(path)
-        .output()
-        .await?;
-    if !out.status.success() {
-        return Err(FetchError::Git(
-            String::from_utf8_lossy(&out.stderr).trim().to_owned(),
-        ));
-    }
-    // git creates it with the umask; a repository in storage is the seed user's alone.
-    crate::fsutil::ensure_private_dir(path)?;
-    Ok(())
-}
-
-/// A bare repository at `path` whose object store falls back on `live`'s (alternates), so
-/// negotiation, thin packs and validation see what we hold while new objects stay apart.
-async fn quarantine_init(cfg: &FetchConfig, path: &Path, live: &Path) -> Result<(), FetchError> {
-    git_init(cfg, path).await?;
-    let objects = std::path::absolute(live.join("objects"))?;
-    let mut line = objects.into_os_string();
-    line.push("\n");
-    tokio::fs::write(
-        path.join("objects").join("info").join("alternates"),
-        line.as_encoded_bytes(),
-    )
-    .await?;
-    Ok(())
-}
-
-/// SIGKILL to `child`'s process group (it was started as a group leader).
-fn kill_group(child: &tokio::process::Child) {
-    if let Some(pid) = child.id().and_then(|p| i32::try_from(p).ok()) {
-        let _ = nix::sys::signal::killpg(
-            nix::unistd::Pid::from_raw(pid),
-            nix::sys::signal::Signal::SIGKILL,
-        );
-    }
-}
-
-struct RemoveOnDrop(PathBuf);
-
-impl Drop for RemoveOnDrop {
-    fn drop(&mut self) {
-        // A process that was killed a moment ago may still be unlinking its temporary files;
-        // what remains after a few tries goes at the next start (`recover`).
-        for _ in 0..3 {
-            match std::fs::remove_dir_all(&self.0) {
-                Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
-                    std::thread::sleep(Duration::from_millis(20));
-                }
-                _ => return,
-            }
-        }
-        tracing::warn!(path = %self.0.display(), "cannot remove a fetch's work directory; it is removed at the next start");
-    }
-}
-
-/// `seedd bridge <socket>`: the `ext::` command `git fetch` runs. Copies stdin to the socket
-/// and the socket to stdout until both directions end.
-pub fn bridge(socket: &Path) -> std::io::Result<()> {
-    use std::io::{Read, Write};
-    let sock = std::os::unix::net::UnixStream::connect(socket)?;
-    let mut to_sock = sock.try_clone()?;
-    let up = std::thread::spawn(move || {
-        let mut stdin = std::io::stdin().lock();
-        let mut buf = vec![0u8; 64 * 1024];
-        loop {
-            match stdin.read(&mut buf) {
-                Ok(0) | Err(_) => break,
-                Ok(n) => {
-                    let Some(data) = buf.get(..n) else { break };
-                    if to_sock.write_all(data).is_err() {
-                        break;
-                    }
-                }
-            }
-        }
-        let _ = to_sock.shutdown(std::net::Shutdown::Write);
-    });
-    let mut from_sock = sock;
-    let mut stdout = std::io::stdout().lock();
-    let mut buf = vec![0u8; 64 * 1024];
-    loop {
-        match from_sock.read(&mut buf) {
-            Ok(0) | Err(_) => break,
-            Ok(n) => {
-                let Some(data) = buf.get(..n) else { break };
-                if stdout
-                    .write_all(data)
-                    .and_then(|()| stdout.flush())
-                    .is_err()
-                {
-                    break;
-                }
-            }
-        }
-    }
-    drop(stdout);
-    let _ = up.join();
-    Ok(())
-}
-
-/// After a crash: removes the work directories of interrupted fetches (half-built clones and
-/// quarantine repositories, with every object they received) and quarantine refs an older
-/// version left in storage, so storage only holds validated refs and the objects they reach.
-pub fn recover(cfg: &FetchConfig, storage: &Storage) {
-    if let Ok(entries) = std::fs::read_dir(&cfg.work_dir) {
-        for e in entries.flatten() {
-            tracing::info!(path = %e.path().display(), "removing leftovers of an interrupted fetch");
-            let _ = std::fs::remove_dir_all(e.path());
-        }
-    }
-    for rid in storage.list().unwrap_or_default() {
-        let repo = storage.path_of(&rid);
-        let loose = repo.join("refs").join("seedd-fetch").exists();
-        let packed = std::fs::read_to_string(repo.join("packed-refs"))
-            .map(|s| s.contains(QUARANTINE))
-            .unwrap_or(false);
-        if loose || packed {
-            tracing::info!(%rid, "removing quarantine refs of an interrupted fetch");
-            apply::drop_quarantine(cfg, &repo);
-        }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn special_refspecs_exclude_blocked_or_list_wanted_namespaces() {
-        let a = NodeId::from_bytes([1; 32]);
-        let b = NodeId::from_bytes([2; 32]);
-        let all = special_refspecs(&NamespaceFilter::All { except: vec![a] });
-        assert_eq!(all[0], format!("+refs/rad/id:{QUARANTINE}/rad/id"));
-        assert!(all.contains(&format!("^refs/namespaces/{a}/*")));
-        assert!(all
-            .iter()
-            .any(|r| r.starts_with("+refs/namespaces/*/refs/rad/sigrefs:")));
-        let only = special_refspecs(&NamespaceFilter::Only(vec![b]));
-        assert_eq!(
-            only,
-            vec![
-                format!("+refs/rad/id:{QUARANTINE}/rad/id"),
-                format!("+refs/namespaces/{b}/refs/rad/*:{QUARANTINE}/namespaces/{b}/refs/rad/*"),
-            ]
-        );
-        assert!(!only.iter().any(|r| r.contains("namespaces/*")));
+        self.transfer(
+            a.rid,
+            a.from,
+            &a.quarantine,
+            &a.work,
+            Stage::Data(data),
+            spent,
+        )
+        .await
     }
 
-    #[test]
-    fn pkt_counter_counts_flushes_across_chunks() {
-        let stream = b"000eversion 2\n0000000cls-refs\n00010008abcd0000";
-        for chunk in 1..stream.len() {
-            let mut c = PktCounter::default();
-            for part in stream.chunks(chunk) {
-                c.feed(part);
-            }
-            assert_eq!(c.flushes, 2, "chunk {chunk}");
-            assert_eq!(c.messages, 2, "chunk {chunk}");
-            assert!(!c.broken);
-        }
-        // A bare flush (git ending a v2 session) is not a message.
-        let mut c = PktCounter::default();
-        c.feed(b"000cls-refs\n00000000");
-        assert_eq!((c.flushes, c.messages), (2, 1));
-        let mut c = PktCounter::default();
-        c.feed(b"zzzz");
-        assert!(c.broken);
+    /// Stage 3: validate what the quarantine holds and apply it (blocking: gix + git
+    /// update-ref); pruned namespaces are counted by reason.
+    async fn validate_and_apply(&self, a: &Attempt, local: NodeId) -> Result<Outcome, FetchError> {
+        let (cfg, rid, q, repo, wants) = a.owned(&self.inner.cfg);
+        let metrics = self.inner.metrics.clone();
+        let pruned = move |label: &'static str| {
+            metrics
+                .p2p
+                .validation_failures
+                .with_label_values(&[label])
+                .inc();
+        };
+        let wants = move |nid: &NodeId, delegate: bool| wants(nid, delegate);
+        tokio::task::spawn_blocking(move || {
+            apply::validate_and_apply(&cfg, rid, &q, &repo, &local, &pruned, &wants)
+        })
+        .await?
     }
 }

@@ -3,6 +3,7 @@
 
 pub mod git;
 pub mod ratelimit;
+mod refusal;
 pub mod tls;
 
 use std::sync::Arc;

@@ -34,16 +34,6 @@ pub enum IdentityError {
     Start { name: String, reason: String },
 }
 
-impl IdentityError {
-    pub fn status(&self) -> u16 {
-        match self {
-            IdentityError::BadName(_) => 400,
-            IdentityError::Exists(_) => 409,
-            IdentityError::Start { .. } => 422,
-        }
-    }
-}
-
 struct Running {
     spec: IdentitySpec,
     net: Net,

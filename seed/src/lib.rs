@@ -10,6 +10,7 @@ pub use seedd_proto::crypto;
 pub mod daemon;
 pub mod fetch;
 pub mod fsutil;
+mod git;
 pub mod http;
 pub mod identity;
 pub mod index;

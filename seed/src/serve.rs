@@ -90,15 +90,8 @@ impl GitServer {
 
     /// A `git` command with the clean environment every child of the server gets.
     pub(crate) fn command(&self) -> tokio::process::Command {
-        let mut cmd = tokio::process::Command::new(&self.git);
-        cmd.env_clear()
-            .env("PATH", std::env::var_os("PATH").unwrap_or_default())
-            .env("HOME", &self.home)
-            .env("LANG", "C")
-            .env("GIT_CONFIG_NOSYSTEM", "1")
-            .env("GIT_CONFIG_GLOBAL", "/dev/null")
-            .env("GIT_TERMINAL_PROMPT", "0")
-            .env("GIT_NO_REPLACE_OBJECTS", "1");
+        let mut cmd = crate::git::async_command(&self.git, &self.home);
+        cmd.env("GIT_NO_REPLACE_OBJECTS", "1");
         cmd
     }
 

@@ -17,6 +17,18 @@ pub use sigrefs::{FeatureLevel, SignedRefs, SigrefsError};
 
 use crate::crypto::{NodeId, RepoId};
 
+/// A gix error kept as the source of a storage error (gix has one error type per call, some
+/// boxed already), so its chain survives up to where it is logged or answered.
+#[derive(Debug, thiserror::Error)]
+#[error(transparent)]
+pub struct GitError(Box<dyn std::error::Error + Send + Sync>);
+
+impl GitError {
+    pub fn new(e: impl Into<Box<dyn std::error::Error + Send + Sync>>) -> Self {
+        Self(e.into())
+    }
+}
+
 #[derive(Debug, thiserror::Error)]
 pub enum StorageError {
     #[error("storage {path}: {source}")]
@@ -26,8 +38,8 @@ pub enum StorageError {
     },
     #[error("repository {rid} not found in storage")]
     NotFound { rid: RepoId },
-    #[error("repository {rid}: {message}")]
-    Git { rid: RepoId, message: String },
+    #[error("repository {rid}: {source}")]
+    Git { rid: RepoId, source: GitError },
     #[error("repository {rid}: identity: {source}")]
     Identity { rid: RepoId, source: IdentityError },
 }
@@ -104,7 +116,7 @@ impl Storage {
         let git = gix::open_opts(&path, gix::open::Options::isolated()).map_err(|e| {
             StorageError::Git {
                 rid,
-                message: e.to_string(),
+                source: GitError::new(e),
             }
         })?;
         Ok(Repo { rid, path, git })
@@ -127,10 +139,10 @@ impl Repo {
         &self.path
     }
 
-    fn err(&self, e: impl std::fmt::Display) -> StorageError {
+    fn err(&self, e: impl Into<Box<dyn std::error::Error + Send + Sync>>) -> StorageError {
         StorageError::Git {
             rid: self.rid,
-            message: e.to_string(),
+            source: GitError::new(e),
         }
     }
 
@@ -193,7 +205,7 @@ impl Repo {
         let name = format!("refs/namespaces/{nid}/refs/rad/sigrefs");
         let tip = self
             .resolve(&name)
-            .map_err(|e| SigrefsError::Git(e.to_string()))?
+            .map_err(|e| SigrefsError::Storage(Box::new(e)))?
             .ok_or(SigrefsError::Missing)?;
         sigrefs::verify(&self.git, self.rid, nid, tip)
     }

@@ -141,16 +141,6 @@ pub enum TenantError {
 }
 
 impl TenantError {
-    /// HTTP status for the admin API.
-    pub fn status(&self) -> u16 {
-        match self {
-            TenantError::Unknown(_) | TenantError::UnknownIdentity(_) => 404,
-            TenantError::BadName(_) | TenantError::BadHost(_) | TenantError::BadAlias(_) => 400,
-            TenantError::Index(_) | TenantError::Corrupt(..) => 500,
-            _ => 409,
-        }
-    }
-
     /// The quota a refusal is about (metrics).
     pub fn quota(&self) -> Option<&'static str> {
         match self {

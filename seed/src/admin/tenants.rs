@@ -10,6 +10,7 @@ use axum::routing::{delete, get, post, put};
 use axum::{Json, Router};
 use seedd_api as api;
 
+use super::status::error_response;
 use super::{convert, error, internal, parse_nid, parse_rid, AdminState};
 use crate::control::Control;
 use crate::tenant::{State as TenantState, Tenant};
@@ -54,7 +55,7 @@ async fn tenant_op(
     match r {
         Ok(Ok(Some(v))) => Json(v).into_response(),
         Ok(Ok(None)) => error(404, "tenant vanished"),
-        Ok(Err(e)) => error(e.status(), e),
+        Ok(Err(e)) => error_response(e),
         Err(e) => internal(e),
     }
 }
@@ -109,7 +110,7 @@ async fn create(
     {
         Ok(Ok(Some(v))) => (StatusCode::CREATED, Json(v)).into_response(),
         Ok(Ok(None)) => error(404, "tenant vanished"),
-        Ok(Err(e)) => error(e.status(), e),
+        Ok(Err(e)) => error_response(e),
         Err(e) => internal(e),
     }
 }
@@ -134,7 +135,7 @@ async fn remove(State(state): State<Arc<AdminState>>, Path(name): Path<String>) 
             })
             .into_response()
         }
-        Ok(Err(e)) => error(e.status(), e),
+        Ok(Err(e)) => error_response(e),
         Err(e) => internal(e),
     }
 }
@@ -255,7 +256,7 @@ async fn purge(State(state): State<Arc<AdminState>>, Path(rid): Path<String>) ->
             tenants,
         })
         .into_response(),
-        Ok(Err(e)) => error(e.status(), e),
+        Ok(Err(e)) => error_response(e),
         Err(e) => internal(e),
     }
 }
@@ -367,7 +368,7 @@ fn deny_node(
 fn answer<T: serde::Serialize>(r: Result<T, crate::control::ControlError>) -> Response {
     match r {
         Ok(v) => Json(v).into_response(),
-        Err(e) => error(e.status(), e),
+        Err(e) => error_response(e),
     }
 }
 
@@ -505,7 +506,7 @@ async fn identity_create(
         .await
     {
         Ok(info) => (StatusCode::CREATED, Json(convert::identity(info))).into_response(),
-        Err(e) => error(e.status(), e),
+        Err(e) => error_response(e),
     }
 }
 
@@ -607,7 +608,7 @@ async fn apply(
             applied: !dry,
         })
         .into_response(),
-        Ok(Err(e)) => error(e.status(), e),
+        Ok(Err(e)) => error_response(e),
         Err(e) => internal(e),
     }
 }

@@ -2,21 +2,27 @@
 
 use std::collections::BTreeMap;
 use std::path::Path;
-use std::process::{Command, Stdio};
 
 use seedd_proto::crypto::{NodeId, RepoId};
 
+use super::plumbing::{
+    git, guarded, held_ref, is_ancestor, migrate, refs_under, snapshot, transaction,
+};
 use super::{FetchConfig, FetchError, QUARANTINE};
 use crate::storage::identity::{self, Identity};
 use crate::storage::{cob, sigrefs};
 
 /// Why a fetch as a whole was rejected (nothing written).
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[derive(Debug, thiserror::Error)]
 pub enum ValidationError {
     #[error("the peer has no canonical refs/rad/id")]
     MissingIdentity,
+    /// The offered identity history breaks the identity rules.
     #[error("identity document: {0}")]
-    Identity(String),
+    IdentityHistory(#[from] cob::CobError),
+    /// The identity document cannot be read.
+    #[error("identity document: {0}")]
+    IdentityDocument(#[from] identity::IdentityError),
     #[error("delegate {0} has diverged rad/sigrefs")]
     DelegateDiverged(NodeId),
     #[error("only {valid} valid delegate(s), threshold is {threshold}")]
@@ -36,7 +42,9 @@ impl ValidationError {
     pub fn label(&self) -> &'static str {
         match self {
             ValidationError::MissingIdentity => "missing_identity",
-            ValidationError::Identity(_) => "identity",
+            ValidationError::IdentityHistory(_) | ValidationError::IdentityDocument(_) => {
+                "identity"
+            }
             ValidationError::DelegateDiverged(_) => "delegate_diverged",
             ValidationError::Threshold { .. } => "threshold",
         }
@@ -52,90 +60,6 @@ pub struct Outcome {
     /// Namespaces dropped: the namespace, a metric label and the reason.
     pub pruned: Vec<(NodeId, &'static str, String)>,
     pub refs_written: usize,
-}
-
-fn git(cfg: &FetchConfig, repo: &Path) -> Command {
-    let mut cmd = Command::new(&cfg.git);
-    cmd.env_clear()
-        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
-        .env("HOME", &cfg.git_home)
-        .env("GIT_CONFIG_NOSYSTEM", "1")
-        .env("GIT_CONFIG_GLOBAL", "/dev/null")
-        .arg("-C")
-        .arg(repo);
-    cmd
-}
-
-fn git_err(e: impl std::fmt::Display) -> FetchError {
-    FetchError::Git(e.to_string())
-}
-
-/// `(name, oid)` of every ref under `prefix`.
-fn refs_under(
-    cfg: &FetchConfig,
-    repo: &Path,
-    prefix: &str,
-) -> Result<Vec<(String, String)>, FetchError> {
-    let out = git(cfg, repo)
-        .args(["for-each-ref", "--format=%(refname) %(objectname)", prefix])
-        .output()?;
-    if !out.status.success() {
-        return Err(git_err(String::from_utf8_lossy(&out.stderr)));
-    }
-    Ok(String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .filter_map(|l| l.split_once(' '))
-        .map(|(n, o)| (n.to_owned(), o.to_owned()))
-        .collect())
-}
-
-fn is_ancestor(cfg: &FetchConfig, repo: &Path, a: &str, b: &str) -> Result<bool, FetchError> {
-    let status = git(cfg, repo)
-        .args(["merge-base", "--is-ancestor", a, b])
-        .stderr(Stdio::null())
-        .status()?;
-    Ok(status.success())
-}
-
-/// Runs an `update-ref --stdin` transaction (all or nothing).
-fn transaction(cfg: &FetchConfig, repo: &Path, lines: &[String]) -> Result<(), FetchError> {
-    use std::io::Write as _;
-    let mut child = git(cfg, repo)
-        .args(["update-ref", "--stdin"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()?;
-    {
-        let mut stdin = child.stdin.take().ok_or_else(|| git_err("no stdin"))?;
-        let mut script = String::from("start\n");
-        for l in lines {
-            script.push_str(l);
-            script.push('\n');
-        }
-        script.push_str("prepare\ncommit\n");
-        stdin.write_all(script.as_bytes())?;
-    }
-    let out = child.wait_with_output()?;
-    if !out.status.success() {
-        return Err(git_err(format!(
-            "update-ref: {}",
-            String::from_utf8_lossy(&out.stderr).trim()
-        )));
-    }
-    Ok(())
-}
-
-/// Deletes every quarantine ref of `repo`.
-pub fn drop_quarantine(cfg: &FetchConfig, repo: &Path) {
-    if let Ok(refs) = refs_under(cfg, repo, QUARANTINE) {
-        let lines: Vec<String> = refs.iter().map(|(n, _)| format!("delete {n}")).collect();
-        if !lines.is_empty() {
-            if let Err(e) = transaction(cfg, repo, &lines) {
-                tracing::error!(error = %e, repo = %repo.display(), "cannot remove quarantine refs");
-            }
-        }
-    }
 }
 
 /// The canonical tip: the newest commit that at least `threshold` delegates' tips contain
@@ -173,7 +97,7 @@ pub fn data_wants(
     live: &Path,
     wants: &dyn Fn(&NodeId, bool) -> bool,
 ) -> Result<Vec<String>, FetchError> {
-    let gix_repo = gix::open(q).map_err(git_err)?;
+    let gix_repo = gix::open(q).map_err(FetchError::repository)?;
     let fetched: BTreeMap<String, String> = refs_under(cfg, q, QUARANTINE)?.into_iter().collect();
     // Delegates come from the identity the fetch will be validated against (ours unless the
     // peer's is a verified successor), never from an unverified document.
@@ -220,34 +144,6 @@ pub fn data_wants(
     Ok(out)
 }
 
-/// Every ref of `repo` and its oid.
-fn snapshot(cfg: &FetchConfig, repo: &Path) -> Result<BTreeMap<String, String>, FetchError> {
-    Ok(refs_under(cfg, repo, "refs/")?.into_iter().collect())
-}
-
-/// `update`/`delete` lines with the old value each ref had in `before` (the null oid: it must
-/// not exist), so `update-ref` refuses the whole transaction if any of them moved since.
-fn guarded(lines: &[String], before: &BTreeMap<String, String>) -> Vec<String> {
-    const NULL: &str = "0000000000000000000000000000000000000000";
-    lines
-        .iter()
-        .map(|l| {
-            let mut parts = l.split(' ');
-            match (parts.next(), parts.next(), parts.next(), parts.next()) {
-                (Some("update"), Some(name), Some(new), None) => {
-                    let old = before.get(name).map_or(NULL, String::as_str);
-                    format!("update {name} {new} {old}")
-                }
-                (Some("delete"), Some(name), None, None) => match before.get(name) {
-                    Some(old) => format!("delete {name} {old}"),
-                    None => l.clone(),
-                },
-                _ => l.clone(),
-            }
-        })
-        .collect()
-}
-
 /// The delegates of the identity a fetch will be validated against (after the special refs).
 pub fn identity_delegates(
     cfg: &FetchConfig,
@@ -255,20 +151,12 @@ pub fn identity_delegates(
     q: &Path,
     live: &Path,
 ) -> Result<Vec<NodeId>, FetchError> {
-    let gix_repo = gix::open(q).map_err(git_err)?;
+    let gix_repo = gix::open(q).map_err(FetchError::repository)?;
     let fetched: BTreeMap<String, String> = refs_under(cfg, q, QUARANTINE)?.into_iter().collect();
     Ok(resolve_identity(cfg, &gix_repo, rid, q, live, &fetched)?
         .ident
         .doc
         .delegates)
-}
-
-/// The oid of exactly the ref `name` in `repo`, if it exists.
-fn held_ref(cfg: &FetchConfig, repo: &Path, name: &str) -> Result<Option<String>, FetchError> {
-    Ok(refs_under(cfg, repo, name)?
-        .into_iter()
-        .find(|(n, _)| n == name)
-        .map(|(_, o)| o))
 }
 
 /// The identity a fetch is validated against.
@@ -296,19 +184,19 @@ pub(super) fn resolve_identity(
     let offered_hex = fetched
         .get(&format!("{QUARANTINE}/rad/id"))
         .ok_or(ValidationError::MissingIdentity)?;
-    let offered = gix::ObjectId::from_hex(offered_hex.as_bytes()).map_err(git_err)?;
-    let invalid = |e: &dyn std::fmt::Display| ValidationError::Identity(e.to_string());
+    let offered =
+        gix::ObjectId::from_hex(offered_hex.as_bytes()).map_err(FetchError::repository)?;
     let Some(ours_hex) = held_ref(cfg, live, "refs/rad/id")? else {
-        let ident = cob::verify_identity(git, rid, offered).map_err(|e| invalid(&e))?;
+        let ident = cob::verify_identity(git, rid, offered).map_err(ValidationError::from)?;
         return Ok(Resolved { ident, adopt: true });
     };
-    let ours = gix::ObjectId::from_hex(ours_hex.as_bytes()).map_err(git_err)?;
+    let ours = gix::ObjectId::from_hex(ours_hex.as_bytes()).map_err(FetchError::repository)?;
     // Ours was verified when it was adopted; its document is read as stored.
     let keep = |why: &'static str| -> Result<Resolved, FetchError> {
         if ours != offered {
             tracing::info!(%rid, ours = %ours, offered = %offered, why, "keeping our identity revision");
         }
-        let ident = identity::read(git, ours).map_err(|e| invalid(&e))?;
+        let ident = identity::read(git, ours).map_err(ValidationError::from)?;
         Ok(Resolved {
             ident,
             adopt: false,
@@ -317,7 +205,8 @@ pub(super) fn resolve_identity(
     if offered == ours || is_ancestor(cfg, q, offered_hex, &ours_hex)? {
         return keep("the offered identity is behind ours");
     }
-    let merged = cob::verify_identity_heads(git, rid, &[offered, ours]).map_err(|e| invalid(&e))?;
+    let merged =
+        cob::verify_identity_heads(git, rid, &[offered, ours]).map_err(ValidationError::from)?;
     let merged_hex = merged.head.to_string();
     if merged.head == ours || is_ancestor(cfg, q, &merged_hex, &ours_hex)? {
         return keep("the identity rules adopt no revision ahead of ours");
@@ -329,79 +218,6 @@ pub(super) fn resolve_identity(
         ident: merged,
         adopt: true,
     })
-}
-
-/// Copies into `live` the objects that the accepted refs (`tips`) reach and that it lacks, as
-/// one new pack — git's own incoming-quarantine migration, narrowed to what was accepted:
-/// `pack-objects --local` skips everything `live` already has (the quarantine borrows it
-/// through its alternates file) and `--not` stops the walk at what `live`'s refs reach. What a
-/// fetch brought that no accepted ref reaches never enters the repository. `git pack-objects`
-/// is the tool for this: it reuses the received deltas and writes the pack and its index
-/// atomically (an index appears only once its pack is complete).
-fn migrate(cfg: &FetchConfig, q: &Path, live: &Path, tips: &[String]) -> Result<(), FetchError> {
-    use std::io::Write as _;
-    if tips.is_empty() {
-        return Ok(());
-    }
-    let mut input = String::new();
-    for t in tips {
-        input.push_str(t);
-        input.push('\n');
-    }
-    input.push_str("--not\n");
-    let mut held: Vec<String> = refs_under(cfg, live, "refs/")?
-        .into_iter()
-        .map(|(_, o)| o)
-        .collect();
-    held.sort();
-    held.dedup();
-    for h in held {
-        input.push_str(&h);
-        input.push('\n');
-    }
-    let pack_dir = live.join("objects").join("pack");
-    std::fs::create_dir_all(&pack_dir)?;
-    let mut child = git(cfg, q)
-        .args([
-            "pack-objects",
-            "--revs",
-            "--local",
-            "--quiet",
-            "--delta-base-offset",
-        ])
-        .arg(pack_dir.join("pack"))
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()?;
-    {
-        let mut stdin = child.stdin.take().ok_or_else(|| git_err("no stdin"))?;
-        stdin.write_all(input.as_bytes())?;
-    }
-    let out = child.wait_with_output()?;
-    if !out.status.success() {
-        return Err(git_err(format!(
-            "pack-objects: {}",
-            String::from_utf8_lossy(&out.stderr).trim()
-        )));
-    }
-    // An empty pack (nothing new was accepted) is not kept.
-    let name = String::from_utf8_lossy(&out.stdout).trim().to_owned();
-    if !name.is_empty() && name.bytes().all(|b| b.is_ascii_hexdigit()) {
-        let idx = pack_dir.join(format!("pack-{name}.idx"));
-        if std::fs::metadata(&idx).is_ok_and(|m| idx_object_count(m.len()) == 0) {
-            for ext in ["idx", "pack", "rev"] {
-                let _ = std::fs::remove_file(pack_dir.join(format!("pack-{name}.{ext}")));
-            }
-        }
-    }
-    Ok(())
-}
-
-/// Objects in a version-2 pack index of `len` bytes (header 8, fan-out 1024, trailer 40, and
-/// per object 20 + 4 + 4 bytes; large offsets only exist past 2 GiB packs).
-fn idx_object_count(len: u64) -> u64 {
-    len.saturating_sub(8 + 1024 + 40) / 28
 }
 
 /// Validates what the fetch put under the quarantine refs of `q` (the fetch's quarantine
@@ -416,7 +232,7 @@ pub fn validate_and_apply(
     on_prune: &dyn Fn(&'static str),
     wants: &dyn Fn(&NodeId, bool) -> bool,
 ) -> Result<Outcome, FetchError> {
-    let gix_repo = gix::open(q).map_err(git_err)?;
+    let gix_repo = gix::open(q).map_err(FetchError::repository)?;
     let fetched = refs_under(cfg, q, QUARANTINE)?;
     let fetched: BTreeMap<String, String> = fetched.into_iter().collect();
 
@@ -461,7 +277,7 @@ pub fn validate_and_apply(
         let Some(tip) = fetched_ref("refs/rad/sigrefs") else {
             continue;
         };
-        let tip_id = gix::ObjectId::from_hex(tip.as_bytes()).map_err(git_err)?;
+        let tip_id = gix::ObjectId::from_hex(tip.as_bytes()).map_err(FetchError::repository)?;
         let signed = match sigrefs::verify_within(&gix_repo, rid, &nid, tip_id, &mut budget) {
             Ok(s) => s,
             Err(e) => {

@@ -354,4 +354,97 @@ mod tests {
         drop((a2, b, second));
         assert_eq!(slots.peers(), 0);
     }
+
+    #[test]
+    fn a_hint_from_another_peer_before_the_start_becomes_the_follow_up() {
+        let mut q = Queue::default();
+        assert_eq!(q.push(rid(1), nid(1), None, 8, 8), Admit::Spawn);
+        assert_eq!(q.push(rid(1), nid(2), None, 8, 8), Admit::Joined);
+        assert_eq!(q.len(), 1, "one entry per repository");
+        assert_eq!(q.iter().map(|(_, p)| *p).collect::<Vec<_>>(), [nid(1)]);
+        assert_eq!(q.finish(&rid(1), &ok(1)), Some(nid(2)));
+        // The follow-up is now the repository's fetch, not started yet.
+        assert_eq!(q.iter().map(|(_, p)| *p).collect::<Vec<_>>(), [nid(2)]);
+        assert_eq!(q.push(rid(1), nid(2), None, 8, 8), Admit::Joined);
+        assert_eq!(q.finish(&rid(1), &ok(1)), None);
+        assert_eq!(q.len(), 0);
+    }
+
+    #[test]
+    fn hints_for_a_queued_repository_coalesce_even_when_the_queue_is_full() {
+        let mut q = Queue::default();
+        assert_eq!(q.push(rid(1), nid(1), None, 1, 1), Admit::Spawn);
+        assert_eq!(q.push(rid(2), nid(2), None, 1, 1), Admit::Full);
+        // Not a new entry: no bound applies.
+        assert_eq!(q.push(rid(1), nid(2), None, 1, 1), Admit::Joined);
+        assert_eq!(q.push(rid(1), nid(1), None, 1, 1), Admit::Joined);
+        assert_eq!(q.len(), 1);
+    }
+
+    #[test]
+    fn a_finished_repository_frees_its_place_in_both_bounds() {
+        let mut q = Queue::default();
+        assert_eq!(q.push(rid(1), nid(1), None, 1, 1), Admit::Spawn);
+        assert_eq!(q.push(rid(2), nid(1), None, 2, 1), Admit::Full, "per peer");
+        assert_eq!(q.push(rid(2), nid(2), None, 1, 1), Admit::Full, "overall");
+        q.start(&rid(1));
+        assert_eq!(q.finish(&rid(1), &ok(0)), None);
+        assert_eq!(q.push(rid(2), nid(1), None, 1, 1), Admit::Spawn);
+    }
+
+    #[test]
+    fn unknown_repositories_and_departed_waiters_are_harmless() {
+        let mut q = Queue::default();
+        q.start(&rid(9));
+        assert_eq!(q.finish(&rid(9), &ok(0)), None);
+        let (tx, rx) = oneshot::channel();
+        assert_eq!(q.push(rid(1), nid(1), Some(tx), 8, 8), Admit::Spawn);
+        // The operator's client went away before the result.
+        drop(rx);
+        q.start(&rid(1));
+        assert_eq!(q.finish(&rid(1), &ok(1)), None);
+        assert_eq!(q.len(), 0);
+    }
+
+    /// The global slots bound fetches across peers: a second peer waits for the first
+    /// peer's global slot.
+    #[tokio::test]
+    async fn global_slots_bound_fetches_across_peers() {
+        let slots = Slots::new(1, 2);
+        let a = slots.acquire(nid(1)).await;
+        let mut b = Box::pin(slots.acquire(nid(2)));
+        let waited = tokio::time::timeout(Duration::from_millis(50), &mut b).await;
+        assert!(waited.is_err(), "more fetches than global slots");
+        // It holds its peer slot meanwhile.
+        assert_eq!(slots.peer_in_use(&nid(2)), 1);
+        drop(a);
+        let b = tokio::time::timeout(Duration::from_millis(50), &mut b)
+            .await
+            .expect("the released global slot was not handed on");
+        assert_eq!(slots.peers(), 1);
+        drop(b);
+        assert_eq!(slots.peers(), 0);
+    }
+
+    #[tokio::test]
+    async fn a_peer_gets_up_to_its_share_of_slots() {
+        let slots = Slots::new(4, 2);
+        let a = slots.acquire(nid(1)).await;
+        let b = slots.acquire(nid(1)).await;
+        assert_eq!(slots.peer_in_use(&nid(1)), 2);
+        let third = tokio::time::timeout(Duration::from_millis(50), slots.acquire(nid(1))).await;
+        assert!(third.is_err(), "a peer got more than its share");
+        drop((a, b));
+        assert_eq!(slots.peers(), 0);
+    }
+
+    #[tokio::test]
+    async fn zero_limits_still_allow_one_fetch() {
+        let slots = Slots::new(0, 0);
+        let a = tokio::time::timeout(Duration::from_millis(50), slots.acquire(nid(1)))
+            .await
+            .expect("no slot with limits of 0");
+        assert_eq!(slots.peer_in_use(&nid(1)), 1);
+        drop(a);
+    }
 }

@@ -6,12 +6,13 @@ use std::sync::Arc;
 
 use axum::body::Body;
 use axum::extract::{Request, State};
-use axum::http::{header, HeaderMap, HeaderValue, Method, StatusCode};
+use axum::http::{header, HeaderMap, HeaderValue, Method};
 use axum::response::{IntoResponse, Response};
 use bytes::Bytes;
 use futures_util::TryStreamExt;
 use tokio::io::AsyncReadExt;
 
+use super::refusal::Refusal;
 use super::HttpState;
 
 mod refs;
@@ -101,15 +102,6 @@ pub fn parse_path(path: &str) -> Result<GitPath, PathError> {
     Ok(GitPath { rid, nid, endpoint })
 }
 
-fn text(status: StatusCode, msg: &str) -> Response {
-    (
-        status,
-        [(header::CONTENT_TYPE, "text/plain; charset=utf-8")],
-        format!("{msg}\n"),
-    )
-        .into_response()
-}
-
 /// A streamed, uncacheable git response.
 fn streamed(out: GitOutput, content_type: &'static str) -> Response {
     let mut resp = Response::new(Body::from_stream(out));
@@ -150,7 +142,14 @@ pub async fn handle(State(state): State<Arc<HttpState>>, req: Request) -> Respon
     let tenant = request_host(&req)
         .and_then(|h| tenants.by_host(&h))
         .map(|h| (tenants.clone(), h));
-    let response = route_request(&state, tenant.as_ref().map(|(_, h)| h), req).await;
+    let response = match route_request(&state, tenant.as_ref().map(|(_, h)| h), req).await {
+        Ok(r) => r,
+        Err(refusal) => {
+            refusal.record(&state.metrics);
+            tracing::debug!(reason = refusal.label(), "git request refused");
+            refusal.into_response()
+        }
+    };
     state
         .metrics
         .count_request(route, response.status().as_u16());
@@ -172,42 +171,25 @@ fn resolve_alias(state: &HttpState, tenant: &str, path: &str) -> Option<GitPath>
     parse_path(&format!("/{}/{rest}", rid.canonical())).ok()
 }
 
-fn too_many(msg: &str, retry_after_secs: u64) -> Response {
-    let mut r = text(StatusCode::TOO_MANY_REQUESTS, msg);
-    if let Ok(v) = HeaderValue::from_str(&retry_after_secs.max(1).to_string()) {
-        r.headers_mut().insert(header::RETRY_AFTER, v);
-    }
-    r
-}
-
 async fn route_request(
     state: &Arc<HttpState>,
     host: Option<&crate::tenant::HostTenant>,
     req: Request,
-) -> Response {
+) -> Result<Response, Refusal> {
     let parsed = match (parse_path(req.uri().path()), host) {
         (Err(PathError::BadRepoId), Some(h)) => {
             resolve_alias(state, &h.name, req.uri().path()).ok_or(PathError::NotFound)
         }
         (r, _) => r,
     };
-    let path = match parsed {
-        Ok(p) => p,
-        Err(PathError::NotFound) => return text(StatusCode::NOT_FOUND, "not found"),
-        Err(PathError::BadRepoId) => {
-            return text(
-                StatusCode::BAD_REQUEST,
-                "invalid repository id: expected rad:z… or z… (base58btc, 20 bytes)",
-            )
-        }
-    };
+    let path = parsed.map_err(|e| match e {
+        PathError::NotFound => Refusal::NotGitPath,
+        PathError::BadRepoId => Refusal::BadRepoId,
+    })?;
     let query = req.uri().query().unwrap_or("");
     let wants_receive = query.split('&').any(|kv| kv == "service=git-receive-pack");
     if path.endpoint == Endpoint::ReceivePack || wants_receive {
-        return text(
-            StatusCode::FORBIDDEN,
-            "push is not accepted over HTTP: publish with `git push rad` from a Radicle node",
-        );
+        return Err(Refusal::Push);
     }
     // Tenancy: a tenant host shows only its repositories; other hosts per `http.unknown_hosts`;
     // denied repositories and those only suspended tenants hold are not served.
@@ -215,64 +197,57 @@ async fn route_request(
     match host {
         Some(h) => {
             if !h.active {
-                return text(
-                    StatusCode::FORBIDDEN,
-                    "this tenant is suspended; contact the operator",
-                );
+                return Err(Refusal::TenantSuspended);
             }
             if !tenancy.tenants.shows(&h.name, &path.rid) {
-                return text(StatusCode::NOT_FOUND, "repository not found");
+                return Err(Refusal::RepoNotFound);
             }
             if let Some(rps) = h.rate.requests_per_second {
                 let burst = h.rate.burst.unwrap_or(rps.saturating_mul(2)).max(1);
                 if let Err(wait) = state.rate.check_tenant(&h.name, rps, burst) {
                     tenancy.tenants.count_rate_limited(&h.name);
-                    state
-                        .metrics
-                        .http_rate_limited
-                        .with_label_values(&["tenant"])
-                        .inc();
-                    return too_many(
-                        "too many requests for this tenant; slow down",
-                        wait.as_secs_f64().ceil() as u64,
-                    );
+                    return Err(Refusal::TenantRateLimited {
+                        retry_after_secs: wait.as_secs_f64().ceil() as u64,
+                    });
                 }
             }
         }
         None => {
             if !tenancy.serve_unknown_hosts() {
-                return text(StatusCode::NOT_FOUND, "unknown host");
+                return Err(Refusal::UnknownHost);
             }
             if tenancy.tenants.only_suspended(&path.rid) {
-                return text(StatusCode::NOT_FOUND, "repository not found");
+                return Err(Refusal::RepoNotFound);
             }
         }
     }
     if tenancy.policies.denied(&path.rid) {
-        return text(StatusCode::NOT_FOUND, "repository not found");
+        return Err(Refusal::RepoNotFound);
     }
     let payer = tenancy
         .tenants
         .payer(host.map(|h| h.name.as_str()), &path.rid);
     if let Some(p) = &payer {
         if let Some(secs) = tenancy.tenants.egress_exhausted(p) {
-            return too_many("this tenant's egress quota for today is used up", secs);
+            return Err(Refusal::EgressExhausted {
+                retry_after_secs: secs,
+            });
         }
     }
     let egress = payer.map(|p| (tenancy.tenants.clone(), p));
     // Visibility: private and unknown look the same.
     let record = match state.index.repo(&path.rid) {
         Ok(Some(r)) if r.is_public() => r,
-        Ok(_) => return text(StatusCode::NOT_FOUND, "repository not found"),
+        Ok(_) => return Err(Refusal::RepoNotFound),
         Err(e) => {
             tracing::error!(rid = %path.rid, error = %e, "index lookup failed");
-            return text(StatusCode::INTERNAL_SERVER_ERROR, "index unavailable");
+            return Err(Refusal::IndexUnavailable);
         }
     };
     let view = match path.nid {
         None => View::Canonical,
         Some(nid) if record.namespaces.contains(&nid) => View::Namespace(nid),
-        Some(_) => return text(StatusCode::NOT_FOUND, "repository not found"),
+        Some(_) => return Err(Refusal::RepoNotFound),
     };
     let protocol = serve::git_protocol(
         req.headers()
@@ -283,13 +258,10 @@ async fn route_request(
     match path.endpoint {
         Endpoint::InfoRefs => {
             if req.method() != Method::GET && req.method() != Method::HEAD {
-                return text(StatusCode::METHOD_NOT_ALLOWED, "use GET for info/refs");
+                return Err(Refusal::InfoRefsNotGet);
             }
             if !query.split('&').any(|kv| kv == "service=git-upload-pack") {
-                return text(
-                    StatusCode::FORBIDDEN,
-                    "only smart HTTP is served: use a git client that sends ?service=git-upload-pack",
-                );
+                return Err(Refusal::DumbHttp);
             }
             // Admission at the start of a clone: while every pack slot is busy and a clone is
             // already waiting (globally or for this repository), refuse new clones before their
@@ -298,18 +270,7 @@ async fn route_request(
             if state.rate.sheds_new_clones()
                 && (state.limiter.backlogged() || state.rate.repo_backlogged(&path.rid.canonical()))
             {
-                state
-                    .metrics
-                    .pack_rejected
-                    .with_label_values(&["backlogged"])
-                    .inc();
-                let mut r = text(
-                    StatusCode::SERVICE_UNAVAILABLE,
-                    "too many clones in progress; retry shortly",
-                );
-                r.headers_mut()
-                    .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
-                return r;
+                return Err(Refusal::ClonesBacklogged);
             }
             advertise(
                 state,
@@ -323,14 +284,11 @@ async fn route_request(
         }
         Endpoint::UploadPack => {
             if req.method() != Method::POST {
-                return text(
-                    StatusCode::METHOD_NOT_ALLOWED,
-                    "use POST for git-upload-pack",
-                );
+                return Err(Refusal::UploadPackNotPost);
             }
             upload_pack(state, &repo_path, view, protocol, req, egress, path.rid).await
         }
-        Endpoint::ReceivePack => text(StatusCode::FORBIDDEN, "push is not accepted"),
+        Endpoint::ReceivePack => Err(Refusal::Push),
     }
 }
 
@@ -375,7 +333,7 @@ async fn admit(
     state: &Arc<HttpState>,
     limiter: &serve::PackLimiter,
     pack: bool,
-) -> Result<serve::Permit, Response> {
+) -> Result<serve::Permit, Refusal> {
     let depth = |n: usize| i64::try_from(n).unwrap_or(i64::MAX);
     if pack {
         state
@@ -393,18 +351,7 @@ async fn admit(
             (false, serve::Admission::QueueFull) => "refs_queue_full",
             (false, serve::Admission::QueueTimeout) => "refs_queue_timeout",
         };
-        state
-            .metrics
-            .pack_rejected
-            .with_label_values(&[reason])
-            .inc();
-        let mut r = text(
-            StatusCode::SERVICE_UNAVAILABLE,
-            "too many git requests in progress; retry shortly",
-        );
-        r.headers_mut()
-            .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
-        r
+        Refusal::GitBusy { reason }
     })
 }
 
@@ -415,14 +362,11 @@ async fn advertise(
     view: View,
     protocol: Option<&str>,
     egress: Egress,
-) -> Response {
+) -> Result<Response, Refusal> {
     if let Some(r) = refs::advertise(state, rid, repo, view, protocol, egress.clone()).await {
-        return r;
+        return Ok(r);
     }
-    let permit = match admit(state, &state.ref_limiter, false).await {
-        Ok(p) => p,
-        Err(r) => return r,
-    };
+    let permit = admit(state, &state.ref_limiter, false).await?;
     let mut proc = match state
         .git
         .spawn(repo, Service::AdvertiseRefs, view, protocol)
@@ -430,7 +374,7 @@ async fn advertise(
         Ok(p) => p,
         Err(e) => {
             tracing::error!(error = %e, "spawning git failed");
-            return text(StatusCode::INTERNAL_SERVER_ERROR, "git unavailable");
+            return Err(Refusal::GitUnavailable);
         }
     };
     // v0/v1 clients expect the smart-HTTP service preamble; v2 has none (as http-backend does).
@@ -445,7 +389,7 @@ async fn advertise(
         Some(permit),
         finish_hook(state, Endpoint::InfoRefs.route(), None, egress),
     );
-    streamed(out, "application/x-git-upload-pack-advertisement")
+    Ok(streamed(out, "application/x-git-upload-pack-advertisement"))
 }
 
 async fn upload_pack(
@@ -456,7 +400,7 @@ async fn upload_pack(
     req: Request,
     egress: Egress,
     rid: RepoId,
-) -> Response {
+) -> Result<Response, Refusal> {
     let headers = req.headers().clone();
     let headers = &headers;
     if headers
@@ -464,10 +408,7 @@ async fn upload_pack(
         .and_then(|v| v.to_str().ok())
         != Some("application/x-git-upload-pack-request")
     {
-        return text(
-            StatusCode::UNSUPPORTED_MEDIA_TYPE,
-            "expected Content-Type: application/x-git-upload-pack-request",
-        );
+        return Err(Refusal::NotUploadPackRequest);
     }
     let max = state.max_request_bytes;
     let declared = headers
@@ -475,15 +416,7 @@ async fn upload_pack(
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.parse::<u64>().ok());
     if declared.is_some_and(|n| n > max) {
-        state
-            .metrics
-            .git_aborted
-            .with_label_values(&["body_too_large"])
-            .inc();
-        return text(
-            StatusCode::PAYLOAD_TOO_LARGE,
-            &format!("request body over {max} bytes"),
-        );
+        return Err(Refusal::BodyTooLarge { max });
     }
     let gzip = match headers
         .get(header::CONTENT_ENCODING)
@@ -491,12 +424,7 @@ async fn upload_pack(
     {
         None | Some("identity") => false,
         Some("gzip") | Some("x-gzip") => true,
-        Some(_) => {
-            return text(
-                StatusCode::UNSUPPORTED_MEDIA_TYPE,
-                "unsupported Content-Encoding (gzip or none)",
-            )
-        }
+        Some(_) => return Err(Refusal::UnsupportedEncoding),
     };
 
     // The request body, decompressed if needed, capped at `max` (+1 to detect overflow).
@@ -517,10 +445,7 @@ async fn upload_pack(
         Err(_) => false,
     };
     if !valid {
-        return text(
-            StatusCode::BAD_REQUEST,
-            "malformed git request: expected pkt-lines",
-        );
+        return Err(Refusal::MalformedRequest);
     }
     // What was read of the body so far (handed to git first if git answers).
     let mut head = first.to_vec();
@@ -534,37 +459,22 @@ async fn upload_pack(
             .await
             .is_err()
         {
-            return text(StatusCode::BAD_REQUEST, "malformed git request body");
+            return Err(Refusal::MalformedRequest);
         }
         if refs::may_be_ls_refs(&head) {
             if let Some(r) = refs::ls_refs(state, rid, repo, view, &head, egress.clone()).await {
-                return r;
+                return Ok(r);
             }
         }
     }
 
     // Admission before any work: this repository's pack slots (short queue), then the global ones.
-    let repo_permit = match state.rate.repo_permit(&rid.canonical()).await {
-        Ok(p) => p,
-        Err(_) => {
-            state
-                .metrics
-                .http_rate_limited
-                .with_label_values(&["repo"])
-                .inc();
-            let mut r = text(
-                StatusCode::SERVICE_UNAVAILABLE,
-                "too many clones of this repository in progress; retry shortly",
-            );
-            r.headers_mut()
-                .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
-            return r;
-        }
-    };
-    let permit = match admit(state, &state.limiter, true).await {
-        Ok(p) => p,
-        Err(r) => return r,
-    };
+    let repo_permit = state
+        .rate
+        .repo_permit(&rid.canonical())
+        .await
+        .map_err(|_| Refusal::RepoBusy)?;
+    let permit = admit(state, &state.limiter, true).await?;
 
     let mut proc = match state
         .git
@@ -573,7 +483,7 @@ async fn upload_pack(
         Ok(p) => p,
         Err(e) => {
             tracing::error!(error = %e, "spawning git failed");
-            return text(StatusCode::INTERNAL_SERVER_ERROR, "git unavailable");
+            return Err(Refusal::GitUnavailable);
         }
     };
     state.metrics.packs_in_flight.inc();
@@ -627,7 +537,7 @@ async fn upload_pack(
             })
         },
     );
-    streamed(out, "application/x-git-upload-pack-result")
+    Ok(streamed(out, "application/x-git-upload-pack-result"))
 }
 
 #[cfg(test)]

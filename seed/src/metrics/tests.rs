@@ -167,7 +167,8 @@ fn label_lists_name_every_variant() {
     let nid = crate::crypto::Keypair::mock(1).nid();
     let samples = [
         ValidationError::MissingIdentity,
-        ValidationError::Identity(String::new()),
+        ValidationError::IdentityHistory(crate::storage::cob::CobError::NoHeads),
+        ValidationError::IdentityDocument(crate::storage::IdentityError::Missing),
         ValidationError::DelegateDiverged(nid),
         ValidationError::Threshold {
             valid: 0,
@@ -177,7 +178,8 @@ fn label_lists_name_every_variant() {
     for v in &samples {
         match v {
             ValidationError::MissingIdentity
-            | ValidationError::Identity(_)
+            | ValidationError::IdentityHistory(_)
+            | ValidationError::IdentityDocument(_)
             | ValidationError::DelegateDiverged(_)
             | ValidationError::Threshold { .. } => {}
         }
@@ -187,28 +189,50 @@ fn label_lists_name_every_variant() {
         ValidationError::LABELS,
     );
 
+    let cancelled = tokio::runtime::Builder::new_current_thread()
+        .build()
+        .unwrap()
+        .block_on(async {
+            let task = tokio::spawn(std::future::pending::<()>());
+            task.abort();
+            task.await.unwrap_err()
+        });
     let samples = [
         FetchError::Stream(nid, crate::net::OpenError::NotConnected(nid)),
+        FetchError::SessionClosed,
         FetchError::Git(String::new()),
+        FetchError::Spawn(std::io::Error::other("x")),
+        FetchError::GitClosed,
+        FetchError::repository(std::io::Error::other("x")),
         FetchError::TooLarge(0),
         FetchError::Quota(0),
         FetchError::Timeout(std::time::Duration::ZERO),
         FetchError::Deadline(std::time::Duration::ZERO),
         FetchError::Invalid(ValidationError::MissingIdentity),
+        FetchError::Purged,
         FetchError::Io(std::io::Error::other("x")),
-        FetchError::Index(String::new()),
+        FetchError::Index(crate::index::IndexError::MissingCf("x")),
+        FetchError::Task(cancelled),
+        FetchError::NoResult,
     ];
     for e in &samples {
         match e {
             FetchError::Stream(..)
+            | FetchError::SessionClosed
             | FetchError::Git(_)
+            | FetchError::Spawn(_)
+            | FetchError::GitClosed
+            | FetchError::Repository(_)
             | FetchError::TooLarge(_)
             | FetchError::Quota(_)
             | FetchError::Timeout(_)
             | FetchError::Deadline(_)
             | FetchError::Invalid(_)
+            | FetchError::Purged
             | FetchError::Io(_)
-            | FetchError::Index(_) => {}
+            | FetchError::Index(_)
+            | FetchError::Task(_)
+            | FetchError::NoResult => {}
         }
     }
     same_labels(&samples.each_ref().map(|e| e.label()), FetchError::LABELS);

@@ -13,7 +13,7 @@ pub enum IdentityError {
     #[error("no refs/rad/id")]
     Missing,
     #[error("git: {0}")]
-    Git(String),
+    Git(#[source] super::GitError),
     #[error("identity commit has no embeds/radicle.json")]
     NoDocument,
     #[error("document is {0} bytes, over the {MAX_DOC_BYTES}-byte limit")]
@@ -22,8 +22,15 @@ pub enum IdentityError {
     Json(#[from] serde_json::Error),
     #[error("unsupported document version {0}")]
     Version(u64),
-    #[error("delegates: {0}")]
-    Delegates(String),
+    #[error("delegates: {0} delegates; expected 1 to 255")]
+    DelegateCount(usize),
+    #[error("delegates: {prefix}{did}: {source}")]
+    BadDid {
+        /// `allow ` for an entry of the allow list, empty for a delegate.
+        prefix: &'static str,
+        did: String,
+        source: Box<crate::crypto::CryptoError>,
+    },
     #[error("threshold {threshold} not within 1..={delegates}")]
     Threshold { threshold: usize, delegates: usize },
     #[error("visibility: unknown type {0:?}")]
@@ -97,15 +104,15 @@ impl Doc {
             }
         }
         if raw.delegates.is_empty() || raw.delegates.len() > 255 {
-            return Err(IdentityError::Delegates(format!(
-                "{} delegates; expected 1 to 255",
-                raw.delegates.len()
-            )));
+            return Err(IdentityError::DelegateCount(raw.delegates.len()));
         }
         let mut delegates = Vec::with_capacity(raw.delegates.len());
         for d in &raw.delegates {
-            let nid =
-                NodeId::from_did(d).map_err(|e| IdentityError::Delegates(format!("{d}: {e}")))?;
+            let nid = NodeId::from_did(d).map_err(|source| IdentityError::BadDid {
+                prefix: "",
+                did: d.clone(),
+                source: Box::new(source),
+            })?;
             if !delegates.contains(&nid) {
                 delegates.push(nid);
             }
@@ -122,10 +129,11 @@ impl Doc {
             Some(v) if v.kind == "private" => {
                 let mut allow = Vec::with_capacity(v.allow.len());
                 for d in &v.allow {
-                    allow.push(
-                        NodeId::from_did(d)
-                            .map_err(|e| IdentityError::Delegates(format!("allow {d}: {e}")))?,
-                    );
+                    allow.push(NodeId::from_did(d).map_err(|source| IdentityError::BadDid {
+                        prefix: "allow ",
+                        did: d.clone(),
+                        source: Box::new(source),
+                    })?);
                 }
                 Visibility::Private { allow }
             }
@@ -160,18 +168,18 @@ pub struct Identity {
 pub(crate) fn read(git: &gix::Repository, head: gix::ObjectId) -> Result<Identity, IdentityError> {
     let commit = git
         .find_commit(head)
-        .map_err(|e| IdentityError::Git(e.to_string()))?;
+        .map_err(|e| IdentityError::Git(super::GitError::new(e)))?;
     let tree = commit
         .tree()
-        .map_err(|e| IdentityError::Git(e.to_string()))?;
+        .map_err(|e| IdentityError::Git(super::GitError::new(e)))?;
     let entry = tree
         .lookup_entry_by_path("embeds/radicle.json")
-        .map_err(|e| IdentityError::Git(e.to_string()))?
+        .map_err(|e| IdentityError::Git(super::GitError::new(e)))?
         .ok_or(IdentityError::NoDocument)?;
     let blob_id = entry.object_id();
     let blob = git
         .find_blob(blob_id)
-        .map_err(|e| IdentityError::Git(e.to_string()))?;
+        .map_err(|e| IdentityError::Git(super::GitError::new(e)))?;
     let doc = Doc::from_json(&blob.data)?;
     Ok(Identity {
         doc,

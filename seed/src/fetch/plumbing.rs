@@ -1,0 +1,214 @@
+//! git plumbing of a fetch, run in the quarantine or the live repository (through
+//! [`crate::git::command`]): ref listings, ancestry, all-or-nothing `update-ref`
+//! transactions guarded by the old values, and the migration of accepted objects.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::process::{Command, Stdio};
+
+use super::{FetchConfig, FetchError, QUARANTINE};
+
+pub(super) fn git(cfg: &FetchConfig, repo: &Path) -> Command {
+    let mut cmd = crate::git::command(&cfg.git, &cfg.git_home);
+    cmd.arg("-C").arg(repo);
+    cmd
+}
+
+/// A child spawned with a piped stdin has none.
+pub(super) fn no_stdin() -> FetchError {
+    FetchError::Io(std::io::Error::new(
+        std::io::ErrorKind::BrokenPipe,
+        "git's stdin is not piped",
+    ))
+}
+
+/// `(name, oid)` of every ref under `prefix`.
+pub(super) fn refs_under(
+    cfg: &FetchConfig,
+    repo: &Path,
+    prefix: &str,
+) -> Result<Vec<(String, String)>, FetchError> {
+    let out = git(cfg, repo)
+        .args(["for-each-ref", "--format=%(refname) %(objectname)", prefix])
+        .output()?;
+    if !out.status.success() {
+        return Err(FetchError::git_stderr(&out.stderr));
+    }
+    Ok(String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|l| l.split_once(' '))
+        .map(|(n, o)| (n.to_owned(), o.to_owned()))
+        .collect())
+}
+
+pub(super) fn is_ancestor(
+    cfg: &FetchConfig,
+    repo: &Path,
+    a: &str,
+    b: &str,
+) -> Result<bool, FetchError> {
+    let status = git(cfg, repo)
+        .args(["merge-base", "--is-ancestor", a, b])
+        .stderr(Stdio::null())
+        .status()?;
+    Ok(status.success())
+}
+
+/// Runs an `update-ref --stdin` transaction (all or nothing).
+pub(super) fn transaction(
+    cfg: &FetchConfig,
+    repo: &Path,
+    lines: &[String],
+) -> Result<(), FetchError> {
+    let mut script = String::from("start\n");
+    for l in lines {
+        script.push_str(l);
+        script.push('\n');
+    }
+    script.push_str("prepare\ncommit\n");
+    let mut cmd = git(cfg, repo);
+    cmd.args(["update-ref", "--stdin"]);
+    run_with_input(cmd, "update-ref", script.as_bytes())?;
+    Ok(())
+}
+
+/// Runs `cmd` with `input` on its stdin: its stdout, or what it said on stderr as the error
+/// (`what` names the command).
+fn run_with_input(mut cmd: Command, what: &str, input: &[u8]) -> Result<Vec<u8>, FetchError> {
+    use std::io::Write as _;
+    let mut child = cmd
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()?;
+    {
+        let mut stdin = child.stdin.take().ok_or_else(no_stdin)?;
+        stdin.write_all(input)?;
+    }
+    let out = child.wait_with_output()?;
+    if !out.status.success() {
+        return Err(FetchError::Git(format!(
+            "{what}: {}",
+            String::from_utf8_lossy(&out.stderr).trim()
+        )));
+    }
+    Ok(out.stdout)
+}
+
+/// Deletes every quarantine ref of `repo`.
+pub(crate) fn drop_quarantine(cfg: &FetchConfig, repo: &Path) {
+    if let Ok(refs) = refs_under(cfg, repo, QUARANTINE) {
+        let lines: Vec<String> = refs.iter().map(|(n, _)| format!("delete {n}")).collect();
+        if !lines.is_empty() {
+            if let Err(e) = transaction(cfg, repo, &lines) {
+                tracing::error!(error = %e, repo = %repo.display(), "cannot remove quarantine refs");
+            }
+        }
+    }
+}
+
+/// Every ref of `repo` and its oid.
+pub(super) fn snapshot(
+    cfg: &FetchConfig,
+    repo: &Path,
+) -> Result<BTreeMap<String, String>, FetchError> {
+    Ok(refs_under(cfg, repo, "refs/")?.into_iter().collect())
+}
+
+/// `update`/`delete` lines with the old value each ref had in `before` (the null oid: it must
+/// not exist), so `update-ref` refuses the whole transaction if any of them moved since.
+pub(super) fn guarded(lines: &[String], before: &BTreeMap<String, String>) -> Vec<String> {
+    const NULL: &str = "0000000000000000000000000000000000000000";
+    lines
+        .iter()
+        .map(|l| {
+            let mut parts = l.split(' ');
+            match (parts.next(), parts.next(), parts.next(), parts.next()) {
+                (Some("update"), Some(name), Some(new), None) => {
+                    let old = before.get(name).map_or(NULL, String::as_str);
+                    format!("update {name} {new} {old}")
+                }
+                (Some("delete"), Some(name), None, None) => match before.get(name) {
+                    Some(old) => format!("delete {name} {old}"),
+                    None => l.clone(),
+                },
+                _ => l.clone(),
+            }
+        })
+        .collect()
+}
+
+/// The oid of exactly the ref `name` in `repo`, if it exists.
+pub(super) fn held_ref(
+    cfg: &FetchConfig,
+    repo: &Path,
+    name: &str,
+) -> Result<Option<String>, FetchError> {
+    Ok(refs_under(cfg, repo, name)?
+        .into_iter()
+        .find(|(n, _)| n == name)
+        .map(|(_, o)| o))
+}
+
+/// Copies into `live` the objects that the accepted refs (`tips`) reach and that it lacks, as
+/// one new pack — git's own incoming-quarantine migration, narrowed to what was accepted:
+/// `pack-objects --local` skips everything `live` already has (the quarantine borrows it
+/// through its alternates file) and `--not` stops the walk at what `live`'s refs reach. What a
+/// fetch brought that no accepted ref reaches never enters the repository. `git pack-objects`
+/// is the tool for this: it reuses the received deltas and writes the pack and its index
+/// atomically (an index appears only once its pack is complete).
+pub(super) fn migrate(
+    cfg: &FetchConfig,
+    q: &Path,
+    live: &Path,
+    tips: &[String],
+) -> Result<(), FetchError> {
+    if tips.is_empty() {
+        return Ok(());
+    }
+    let mut input = String::new();
+    for t in tips {
+        input.push_str(t);
+        input.push('\n');
+    }
+    input.push_str("--not\n");
+    let mut held: Vec<String> = refs_under(cfg, live, "refs/")?
+        .into_iter()
+        .map(|(_, o)| o)
+        .collect();
+    held.sort();
+    held.dedup();
+    for h in held {
+        input.push_str(&h);
+        input.push('\n');
+    }
+    let pack_dir = live.join("objects").join("pack");
+    std::fs::create_dir_all(&pack_dir)?;
+    let mut cmd = git(cfg, q);
+    cmd.args([
+        "pack-objects",
+        "--revs",
+        "--local",
+        "--quiet",
+        "--delta-base-offset",
+    ])
+    .arg(pack_dir.join("pack"));
+    let stdout = run_with_input(cmd, "pack-objects", input.as_bytes())?;
+    // An empty pack (nothing new was accepted) is not kept.
+    let name = String::from_utf8_lossy(&stdout).trim().to_owned();
+    if !name.is_empty() && name.bytes().all(|b| b.is_ascii_hexdigit()) {
+        let idx = pack_dir.join(format!("pack-{name}.idx"));
+        if std::fs::metadata(&idx).is_ok_and(|m| idx_object_count(m.len()) == 0) {
+            for ext in ["idx", "pack", "rev"] {
+                let _ = std::fs::remove_file(pack_dir.join(format!("pack-{name}.{ext}")));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Objects in a version-2 pack index of `len` bytes (header 8, fan-out 1024, trailer 40, and
+/// per object 20 + 4 + 4 bytes; large offsets only exist past 2 GiB packs).
+pub(super) fn idx_object_count(len: u64) -> u64 {
+    len.saturating_sub(8 + 1024 + 40) / 28
+}

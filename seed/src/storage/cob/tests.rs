@@ -1,0 +1,801 @@
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::OnceLock;
+
+use ed25519_dalek::{Signer as _, SigningKey};
+use gix::objs::tree::{Entry, EntryKind};
+use serde_json::{json, Value};
+
+use super::read::parse_sshsig;
+use super::*;
+use crate::storage::identity;
+
+const HEARTWOOD: &str = "heartwood-fixture";
+const SECRET: &str = "secret-fixture";
+const SMALL: &str = "small-fixture";
+/// After every fixture commit (make-fixtures.sh starts at 1700000000).
+const LATER: i64 = 1_800_000_000;
+
+/// The fixtures made by the real `rad` (scripts/make-fixtures.sh), like `tests/src/lib.rs`.
+fn fixtures_dir() -> &'static Path {
+    static DIR: OnceLock<PathBuf> = OnceLock::new();
+    DIR.get_or_init(|| {
+        let dir = std::env::var_os("SEEDD_FIXTURES_DIR").map_or_else(
+            || PathBuf::from(std::env::var_os("HOME").expect("HOME")).join(".cache/seedd/fixtures"),
+            PathBuf::from,
+        );
+        if !dir.join("fixtures.json").exists() {
+            let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../scripts/make-fixtures.sh");
+            let status = Command::new("bash")
+                .arg(&script)
+                .arg(&dir)
+                .status()
+                .expect("run scripts/make-fixtures.sh");
+            assert!(
+                status.success(),
+                "scripts/make-fixtures.sh {} failed (it needs the Radicle binaries, \
+                 see scripts/install-radicle.sh)",
+                dir.display()
+            );
+        }
+        dir
+    })
+}
+
+struct Fixture {
+    rid: RepoId,
+    path: PathBuf,
+    identity_head: gix::ObjectId,
+    delegates: Vec<NodeId>,
+}
+
+fn fixture(name: &str) -> Fixture {
+    let dir = fixtures_dir();
+    let json: Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("fixtures.json")).unwrap()).unwrap();
+    let repo = &json["repos"][name];
+    Fixture {
+        rid: repo["rid"].as_str().unwrap().parse().unwrap(),
+        path: dir.join(repo["path"].as_str().unwrap()),
+        identity_head: gix::ObjectId::from_hex(repo["identity_head"].as_str().unwrap().as_bytes())
+            .unwrap(),
+        delegates: repo["delegates"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|d| NodeId::from_did(d.as_str().unwrap()).unwrap())
+            .collect(),
+    }
+}
+
+/// A writable copy of a fixture repository.
+fn copy(fx: &Fixture) -> (tempfile::TempDir, gix::Repository) {
+    let tmp = tempfile::tempdir().unwrap();
+    let status = Command::new("cp")
+        .arg("-a")
+        .arg(format!("{}/.", fx.path.display()))
+        .arg(tmp.path())
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let git = gix::open(tmp.path()).unwrap();
+    (tmp, git)
+}
+
+/// A fixture user's node key (`homes/<who>/keys/radicle`, unencrypted).
+fn key(who: &str) -> SigningKey {
+    let path = fixtures_dir().join(format!("homes/{who}/keys/radicle"));
+    let private = ssh_key::PrivateKey::read_openssh_file(&path).unwrap();
+    let pair = private.key_data().ed25519().unwrap();
+    SigningKey::from_bytes(&pair.private.to_bytes())
+}
+
+fn nid(key: &SigningKey) -> NodeId {
+    NodeId::from_bytes(key.verifying_key().to_bytes())
+}
+
+/// Action signature: raw Ed25519 over the blob id bytes, multibase base58btc.
+fn sign_blob(key: &SigningKey, blob: gix::ObjectId) -> String {
+    let sig = key.sign(blob.as_bytes());
+    format!("z{}", bs58::encode(sig.to_bytes()).into_string())
+}
+
+/// The SSHSIG PEM rad puts in `gpgsig`: raw Ed25519 over the tree id bytes.
+fn sshsig(key: &SigningKey, tree: gix::ObjectId) -> String {
+    let sig = key.sign(tree.as_bytes());
+    ssh_key::SshSig::new(
+        ssh_key::public::KeyData::Ed25519(ssh_key::public::Ed25519PublicKey(
+            key.verifying_key().to_bytes(),
+        )),
+        "radicle",
+        ssh_key::HashAlg::Sha256,
+        ssh_key::Signature::new(ssh_key::Algorithm::Ed25519, sig.to_bytes().to_vec()).unwrap(),
+    )
+    .unwrap()
+    .to_pem(ssh_key::LineEnding::LF)
+    .unwrap()
+}
+
+fn write_tree(
+    git: &gix::Repository,
+    actions: &[Value],
+    doc: Option<gix::ObjectId>,
+) -> gix::ObjectId {
+    let blob = |bytes: &[u8]| git.write_blob(bytes).unwrap().detach();
+    let mut entries = vec![Entry {
+        mode: EntryKind::Blob.into(),
+        filename: "manifest".into(),
+        oid: blob(br#"{"typeName":"xyz.radicle.id","version":1}"#),
+    }];
+    for (i, action) in actions.iter().enumerate() {
+        entries.push(Entry {
+            mode: EntryKind::Blob.into(),
+            filename: i.to_string().into(),
+            oid: blob(&serde_json::to_vec(action).unwrap()),
+        });
+    }
+    if let Some(doc) = doc {
+        let embeds = gix::objs::Tree {
+            entries: vec![Entry {
+                mode: EntryKind::Blob.into(),
+                filename: "radicle.json".into(),
+                oid: doc,
+            }],
+        };
+        entries.push(Entry {
+            mode: EntryKind::Tree.into(),
+            filename: "embeds".into(),
+            oid: git.write_object(&embeds).unwrap().detach(),
+        });
+    }
+    entries.sort();
+    git.write_object(&gix::objs::Tree { entries })
+        .unwrap()
+        .detach()
+}
+
+fn write_commit(
+    git: &gix::Repository,
+    tree: gix::ObjectId,
+    parents: &[gix::ObjectId],
+    gpgsig: Option<&str>,
+    time: i64,
+    message: &str,
+) -> gix::ObjectId {
+    let who = gix::actor::Signature {
+        name: "tester".into(),
+        email: "tester@example.invalid".into(),
+        time: gix::date::Time {
+            seconds: time,
+            offset: 0,
+        },
+    };
+    let commit = gix::objs::Commit {
+        tree,
+        parents: parents.iter().copied().collect(),
+        author: who.clone(),
+        committer: who,
+        encoding: None,
+        message: message.into(),
+        extra_headers: gpgsig
+            .map(|s| vec![("gpgsig".into(), s.trim_end().into())])
+            .unwrap_or_default(),
+    };
+    git.write_object(&commit).unwrap().detach()
+}
+
+/// A change signed like rad signs it.
+fn change(
+    git: &gix::Repository,
+    signer: &SigningKey,
+    parents: &[gix::ObjectId],
+    actions: &[Value],
+    doc: Option<gix::ObjectId>,
+    time: i64,
+) -> gix::ObjectId {
+    let tree = write_tree(git, actions, doc);
+    let pem = sshsig(signer, tree);
+    write_commit(git, tree, parents, Some(&pem), time, "Change\n")
+}
+
+fn revision(blob: gix::ObjectId, parent: Option<gix::ObjectId>, signature: String) -> Value {
+    json!({
+        "type": "revision",
+        "title": "A revision",
+        "blob": blob.to_string(),
+        "parent": parent.map(|p| p.to_string()),
+        "signature": signature,
+    })
+}
+
+fn accept(revision: gix::ObjectId, signature: String) -> Value {
+    json!({"type": "revision.accept", "revision": revision.to_string(), "signature": signature})
+}
+
+/// The document at `commit` as JSON, and a new blob with `edit` applied to it.
+fn edited_doc(
+    git: &gix::Repository,
+    commit: gix::ObjectId,
+    edit: impl FnOnce(&mut Value),
+) -> gix::ObjectId {
+    let id = identity::read(git, commit).unwrap();
+    let bytes = git.find_blob(id.blob).unwrap().data.clone();
+    let mut doc: Value = serde_json::from_slice(&bytes).unwrap();
+    edit(&mut doc);
+    git.write_blob(serde_json::to_vec(&doc).unwrap())
+        .unwrap()
+        .detach()
+}
+
+fn root_of(git: &gix::Repository, head: gix::ObjectId) -> gix::ObjectId {
+    let mut id = head;
+    loop {
+        let parent = git.find_commit(id).unwrap().parent_ids().next();
+        match parent {
+            Some(p) => id = p.detach(),
+            None => return id,
+        }
+    }
+}
+
+#[test]
+fn identities_made_by_rad_verify() {
+    for name in [HEARTWOOD, SECRET, SMALL] {
+        let fx = fixture(name);
+        let git = gix::open(&fx.path).unwrap();
+        let head = git.find_reference("refs/rad/id").unwrap().id().detach();
+        assert_eq!(head, fx.identity_head, "{name}");
+        let verified =
+            verify_identity(&git, fx.rid, head).unwrap_or_else(|e| panic!("{name}: {e}"));
+        // rad adopted its own revisions: the head is the current revision.
+        let read = identity::read(&git, head).unwrap();
+        assert_eq!(verified.head, head, "{name}");
+        assert_eq!(verified.blob, read.blob, "{name}");
+        assert_eq!(verified.doc, read.doc, "{name}");
+        assert_eq!(verified.doc.delegates, fx.delegates, "{name}");
+        // The root alone verifies too, as the initial document.
+        let root = root_of(&git, head);
+        let initial = verify_identity(&git, fx.rid, root).unwrap();
+        assert_eq!(initial.head, root);
+        assert_eq!(initial.blob.as_bytes(), fx.rid.as_bytes());
+    }
+    // heartwood-fixture: `rad id update` added bob (the root has alice alone).
+    let fx = fixture(HEARTWOOD);
+    let git = gix::open(&fx.path).unwrap();
+    let root = root_of(&git, fx.identity_head);
+    assert_ne!(root, fx.identity_head);
+    assert_eq!(
+        verify_identity(&git, fx.rid, root)
+            .unwrap()
+            .doc
+            .delegates
+            .len(),
+        1
+    );
+    assert_eq!(
+        verify_identity(&git, fx.rid, fx.identity_head)
+            .unwrap()
+            .doc
+            .delegates
+            .len(),
+        2
+    );
+}
+
+#[test]
+fn another_repositorys_identity_is_refused() {
+    let small = fixture(SMALL);
+    let fx = fixture(HEARTWOOD);
+    let git = gix::open(&fx.path).unwrap();
+    let err = verify_identity(&git, small.rid, fx.identity_head).unwrap_err();
+    assert!(matches!(err, CobError::RootNotRid { .. }), "{err}");
+}
+
+#[test]
+fn changed_document_with_the_old_signature_is_refused() {
+    let fx = fixture(HEARTWOOD);
+    let (_tmp, git) = copy(&fx);
+    let alice = key("alice");
+    let head = fx.identity_head;
+    let root = root_of(&git, head);
+    // The signature alice made for the real "Add bob" revision.
+    let tree = git.find_commit(head).unwrap().tree().unwrap();
+    let entry = tree.find_entry("0").unwrap().object_id();
+    let action: Value = serde_json::from_slice(&git.find_blob(entry).unwrap().data).unwrap();
+    let old_sig = action["signature"].as_str().unwrap().to_owned();
+    // A different document (threshold 2) under that signature, in a correctly signed commit.
+    let forged = edited_doc(&git, head, |doc| doc["threshold"] = json!(2));
+    let bad = change(
+        &git,
+        &alice,
+        &[root],
+        &[revision(forged, Some(root), old_sig)],
+        Some(forged),
+        LATER,
+    );
+    let err = verify_identity(&git, fx.rid, bad).unwrap_err();
+    assert!(
+        matches!(err, CobError::ActionSignature { signer, blob, .. } if signer == nid(&alice) && blob == forged),
+        "{err}"
+    );
+    // Control: the same change with a fresh signature is adopted.
+    let good = change(
+        &git,
+        &alice,
+        &[root],
+        &[revision(forged, Some(root), sign_blob(&alice, forged))],
+        Some(forged),
+        LATER,
+    );
+    let ok = verify_identity(&git, fx.rid, good).unwrap();
+    assert_eq!((ok.head, ok.blob, ok.doc.threshold), (good, forged, 2));
+    // The embedded document must be the one the action names.
+    let other = edited_doc(&git, head, |doc| doc["threshold"] = json!(1));
+    let mismatched = change(
+        &git,
+        &alice,
+        &[root],
+        &[revision(forged, Some(root), sign_blob(&alice, forged))],
+        Some(other),
+        LATER,
+    );
+    let err = verify_identity(&git, fx.rid, mismatched).unwrap_err();
+    assert!(matches!(err, CobError::EmbedMismatch { .. }), "{err}");
+}
+
+#[test]
+fn commit_signature_must_cover_the_tree() {
+    let fx = fixture(HEARTWOOD);
+    let (_tmp, git) = copy(&fx);
+    let head = fx.identity_head;
+    let root = root_of(&git, head);
+    // The real head commit with its real gpgsig, but another (well-formed) tree.
+    let mut commit: gix::objs::Commit = git
+        .find_commit(head)
+        .unwrap()
+        .decode()
+        .unwrap()
+        .try_into()
+        .unwrap();
+    let other = edited_doc(&git, head, |doc| doc["threshold"] = json!(2));
+    commit.tree = write_tree(
+        &git,
+        &[revision(other, Some(root), sign_blob(&key("alice"), other))],
+        Some(other),
+    );
+    let forged = git.write_object(&commit).unwrap().detach();
+    let err = verify_identity(&git, fx.rid, forged).unwrap_err();
+    assert!(
+        matches!(err, CobError::CommitSignature { commit, .. } if commit == forged),
+        "{err}"
+    );
+    // A forged ancestor taints every descendant.
+    let alice = key("alice");
+    let third = edited_doc(&git, head, |doc| doc["threshold"] = json!(1));
+    let child = change(
+        &git,
+        &alice,
+        &[forged],
+        &[revision(third, Some(forged), sign_blob(&alice, third))],
+        Some(third),
+        LATER + 1,
+    );
+    let err = verify_identity(&git, fx.rid, child).unwrap_err();
+    assert!(
+        matches!(err, CobError::CommitSignature { commit, .. } if commit == forged),
+        "{err}"
+    );
+    // No signature at all.
+    let tree = git.find_commit(head).unwrap().tree_id().unwrap().detach();
+    let unsigned = write_commit(&git, tree, &[root], None, LATER, "Unsigned\n");
+    let err = verify_identity(&git, fx.rid, unsigned).unwrap_err();
+    assert!(matches!(err, CobError::Unsigned { .. }), "{err}");
+    // Signed by bob, who is not a delegate of the root revision it builds on.
+    let bob = key("bob");
+    let by_bob = change(
+        &git,
+        &bob,
+        &[root],
+        &[revision(other, Some(root), sign_blob(&bob, other))],
+        Some(other),
+        LATER,
+    );
+    let err = verify_identity(&git, fx.rid, by_bob).unwrap_err();
+    assert!(
+        matches!(err, CobError::NotDelegate { author, .. } if author == nid(&bob)),
+        "{err}"
+    );
+}
+
+#[test]
+fn root_must_embed_the_rid_and_be_signed_by_the_founder() {
+    let fx = fixture(HEARTWOOD);
+    let (_tmp, git) = copy(&fx);
+    let (alice, bob) = (key("alice"), key("bob"));
+    let root = root_of(&git, fx.identity_head);
+    // A well-formed root (founder alice, everything signed) of another document.
+    let doc = edited_doc(&git, root, |doc| {
+        doc["payload"]["xyz.radicle.project"]["name"] = json!("forged")
+    });
+    let forged = change(
+        &git,
+        &alice,
+        &[],
+        &[revision(doc, None, sign_blob(&alice, doc))],
+        Some(doc),
+        LATER,
+    );
+    let err = verify_identity(&git, fx.rid, forged).unwrap_err();
+    assert!(
+        matches!(err, CobError::RootNotRid { blob, .. } if blob == doc),
+        "{err}"
+    );
+    // Control: it is a valid identity of the repository it does name.
+    let own_rid = RepoId::from_oid_bytes(doc.as_bytes().try_into().unwrap());
+    assert_eq!(verify_identity(&git, own_rid, forged).unwrap().head, forged);
+    // A change on the real history that brings in that second root.
+    let merge_doc = edited_doc(&git, fx.identity_head, |doc| doc["threshold"] = json!(2));
+    let merge = change(
+        &git,
+        &alice,
+        &[fx.identity_head, forged],
+        &[revision(
+            merge_doc,
+            Some(fx.identity_head),
+            sign_blob(&alice, merge_doc),
+        )],
+        Some(merge_doc),
+        LATER + 1,
+    );
+    let err = verify_identity(&git, fx.rid, merge).unwrap_err();
+    assert!(
+        matches!(err, CobError::MultipleRoots { ref roots } if roots.len() == 2),
+        "{err}"
+    );
+    // The real root's document, but the commit signed by bob (not the first delegate).
+    let real_blob = identity::read(&git, root).unwrap().blob;
+    let by_bob = change(
+        &git,
+        &bob,
+        &[],
+        &[revision(real_blob, None, sign_blob(&alice, real_blob))],
+        Some(real_blob),
+        LATER,
+    );
+    let err = verify_identity(&git, fx.rid, by_bob).unwrap_err();
+    assert!(matches!(err, CobError::Founder { .. }), "{err}");
+    // The real root's document with a bad founder signature.
+    let bad_sig = change(
+        &git,
+        &alice,
+        &[],
+        &[revision(real_blob, None, sign_blob(&alice, doc))],
+        Some(real_blob),
+        LATER,
+    );
+    let err = verify_identity(&git, fx.rid, bad_sig).unwrap_err();
+    assert!(matches!(err, CobError::ActionSignature { .. }), "{err}");
+    // An action blob that differs from the embedded document.
+    let mismatched = change(
+        &git,
+        &alice,
+        &[],
+        &[revision(doc, None, sign_blob(&alice, doc))],
+        Some(real_blob),
+        LATER,
+    );
+    let err = verify_identity(&git, fx.rid, mismatched).unwrap_err();
+    assert!(matches!(err, CobError::RootBlob { .. }), "{err}");
+    // A root with a parent revision named.
+    let with_parent = change(
+        &git,
+        &alice,
+        &[],
+        &[revision(
+            real_blob,
+            Some(root),
+            sign_blob(&alice, real_blob),
+        )],
+        Some(real_blob),
+        LATER,
+    );
+    let err = verify_identity(&git, fx.rid, with_parent).unwrap_err();
+    assert!(matches!(err, CobError::Root { .. }), "{err}");
+}
+
+#[test]
+fn revisions_are_adopted_by_a_majority_of_the_parent_delegates() {
+    let fx = fixture(HEARTWOOD);
+    let (_tmp, git) = copy(&fx);
+    let (alice, bob) = (key("alice"), key("bob"));
+    let carol = SigningKey::from_bytes(&[7; 32]);
+    let head = fx.identity_head; // delegates alice and bob: majority 2
+    let blob = edited_doc(&git, head, |doc| doc["threshold"] = json!(2));
+    let proposal = change(
+        &git,
+        &alice,
+        &[head],
+        &[revision(blob, Some(head), sign_blob(&alice, blob))],
+        Some(blob),
+        LATER,
+    );
+    // Alice's own accept is one of two needed: the current identity stays.
+    let id = verify_identity(&git, fx.rid, proposal).unwrap();
+    assert_eq!((id.head, id.doc.threshold), (head, 1));
+    // Bob accepts: adopted.
+    let accepted = change(
+        &git,
+        &bob,
+        &[proposal],
+        &[accept(proposal, sign_blob(&bob, blob))],
+        None,
+        LATER + 1,
+    );
+    let id = verify_identity(&git, fx.rid, accepted).unwrap();
+    assert_eq!((id.head, id.blob, id.doc.threshold), (proposal, blob, 2));
+    // Bob's accept with a signature over another blob.
+    let bad = change(
+        &git,
+        &bob,
+        &[proposal],
+        &[accept(proposal, sign_blob(&bob, head))],
+        None,
+        LATER + 1,
+    );
+    let err = verify_identity(&git, fx.rid, bad).unwrap_err();
+    assert!(matches!(err, CobError::ActionSignature { .. }), "{err}");
+    // Carol is no delegate: her accept does not count, it is refused.
+    let by_carol = change(
+        &git,
+        &carol,
+        &[proposal],
+        &[accept(proposal, sign_blob(&carol, blob))],
+        None,
+        LATER + 1,
+    );
+    let err = verify_identity(&git, fx.rid, by_carol).unwrap_err();
+    assert!(
+        matches!(err, CobError::NotDelegate { author, .. } if author == nid(&carol)),
+        "{err}"
+    );
+    // Nor may she propose.
+    let carol_blob = edited_doc(&git, head, |doc| {
+        doc["delegates"] = json!([nid(&carol).to_did()]);
+    });
+    let carol_rev = change(
+        &git,
+        &carol,
+        &[head],
+        &[revision(
+            carol_blob,
+            Some(head),
+            sign_blob(&carol, carol_blob),
+        )],
+        Some(carol_blob),
+        LATER,
+    );
+    let err = verify_identity(&git, fx.rid, carol_rev).unwrap_err();
+    assert!(matches!(err, CobError::NotDelegate { .. }), "{err}");
+    // A revision must change the document.
+    let same = identity::read(&git, head).unwrap().blob;
+    let unchanged = change(
+        &git,
+        &alice,
+        &[head],
+        &[revision(same, Some(head), sign_blob(&alice, same))],
+        Some(same),
+        LATER,
+    );
+    let err = verify_identity(&git, fx.rid, unchanged).unwrap_err();
+    assert!(matches!(err, CobError::DocUnchanged { .. }), "{err}");
+    // Bob rejects instead: more than n - majority = 0 rejections reject it; a later accept
+    // of the rejected revision is ignored.
+    let rejected = change(
+        &git,
+        &bob,
+        &[proposal],
+        &[json!({"type": "revision.reject", "revision": proposal.to_string()})],
+        None,
+        LATER + 1,
+    );
+    assert_eq!(verify_identity(&git, fx.rid, rejected).unwrap().head, head);
+    let late = change(
+        &git,
+        &alice,
+        &[rejected],
+        &[accept(proposal, sign_blob(&alice, blob))],
+        None,
+        LATER + 2,
+    );
+    assert_eq!(verify_identity(&git, fx.rid, late).unwrap().head, head);
+    // An accept of a revision outside the history is a missing dependency.
+    let dangling = change(
+        &git,
+        &bob,
+        &[head],
+        &[accept(proposal, sign_blob(&bob, blob))],
+        None,
+        LATER + 1,
+    );
+    let err = verify_identity(&git, fx.rid, dangling).unwrap_err();
+    assert!(matches!(err, CobError::MissingRevision { .. }), "{err}");
+}
+
+#[test]
+fn merged_heads_are_decided_by_the_identity_rules_not_by_order() {
+    let fx = fixture(HEARTWOOD);
+    let (_tmp, git) = copy(&fx);
+    let (alice, bob) = (key("alice"), key("bob"));
+    let head = fx.identity_head; // delegates alice and bob: majority 2
+    let blob = edited_doc(&git, head, |doc| doc["threshold"] = json!(2));
+    let proposal = change(
+        &git,
+        &alice,
+        &[head],
+        &[revision(blob, Some(head), sign_blob(&alice, blob))],
+        Some(blob),
+        LATER,
+    );
+    let accepted = change(
+        &git,
+        &bob,
+        &[proposal],
+        &[accept(proposal, sign_blob(&bob, blob))],
+        None,
+        LATER + 1,
+    );
+    // Ours behind the accepted revision, in either order: the accepted one.
+    for heads in [[head, accepted], [accepted, head]] {
+        let id = verify_identity_heads(&git, fx.rid, &heads).unwrap();
+        assert_eq!((id.head, id.doc.threshold), (proposal, 2));
+    }
+    // A proposal not yet accepted adopts nothing new, whichever head is read last.
+    for heads in [[head, proposal], [proposal, head]] {
+        assert_eq!(
+            verify_identity_heads(&git, fx.rid, &heads).unwrap().head,
+            head
+        );
+    }
+    // A forged change in one head's history fails the merge as a whole.
+    let carol = SigningKey::from_bytes(&[7; 32]);
+    let by_carol = change(
+        &git,
+        &carol,
+        &[proposal],
+        &[accept(proposal, sign_blob(&carol, blob))],
+        None,
+        LATER + 1,
+    );
+    assert!(verify_identity_heads(&git, fx.rid, &[accepted, by_carol]).is_err());
+    assert!(matches!(
+        verify_identity_heads(&git, fx.rid, &[]),
+        Err(CobError::NoHeads)
+    ));
+}
+
+#[test]
+fn resource_and_related_parents_are_not_history() {
+    let fx = fixture(HEARTWOOD);
+    let (_tmp, git) = copy(&fx);
+    let alice = key("alice");
+    let head = fx.identity_head;
+    let code = git.find_reference("refs/heads/main").unwrap().id().detach();
+    let blob = edited_doc(&git, head, |doc| doc["threshold"] = json!(2));
+    let actions = [revision(blob, Some(head), sign_blob(&alice, blob))];
+    let tree = write_tree(&git, &actions, Some(blob));
+    let pem = sshsig(&alice, tree);
+    for token in ["Rad-Related", "Rad-Resource"] {
+        let message = format!("Propose revision\n\n{token}: {code}\n");
+        let with_trailer = write_commit(&git, tree, &[head, code], Some(&pem), LATER, &message);
+        let id =
+            verify_identity(&git, fx.rid, with_trailer).unwrap_or_else(|e| panic!("{token}: {e}"));
+        // Alice alone is one of two delegates: not adopted, but verified.
+        assert_eq!(id.head, head);
+    }
+    // Without the trailer the code commit is a history parent, and not a COB change.
+    let plain = write_commit(&git, tree, &[head, code], Some(&pem), LATER, "Propose\n");
+    let err = verify_identity(&git, fx.rid, plain).unwrap_err();
+    assert!(
+        matches!(err, CobError::Unsigned { commit } if commit == code),
+        "{err}"
+    );
+    // A malformed trailer value is refused.
+    let bad = write_commit(
+        &git,
+        tree,
+        &[head],
+        Some(&pem),
+        LATER,
+        "Propose\n\nRad-Related: nope\n",
+    );
+    let err = verify_identity(&git, fx.rid, bad).unwrap_err();
+    assert!(matches!(err, CobError::Trailer { .. }), "{err}");
+}
+
+#[test]
+fn a_delegate_accepts_one_active_sibling_and_stale_edits_need_concurrency() {
+    let fx = fixture(HEARTWOOD);
+    let (_tmp, git) = copy(&fx);
+    let (alice, bob) = (key("alice"), key("bob"));
+    let head = fx.identity_head; // alice and bob: majority 2
+    let blob1 = edited_doc(&git, head, |doc| doc["threshold"] = json!(2));
+    let blob2 = edited_doc(&git, head, |doc| {
+        doc["payload"]["xyz.radicle.project"]["description"] = json!("bob's")
+    });
+    let p1 = change(
+        &git,
+        &alice,
+        &[head],
+        &[revision(blob1, Some(head), sign_blob(&alice, blob1))],
+        Some(blob1),
+        LATER,
+    );
+    let p2 = change(
+        &git,
+        &bob,
+        &[head],
+        &[revision(blob2, Some(head), sign_blob(&bob, blob2))],
+        Some(blob2),
+        LATER + 1,
+    );
+    // Bob's own proposal p2 carries his accept, so his accept of the sibling p1 is skipped.
+    let merge = change(
+        &git,
+        &bob,
+        &[p1, p2],
+        &[accept(p1, sign_blob(&bob, blob1))],
+        None,
+        LATER + 2,
+    );
+    assert_eq!(verify_identity(&git, fx.rid, merge).unwrap().head, head);
+    // Alice's accept of p2 is skipped too: her own p1 is active and carries her accept.
+    let skipped = change(
+        &git,
+        &alice,
+        &[merge],
+        &[accept(p2, sign_blob(&alice, blob2))],
+        None,
+        LATER + 3,
+    );
+    assert_eq!(verify_identity(&git, fx.rid, skipped).unwrap().head, head);
+    // Once she redacts p1, her accept counts and p2 (bob's accept + alice's) is adopted.
+    let redact = json!({"type": "revision.redact", "revision": p1.to_string()});
+    let adopt = change(
+        &git,
+        &alice,
+        &[merge],
+        &[redact, accept(p2, sign_blob(&alice, blob2))],
+        None,
+        LATER + 3,
+    );
+    let id = verify_identity(&git, fx.rid, adopt).unwrap();
+    assert_eq!((id.head, id.blob), (p2, blob2));
+
+    let edit = |revision: gix::ObjectId| json!({"type": "RevisionEdit", "revision": revision.to_string(), "title": "Renamed"});
+    // Editing the already adopted head revision, with nothing concurrent: refused.
+    let stale = change(&git, &alice, &[head], &[edit(head)], None, LATER);
+    let err = verify_identity(&git, fx.rid, stale).unwrap_err();
+    assert!(matches!(err, CobError::UnexpectedState { .. }), "{err}");
+    // The same with a concurrent change (p1) in the history: tolerated, as radicle does.
+    let stale = change(&git, &alice, &[head], &[edit(head)], None, LATER + 5);
+    let joined = change(&git, &alice, &[stale, p1], &[edit(p1)], None, LATER + 6);
+    assert_eq!(verify_identity(&git, fx.rid, joined).unwrap().head, head);
+    // Only a revision's author may edit it.
+    let by_bob = change(&git, &bob, &[p1], &[edit(p1)], None, LATER + 1);
+    let err = verify_identity(&git, fx.rid, by_bob).unwrap_err();
+    assert!(matches!(err, CobError::NotRevisionAuthor { .. }), "{err}");
+}
+
+#[test]
+fn sshsig_parsing() {
+    let alice = key("alice");
+    let tree = gix::ObjectId::from_hex(b"242f8bf8830b62856771c2c07ae34ad5151e5bf3").unwrap();
+    let pem = sshsig(&alice, tree);
+    let (signer, sig) = parse_sshsig(pem.as_bytes()).unwrap();
+    assert_eq!(signer, nid(&alice));
+    signer.verify(tree.as_bytes(), &sig).unwrap();
+    assert!(parse_sshsig(b"-----BEGIN PGP SIGNATURE-----\nabc\n").is_err());
+    assert!(
+        parse_sshsig(b"-----BEGIN SSH SIGNATURE-----\n!!!\n-----END SSH SIGNATURE-----").is_err()
+    );
+}
