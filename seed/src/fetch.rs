@@ -107,19 +107,7 @@ pub enum FetchError {
 impl FetchError {
     /// Every [`label`](Self::label) (metrics start each at 0; a test in `metrics` keeps it
     /// complete).
-    pub const LABELS: &'static [&'static str] = &[
-        "stream",
-        "git",
-        "too_large",
-        "quota",
-        "timeout",
-        "deadline",
-        "invalid",
-        "io",
-        "index",
-        "purged",
-        "internal",
-    ];
+    pub const LABELS: &'static [&'static str] = crate::metrics::labels::FETCH_ERRORS;
 
     pub fn label(&self) -> &'static str {
         match self {

@@ -7,15 +7,13 @@ use prometheus::{
     IntGaugeVec, Opts, Registry, TextEncoder,
 };
 
-use crate::fetch::{FetchError, ValidationError};
-use crate::http::git::Endpoint;
-use crate::net::guard::Offence;
-use crate::net::{link_label, type_label};
-use crate::serve::Admission;
 use seedd_proto::gossip::{DisconnectReason, Dropped};
 use seedd_proto::wire::{Link, MessageType};
 
 mod catalogue;
+pub mod labels;
+
+use labels::{link_label, type_label};
 
 pub use catalogue::{MetricDoc, CATALOGUE};
 
@@ -478,13 +476,12 @@ impl Metrics {
     /// Creates every series whose label values are known at build time, at 0 (see "Known label
     /// values" above).
     fn zero_known(&self) -> Result<(), prometheus::Error> {
-        let routes = plus(&[Endpoint::OTHER_ROUTE], &Endpoint::ALL, Endpoint::route);
-        let streamed = [Endpoint::InfoRefs.route(), Endpoint::UploadPack.route()];
+        let routes = plus(labels::HTTP_ROUTES, &[labels::OTHER_ROUTE], |r| r);
         zero(&self.http_requests, &[&routes, HTTP_STATUSES])?;
-        zero(&self.http_response_bytes, &[&streamed])?;
-        zero(&self.http_in_flight, &[&streamed])?;
+        zero(&self.http_response_bytes, &[labels::STREAMED_ROUTES])?;
+        zero(&self.http_in_flight, &[labels::STREAMED_ROUTES])?;
         zero(&self.clone_duration, &[GIT_PROTOCOLS])?;
-        let rejected = plus(PACK_REJECTED, &Admission::ALL, Admission::reason);
+        let rejected = plus(PACK_REJECTED, labels::ADMISSIONS, |r| r);
         zero(&self.pack_rejected, &[&rejected])?;
         zero(&self.git_aborted, &[GIT_ABORTED])?;
         zero(&self.ref_snapshots, &[&["hit", "miss"]])?;
@@ -509,11 +506,11 @@ impl Metrics {
         zero(&p.rejected, &[CONNECTIONS_REJECTED])?;
         let disconnects = plus(DISCONNECTS, DisconnectReason::LABELS, |l| l);
         zero(&p.disconnects, &[&disconnects])?;
-        zero(&p.penalties, &[&plus(&[], &Offence::ALL, Offence::label)])?;
+        zero(&p.penalties, &[labels::OFFENCES])?;
         zero(&p.relayed, &[&plus(&[], &ANNOUNCEMENTS, type_label)])?;
         zero(&p.git_serves, &[GIT_SERVES])?;
-        zero(&p.fetches, &[&plus(FETCHES, FetchError::LABELS, |l| l)])?;
-        let failures = plus(PRUNED, ValidationError::LABELS, |l| l);
+        zero(&p.fetches, &[&plus(FETCHES, labels::FETCH_ERRORS, |l| l)])?;
+        let failures = plus(PRUNED, labels::VALIDATION_FAILURES, |l| l);
         zero(&p.validation_failures, &[&failures])?;
         zero(&p.inventory, &[INVENTORY_STATES])?;
         Ok(())

@@ -25,7 +25,7 @@ use seedd_proto::gossip::{
     self, DisconnectReason, Event, Output, Restored, Service, SessionId, SubscribeAnswer,
     VisibilityMap,
 };
-use seedd_proto::wire::{Address, Frame, Link, Message, MessageType};
+use seedd_proto::wire::{Address, Frame, Link, Message};
 use serde::Serialize;
 use tokio::net::TcpListener;
 use tokio::sync::mpsc;
@@ -58,26 +58,7 @@ pub fn now_ms() -> u64 {
         .unwrap_or(0)
 }
 
-/// Label of a link for metrics.
-pub fn link_label(link: Link) -> &'static str {
-    match link {
-        Link::Inbound => "inbound",
-        Link::Outbound => "outbound",
-    }
-}
-
-/// Label of a message type for metrics.
-pub fn type_label(t: MessageType) -> &'static str {
-    match t {
-        MessageType::NodeAnnouncement => "node",
-        MessageType::InventoryAnnouncement => "inventory",
-        MessageType::RefsAnnouncement => "refs",
-        MessageType::Subscribe => "subscribe",
-        MessageType::Ping => "ping",
-        MessageType::Pong => "pong",
-        MessageType::Info => "info",
-    }
-}
+pub use crate::metrics::labels::{link_label, type_label};
 
 /// Settings of the p2p shell, derived from [`Config`].
 #[derive(Debug, Clone)]

@@ -32,12 +32,7 @@ pub enum ValidationError {
 impl ValidationError {
     /// Every [`label`](Self::label) (metrics start each at 0; a test in `metrics` keeps it
     /// complete).
-    pub const LABELS: &'static [&'static str] = &[
-        "missing_identity",
-        "identity",
-        "delegate_diverged",
-        "threshold",
-    ];
+    pub const LABELS: &'static [&'static str] = crate::metrics::labels::VALIDATION_FAILURES;
 
     pub fn label(&self) -> &'static str {
         match self {

@@ -36,7 +36,7 @@ impl Endpoint {
         Endpoint::ReceivePack,
     ];
     /// The `route` of requests whose path is not a git URL.
-    pub const OTHER_ROUTE: &'static str = "other";
+    pub const OTHER_ROUTE: &'static str = crate::metrics::labels::OTHER_ROUTE;
 
     /// Bounded metric label.
     pub fn route(self) -> &'static str {

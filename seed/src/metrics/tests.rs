@@ -1,6 +1,11 @@
 use super::*;
 use std::collections::BTreeSet;
 
+use crate::fetch::{FetchError, ValidationError};
+use crate::http::git::Endpoint;
+use crate::net::guard::Offence;
+use crate::serve::Admission;
+
 /// Families whose label values are only known at runtime (tenant and identity names) or that
 /// have no value before their first event; every other one has series in a new registry.
 fn runtime_only(name: &str) -> bool {
@@ -97,6 +102,11 @@ fn label_lists_name_every_variant() {
         &samples.map(Endpoint::route),
         &Endpoint::ALL.map(Endpoint::route),
     );
+    same_labels(&Endpoint::ALL.map(Endpoint::route), labels::HTTP_ROUTES);
+    same_labels(
+        &[Endpoint::InfoRefs.route(), Endpoint::UploadPack.route()],
+        labels::STREAMED_ROUTES,
+    );
     assert!(!Endpoint::ALL
         .map(Endpoint::route)
         .contains(&Endpoint::OTHER_ROUTE));
@@ -111,6 +121,7 @@ fn label_lists_name_every_variant() {
         &samples.map(Admission::reason),
         &Admission::ALL.map(Admission::reason),
     );
+    same_labels(&Admission::ALL.map(Admission::reason), labels::ADMISSIONS);
 
     let samples = [
         Offence::DecodeError,
@@ -130,6 +141,7 @@ fn label_lists_name_every_variant() {
         &samples.map(Offence::label),
         &Offence::ALL.map(Offence::label),
     );
+    same_labels(&Offence::ALL.map(Offence::label), labels::OFFENCES);
 
     let samples = [Dropped::Stale, Dropped::UnknownAuthor, Dropped::Own];
     for d in samples {
