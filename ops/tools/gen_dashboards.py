@@ -631,7 +631,7 @@ def replication():
     p.append(timeseries(lay, "Fetches by result", [
         (f"sum by (result) (rate(seedd_fetches_total{{{I}}}[{RATE}]))", "{{result}}"),
     ], unit="ops", desc="Fetches from Radicle peers per second, by result: ok, stream, git, "
-                        "too_large, quota, timeout, deadline, invalid, io, index, purged, "
+                        "too_large, quota, timeout, deadline, invalid, io, purged, "
                         "internal; queue_full = request dropped.",
         stack=True, w=8))
     p.append(timeseries(lay, "Fetch failure ratio", [

@@ -25,11 +25,11 @@ mod status;
 mod tenants;
 
 /// Runs a storage → index reconcile; provided by the daemon.
-pub type Rescan = Arc<dyn Fn() -> Result<ScanReport, String> + Send + Sync>;
+pub(crate) type Rescan = Arc<dyn Fn() -> Result<ScanReport, String> + Send + Sync>;
 /// Re-reads and applies the configuration; provided by the daemon.
-pub type Reload = Arc<dyn Fn() -> Result<Vec<String>, String> + Send + Sync>;
+pub(crate) type Reload = Arc<dyn Fn() -> Result<Vec<String>, String> + Send + Sync>;
 
-pub struct AdminState {
+pub(crate) struct AdminState {
     pub nid: NodeId,
     pub alias: String,
     pub index: Index,
@@ -54,7 +54,7 @@ pub struct AdminState {
     pub key_path: std::path::PathBuf,
 }
 
-pub fn router(state: Arc<AdminState>) -> Router {
+pub(crate) fn router(state: Arc<AdminState>) -> Router {
     let api = Router::new()
         .route("/api/v1/status", get(status))
         .route("/api/v1/rescan", post(rescan))
@@ -87,7 +87,7 @@ fn digest(token: &[u8]) -> [u8; 32] {
 }
 
 /// Token digest for a token file's contents (surrounding whitespace ignored).
-pub fn token_digest(contents: &str) -> [u8; 32] {
+pub(crate) fn token_digest(contents: &str) -> [u8; 32] {
     digest(contents.trim().as_bytes())
 }
 

@@ -20,27 +20,27 @@ use crate::index::Index;
 use crate::policy::Policies;
 use crate::tenant::{Tenant, Tenants};
 
-pub const VERSION: u32 = 1;
+pub(crate) const VERSION: u32 = 1;
 
 /// Where `seedctl restore --data-dir` leaves state for the next start.
-pub const RESTORE_FILE: &str = "restore.json";
+pub(crate) const RESTORE_FILE: &str = "restore.json";
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct RepoPolicyEntry {
+pub(crate) struct RepoPolicyEntry {
     pub rid: RepoId,
     #[serde(flatten)]
     pub policy: RepoPolicy,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct NodePolicyEntry {
+pub(crate) struct NodePolicyEntry {
     pub nid: NodeId,
     #[serde(flatten)]
     pub policy: NodePolicy,
 }
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
-pub struct PolicySet {
+pub(crate) struct PolicySet {
     #[serde(default)]
     pub repos: Vec<RepoPolicyEntry>,
     #[serde(default)]
@@ -48,7 +48,7 @@ pub struct PolicySet {
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct Backup {
+pub(crate) struct Backup {
     pub version: u32,
     pub created_at: u64,
     pub nid: String,
@@ -67,7 +67,7 @@ pub struct Backup {
 }
 
 #[derive(Debug, Clone, Copy, Default, Serialize)]
-pub struct Restored {
+pub(crate) struct Restored {
     pub tenants: usize,
     pub policies: usize,
 }
@@ -90,7 +90,7 @@ pub enum BackupError {
 }
 
 /// Gather a backup. `keys` are (identity name, key file path).
-pub fn export(
+pub(crate) fn export(
     nid: &NodeId,
     keys: &[(String, std::path::PathBuf)],
     identities: Vec<crate::identity::IdentitySpec>,
@@ -135,7 +135,7 @@ pub fn export(
 
 /// Bring tenants, policies, identity definitions and metadata into the index. Tenants that
 /// exist are replaced. Returns counts.
-pub fn restore_state(
+pub(crate) fn restore_state(
     b: &Backup,
     index: &Index,
     tenants: &Tenants,
@@ -177,7 +177,7 @@ pub fn restore_state(
 }
 
 /// Import `<data_dir>/restore.json` if present (left by `seedctl restore --data-dir`).
-pub fn import_pending(
+pub(crate) fn import_pending(
     data_dir: &Path,
     index: &Index,
     tenants: &Tenants,

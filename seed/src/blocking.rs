@@ -5,7 +5,7 @@
 use std::time::Duration;
 
 #[derive(Debug, thiserror::Error)]
-pub enum BlockingError {
+pub(crate) enum BlockingError {
     /// Nobody waits any longer; the work itself finishes in the background (threads cannot
     /// be cancelled).
     #[error("still running after {0:?}; it finishes in the background")]
@@ -15,7 +15,7 @@ pub enum BlockingError {
 }
 
 /// Runs `f` on the blocking pool and waits for it at most `deadline`.
-pub async fn run<T: Send + 'static>(
+pub(crate) async fn run<T: Send + 'static>(
     deadline: Duration,
     f: impl FnOnce() -> T + Send + 'static,
 ) -> Result<T, BlockingError> {

@@ -20,7 +20,7 @@ use crate::storage::Storage;
 use crate::tenant::{Quotas, Rate, State, Tenant, TenantError, Tenants};
 
 #[derive(Debug, thiserror::Error)]
-pub enum ControlError {
+pub(crate) enum ControlError {
     #[error(transparent)]
     Tenant(#[from] TenantError),
     #[error("{rid} is on the operator's deny list: lift it with `seedctl deny repo rm {rid}`")]
@@ -35,7 +35,7 @@ pub enum ControlError {
 
 /// Everything a tenant change may touch. Cheap to clone.
 #[derive(Clone)]
-pub struct Control {
+pub(crate) struct Control {
     pub tenants: Tenants,
     pub policies: Policies,
     pub storage: Storage,
@@ -49,7 +49,7 @@ pub struct Control {
 }
 
 #[derive(Debug, Clone, Serialize)]
-pub struct SeedOutcome {
+pub(crate) struct SeedOutcome {
     pub rid: RepoId,
     pub seeded: bool,
     pub tenant: Option<String>,
@@ -57,16 +57,16 @@ pub struct SeedOutcome {
 }
 
 #[derive(Debug, Clone, Serialize)]
-pub struct UnseedOutcome {
+pub(crate) struct UnseedOutcome {
     pub rid: RepoId,
     pub unseeded: bool,
     pub purged: bool,
 }
 
-pub use crate::config::{RepoSpec, TenantSpec};
+pub(crate) use crate::config::TenantSpec;
 
 #[derive(Debug, Clone, Deserialize)]
-pub struct ApplyRequest {
+pub(crate) struct ApplyRequest {
     #[serde(default)]
     pub tenants: Vec<TenantSpec>,
     /// Remove tenants the spec does not name.
@@ -94,7 +94,7 @@ enum Action {
 
 impl Control {
     /// Inventories and subscriptions changed: every identity announces them again.
-    pub fn changed(&self) {
+    pub(crate) fn changed(&self) {
         self.identities.refresh();
     }
 
@@ -142,7 +142,7 @@ impl Control {
     }
 
     /// Seed for a tenant (checks and claim) or, without one, as the operator (explicit policy).
-    pub fn seed(
+    pub(crate) fn seed(
         &self,
         tenant: Option<&str>,
         rid: RepoId,
@@ -186,7 +186,11 @@ impl Control {
 
     /// Let go of a repository. A tenant's unseed purges it when nobody seeds it any more;
     /// the operator's unseed (no tenant) only drops the explicit policy, as before.
-    pub fn unseed(&self, tenant: Option<&str>, rid: RepoId) -> Result<UnseedOutcome, ControlError> {
+    pub(crate) fn unseed(
+        &self,
+        tenant: Option<&str>,
+        rid: RepoId,
+    ) -> Result<UnseedOutcome, ControlError> {
         match tenant {
             Some(name) => {
                 let held = self
@@ -224,7 +228,7 @@ impl Control {
     }
 
     /// Remove a repository from every tenant, the operator's seeds, disk and index.
-    pub fn purge(&self, rid: RepoId) -> Result<Vec<String>, ControlError> {
+    pub(crate) fn purge(&self, rid: RepoId) -> Result<Vec<String>, ControlError> {
         let holders = self.tenants.release_all(&rid)?;
         if self.policies.operator_seeds(&rid) {
             self.policies.set_repo(&rid, None)?;
@@ -261,7 +265,7 @@ impl Control {
     }
 
     /// Empty the trash (at startup).
-    pub fn empty_trash(&self) {
+    pub(crate) fn empty_trash(&self) {
         if self.trash.exists() {
             if let Err(e) = std::fs::remove_dir_all(&self.trash) {
                 tracing::warn!(path = %self.trash.display(), error = %e, "emptying the purge trash failed");
@@ -270,7 +274,7 @@ impl Control {
     }
 
     /// Remove a tenant; repositories nobody seeds any more are purged.
-    pub fn remove_tenant(&self, name: &str) -> Result<Vec<RepoId>, ControlError> {
+    pub(crate) fn remove_tenant(&self, name: &str) -> Result<Vec<RepoId>, ControlError> {
         let released = self.tenants.remove(name)?;
         let mut purged = Vec::new();
         for rid in released {
@@ -285,7 +289,7 @@ impl Control {
 
     /// Make tenants match `req` (idempotent). Returns the changes (`+` added, `-` removed,
     /// `~` changed); with `dry_run` nothing is changed.
-    pub fn apply(&self, req: &ApplyRequest) -> Result<Vec<String>, ControlError> {
+    pub(crate) fn apply(&self, req: &ApplyRequest) -> Result<Vec<String>, ControlError> {
         let mut diff = Vec::new();
         let mut actions = Vec::new();
         let mut names = BTreeSet::new();

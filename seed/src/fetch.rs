@@ -42,27 +42,27 @@ use crate::net::Net;
 use crate::policy::{NamespaceFilter, Policies};
 use crate::storage::Storage;
 
-pub use after::AfterFetch;
-pub use apply::{Outcome, ValidationError};
+pub(crate) use after::AfterFetch;
+pub(crate) use apply::{Outcome, ValidationError};
 pub use bridge::bridge;
 use transfer::Stage;
-pub use workdir::recover;
+pub(crate) use workdir::recover;
 use workdir::{git_init, quarantine_init, RemoveOnDrop};
 
 /// Repositories that may wait for a fetch slot at once.
-pub const MAX_QUEUED: usize = 256;
+pub(crate) const MAX_QUEUED: usize = 256;
 /// Of those, at most this many from one peer.
-pub const MAX_QUEUED_PER_PEER: usize = 32;
+pub(crate) const MAX_QUEUED_PER_PEER: usize = 32;
 
 /// How long a fetch waits for the re-indexing of what it applied (its slots are held
 /// meanwhile); past it the fetch goes on and the index catches up in the background.
-pub const REINDEX_WAIT: Duration = Duration::from_secs(60);
+pub(crate) const REINDEX_WAIT: Duration = Duration::from_secs(60);
 
 /// Where fetched refs wait for validation.
-pub const QUARANTINE: &str = "refs/seedd-fetch";
+pub(crate) const QUARANTINE: &str = "refs/seedd-fetch";
 
 #[derive(Debug, thiserror::Error)]
-pub enum FetchError {
+pub(crate) enum FetchError {
     #[error("cannot open a stream to {0}: {1}")]
     Stream(NodeId, #[source] crate::net::OpenError),
     /// The session carrying the stream ended before the transfer did.
@@ -94,8 +94,6 @@ pub enum FetchError {
     Purged,
     #[error("{0}")]
     Io(#[from] std::io::Error),
-    #[error("{0}")]
-    Index(#[source] crate::index::IndexError),
     /// A blocking step of the fetch panicked or was cancelled.
     #[error("a fetch step did not finish: {0}")]
     Task(#[from] tokio::task::JoinError),
@@ -105,11 +103,9 @@ pub enum FetchError {
 }
 
 impl FetchError {
-    /// Every [`label`](Self::label) (metrics start each at 0; a test in `metrics` keeps it
-    /// complete).
-    pub const LABELS: &'static [&'static str] = crate::metrics::labels::FETCH_ERRORS;
-
-    pub fn label(&self) -> &'static str {
+    /// The metric label: one of [`crate::metrics::labels::FETCH_ERRORS`] (a test in `metrics`
+    /// checks that every variant's is listed there).
+    pub(crate) fn label(&self) -> &'static str {
         match self {
             FetchError::Stream(..) | FetchError::SessionClosed => "stream",
             FetchError::Git(_)
@@ -122,7 +118,6 @@ impl FetchError {
             FetchError::Deadline(_) => "deadline",
             FetchError::Invalid(_) => "invalid",
             FetchError::Io(_) => "io",
-            FetchError::Index(_) => "index",
             FetchError::Purged => "purged",
             FetchError::Task(_) | FetchError::NoResult => "internal",
         }
@@ -171,7 +166,7 @@ impl Attempt {
 
 /// Settings of the replication layer.
 #[derive(Debug, Clone)]
-pub struct FetchConfig {
+pub(crate) struct FetchConfig {
     pub max_concurrent: usize,
     /// Of those, at most this many from one peer.
     pub max_per_peer: usize,
@@ -187,7 +182,7 @@ pub struct FetchConfig {
 
 /// Runs fetches: one per repository at a time, `max_concurrent` overall.
 #[derive(Clone)]
-pub struct Fetcher {
+pub(crate) struct Fetcher {
     inner: Arc<Inner>,
 }
 
@@ -210,7 +205,7 @@ struct Inner {
 }
 
 impl Fetcher {
-    pub fn new(
+    pub(crate) fn new(
         cfg: FetchConfig,
         identities: Identities,
         storage: Storage,
@@ -249,12 +244,12 @@ impl Fetcher {
     }
 
     /// Nodes connected to any identity.
-    pub fn connected(&self) -> HashSet<NodeId> {
+    pub(crate) fn connected(&self) -> HashSet<NodeId> {
         self.nets().iter().flat_map(Net::connected).collect()
     }
 
     /// Routing entries known to any identity.
-    pub fn routing(&self, rid: Option<RepoId>) -> Vec<crate::net::RouteInfo> {
+    pub(crate) fn routing(&self, rid: Option<RepoId>) -> Vec<crate::net::RouteInfo> {
         let mut seen = HashSet::new();
         self.nets()
             .iter()
@@ -265,7 +260,7 @@ impl Fetcher {
 
     /// Follows every identity's fetch hints until the process ends, also those of identities
     /// started later.
-    pub fn spawn_hint_loop(&self) {
+    pub(crate) fn spawn_hint_loop(&self) {
         let mut started = self.inner.identities.started();
         let mut followed = HashSet::new();
         self.follow_new_nets(&mut followed);
@@ -315,7 +310,7 @@ impl Fetcher {
     /// Queues a fetch of `rid` from `from` (coalesced with one already running or queued for
     /// the same repository). At most [`MAX_QUEUED`] repositories wait; beyond that the request
     /// is dropped (counted) and the sync task retries it later.
-    pub fn request(&self, rid: RepoId, from: NodeId) {
+    pub(crate) fn request(&self, rid: RepoId, from: NodeId) {
         self.enqueue(rid, from, None);
     }
 
@@ -367,7 +362,7 @@ impl Fetcher {
     /// with a default `allow` any that a connected peer is known to have — are fetched from a
     /// connected peer the routing table names. This also retries fetches cut short by a crash:
     /// their inventory announcements are already stored, so gossip alone would not retry.
-    pub fn spawn_sync_loop(&self) {
+    pub(crate) fn spawn_sync_loop(&self) {
         let this = self.clone();
         tokio::spawn(async move {
             tokio::time::sleep(Duration::from_secs(5)).await;
@@ -424,7 +419,7 @@ impl Fetcher {
 
     /// The fetch queue: running fetches (repository, peer, seconds so far) and queued ones.
     #[allow(clippy::type_complexity)]
-    pub fn queue(&self) -> (Vec<(RepoId, NodeId, u64)>, Vec<(RepoId, NodeId)>) {
+    pub(crate) fn queue(&self) -> (Vec<(RepoId, NodeId, u64)>, Vec<(RepoId, NodeId)>) {
         let running: Vec<(RepoId, NodeId, u64)> = self
             .inner
             .running
@@ -448,7 +443,11 @@ impl Fetcher {
     /// Fetches through the queue and waits for the result (admin requests): coalesced with
     /// the repository's queued fetch from the same peer, else run after the running one, so
     /// two fetches of one repository never overlap.
-    pub async fn fetch_now(&self, rid: RepoId, from: NodeId) -> Result<Outcome, Arc<FetchError>> {
+    pub(crate) async fn fetch_now(
+        &self,
+        rid: RepoId,
+        from: NodeId,
+    ) -> Result<Outcome, Arc<FetchError>> {
         let (tx, rx) = tokio::sync::oneshot::channel();
         self.enqueue(rid, from, Some(tx));
         rx.await

@@ -15,14 +15,14 @@ use std::os::unix::fs::{DirBuilderExt as _, OpenOptionsExt as _, PermissionsExt 
 use std::path::Path;
 
 /// Mode of directories seedd creates under `data_dir`.
-pub const PRIVATE_DIR: u32 = 0o700;
+pub(crate) const PRIVATE_DIR: u32 = 0o700;
 /// Mode of secret files (keys, admin token) and sockets.
-pub const PRIVATE_FILE: u32 = 0o600;
+pub(crate) const PRIVATE_FILE: u32 = 0o600;
 /// Group and other permission bits.
 const GROUP_OTHER: u32 = 0o077;
 
 /// Creates `dir` and any missing parents with mode 0700 (existing ones are left alone).
-pub fn create_private_dir(dir: &Path) -> io::Result<()> {
+pub(crate) fn create_private_dir(dir: &Path) -> io::Result<()> {
     std::fs::DirBuilder::new()
         .recursive(true)
         .mode(PRIVATE_DIR)
@@ -31,7 +31,7 @@ pub fn create_private_dir(dir: &Path) -> io::Result<()> {
 
 /// What [`ensure_private_dir`] found.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Tightened {
+pub(crate) enum Tightened {
     /// Created, or already without group/other permissions.
     No,
     /// It was accessible to group or others (`from`, permission bits) and is now 0700.
@@ -40,7 +40,7 @@ pub enum Tightened {
 
 /// Creates `dir` (0700) or, when it exists with group/other permission bits, chmods it to
 /// 0700. Fails when it cannot be created or tightened (e.g. it belongs to another user).
-pub fn ensure_private_dir(dir: &Path) -> io::Result<Tightened> {
+pub(crate) fn ensure_private_dir(dir: &Path) -> io::Result<Tightened> {
     create_private_dir(dir)?;
     let mode = std::fs::metadata(dir)?.permissions().mode() & 0o7777;
     if mode & GROUP_OTHER == 0 {
@@ -51,13 +51,13 @@ pub fn ensure_private_dir(dir: &Path) -> io::Result<Tightened> {
 }
 
 /// Removes group/other permission bits from an existing file or socket (mode 0600).
-pub fn restrict_file(path: &Path) -> io::Result<()> {
+pub(crate) fn restrict_file(path: &Path) -> io::Result<()> {
     std::fs::set_permissions(path, std::fs::Permissions::from_mode(PRIVATE_FILE))
 }
 
 /// Writes `data` to `path` with mode 0600: a temporary file next to it, synced, renamed over
 /// `path` (an existing file's looser mode is not kept).
-pub fn write_private(path: &Path, data: &[u8]) -> io::Result<()> {
+pub(crate) fn write_private(path: &Path, data: &[u8]) -> io::Result<()> {
     let tmp = path.with_extension("tmp");
     let result = (|| {
         let mut f = std::fs::OpenOptions::new()
@@ -78,8 +78,9 @@ pub fn write_private(path: &Path, data: &[u8]) -> io::Result<()> {
     result
 }
 
-/// The permission bits of `path` (tests and diagnostics).
-pub fn mode(path: &Path) -> io::Result<u32> {
+/// The permission bits of `path`.
+#[cfg(test)]
+pub(crate) fn mode(path: &Path) -> io::Result<u32> {
     Ok(std::fs::symlink_metadata(path)?.permissions().mode() & 0o7777)
 }
 

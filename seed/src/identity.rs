@@ -16,7 +16,7 @@ use serde::Serialize;
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
-pub use crate::config::IdentitySpec;
+pub(crate) use crate::config::IdentitySpec;
 use crate::config::{valid_name, DEFAULT_IDENTITY, INVENTORY_LIMIT};
 use crate::index::tenants::Kind;
 use crate::index::Index;
@@ -41,7 +41,7 @@ struct Running {
 
 /// What starting another identity's p2p layer needs.
 #[derive(Clone)]
-pub struct Launch {
+pub(crate) struct Launch {
     pub keys_dir: PathBuf,
     pub passphrase: Option<String>,
     pub base: NetConfig,
@@ -51,7 +51,7 @@ pub struct Launch {
 
 /// The identities of this daemon. Cheap to clone.
 #[derive(Clone)]
-pub struct Identities {
+pub(crate) struct Identities {
     default: Net,
     default_cap: usize,
     others: Arc<Mutex<Vec<Running>>>,
@@ -66,7 +66,7 @@ pub struct Identities {
 
 /// `seedctl identity ls` row.
 #[derive(Debug, Clone, Serialize)]
-pub struct IdentityInfo {
+pub(crate) struct IdentityInfo {
     pub name: String,
     pub nid: String,
     pub listen: Vec<String>,
@@ -77,7 +77,7 @@ pub struct IdentityInfo {
 }
 
 impl Identities {
-    pub fn new(
+    pub(crate) fn new(
         default: Net,
         default_cap: usize,
         launch: Launch,
@@ -101,23 +101,23 @@ impl Identities {
     }
 
     /// Every identity's p2p layer, the default first.
-    pub fn nets(&self) -> Vec<Net> {
+    pub(crate) fn nets(&self) -> Vec<Net> {
         let mut nets = vec![self.default.clone()];
         nets.extend(self.lock().iter().map(|r| r.net.clone()));
         nets
     }
 
     /// Changes each time an identity starts: read [`nets`](Self::nets) again then.
-    pub fn started(&self) -> watch::Receiver<()> {
+    pub(crate) fn started(&self) -> watch::Receiver<()> {
         self.started.subscribe()
     }
 
-    pub fn default_net(&self) -> &Net {
+    pub(crate) fn default_net(&self) -> &Net {
         &self.default
     }
 
     /// Identities created at runtime (persisted in the index).
-    pub fn persisted(&self) -> Vec<IdentitySpec> {
+    pub(crate) fn persisted(&self) -> Vec<IdentitySpec> {
         self.index
             .tenant_records(Kind::Identity)
             .unwrap_or_default()
@@ -132,7 +132,7 @@ impl Identities {
 
     /// Start an identity: load or generate its key under `keys/<name>/`, listen, announce.
     /// `persist` records it in the index (runtime creation).
-    pub async fn start(
+    pub(crate) async fn start(
         &self,
         spec: IdentitySpec,
         persist: bool,
@@ -209,7 +209,7 @@ impl Identities {
     }
 
     /// Announce each identity's inventory and subscription filter.
-    pub fn refresh(&self) {
+    pub(crate) fn refresh(&self) {
         let repos = match self.index.repos() {
             Ok(r) => r,
             Err(e) => {
@@ -269,7 +269,7 @@ impl Identities {
         net.set_inventory(inv);
     }
 
-    pub fn list(&self) -> Vec<IdentityInfo> {
+    pub(crate) fn list(&self) -> Vec<IdentityInfo> {
         let tenants = self.tenants.list();
         let on = |name: &str| -> Vec<String> {
             tenants
@@ -322,7 +322,11 @@ impl Identities {
     }
 
     /// New p2p rate limits and ban settings for every identity (config reload).
-    pub fn set_p2p_limits(&self, rate: &crate::config::RateConfig, ban: &crate::config::BanConfig) {
+    pub(crate) fn set_p2p_limits(
+        &self,
+        rate: &crate::config::RateConfig,
+        ban: &crate::config::BanConfig,
+    ) {
         self.default.set_limits(rate.clone(), ban.clone());
         for r in self.lock().iter() {
             r.net.set_limits(rate.clone(), ban.clone());
@@ -330,11 +334,11 @@ impl Identities {
     }
 
     /// Every running identity's spec (backup).
-    pub fn specs(&self) -> Vec<IdentitySpec> {
+    pub(crate) fn specs(&self) -> Vec<IdentitySpec> {
         self.lock().iter().map(|r| r.spec.clone()).collect()
     }
 
-    pub async fn shutdown(&self) {
+    pub(crate) async fn shutdown(&self) {
         let nets: Vec<Net> = self.lock().iter().map(|r| r.net.clone()).collect();
         for n in nets {
             n.shutdown().await;

@@ -24,10 +24,10 @@
 //! only for state that survives a power loss; the rest is rebuilt by the rescan or re-learnt
 //! from gossip and is written without a sync.
 
-pub mod gossip;
-pub mod policy;
-pub mod scan;
-pub mod tenants;
+pub(crate) mod gossip;
+pub(crate) mod policy;
+pub(crate) mod scan;
+pub(crate) mod tenants;
 
 use std::path::Path;
 use std::sync::Arc;
@@ -38,14 +38,14 @@ use serde::{Deserialize, Serialize};
 use crate::crypto::{NodeId, RepoId};
 use crate::storage::{FeatureLevel, RefTarget, Visibility};
 
-pub const SCHEMA_VERSION: &str = "1";
+pub(crate) const SCHEMA_VERSION: &str = "1";
 
-pub const CF_META: &str = "meta";
-pub const CF_REPOS: &str = "repos";
-pub const CF_REFS: &str = "refs";
-pub const CF_SIGREFS: &str = "sigrefs";
+pub(crate) const CF_META: &str = "meta";
+pub(crate) const CF_REPOS: &str = "repos";
+pub(crate) const CF_REFS: &str = "refs";
+pub(crate) const CF_SIGREFS: &str = "sigrefs";
 /// Every column family, in creation order.
-pub const COLUMN_FAMILIES: &[&str] = &[
+pub(crate) const COLUMN_FAMILIES: &[&str] = &[
     CF_META,
     CF_REPOS,
     CF_REFS,
@@ -123,7 +123,7 @@ pub struct SigrefsRecord {
 /// announcement timestamps (peers drop announcements that are not strictly newer), bans.
 /// Repositories, refs and signed refs are rebuilt from storage by the rescan; routing, nodes
 /// and announcements are re-learnt from gossip.
-pub fn durable(cf: &str) -> bool {
+pub(crate) fn durable(cf: &str) -> bool {
     matches!(
         cf,
         CF_META | policy::CF_POLICIES | tenants::CF_TENANTS | gossip::CF_BANS

@@ -1,24 +1,32 @@
 //! seedd: a Radicle seed node for operators. See ARCHITECTURE.md for the map of this crate.
+//!
+//! The public surface is what the `seedd` binary, the benchmarks and the fuzz targets use:
+//! configuration, the daemon, logging, the `bridge` helper process, the HTTP rate limiter and
+//! metrics (benchmarked on their own), and the protocol crates' `crypto` and `wire`. Every
+//! other room is private to the crate.
 #![forbid(unsafe_code)]
+#![warn(unreachable_pub)]
 
-pub mod admin;
-pub mod backup;
-pub mod blocking;
+mod admin;
+mod backup;
+mod blocking;
 pub mod config;
-pub mod control;
+mod control;
 pub use seedd_proto::crypto;
 pub mod daemon;
-pub mod fetch;
-pub mod fsutil;
+mod fetch;
+mod fsutil;
 mod git;
 pub mod http;
-pub mod identity;
-pub mod index;
+mod identity;
+mod index;
 pub mod logging;
 pub mod metrics;
-pub mod net;
-pub mod policy;
-pub mod serve;
-pub mod storage;
-pub mod tenant;
+mod net;
+mod policy;
+mod serve;
+mod storage;
+mod tenant;
 pub use seedd_proto::wire;
+
+pub use fetch::bridge;

@@ -110,8 +110,9 @@ fn real_main() -> anyhow::Result<()> {
                 Ok(())
             })
         }
-        Command::Bridge { socket } => seedd::fetch::bridge(&socket)
-            .map_err(|e| anyhow::anyhow!("bridge {}: {e}", socket.display())),
+        Command::Bridge { socket } => {
+            seedd::bridge(&socket).map_err(|e| anyhow::anyhow!("bridge {}: {e}", socket.display()))
+        }
         Command::Id {
             config,
             data_dir,

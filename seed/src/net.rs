@@ -8,10 +8,10 @@
 
 mod conn;
 mod dispatch;
-pub mod guard;
-pub mod input;
+pub(crate) mod guard;
+pub(crate) mod input;
 mod persist;
-pub mod stream;
+pub(crate) mod stream;
 
 use std::collections::{HashMap, HashSet};
 use std::net::{IpAddr, SocketAddr};
@@ -45,24 +45,24 @@ const TICK: Duration = Duration::from_secs(1);
 
 /// The public Radicle network's bootstrap seeds (radicle 0.25.1 `node/config.rs`), dialed only
 /// with `p2p.bootstrap = true`.
-pub const BOOTSTRAP_SEEDS: [&str; 2] = [
+pub(crate) const BOOTSTRAP_SEEDS: [&str; 2] = [
     "z6MkrLMMsiPWUcNPHcRajuMi9mDfYckSoJyPwwnknocNYPm7@iris.radicle.network:8776",
     "z6Mkmqogy2qEM2ummccUthFEaaHvyYmYBYh3dbe9W4ebScxo@rosa.radicle.network:8776",
 ];
 
 /// Wall-clock milliseconds since the Unix epoch.
-pub fn now_ms() -> u64 {
+pub(crate) fn now_ms() -> u64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map(|d| d.as_millis() as u64)
         .unwrap_or(0)
 }
 
-pub use crate::metrics::labels::{link_label, type_label};
+pub(crate) use crate::metrics::labels::{link_label, type_label};
 
 /// Settings of the p2p shell, derived from [`Config`].
 #[derive(Debug, Clone)]
-pub struct NetConfig {
+pub(crate) struct NetConfig {
     pub listen: Vec<SocketAddr>,
     /// Persistent peers: (node id, "host:port").
     pub connect: Vec<(NodeId, String)>,
@@ -83,7 +83,7 @@ pub struct NetConfig {
 }
 
 impl NetConfig {
-    pub fn from_config(cfg: &Config) -> anyhow::Result<Self> {
+    pub(crate) fn from_config(cfg: &Config) -> anyhow::Result<Self> {
         use anyhow::Context as _;
         let listen = cfg.p2p.listen.clone();
         let mut connect: Vec<(NodeId, String)> = cfg
@@ -142,7 +142,7 @@ impl NetConfig {
 
 /// The gossip visibility of every indexed repository: public, or private to its delegates
 /// and allow list (what `net::stream` checks before serving it).
-pub fn visibility_map(repos: &[crate::index::RepoRecord]) -> VisibilityMap {
+pub(crate) fn visibility_map(repos: &[crate::index::RepoRecord]) -> VisibilityMap {
     repos
         .iter()
         .map(|r| {
@@ -158,7 +158,7 @@ pub fn visibility_map(repos: &[crate::index::RepoRecord]) -> VisibilityMap {
 }
 
 /// Parses `z6Mk…@host:port`.
-pub fn parse_peer(s: &str) -> anyhow::Result<(NodeId, String)> {
+pub(crate) fn parse_peer(s: &str) -> anyhow::Result<(NodeId, String)> {
     let (nid, addr) = s
         .split_once('@')
         .ok_or_else(|| anyhow::anyhow!("expected \"z6Mk…@host:port\""))?;
@@ -204,18 +204,17 @@ pub(crate) enum SessionCmd {
 }
 
 /// A git stream we opened on a session (we are the fetcher).
-pub struct OutgoingStream {
+pub(crate) struct OutgoingStream {
     pub id: seedd_proto::wire::StreamId,
     pub(crate) link: Link,
     pub(crate) outbox: mpsc::Sender<Outgoing>,
     /// Bytes from the peer; ends when the peer closes the stream or the session ends.
     pub input: input::Input,
-    pub peer: NodeId,
 }
 
 impl OutgoingStream {
     /// Sends git bytes (split into frames of at most 64 KiB).
-    pub async fn send(&self, data: &[u8]) -> bool {
+    pub(crate) async fn send(&self, data: &[u8]) -> bool {
         for chunk in data.chunks(64 * 1024) {
             let Ok(bytes) = Frame::git(self.id, chunk.to_vec()).encode() else {
                 return false;
@@ -232,7 +231,7 @@ impl OutgoingStream {
     }
 
     /// Sends a control frame about this stream (Eof, Close).
-    pub async fn control(&self, control: seedd_proto::wire::Control) -> bool {
+    pub(crate) async fn control(&self, control: seedd_proto::wire::Control) -> bool {
         let Ok(bytes) = Frame::control(self.link, control).encode() else {
             return false;
         };
@@ -248,7 +247,7 @@ impl OutgoingStream {
 
 /// Why a stream could not be opened.
 #[derive(Debug, thiserror::Error)]
-pub enum OpenError {
+pub(crate) enum OpenError {
     #[error("not connected to {0}")]
     NotConnected(NodeId),
     #[error("session with {0} ended")]
@@ -289,7 +288,7 @@ pub(crate) struct Shared {
 
 /// A reason to fetch (protocol.md §5.4), from gossip.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct FetchHint {
+pub(crate) struct FetchHint {
     /// The connected peer to fetch from.
     pub from: NodeId,
     pub rids: Vec<RepoId>,
@@ -297,7 +296,7 @@ pub struct FetchHint {
 
 /// What the p2p layer needs from the rest of the daemon.
 #[derive(Clone)]
-pub struct NetDeps {
+pub(crate) struct NetDeps {
     pub policies: crate::policy::Policies,
     pub index: Index,
     pub storage: crate::storage::Storage,
@@ -307,14 +306,14 @@ pub struct NetDeps {
 
 /// Handle to the running p2p shell. Cheap to clone.
 #[derive(Clone)]
-pub struct Net {
+pub(crate) struct Net {
     shared: Arc<Shared>,
     local_addrs: Arc<Vec<SocketAddr>>,
 }
 
 /// A session, for operators (`seedctl peers ls`).
 #[derive(Debug, Clone, Serialize)]
-pub struct PeerInfo {
+pub(crate) struct PeerInfo {
     pub nid: NodeId,
     pub link: &'static str,
     pub addr: String,
@@ -329,7 +328,7 @@ pub struct PeerInfo {
 
 /// A routing-table row.
 #[derive(Debug, Clone, Serialize)]
-pub struct RouteInfo {
+pub(crate) struct RouteInfo {
     pub rid: RepoId,
     pub nid: NodeId,
     /// Unix ms of the information.
@@ -339,7 +338,7 @@ pub struct RouteInfo {
 impl Net {
     /// Restores gossip state from the index, binds the listeners and starts the dialers and
     /// timers. Stops when `shutdown` fires.
-    pub async fn start(
+    pub(crate) async fn start(
         keypair: Keypair,
         cfg: NetConfig,
         deps: NetDeps,
@@ -425,16 +424,16 @@ impl Net {
     }
 
     /// Addresses the listeners are bound to.
-    pub fn local_addrs(&self) -> &[SocketAddr] {
+    pub(crate) fn local_addrs(&self) -> &[SocketAddr] {
         &self.local_addrs
     }
 
-    pub fn nid(&self) -> NodeId {
+    pub(crate) fn nid(&self) -> NodeId {
         self.shared.nid
     }
 
     /// Replaces the inventory (public repositories served); announces it if it changed.
-    pub fn set_inventory(&self, rids: Vec<RepoId>) {
+    pub(crate) fn set_inventory(&self, rids: Vec<RepoId>) {
         let total = rids.len();
         let mut core = self.shared.lock();
         core.service.set_inventory(rids, now_ms());
@@ -451,7 +450,7 @@ impl Net {
     /// Replaces who may see which of our repositories (after every index change, before the
     /// inventory): refs announcements of a private repository then reach only its delegates
     /// and allow list.
-    pub fn set_visibility(&self, visibility: Arc<VisibilityMap>) {
+    pub(crate) fn set_visibility(&self, visibility: Arc<VisibilityMap>) {
         let mut core = self.shared.lock();
         core.service.set_visibility(visibility, now_ms());
         let outputs = core.service.take_outputs();
@@ -459,13 +458,17 @@ impl Net {
     }
 
     /// Replace the rate limits and ban settings (config reload).
-    pub fn set_limits(&self, rate: crate::config::RateConfig, ban: crate::config::BanConfig) {
+    pub(crate) fn set_limits(
+        &self,
+        rate: crate::config::RateConfig,
+        ban: crate::config::BanConfig,
+    ) {
         self.shared.lock().guard.reconfigure(rate, ban);
     }
 
     /// Stops listening and dialing, closes every session and waits (up to 5 s) until the
     /// gossip state is written.
-    pub async fn shutdown(&self) {
+    pub(crate) async fn shutdown(&self) {
         self.shared.shutdown.cancel();
         let (tx, rx) = tokio::sync::oneshot::channel();
         self.shared.persist.flush(tx);
@@ -474,7 +477,7 @@ impl Net {
     }
 
     /// Summary for `seedctl status`.
-    pub fn status(&self) -> seedd_api::P2pStatus {
+    pub(crate) fn status(&self) -> seedd_api::P2pStatus {
         let core = self.shared.lock();
         seedd_api::P2pStatus {
             listen: self.local_addrs.iter().map(ToString::to_string).collect(),
@@ -488,7 +491,7 @@ impl Net {
     }
 
     /// Connected sessions.
-    pub fn peers(&self) -> Vec<PeerInfo> {
+    pub(crate) fn peers(&self) -> Vec<PeerInfo> {
         let core = self.shared.lock();
         let mut out: Vec<PeerInfo> = core
             .sessions
@@ -531,7 +534,7 @@ impl Net {
     }
 
     /// Routing entries, optionally filtered.
-    pub fn routing(&self, rid: Option<RepoId>, nid: Option<NodeId>) -> Vec<RouteInfo> {
+    pub(crate) fn routing(&self, rid: Option<RepoId>, nid: Option<NodeId>) -> Vec<RouteInfo> {
         let core = self.shared.lock();
         let rows: Vec<RouteInfo> = match rid {
             Some(rid) => core
@@ -561,7 +564,7 @@ impl Net {
     }
 
     /// The address book.
-    pub fn nodes(&self) -> Vec<gossip::NodeRecord> {
+    pub(crate) fn nodes(&self) -> Vec<gossip::NodeRecord> {
         let core = self.shared.lock();
         let mut v: Vec<_> = core.service.nodes().cloned().collect();
         v.sort_by_key(|n| n.nid);
@@ -569,7 +572,7 @@ impl Net {
     }
 
     /// Penalty and ban records.
-    pub fn bans(&self) -> Vec<BanRecord> {
+    pub(crate) fn bans(&self) -> Vec<BanRecord> {
         let core = self.shared.lock();
         let mut v: Vec<_> = core.guard.records().cloned().collect();
         v.sort_by_key(|r| r.ip);
@@ -577,7 +580,7 @@ impl Net {
     }
 
     /// Starts dialing `nid` at `addr` (kept until [`disconnect`](Self::disconnect)).
-    pub fn connect(&self, nid: NodeId, addr: String) -> bool {
+    pub(crate) fn connect(&self, nid: NodeId, addr: String) -> bool {
         if nid == self.shared.nid {
             return false;
         }
@@ -585,7 +588,7 @@ impl Net {
     }
 
     /// Opens a git stream to a connected peer (we will fetch over it).
-    pub async fn open_stream(&self, nid: NodeId) -> Result<OutgoingStream, OpenError> {
+    pub(crate) async fn open_stream(&self, nid: NodeId) -> Result<OutgoingStream, OpenError> {
         let commands = {
             let core = self.shared.lock();
             core.sessions
@@ -603,13 +606,13 @@ impl Net {
     }
 
     /// Node ids of connected peers.
-    pub fn connected(&self) -> Vec<NodeId> {
+    pub(crate) fn connected(&self) -> Vec<NodeId> {
         let core = self.shared.lock();
         core.sessions.values().map(|h| h.nid).collect()
     }
 
     /// Records that `nid` served us `rid` (routing table).
-    pub fn fetched_from(&self, rid: RepoId, nid: NodeId) {
+    pub(crate) fn fetched_from(&self, rid: RepoId, nid: NodeId) {
         let mut core = self.shared.lock();
         core.service.fetched(rid, nid, now_ms());
         let outputs = core.service.take_outputs();
@@ -617,7 +620,7 @@ impl Net {
     }
 
     /// Announces our signed refs of `rid` for the given namespaces to subscribed peers.
-    pub fn announce_refs(&self, rid: RepoId, refs: Vec<seedd_proto::wire::RefsAt>) {
+    pub(crate) fn announce_refs(&self, rid: RepoId, refs: Vec<seedd_proto::wire::RefsAt>) {
         let mut core = self.shared.lock();
         core.service.announce_refs(rid, refs, now_ms());
         let outputs = core.service.take_outputs();
@@ -625,7 +628,7 @@ impl Net {
     }
 
     /// Re-subscribes with a new filter after a seeding policy change.
-    pub fn set_seeding(&self, seed_all: bool, seeded: Vec<RepoId>) {
+    pub(crate) fn set_seeding(&self, seed_all: bool, seeded: Vec<RepoId>) {
         let mut core = self.shared.lock();
         core.service
             .set_seeding(seed_all, seeded.into_iter().collect(), now_ms());
@@ -634,12 +637,12 @@ impl Net {
     }
 
     /// Subscribes to events that may call for a fetch.
-    pub fn fetch_events(&self) -> tokio::sync::broadcast::Receiver<FetchHint> {
+    pub(crate) fn fetch_events(&self) -> tokio::sync::broadcast::Receiver<FetchHint> {
         self.shared.hints.subscribe()
     }
 
     /// Closes every session with `nid` and stops dialing it. Returns the sessions closed.
-    pub fn disconnect(&self, nid: NodeId) -> usize {
+    pub(crate) fn disconnect(&self, nid: NodeId) -> usize {
         if let Some((_, token)) = self.shared.dialers_lock().remove(&nid) {
             token.cancel();
         }

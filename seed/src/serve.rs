@@ -6,17 +6,17 @@
 //! (performance.md X4). We spawn it directly (not `git http-backend`) with a clean environment so
 //! that nothing from the daemon's environment or the host's git config changes what is served.
 
-pub mod advert;
+pub(crate) mod advert;
 mod limiter;
-pub mod refcache;
+pub(crate) mod refcache;
 mod stream;
 
 use std::path::PathBuf;
 use std::process::Stdio;
 use std::sync::Arc;
 
-pub use limiter::{Admission, PackLimiter, Permit};
-pub use stream::{GitOutput, StreamLimits, Summary};
+pub(crate) use limiter::{Admission, PackLimiter, Permit};
+pub(crate) use stream::{GitOutput, StreamLimits, Summary};
 
 use crate::crypto::NodeId;
 use crate::metrics::Metrics;
@@ -53,7 +53,7 @@ pub enum View {
 }
 
 /// The protocol version asked for with `Git-Protocol`, if any and if well-formed.
-pub fn git_protocol(header: Option<&str>) -> Option<String> {
+pub(crate) fn git_protocol(header: Option<&str>) -> Option<String> {
     let h = header?.trim();
     // Only pass through `key[=value]` items separated by ':' with a safe alphabet.
     let ok = !h.is_empty()
@@ -64,7 +64,7 @@ pub fn git_protocol(header: Option<&str>) -> Option<String> {
 }
 
 /// Whether a validated `Git-Protocol` value asks for v2.
-pub fn is_v2(protocol: Option<&str>) -> bool {
+pub(crate) fn is_v2(protocol: Option<&str>) -> bool {
     protocol.is_some_and(|p| p.split(':').any(|kv| kv == "version=2"))
 }
 

@@ -12,8 +12,8 @@ pub(crate) mod sigrefs;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-pub use identity::{Doc, Identity, IdentityError, Project, Visibility};
-pub use sigrefs::{FeatureLevel, SignedRefs, SigrefsError};
+pub(crate) use identity::{Identity, IdentityError, Visibility};
+pub(crate) use sigrefs::{FeatureLevel, SignedRefs, SigrefsError};
 
 use crate::crypto::{NodeId, RepoId};
 

@@ -18,7 +18,7 @@ use crate::index::{Index, IndexError};
 use crate::metrics::Metrics;
 
 use crate::config::{valid_name, DEFAULT_IDENTITY, INVENTORY_LIMIT};
-pub use crate::config::{DenyList, Quotas, Rate, State};
+pub(crate) use crate::config::{DenyList, Quotas, Rate, State};
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct TenantRepo {
@@ -151,7 +151,7 @@ impl TenantError {
     }
 }
 
-pub fn now_ms() -> u64 {
+pub(crate) fn now_ms() -> u64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.as_millis() as u64)
@@ -163,7 +163,7 @@ fn today() -> u64 {
 }
 
 /// Lower-case a hostname and check it (labels of a-z0-9-, optional leading `*.`).
-pub fn normalise_host(host: &str) -> Option<String> {
+pub(crate) fn normalise_host(host: &str) -> Option<String> {
     let h = host.trim().trim_end_matches('.').to_ascii_lowercase();
     let body = h.strip_prefix("*.").unwrap_or(&h);
     let ok = !body.is_empty()
@@ -599,7 +599,7 @@ fn strip_port(host: &str) -> &str {
 }
 
 /// Bytes on disk under a directory (files only; symlinks not followed).
-pub fn dir_size(path: &std::path::Path) -> u64 {
+pub(crate) fn dir_size(path: &std::path::Path) -> u64 {
     let mut total = 0u64;
     let mut stack = vec![path.to_path_buf()];
     while let Some(dir) = stack.pop() {

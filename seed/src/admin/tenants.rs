@@ -15,7 +15,7 @@ use super::{convert, error, internal, parse_nid, parse_rid, AdminState};
 use crate::control::Control;
 use crate::tenant::{State as TenantState, Tenant};
 
-pub fn routes() -> Router<Arc<AdminState>> {
+pub(super) fn routes() -> Router<Arc<AdminState>> {
     Router::new()
         .route("/api/v1/repos/{rid}/purge", post(purge))
         .route("/api/v1/tenants", get(list).post(create))

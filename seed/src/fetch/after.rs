@@ -18,7 +18,7 @@ use crate::tenant::Tenants;
 
 /// What the after-fetch steps touch. Cheap to clone.
 #[derive(Clone)]
-pub struct AfterFetch {
+pub(crate) struct AfterFetch {
     inner: Arc<Parts>,
 }
 
@@ -31,7 +31,7 @@ struct Parts {
 }
 
 impl AfterFetch {
-    pub fn new(
+    pub(crate) fn new(
         storage: Storage,
         index: Index,
         tenants: Tenants,

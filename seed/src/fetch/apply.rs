@@ -14,7 +14,7 @@ use crate::storage::{cob, sigrefs};
 
 /// Why a fetch as a whole was rejected (nothing written).
 #[derive(Debug, thiserror::Error)]
-pub enum ValidationError {
+pub(crate) enum ValidationError {
     #[error("the peer has no canonical refs/rad/id")]
     MissingIdentity,
     /// The offered identity history breaks the identity rules.
@@ -30,11 +30,9 @@ pub enum ValidationError {
 }
 
 impl ValidationError {
-    /// Every [`label`](Self::label) (metrics start each at 0; a test in `metrics` keeps it
-    /// complete).
-    pub const LABELS: &'static [&'static str] = crate::metrics::labels::VALIDATION_FAILURES;
-
-    pub fn label(&self) -> &'static str {
+    /// The metric label: one of [`crate::metrics::labels::VALIDATION_FAILURES`] (a test in `metrics`
+    /// checks that every variant's is listed there).
+    pub(crate) fn label(&self) -> &'static str {
         match self {
             ValidationError::MissingIdentity => "missing_identity",
             ValidationError::IdentityHistory(_) | ValidationError::IdentityDocument(_) => {
@@ -48,7 +46,7 @@ impl ValidationError {
 
 /// What a fetch changed.
 #[derive(Debug, Clone, Default)]
-pub struct Outcome {
+pub(crate) struct Outcome {
     pub cloned: bool,
     /// Namespaces updated, with their new `rad/sigrefs` commit.
     pub updated: Vec<(NodeId, [u8; 20])>,
@@ -59,7 +57,7 @@ pub struct Outcome {
 
 /// The canonical tip: the newest commit that at least `threshold` delegates' tips contain
 /// (each tip votes for itself and its ancestors among the candidates), or `None`.
-pub fn quorum(
+pub(super) fn quorum(
     tips: &[String],
     threshold: usize,
     is_ancestor: impl Fn(&str, &str) -> bool,
@@ -85,7 +83,7 @@ pub fn quorum(
 /// refs of wanted namespaces that are ahead of what we hold, and that we lack. `q` is the
 /// fetch's quarantine repository (its objects plus ours through the alternate link), `live`
 /// the repository in storage.
-pub fn data_wants(
+pub(super) fn data_wants(
     cfg: &FetchConfig,
     rid: RepoId,
     q: &Path,
@@ -140,7 +138,7 @@ pub fn data_wants(
 }
 
 /// The delegates of the identity a fetch will be validated against (after the special refs).
-pub fn identity_delegates(
+pub(super) fn identity_delegates(
     cfg: &FetchConfig,
     rid: RepoId,
     q: &Path,
@@ -218,7 +216,7 @@ pub(super) fn resolve_identity(
 /// Validates what the fetch put under the quarantine refs of `q` (the fetch's quarantine
 /// repository) and applies it to `live`: the accepted objects are migrated, then every ref is
 /// written in one transaction. On any error nothing reaches `live`.
-pub fn validate_and_apply(
+pub(super) fn validate_and_apply(
     cfg: &FetchConfig,
     rid: RepoId,
     q: &Path,
@@ -439,7 +437,7 @@ pub fn validate_and_apply(
 
 /// One `xyz.radicle.crefs` rule: which refs, whose votes, how many.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct CrefRule {
+pub(super) struct CrefRule {
     pub pattern: String,
     pub voters: Vec<NodeId>,
     pub threshold: usize,
@@ -447,7 +445,7 @@ pub struct CrefRule {
 
 /// Rules of the `xyz.radicle.crefs` payload, most specific first (exact names, then longer
 /// literal prefixes). Rules for protected refs (`refs/rad/…`, namespaces) are ignored.
-pub fn cref_rules(
+pub(super) fn cref_rules(
     payload: &serde_json::Map<String, serde_json::Value>,
     delegates: &[NodeId],
 ) -> Vec<CrefRule> {
@@ -501,7 +499,7 @@ pub fn cref_rules(
 
 /// Git refspec-style matching: a trailing `*` matches everything below; a `*` inside matches
 /// any run of characters.
-pub fn pattern_matches(pattern: &str, name: &str) -> bool {
+pub(super) fn pattern_matches(pattern: &str, name: &str) -> bool {
     match pattern.split_once('*') {
         None => pattern == name,
         Some((prefix, "")) => name.starts_with(prefix),

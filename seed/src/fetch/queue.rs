@@ -11,9 +11,9 @@ use tokio::sync::{oneshot, OwnedSemaphorePermit, Semaphore};
 use super::{FetchError, Outcome};
 
 /// A fetch's result as every waiter of it receives it.
-pub type Shared = Result<Outcome, Arc<FetchError>>;
+pub(super) type Shared = Result<Outcome, Arc<FetchError>>;
 /// Someone waiting for the result of a fetch.
-pub type Waiter = oneshot::Sender<Shared>;
+pub(super) type Waiter = oneshot::Sender<Shared>;
 
 /// One repository's queued or running fetch and what follows it.
 struct Entry {
@@ -29,7 +29,7 @@ struct Entry {
 
 /// What [`Queue::push`] did.
 #[derive(Debug, PartialEq, Eq)]
-pub enum Admit {
+pub(super) enum Admit {
     /// A new entry: the caller spawns the task that runs it.
     Spawn,
     /// Coalesced with the repository's queued or running fetch (or its follow-up).
@@ -40,7 +40,7 @@ pub enum Admit {
 
 /// Queued and running fetches, one entry per repository.
 #[derive(Default)]
-pub struct Queue {
+pub(super) struct Queue {
     repos: HashMap<RepoId, Entry>,
 }
 
@@ -49,7 +49,7 @@ impl Queue {
     /// entry is refused beyond `max` repositories or `max_per_peer` of one peer; with one (an
     /// operator's request) it is always admitted. A waiter is never attached to a fetch that
     /// already started: it gets a follow-up that starts after it.
-    pub fn push(
+    pub(super) fn push(
         &mut self,
         rid: RepoId,
         from: NodeId,
@@ -93,7 +93,7 @@ impl Queue {
     }
 
     /// The fetch of `rid` got its slots and starts transferring.
-    pub fn start(&mut self, rid: &RepoId) {
+    pub(super) fn start(&mut self, rid: &RepoId) {
         if let Some(e) = self.repos.get_mut(rid) {
             e.started = true;
         }
@@ -101,7 +101,7 @@ impl Queue {
 
     /// The fetch of `rid` ended: its waiters get `result`. Returns the peer of the follow-up
     /// to run next, or `None` when the repository left the queue.
-    pub fn finish(&mut self, rid: &RepoId, result: &Shared) -> Option<NodeId> {
+    pub(super) fn finish(&mut self, rid: &RepoId, result: &Shared) -> Option<NodeId> {
         let entry = self.repos.get_mut(rid)?;
         for w in entry.waiters.drain(..) {
             // A waiter that went away (client disconnected) does not matter.
@@ -122,16 +122,16 @@ impl Queue {
     }
 
     #[cfg(test)]
-    pub fn contains(&self, rid: &RepoId) -> bool {
+    pub(super) fn contains(&self, rid: &RepoId) -> bool {
         self.repos.contains_key(rid)
     }
 
-    pub fn len(&self) -> usize {
+    pub(super) fn len(&self) -> usize {
         self.repos.len()
     }
 
     /// Every repository in the queue with the peer of its current fetch.
-    pub fn iter(&self) -> impl Iterator<Item = (&RepoId, &NodeId)> {
+    pub(super) fn iter(&self) -> impl Iterator<Item = (&RepoId, &NodeId)> {
         self.repos.iter().map(|(rid, e)| (rid, &e.peer))
     }
 }
@@ -139,21 +139,21 @@ impl Queue {
 /// Fetch slots: `global` fetches at once, at most `per_peer` of them from one peer. A fetch
 /// first waits for its peer's slot, holding nothing, then for a global one; so a slow peer
 /// cannot hold every global slot.
-pub struct Slots {
+pub(super) struct Slots {
     global: Semaphore,
     per_peer: usize,
     peers: Mutex<HashMap<NodeId, Arc<Semaphore>>>,
 }
 
 /// A fetch's slots; released (and the peer forgotten when unused) on drop.
-pub struct Slot<'a> {
+pub(super) struct Slot<'a> {
     slots: &'a Slots,
     peer: Option<OwnedSemaphorePermit>,
     global: Option<tokio::sync::SemaphorePermit<'a>>,
 }
 
 impl Slots {
-    pub fn new(global: usize, per_peer: usize) -> Self {
+    pub(super) fn new(global: usize, per_peer: usize) -> Self {
         Self {
             global: Semaphore::new(global.max(1)),
             per_peer: per_peer.max(1),
@@ -166,7 +166,7 @@ impl Slots {
     }
 
     /// Waits for one of `peer`'s slots, then for a global one (first come, first served).
-    pub async fn acquire(&self, peer: NodeId) -> Slot<'_> {
+    pub(super) async fn acquire(&self, peer: NodeId) -> Slot<'_> {
         let sem = self
             .lock()
             .entry(peer)
@@ -184,7 +184,7 @@ impl Slots {
 
     /// Slots of `peer` taken (or being taken) now.
     #[cfg(test)]
-    pub fn peer_in_use(&self, peer: &NodeId) -> usize {
+    pub(super) fn peer_in_use(&self, peer: &NodeId) -> usize {
         self.lock()
             .get(peer)
             .map_or(0, |s| self.per_peer.saturating_sub(s.available_permits()))
@@ -192,7 +192,7 @@ impl Slots {
 
     /// Peers with a slot taken or awaited.
     #[cfg(test)]
-    pub fn peers(&self) -> usize {
+    pub(super) fn peers(&self) -> usize {
         self.lock().len()
     }
 }

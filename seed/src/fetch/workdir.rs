@@ -63,7 +63,7 @@ impl Drop for RemoveOnDrop {
 /// After a crash: removes the work directories of interrupted fetches (half-built clones and
 /// quarantine repositories, with every object they received) and quarantine refs an older
 /// version left in storage, so storage only holds validated refs and the objects they reach.
-pub fn recover(cfg: &FetchConfig, storage: &Storage) {
+pub(crate) fn recover(cfg: &FetchConfig, storage: &Storage) {
     if let Ok(entries) = std::fs::read_dir(&cfg.work_dir) {
         for e in entries.flatten() {
             tracing::info!(path = %e.path().display(), "removing leftovers of an interrupted fetch");

@@ -19,10 +19,10 @@ use crate::crypto::{NodeId, RepoId};
 use crate::wire::{Message, MessageType};
 use seedd_proto::gossip::{AnnouncementKey, Change, NodeRecord, Restored, StoredAnnouncement};
 
-pub const CF_ROUTING: &str = "routing";
-pub const CF_NODES: &str = "nodes";
-pub const CF_ANNOUNCEMENTS: &str = "announcements";
-pub const CF_BANS: &str = "bans";
+pub(crate) const CF_ROUTING: &str = "routing";
+pub(crate) const CF_NODES: &str = "nodes";
+pub(crate) const CF_ANNOUNCEMENTS: &str = "announcements";
+pub(crate) const CF_BANS: &str = "bans";
 
 const OWN_TS_PREFIX: &str = "own_ts/";
 

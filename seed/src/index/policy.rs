@@ -7,9 +7,9 @@ use serde::{Deserialize, Serialize};
 use super::{Index, IndexError};
 use crate::crypto::{NodeId, RepoId};
 
-pub const CF_POLICIES: &str = "policies";
+pub(crate) const CF_POLICIES: &str = "policies";
 
-pub use crate::config::Scope;
+pub(crate) use crate::config::Scope;
 
 /// A repository's seeding policy.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]

@@ -13,7 +13,7 @@ use crate::crypto::RepoId;
 use crate::storage::{RefTarget, Repo, Storage, StorageError};
 
 #[derive(Debug, thiserror::Error)]
-pub enum ScanError {
+pub(crate) enum ScanError {
     #[error(transparent)]
     Storage(#[from] StorageError),
     #[error(transparent)]
@@ -22,7 +22,7 @@ pub enum ScanError {
 
 /// What a reconcile pass did.
 #[derive(Debug, Default, Clone, serde::Serialize)]
-pub struct ScanReport {
+pub(crate) struct ScanReport {
     pub scanned: usize,
     pub added: usize,
     pub updated: usize,
@@ -36,14 +36,14 @@ pub struct ScanReport {
 
 /// Outcome for one repository.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Indexed {
+pub(crate) enum Indexed {
     Added,
     Updated,
     Unchanged,
 }
 
 /// Bring the index in line with storage.
-pub fn reconcile(storage: &Storage, index: &Index) -> Result<ScanReport, ScanError> {
+pub(crate) fn reconcile(storage: &Storage, index: &Index) -> Result<ScanReport, ScanError> {
     let started = Instant::now();
     let on_disk = storage.list()?;
     let mut report = ScanReport {
@@ -91,7 +91,11 @@ pub fn reconcile(storage: &Storage, index: &Index) -> Result<ScanReport, ScanErr
 }
 
 /// (Re)index one repository if its refs changed.
-pub fn index_repo(storage: &Storage, index: &Index, rid: RepoId) -> Result<Indexed, ScanError> {
+pub(crate) fn index_repo(
+    storage: &Storage,
+    index: &Index,
+    rid: RepoId,
+) -> Result<Indexed, ScanError> {
     let repo = storage.repo(rid)?;
     let refs = repo.refs()?;
     let fingerprint = fingerprint(&refs);

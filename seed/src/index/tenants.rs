@@ -6,10 +6,10 @@ use rocksdb::{IteratorMode, ReadOptions};
 
 use super::{Index, IndexError};
 
-pub const CF_TENANTS: &str = "tenants";
+pub(crate) const CF_TENANTS: &str = "tenants";
 
 /// A raw key and value.
-pub type KeyValue = (Vec<u8>, Vec<u8>);
+pub(crate) type KeyValue = (Vec<u8>, Vec<u8>);
 
 /// Which record family a key belongs to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

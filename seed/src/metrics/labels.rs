@@ -16,7 +16,6 @@ pub const FETCH_ERRORS: &[&str] = &[
     "deadline",
     "invalid",
     "io",
-    "index",
     "purged",
     "internal",
 ];

@@ -52,7 +52,7 @@ fn a_new_registry_exports_every_known_series_at_0() {
     );
     assert_eq!(count("seedd_p2p_messages_total"), 2 + 2 * 7);
     assert_eq!(count("seedd_p2p_disconnects_total"), DISCONNECTS.len() + 4);
-    assert_eq!(count("seedd_fetches_total"), 2 + FetchError::LABELS.len());
+    assert_eq!(count("seedd_fetches_total"), 2 + labels::FETCH_ERRORS.len());
     assert!(text.contains("seedd_git_pack_rejected_total{reason=\"queue_timeout\"} 0"));
     assert!(text.contains("seedd_p2p_penalties_total{reason=\"handshake\"} 0"));
     assert!(text.contains("seedd_p2p_dropped_messages_total{reason=\"unknown_author\"} 0"));
@@ -198,7 +198,7 @@ fn label_lists_name_every_variant() {
     }
     same_labels(
         &samples.each_ref().map(|v| v.label()),
-        ValidationError::LABELS,
+        labels::VALIDATION_FAILURES,
     );
 
     let cancelled = tokio::runtime::Builder::new_current_thread()
@@ -223,7 +223,6 @@ fn label_lists_name_every_variant() {
         FetchError::Invalid(ValidationError::MissingIdentity),
         FetchError::Purged,
         FetchError::Io(std::io::Error::other("x")),
-        FetchError::Index(crate::index::IndexError::MissingCf("x")),
         FetchError::Task(cancelled),
         FetchError::NoResult,
     ];
@@ -242,12 +241,11 @@ fn label_lists_name_every_variant() {
             | FetchError::Invalid(_)
             | FetchError::Purged
             | FetchError::Io(_)
-            | FetchError::Index(_)
             | FetchError::Task(_)
             | FetchError::NoResult => {}
         }
     }
-    same_labels(&samples.each_ref().map(|e| e.label()), FetchError::LABELS);
+    same_labels(&samples.each_ref().map(|e| e.label()), labels::FETCH_ERRORS);
 
     // Every message type that decodes is in `MessageType::ALL`.
     let decodable: Vec<MessageType> = (0..=u16::MAX)

@@ -568,7 +568,6 @@ impl Streams {
                     link: self.ctx.link,
                     outbox: self.ctx.outbox.clone(),
                     input: rx,
-                    peer: self.ctx.remote,
                 };
                 if !stream.control(Control::Open { stream: id }).await {
                     return;

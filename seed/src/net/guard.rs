@@ -13,7 +13,7 @@ use crate::index::gossip::BanRecord;
 
 /// What a misbehaviour costs, in penalty points.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Offence {
+pub(crate) enum Offence {
     /// A frame or message that does not decode (bad magic, oversized, invalid field).
     DecodeError,
     /// An announcement whose signature does not verify.
@@ -25,7 +25,7 @@ pub enum Offence {
 }
 
 impl Offence {
-    pub fn points(self) -> u32 {
+    pub(crate) fn points(self) -> u32 {
         match self {
             Offence::DecodeError => 16,
             Offence::InvalidSignature | Offence::InvalidTimestamp => 32,
@@ -34,14 +34,15 @@ impl Offence {
     }
 
     /// Every offence (metrics start each at 0; a test in `metrics` keeps it complete).
-    pub const ALL: [Offence; 4] = [
+    #[cfg(test)]
+    pub(crate) const ALL: [Offence; 4] = [
         Offence::DecodeError,
         Offence::InvalidSignature,
         Offence::InvalidTimestamp,
         Offence::Handshake,
     ];
 
-    pub fn label(self) -> &'static str {
+    pub(crate) fn label(self) -> &'static str {
         match self {
             Offence::DecodeError => "decode_error",
             Offence::InvalidSignature => "invalid_signature",
@@ -62,7 +63,7 @@ fn limit(b: &Bucket) -> RateLimit {
 /// rate limits when `p2p.rate.exempt_local` is set. Private ranges (RFC 1918, ULA, link-local)
 /// are not: behind SNAT or in a cluster they are ordinary peers, and trusting them is the
 /// operator's choice (`p2p.rate.exempt_cidrs`).
-pub fn is_loopback(ip: &IpAddr) -> bool {
+pub(crate) fn is_loopback(ip: &IpAddr) -> bool {
     match ip {
         IpAddr::V4(v4) => v4.is_loopback(),
         IpAddr::V6(v6) => {
@@ -72,7 +73,7 @@ pub fn is_loopback(ip: &IpAddr) -> bool {
 }
 
 /// The host-bucket key of `ip`: IPv4 (or IPv4-mapped) as is, IPv6 masked to `v6_prefix` bits.
-pub fn host_key(ip: &IpAddr, v6_prefix: u8) -> IpAddr {
+pub(crate) fn host_key(ip: &IpAddr, v6_prefix: u8) -> IpAddr {
     match ip {
         IpAddr::V4(_) => *ip,
         IpAddr::V6(v6) => match v6.to_ipv4_mapped() {
@@ -91,13 +92,13 @@ pub fn host_key(ip: &IpAddr, v6_prefix: u8) -> IpAddr {
 
 /// The result of a penalty.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Penalised {
+pub(crate) struct Penalised {
     pub record: BanRecord,
     /// The penalty just crossed the threshold.
     pub newly_banned: bool,
 }
 
-pub struct Guard {
+pub(crate) struct Guard {
     rate: RateConfig,
     /// `rate.exempt_cidrs`.
     exempt: Vec<Cidr>,
@@ -111,13 +112,13 @@ pub struct Guard {
 
 impl Guard {
     /// New limits (config reload); buckets and ban records are kept.
-    pub fn reconfigure(&mut self, rate: RateConfig, ban: BanConfig) {
+    pub(crate) fn reconfigure(&mut self, rate: RateConfig, ban: BanConfig) {
         self.exempt = rate.exempt_cidrs.clone();
         self.rate = rate;
         self.ban = ban;
     }
 
-    pub fn new(rate: RateConfig, ban: BanConfig, records: Vec<BanRecord>) -> Self {
+    pub(crate) fn new(rate: RateConfig, ban: BanConfig, records: Vec<BanRecord>) -> Self {
         Self {
             exempt: rate.exempt_cidrs.clone(),
             rate,
@@ -134,13 +135,13 @@ impl Guard {
     }
 
     /// A connection attempt from `ip`: `false` if over its rate.
-    pub fn admit_connection(&mut self, ip: &IpAddr, now: u64) -> bool {
+    pub(crate) fn admit_connection(&mut self, ip: &IpAddr, now: u64) -> bool {
         self.exempt(ip) || self.ips.take(ip, &limit(&self.rate.connect), now)
     }
 
     /// A gossip message from `nid` (connected from `ip`): `false` if over its rate.
     /// `trusted` peers (configured `connect` peers) are never limited.
-    pub fn admit_message(
+    pub(crate) fn admit_message(
         &mut self,
         nid: &NodeId,
         ip: &IpAddr,
@@ -162,7 +163,7 @@ impl Guard {
     /// A gossip message (already admitted per node) from a session with `ip`: `false` if its
     /// host is over `p2p.rate.host`, the budget all node ids connecting from it share. Same
     /// exemptions as [`admit_message`](Self::admit_message).
-    pub fn admit_host_message(&mut self, ip: &IpAddr, trusted: bool, now: u64) -> bool {
+    pub(crate) fn admit_host_message(&mut self, ip: &IpAddr, trusted: bool, now: u64) -> bool {
         if trusted || self.exempt(ip) {
             return true;
         }
@@ -171,7 +172,7 @@ impl Guard {
     }
 
     /// Whether `ip` is banned at `now`. Expired bans are lifted (returned for removal).
-    pub fn banned(&mut self, ip: &IpAddr, now: u64) -> (bool, Option<IpAddr>) {
+    pub(crate) fn banned(&mut self, ip: &IpAddr, now: u64) -> (bool, Option<IpAddr>) {
         match self.records.get(ip) {
             Some(r) => match r.banned_until {
                 Some(until) if until > now => (true, None),
@@ -186,7 +187,13 @@ impl Guard {
     }
 
     /// Adds an offence to `ip`'s record; bans it at the threshold.
-    pub fn penalise(&mut self, ip: IpAddr, offence: Offence, reason: &str, now: u64) -> Penalised {
+    pub(crate) fn penalise(
+        &mut self,
+        ip: IpAddr,
+        offence: Offence,
+        reason: &str,
+        now: u64,
+    ) -> Penalised {
         let threshold = self.ban.threshold;
         let duration_ms = u64::try_from(self.ban.duration.as_millis()).unwrap_or(u64::MAX);
         let record = self.records.entry(ip).or_insert_with(|| BanRecord {
@@ -211,11 +218,11 @@ impl Guard {
     }
 
     /// Records (penalties and bans) for operators.
-    pub fn records(&self) -> impl Iterator<Item = &BanRecord> {
+    pub(crate) fn records(&self) -> impl Iterator<Item = &BanRecord> {
         self.records.values()
     }
 
-    pub fn banned_count(&self, now: u64) -> usize {
+    pub(crate) fn banned_count(&self, now: u64) -> usize {
         self.records
             .values()
             .filter(|r| r.banned_until.is_some_and(|u| u > now))
@@ -223,7 +230,7 @@ impl Guard {
     }
 
     /// Forgets idle rate-limit buckets.
-    pub fn prune(&mut self, now: u64) {
+    pub(crate) fn prune(&mut self, now: u64) {
         self.ips.prune(&limit(&self.rate.connect), now);
         self.nodes.prune(&limit(&self.rate.outbound), now);
         self.hosts.prune(&limit(&self.rate.host), now);

@@ -19,13 +19,13 @@ struct Room {
 }
 
 /// The receiving end: what the serve task or the fetch reads.
-pub struct Input {
+pub(crate) struct Input {
     rx: mpsc::UnboundedReceiver<(Vec<u8>, Room)>,
 }
 
 impl Input {
     /// The next chunk; `None` once the stream ended (Eof, Close, session gone).
-    pub async fn recv(&mut self) -> Option<Vec<u8>> {
+    pub(crate) async fn recv(&mut self) -> Option<Vec<u8>> {
         self.rx.recv().await.map(|(data, _room)| data)
     }
 }

@@ -24,7 +24,7 @@ pub(crate) const GIT_OUTBOX_BYTES: usize = 1024 * 1024;
 const CHUNK: usize = 64 * 1024;
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum HeaderError {
+pub(crate) enum HeaderError {
     #[error("invalid pkt-line length")]
     PktLine,
     #[error("header pkt-line too long")]
@@ -38,7 +38,7 @@ pub enum HeaderError {
 }
 
 /// Splits the first pkt-line off `buf`: `Ok(None)` if incomplete, else (payload, bytes used).
-pub fn split_pkt_line(buf: &[u8]) -> Result<Option<(&[u8], usize)>, HeaderError> {
+pub(crate) fn split_pkt_line(buf: &[u8]) -> Result<Option<(&[u8], usize)>, HeaderError> {
     let Some(len) = buf.get(..4) else {
         return Ok(None);
     };
@@ -56,7 +56,7 @@ pub fn split_pkt_line(buf: &[u8]) -> Result<Option<(&[u8], usize)>, HeaderError>
 }
 
 /// Parses the header payload (`git-upload-pack /<rid>\0[host=…]\0version=2\0`).
-pub fn parse_header(payload: &[u8]) -> Result<RepoId, HeaderError> {
+pub(crate) fn parse_header(payload: &[u8]) -> Result<RepoId, HeaderError> {
     let payload = payload.strip_suffix(b"\n").unwrap_or(payload);
     let rest = payload
         .strip_prefix(b"git-upload-pack ")

@@ -302,7 +302,7 @@ impl Scope {
 
 /// What git derives from its version and configuration, asked once of the installed git.
 #[derive(Debug, Clone)]
-pub struct Caps {
+pub(crate) struct Caps {
     /// The v0 capability list before and after the `symref=` item (which depends on HEAD).
     v0_before: String,
     v0_after: String,
@@ -316,7 +316,7 @@ const PROBE_BRANCH: &str = "refs/heads/seedd-capability-probe";
 impl Caps {
     /// Runs `git upload-pack --advertise-refs` (v0 and v2) through `server` on a repository
     /// made in `scratch` (created, then removed) whose `HEAD` names one commit.
-    pub async fn probe(server: &GitServer, scratch: &Path) -> Result<Self, AdvertError> {
+    pub(crate) async fn probe(server: &GitServer, scratch: &Path) -> Result<Self, AdvertError> {
         let probe = |e: String| AdvertError::Probe(e);
         let _ = std::fs::remove_dir_all(scratch);
         make_probe_repo(server, scratch).await.map_err(probe)?;
@@ -358,7 +358,7 @@ impl Caps {
     }
 
     /// The v2 capability advertisement (`GET info/refs` with `Git-Protocol: version=2`).
-    pub fn v2(&self) -> Bytes {
+    pub(crate) fn v2(&self) -> Bytes {
         self.v2.clone()
     }
 }
@@ -484,7 +484,7 @@ const NULL_OID: &str = "0000000000000000000000000000000000000000";
 
 /// The v0/v1 advertisement `git upload-pack --stateless-rpc --advertise-refs` writes (without
 /// the `# service=` preamble smart HTTP puts before it).
-pub fn advertise_v0(snap: &Snapshot, view: View, caps: &Caps) -> Vec<u8> {
+pub(crate) fn advertise_v0(snap: &Snapshot, view: View, caps: &Caps) -> Vec<u8> {
     let scope = Scope::of(view);
     let mut out = Vec::with_capacity(64 * (snap.len() + 1));
     let (head_full, head) = scope.head(snap);
@@ -559,7 +559,7 @@ pub fn advertise_v0(snap: &Snapshot, view: View, caps: &Caps) -> Vec<u8> {
 
 /// The arguments of a protocol-v2 `ls-refs` request.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct LsRefs {
+pub(crate) struct LsRefs {
     pub peel: bool,
     pub symrefs: bool,
     pub unborn: bool,
@@ -570,13 +570,13 @@ pub struct LsRefs {
 const TOO_MANY_PREFIXES: usize = 65536;
 
 /// Largest request body parsed here (anything bigger goes to git).
-pub const MAX_LS_REFS_REQUEST: usize = 1 << 20;
+pub(crate) const MAX_LS_REFS_REQUEST: usize = 1 << 20;
 
 impl LsRefs {
     /// Parses a whole stateless-rpc request body. `None` unless it is exactly one well-formed
     /// `command=ls-refs` request with arguments this module answers like git; anything else
     /// (a `fetch`, an unknown argument, trailing bytes) is for `git upload-pack`.
-    pub fn parse(body: &[u8]) -> Option<Self> {
+    pub(crate) fn parse(body: &[u8]) -> Option<Self> {
         if body.len() > MAX_LS_REFS_REQUEST {
             return None;
         }
@@ -647,7 +647,7 @@ impl LsRefs {
 
 /// The `ls-refs` answer `git upload-pack` (v2, `lsrefs.unborn` = advertise, the default)
 /// writes for `args`.
-pub fn ls_refs(snap: &Snapshot, view: View, args: &LsRefs) -> Vec<u8> {
+pub(crate) fn ls_refs(snap: &Snapshot, view: View, args: &LsRefs) -> Vec<u8> {
     let scope = Scope::of(view);
     let mut out = Vec::with_capacity(64 * (snap.len() + 1));
     let mut line = |name: &BStr, full: &BStr, resolved: &Resolved<'_>| {

@@ -14,9 +14,9 @@ use super::advert::{AdvertError, Snapshot};
 use crate::crypto::RepoId;
 
 /// Default budget for all snapshots together.
-pub const DEFAULT_BUDGET: usize = 128 << 20;
+pub(crate) const DEFAULT_BUDGET: usize = 128 << 20;
 /// Default longest life of a snapshot.
-pub const DEFAULT_MAX_AGE: Duration = Duration::from_secs(30);
+pub(crate) const DEFAULT_MAX_AGE: Duration = Duration::from_secs(30);
 
 struct Slot {
     snap: Arc<Snapshot>,

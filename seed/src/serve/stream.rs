@@ -29,7 +29,7 @@ pub struct StreamLimits {
 
 /// How a stream ended, for metrics and logs.
 #[derive(Debug, Clone, Copy)]
-pub struct Summary {
+pub(crate) struct Summary {
     pub bytes: u64,
     pub elapsed: Duration,
     /// `None` when the child's output was read to the end.
@@ -71,7 +71,7 @@ struct Owned {
     aborted: Option<&'static str>,
 }
 
-pub struct GitOutput {
+pub(crate) struct GitOutput {
     prefix: Option<Bytes>,
     stdout: ChildStdout,
     buf: BytesMut,
@@ -83,7 +83,7 @@ pub struct GitOutput {
 impl GitOutput {
     /// Must be called within a tokio runtime: it spawns the watchdog that enforces `limits`
     /// even when the client stops reading (the body is then not polled at all).
-    pub fn new(
+    pub(crate) fn new(
         prefix: Option<Bytes>,
         stdout: ChildStdout,
         child: Child,

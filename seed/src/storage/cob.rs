@@ -30,7 +30,7 @@ const SSH_SIGNATURE_PEM: &[u8] = b"-----BEGIN SSH SIGNATURE-----";
 
 /// Why an identity COB was not trusted.
 #[derive(Debug, thiserror::Error)]
-pub enum CobError {
+pub(crate) enum CobError {
     #[error("git: {0}")]
     Git(#[source] super::GitError),
     #[error("git: {what} {id} is a {kind}, not a blob")]
@@ -199,7 +199,7 @@ pub enum CobError {
 
 /// Why a commit's `gpgsig` is no usable SSH signature.
 #[derive(Debug, thiserror::Error)]
-pub enum SshSigError {
+pub(crate) enum SshSigError {
     #[error("not an SSH signature PEM")]
     NotPem,
     #[error("{0}")]
@@ -229,7 +229,7 @@ fn opt(id: &Option<gix::ObjectId>) -> String {
 /// Every change reachable from `head` through history parents must be a signed `xyz.radicle.id`
 /// change; the history must have exactly one root, whose document is the RID; every action must
 /// be authorised and correctly signed (see the module documentation and protocol.md §1.4).
-pub fn verify_identity(
+pub(crate) fn verify_identity(
     git: &gix::Repository,
     rid: RepoId,
     head: gix::ObjectId,
@@ -241,7 +241,7 @@ pub fn verify_identity(
 /// the change graph is merged and replayed once, so which revision is adopted is decided by
 /// the identity rules alone, never by which side's head was read last. All heads must share
 /// the one root.
-pub fn verify_identity_heads(
+pub(crate) fn verify_identity_heads(
     git: &gix::Repository,
     rid: RepoId,
     heads: &[gix::ObjectId],

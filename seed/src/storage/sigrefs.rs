@@ -10,7 +10,7 @@ const MAX_REFS_BLOB: usize = 64 * 1024 * 1024;
 /// Bounds on the work verifying signed refs may do (objects are sized from their headers
 /// before they are read, so an oversized one costs nothing).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Limits {
+pub(crate) struct Limits {
     /// Commits walked below a head at a level under `Parent` (radicle walks such histories
     /// to find replays and downgrades; a head at `Parent` is never walked).
     pub max_history: usize,
@@ -24,7 +24,7 @@ pub struct Limits {
 
 /// The default limits: far beyond real use, small enough that a peer cannot make one fetch
 /// read gigabytes or walk millions of commits.
-pub const LIMITS: Limits = Limits {
+pub(crate) const LIMITS: Limits = Limits {
     max_history: 10_000,
     max_refs_blob: 16 * 1024 * 1024,
     max_object: 1024 * 1024,
@@ -33,7 +33,7 @@ pub const LIMITS: Limits = Limits {
 
 /// What verifications sharing it may still read (one per fetch, or one per namespace).
 #[derive(Debug, Clone)]
-pub struct Budget {
+pub(crate) struct Budget {
     limits: Limits,
     read: u64,
 }
@@ -45,13 +45,13 @@ impl Default for Budget {
 }
 
 impl Budget {
-    pub fn new(limits: Limits) -> Self {
+    pub(crate) fn new(limits: Limits) -> Self {
         Self { limits, read: 0 }
     }
 
     /// Bytes of objects read so far.
     #[cfg(test)]
-    pub fn read(&self) -> u64 {
+    pub(crate) fn read(&self) -> u64 {
         self.read
     }
 
@@ -171,7 +171,7 @@ fn git_err(e: impl Into<Box<dyn std::error::Error + Send + Sync>>) -> SigrefsErr
 }
 
 /// Parse a `refs` blob: `<40-hex oid> SP <refname> LF` per line.
-pub fn parse_refs(bytes: &[u8]) -> Result<BTreeMap<String, gix::ObjectId>, SigrefsError> {
+pub(crate) fn parse_refs(bytes: &[u8]) -> Result<BTreeMap<String, gix::ObjectId>, SigrefsError> {
     if bytes.len() > MAX_REFS_BLOB {
         return Err(SigrefsError::TooLarge(bytes.len()));
     }
