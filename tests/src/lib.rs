@@ -1,5 +1,8 @@
 //! Test harness: start `seedd` as a real process on loopback, fixtures made by the real Radicle
 //! binaries, synthetic Radicle-layout repositories, and helpers to drive real `git`.
+//!
+//! Long by design: one harness shared by every integration test file (processes, fixtures,
+//! raw protocol clients, HTTP helpers), so each test reads as the behaviour it checks.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::net::{SocketAddr, TcpListener, TcpStream};

@@ -1,6 +1,8 @@
 //! The Radicle wire protocol against real peers: the official radicle-node 0.21.1 on loopback
 //! (network test, no preferred seeds, static peers) and raw protocol clients built from
 //! `seedd_proto` for the cases a well-behaved node never produces.
+//!
+//! Long by design: one scenario per wire-level behaviour, each starting its own seed and peers.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::io::Write;

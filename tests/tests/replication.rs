@@ -1,5 +1,8 @@
 //! Replication with real Radicle nodes: seedd fetches what users push, validates it, serves it
 //! to other nodes and over HTTP, and acknowledges the push (`rad sync`).
+//!
+//! Long by design: one scenario per replication rule (issue 11's trust boundaries among them),
+//! each with its own seed and real nodes, sharing the storage-tampering helpers below.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::path::Path;

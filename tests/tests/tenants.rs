@@ -2,6 +2,8 @@
 //! hosting and aliases, quotas at seed and fetch time, egress accounting against a real
 //! `git clone`, a dedicated identity seen by a real radicle-node, HTTP rate limits and
 //! per-repository admission, admin authentication, hot reload, backup and restore.
+//!
+//! Long by design: one scenario per operator-facing tenancy behaviour, sharing the harness.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::io::Read;

@@ -1,3 +1,7 @@
+//! Tests of identity COB verification: histories built with real `git` and SSH signatures.
+//! Long by design: each case of the replay rules (adoption, rejection, concurrent revisions,
+//! delegate changes, forgeries) shares one repository builder, so they stay in one file.
+
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::OnceLock;
