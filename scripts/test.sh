@@ -14,6 +14,8 @@ echo "== cargo fmt --check"
 cargo fmt --all -- --check
 echo "== cargo clippy"
 cargo clippy --workspace --all-targets --locked -- -D warnings
+echo "== rooms of seed/src: no import cycles"
+python3 scripts/check-rooms.py
 echo "== cargo test"
 log="$(mktemp)"
 trap 'rm -f "$log"' EXIT
