@@ -42,6 +42,8 @@ pub struct HttpState {
     pub rate: ratelimit::HttpLimiter,
     /// Virtual hosting by tenant.
     pub tenancy: Tenancy,
+    /// The JSON API's own state (`web`).
+    pub web: crate::web::Web,
 }
 
 /// What virtual hosting needs: tenants by hostname, the operator's deny list, and what hosts
@@ -60,11 +62,13 @@ impl Tenancy {
     }
 }
 
-/// The public HTTP router: everything is a git path for now (the JSON API joins under `/api`).
-/// Every request first passes the per-client-IP rate limit of `limiter` (429 before any work).
+/// The public HTTP router: `/api…` and `/raw/…` are the JSON API (`web`), every other path is
+/// a git path. Every request first passes the per-client-IP rate limit of `limiter` (429
+/// before any work).
 pub fn router(state: Arc<HttpState>, limiter: ratelimit::HttpLimiter) -> Router {
     let rate = ratelimit::IpRateLimitLayer::new(limiter, &state.metrics);
     Router::new()
+        .merge(crate::web::router(state.clone()))
         .fallback(git::handle)
         .with_state(state)
         .layer(rate)

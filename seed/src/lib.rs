@@ -20,4 +20,5 @@ pub mod policy;
 pub mod serve;
 pub mod storage;
 pub mod tenant;
+pub mod web;
 pub use seedd_proto::wire;

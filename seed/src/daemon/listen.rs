@@ -172,6 +172,8 @@ pub(super) struct HttpParts {
     pub(super) policies: Policies,
     pub(super) limiter: HttpLimiter,
     pub(super) unknown_hosts_all: Arc<AtomicBool>,
+    /// The JSON API: node ids by tenant, alias, expensive-request permits.
+    pub(super) web: crate::web::Web,
 }
 
 /// Serve git over HTTP(S); re-read its certificate every [`TLS_POLL`].
@@ -212,6 +214,7 @@ pub(super) fn start_http(
             policies: parts.policies,
             unknown_hosts_all: parts.unknown_hosts_all,
         },
+        web: parts.web,
     });
     let listen = listener.local_addr().map_err(ListenError::LocalAddr)?;
     tracing::info!(listen = %listen, tls = certs.http.is_some(), "http listening (git clone)");

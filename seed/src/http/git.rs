@@ -129,7 +129,7 @@ fn no_cache(headers: &mut HeaderMap) {
 }
 
 /// The `Host` of a request (HTTP/1 header or HTTP/2 authority).
-fn request_host(req: &Request) -> Option<String> {
+pub(crate) fn request_host(req: &Request) -> Option<String> {
     req.headers()
         .get(header::HOST)
         .and_then(|v| v.to_str().ok())

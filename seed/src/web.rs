@@ -1,0 +1,389 @@
+//! The radicle-httpd 0.27 JSON API (API 6.1.0) the radicle-explorer browses, plus `/raw/`
+//! file bytes (shared/docs/http-api.md §1, checklist §5). Served on the public HTTP(S)
+//! listener next to git smart-HTTP: `http::router` sends `/api…` and `/raw/…` here.
+//!
+//! Every request passes the same per-IP rate limit as clones (the layer wraps both), then
+//! [`gate`]: CORS, `Host` → tenant (the same lookup as the git routes), suspension, the
+//! tenant's rate limit, `http.unknown_hosts`, and metrics per endpoint group. Handlers see
+//! only the repositories the request's [`Scope`] shows; private, denied and other tenants'
+//! repositories are 404 like unknown ones. Git work (trees, blobs, history, diffs) uses gix on
+//! the blocking pool; the expensive kinds hold a permit of [`Web::heavy`].
+
+mod diff;
+mod error;
+mod node;
+mod raw;
+mod remotes;
+mod repos;
+mod source;
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use axum::extract::{Request, State};
+use axum::http::{header, HeaderValue, Method, StatusCode};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use axum::Router;
+use serde::Deserialize;
+
+pub use error::WebError;
+
+use crate::crypto::{NodeId, RepoId};
+use crate::http::HttpState;
+use crate::index::RepoRecord;
+
+/// `apiVersion` of `GET /api/v1` (the radicle-httpd 0.27 API this module follows).
+pub const API_VERSION: &str = "6.1.0";
+/// Listing and delegate pages hold at most this many repositories (httpd's `MAX_PER_PAGE`).
+pub const MAX_PER_PAGE: usize = 100;
+/// Concurrent expensive requests (diffs, tree walks, raw blobs, history counts); more wait up
+/// to [`HEAVY_WAIT`], then get 503.
+pub const HEAVY_PERMITS: usize = 8;
+/// How long an expensive request waits for a permit.
+pub const HEAVY_WAIT: Duration = Duration::from_secs(2);
+/// How long blocking git work may take before the request gets 503.
+pub const WORK_DEADLINE: Duration = Duration::from_secs(20);
+
+/// What the web API needs besides [`HttpState`]'s storage, index and tenancy.
+pub struct Web {
+    /// The node id that serves a host: the identity its tenant is placed on, else the default.
+    pub node_of: Box<dyn Fn(Option<&str>) -> NodeId + Send + Sync>,
+    /// The operator's node alias (`seedd.alias`).
+    pub alias: String,
+    /// Permits for expensive requests.
+    pub heavy: Arc<tokio::sync::Semaphore>,
+}
+
+impl Web {
+    pub fn new(
+        alias: String,
+        node_of: impl Fn(Option<&str>) -> NodeId + Send + Sync + 'static,
+    ) -> Self {
+        Self {
+            node_of: Box::new(node_of),
+            alias,
+            heavy: Arc::new(tokio::sync::Semaphore::new(HEAVY_PERMITS)),
+        }
+    }
+}
+
+/// Which repositories a request may see.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Scope {
+    /// A tenant's hostname: only its repositories.
+    Tenant(String),
+    /// Any other host (when `http.unknown_hosts` serves them): every public repository that is
+    /// not held only by suspended tenants.
+    All,
+}
+
+impl Scope {
+    fn tenant(&self) -> Option<&str> {
+        match self {
+            Scope::Tenant(t) => Some(t),
+            Scope::All => None,
+        }
+    }
+}
+
+/// Endpoint groups: the `group` label of `seedd_web_*` (bounded).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Group {
+    Node,
+    Repos,
+    Tree,
+    Blob,
+    History,
+    Commit,
+    Remotes,
+    Raw,
+    Other,
+}
+
+impl Group {
+    /// Every group (metrics start each at 0; a test in `metrics` keeps it complete).
+    pub const ALL: [Group; 9] = [
+        Group::Node,
+        Group::Repos,
+        Group::Tree,
+        Group::Blob,
+        Group::History,
+        Group::Commit,
+        Group::Remotes,
+        Group::Raw,
+        Group::Other,
+    ];
+    /// `status` values of `seedd_web_requests_total` the handlers answer.
+    pub const STATUSES: &'static [&'static str] = &[
+        "200", "204", "400", "403", "404", "405", "413", "429", "500", "503",
+    ];
+
+    pub fn label(self) -> &'static str {
+        match self {
+            Group::Node => "node",
+            Group::Repos => "repos",
+            Group::Tree => "tree",
+            Group::Blob => "blob",
+            Group::History => "history",
+            Group::Commit => "commit",
+            Group::Remotes => "remotes",
+            Group::Raw => "raw",
+            Group::Other => "other",
+        }
+    }
+
+    /// The group of a request path (`/api/v1/repos/<rid>/<what>/…`, `/raw/…`).
+    pub fn of(path: &str) -> Group {
+        if path.starts_with("/raw/") {
+            return Group::Raw;
+        }
+        let Some(rest) = path.strip_prefix("/api/v1/") else {
+            return Group::Other;
+        };
+        let mut segs = rest.split('/');
+        match (segs.next(), segs.next(), segs.next()) {
+            (Some("repos"), Some(_), Some(what)) => match what {
+                "tree" | "stats" => Group::Tree,
+                "blob" | "readme" => Group::Blob,
+                "commits" if segs.next().is_some_and(|s| !s.is_empty()) => Group::Commit,
+                "commits" | "activity" => Group::History,
+                "remotes" => Group::Remotes,
+                _ => Group::Other,
+            },
+            (Some("repos"), ..) | (Some("delegates"), ..) => Group::Repos,
+            (Some("node" | "info" | "stats" | "nodes"), ..) | (Some(""), ..) => Group::Node,
+            _ => Group::Other,
+        }
+    }
+}
+
+/// Whether `http::router` sends a path here.
+pub fn is_web_path(path: &str) -> bool {
+    path == "/api" || path.starts_with("/api/") || path.starts_with("/raw/")
+}
+
+/// Query parameters shared by listings (unknown ones are ignored, as httpd does).
+#[derive(Debug, Default, Clone, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Paging {
+    pub page: Option<usize>,
+    pub per_page: Option<usize>,
+}
+
+impl Paging {
+    /// `(skip, take)` with `perPage` defaulting to `default` and clamped to `max`.
+    pub fn window(&self, default: usize, max: usize) -> (usize, usize) {
+        let take = self.per_page.unwrap_or(default).min(max);
+        (self.page.unwrap_or(0).saturating_mul(take), take)
+    }
+}
+
+/// The web routes (state: the HTTP listener's).
+pub fn router(state: Arc<HttpState>) -> Router<Arc<HttpState>> {
+    let api = Router::new()
+        .route("/api", get(node::api_root))
+        .route("/api/v1", get(node::v1_root))
+        .route("/api/v1/", get(node::v1_root))
+        .route("/api/v1/node", get(node::node))
+        .route("/api/v1/info", get(node::info))
+        .route("/api/v1/stats", get(node::stats))
+        .route("/api/v1/nodes/{nid}", get(node::node_by_id))
+        .route("/api/v1/nodes/{nid}/inventory", get(node::inventory))
+        .route("/api/v1/node/policies/repos", get(node::policies))
+        .route("/api/v1/node/policies/repos/{rid}", get(node::policy))
+        .route("/api/v1/delegates/{did}/repos", get(repos::delegate_repos))
+        .route("/api/v1/repos", get(repos::list))
+        .route("/api/v1/repos/{rid}", get(repos::one))
+        .route("/api/v1/repos/{rid}/tree/{sha}", get(source::tree_root))
+        .route("/api/v1/repos/{rid}/tree/{sha}/", get(source::tree_root))
+        .route("/api/v1/repos/{rid}/tree/{sha}/{*path}", get(source::tree))
+        .route("/api/v1/repos/{rid}/blob/{sha}/{*path}", get(source::blob))
+        .route("/api/v1/repos/{rid}/readme/{sha}", get(source::readme))
+        .route("/api/v1/repos/{rid}/commits", get(source::commits))
+        .route("/api/v1/repos/{rid}/commits/{sha}", get(source::commit_one))
+        .route(
+            "/api/v1/repos/{rid}/stats/commits/{sha}",
+            get(source::commit_count),
+        )
+        .route(
+            "/api/v1/repos/{rid}/stats/tree/{sha}",
+            get(source::tree_stats),
+        )
+        .route("/api/v1/repos/{rid}/activity", get(source::activity))
+        .route("/api/v1/repos/{rid}/remotes", get(remotes::list))
+        .route("/api/v1/repos/{rid}/remotes/{nid}", get(remotes::one))
+        .route("/raw/{rid}/blobs/{oid}", get(raw::by_oid))
+        .route("/raw/{rid}/{sha}/{*path}", get(raw::by_path));
+    api.route("/api/{*rest}", get(not_found))
+        .route("/raw/{*rest}", get(not_found))
+        .route_layer(axum::middleware::from_fn_with_state(state, gate))
+}
+
+async fn not_found() -> Response {
+    WebError::NotFound("not found").into_response()
+}
+
+/// Every web request: CORS, tenancy, metrics.
+async fn gate(State(state): State<Arc<HttpState>>, mut req: Request, next: Next) -> Response {
+    let started = Instant::now();
+    let group = Group::of(req.uri().path());
+    let response = if req.method() == Method::OPTIONS {
+        preflight()
+    } else {
+        match admit(&state, &req) {
+            Ok(scope) => {
+                req.extensions_mut().insert(scope);
+                next.run(req).await
+            }
+            Err(r) => r,
+        }
+    };
+    let mut response = response;
+    response.headers_mut().insert(
+        header::ACCESS_CONTROL_ALLOW_ORIGIN,
+        HeaderValue::from_static("*"),
+    );
+    state
+        .metrics
+        .count_web(group.label(), response.status().as_u16(), started.elapsed());
+    response
+}
+
+/// CORS preflight as httpd answers it: any origin, GET (and HEAD), `Content-Type`, one day.
+fn preflight() -> Response {
+    (
+        StatusCode::NO_CONTENT,
+        [
+            (header::ACCESS_CONTROL_ALLOW_METHODS, "GET, HEAD"),
+            (header::ACCESS_CONTROL_ALLOW_HEADERS, "content-type"),
+            (header::ACCESS_CONTROL_MAX_AGE, "86400"),
+        ],
+    )
+        .into_response()
+}
+
+/// `Host` → the request's [`Scope`], or the refusal (the git routes' rules, `http::git`).
+fn admit(state: &HttpState, req: &Request) -> Result<Scope, Response> {
+    let tenancy = &state.tenancy;
+    let host = crate::http::git::request_host(req).and_then(|h| tenancy.tenants.by_host(&h));
+    match host {
+        Some(h) => {
+            if !h.active {
+                return Err(WebError::Forbidden("this tenant is suspended").into_response());
+            }
+            if let Some(rps) = h.rate.requests_per_second {
+                let burst = h.rate.burst.unwrap_or(rps.saturating_mul(2)).max(1);
+                if let Err(wait) = state.rate.check_tenant(&h.name, rps, burst) {
+                    tenancy.tenants.count_rate_limited(&h.name);
+                    state
+                        .metrics
+                        .http_rate_limited
+                        .with_label_values(&["tenant"])
+                        .inc();
+                    return Err(
+                        WebError::RateLimited(wait.as_secs_f64().ceil() as u64).into_response()
+                    );
+                }
+            }
+            Ok(Scope::Tenant(h.name))
+        }
+        None if tenancy.serve_unknown_hosts() => Ok(Scope::All),
+        None => Err(WebError::NotFound("unknown host").into_response()),
+    }
+}
+
+/// Whether `scope` may see a repository: public, not denied by the operator, and held by the
+/// tenant (tenant host) or not held only by suspended tenants (other hosts).
+pub fn visible(state: &HttpState, scope: &Scope, r: &RepoRecord) -> bool {
+    let tenancy = &state.tenancy;
+    r.is_public()
+        && !tenancy.policies.denied(&r.rid)
+        && match scope {
+            Scope::Tenant(t) => tenancy.tenants.shows(t, &r.rid),
+            Scope::All => !tenancy.tenants.only_suspended(&r.rid),
+        }
+}
+
+/// The repositories `scope` sees, in RID order (the index's key order).
+pub fn visible_repos(state: &HttpState, scope: &Scope) -> Result<Vec<RepoRecord>, WebError> {
+    let all = state.index.repos().map_err(WebError::index)?;
+    Ok(all
+        .into_iter()
+        .filter(|r| visible(state, scope, r))
+        .collect())
+}
+
+/// Parse a repository path segment: `rad:z…`, `z…` (also `rad%3A` decoded by axum) or, on a
+/// tenant host, one of the tenant's aliases.
+pub fn parse_rid(state: &HttpState, scope: &Scope, segment: &str) -> Result<RepoId, WebError> {
+    let segment = segment.strip_suffix(".git").unwrap_or(segment);
+    if let Ok(rid) = segment.parse::<RepoId>() {
+        return Ok(rid);
+    }
+    scope
+        .tenant()
+        .and_then(|t| {
+            state.tenancy.tenants.alias(t, segment, |rid| {
+                state.index.repo(rid).ok().flatten().map(|r| r.name)
+            })
+        })
+        .ok_or(WebError::NotFound("repository not found"))
+}
+
+/// The repository a path segment names, if `scope` may see it (404 otherwise).
+pub fn repo(state: &HttpState, scope: &Scope, segment: &str) -> Result<RepoRecord, WebError> {
+    let rid = parse_rid(state, scope, segment)?;
+    match state.index.repo(&rid).map_err(WebError::index)? {
+        Some(r) if visible(state, scope, &r) => Ok(r),
+        _ => Err(WebError::NotFound("repository not found")),
+    }
+}
+
+/// Run git work on the blocking pool, bounded by [`WORK_DEADLINE`].
+pub async fn blocking<T: Send + 'static>(
+    f: impl FnOnce() -> Result<T, WebError> + Send + 'static,
+) -> Result<T, WebError> {
+    crate::blocking::run(WORK_DEADLINE, f)
+        .await
+        .map_err(WebError::Blocking)?
+}
+
+/// A permit for an expensive request, or 503 after [`HEAVY_WAIT`].
+pub async fn heavy(state: &HttpState) -> Result<tokio::sync::OwnedSemaphorePermit, WebError> {
+    match tokio::time::timeout(HEAVY_WAIT, state.web.heavy.clone().acquire_owned()).await {
+        Ok(Ok(p)) => Ok(p),
+        _ => {
+            state
+                .metrics
+                .web_rejected
+                .with_label_values(&["busy"])
+                .inc();
+            Err(WebError::Busy)
+        }
+    }
+}
+
+/// JSON with a `Cache-Control` value (httpd's, http-api.md §1.1).
+pub fn cached<T: serde::Serialize>(cache: &'static str, value: &T) -> Response {
+    let mut r = axum::Json(value).into_response();
+    r.headers_mut()
+        .insert(header::CACHE_CONTROL, HeaderValue::from_static(cache));
+    r
+}
+
+/// Content-addressed answers (`/tree/{sha}`, `/commits/{sha}`, …).
+pub const IMMUTABLE: &str = "public, max-age=604800, immutable";
+/// `/node`, `/info`.
+pub const TEN_MINUTES: &str = "public, max-age=600, must-revalidate";
+/// `/activity`.
+pub const ONE_HOUR: &str = "public, max-age=3600, must-revalidate";
+
+/// `{id: "did:key:…"}` (the `alias` key is omitted: the explorer's zod schema rejects `null`).
+pub fn author(nid: &NodeId) -> serde_json::Value {
+    serde_json::json!({ "id": nid.to_did() })
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,155 @@
+//! Repository listing and `RepoInfo` (http-api.md §1.3, §1.6), from the index only.
+
+use std::sync::Arc;
+
+use axum::extract::{Path, Query, State};
+use axum::response::{IntoResponse, Response};
+use axum::{Extension, Json};
+use serde::Deserialize;
+use serde_json::{json, Value};
+
+use super::{author, visible_repos, Paging, Scope, WebError, MAX_PER_PAGE};
+use crate::crypto::NodeId;
+use crate::http::HttpState;
+use crate::index::RepoRecord;
+
+/// The `xyz.radicle.project` payload id.
+const PROJECT: &str = "xyz.radicle.project";
+
+#[derive(Debug, Default, Clone, Copy, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum Show {
+    /// seedd has no pinned repositories: the explorer then asks for `show=all`.
+    #[default]
+    Pinned,
+    All,
+}
+
+#[derive(Debug, Default, Clone, Copy, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum Sort {
+    #[default]
+    Rid,
+    /// Falls back to RID order, as httpd does for `show=all` without its search backend.
+    Activity,
+    Seeding,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ListQuery {
+    #[serde(default)]
+    show: Show,
+    #[serde(default)]
+    sort: Sort,
+    #[serde(flatten)]
+    paging: Paging,
+}
+
+/// Repositories this host lists: visible, with a project payload and a canonical head
+/// (anything else would fail the explorer's schema for the whole list).
+pub fn listable(state: &HttpState, scope: &Scope) -> Result<Vec<RepoRecord>, WebError> {
+    Ok(visible_repos(state, scope)?
+        .into_iter()
+        .filter(|r| !r.name.is_empty() && r.head.is_some())
+        .collect())
+}
+
+/// How many seeds the routing table knows for a repository (at least us).
+fn seeding(state: &HttpState, r: &RepoRecord) -> usize {
+    state.index.seed_count(&r.rid).unwrap_or(0).max(1)
+}
+
+/// `RepoInfo` (zod `repoSchema`). Issue and patch counts are zeros until the COB phase of
+/// issue 15 reads `xyz.radicle.issue` / `xyz.radicle.patch`.
+pub fn repo_info(r: &RepoRecord, seeds: usize) -> Option<Value> {
+    let head = r.head.as_ref()?;
+    if r.name.is_empty() {
+        return None;
+    }
+    Some(json!({
+        "rid": r.rid.to_string(),
+        "payloads": {
+            PROJECT: {
+                "data": {
+                    "name": r.name,
+                    "description": r.description,
+                    "defaultBranch": r.default_branch,
+                },
+                "meta": {
+                    "head": head,
+                    "issues": { "open": 0, "closed": 0 },
+                    "patches": { "open": 0, "draft": 0, "archived": 0, "merged": 0 },
+                },
+            },
+        },
+        "delegates": r.delegates.iter().map(author).collect::<Vec<_>>(),
+        "threshold": r.threshold,
+        "visibility": r.visibility,
+        "seeding": seeds,
+    }))
+}
+
+fn page(state: &HttpState, mut repos: Vec<RepoRecord>, q: &ListQuery) -> Vec<Value> {
+    if q.show == Show::Pinned {
+        return Vec::new();
+    }
+    let (skip, take) = q.paging.window(10, MAX_PER_PAGE);
+    let mut seeded: Vec<(RepoRecord, usize)> = repos
+        .drain(..)
+        .map(|r| {
+            let s = seeding(state, &r);
+            (r, s)
+        })
+        .collect();
+    if q.sort == Sort::Seeding {
+        // Most seeded first, then RID (stable sort keeps the index's RID order).
+        seeded.sort_by(|a, b| b.1.cmp(&a.1));
+    }
+    seeded
+        .iter()
+        .skip(skip)
+        .take(take)
+        .filter_map(|(r, s)| repo_info(r, *s))
+        .collect()
+}
+
+/// `GET /api/v1/repos?show&sort&page&perPage`.
+pub async fn list(
+    State(state): State<Arc<HttpState>>,
+    Extension(scope): Extension<Scope>,
+    Query(q): Query<ListQuery>,
+) -> Result<Response, WebError> {
+    let repos = listable(&state, &scope)?;
+    Ok(Json(page(&state, repos, &q)).into_response())
+}
+
+/// `GET /api/v1/repos/{rid}`.
+pub async fn one(
+    State(state): State<Arc<HttpState>>,
+    Extension(scope): Extension<Scope>,
+    Path(rid): Path<String>,
+) -> Result<Response, WebError> {
+    let r = super::repo(&state, &scope, &rid)?;
+    let info = repo_info(&r, seeding(&state, &r)).ok_or(WebError::NotFound(
+        "repository has no project or no default branch",
+    ))?;
+    Ok(Json(info).into_response())
+}
+
+/// `GET /api/v1/delegates/{did}/repos?show&page&perPage`: repositories `did` delegates.
+pub async fn delegate_repos(
+    State(state): State<Arc<HttpState>>,
+    Extension(scope): Extension<Scope>,
+    Path(did): Path<String>,
+    Query(q): Query<ListQuery>,
+) -> Result<Response, WebError> {
+    let nid = NodeId::from_did(&did)
+        .or_else(|_| did.parse())
+        .map_err(|_| WebError::BadRequest("invalid delegate: expected did:key:z6Mk…".into()))?;
+    let repos = listable(&state, &scope)?
+        .into_iter()
+        .filter(|r| r.delegates.contains(&nid))
+        .collect();
+    Ok(Json(page(&state, repos, &q)).into_response())
+}
