@@ -8,7 +8,7 @@ pub mod tls;
 use std::sync::Arc;
 use std::time::Duration;
 
-use axum::extract::ConnectInfo;
+use axum::extract::{ConnectInfo, Request, State};
 use axum::Router;
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use hyper_util::server::conn::auto;
@@ -67,9 +67,21 @@ impl Tenancy {
 /// before any work).
 pub fn router(state: Arc<HttpState>, limiter: ratelimit::HttpLimiter) -> Router {
     let rate = ratelimit::IpRateLimitLayer::new(limiter, &state.metrics);
+    let web = crate::web::router(state.clone());
     Router::new()
-        .merge(crate::web::router(state.clone()))
-        .fallback(git::handle)
+        .fallback(move |state: State<Arc<HttpState>>, req: Request| {
+            let web = web.clone();
+            async move {
+                if crate::web::is_web_path(req.uri().path()) {
+                    match web.oneshot(req).await {
+                        Ok(r) => r,
+                        Err(never) => match never {},
+                    }
+                } else {
+                    git::handle(state, req).await
+                }
+            }
+        })
         .with_state(state)
         .layer(rate)
 }

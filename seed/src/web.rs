@@ -46,10 +46,13 @@ pub const HEAVY_WAIT: Duration = Duration::from_secs(2);
 /// How long blocking git work may take before the request gets 503.
 pub const WORK_DEADLINE: Duration = Duration::from_secs(20);
 
+/// Which node id serves a host (argument: the host's tenant, if any).
+pub type NodeOf = Box<dyn Fn(Option<&str>) -> NodeId + Send + Sync>;
+
 /// What the web API needs besides [`HttpState`]'s storage, index and tenancy.
 pub struct Web {
     /// The node id that serves a host: the identity its tenant is placed on, else the default.
-    pub node_of: Box<dyn Fn(Option<&str>) -> NodeId + Send + Sync>,
+    pub node_of: NodeOf,
     /// The operator's node alias (`seedd.alias`).
     pub alias: String,
     /// Permits for expensive requests.
@@ -180,8 +183,8 @@ impl Paging {
     }
 }
 
-/// The web routes (state: the HTTP listener's).
-pub fn router(state: Arc<HttpState>) -> Router<Arc<HttpState>> {
+/// The web routes; every response, 404s included, passes [`gate`].
+pub fn router(state: Arc<HttpState>) -> Router {
     let api = Router::new()
         .route("/api", get(node::api_root))
         .route("/api/v1", get(node::v1_root))
@@ -216,9 +219,9 @@ pub fn router(state: Arc<HttpState>) -> Router<Arc<HttpState>> {
         .route("/api/v1/repos/{rid}/remotes/{nid}", get(remotes::one))
         .route("/raw/{rid}/blobs/{oid}", get(raw::by_oid))
         .route("/raw/{rid}/{sha}/{*path}", get(raw::by_path));
-    api.route("/api/{*rest}", get(not_found))
-        .route("/raw/{*rest}", get(not_found))
-        .route_layer(axum::middleware::from_fn_with_state(state, gate))
+    api.fallback(not_found)
+        .layer(axum::middleware::from_fn_with_state(state.clone(), gate))
+        .with_state(state)
 }
 
 async fn not_found() -> Response {
@@ -237,7 +240,7 @@ async fn gate(State(state): State<Arc<HttpState>>, mut req: Request, next: Next)
                 req.extensions_mut().insert(scope);
                 next.run(req).await
             }
-            Err(r) => r,
+            Err(e) => e.into_response(),
         }
     };
     let mut response = response;
@@ -265,13 +268,13 @@ fn preflight() -> Response {
 }
 
 /// `Host` → the request's [`Scope`], or the refusal (the git routes' rules, `http::git`).
-fn admit(state: &HttpState, req: &Request) -> Result<Scope, Response> {
+fn admit(state: &HttpState, req: &Request) -> Result<Scope, WebError> {
     let tenancy = &state.tenancy;
     let host = crate::http::git::request_host(req).and_then(|h| tenancy.tenants.by_host(&h));
     match host {
         Some(h) => {
             if !h.active {
-                return Err(WebError::Forbidden("this tenant is suspended").into_response());
+                return Err(WebError::Forbidden("this tenant is suspended"));
             }
             if let Some(rps) = h.rate.requests_per_second {
                 let burst = h.rate.burst.unwrap_or(rps.saturating_mul(2)).max(1);
@@ -282,15 +285,13 @@ fn admit(state: &HttpState, req: &Request) -> Result<Scope, Response> {
                         .http_rate_limited
                         .with_label_values(&["tenant"])
                         .inc();
-                    return Err(
-                        WebError::RateLimited(wait.as_secs_f64().ceil() as u64).into_response()
-                    );
+                    return Err(WebError::RateLimited(wait.as_secs_f64().ceil() as u64));
                 }
             }
             Ok(Scope::Tenant(h.name))
         }
         None if tenancy.serve_unknown_hosts() => Ok(Scope::All),
-        None => Err(WebError::NotFound("unknown host").into_response()),
+        None => Err(WebError::NotFound("unknown host")),
     }
 }
 

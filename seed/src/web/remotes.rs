@@ -58,7 +58,7 @@ pub async fn list(
         .into_iter()
         .map(|(nid, v)| (!r.delegates.contains(&nid), nid, v))
         .collect();
-    all.sort_by(|a, b| (a.0, a.1).cmp(&(b.0, b.1)));
+    all.sort_by_key(|a| (a.0, a.1));
     Ok(Json(all.into_iter().map(|x| x.2).collect::<Vec<_>>()).into_response())
 }
 

@@ -42,8 +42,9 @@ pub struct ListQuery {
     show: Show,
     #[serde(default)]
     sort: Sort,
-    #[serde(flatten)]
-    paging: Paging,
+    // Not `#[serde(flatten)]`: flattened numbers fail to parse from query strings.
+    page: Option<usize>,
+    per_page: Option<usize>,
 }
 
 /// Repositories this host lists: visible, with a project payload and a canonical head
@@ -94,7 +95,11 @@ fn page(state: &HttpState, mut repos: Vec<RepoRecord>, q: &ListQuery) -> Vec<Val
     if q.show == Show::Pinned {
         return Vec::new();
     }
-    let (skip, take) = q.paging.window(10, MAX_PER_PAGE);
+    let paging = Paging {
+        page: q.page,
+        per_page: q.per_page,
+    };
+    let (skip, take) = paging.window(10, MAX_PER_PAGE);
     let mut seeded: Vec<(RepoRecord, usize)> = repos
         .drain(..)
         .map(|r| {
@@ -104,7 +109,7 @@ fn page(state: &HttpState, mut repos: Vec<RepoRecord>, q: &ListQuery) -> Vec<Val
         .collect();
     if q.sort == Sort::Seeding {
         // Most seeded first, then RID (stable sort keeps the index's RID order).
-        seeded.sort_by(|a, b| b.1.cmp(&a.1));
+        seeded.sort_by_key(|a| std::cmp::Reverse(a.1));
     }
     seeded
         .iter()

@@ -347,8 +347,9 @@ pub struct CommitsQuery {
     parent: Option<String>,
     since: Option<i64>,
     until: Option<i64>,
-    #[serde(flatten)]
-    paging: Paging,
+    // Not `#[serde(flatten)]`: flattened numbers fail to parse from query strings.
+    page: Option<usize>,
+    per_page: Option<usize>,
 }
 
 /// `GET /repos/{rid}/commits?parent&since&until&page&perPage`.
@@ -361,7 +362,11 @@ pub async fn commits(
     let parent = q.parent.as_deref().map(oid).transpose()?;
     let windowed = q.since.is_some() || q.until.is_some();
     let default = if windowed { MAX_COMMITS_PER_PAGE } else { 30 };
-    let (skip, take) = q.paging.window(default, MAX_COMMITS_PER_PAGE);
+    let paging = Paging {
+        page: q.page,
+        per_page: q.per_page,
+    };
+    let (skip, take) = paging.window(default, MAX_COMMITS_PER_PAGE);
     let (since, until) = (q.since, q.until);
     let _permit = heavy(&state).await?;
     let out = with_repo(&state, &scope, &rid, move |repo, record| {
