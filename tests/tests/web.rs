@@ -245,6 +245,12 @@ fn explorer_endpoints_answer_in_the_httpd_shapes_and_private_repositories_stay_h
     for form in [rid.clone(), bare.clone(), format!("rad%3A{bare}")] {
         assert_repo_info(&ok(&seed, &format!("/api/v1/repos/{form}")), hw);
     }
+    // Canonical refs: only `main` is top-level in this fixture (tags live in namespaces).
+    let one = ok(&seed, &format!("/api/v1/repos/{rid}"));
+    assert_eq!(
+        one["refs"],
+        json!({ "refs": { "refs/heads/main": head }, "tags": {} })
+    );
     for missing in [
         secret.clone(),
         "rad:z2gcq7kNUZUFrctQjpimzkyH75Xh6".into(),

@@ -12,6 +12,7 @@ use super::{author, visible_repos, Paging, Scope, WebError, MAX_PER_PAGE};
 use crate::crypto::NodeId;
 use crate::http::HttpState;
 use crate::index::RepoRecord;
+use crate::storage::RefTarget;
 
 /// The `xyz.radicle.project` payload id.
 const PROJECT: &str = "xyz.radicle.project";
@@ -136,10 +137,47 @@ pub async fn one(
     Path(rid): Path<String>,
 ) -> Result<Response, WebError> {
     let r = super::repo(&state, &scope, &rid)?;
-    let info = repo_info(&r, seeding(&state, &r)).ok_or(WebError::NotFound(
+    let mut info = repo_info(&r, seeding(&state, &r)).ok_or(WebError::NotFound(
         "repository has no project or no default branch",
     ))?;
+    let refs = state.index.refs(&r.rid).map_err(WebError::index)?;
+    let storage = state.storage.clone();
+    let canonical = super::blocking(move || canonical_refs(&storage, r.rid, refs)).await?;
+    if let Some(o) = info.as_object_mut() {
+        o.insert("refs".into(), canonical);
+    }
     Ok(Json(info).into_response())
+}
+
+/// `refs` of `RepoInfo`: the canonical (top-level) branches and tags, peeled to commits.
+fn canonical_refs(
+    storage: &crate::storage::Storage,
+    rid: crate::crypto::RepoId,
+    refs: Vec<(String, RefTarget)>,
+) -> Result<Value, WebError> {
+    let repo = super::source::open(storage, rid)?;
+    let (mut heads, mut tags) = (serde_json::Map::new(), serde_json::Map::new());
+    for (name, target) in refs {
+        let RefTarget::Oid(id) = target else { continue };
+        let is_tag = name.starts_with("refs/tags/");
+        if !is_tag && !name.starts_with("refs/heads/") {
+            continue;
+        }
+        // A ref whose object is missing or does not peel to a commit is left out.
+        let Some(commit) = repo
+            .find_object(id)
+            .ok()
+            .and_then(|o| o.peel_to_kind(gix::object::Kind::Commit).ok())
+        else {
+            continue;
+        };
+        if is_tag {
+            tags.insert(name, json!({ "commit": commit.id.to_string() }));
+        } else {
+            heads.insert(name, json!(commit.id.to_string()));
+        }
+    }
+    Ok(json!({ "refs": heads, "tags": tags }))
 }
 
 /// `GET /api/v1/delegates/{did}/repos?show&page&perPage`: repositories `did` delegates.
