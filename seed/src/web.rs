@@ -142,6 +142,9 @@ impl Group {
         if path.starts_with("/raw/") {
             return Group::Raw;
         }
+        if matches!(path, "/api" | "/api/" | "/api/v1") {
+            return Group::Node;
+        }
         let Some(rest) = path.strip_prefix("/api/v1/") else {
             return Group::Other;
         };
