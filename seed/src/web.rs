@@ -235,18 +235,23 @@ async fn not_found() -> Response {
 async fn gate(State(state): State<Arc<HttpState>>, mut req: Request, next: Next) -> Response {
     let started = Instant::now();
     let group = Group::of(req.uri().path());
-    let response = if req.method() == Method::OPTIONS {
+    let mut tenant = None;
+    let mut response = if req.method() == Method::OPTIONS {
         preflight()
     } else {
         match admit(&state, &req) {
             Ok(scope) => {
+                tenant = scope.tenant().map(str::to_owned);
                 req.extensions_mut().insert(scope);
                 next.run(req).await
             }
             Err(e) => e.into_response(),
         }
     };
-    let mut response = response;
+    if let Some(t) = &tenant {
+        let status = response.status().as_u16();
+        state.tenancy.tenants.count_request(t, status);
+    }
     response.headers_mut().insert(
         header::ACCESS_CONTROL_ALLOW_ORIGIN,
         HeaderValue::from_static("*"),
@@ -354,19 +359,30 @@ pub async fn blocking<T: Send + 'static>(
         .map_err(WebError::Blocking)?
 }
 
-/// A permit for an expensive request, or 503 after [`HEAVY_WAIT`].
-pub async fn heavy(state: &HttpState) -> Result<tokio::sync::OwnedSemaphorePermit, WebError> {
-    match tokio::time::timeout(HEAVY_WAIT, state.web.heavy.clone().acquire_owned()).await {
-        Ok(Ok(p)) => Ok(p),
-        _ => {
-            state
-                .metrics
-                .web_rejected
-                .with_label_values(&["busy"])
-                .inc();
-            Err(WebError::Busy)
-        }
-    }
+/// Expensive git work: waits up to [`HEAVY_WAIT`] for one of [`HEAVY_PERMITS`] (else 503),
+/// then runs on the blocking pool holding the permit until the work itself ends (also when
+/// the request stopped waiting at [`WORK_DEADLINE`]).
+pub async fn heavy<T: Send + 'static>(
+    state: &HttpState,
+    f: impl FnOnce() -> Result<T, WebError> + Send + 'static,
+) -> Result<T, WebError> {
+    let permit =
+        match tokio::time::timeout(HEAVY_WAIT, state.web.heavy.clone().acquire_owned()).await {
+            Ok(Ok(p)) => p,
+            _ => {
+                state
+                    .metrics
+                    .web_rejected
+                    .with_label_values(&["busy"])
+                    .inc();
+                return Err(WebError::Busy);
+            }
+        };
+    blocking(move || {
+        let _permit = permit;
+        f()
+    })
+    .await
 }
 
 /// JSON with a `Cache-Control` value (httpd's, http-api.md §1.1).

@@ -52,7 +52,12 @@ fn request(seed: &Seed, method: &str, path: &str, headers: &[(&str, &str)]) -> R
         .iter()
         .map(|(k, v)| (k.as_str().to_owned(), v.to_str().unwrap_or("").to_owned()))
         .collect();
-    let body = resp.into_body().read_to_vec().unwrap();
+    let body = resp
+        .into_body()
+        .with_config()
+        .limit(256 << 20)
+        .read_to_vec()
+        .unwrap();
     Reply {
         status,
         headers,
@@ -655,4 +660,88 @@ fn a_tenant_host_lists_only_its_repositories_and_unknown_hosts_follow_the_policy
     // A suspended tenant's host is refused.
     seed.admin_ok("POST", "/api/v1/tenants/acme/suspend", None);
     assert_eq!(at("/api/v1/repos?show=all").status, 403);
+}
+
+#[test]
+fn size_limits_binary_files_deletions_and_annotated_tags() {
+    let seed = Seed::start(SeedOptions::default());
+    let (rid, path) = seedd_tests::synthetic_repo(&seed.storage(), "limits", |work, g| {
+        // 5 MiB of text (over the 4 MiB JSON limit, under the 10 MiB raw one), 11 MiB over both.
+        let line = "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcde\n";
+        std::fs::write(work.join("five.txt"), line.repeat(5 * 1024 * 1024 / 64)).unwrap();
+        std::fs::write(work.join("eleven.txt"), line.repeat(11 * 1024 * 1024 / 64)).unwrap();
+        let png = b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR\x00\x00\x00\x01";
+        std::fs::write(work.join("pixel.png"), png).unwrap();
+        std::fs::write(work.join("gone.txt"), "bye\n").unwrap();
+        g(&["add", "."]);
+        g(&["commit", "-q", "-m", "Files"]);
+        g(&["tag", "-a", "v1", "-m", "release one"]);
+        g(&["rm", "-q", "gone.txt"]);
+        g(&["commit", "-q", "-m", "Remove gone.txt"]);
+    });
+    seed.rescan();
+    let head = String::from_utf8(git_out(&path, &["rev-parse", "HEAD"])).unwrap();
+    let head = head.trim();
+    let first = String::from_utf8(git_out(&path, &["rev-parse", "HEAD~1"])).unwrap();
+    let first = first.trim();
+
+    // Annotated tags are peeled to their commit.
+    let info = ok(&seed, &format!("/api/v1/repos/{rid}"));
+    assert_eq!(
+        info["refs"]["tags"]["refs/tags/v1"]["commit"], first,
+        "{info}"
+    );
+    assert_eq!(info["refs"]["refs"]["refs/heads/main"], head);
+
+    let r = get(&seed, &format!("/api/v1/repos/{rid}/blob/{head}/five.txt"));
+    assert_eq!(r.status, 413);
+    assert_eq!(r.json()["code"], 413);
+    let r = get(&seed, &format!("/raw/{rid}/{head}/five.txt"));
+    assert_eq!(r.status, 200);
+    assert_eq!(r.body.len(), 5 * 1024 * 1024);
+    assert_eq!(
+        get(&seed, &format!("/raw/{rid}/{head}/eleven.txt")).status,
+        413
+    );
+
+    // Binary content is base64 in JSON, image/png as raw bytes.
+    let blob = ok(&seed, &format!("/api/v1/repos/{rid}/blob/{head}/pixel.png"));
+    assert_eq!(blob["binary"], true);
+    assert_eq!(blob["content"], "iVBORw0KGgoAAAANSUhEUgAAAAE=");
+    let r = get(&seed, &format!("/raw/{rid}/{head}/pixel.png"));
+    assert_eq!(r.header("content-type"), Some("image/png"));
+
+    // A deletion; a root commit diffs against the empty tree (binary files have no hunks).
+    let c = ok(&seed, &format!("/api/v1/repos/{rid}/commits/{head}"));
+    let file = &c["diff"]["files"][0];
+    assert_eq!(file["status"], "deleted", "{c}");
+    assert_eq!(file["path"], "gone.txt");
+    assert_eq!(file["diff"]["hunks"][0]["lines"][0]["type"], "deletion");
+    assert_eq!(c["diff"]["stats"]["deletions"], 1);
+    let c = ok(&seed, &format!("/api/v1/repos/{rid}/commits/{first}"));
+    let statuses: Vec<(&str, &str)> = c["diff"]["files"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| {
+            (
+                f["path"].as_str().unwrap(),
+                f["diff"]["type"].as_str().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        statuses,
+        vec![
+            ("eleven.txt", "plain"),
+            ("five.txt", "plain"),
+            ("gone.txt", "plain"),
+            ("pixel.png", "binary"),
+        ]
+    );
+    assert!(c["diff"]["files"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .all(|f| f["status"] == "added"));
 }

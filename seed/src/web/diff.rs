@@ -246,6 +246,14 @@ pub fn edit_script(a: &[&[u8]], b: &[&[u8]]) -> Option<Vec<Op>> {
     if max > MAX_LINES {
         return None;
     }
+    if am.is_empty() || bm.is_empty() {
+        // Pure insertion or deletion: no search needed.
+        let mut ops: Vec<Op> = (0..prefix).map(|i| Op::Eq(i, i)).collect();
+        ops.extend((prefix..a.len() - suffix).map(Op::Del));
+        ops.extend((prefix..b.len() - suffix).map(Op::Ins));
+        ops.extend((0..suffix).map(|s| Op::Eq(a.len() - suffix + s, b.len() - suffix + s)));
+        return Some(ops);
+    }
     let offset = max as isize + 1;
     let mut v = vec![0isize; 2 * max + 3];
     let mut trace: Vec<Vec<isize>> = Vec::new();

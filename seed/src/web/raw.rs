@@ -11,7 +11,7 @@ use axum::Extension;
 use gix::ObjectId;
 
 use super::source::{commit, oid};
-use super::{blocking, heavy, Scope, WebError};
+use super::{heavy, Scope, WebError};
 use crate::http::HttpState;
 
 /// Raw files above this are 413 (httpd's 10 MiB).
@@ -113,8 +113,10 @@ pub async fn by_oid(
     let id = oid(&id)?;
     let record = super::repo(&state, &scope, &rid)?;
     let storage = state.storage.clone();
-    let _permit = heavy(&state).await?;
-    let body = blocking(move || read(&super::source::open(&storage, record.rid)?, id)).await?;
+    let body = heavy(&state, move || {
+        read(&super::source::open(&storage, record.rid)?, id)
+    })
+    .await?;
     Ok(bytes(sniff(&body), body))
 }
 
@@ -134,9 +136,8 @@ pub async fn by_path(
         oid(&sha)?
     };
     let storage = state.storage.clone();
-    let _permit = heavy(&state).await?;
     let name = path.clone();
-    let body = blocking(move || {
+    let body = heavy(&state, move || {
         let repo = super::source::open(&storage, record.rid)?;
         let c = commit(&repo, sha)?;
         let (id, mode) = super::source::lookup(&repo, c.tree, &path)?;
