@@ -2,6 +2,7 @@
 //! made by the real `rad`: every endpoint's JSON checked field by field against what the
 //! explorer's zod schemas require (shared/docs/http-api.md §5), tenancy, privacy, CORS, raw
 //! bytes, and `git clone` on the same listener. Long by nature: one seed serves many checks.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::collections::HashMap;
 use std::path::PathBuf;
