@@ -46,6 +46,25 @@ pub struct HttpState {
     pub web: crate::web::Web,
 }
 
+impl HttpState {
+    /// The tenant's request rate (`tenant rate`), shared by git and the JSON API: `Err` holds
+    /// the seconds until a request would pass; refusals are counted.
+    pub fn check_tenant_rate(&self, h: &crate::tenant::HostTenant) -> Result<(), u64> {
+        let Some(rps) = h.rate.requests_per_second else {
+            return Ok(());
+        };
+        let burst = h.rate.burst.unwrap_or(rps.saturating_mul(2)).max(1);
+        self.rate.check_tenant(&h.name, rps, burst).map_err(|wait| {
+            self.tenancy.tenants.count_rate_limited(&h.name);
+            self.metrics
+                .http_rate_limited
+                .with_label_values(&["tenant"])
+                .inc();
+            wait.as_secs_f64().ceil() as u64
+        })
+    }
+}
+
 /// What virtual hosting needs: tenants by hostname, the operator's deny list, and what hosts
 /// that belong to no tenant get (`http.unknown_hosts`, hot-reloadable).
 #[derive(Clone)]

@@ -284,18 +284,7 @@ fn admit(state: &HttpState, req: &Request) -> Result<Scope, WebError> {
             if !h.active {
                 return Err(WebError::Forbidden("this tenant is suspended"));
             }
-            if let Some(rps) = h.rate.requests_per_second {
-                let burst = h.rate.burst.unwrap_or(rps.saturating_mul(2)).max(1);
-                if let Err(wait) = state.rate.check_tenant(&h.name, rps, burst) {
-                    tenancy.tenants.count_rate_limited(&h.name);
-                    state
-                        .metrics
-                        .http_rate_limited
-                        .with_label_values(&["tenant"])
-                        .inc();
-                    return Err(WebError::RateLimited(wait.as_secs_f64().ceil() as u64));
-                }
-            }
+            state.check_tenant_rate(&h).map_err(WebError::RateLimited)?;
             Ok(Scope::Tenant(h.name))
         }
         None if tenancy.serve_unknown_hosts() => Ok(Scope::All),
@@ -339,6 +328,12 @@ pub fn parse_rid(state: &HttpState, scope: &Scope, segment: &str) -> Result<Repo
             })
         })
         .ok_or(WebError::NotFound("repository not found"))
+}
+
+/// A `z6Mk…` node id from a path.
+pub fn parse_nid(s: &str) -> Result<NodeId, WebError> {
+    s.parse()
+        .map_err(|_| WebError::BadRequest("invalid node id: expected z6Mk…".into()))
 }
 
 /// The repository a path segment names, if `scope` may see it (404 otherwise).

@@ -220,20 +220,8 @@ async fn route_request(
             if !tenancy.tenants.shows(&h.name, &path.rid) {
                 return text(StatusCode::NOT_FOUND, "repository not found");
             }
-            if let Some(rps) = h.rate.requests_per_second {
-                let burst = h.rate.burst.unwrap_or(rps.saturating_mul(2)).max(1);
-                if let Err(wait) = state.rate.check_tenant(&h.name, rps, burst) {
-                    tenancy.tenants.count_rate_limited(&h.name);
-                    state
-                        .metrics
-                        .http_rate_limited
-                        .with_label_values(&["tenant"])
-                        .inc();
-                    return too_many(
-                        "too many requests for this tenant; slow down",
-                        wait.as_secs_f64().ceil() as u64,
-                    );
-                }
+            if let Err(wait_secs) = state.check_tenant_rate(h) {
+                return too_many("too many requests for this tenant; slow down", wait_secs);
             }
         }
         None => {

@@ -8,7 +8,6 @@ use axum::{Extension, Json};
 use serde_json::{json, Value};
 
 use super::{cached, visible_repos, Scope, WebError, API_VERSION, TEN_MINUTES};
-use crate::crypto::NodeId;
 use crate::http::HttpState;
 
 /// `agent` of `/node`: what radicle nodes announce, in the same `/name:version/` form.
@@ -88,9 +87,7 @@ pub async fn node_by_id(
     Extension(scope): Extension<Scope>,
     Path(nid): Path<String>,
 ) -> Result<Response, WebError> {
-    let nid: NodeId = nid
-        .parse()
-        .map_err(|_| WebError::BadRequest("invalid node id: expected z6Mk…".into()))?;
+    let nid = super::parse_nid(&nid)?;
     let key = ssh_key::PublicKey::from(ssh_key::public::KeyData::Ed25519(
         ssh_key::public::Ed25519PublicKey(*nid.as_bytes()),
     ));
@@ -112,9 +109,7 @@ pub async fn inventory(
     Extension(scope): Extension<Scope>,
     Path(nid): Path<String>,
 ) -> Result<Response, WebError> {
-    let nid: NodeId = nid
-        .parse()
-        .map_err(|_| WebError::BadRequest("invalid node id: expected z6Mk…".into()))?;
+    let nid = super::parse_nid(&nid)?;
     let rids: Vec<String> = if (state.web.node_of)(scope.tenant()) == nid {
         visible_repos(&state, &scope)?
             .iter()

@@ -69,9 +69,7 @@ pub async fn one(
     Path((rid, nid)): Path<(String, String)>,
 ) -> Result<Response, WebError> {
     let r = super::repo(&state, &scope, &rid)?;
-    let nid: NodeId = nid
-        .parse()
-        .map_err(|_| WebError::BadRequest("invalid node id: expected z6Mk…".into()))?;
+    let nid = super::parse_nid(&nid)?;
     remotes(&state, &r)?
         .remove(&nid)
         .map(|v| Json(v).into_response())

@@ -199,6 +199,20 @@ fn tree_json(repo: &gix::Repository, sha: ObjectId, path: &str) -> Result<Value,
     }))
 }
 
+/// Content-addressed answers: `{sha}` (40 hex) parsed, `f` run on the repository on the
+/// blocking pool under an expensive-request permit, the JSON cached as immutable.
+async fn at_commit(
+    state: &Arc<HttpState>,
+    scope: &Scope,
+    rid: &str,
+    sha: &str,
+    f: impl FnOnce(&gix::Repository, ObjectId) -> Result<Value, WebError> + Send + 'static,
+) -> Result<Response, WebError> {
+    let sha = oid(sha)?;
+    let v = with_repo(state, scope, rid, move |repo, _| f(repo, sha)).await?;
+    Ok(cached(IMMUTABLE, &v))
+}
+
 /// `GET /repos/{rid}/tree/{sha}/`.
 pub async fn tree_root(
     State(state): State<Arc<HttpState>>,
@@ -224,12 +238,10 @@ async fn tree_at(
     sha: String,
     path: String,
 ) -> Result<Response, WebError> {
-    let sha = oid(&sha)?;
-    let v = with_repo(&state, &scope, &rid, move |repo, _| {
+    at_commit(&state, &scope, &rid, &sha, move |repo, sha| {
         tree_json(repo, sha, &path)
     })
-    .await?;
-    Ok(cached(IMMUTABLE, &v))
+    .await
 }
 
 fn blob_json(repo: &gix::Repository, sha: ObjectId, path: &str) -> Result<Value, WebError> {
@@ -263,12 +275,10 @@ pub async fn blob(
     Extension(scope): Extension<Scope>,
     Path((rid, sha, path)): Path<(String, String, String)>,
 ) -> Result<Response, WebError> {
-    let sha = oid(&sha)?;
-    let v = with_repo(&state, &scope, &rid, move |repo, _| {
+    at_commit(&state, &scope, &rid, &sha, move |repo, sha| {
         blob_json(repo, sha, &path)
     })
-    .await?;
-    Ok(cached(IMMUTABLE, &v))
+    .await
 }
 
 /// `GET /repos/{rid}/readme/{sha}`.
@@ -277,8 +287,7 @@ pub async fn readme(
     Extension(scope): Extension<Scope>,
     Path((rid, sha)): Path<(String, String)>,
 ) -> Result<Response, WebError> {
-    let sha = oid(&sha)?;
-    let v = with_repo(&state, &scope, &rid, move |repo, _| {
+    at_commit(&state, &scope, &rid, &sha, move |repo, sha| {
         let lower = READMES.iter().map(|r| r.to_lowercase());
         for name in READMES.iter().map(|s| s.to_string()).chain(lower) {
             match blob_json(repo, sha, &name) {
@@ -288,8 +297,7 @@ pub async fn readme(
         }
         Err(WebError::NotFound("no README"))
     })
-    .await?;
-    Ok(cached(IMMUTABLE, &v))
+    .await
 }
 
 /// Commits reachable from `tips`, newest committer time first (git's date order); stops after
@@ -420,10 +428,9 @@ pub async fn commit_one(
     Extension(scope): Extension<Scope>,
     Path((rid, sha)): Path<(String, String)>,
 ) -> Result<Response, WebError> {
-    let sha = oid(&sha)?;
     let record = super::repo(&state, &scope, &rid)?;
     let heads = branches(&state, &record.rid)?;
-    let v = with_repo(&state, &scope, &rid, move |repo, _| {
+    at_commit(&state, &scope, &rid, &sha, move |repo, sha| {
         let c = commit(repo, sha)?;
         let base = match c.parents.first() {
             Some(p) => Some(commit(repo, *p)?.tree),
@@ -447,8 +454,7 @@ pub async fn commit_one(
         }
         Ok(json!({ "commit": c.header, "diff": diff, "files": files, "branches": containing }))
     })
-    .await?;
-    Ok(cached(IMMUTABLE, &v))
+    .await
 }
 
 /// `GET /repos/{rid}/stats/commits/{sha}`: `{commits}` reachable from `sha`.
@@ -457,8 +463,7 @@ pub async fn commit_count(
     Extension(scope): Extension<Scope>,
     Path((rid, sha)): Path<(String, String)>,
 ) -> Result<Response, WebError> {
-    let sha = oid(&sha)?;
-    let v = with_repo(&state, &scope, &rid, move |repo, _| {
+    at_commit(&state, &scope, &rid, &sha, move |repo, sha| {
         let mut n = 0usize;
         walk(repo, &[sha], MAX_WALK, |_| {
             n += 1;
@@ -466,8 +471,7 @@ pub async fn commit_count(
         })?;
         Ok(json!({ "commits": n }))
     })
-    .await?;
-    Ok(cached(IMMUTABLE, &v))
+    .await
 }
 
 /// `GET /repos/{rid}/stats/tree/{sha}`: `{commits, branches, contributors}`.
@@ -476,10 +480,9 @@ pub async fn tree_stats(
     Extension(scope): Extension<Scope>,
     Path((rid, sha)): Path<(String, String)>,
 ) -> Result<Response, WebError> {
-    let sha = oid(&sha)?;
     let record = super::repo(&state, &scope, &rid)?;
     let branch_count = branches(&state, &record.rid)?.len();
-    let v = with_repo(&state, &scope, &rid, move |repo, _| {
+    at_commit(&state, &scope, &rid, &sha, move |repo, sha| {
         let mut n = 0usize;
         let mut authors = BTreeSet::new();
         walk(repo, &[sha], MAX_WALK, |c| {
@@ -489,8 +492,7 @@ pub async fn tree_stats(
         })?;
         Ok(json!({ "commits": n, "branches": branch_count, "contributors": authors.len() }))
     })
-    .await?;
-    Ok(cached(IMMUTABLE, &v))
+    .await
 }
 
 /// Activity covers this many seconds back from now (52 weeks).
