@@ -201,6 +201,7 @@ pub fn router(state: Arc<HttpState>) -> Router {
         .route("/api/v1/node/policies/repos/{rid}", get(node::policy))
         .route("/api/v1/delegates/{did}/repos", get(repos::delegate_repos))
         .route("/api/v1/repos", get(repos::list))
+        .route("/api/v1/repos/search", get(repos::search))
         .route("/api/v1/repos/{rid}", get(repos::one))
         .route("/api/v1/repos/{rid}/tree/{sha}", get(source::tree_root))
         .route("/api/v1/repos/{rid}/tree/{sha}/", get(source::tree_root))

@@ -229,6 +229,26 @@ fn explorer_endpoints_answer_in_the_httpd_shapes_and_private_repositories_stay_h
         ok(&seed, "/api/v1/repos?show=all&perPage=1&page=2"),
         json!([])
     );
+    // Search: substring of the name, prefix matches first; the private one never.
+    let found = ok(&seed, "/api/v1/repos/search?q=heartwood");
+    assert_eq!(found.as_array().unwrap().len(), 1, "{found}");
+    assert_eq!(found[0]["rid"], rid.as_str());
+    assert_eq!(
+        found[0]["payloads"]["xyz.radicle.project"]["name"],
+        "heartwood-fixture"
+    );
+    assert!(found[0]["seeds"].as_u64().unwrap() >= 1);
+    assert_eq!(found[0]["delegates"][0]["id"], hw["delegates"][0]);
+    let found = ok(&seed, "/api/v1/repos/search?q=fixture&perPage=10");
+    assert_eq!(
+        found.as_array().unwrap().len(),
+        2,
+        "secret-fixture stays hidden: {found}"
+    );
+    assert_eq!(
+        ok(&seed, "/api/v1/repos/search?q=nothing-like-it"),
+        json!([])
+    );
     let delegate = hw["delegates"][0].as_str().unwrap();
     let mine = ok(
         &seed,

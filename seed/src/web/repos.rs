@@ -196,3 +196,55 @@ pub async fn delegate_repos(
         .collect();
     Ok(Json(page(&state, repos, &q)).into_response())
 }
+
+/// `q` of `/repos/search` is cut to this many characters (httpd's limit).
+const MAX_QUERY_CHARS: usize = 256;
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SearchQuery {
+    #[serde(default)]
+    q: String,
+    page: Option<usize>,
+    per_page: Option<usize>,
+}
+
+/// `GET /api/v1/repos/search?q&page&perPage`: a case-sensitive substring match on the project
+/// name, as httpd's storage walk does; names starting with `q` first, then most seeded, then
+/// RID. `SearchResult` carries the raw project payload (no `data`/`meta`) and `seeds`.
+pub async fn search(
+    State(state): State<Arc<HttpState>>,
+    Extension(scope): Extension<Scope>,
+    Query(q): Query<SearchQuery>,
+) -> Result<Response, WebError> {
+    let needle: String = q.q.chars().take(MAX_QUERY_CHARS).collect();
+    let mut hits: Vec<(bool, usize, RepoRecord)> = listable(&state, &scope)?
+        .into_iter()
+        .filter(|r| r.name.contains(&needle))
+        .map(|r| (!r.name.starts_with(&needle), seeding(&state, &r), r))
+        .collect();
+    hits.sort_by_key(|h| (h.0, std::cmp::Reverse(h.1)));
+    let (skip, take) = Paging {
+        page: q.page,
+        per_page: q.per_page,
+    }
+    .window(10, MAX_PER_PAGE);
+    let out: Vec<Value> = hits
+        .iter()
+        .skip(skip)
+        .take(take)
+        .map(|(_, seeds, r)| {
+            json!({
+                "rid": r.rid.to_string(),
+                "payloads": { PROJECT: {
+                    "name": r.name,
+                    "description": r.description,
+                    "defaultBranch": r.default_branch,
+                } },
+                "delegates": r.delegates.iter().map(author).collect::<Vec<_>>(),
+                "seeds": seeds,
+            })
+        })
+        .collect();
+    Ok(super::cached(super::TEN_MINUTES, &out))
+}
