@@ -327,7 +327,11 @@ fn explorer_endpoints_answer_in_the_httpd_shapes_and_private_repositories_stay_h
     let tree = r.json();
     assert_eq!(tree["name"], "");
     assert_eq!(tree["path"], "");
-    assert_eq!(tree["lastCommit"]["id"], head.as_str());
+    assert_eq!(
+        tree["lastCommit"]["id"],
+        head.as_str(),
+        "the root changes every commit"
+    );
     assert_commit_header(&tree["lastCommit"]);
     let names: Vec<(&str, &str)> = tree["entries"]
         .as_array()
@@ -350,6 +354,17 @@ fn explorer_endpoints_answer_in_the_httpd_shapes_and_private_repositories_stay_h
     let src = ok(&seed, &format!("/api/v1/repos/{rid}/tree/{head}/src"));
     assert_eq!(src["name"], "src");
     assert_eq!(src["path"], "src");
+    // `lastCommit`: the newest commit that changed the path, as `git log -1 -- <path>`.
+    let last = |path: &str| {
+        let out = git_out(&storage, &["log", "-1", "--format=%H", &head, "--", path]);
+        String::from_utf8(out).unwrap().trim().to_owned()
+    };
+    assert_eq!(src["lastCommit"]["id"], last("src").as_str());
+    assert_ne!(
+        last("src"),
+        head,
+        "the fixture's last commit does not touch src/"
+    );
     let paths: Vec<&str> = src["entries"]
         .as_array()
         .unwrap()
@@ -376,8 +391,10 @@ fn explorer_endpoints_answer_in_the_httpd_shapes_and_private_repositories_stay_h
     assert_eq!(blob["name"], "lib.rs");
     assert_eq!(blob["path"], "src/lib.rs");
     assert_commit_header(&blob["lastCommit"]);
+    assert_eq!(blob["lastCommit"]["id"], last("src/lib.rs").as_str());
     let readme = ok(&seed, &format!("/api/v1/repos/{rid}/readme/{head}"));
     assert_eq!(readme["path"], "README.md");
+    assert_eq!(readme["lastCommit"]["id"], last("README.md").as_str());
     let expected = git_out(&storage, &["show", &format!("{head}:README.md")]);
     assert_eq!(
         readme["content"].as_str().unwrap().as_bytes(),

@@ -1,8 +1,9 @@
 //! Source browsing with gix on the blocking pool (http-api.md §1.4): trees, blobs, README,
 //! history, one commit with its diff, commit counts, activity.
 //!
-//! `lastCommit` of trees and blobs is the commit asked for, not the last one that touched the
-//! path (httpd walks history for that; the explorer only shows it).
+//! `lastCommit` of trees and blobs is the newest commit that changed the path, following the
+//! parent that kept it unchanged through merges (`git rev-list -1 <sha> -- <path>`), within
+//! [`MAX_LAST_COMMIT_WALK`] commits.
 
 use std::collections::{BTreeSet, BinaryHeap, HashMap, HashSet};
 use std::sync::Arc;
@@ -24,6 +25,8 @@ pub const MAX_BLOB_JSON: u64 = 4 << 20;
 pub const MAX_WALK: usize = 1_000_000;
 /// `perPage` of `/commits` at most (httpd: unbounded with `since`/`until`).
 pub const MAX_COMMITS_PER_PAGE: usize = 1_000;
+/// Commits the `lastCommit` search follows before settling for the oldest one it reached.
+pub const MAX_LAST_COMMIT_WALK: usize = 10_000;
 /// Files the README lookup tries at the root, in order (httpd's list; then lower-cased).
 const READMES: &[&str] = &[
     "README",
@@ -166,6 +169,34 @@ async fn with_repo<T: Send + 'static>(
     .await
 }
 
+/// The newest commit from `start` back that changed the entry at `path` (now `entry`): while a
+/// parent has the same entry, the change is further back along that parent.
+fn last_commit(
+    repo: &gix::Repository,
+    start: CommitInfo,
+    path: &str,
+    entry: ObjectId,
+) -> Result<Value, WebError> {
+    let mut current = start;
+    for _ in 0..MAX_LAST_COMMIT_WALK {
+        let mut same = None;
+        for p in &current.parents {
+            let Ok(parent) = commit(repo, *p) else {
+                continue;
+            };
+            if lookup(repo, parent.tree, path).is_ok_and(|(id, _)| id == entry) {
+                same = Some(parent);
+                break;
+            }
+        }
+        match same {
+            Some(parent) => current = parent,
+            None => break,
+        }
+    }
+    Ok(current.header)
+}
+
 fn tree_json(repo: &gix::Repository, sha: ObjectId, path: &str) -> Result<Value, WebError> {
     let c = commit(repo, sha)?;
     let path = path.trim_matches('/');
@@ -191,9 +222,10 @@ fn tree_json(repo: &gix::Repository, sha: ObjectId, path: &str) -> Result<Value,
         .collect();
     entries.sort_by(|a, b| (a.0, &a.1).cmp(&(b.0, &b.1)));
     let name = path.rsplit('/').next().unwrap_or_default();
+    let last = last_commit(repo, c, path, id)?;
     Ok(json!({
         "entries": entries.into_iter().map(|e| e.2).collect::<Vec<_>>(),
-        "lastCommit": c.header,
+        "lastCommit": last,
         "name": name,
         "path": path,
     }))
@@ -260,12 +292,13 @@ fn blob_json(repo: &gix::Repository, sha: ObjectId, path: &str) -> Result<Value,
     }
     let bytes = repo.find_object(id).map_err(WebError::git)?.data.clone();
     let (binary, content) = encode(&bytes);
+    let last = last_commit(repo, c, path, id)?;
     Ok(json!({
         "binary": binary,
         "name": path.rsplit('/').next().unwrap_or_default(),
         "path": path,
         "content": content,
-        "lastCommit": c.header,
+        "lastCommit": last,
     }))
 }
 
