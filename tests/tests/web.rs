@@ -541,6 +541,7 @@ fn explorer_endpoints_answer_in_the_httpd_shapes_and_private_repositories_stay_h
     );
     assert_eq!(r.header("content-type"), Some("text/plain; charset=utf-8"));
     assert_eq!(r.header("x-content-type-options"), Some("nosniff"));
+    assert_eq!(r.header("content-security-policy"), Some("sandbox"));
     let r = get(&seed, &format!("/raw/{rid}/head/README.md"));
     assert_eq!(
         r.header("content-type"),

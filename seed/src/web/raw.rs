@@ -1,6 +1,6 @@
 //! `/raw/`: file bytes with a Content-Type (http-api.md §1.7). Responses carry
-//! `X-Content-Type-Options: nosniff` and a sandbox CSP, so repository content cannot run
-//! script on the seed's origin; HTML is served as text.
+//! `X-Content-Type-Options: nosniff` and (but PDFs) a sandbox CSP, so repository content
+//! (SVG, HTML) cannot run script on the seed's origin; HTML is served as text.
 
 use std::sync::Arc;
 
@@ -97,10 +97,13 @@ fn bytes(content_type: &'static str, body: Vec<u8>) -> Response {
         header::X_CONTENT_TYPE_OPTIONS,
         HeaderValue::from_static("nosniff"),
     );
-    h.insert(
-        header::CONTENT_SECURITY_POLICY,
-        HeaderValue::from_static("sandbox"),
-    );
+    // Browsers refuse to show a sandboxed PDF; PDFs run no script on the origin anyway.
+    if content_type != "application/pdf" {
+        h.insert(
+            header::CONTENT_SECURITY_POLICY,
+            HeaderValue::from_static("sandbox"),
+        );
+    }
     r
 }
 
