@@ -237,6 +237,7 @@ async fn gate(State(state): State<Arc<HttpState>>, mut req: Request, next: Next)
     let started = Instant::now();
     let group = Group::of(req.uri().path());
     let mut tenant = None;
+    let head = req.method() == Method::HEAD;
     let mut response = if req.method() == Method::OPTIONS {
         preflight()
     } else {
@@ -250,8 +251,14 @@ async fn gate(State(state): State<Arc<HttpState>>, mut req: Request, next: Next)
         }
     };
     if let Some(t) = &tenant {
-        let status = response.status().as_u16();
-        state.tenancy.tenants.count_request(t, status);
+        let tenants = &state.tenancy.tenants;
+        tenants.count_request(t, response.status().as_u16());
+        // The body goes out on the tenant's hostname: its egress (bodies here are whole, so
+        // their size is exact; HEAD sends none).
+        let bytes = hyper::body::Body::size_hint(response.body()).exact();
+        if let (Some(n), false) = (bytes, head) {
+            tenants.add_egress(t, "http", n);
+        }
     }
     response.headers_mut().insert(
         header::ACCESS_CONTROL_ALLOW_ORIGIN,
@@ -286,6 +293,9 @@ fn admit(state: &HttpState, req: &Request) -> Result<Scope, WebError> {
                 return Err(WebError::Forbidden("this tenant is suspended"));
             }
             state.check_tenant_rate(&h).map_err(WebError::RateLimited)?;
+            if let Some(secs) = tenancy.tenants.egress_exhausted(&h.name) {
+                return Err(WebError::EgressExhausted(secs));
+            }
             Ok(Scope::Tenant(h.name))
         }
         None if tenancy.serve_unknown_hosts() => Ok(Scope::All),

@@ -696,6 +696,40 @@ fn a_tenant_host_lists_only_its_repositories_and_unknown_hosts_follow_the_policy
     assert_eq!(r.header("access-control-allow-origin"), Some("*"));
     assert_eq!(at("/api/v1/repos?show=all").status, 200);
 
+    // The tenant's daily egress quota counts API bodies too: once used up, 429.
+    let egress = || {
+        seed.metric(
+            "seedd_tenant_egress_bytes_total",
+            &["tenant=\"acme\"", "transport=\"http\""],
+        )
+    };
+    let used = egress();
+    assert!(
+        used > 0.0,
+        "earlier answers on the tenant host were counted"
+    );
+    seed.admin_ok(
+        "PUT",
+        "/api/v1/tenants/acme/quota",
+        Some(json!({ "egress_bytes_per_day": used as u64 + 2000 })),
+    );
+    let mut statuses = Vec::new();
+    for _ in 0..10 {
+        statuses.push(at(&format!("/api/v1/repos/{hw}")).status);
+    }
+    assert_eq!(statuses[0], 200, "{statuses:?}");
+    assert_eq!(statuses.last(), Some(&429), "{statuses:?}");
+    let r = at("/api/v1/node");
+    assert_eq!(r.status, 429);
+    assert!(r.header("retry-after").is_some());
+    assert!(egress() >= used + 2000.0);
+    seed.admin_ok(
+        "PUT",
+        "/api/v1/tenants/acme/quota",
+        Some(json!({ "egress_bytes_per_day": null })),
+    );
+    assert_eq!(at("/api/v1/node").status, 200);
+
     // A suspended tenant's host is refused.
     seed.admin_ok("POST", "/api/v1/tenants/acme/suspend", None);
     assert_eq!(at("/api/v1/repos?show=all").status, 403);

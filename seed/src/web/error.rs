@@ -18,6 +18,9 @@ pub enum WebError {
     /// Seconds until the tenant's limit lets a request through.
     #[error("too many requests for this tenant; slow down")]
     RateLimited(u64),
+    /// Seconds until the tenant's daily egress quota resets (UTC midnight).
+    #[error("this tenant's egress quota for today is used up")]
+    EgressExhausted(u64),
     #[error("{what} is over the {limit}-byte limit")]
     TooLarge { what: &'static str, limit: u64 },
     #[error("too many expensive requests in progress; retry shortly")]
@@ -44,7 +47,9 @@ impl WebError {
             WebError::NotFound(_) => StatusCode::NOT_FOUND,
             WebError::BadRequest(_) => StatusCode::BAD_REQUEST,
             WebError::Forbidden(_) => StatusCode::FORBIDDEN,
-            WebError::RateLimited(_) => StatusCode::TOO_MANY_REQUESTS,
+            WebError::RateLimited(_) | WebError::EgressExhausted(_) => {
+                StatusCode::TOO_MANY_REQUESTS
+            }
             WebError::TooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
             WebError::Busy | WebError::Blocking(BlockingError::Deadline(_)) => {
                 StatusCode::SERVICE_UNAVAILABLE
@@ -68,7 +73,9 @@ impl IntoResponse for WebError {
         let body = serde_json::json!({ "error": message, "code": status.as_u16() });
         let mut r = (status, axum::Json(body)).into_response();
         let retry = match &self {
-            WebError::RateLimited(secs) => Some((*secs).max(1).to_string()),
+            WebError::RateLimited(secs) | WebError::EgressExhausted(secs) => {
+                Some((*secs).max(1).to_string())
+            }
             WebError::Busy | WebError::Blocking(BlockingError::Deadline(_)) => Some("1".into()),
             _ => None,
         };
