@@ -372,23 +372,33 @@ pub async fn heavy<T: Send + 'static>(
     state: &HttpState,
     f: impl FnOnce() -> Result<T, WebError> + Send + 'static,
 ) -> Result<T, WebError> {
-    let permit =
-        match tokio::time::timeout(HEAVY_WAIT, state.web.heavy.clone().acquire_owned()).await {
-            Ok(Ok(p)) => p,
-            _ => {
-                state
-                    .metrics
-                    .web_rejected
-                    .with_label_values(&["busy"])
-                    .inc();
-                return Err(WebError::Busy);
-            }
-        };
+    let permit = match permit(&state.web.heavy, HEAVY_WAIT).await {
+        Ok(p) => p,
+        Err(e) => {
+            state
+                .metrics
+                .web_rejected
+                .with_label_values(&["busy"])
+                .inc();
+            return Err(e);
+        }
+    };
     blocking(move || {
         let _permit = permit;
         f()
     })
     .await
+}
+
+/// One of `slots`, waiting at most `wait` ([`WebError::Busy`] then).
+pub async fn permit(
+    slots: &Arc<tokio::sync::Semaphore>,
+    wait: Duration,
+) -> Result<tokio::sync::OwnedSemaphorePermit, WebError> {
+    match tokio::time::timeout(wait, slots.clone().acquire_owned()).await {
+        Ok(Ok(p)) => Ok(p),
+        _ => Err(WebError::Busy),
+    }
 }
 
 /// JSON with a `Cache-Control` value (httpd's, http-api.md §1.1).

@@ -147,3 +147,25 @@ fn raw_content_types_come_from_the_name_then_the_bytes() {
     assert_eq!(sniff(b"hello\n"), "text/plain; charset=utf-8");
     assert_eq!(sniff(&[0, 159, 146, 150]), "application/octet-stream");
 }
+
+#[tokio::test]
+async fn expensive_requests_wait_briefly_for_a_slot_then_get_503() {
+    let slots = Arc::new(tokio::sync::Semaphore::new(1));
+    let held = permit(&slots, Duration::from_millis(50)).await.unwrap();
+    let started = std::time::Instant::now();
+    let busy = permit(&slots, Duration::from_millis(50)).await;
+    assert!(matches!(busy, Err(WebError::Busy)), "{busy:?}");
+    assert!(started.elapsed() >= Duration::from_millis(50));
+    assert_eq!(
+        WebError::Busy.status(),
+        axum::http::StatusCode::SERVICE_UNAVAILABLE
+    );
+    // A slot freed while waiting is taken.
+    let waiter = tokio::spawn({
+        let slots = slots.clone();
+        async move { permit(&slots, Duration::from_secs(5)).await.is_ok() }
+    });
+    tokio::time::sleep(Duration::from_millis(20)).await;
+    drop(held);
+    assert!(waiter.await.unwrap());
+}
