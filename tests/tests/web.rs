@@ -664,11 +664,13 @@ fn a_tenant_host_lists_only_its_repositories_and_unknown_hosts_follow_the_policy
         json!({ "repos": { "total": 1 } })
     );
     assert_eq!(at(&format!("/api/v1/repos/{hw}")).status, 200);
+    let by_alias = at("/api/v1/repos/heartwood").json();
+    assert_eq!(by_alias["rid"], hw.as_str(), "tenant alias");
     assert_eq!(
-        at("/api/v1/repos/heartwood").json()["rid"],
-        hw.as_str(),
-        "tenant alias"
+        by_alias["alias"], "heartwood",
+        "clone URL alias on the tenant host"
     );
+    assert_eq!(list[0]["alias"], "heartwood");
     assert_eq!(at(&format!("/api/v1/repos/{small}")).status, 404);
     assert_eq!(
         at(&format!("/api/v1/repos/{small}/tree/{head}/")).status,
@@ -679,9 +681,16 @@ fn a_tenant_host_lists_only_its_repositories_and_unknown_hosts_follow_the_policy
     assert_eq!(at(&format!("/raw/{bare}/{head}/README.md")).status, 404);
     assert_eq!(at("/api/v1/node").json()["id"], seed.nid());
 
-    // Other hosts see everything by default …
+    // Other hosts see everything by default (no tenant aliases there) …
     let list = get(&seed, "/api/v1/repos?show=all").json();
     assert_eq!(list.as_array().unwrap().len(), 2);
+    assert!(
+        list.as_array()
+            .unwrap()
+            .iter()
+            .all(|r| r.get("alias").is_none()),
+        "{list}"
+    );
 
     // … and nothing with `http.unknown_hosts = "none"`, while the tenant host still works.
     let config = std::fs::read_to_string(seed.config_path()).unwrap();

@@ -1,5 +1,6 @@
 //! Repository listing and `RepoInfo` (http-api.md §1.3, §1.6), from the index only.
 
+use std::collections::HashMap;
 use std::sync::Arc;
 
 use axum::extract::{Path, Query, State};
@@ -9,7 +10,7 @@ use serde::Deserialize;
 use serde_json::{json, Value};
 
 use super::{author, visible_repos, Paging, Scope, WebError, MAX_PER_PAGE};
-use crate::crypto::NodeId;
+use crate::crypto::{NodeId, RepoId};
 use crate::http::HttpState;
 use crate::index::RepoRecord;
 use crate::storage::RefTarget;
@@ -64,12 +65,12 @@ fn seeding(state: &HttpState, r: &RepoRecord) -> usize {
 
 /// `RepoInfo` (zod `repoSchema`). Issue and patch counts are zeros until the COB phase of
 /// issue 15 reads `xyz.radicle.issue` / `xyz.radicle.patch`.
-pub fn repo_info(r: &RepoRecord, seeds: usize) -> Option<Value> {
+pub fn repo_info(r: &RepoRecord, seeds: usize, alias: Option<&String>) -> Option<Value> {
     let head = r.head.as_ref()?;
     if r.name.is_empty() {
         return None;
     }
-    Some(json!({
+    let mut v = json!({
         "rid": r.rid.to_string(),
         "payloads": {
             PROJECT: {
@@ -89,10 +90,26 @@ pub fn repo_info(r: &RepoRecord, seeds: usize) -> Option<Value> {
         "threshold": r.threshold,
         "visibility": r.visibility,
         "seeding": seeds,
-    }))
+    });
+    if let (Some(a), Some(o)) = (alias, v.as_object_mut()) {
+        // The explorer then shows `git clone https://<host>/<alias>.git`.
+        o.insert("alias".into(), json!(a));
+    }
+    Some(v)
 }
 
-fn page(state: &HttpState, mut repos: Vec<RepoRecord>, q: &ListQuery) -> Vec<Value> {
+/// The tenant's short aliases on its hostname (`RepoInfo.alias`); none elsewhere.
+fn aliases(state: &HttpState, scope: &Scope) -> HashMap<RepoId, String> {
+    let Some((t, _)) = scope.tenant().and_then(|t| state.tenancy.tenants.get(t)) else {
+        return HashMap::new();
+    };
+    t.repos
+        .into_iter()
+        .filter_map(|r| Some((r.rid, r.alias?)))
+        .collect()
+}
+
+fn page(state: &HttpState, scope: &Scope, mut repos: Vec<RepoRecord>, q: &ListQuery) -> Vec<Value> {
     if q.show == Show::Pinned {
         return Vec::new();
     }
@@ -101,6 +118,7 @@ fn page(state: &HttpState, mut repos: Vec<RepoRecord>, q: &ListQuery) -> Vec<Val
         per_page: q.per_page,
     };
     let (skip, take) = paging.window(10, MAX_PER_PAGE);
+    let aliases = aliases(state, scope);
     let mut seeded: Vec<(RepoRecord, usize)> = repos
         .drain(..)
         .map(|r| {
@@ -116,7 +134,7 @@ fn page(state: &HttpState, mut repos: Vec<RepoRecord>, q: &ListQuery) -> Vec<Val
         .iter()
         .skip(skip)
         .take(take)
-        .filter_map(|(r, s)| repo_info(r, *s))
+        .filter_map(|(r, s)| repo_info(r, *s, aliases.get(&r.rid)))
         .collect()
 }
 
@@ -127,7 +145,7 @@ pub async fn list(
     Query(q): Query<ListQuery>,
 ) -> Result<Response, WebError> {
     let repos = listable(&state, &scope)?;
-    Ok(Json(page(&state, repos, &q)).into_response())
+    Ok(Json(page(&state, &scope, repos, &q)).into_response())
 }
 
 /// `GET /api/v1/repos/{rid}`.
@@ -137,7 +155,8 @@ pub async fn one(
     Path(rid): Path<String>,
 ) -> Result<Response, WebError> {
     let r = super::repo(&state, &scope, &rid)?;
-    let mut info = repo_info(&r, seeding(&state, &r)).ok_or(WebError::NotFound(
+    let alias = aliases(&state, &scope).remove(&r.rid);
+    let mut info = repo_info(&r, seeding(&state, &r), alias.as_ref()).ok_or(WebError::NotFound(
         "repository has no project or no default branch",
     ))?;
     let refs = state.index.refs(&r.rid).map_err(WebError::index)?;
@@ -194,7 +213,7 @@ pub async fn delegate_repos(
         .into_iter()
         .filter(|r| r.delegates.contains(&nid))
         .collect();
-    Ok(Json(page(&state, repos, &q)).into_response())
+    Ok(Json(page(&state, &scope, repos, &q)).into_response())
 }
 
 /// `q` of `/repos/search` is cut to this many characters (httpd's limit).
