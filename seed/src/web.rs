@@ -179,6 +179,10 @@ pub struct Paging {
 }
 
 impl Paging {
+    pub fn new(page: Option<usize>, per_page: Option<usize>) -> Self {
+        Self { page, per_page }
+    }
+
     /// `(skip, take)` with `perPage` defaulting to `default` and clamped to `max`.
     pub fn window(&self, default: usize, max: usize) -> (usize, usize) {
         let take = self.per_page.unwrap_or(default).min(max);

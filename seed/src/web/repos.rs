@@ -113,10 +113,7 @@ fn page(state: &HttpState, scope: &Scope, mut repos: Vec<RepoRecord>, q: &ListQu
     if q.show == Show::Pinned {
         return Vec::new();
     }
-    let paging = Paging {
-        page: q.page,
-        per_page: q.per_page,
-    };
+    let paging = Paging::new(q.page, q.per_page);
     let (skip, take) = paging.window(10, MAX_PER_PAGE);
     let aliases = aliases(state, scope);
     let mut seeded: Vec<(RepoRecord, usize)> = repos
@@ -243,11 +240,7 @@ pub async fn search(
         .map(|r| (!r.name.starts_with(&needle), seeding(&state, &r), r))
         .collect();
     hits.sort_by_key(|h| (h.0, std::cmp::Reverse(h.1)));
-    let (skip, take) = Paging {
-        page: q.page,
-        per_page: q.per_page,
-    }
-    .window(10, MAX_PER_PAGE);
+    let (skip, take) = Paging::new(q.page, q.per_page).window(10, MAX_PER_PAGE);
     let out: Vec<Value> = hits
         .iter()
         .skip(skip)

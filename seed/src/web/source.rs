@@ -400,10 +400,7 @@ pub async fn commits(
     let parent = q.parent.as_deref().map(oid).transpose()?;
     let windowed = q.since.is_some() || q.until.is_some();
     let default = if windowed { MAX_COMMITS_PER_PAGE } else { 30 };
-    let paging = Paging {
-        page: q.page,
-        per_page: q.per_page,
-    };
+    let paging = Paging::new(q.page, q.per_page);
     let (skip, take) = paging.window(default, MAX_COMMITS_PER_PAGE);
     let (since, until) = (q.since, q.until);
     let out = with_repo(&state, &scope, &rid, move |repo, record| {

@@ -58,7 +58,7 @@ fn only_api_and_raw_paths_leave_the_git_routes() {
 
 #[test]
 fn paging_defaults_and_clamps_per_page() {
-    let p = |page, per_page| Paging { page, per_page };
+    let p = Paging::new;
     assert_eq!(p(None, None).window(10, MAX_PER_PAGE), (0, 10));
     assert_eq!(p(Some(2), Some(24)).window(10, MAX_PER_PAGE), (48, 24));
     assert_eq!(p(Some(1), Some(1000)).window(10, MAX_PER_PAGE), (100, 100));
