@@ -4,7 +4,7 @@
 //!
 //! Every request passes the same per-IP rate limit as clones (the layer wraps both), then
 //! [`gate`]: CORS, `Host` → tenant (the same lookup as the git routes), suspension, the
-//! tenant's rate limit, `http.unknown_hosts`, and metrics per endpoint group. Handlers see
+//! tenant's rate limit and egress quota, `http.unknown_hosts`, and metrics per endpoint group. Handlers see
 //! only the repositories the request's [`Scope`] shows; private, denied and other tenants'
 //! repositories are 404 like unknown ones. Git work (trees, blobs, history, diffs) uses gix on
 //! the blocking pool; the expensive kinds hold a permit of [`Web::heavy`].
@@ -53,7 +53,7 @@ pub type NodeOf = Box<dyn Fn(Option<&str>) -> NodeId + Send + Sync>;
 pub struct Web {
     /// The node id that serves a host: the identity its tenant is placed on, else the default.
     pub node_of: NodeOf,
-    /// The operator's node alias (`seedd.alias`).
+    /// The operator's node alias (config `alias`).
     pub alias: String,
     /// Permits for expensive requests.
     pub heavy: Arc<tokio::sync::Semaphore>,
@@ -240,14 +240,17 @@ async fn not_found() -> Response {
 async fn gate(State(state): State<Arc<HttpState>>, mut req: Request, next: Next) -> Response {
     let started = Instant::now();
     let group = Group::of(req.uri().path());
-    let mut tenant = None;
+    let tenants = &state.tenancy.tenants;
+    let host = crate::http::git::request_host(&req).and_then(|h| tenants.by_host(&h));
+    let tenant = host.as_ref().map(|h| h.name.clone());
     let head = req.method() == Method::HEAD;
+    let mut admitted = false;
     let mut response = if req.method() == Method::OPTIONS {
         preflight()
     } else {
-        match admit(&state, &req) {
+        match admit(&state, host) {
             Ok(scope) => {
-                tenant = scope.tenant().map(str::to_owned);
+                admitted = true;
                 req.extensions_mut().insert(scope);
                 next.run(req).await
             }
@@ -255,12 +258,11 @@ async fn gate(State(state): State<Arc<HttpState>>, mut req: Request, next: Next)
         }
     };
     if let Some(t) = &tenant {
-        let tenants = &state.tenancy.tenants;
         tenants.count_request(t, response.status().as_u16());
-        // The body goes out on the tenant's hostname: its egress (bodies here are whole, so
-        // their size is exact; HEAD sends none).
+        // An admitted answer goes out on the tenant's hostname: its egress (bodies here are
+        // whole, so their size is exact; HEAD sends none).
         let bytes = hyper::body::Body::size_hint(response.body()).exact();
-        if let (Some(n), false) = (bytes, head) {
+        if let (Some(n), true, false) = (bytes, admitted, head) {
             tenants.add_egress(t, "http", n);
         }
     }
@@ -287,10 +289,10 @@ fn preflight() -> Response {
         .into_response()
 }
 
-/// `Host` → the request's [`Scope`], or the refusal (the git routes' rules, `http::git`).
-fn admit(state: &HttpState, req: &Request) -> Result<Scope, WebError> {
+/// The tenant of the request's `Host` (if any) → the request's [`Scope`], or the refusal (the
+/// git routes' rules, `http::git`).
+fn admit(state: &HttpState, host: Option<crate::tenant::HostTenant>) -> Result<Scope, WebError> {
     let tenancy = &state.tenancy;
-    let host = crate::http::git::request_host(req).and_then(|h| tenancy.tenants.by_host(&h));
     match host {
         Some(h) => {
             if !h.active {
