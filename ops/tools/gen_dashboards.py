@@ -540,6 +540,22 @@ def serving():
     ], unit="ops", desc="client_gone, idle_timeout, request_timeout, body_too_large, read_error.",
         w=8))
 
+    p.append(lay.row("JSON API (explorer)"))
+    p.append(timeseries(lay, "API requests by group and status", [
+        (f"sum by (group, status) (rate(seedd_web_requests_total{{{I}}}[{RATE}]))",
+         "{{group}} {{status}}"),
+    ], unit="reqps", desc="radicle-httpd API and /raw requests; group ∈ node, repos, tree, blob, "
+                          "history, commit, remotes, raw, other.", w=8))
+    p.append(timeseries(lay, "API p99 latency by group", [
+        (f"histogram_quantile(0.99, sum by (le, group) "
+         f"(rate(seedd_web_request_duration_seconds_bucket{{{I}}}[{RATE}])))", "p99 {{group}}"),
+    ], unit="s", desc="Time until the response starts, from seedd_web_request_duration_seconds.",
+        w=8))
+    p.append(timeseries(lay, "API requests refused (busy)", [
+        (f"sum by (reason) (rate(seedd_web_rejected_total{{{I}}}[{RATE}]))", "{{reason}}"),
+    ], unit="ops", desc="Expensive API requests (trees, blobs, history, diffs, raw) answered 503 "
+                        "because every slot stayed busy for 2 s.", w=8))
+
     p.append(lay.row("git over Radicle streams"))
     p.append(timeseries(lay, "Git streams served by result", [
         (f"sum by (result) (rate(seedd_p2p_git_serves_total{{{I}}}[{RATE}]))", "{{result}}"),
@@ -554,8 +570,8 @@ def serving():
     ], unit="binBps", desc="upload-pack output sent over Radicle streams.", w=8))
     return dashboard("seedd-serving", "seedd / Serving",
                      "git over HTTP(S): requests by route and status, bytes, in flight, clone "
-                     "duration, pack slots, queue, rejections and aborts; git served over "
-                     "Radicle streams.",
+                     "duration, pack slots, queue, rejections and aborts; the JSON API; git "
+                     "served over Radicle streams.",
                      p, tags=("git",))
 
 

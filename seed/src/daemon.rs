@@ -196,6 +196,7 @@ impl Daemon {
             policies,
             limiter,
             unknown_hosts_all,
+            web: web_state(&cfg, &identities, &tenants),
         };
         let http_task = listen::start_http(&cfg, listeners.http, &certs, http_parts, &shutdown_rx)?;
         start_initial_index(rescanner.clone(), ready);
@@ -424,4 +425,22 @@ fn start_initial_index(rescanner: Rescanner, ready: Arc<AtomicBool>) {
         }
         ready.store(true, Ordering::Release);
     });
+}
+
+/// The JSON API's node lookup: a tenant's host is served by the identity the tenant is placed
+/// on, any other host by the default identity.
+fn web_state(cfg: &Config, identities: &Identities, tenants: &Tenants) -> crate::http::web::Web {
+    let (identities, tenants) = (identities.clone(), tenants.clone());
+    crate::http::web::Web::new(cfg.alias.clone(), move |tenant| {
+        let default = identities.default_net().nid();
+        let Some((t, _)) = tenant.and_then(|name| tenants.get(name)) else {
+            return default;
+        };
+        identities
+            .list()
+            .into_iter()
+            .find(|i| i.name == t.identity)
+            .and_then(|i| i.nid.parse().ok())
+            .unwrap_or(default)
+    })
 }

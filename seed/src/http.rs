@@ -5,11 +5,12 @@ pub mod git;
 pub mod ratelimit;
 mod refusal;
 pub mod tls;
+pub(crate) mod web;
 
 use std::sync::Arc;
 use std::time::Duration;
 
-use axum::extract::ConnectInfo;
+use axum::extract::{ConnectInfo, Request, State};
 use axum::Router;
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use hyper_util::server::conn::auto;
@@ -45,6 +46,24 @@ pub struct HttpState {
     pub tenancy: Tenancy,
     /// Ref advertisements without git (snapshots shared with replication, which invalidates).
     pub advertiser: git::Advertiser,
+    /// The JSON API's own state (`web`).
+    pub web: crate::http::web::Web,
+}
+
+impl HttpState {
+    /// The tenant's request rate (`tenant rate`), shared by git and the JSON API: `Err` holds
+    /// the seconds until a request would pass; the tenant's refusal counter moves, the
+    /// `seedd_http_rate_limited_total{scope="tenant"}` one moves where the refusal is answered.
+    pub fn check_tenant_rate(&self, h: &crate::tenant::HostTenant) -> Result<(), u64> {
+        let Some(rps) = h.rate.requests_per_second else {
+            return Ok(());
+        };
+        let burst = h.rate.burst.unwrap_or(rps.saturating_mul(2)).max(1);
+        self.rate.check_tenant(&h.name, rps, burst).map_err(|wait| {
+            self.tenancy.tenants.count_rate_limited(&h.name);
+            wait.as_secs_f64().ceil() as u64
+        })
+    }
 }
 
 /// What virtual hosting needs: tenants by hostname, the operator's deny list, and what hosts
@@ -63,12 +82,26 @@ impl Tenancy {
     }
 }
 
-/// The public HTTP router: everything is a git path for now (the JSON API joins under `/api`).
-/// Every request first passes the per-client-IP rate limit of `limiter` (429 before any work).
+/// The public HTTP router: `/api…` and `/raw/…` are the JSON API (`web`), every other path is
+/// a git path. Every request first passes the per-client-IP rate limit of `limiter` (429
+/// before any work).
 pub fn router(state: Arc<HttpState>, limiter: ratelimit::HttpLimiter) -> Router {
     let rate = ratelimit::IpRateLimitLayer::new(limiter, &state.metrics);
+    let web = crate::http::web::router(state.clone());
     Router::new()
-        .fallback(git::handle)
+        .fallback(move |state: State<Arc<HttpState>>, req: Request| {
+            let web = web.clone();
+            async move {
+                if crate::http::web::is_web_path(req.uri().path()) {
+                    match web.oneshot(req).await {
+                        Ok(r) => r,
+                        Err(never) => match never {},
+                    }
+                } else {
+                    git::handle(state, req).await
+                }
+            }
+        })
         .with_state(state)
         .layer(rate)
 }

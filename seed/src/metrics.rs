@@ -61,6 +61,8 @@ const TENANT_STATUS_CLASSES: &[&str] = &["2xx", "3xx", "4xx", "5xx"];
 const TENANT_QUOTAS: &[&str] = &["repos", "bytes", "egress"];
 /// `scope` of `seedd_http_rate_limited_total`.
 const HTTP_RATE_SCOPES: &[&str] = &["ip", "tenant", "repo"];
+/// `reason` of `seedd_web_rejected_total` (`busy`: no expensive-request permit in time).
+const WEB_REJECTED: &[&str] = &["busy"];
 /// `state` of `seedd_p2p_sessions`.
 const SESSION_STATES: &[&str] = &["handshake", "connected"];
 /// `result` of `seedd_p2p_handshakes_total`.
@@ -178,6 +180,9 @@ pub struct Metrics {
     pub tenant: TenantMetrics,
     pub http_rate_limited: IntCounterVec,
     pub config_reloads: IntCounterVec,
+    pub web_requests: IntCounterVec,
+    pub web_duration: HistogramVec,
+    pub web_rejected: IntCounterVec,
 }
 
 /// Per-tenant and per-identity metrics. Label values are removed when a tenant goes.
@@ -430,6 +435,23 @@ impl Metrics {
         registry.register(Box::new(http_rate_limited.clone()))?;
         let config_reloads = IntCounterVec::new(opts("seedd_config_reloads_total"), &["result"])?;
         registry.register(Box::new(config_reloads.clone()))?;
+        let web_requests =
+            IntCounterVec::new(opts("seedd_web_requests_total"), &["group", "status"])?;
+        registry.register(Box::new(web_requests.clone()))?;
+        let web_duration = HistogramVec::new(
+            HistogramOpts::new(
+                "seedd_web_request_duration_seconds",
+                doc("seedd_web_request_duration_seconds").help,
+            )
+            .buckets(vec![
+                0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0,
+                20.0,
+            ]),
+            &["group"],
+        )?;
+        registry.register(Box::new(web_duration.clone()))?;
+        let web_rejected = IntCounterVec::new(opts("seedd_web_rejected_total"), &["reason"])?;
+        registry.register(Box::new(web_rejected.clone()))?;
         let gauge = |name: &str| -> Result<IntGauge, prometheus::Error> {
             let g = IntGauge::with_opts(opts(name))?;
             registry.register(Box::new(g.clone()))?;
@@ -468,6 +490,9 @@ impl Metrics {
             tenant,
             http_rate_limited,
             config_reloads,
+            web_requests,
+            web_duration,
+            web_rejected,
         };
         metrics.zero_known()?;
         Ok(metrics)
@@ -490,6 +515,12 @@ impl Metrics {
         zero(&self.config_reloads, &[RELOAD_RESULTS])?;
         zero(&self.http_rate_limited, &[HTTP_RATE_SCOPES])?;
         zero(&self.tenant.tenants, &[TENANT_STATES])?;
+        zero(
+            &self.web_requests,
+            &[labels::WEB_GROUPS, labels::WEB_STATUSES],
+        )?;
+        zero(&self.web_duration, &[labels::WEB_GROUPS])?;
+        zero(&self.web_rejected, &[WEB_REJECTED])?;
 
         let p = &self.p2p;
         let links = plus(&[], &[Link::Inbound, Link::Outbound], link_label);
@@ -530,6 +561,16 @@ impl Metrics {
         self.http_requests
             .with_label_values(&[route, &status.to_string()])
             .inc();
+    }
+
+    /// One answered web API request (`group`: `web::Group::label`).
+    pub fn count_web(&self, group: &str, status: u16, elapsed: std::time::Duration) {
+        self.web_requests
+            .with_label_values(&[group, &status.to_string()])
+            .inc();
+        self.web_duration
+            .with_label_values(&[group])
+            .observe(elapsed.as_secs_f64());
     }
 
     pub fn build_info(&self) -> &IntGaugeVec {

@@ -159,6 +159,8 @@ pub(super) struct HttpParts {
     pub(super) policies: Policies,
     pub(super) limiter: HttpLimiter,
     pub(super) unknown_hosts_all: Arc<AtomicBool>,
+    /// The JSON API: node ids by tenant, alias, expensive-request permits.
+    pub(super) web: crate::http::web::Web,
 }
 
 /// Serve git over HTTP(S); re-read its certificate every [`TLS_POLL`].
@@ -203,6 +205,7 @@ pub(super) fn start_http(
             parts.refs,
             cfg.cache_dir().join("advert-probe"),
         ),
+        web: parts.web,
     });
     let listen = listener.local_addr().map_err(ListenError::LocalAddr)?;
     tracing::info!(listen = %listen, tls = certs.http.is_some(), "http listening (git clone)");

@@ -124,7 +124,7 @@ fn no_cache(headers: &mut HeaderMap) {
 }
 
 /// The `Host` of a request (HTTP/1 header or HTTP/2 authority).
-fn request_host(req: &Request) -> Option<String> {
+pub(crate) fn request_host(req: &Request) -> Option<String> {
     req.headers()
         .get(header::HOST)
         .and_then(|v| v.to_str().ok())
@@ -202,14 +202,10 @@ async fn route_request(
             if !tenancy.tenants.shows(&h.name, &path.rid) {
                 return Err(Refusal::RepoNotFound);
             }
-            if let Some(rps) = h.rate.requests_per_second {
-                let burst = h.rate.burst.unwrap_or(rps.saturating_mul(2)).max(1);
-                if let Err(wait) = state.rate.check_tenant(&h.name, rps, burst) {
-                    tenancy.tenants.count_rate_limited(&h.name);
-                    return Err(Refusal::TenantRateLimited {
-                        retry_after_secs: wait.as_secs_f64().ceil() as u64,
-                    });
-                }
+            if let Err(wait_secs) = state.check_tenant_rate(h) {
+                return Err(Refusal::TenantRateLimited {
+                    retry_after_secs: wait_secs,
+                });
             }
         }
         None => {

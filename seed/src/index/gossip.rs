@@ -68,6 +68,22 @@ impl Index {
             .collect()
     }
 
+    /// How many nodes the routing table says seed `rid` (the web API's `seeding`).
+    pub fn seed_count(&self, rid: &RepoId) -> Result<usize, IndexError> {
+        let mut n = 0;
+        for item in self
+            .db
+            .prefix_iterator_cf(self.cf(CF_ROUTING)?, rid.as_bytes())
+        {
+            let (k, _) = item?;
+            if !k.starts_with(rid.as_bytes()) {
+                break;
+            }
+            n += 1;
+        }
+        Ok(n)
+    }
+
     /// Writes a batch of gossip changes atomically.
     pub fn apply_gossip(&self, changes: &[Change]) -> Result<(), IndexError> {
         let mut batch = self.batch();

@@ -12,6 +12,24 @@ pub struct MetricDoc {
 /// The catalogue: the single source of truth for names, types, labels and meaning.
 pub const CATALOGUE: &[MetricDoc] = &[
     MetricDoc {
+        name: "seedd_web_requests_total",
+        kind: "counter",
+        labels: &["group", "status"],
+        help: "JSON API and /raw requests answered, by endpoint group (node, repos, tree, blob, history, commit, remotes, raw, other) and HTTP status.",
+    },
+    MetricDoc {
+        name: "seedd_web_request_duration_seconds",
+        kind: "histogram",
+        labels: &["group"],
+        help: "Time to answer a JSON API or /raw request (until the response starts), by endpoint group.",
+    },
+    MetricDoc {
+        name: "seedd_web_rejected_total",
+        kind: "counter",
+        labels: &["reason"],
+        help: "Expensive JSON API requests (trees, blobs, history, diffs, raw) refused with 503 (reason: busy).",
+    },
+    MetricDoc {
         name: "seedd_tenants",
         kind: "gauge",
         labels: &["state"],

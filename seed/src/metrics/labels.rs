@@ -47,6 +47,15 @@ pub const OFFENCES: &[&str] = &[
     "handshake",
 ];
 
+/// `group` of the JSON API families (`web::Group::label`).
+pub const WEB_GROUPS: &[&str] = &[
+    "node", "repos", "tree", "blob", "history", "commit", "remotes", "raw", "other",
+];
+/// `status` values of `seedd_web_requests_total` the JSON API answers.
+pub const WEB_STATUSES: &[&str] = &[
+    "200", "204", "400", "403", "404", "405", "413", "429", "500", "503",
+];
+
 /// Label of a link direction.
 pub fn link_label(link: Link) -> &'static str {
     match link {

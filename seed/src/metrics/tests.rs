@@ -3,6 +3,7 @@ use std::collections::BTreeSet;
 
 use crate::fetch::{FetchError, ValidationError};
 use crate::http::git::Endpoint;
+use crate::http::web::Group;
 use crate::net::guard::Offence;
 use crate::serve::Admission;
 
@@ -142,6 +143,7 @@ fn label_lists_name_every_variant() {
         &Offence::ALL.map(Offence::label),
     );
     same_labels(&Offence::ALL.map(Offence::label), labels::OFFENCES);
+    same_labels(&Group::ALL.map(Group::label), labels::WEB_GROUPS);
 
     let samples = [Dropped::Stale, Dropped::UnknownAuthor, Dropped::Own];
     for d in samples {

@@ -1,0 +1,444 @@
+//! The radicle-httpd 0.27 JSON API (API 6.1.0) the radicle-explorer browses, plus `/raw/`
+//! file bytes (shared/docs/http-api.md §1, checklist §5). Served on the public HTTP(S)
+//! listener next to git smart-HTTP: `http::router` sends `/api…` and `/raw/…` here.
+//!
+//! Every request passes the same per-IP rate limit as clones (the layer wraps both), then
+//! [`gate`]: CORS, `Host` → tenant (the same lookup as the git routes), suspension, the
+//! tenant's rate limit and egress quota, `http.unknown_hosts`, and metrics per endpoint group. Handlers see
+//! only the repositories the request's [`Scope`] shows; private, denied and other tenants'
+//! repositories are 404 like unknown ones. Git work (trees, blobs, history, diffs) uses gix on
+//! the blocking pool; the expensive kinds hold a permit of [`Web::heavy`].
+
+mod diff;
+mod error;
+mod node;
+mod raw;
+mod remotes;
+mod repos;
+mod source;
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use axum::extract::{Request, State};
+use axum::http::{header, HeaderValue, Method, StatusCode};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use axum::Router;
+use serde::Deserialize;
+
+pub(crate) use error::WebError;
+
+use crate::crypto::{NodeId, RepoId};
+use crate::http::HttpState;
+use crate::index::RepoRecord;
+
+/// `apiVersion` of `GET /api/v1` (the radicle-httpd 0.27 API this module follows).
+pub(crate) const API_VERSION: &str = "6.1.0";
+/// Listing and delegate pages hold at most this many repositories (httpd's `MAX_PER_PAGE`).
+pub(crate) const MAX_PER_PAGE: usize = 100;
+/// Concurrent expensive requests (diffs, tree walks, raw blobs, history counts); more wait up
+/// to [`HEAVY_WAIT`], then get 503.
+pub(crate) const HEAVY_PERMITS: usize = 8;
+/// How long an expensive request waits for a permit.
+pub(crate) const HEAVY_WAIT: Duration = Duration::from_secs(2);
+/// How long blocking git work may take before the request gets 503.
+pub(crate) const WORK_DEADLINE: Duration = Duration::from_secs(20);
+
+/// Which node id serves a host (argument: the host's tenant, if any).
+pub(crate) type NodeOf = Box<dyn Fn(Option<&str>) -> NodeId + Send + Sync>;
+
+/// What the web API needs besides [`HttpState`]'s storage, index and tenancy.
+pub struct Web {
+    /// The node id that serves a host: the identity its tenant is placed on, else the default.
+    pub node_of: NodeOf,
+    /// The operator's node alias (config `alias`).
+    pub alias: String,
+    /// Permits for expensive requests.
+    pub heavy: Arc<tokio::sync::Semaphore>,
+}
+
+impl Web {
+    pub fn new(
+        alias: String,
+        node_of: impl Fn(Option<&str>) -> NodeId + Send + Sync + 'static,
+    ) -> Self {
+        Self {
+            node_of: Box::new(node_of),
+            alias,
+            heavy: Arc::new(tokio::sync::Semaphore::new(HEAVY_PERMITS)),
+        }
+    }
+}
+
+/// Which repositories a request may see.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Scope {
+    /// A tenant's hostname: only its repositories.
+    Tenant(String),
+    /// Any other host (when `http.unknown_hosts` serves them): every public repository that is
+    /// not held only by suspended tenants.
+    All,
+}
+
+impl Scope {
+    fn tenant(&self) -> Option<&str> {
+        match self {
+            Scope::Tenant(t) => Some(t),
+            Scope::All => None,
+        }
+    }
+}
+
+/// Endpoint groups: the `group` label of `seedd_web_*` (bounded).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Group {
+    Node,
+    Repos,
+    Tree,
+    Blob,
+    History,
+    Commit,
+    Remotes,
+    Raw,
+    Other,
+}
+
+impl Group {
+    /// Every group (`crate::metrics::labels::WEB_GROUPS` names each; a test in `metrics`
+    /// checks it).
+    #[cfg(test)]
+    pub(crate) const ALL: [Group; 9] = [
+        Group::Node,
+        Group::Repos,
+        Group::Tree,
+        Group::Blob,
+        Group::History,
+        Group::Commit,
+        Group::Remotes,
+        Group::Raw,
+        Group::Other,
+    ];
+
+    pub(crate) fn label(self) -> &'static str {
+        match self {
+            Group::Node => "node",
+            Group::Repos => "repos",
+            Group::Tree => "tree",
+            Group::Blob => "blob",
+            Group::History => "history",
+            Group::Commit => "commit",
+            Group::Remotes => "remotes",
+            Group::Raw => "raw",
+            Group::Other => "other",
+        }
+    }
+
+    /// The group of a request path (`/api/v1/repos/<rid>/<what>/…`, `/raw/…`).
+    pub(crate) fn of(path: &str) -> Group {
+        if path.starts_with("/raw/") {
+            return Group::Raw;
+        }
+        if matches!(path, "/api" | "/api/" | "/api/v1") {
+            return Group::Node;
+        }
+        let Some(rest) = path.strip_prefix("/api/v1/") else {
+            return Group::Other;
+        };
+        let mut segs = rest.split('/');
+        match (segs.next(), segs.next(), segs.next()) {
+            (Some("repos"), Some(_), Some(what)) => match what {
+                "tree" | "stats" => Group::Tree,
+                "blob" | "readme" => Group::Blob,
+                "commits" if segs.next().is_some_and(|s| !s.is_empty()) => Group::Commit,
+                "commits" | "activity" => Group::History,
+                "remotes" => Group::Remotes,
+                _ => Group::Other,
+            },
+            (Some("repos"), ..) | (Some("delegates"), ..) => Group::Repos,
+            (Some("node" | "info" | "stats" | "nodes"), ..) | (Some(""), ..) => Group::Node,
+            _ => Group::Other,
+        }
+    }
+}
+
+/// Whether `http::router` sends a path here.
+pub(crate) fn is_web_path(path: &str) -> bool {
+    path == "/api" || path.starts_with("/api/") || path.starts_with("/raw/")
+}
+
+/// Query parameters shared by listings (unknown ones are ignored, as httpd does).
+#[derive(Debug, Default, Clone, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct Paging {
+    pub page: Option<usize>,
+    pub per_page: Option<usize>,
+}
+
+impl Paging {
+    pub(crate) fn new(page: Option<usize>, per_page: Option<usize>) -> Self {
+        Self { page, per_page }
+    }
+
+    /// `(skip, take)` with `perPage` defaulting to `default` and clamped to `max`.
+    pub(crate) fn window(&self, default: usize, max: usize) -> (usize, usize) {
+        let take = self.per_page.unwrap_or(default).min(max);
+        (self.page.unwrap_or(0).saturating_mul(take), take)
+    }
+}
+
+/// The web routes; every response, 404s included, passes [`gate`].
+pub(crate) fn router(state: Arc<HttpState>) -> Router {
+    let api = Router::new()
+        .route("/api", get(node::api_root))
+        .route("/api/v1", get(node::v1_root))
+        .route("/api/v1/", get(node::v1_root))
+        .route("/api/v1/node", get(node::node))
+        .route("/api/v1/info", get(node::info))
+        .route("/api/v1/stats", get(node::stats))
+        .route("/api/v1/nodes/{nid}", get(node::node_by_id))
+        .route("/api/v1/nodes/{nid}/inventory", get(node::inventory))
+        .route("/api/v1/node/policies/repos", get(node::policies))
+        .route("/api/v1/node/policies/repos/{rid}", get(node::policy))
+        .route("/api/v1/delegates/{did}/repos", get(repos::delegate_repos))
+        .route("/api/v1/repos", get(repos::list))
+        .route("/api/v1/repos/search", get(repos::search))
+        .route("/api/v1/repos/{rid}", get(repos::one))
+        .route("/api/v1/repos/{rid}/tree/{sha}", get(source::tree_root))
+        .route("/api/v1/repos/{rid}/tree/{sha}/", get(source::tree_root))
+        .route("/api/v1/repos/{rid}/tree/{sha}/{*path}", get(source::tree))
+        .route("/api/v1/repos/{rid}/blob/{sha}/{*path}", get(source::blob))
+        .route("/api/v1/repos/{rid}/readme/{sha}", get(source::readme))
+        .route("/api/v1/repos/{rid}/commits", get(source::commits))
+        .route("/api/v1/repos/{rid}/commits/{sha}", get(source::commit_one))
+        .route(
+            "/api/v1/repos/{rid}/stats/commits/{sha}",
+            get(source::commit_count),
+        )
+        .route(
+            "/api/v1/repos/{rid}/stats/tree/{sha}",
+            get(source::tree_stats),
+        )
+        .route("/api/v1/repos/{rid}/activity", get(source::activity))
+        .route("/api/v1/repos/{rid}/remotes", get(remotes::list))
+        .route("/api/v1/repos/{rid}/remotes/{nid}", get(remotes::one))
+        .route("/raw/{rid}/blobs/{oid}", get(raw::by_oid))
+        .route("/raw/{rid}/{sha}/{*path}", get(raw::by_path));
+    api.fallback(not_found)
+        .layer(axum::middleware::from_fn_with_state(state.clone(), gate))
+        .with_state(state)
+}
+
+async fn not_found() -> Response {
+    WebError::NotFound("not found").into_response()
+}
+
+/// Every web request: CORS, tenancy, metrics.
+async fn gate(State(state): State<Arc<HttpState>>, mut req: Request, next: Next) -> Response {
+    let started = Instant::now();
+    let group = Group::of(req.uri().path());
+    let tenants = &state.tenancy.tenants;
+    let host = crate::http::git::request_host(&req).and_then(|h| tenants.by_host(&h));
+    let tenant = host.as_ref().map(|h| h.name.clone());
+    let head = req.method() == Method::HEAD;
+    let mut admitted = false;
+    let mut response = if req.method() == Method::OPTIONS {
+        preflight()
+    } else {
+        match admit(&state, host) {
+            Ok(scope) => {
+                admitted = true;
+                req.extensions_mut().insert(scope);
+                next.run(req).await
+            }
+            Err(e) => e.into_response(),
+        }
+    };
+    if let Some(t) = &tenant {
+        tenants.count_request(t, response.status().as_u16());
+        // An admitted answer goes out on the tenant's hostname: its egress (bodies here are
+        // whole, so their size is exact; HEAD sends none).
+        let bytes = hyper::body::Body::size_hint(response.body()).exact();
+        if let (Some(n), true, false) = (bytes, admitted, head) {
+            tenants.add_egress(t, "http", n);
+        }
+    }
+    response.headers_mut().insert(
+        header::ACCESS_CONTROL_ALLOW_ORIGIN,
+        HeaderValue::from_static("*"),
+    );
+    state
+        .metrics
+        .count_web(group.label(), response.status().as_u16(), started.elapsed());
+    response
+}
+
+/// CORS preflight as httpd answers it: any origin, GET (and HEAD), `Content-Type`, one day.
+fn preflight() -> Response {
+    (
+        StatusCode::NO_CONTENT,
+        [
+            (header::ACCESS_CONTROL_ALLOW_METHODS, "GET, HEAD"),
+            (header::ACCESS_CONTROL_ALLOW_HEADERS, "content-type"),
+            (header::ACCESS_CONTROL_MAX_AGE, "86400"),
+        ],
+    )
+        .into_response()
+}
+
+/// The tenant of the request's `Host` (if any) → the request's [`Scope`], or the refusal (the
+/// git routes' rules, `http::git`).
+fn admit(state: &HttpState, host: Option<crate::tenant::HostTenant>) -> Result<Scope, WebError> {
+    let tenancy = &state.tenancy;
+    match host {
+        Some(h) => {
+            if !h.active {
+                return Err(WebError::Forbidden("this tenant is suspended"));
+            }
+            state.check_tenant_rate(&h).map_err(|secs| {
+                state
+                    .metrics
+                    .http_rate_limited
+                    .with_label_values(&["tenant"])
+                    .inc();
+                WebError::RateLimited(secs)
+            })?;
+            if let Some(secs) = tenancy.tenants.egress_exhausted(&h.name) {
+                return Err(WebError::EgressExhausted(secs));
+            }
+            Ok(Scope::Tenant(h.name))
+        }
+        None if tenancy.serve_unknown_hosts() => Ok(Scope::All),
+        None => Err(WebError::NotFound("unknown host")),
+    }
+}
+
+/// Whether `scope` may see a repository: public, not denied by the operator, and held by the
+/// tenant (tenant host) or not held only by suspended tenants (other hosts).
+pub(crate) fn visible(state: &HttpState, scope: &Scope, r: &RepoRecord) -> bool {
+    let tenancy = &state.tenancy;
+    r.is_public()
+        && !tenancy.policies.denied(&r.rid)
+        && match scope {
+            Scope::Tenant(t) => tenancy.tenants.shows(t, &r.rid),
+            Scope::All => !tenancy.tenants.only_suspended(&r.rid),
+        }
+}
+
+/// The repositories `scope` sees, in RID order (the index's key order).
+pub(crate) fn visible_repos(state: &HttpState, scope: &Scope) -> Result<Vec<RepoRecord>, WebError> {
+    let all = state.index.repos().map_err(WebError::index)?;
+    Ok(all
+        .into_iter()
+        .filter(|r| visible(state, scope, r))
+        .collect())
+}
+
+/// Parse a repository path segment: `rad:z…`, `z…` (also `rad%3A` decoded by axum) or, on a
+/// tenant host, one of the tenant's aliases.
+pub(crate) fn parse_rid(
+    state: &HttpState,
+    scope: &Scope,
+    segment: &str,
+) -> Result<RepoId, WebError> {
+    let segment = segment.strip_suffix(".git").unwrap_or(segment);
+    if let Ok(rid) = segment.parse::<RepoId>() {
+        return Ok(rid);
+    }
+    scope
+        .tenant()
+        .and_then(|t| {
+            state.tenancy.tenants.alias(t, segment, |rid| {
+                state.index.repo(rid).ok().flatten().map(|r| r.name)
+            })
+        })
+        .ok_or(WebError::NotFound("repository not found"))
+}
+
+/// A `z6Mk…` node id from a path.
+pub(crate) fn parse_nid(s: &str) -> Result<NodeId, WebError> {
+    s.parse()
+        .map_err(|_| WebError::BadRequest("invalid node id: expected z6Mk…".into()))
+}
+
+/// The repository a path segment names, if `scope` may see it (404 otherwise).
+pub(crate) fn repo(
+    state: &HttpState,
+    scope: &Scope,
+    segment: &str,
+) -> Result<RepoRecord, WebError> {
+    let rid = parse_rid(state, scope, segment)?;
+    match state.index.repo(&rid).map_err(WebError::index)? {
+        Some(r) if visible(state, scope, &r) => Ok(r),
+        _ => Err(WebError::NotFound("repository not found")),
+    }
+}
+
+/// Run git work on the blocking pool, bounded by [`WORK_DEADLINE`].
+pub(crate) async fn blocking<T: Send + 'static>(
+    f: impl FnOnce() -> Result<T, WebError> + Send + 'static,
+) -> Result<T, WebError> {
+    crate::blocking::run(WORK_DEADLINE, f)
+        .await
+        .map_err(WebError::Blocking)?
+}
+
+/// Expensive git work: waits up to [`HEAVY_WAIT`] for one of [`HEAVY_PERMITS`] (else 503),
+/// then runs on the blocking pool holding the permit until the work itself ends (also when
+/// the request stopped waiting at [`WORK_DEADLINE`]).
+pub(crate) async fn heavy<T: Send + 'static>(
+    state: &HttpState,
+    f: impl FnOnce() -> Result<T, WebError> + Send + 'static,
+) -> Result<T, WebError> {
+    let permit = match permit(&state.web.heavy, HEAVY_WAIT).await {
+        Ok(p) => p,
+        Err(e) => {
+            state
+                .metrics
+                .web_rejected
+                .with_label_values(&["busy"])
+                .inc();
+            return Err(e);
+        }
+    };
+    blocking(move || {
+        let _permit = permit;
+        f()
+    })
+    .await
+}
+
+/// One of `slots`, waiting at most `wait` ([`WebError::Busy`] then).
+pub(crate) async fn permit(
+    slots: &Arc<tokio::sync::Semaphore>,
+    wait: Duration,
+) -> Result<tokio::sync::OwnedSemaphorePermit, WebError> {
+    match tokio::time::timeout(wait, slots.clone().acquire_owned()).await {
+        Ok(Ok(p)) => Ok(p),
+        _ => Err(WebError::Busy),
+    }
+}
+
+/// JSON with a `Cache-Control` value (httpd's, http-api.md §1.1).
+pub(crate) fn cached<T: serde::Serialize>(cache: &'static str, value: &T) -> Response {
+    let mut r = axum::Json(value).into_response();
+    r.headers_mut()
+        .insert(header::CACHE_CONTROL, HeaderValue::from_static(cache));
+    r
+}
+
+/// Content-addressed answers (`/tree/{sha}`, `/commits/{sha}`, …).
+pub(crate) const IMMUTABLE: &str = "public, max-age=604800, immutable";
+/// `/node`, `/info`.
+pub(crate) const TEN_MINUTES: &str = "public, max-age=600, must-revalidate";
+/// `/activity`.
+pub(crate) const ONE_HOUR: &str = "public, max-age=3600, must-revalidate";
+
+/// `{id: "did:key:…"}` (the `alias` key is omitted: the explorer's zod schema rejects `null`).
+pub(crate) fn author(nid: &NodeId) -> serde_json::Value {
+    serde_json::json!({ "id": nid.to_did() })
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,557 @@
+//! Source browsing with gix on the blocking pool (http-api.md §1.4): trees, blobs, README,
+//! history, one commit with its diff, commit counts, activity.
+//!
+//! `lastCommit` of trees and blobs is the newest commit that changed the path, following the
+//! parent that kept it unchanged through merges (`git rev-list -1 <sha> -- <path>`), within
+//! [`MAX_LAST_COMMIT_WALK`] commits.
+
+use std::collections::{BTreeSet, BinaryHeap, HashMap, HashSet};
+use std::sync::Arc;
+
+use axum::extract::{Path, Query, State};
+use axum::response::{IntoResponse, Response};
+use axum::{Extension, Json};
+use gix::ObjectId;
+use serde::Deserialize;
+use serde_json::{json, Value};
+
+use super::{cached, heavy, Paging, Scope, WebError, IMMUTABLE, ONE_HOUR};
+use crate::http::HttpState;
+use crate::storage::Storage;
+
+/// Blob JSON (`/blob`, `/readme`) above this is 413 (httpd's 4 MiB).
+pub(super) const MAX_BLOB_JSON: u64 = 4 << 20;
+/// Commits one history walk may visit (counts, activity, branch containment).
+pub(super) const MAX_WALK: usize = 1_000_000;
+/// `perPage` of `/commits` at most (httpd: unbounded with `since`/`until`).
+pub(super) const MAX_COMMITS_PER_PAGE: usize = 1_000;
+/// Commits the `lastCommit` search follows before settling for the oldest one it reached.
+pub(super) const MAX_LAST_COMMIT_WALK: usize = 10_000;
+/// Files the README lookup tries at the root, in order (httpd's list; then lower-cased).
+const READMES: &[&str] = &[
+    "README",
+    "README.md",
+    "README.markdown",
+    "README.txt",
+    "README.rst",
+    "README.org",
+    "Readme.md",
+];
+
+/// A 40-hex object id (short ids are rejected, as httpd's `Oid` parser does).
+pub(super) fn oid(s: &str) -> Result<ObjectId, WebError> {
+    if s.len() != 40 {
+        return Err(WebError::BadRequest(format!(
+            "invalid object id `{s}`: expected 40 hex digits"
+        )));
+    }
+    ObjectId::from_hex(s.as_bytes()).map_err(|_| {
+        WebError::BadRequest(format!("invalid object id `{s}`: expected 40 hex digits"))
+    })
+}
+
+/// Opens a repository of storage (already checked visible).
+pub(super) fn open(
+    storage: &Storage,
+    rid: crate::crypto::RepoId,
+) -> Result<gix::Repository, WebError> {
+    Ok(storage.repo(rid).map_err(WebError::git)?.git().clone())
+}
+
+/// A commit's id, tree, parents, header JSON and committer time; 404 if it is not a commit.
+pub(super) struct CommitInfo {
+    pub tree: ObjectId,
+    pub parents: Vec<ObjectId>,
+    pub time: i64,
+    pub author_email: String,
+    pub header: Value,
+}
+
+pub(super) fn commit(repo: &gix::Repository, id: ObjectId) -> Result<CommitInfo, WebError> {
+    let c = repo
+        .find_commit(id)
+        .map_err(|_| WebError::NotFound("commit not found"))?;
+    let d = c.decode().map_err(WebError::git)?;
+    let author = d.author().map_err(WebError::git)?;
+    let committer = d.committer().map_err(WebError::git)?;
+    let time = committer.time().map(|t| t.seconds).unwrap_or(0);
+    let msg = d.message();
+    let summary = msg.summary().to_string();
+    let description = msg
+        .body()
+        .map(|b| b.without_trailer().to_string())
+        .unwrap_or_default();
+    let parents: Vec<ObjectId> = d.parents().collect();
+    let header = json!({
+        "id": id.to_string(),
+        "author": { "name": author.name.to_string(), "email": author.email.to_string() },
+        "summary": summary,
+        "description": description.trim_end(),
+        "parents": parents.iter().map(ToString::to_string).collect::<Vec<_>>(),
+        "committer": {
+            "name": committer.name.to_string(),
+            "email": committer.email.to_string(),
+            "time": time,
+        },
+    });
+    Ok(CommitInfo {
+        tree: d.tree(),
+        parents,
+        time,
+        author_email: author.email.to_string(),
+        header,
+    })
+}
+
+/// The entry at `path` under `tree` (`""`: the tree itself).
+pub(super) fn lookup(
+    repo: &gix::Repository,
+    tree: ObjectId,
+    path: &str,
+) -> Result<(ObjectId, gix::objs::tree::EntryMode), WebError> {
+    let mut current = (tree, gix::objs::tree::EntryKind::Tree.into());
+    for part in path.split('/').filter(|p| !p.is_empty()) {
+        let (id, mode): (ObjectId, gix::objs::tree::EntryMode) = current;
+        if !mode.is_tree() {
+            return Err(WebError::NotFound("path not found"));
+        }
+        let t = repo.find_tree(id).map_err(WebError::git)?;
+        let decoded = t.decode().map_err(WebError::git)?;
+        let e = decoded
+            .entries
+            .iter()
+            .find(|e| e.filename == part.as_bytes())
+            .ok_or(WebError::NotFound("path not found"))?;
+        current = (e.oid.to_owned(), e.mode);
+    }
+    Ok(current)
+}
+
+fn kind(m: gix::objs::tree::EntryMode) -> &'static str {
+    if m.is_tree() {
+        "tree"
+    } else if m.is_commit() {
+        "submodule"
+    } else {
+        "blob"
+    }
+}
+
+/// `{id, binary, content}`: text as is, other bytes base64.
+pub(super) fn blob_content(id: ObjectId, bytes: &[u8]) -> Value {
+    let (binary, content) = encode(bytes);
+    json!({ "id": id.to_string(), "binary": binary, "content": content })
+}
+
+fn encode(bytes: &[u8]) -> (bool, String) {
+    match std::str::from_utf8(bytes) {
+        Ok(s) if !bytes.contains(&0) => (false, s.to_owned()),
+        _ => {
+            use base64::Engine as _;
+            (
+                true,
+                base64::engine::general_purpose::STANDARD.encode(bytes),
+            )
+        }
+    }
+}
+
+/// Run `f` on the repository `rid` names, on the blocking pool.
+async fn with_repo<T: Send + 'static>(
+    state: &Arc<HttpState>,
+    scope: &Scope,
+    rid: &str,
+    f: impl FnOnce(&gix::Repository, &crate::index::RepoRecord) -> Result<T, WebError> + Send + 'static,
+) -> Result<T, WebError> {
+    let record = super::repo(state, scope, rid)?;
+    let storage = state.storage.clone();
+    heavy(state, move || {
+        let repo = open(&storage, record.rid)?;
+        f(&repo, &record)
+    })
+    .await
+}
+
+/// The newest commit from `start` back that changed the entry at `path` (now `entry`): while a
+/// parent has the same entry, the change is further back along that parent.
+fn last_commit(
+    repo: &gix::Repository,
+    start: CommitInfo,
+    path: &str,
+    entry: ObjectId,
+) -> Result<Value, WebError> {
+    let mut current = start;
+    for _ in 0..MAX_LAST_COMMIT_WALK {
+        let mut same = None;
+        for p in &current.parents {
+            let Ok(parent) = commit(repo, *p) else {
+                continue;
+            };
+            if lookup(repo, parent.tree, path).is_ok_and(|(id, _)| id == entry) {
+                same = Some(parent);
+                break;
+            }
+        }
+        match same {
+            Some(parent) => current = parent,
+            None => break,
+        }
+    }
+    Ok(current.header)
+}
+
+fn tree_json(repo: &gix::Repository, sha: ObjectId, path: &str) -> Result<Value, WebError> {
+    let c = commit(repo, sha)?;
+    let path = path.trim_matches('/');
+    let (id, mode) = lookup(repo, c.tree, path)?;
+    if !mode.is_tree() {
+        return Err(WebError::NotFound("not a directory"));
+    }
+    let t = repo.find_tree(id).map_err(WebError::git)?;
+    let decoded = t.decode().map_err(WebError::git)?;
+    let mut entries: Vec<(bool, String, Value)> = decoded
+        .entries
+        .iter()
+        .map(|e| {
+            let name = e.filename.to_string();
+            let full = if path.is_empty() {
+                name.clone()
+            } else {
+                format!("{path}/{name}")
+            };
+            let v = json!({ "path": full, "oid": e.oid.to_string(), "name": name, "kind": kind(e.mode) });
+            (!e.mode.is_tree(), name, v)
+        })
+        .collect();
+    entries.sort_by(|a, b| (a.0, &a.1).cmp(&(b.0, &b.1)));
+    let name = path.rsplit('/').next().unwrap_or_default();
+    let last = last_commit(repo, c, path, id)?;
+    Ok(json!({
+        "entries": entries.into_iter().map(|e| e.2).collect::<Vec<_>>(),
+        "lastCommit": last,
+        "name": name,
+        "path": path,
+    }))
+}
+
+/// Content-addressed answers: `{sha}` (40 hex) parsed, `f` run on the repository on the
+/// blocking pool under an expensive-request permit, the JSON cached as immutable.
+async fn at_commit(
+    state: &Arc<HttpState>,
+    scope: &Scope,
+    rid: &str,
+    sha: &str,
+    f: impl FnOnce(&gix::Repository, ObjectId) -> Result<Value, WebError> + Send + 'static,
+) -> Result<Response, WebError> {
+    let sha = oid(sha)?;
+    let v = with_repo(state, scope, rid, move |repo, _| f(repo, sha)).await?;
+    Ok(cached(IMMUTABLE, &v))
+}
+
+/// `GET /repos/{rid}/tree/{sha}/`.
+pub(super) async fn tree_root(
+    State(state): State<Arc<HttpState>>,
+    Extension(scope): Extension<Scope>,
+    Path((rid, sha)): Path<(String, String)>,
+) -> Result<Response, WebError> {
+    tree_at(state, scope, rid, sha, String::new()).await
+}
+
+/// `GET /repos/{rid}/tree/{sha}/{*path}`.
+pub(super) async fn tree(
+    State(state): State<Arc<HttpState>>,
+    Extension(scope): Extension<Scope>,
+    Path((rid, sha, path)): Path<(String, String, String)>,
+) -> Result<Response, WebError> {
+    tree_at(state, scope, rid, sha, path).await
+}
+
+async fn tree_at(
+    state: Arc<HttpState>,
+    scope: Scope,
+    rid: String,
+    sha: String,
+    path: String,
+) -> Result<Response, WebError> {
+    at_commit(&state, &scope, &rid, &sha, move |repo, sha| {
+        tree_json(repo, sha, &path)
+    })
+    .await
+}
+
+fn blob_json(repo: &gix::Repository, sha: ObjectId, path: &str) -> Result<Value, WebError> {
+    let c = commit(repo, sha)?;
+    let path = path.trim_matches('/');
+    let (id, mode) = lookup(repo, c.tree, path)?;
+    if mode.is_tree() || mode.is_commit() {
+        return Err(WebError::NotFound("not a file"));
+    }
+    let size = repo.find_header(id).map_err(WebError::git)?.size();
+    if size > MAX_BLOB_JSON {
+        return Err(WebError::TooLarge {
+            what: "file",
+            limit: MAX_BLOB_JSON,
+        });
+    }
+    let bytes = repo.find_object(id).map_err(WebError::git)?.data.clone();
+    let (binary, content) = encode(&bytes);
+    let last = last_commit(repo, c, path, id)?;
+    Ok(json!({
+        "binary": binary,
+        "name": path.rsplit('/').next().unwrap_or_default(),
+        "path": path,
+        "content": content,
+        "lastCommit": last,
+    }))
+}
+
+/// `GET /repos/{rid}/blob/{sha}/{*path}`.
+pub(super) async fn blob(
+    State(state): State<Arc<HttpState>>,
+    Extension(scope): Extension<Scope>,
+    Path((rid, sha, path)): Path<(String, String, String)>,
+) -> Result<Response, WebError> {
+    at_commit(&state, &scope, &rid, &sha, move |repo, sha| {
+        blob_json(repo, sha, &path)
+    })
+    .await
+}
+
+/// `GET /repos/{rid}/readme/{sha}`.
+pub(super) async fn readme(
+    State(state): State<Arc<HttpState>>,
+    Extension(scope): Extension<Scope>,
+    Path((rid, sha)): Path<(String, String)>,
+) -> Result<Response, WebError> {
+    at_commit(&state, &scope, &rid, &sha, move |repo, sha| {
+        let lower = READMES.iter().map(|r| r.to_lowercase());
+        for name in READMES.iter().map(|s| s.to_string()).chain(lower) {
+            match blob_json(repo, sha, &name) {
+                Err(WebError::NotFound(_)) => continue,
+                other => return other,
+            }
+        }
+        Err(WebError::NotFound("no README"))
+    })
+    .await
+}
+
+/// Commits reachable from `tips`, newest committer time first (git's date order); stops after
+/// `limit` commits or when `keep_going` says so.
+pub(super) fn walk(
+    repo: &gix::Repository,
+    tips: &[ObjectId],
+    limit: usize,
+    mut visit: impl FnMut(&CommitInfo) -> bool,
+) -> Result<(), WebError> {
+    let mut seen: HashSet<ObjectId> = HashSet::new();
+    let mut pending: HashMap<ObjectId, CommitInfo> = HashMap::new();
+    let mut queue: BinaryHeap<(i64, ObjectId)> = BinaryHeap::new();
+    for t in tips {
+        if seen.insert(*t) {
+            let c = commit(repo, *t)?;
+            queue.push((c.time, *t));
+            pending.insert(*t, c);
+        }
+    }
+    let mut n = 0;
+    while let Some((_, id)) = queue.pop() {
+        n += 1;
+        if n > limit {
+            return Err(WebError::TooLarge {
+                what: "history walk (commits)",
+                limit: limit as u64,
+            });
+        }
+        let Some(c) = pending.remove(&id) else {
+            continue;
+        };
+        if !visit(&c) {
+            break;
+        }
+        for p in &c.parents {
+            if seen.insert(*p) {
+                // A missing parent (shallow history) ends that line.
+                if let Ok(pc) = commit(repo, *p) {
+                    queue.push((pc.time, *p));
+                    pending.insert(*p, pc);
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub(super) struct CommitsQuery {
+    parent: Option<String>,
+    since: Option<i64>,
+    until: Option<i64>,
+    // Not `#[serde(flatten)]`: flattened numbers fail to parse from query strings.
+    page: Option<usize>,
+    per_page: Option<usize>,
+}
+
+/// `GET /repos/{rid}/commits?parent&since&until&page&perPage`.
+pub(super) async fn commits(
+    State(state): State<Arc<HttpState>>,
+    Extension(scope): Extension<Scope>,
+    Path(rid): Path<String>,
+    Query(q): Query<CommitsQuery>,
+) -> Result<Response, WebError> {
+    let parent = q.parent.as_deref().map(oid).transpose()?;
+    let windowed = q.since.is_some() || q.until.is_some();
+    let default = if windowed { MAX_COMMITS_PER_PAGE } else { 30 };
+    let paging = Paging::new(q.page, q.per_page);
+    let (skip, take) = paging.window(default, MAX_COMMITS_PER_PAGE);
+    let (since, until) = (q.since, q.until);
+    let out = with_repo(&state, &scope, &rid, move |repo, record| {
+        let tip = match parent {
+            Some(p) => p,
+            None => oid(record
+                .head
+                .as_deref()
+                .ok_or(WebError::NotFound("no default branch"))?)?,
+        };
+        let mut out = Vec::new();
+        let mut matched = 0usize;
+        walk(repo, &[tip], MAX_WALK, |c| {
+            let inside = since.is_none_or(|s| c.time >= s) && until.is_none_or(|u| c.time < u);
+            if inside {
+                if matched >= skip {
+                    out.push(c.header.clone());
+                }
+                matched += 1;
+            }
+            out.len() < take
+        })?;
+        Ok(out)
+    })
+    .await?;
+    Ok(if parent.is_some() {
+        cached(IMMUTABLE, &out)
+    } else {
+        Json(out).into_response()
+    })
+}
+
+/// Top-level (canonical) `refs/heads/*` of a repository, from the index.
+fn branches(
+    state: &HttpState,
+    rid: &crate::crypto::RepoId,
+) -> Result<Vec<(String, ObjectId)>, WebError> {
+    Ok(state
+        .index
+        .refs(rid)
+        .map_err(WebError::index)?
+        .into_iter()
+        .filter(|(name, _)| name.starts_with("refs/heads/"))
+        .filter_map(|(name, t)| match t {
+            crate::storage::RefTarget::Oid(id) => Some((name, id)),
+            crate::storage::RefTarget::Symbolic(_) => None,
+        })
+        .collect())
+}
+
+/// `GET /repos/{rid}/commits/{sha}`: the commit, its diff against the first parent, the blobs
+/// and the canonical branches containing it.
+pub(super) async fn commit_one(
+    State(state): State<Arc<HttpState>>,
+    Extension(scope): Extension<Scope>,
+    Path((rid, sha)): Path<(String, String)>,
+) -> Result<Response, WebError> {
+    let record = super::repo(&state, &scope, &rid)?;
+    let heads = branches(&state, &record.rid)?;
+    at_commit(&state, &scope, &rid, &sha, move |repo, sha| {
+        let c = commit(repo, sha)?;
+        let base = match c.parents.first() {
+            Some(p) => Some(commit(repo, *p)?.tree),
+            None => None,
+        };
+        let changes = super::diff::tree_changes(repo, base, Some(c.tree))?;
+        let (diff, files) = super::diff::render(repo, &changes)?;
+        let mut containing = Vec::new();
+        for (name, tip) in heads {
+            let mut found = tip == sha;
+            if !found {
+                // A branch whose history cannot be read is left out, not an error.
+                let _ = walk(repo, &[tip], MAX_WALK, |x| {
+                    found = x.header["id"] == sha.to_string();
+                    !found && x.time >= c.time
+                });
+            }
+            if found {
+                containing.push(name);
+            }
+        }
+        Ok(json!({ "commit": c.header, "diff": diff, "files": files, "branches": containing }))
+    })
+    .await
+}
+
+/// `GET /repos/{rid}/stats/commits/{sha}`: `{commits}` reachable from `sha`.
+pub(super) async fn commit_count(
+    State(state): State<Arc<HttpState>>,
+    Extension(scope): Extension<Scope>,
+    Path((rid, sha)): Path<(String, String)>,
+) -> Result<Response, WebError> {
+    at_commit(&state, &scope, &rid, &sha, move |repo, sha| {
+        let mut n = 0usize;
+        walk(repo, &[sha], MAX_WALK, |_| {
+            n += 1;
+            true
+        })?;
+        Ok(json!({ "commits": n }))
+    })
+    .await
+}
+
+/// `GET /repos/{rid}/stats/tree/{sha}`: `{commits, branches, contributors}`.
+pub(super) async fn tree_stats(
+    State(state): State<Arc<HttpState>>,
+    Extension(scope): Extension<Scope>,
+    Path((rid, sha)): Path<(String, String)>,
+) -> Result<Response, WebError> {
+    let record = super::repo(&state, &scope, &rid)?;
+    let branch_count = branches(&state, &record.rid)?.len();
+    at_commit(&state, &scope, &rid, &sha, move |repo, sha| {
+        let mut n = 0usize;
+        let mut authors = BTreeSet::new();
+        walk(repo, &[sha], MAX_WALK, |c| {
+            n += 1;
+            authors.insert(c.author_email.clone());
+            true
+        })?;
+        Ok(json!({ "commits": n, "branches": branch_count, "contributors": authors.len() }))
+    })
+    .await
+}
+
+/// Activity covers this many seconds back from now (52 weeks).
+const ACTIVITY_WINDOW: i64 = 52 * 7 * 24 * 3600;
+
+/// `GET /repos/{rid}/activity`: committer times of the default branch's commits in the last 52
+/// weeks (the walk stops at the first older commit in date order).
+pub(super) async fn activity(
+    State(state): State<Arc<HttpState>>,
+    Extension(scope): Extension<Scope>,
+    Path(rid): Path<String>,
+) -> Result<Response, WebError> {
+    let now = i64::try_from(crate::tenant::now_ms() / 1000).unwrap_or(i64::MAX);
+    let cutoff = now.saturating_sub(ACTIVITY_WINDOW);
+    let v = with_repo(&state, &scope, &rid, move |repo, record| {
+        let mut times = Vec::new();
+        if let Some(head) = record.head.as_deref() {
+            walk(repo, &[oid(head)?], MAX_WALK, |c| {
+                if c.time >= cutoff {
+                    times.push(c.time);
+                }
+                c.time >= cutoff
+            })?;
+        }
+        Ok(json!({ "activity": times }))
+    })
+    .await?;
+    Ok(cached(ONE_HOUR, &v))
+}
