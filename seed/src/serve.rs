@@ -42,7 +42,7 @@ pub enum Service {
 }
 
 /// Which refs a request may see.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum View {
     /// The canonical top-level refs only: `HEAD`, `refs/heads/*`, `refs/tags/*`, `refs/rad/id`.
     Canonical,

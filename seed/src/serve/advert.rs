@@ -558,7 +558,7 @@ pub(crate) fn advertise_v0(snap: &Snapshot, view: View, caps: &Caps) -> Vec<u8> 
 }
 
 /// The arguments of a protocol-v2 `ls-refs` request.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash)]
 pub(crate) struct LsRefs {
     pub peel: bool,
     pub symrefs: bool,

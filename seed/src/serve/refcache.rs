@@ -1,6 +1,10 @@
 //! Ref snapshots per repository for [`advert`](super::advert): built on first use after a
 //! change, shared (`Arc`) and swapped whole, bounded in bytes (least recently used out).
 //!
+//! Each snapshot also keeps the few answers rendered from it (the v0 advertisement of a view,
+//! an `ls-refs` with given arguments): a clone wave asks the same ones, and rendering 10,000
+//! refs costs milliseconds where handing out shared bytes costs nothing.
+//!
 //! A change is announced with [`RefCache::invalidate`] by whoever writes refs (replication's
 //! after-fetch step, purge). A build that raced an invalidation is not kept (generations), and
 //! no snapshot is older than `max_age`, as a guard against writers that do not announce.
@@ -10,7 +14,10 @@ use std::path::Path;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
-use super::advert::{AdvertError, Snapshot};
+use bytes::Bytes;
+
+use super::advert::{AdvertError, LsRefs, Snapshot};
+use super::View;
 use crate::crypto::RepoId;
 
 /// Default budget for all snapshots together.
@@ -20,10 +27,25 @@ pub(crate) const DEFAULT_MAX_AGE: Duration = Duration::from_secs(30);
 
 struct Slot {
     snap: Arc<Snapshot>,
+    /// Answers rendered from `snap`, at most [`RENDERED_PER_SNAPSHOT`].
+    rendered: HashMap<Answer, Bytes>,
+    /// The snapshot's and its rendered answers' bytes.
     bytes: usize,
     built: Instant,
     last_used: u64,
 }
+
+/// What an answer rendered from a snapshot is for (the same key, the same bytes).
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub(crate) enum Answer {
+    /// A smart-HTTP v0 `info/refs` body of a view.
+    V0(View),
+    /// A v2 `ls-refs` answer of a view to these arguments.
+    LsRefs(View, LsRefs),
+}
+
+/// Rendered answers kept per snapshot (a view or two, a few `ls-refs` shapes).
+const RENDERED_PER_SNAPSHOT: usize = 8;
 
 #[derive(Default)]
 struct Inner {
@@ -103,6 +125,7 @@ impl RefCache {
                 rid,
                 Slot {
                     snap: snap.clone(),
+                    rendered: HashMap::new(),
                     bytes,
                     built: Instant::now(),
                     last_used: now,
@@ -111,22 +134,58 @@ impl RefCache {
                 inner.bytes -= old.bytes;
             }
             inner.bytes += bytes;
-            while inner.bytes > self.budget {
-                let Some(victim) = inner
-                    .slots
-                    .iter()
-                    .filter(|(r, _)| **r != rid)
-                    .min_by_key(|(_, s)| s.last_used)
-                    .map(|(r, _)| *r)
-                else {
-                    break;
-                };
-                if let Some(old) = inner.slots.remove(&victim) {
-                    inner.bytes -= old.bytes;
+            evict(&mut inner, rid, self.budget);
+        }
+        Ok((snap, Lookup::Miss))
+    }
+
+    /// The answer `key` for `rid`: rendered once per snapshot with `render`, then shared.
+    /// Reads the disk and renders on a miss: call it off the async workers.
+    pub(crate) fn answer(
+        &self,
+        rid: RepoId,
+        path: &Path,
+        key: Answer,
+        render: impl FnOnce(&Snapshot) -> Vec<u8>,
+    ) -> Result<(Bytes, Lookup), AdvertError> {
+        {
+            let mut inner = self.lock();
+            inner.clock += 1;
+            let now = inner.clock;
+            if let Some(slot) = inner.slots.get_mut(&rid) {
+                if slot.built.elapsed() <= self.max_age {
+                    if let Some(bytes) = slot.rendered.get(&key) {
+                        slot.last_used = now;
+                        return Ok((bytes.clone(), Lookup::Hit));
+                    }
                 }
             }
         }
-        Ok((snap, Lookup::Miss))
+        let (snap, lookup) = self.get(rid, path)?;
+        let rendered = Bytes::from(render(&snap));
+        let mut inner = self.lock();
+        let mut added = false;
+        {
+            let Inner { slots, bytes, .. } = &mut *inner;
+            if let Some(slot) = slots.get_mut(&rid) {
+                // Only onto the snapshot it was rendered from (not one read since).
+                if Arc::ptr_eq(&slot.snap, &snap)
+                    && slot.rendered.len() < RENDERED_PER_SNAPSHOT
+                    && rendered.len() <= self.budget
+                {
+                    let len = rendered.len();
+                    if slot.rendered.insert(key, rendered.clone()).is_none() {
+                        slot.bytes += len;
+                        *bytes += len;
+                        added = true;
+                    }
+                }
+            }
+        }
+        if added {
+            evict(&mut inner, rid, self.budget);
+        }
+        Ok((rendered, lookup))
     }
 
     /// `rid`'s refs changed (or it is gone): the next lookup reads them again.
@@ -149,6 +208,24 @@ impl RefCache {
     /// Bytes held by snapshots.
     pub fn bytes(&self) -> usize {
         self.lock().bytes
+    }
+}
+
+/// Drops the least recently used snapshots but `keep`'s until within `budget`.
+fn evict(inner: &mut Inner, keep: RepoId, budget: usize) {
+    while inner.bytes > budget {
+        let Some(victim) = inner
+            .slots
+            .iter()
+            .filter(|(r, _)| **r != keep)
+            .min_by_key(|(_, s)| s.last_used)
+            .map(|(r, _)| *r)
+        else {
+            break;
+        };
+        if let Some(old) = inner.slots.remove(&victim) {
+            inner.bytes -= old.bytes;
+        }
     }
 }
 
@@ -211,6 +288,40 @@ mod tests {
         cache.clear();
         assert_eq!(cache.bytes(), 0);
         assert_eq!(cache.get(rid(1), &a).unwrap().0.len(), 3);
+    }
+
+    #[test]
+    fn rendered_answers_are_shared_until_the_snapshot_changes() {
+        let dir = tempfile::tempdir().unwrap();
+        let a = repo(dir.path(), "a");
+        set_ref(&a, "refs/x/one");
+        let cache = RefCache::new(DEFAULT_BUDGET, DEFAULT_MAX_AGE);
+        let renders = std::cell::Cell::new(0);
+        let render = |s: &Snapshot| {
+            renders.set(renders.get() + 1);
+            format!("{} refs", s.len()).into_bytes()
+        };
+        let key = Answer::V0(View::All);
+        let (first, l1) = cache.answer(rid(1), &a, key.clone(), render).unwrap();
+        let (second, l2) = cache.answer(rid(1), &a, key.clone(), render).unwrap();
+        assert_eq!(
+            (&first[..], l1, l2),
+            (&b"1 refs"[..], Lookup::Miss, Lookup::Hit)
+        );
+        assert_eq!(second, first);
+        assert_eq!(renders.get(), 1, "rendered once");
+        // Another view is another answer of the same snapshot.
+        let (_, l3) = cache
+            .answer(rid(1), &a, Answer::V0(View::Canonical), render)
+            .unwrap();
+        assert_eq!((l3, renders.get()), (Lookup::Hit, 2));
+        // A change: rendered again from the new refs.
+        set_ref(&a, "refs/x/two");
+        cache.invalidate(&rid(1));
+        assert_eq!(cache.bytes(), 0);
+        let (third, _) = cache.answer(rid(1), &a, key, render).unwrap();
+        assert_eq!(&third[..], b"2 refs");
+        assert_eq!(renders.get(), 3);
     }
 
     #[test]

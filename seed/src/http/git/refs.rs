@@ -19,7 +19,7 @@ use crate::blocking;
 use crate::crypto::RepoId;
 use crate::http::HttpState;
 use crate::serve::advert::{self, Caps, LsRefs, Snapshot};
-use crate::serve::refcache::{Lookup, RefCache};
+use crate::serve::refcache::{Answer, Lookup, RefCache};
 use crate::serve::{self, GitServer, View};
 
 /// How long a snapshot read may take before the request falls back to git.
@@ -57,11 +57,19 @@ impl Advertiser {
             .as_ref()
     }
 
-    async fn snapshot(&self, state: &HttpState, rid: RepoId, repo: &Path) -> Option<Arc<Snapshot>> {
+    /// The answer `key` of `rid`'s ref snapshot (rendered with `render` once per snapshot).
+    async fn answer(
+        &self,
+        state: &HttpState,
+        rid: RepoId,
+        repo: &Path,
+        key: Answer,
+        render: impl FnOnce(&Snapshot) -> Vec<u8> + Send + 'static,
+    ) -> Option<Bytes> {
         let refs = self.refs.clone();
         let path = repo.to_owned();
-        match blocking::run(READ_WAIT, move || refs.get(rid, &path)).await {
-            Ok(Ok((snap, lookup))) => {
+        match blocking::run(READ_WAIT, move || refs.answer(rid, &path, key, render)).await {
+            Ok(Ok((bytes, lookup))) => {
                 let label = match lookup {
                     Lookup::Hit => "hit",
                     Lookup::Miss => "miss",
@@ -71,7 +79,7 @@ impl Advertiser {
                     .ref_snapshots
                     .with_label_values(&[label])
                     .inc();
-                Some(snap)
+                Some(bytes)
             }
             Ok(Err(e)) => {
                 tracing::warn!(%rid, error = %e, "reading refs failed; asking git");
@@ -88,10 +96,10 @@ impl Advertiser {
 /// The in-process answer to a request on `endpoint`, counted like git's would be (bytes,
 /// egress; an `ls-refs` POST is an upload-pack response of protocol v2 for
 /// `seedd_git_clone_duration_seconds`).
-fn answer(
+fn respond(
     state: &Arc<HttpState>,
     endpoint: Endpoint,
-    body: Vec<u8>,
+    body: Bytes,
     content_type: &'static str,
     egress: Egress,
     started: Instant,
@@ -105,7 +113,7 @@ fn answer(
             .with_label_values(&["v2"])
             .observe(started.elapsed().as_secs_f64());
     }
-    let mut resp = Response::new(Body::from(Bytes::from(body)));
+    let mut resp = Response::new(Body::from(body));
     let h = resp.headers_mut();
     h.insert(header::CONTENT_TYPE, HeaderValue::from_static(content_type));
     no_cache(h);
@@ -130,15 +138,18 @@ pub(super) async fn advertise(
     let adv = &state.advertiser;
     let caps = adv.caps(&state.git).await?;
     let body = if serve::is_v2(protocol) {
-        caps.v2().to_vec()
+        caps.v2()
     } else {
-        let snap = adv.snapshot(state, rid, repo).await?;
-        // v0/v1 clients expect the smart-HTTP service preamble (as http-backend sends it).
-        let mut body = b"001e# service=git-upload-pack\n0000".to_vec();
-        body.extend_from_slice(&advert::advertise_v0(&snap, view, caps));
-        body
+        let caps = caps.clone();
+        adv.answer(state, rid, repo, Answer::V0(view), move |snap| {
+            // v0/v1 clients expect the smart-HTTP service preamble (as http-backend sends it).
+            let mut body = b"001e# service=git-upload-pack\n0000".to_vec();
+            body.extend_from_slice(&advert::advertise_v0(snap, view, &caps));
+            body
+        })
+        .await?
     };
-    Some(answer(
+    Some(respond(
         state,
         Endpoint::InfoRefs,
         body,
@@ -161,9 +172,14 @@ pub(super) async fn ls_refs(
     let started = Instant::now();
     let args = LsRefs::parse(body)?;
     state.advertiser.caps(&state.git).await?;
-    let snap = state.advertiser.snapshot(state, rid, repo).await?;
-    let out = advert::ls_refs(&snap, view, &args);
-    Some(answer(
+    let key = Answer::LsRefs(view, args.clone());
+    let out = state
+        .advertiser
+        .answer(state, rid, repo, key, move |snap| {
+            advert::ls_refs(snap, view, &args)
+        })
+        .await?;
+    Some(respond(
         state,
         Endpoint::UploadPack,
         out,
