@@ -24,7 +24,7 @@ use seedd_benches::{
 use seedd_tests::{git, pkt, run, stdout, synthetic_repo, Seed, SeedOptions};
 
 /// Bump when the generated datasets change, so cached ones are regenerated.
-const DATA_VERSION: &str = "v2";
+const DATA_VERSION: &str = "v3";
 /// "medium": commits, files, files rewritten and edited per commit.
 const MEDIUM_COMMITS: usize = 200;
 const MEDIUM_FILES: usize = 300;
@@ -32,6 +32,8 @@ const MEDIUM_REWRITES: usize = 7;
 const MEDIUM_EDITS: usize = 10;
 /// "refs10k": number of tags.
 const TAGS: usize = 10_000;
+/// "refs100k": number of tags.
+const TAGS_100K: usize = 100_000;
 /// Full clone: timed rounds per server (after one untimed warm-up); `SEEDD_BENCH_ROUNDS`
 /// overrides.
 const ROUNDS: usize = 3;
@@ -698,7 +700,7 @@ mod data {
     }
 
     /// Generate (or load the cached) datasets; returns their storage directory and the repos
-    /// in the order medium, big16, big64, refs10k.
+    /// in the order medium, big16, big64, refs10k, refs100k.
     pub fn datasets(cache: &Path, log: &dyn Fn(&str)) -> (PathBuf, Vec<Repo>) {
         let dir = cache.join(DATA_VERSION);
         // Datasets of other versions are obsolete.
@@ -731,14 +733,17 @@ mod data {
                     Box::new(|w: &Path, g: &dyn Fn(&[&str]) -> String| populate_blob(w, g, 64, 64)),
                 ),
                 ("refs10k", Box::new(populate_small)),
+                ("refs100k", Box::new(populate_small)),
             ];
             for (name, populate) in specs {
                 let t = Instant::now();
                 log(&format!("generating dataset {name} ..."));
                 let (rid, path) = synthetic_repo(&storage, name, populate);
                 let head = gd(&home, &path, &["rev-parse", "refs/heads/main"]);
-                if name == "refs10k" {
-                    add_tags(&home, &path, &head, TAGS);
+                match name {
+                    "refs10k" => add_tags(&home, &path, &head, TAGS),
+                    "refs100k" => add_tags(&home, &path, &head, TAGS_100K),
+                    _ => {}
                 }
                 tune(&home, &path);
                 log(&format!(
@@ -1128,7 +1133,7 @@ mod bench {
                 path: storage.join(&r.canonical),
             })
             .collect();
-        let [medium, big16, big64, refs10k] = &repos[..] else {
+        let [medium, big16, big64, refs10k, refs100k] = &repos[..] else {
             unreachable!()
         };
 
@@ -1463,7 +1468,7 @@ mod bench {
             rows.push(row(k("failed"), w, "failed", "", fails[0], fails[1], ""));
         }
 
-        // Ref advertisement rates on refs10k.
+        // Ref advertisement rates on refs10k and refs100k.
         let v2_body = {
             let mut b = String::new();
             b.push_str(&pkt("command=ls-refs\n"));
@@ -1475,7 +1480,15 @@ mod bench {
             b.push_str("0000");
             b
         };
-        for (variant, label) in [("v0", "info/refs v0 GET"), ("v2", "ls-refs v2 POST")] {
+        let advertised = [
+            (refs10k, "refs10k", "refs"),
+            (refs100k, "refs100k", "refs100k"),
+        ];
+        for ((variant, label), (repo, set, key)) in
+            [("v0", "info/refs v0 GET"), ("v2", "ls-refs v2 POST")]
+                .into_iter()
+                .flat_map(|v| advertised.into_iter().map(move |r| (v, r)))
+        {
             let mut rps = [None, None];
             let mut cpu_ms = [None, None];
             let mut body = [None, None];
@@ -1483,19 +1496,19 @@ mod bench {
                 let req = if variant == "v0" {
                     format!(
                         "GET {}/info/refs?service=git-upload-pack HTTP/1.1\r\nHost: {}\r\nUser-Agent: git/2.47\r\n\r\n",
-                        s.path(refs10k),
+                        s.path(repo),
                         s.addr
                     )
                 } else {
                     format!(
                         "POST {}/git-upload-pack HTTP/1.1\r\nHost: {}\r\nUser-Agent: git/2.47\r\nGit-Protocol: version=2\r\nContent-Type: application/x-git-upload-pack-request\r\nAccept: application/x-git-upload-pack-result\r\nContent-Length: {}\r\n\r\n{v2_body}",
-                        s.path(refs10k),
+                        s.path(repo),
                         s.addr,
                         v2_body.len()
                     )
                 };
                 ctx.log(&format!(
-                    "{label} on refs10k at {}, {RPS_CONNS} keep-alive connections, {RPS_SECS} s",
+                    "{label} on {set} at {}, {RPS_CONNS} keep-alive connections, {RPS_SECS} s",
                     s.label
                 ));
                 let (ok, errors, b, w, c) = ctx.rate(s, req.as_bytes(), RPS_CONNS, RPS_SECS);
@@ -1506,9 +1519,9 @@ mod bench {
                     notes.push(format!("{label} at {}: {errors} failed requests", s.label));
                 }
             }
-            let w = format!("{label} refs10k ({RPS_CONNS} conns)");
+            let w = format!("{label} {set} ({RPS_CONNS} conns)");
             rows.push(row(
-                format!("refs_{variant}_req_per_s"),
+                format!("{key}_{variant}_req_per_s"),
                 w.clone(),
                 "requests/s",
                 "req/s",
@@ -1517,7 +1530,7 @@ mod bench {
                 "higher",
             ));
             rows.push(row(
-                format!("refs_{variant}_cpu_ms_per_req"),
+                format!("{key}_{variant}_cpu_ms_per_req"),
                 w.clone(),
                 "server CPU per request",
                 "ms",
@@ -1526,7 +1539,7 @@ mod bench {
                 "lower",
             ));
             rows.push(row(
-                format!("refs_{variant}_response_kb"),
+                format!("{key}_{variant}_response_kb"),
                 w,
                 "response body",
                 "kB",
@@ -1561,7 +1574,7 @@ mod bench {
         let _ = writeln!(t, "seedd vs git http-backend (CGI), same repositories, same run — {git_version}, {cpus} CPUs, CLK_TCK {}", ctx.tck);
         let _ = writeln!(
             t,
-            "datasets (repack -adb, commit-graph, packed refs): medium {:.1} MB packed ({MEDIUM_COMMITS} commits, {MEDIUM_FILES} files); big16 {:.1} MB; big64 {:.1} MB; refs10k {TAGS} tags",
+            "datasets (repack -adb, commit-graph, packed refs): medium {:.1} MB packed ({MEDIUM_COMMITS} commits, {MEDIUM_FILES} files); big16 {:.1} MB; big64 {:.1} MB; refs10k {TAGS} tags; refs100k {TAGS_100K} tags",
             medium.pack_bytes() as f64 / 1e6,
             big16.pack_bytes() as f64 / 1e6,
             big64.pack_bytes() as f64 / 1e6
