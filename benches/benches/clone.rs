@@ -1111,7 +1111,7 @@ mod bench {
             scratch: scratch.clone(),
         };
         let (data_storage, repos) = data::datasets(&cache, &|m| ctx.log(m));
-        assert_eq!(repos.len(), 4, "unexpected dataset manifest");
+        assert_eq!(repos.len(), 5, "unexpected dataset manifest");
         let seedd_bin = ensure_seedd(&|m| ctx.log(m), &profile);
 
         // One data dir, the same bare repositories served by both.
