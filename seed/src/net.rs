@@ -84,14 +84,13 @@ pub(crate) struct NetConfig {
 
 impl NetConfig {
     pub(crate) fn from_config(cfg: &Config) -> anyhow::Result<Self> {
-        use anyhow::Context as _;
         let listen = cfg.p2p.listen.clone();
         let mut connect: Vec<(NodeId, String)> = cfg
             .p2p
             .connect
             .iter()
-            .map(|c| parse_peer(c).with_context(|| format!("p2p.connect {c:?}")))
-            .collect::<Result<_, _>>()?;
+            .map(|p| (p.nid, p.addr.clone()))
+            .collect();
         if cfg.p2p.bootstrap {
             for peer in BOOTSTRAP_SEEDS {
                 let (nid, addr) = parse_peer(peer)?;
@@ -157,19 +156,10 @@ pub(crate) fn visibility_map(repos: &[crate::index::RepoRecord]) -> VisibilityMa
         .collect()
 }
 
-/// Parses `z6Mk…@host:port`.
+/// Parses `z6Mk…@host:port` (the rules of [`crate::config::PeerAddr`]).
 pub(crate) fn parse_peer(s: &str) -> anyhow::Result<(NodeId, String)> {
-    let (nid, addr) = s
-        .split_once('@')
-        .ok_or_else(|| anyhow::anyhow!("expected \"z6Mk…@host:port\""))?;
-    let nid: NodeId = nid.parse()?;
-    if addr
-        .rsplit_once(':')
-        .is_none_or(|(h, p)| h.is_empty() || p.parse::<u16>().is_err())
-    {
-        anyhow::bail!("address {addr:?} needs a host and a port");
-    }
-    Ok((nid, addr.to_owned()))
+    let p: crate::config::PeerAddr = s.parse().map_err(|e: String| anyhow::anyhow!(e))?;
+    Ok((p.nid, p.addr))
 }
 
 /// What goes into a session's outbox.
@@ -684,8 +674,11 @@ mod tests {
     fn net_config_from_config() {
         let mut cfg = Config::default();
         cfg.p2p.listen = vec!["127.0.0.1:0".parse().unwrap()];
-        cfg.p2p.connect =
-            vec!["z6MkiCRcNkMLR1HFy2j6ih12FuEtDbWTLJJKzMRpoUj4yjgf@127.0.0.1:9".into()];
+        cfg.p2p.connect = vec![
+            "z6MkiCRcNkMLR1HFy2j6ih12FuEtDbWTLJJKzMRpoUj4yjgf@127.0.0.1:9"
+                .parse()
+                .unwrap(),
+        ];
         let n = NetConfig::from_config(&cfg).unwrap();
         assert_eq!(n.connect.len(), 1);
         assert!(!n.gossip.relay, "auto without external addresses: no relay");

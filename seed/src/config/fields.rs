@@ -12,7 +12,7 @@ use serde::de::Error as _;
 use serde::{Deserialize, Deserializer, Serializer};
 
 use super::cidr::Cidr;
-use super::values::{Bucket, INVENTORY_LIMIT};
+use super::values::{Bucket, PeerAddr, INVENTORY_LIMIT};
 
 /// Announced node alias: 1–32 bytes without whitespace.
 pub(super) fn alias<'de, D: Deserializer<'de>>(d: D) -> Result<String, D::Error> {
@@ -147,18 +147,8 @@ pub(super) fn cidrs<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<Cidr>, D::Err
 }
 
 /// Persistent peers, `z6Mk…@host:port`.
-pub(super) fn peers<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<String>, D::Error> {
-    entries(d, |c| {
-        let Some((nid, addr)) = c.split_once('@') else {
-            return Err(format!("{c:?}: expected \"z6Mk…@host:port\""));
-        };
-        nid.parse::<seedd_proto::crypto::NodeId>()
-            .map_err(|e| format!("{c:?}: {e}"))?;
-        if addr.rsplit_once(':').is_none() {
-            return Err(format!("{c:?}: address needs a port"));
-        }
-        Ok(c.to_owned())
-    })
+pub(super) fn peers<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<PeerAddr>, D::Error> {
+    entries(d, quoted::<PeerAddr>)
 }
 
 /// Announced addresses, `host:port`.

@@ -34,8 +34,8 @@ pub use sections::{
 };
 pub use specs::{DenyList, IdentitySpec, Quotas, Rate, RepoSpec, State, TenantSpec};
 pub use values::{
-    valid_name, Bucket, DefaultPolicy, LogFormat, Relay, Scope, UnknownHosts, DEFAULT_IDENTITY,
-    INVENTORY_LIMIT,
+    valid_name, Bucket, DefaultPolicy, LogFormat, PeerAddr, Relay, Scope, UnknownHosts,
+    DEFAULT_IDENTITY, INVENTORY_LIMIT,
 };
 
 /// Why the configuration cannot be used. The underlying errors are kept (not flattened into

@@ -10,7 +10,7 @@ use serde::{Deserialize, Serialize};
 
 use super::cidr::Cidr;
 use super::fields;
-use super::values::{Bucket, DefaultPolicy, LogFormat, Relay, Scope, UnknownHosts};
+use super::values::{Bucket, DefaultPolicy, LogFormat, PeerAddr, Relay, Scope, UnknownHosts};
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 #[serde(default)]
@@ -22,7 +22,7 @@ pub struct P2pConfig {
     pub external_addresses: Vec<String>,
     /// Persistent peers, `z6Mk…@host:port`.
     #[serde(deserialize_with = "fields::peers")]
-    pub connect: Vec<String>,
+    pub connect: Vec<PeerAddr>,
     pub bootstrap: bool,
     /// Relay other nodes' gossip: "auto" (iff external_addresses is set), "always", "never".
     pub relay: Relay,

@@ -162,3 +162,44 @@ mod tests {
         assert_eq!(serde_json::from_str::<Relay>(&json).unwrap(), Relay::Never);
     }
 }
+
+/// A peer to dial: `z6Mk…@host:port` (`p2p.connect`, `seedctl peer connect`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PeerAddr {
+    pub nid: seedd_proto::crypto::NodeId,
+    /// `host:port` (a name, an IPv4 address, or `[v6]`).
+    pub addr: String,
+}
+
+impl std::str::FromStr for PeerAddr {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, String> {
+        let (nid, addr) = s
+            .split_once('@')
+            .ok_or_else(|| "expected \"z6Mk…@host:port\"".to_owned())?;
+        let nid = nid.parse().map_err(|e| format!("{e}"))?;
+        if addr
+            .rsplit_once(':')
+            .is_none_or(|(h, p)| h.is_empty() || p.parse::<u16>().is_err())
+        {
+            return Err(format!("address {addr:?} needs a host and a port"));
+        }
+        Ok(Self {
+            nid,
+            addr: addr.to_owned(),
+        })
+    }
+}
+
+impl std::fmt::Display for PeerAddr {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}@{}", self.nid, self.addr)
+    }
+}
+
+impl Serialize for PeerAddr {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(self)
+    }
+}
