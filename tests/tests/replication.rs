@@ -1102,6 +1102,17 @@ fn object_usage(repo: &Path) -> (u64, u64) {
     (field("count") + field("in-pack"), du(&repo.join("objects")))
 }
 
+/// A commit on `parent` in `repo` adding one 2 MiB incompressible blob (seeded by `seed`):
+/// `(commit, tree, blob)`.
+fn big_commit(repo: &Path, tmp: &Path, parent: &str, seed: u64) -> (String, String, String) {
+    let file = tmp.join("big");
+    std::fs::write(&file, noise(2 << 20, seed)).unwrap();
+    let blob = git_at(repo, &["hash-object", "-w", file.to_str().unwrap()]);
+    let tree = git_input(repo, &["mktree"], &format!("100644 blob {blob}\tbig\n"));
+    let commit = git_at(repo, &["commit-tree", &tree, "-p", parent, "-m", "big"]);
+    (commit, tree, blob)
+}
+
 /// Whether the seed serves `oid` by id over HTTP (`allowAnySHA1InWant`).
 fn http_fetchable(seed: &Seed, rid: &str, oid: &str, tmp: &Path) -> bool {
     let dir = tmp.join(format!("byid-{}", rand_suffix()));
@@ -1198,20 +1209,7 @@ fn a_rejected_fetch_leaves_no_objects_in_storage() {
 
     // A valid update too large for `max_fetch_bytes`: stopped mid-transfer, nothing stays
     // (no partial pack either).
-    let big_blob = {
-        let file = tmp.path().join("big");
-        std::fs::write(&file, noise(2 << 20, 0x5eed)).unwrap();
-        git_at(&theirs, &["hash-object", "-w", file.to_str().unwrap()])
-    };
-    let big_tree = git_input(
-        &theirs,
-        &["mktree"],
-        &format!("100644 blob {big_blob}\tbig\n"),
-    );
-    let big = git_at(
-        &theirs,
-        &["commit-tree", &big_tree, "-p", &main_tip, "-m", "big"],
-    );
+    let (big, _, _) = big_commit(&theirs, tmp.path(), &main_tip, 0x5eed);
     git_at(&theirs, &["update-ref", &sigrefs, &tip]);
     git_at(&theirs, &["update-ref", &main, &big]);
     rewrite_sigrefs(&theirs, alice_nid, Some(&alice_key), true, |l, tip| {
@@ -1507,20 +1505,7 @@ fn a_fetch_cut_by_its_deadline_leaves_no_objects_in_storage() {
     let main = format!("refs/namespaces/{alice_nid}/refs/heads/main");
     let main_tip = git_at(&theirs, &["rev-parse", &main]);
     // A validly signed update whose pack is ~2 MiB of incompressible data.
-    let big_blob = {
-        let file = tmp.path().join("big");
-        std::fs::write(&file, noise(2 << 20, 0xdead11)).unwrap();
-        git_at(&theirs, &["hash-object", "-w", file.to_str().unwrap()])
-    };
-    let big_tree = git_input(
-        &theirs,
-        &["mktree"],
-        &format!("100644 blob {big_blob}\tbig\n"),
-    );
-    let big = git_at(
-        &theirs,
-        &["commit-tree", &big_tree, "-p", &main_tip, "-m", "big"],
-    );
+    let (big, big_tree, big_blob) = big_commit(&theirs, tmp.path(), &main_tip, 0xdead11);
     git_at(&theirs, &["update-ref", &main, &big]);
     let suffix = " refs/heads/main";
     rewrite_sigrefs(&theirs, alice_nid, Some(&alice_key), true, |l, tip| {
