@@ -60,6 +60,9 @@ pub struct Service {
     /// The current Subscribe answer of each session (its generation).
     answers: HashMap<SessionId, u64>,
     next_answer: u64,
+    /// The filter our last Subscribe to every peer carried ([`Service::set_seeding`]): an
+    /// unchanged filter is not sent again (each Subscribe makes every peer replay its gossip).
+    sent_filter: Option<Filter>,
 }
 
 impl Service {
@@ -100,6 +103,7 @@ impl Service {
             outputs: Vec::new(),
             answers: HashMap::new(),
             next_answer: 0,
+            sent_filter: None,
         };
         service.node_announcement = service.make_node_announcement(now);
         service.inventory_announcement = service.make_inventory_announcement(now);
@@ -233,9 +237,9 @@ impl Service {
         for rid in old.difference(&new) {
             self.remove_route(*rid, self.nid);
         }
-        let ts = now;
-        for rid in &new {
-            self.add_route(*rid, self.nid, ts);
+        // Only what is new: an unchanged entry keeps its timestamp (no write per held repository).
+        for rid in new.difference(&old) {
+            self.add_route(*rid, self.nid, now);
         }
         self.inventory = rids;
         self.inventory_announcement = self.make_inventory_announcement(now);
@@ -345,11 +349,16 @@ impl Service {
         }
     }
 
-    /// Changes what we seed; sends the new subscription filter to every peer.
+    /// Changes what we seed; sends the new subscription filter to every peer when it differs
+    /// from the one they last got.
     pub fn set_seeding(&mut self, seed_all: bool, seeded: BTreeSet<RepoId>, now: u64) {
         self.config.seed_all = seed_all;
         self.config.seeded = seeded;
         let filter = self.subscription_filter();
+        if self.sent_filter.as_ref() == Some(&filter) {
+            return;
+        }
+        self.sent_filter = Some(filter.clone());
         let to: Vec<SessionId> = self.sessions.keys().copied().collect();
         let since = now.saturating_sub(3 * MINUTE);
         self.send(

@@ -664,16 +664,29 @@ pub fn run_unchecked(seed: &Seed, args: &[&str]) -> Output {
 }
 
 /// Polls `cond` every 200 ms until it returns `Some`, or panics with `what` after `timeout`.
-pub fn wait_for<T>(what: &str, timeout: Duration, mut cond: impl FnMut() -> Option<T>) -> T {
+pub fn wait_for<T>(what: &str, timeout: Duration, cond: impl FnMut() -> Option<T>) -> T {
+    wait_for_or(what, timeout, cond, String::new)
+}
+
+/// Like [`wait_for`]; on timeout the panic message also carries `diagnostics()` (logs of the
+/// processes involved), so a failure in CI says why.
+pub fn wait_for_or<T>(
+    what: &str,
+    timeout: Duration,
+    mut cond: impl FnMut() -> Option<T>,
+    diagnostics: impl FnOnce() -> String,
+) -> T {
     let deadline = Instant::now() + timeout;
     loop {
         if let Some(v) = cond() {
             return v;
         }
-        assert!(
-            Instant::now() < deadline,
-            "timed out after {timeout:?} waiting for {what}"
-        );
+        if Instant::now() >= deadline {
+            panic!(
+                "timed out after {timeout:?} waiting for {what}\n{}",
+                diagnostics()
+            );
+        }
         std::thread::sleep(Duration::from_millis(200));
     }
 }

@@ -893,7 +893,7 @@ fn private_repository_is_announced_only_to_allowed_nodes() {
     );
 
     // Dave (allow list) hears seedd's refs announcement and clones the repository from it.
-    wait_for(
+    seedd_tests::wait_for_or(
         "dave to see seedd as a seed of the private repository",
         Duration::from_secs(30),
         || {
@@ -901,6 +901,7 @@ fn private_repository_is_announced_only_to_allowed_nodes() {
                 .contains(&(secret.clone(), seed_nid.clone()))
                 .then_some(())
         },
+        || format!("seedd log:\n{}\ndave log:\n{}", seed.logs(), dave.logs()),
     );
     let work = tempfile::tempdir().unwrap();
     let out = dave.rad_in(

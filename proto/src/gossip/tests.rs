@@ -1029,3 +1029,61 @@ fn caps_hold_against_a_connected_peer_flooding_refs() {
     assert_eq!(s.seeds_of(&rid(1)).len(), 1, "honest peer's route kept");
     assert!(s.nodes().any(|n| n.nid == honest.nid()));
 }
+
+/// Each Subscribe makes every peer replay its gossip: one goes out only when the filter
+/// changed, not on every refresh of what we seed.
+#[test]
+fn subscribe_is_sent_again_only_when_the_filter_changes() {
+    let mut s = service(1);
+    let peer = Keypair::mock(2);
+    known_peer(&mut s, 10, &peer, T0);
+    let subscribes = |out: &[Output]| {
+        sent_to(out, 10)
+            .into_iter()
+            .filter(|m| matches!(m, Message::Subscribe(_)))
+            .count()
+    };
+    s.set_seeding(false, BTreeSet::from([rid(1)]), T0 + 1);
+    assert_eq!(subscribes(&s.take_outputs()), 1, "a new filter is sent");
+    s.set_seeding(false, BTreeSet::from([rid(1)]), T0 + 2);
+    assert_eq!(subscribes(&s.take_outputs()), 0, "the same filter is not");
+    s.set_seeding(false, BTreeSet::from([rid(1), rid(2)]), T0 + 3);
+    assert_eq!(subscribes(&s.take_outputs()), 1, "a changed one is");
+    s.set_seeding(true, BTreeSet::new(), T0 + 4);
+    assert_eq!(subscribes(&s.take_outputs()), 1);
+    s.set_seeding(true, BTreeSet::from([rid(3)]), T0 + 5);
+    assert_eq!(
+        subscribes(&s.take_outputs()),
+        0,
+        "seed-all matches everything already"
+    );
+}
+
+/// A new repository in our inventory writes one routing entry, not one per held repository;
+/// entries already there keep their timestamp.
+#[test]
+fn inventory_changes_write_only_the_routes_that_changed() {
+    let mut s = service(1);
+    let rids: Vec<RepoId> = (1..=50).map(rid).collect();
+    s.set_inventory(rids.clone(), T0);
+    let writes = |out: &[Output]| {
+        out.iter()
+            .filter(|o| matches!(o, Output::Persist(Change::Routing { .. })))
+            .count()
+    };
+    assert_eq!(writes(&s.take_outputs()), 50);
+    let mut more = rids.clone();
+    more.push(rid(51));
+    s.set_inventory(more, T0 + 1000);
+    let out = s.take_outputs();
+    assert_eq!(writes(&out), 1, "only the new repository");
+    let removed = |out: &[Output]| {
+        out.iter()
+            .filter(|o| matches!(o, Output::Persist(Change::RoutingRemoved { .. })))
+            .count()
+    };
+    s.set_inventory(rids, T0 + 2000);
+    let out = s.take_outputs();
+    assert_eq!((writes(&out), removed(&out)), (0, 1));
+    assert_eq!(s.seeds_of(&rid(1)), vec![(s.nid(), T0)], "timestamp kept");
+}
