@@ -181,8 +181,21 @@ pub(crate) async fn views(
     r: &RepoRecord,
     kind: Kind,
 ) -> Result<Vec<(gix::ObjectId, Arc<View>)>, WebError> {
+    views_of(state, r, kind, None).await
+}
+
+/// [`views`], of COB `only` alone when given.
+async fn views_of(
+    state: &HttpState,
+    r: &RepoRecord,
+    kind: Kind,
+    only: Option<gix::ObjectId>,
+) -> Result<Vec<(gix::ObjectId, Arc<View>)>, WebError> {
     let refs = state.index.refs(&r.rid).map_err(WebError::index)?;
-    let heads = heads(&refs, &r.namespaces, kind);
+    let mut heads = heads(&refs, &r.namespaces, kind);
+    if let Some(id) = only {
+        heads.retain(|k, _| *k == id);
+    }
     let salt = match kind {
         Kind::Issue => String::new(),
         Kind::Patch => r.fingerprint.clone(),
@@ -220,13 +233,12 @@ pub(crate) async fn views(
                 .collect::<Vec<_>>())
         })
         .await?;
-        tracing::debug!(
-            rid = %rid,
-            kind = kind.type_name(),
-            count,
-            elapsed_ms = started.elapsed().as_millis() as u64,
-            "materialised COBs"
-        );
+        let elapsed_ms = started.elapsed().as_millis() as u64;
+        if elapsed_ms >= 1000 {
+            tracing::info!(rid = %rid, kind = kind.type_name(), count, elapsed_ms, "materialised COBs");
+        } else {
+            tracing::debug!(rid = %rid, kind = kind.type_name(), count, elapsed_ms, "materialised COBs");
+        }
         for (id, tips, view) in built {
             cache.put(Key { rid, kind, id }, tips, salt.clone(), view.clone());
             found.insert(id, view);
@@ -424,7 +436,7 @@ async fn one(
 ) -> Result<Response, WebError> {
     let r = super::repo(state, scope, rid)?;
     let id = cob_id(id)?;
-    views(state, &r, kind)
+    views_of(state, &r, kind, Some(id))
         .await?
         .into_iter()
         .find(|(i, _)| *i == id)
