@@ -486,6 +486,53 @@ fn issues_and_patches_made_with_rad_are_served_after_replication() {
     assert_eq!(issue["discussion"][1]["body"], "A first comment.");
     assert_eq!(issue["discussion"][1]["replyTo"], issue_id.as_str());
 
+    // Another user (no delegate) clones through seedd and comments: their namespace replicates
+    // and the comment joins the discussion, by its author.
+    let peer = RadNode::start("cobpeer", &[seed.p2p_peer()]);
+    wait_for(
+        "the peer to see seedd as a seed of the repo",
+        Duration::from_secs(30),
+        || {
+            peer.routing()
+                .contains(&(rid.clone(), seed.nid()))
+                .then_some(())
+        },
+    );
+    let work = tempfile::tempdir().unwrap();
+    run_ok(
+        peer.rad_in(work.path(), &["clone", &rid, "wc", "--timeout", "30s"]),
+        "rad clone",
+    );
+    let wc = work.path().join("wc");
+    run_ok(
+        peer.rad_in(
+            &wc,
+            &[
+                "issue",
+                "comment",
+                &issue_id,
+                "--message",
+                "Seen from another node.",
+            ],
+        ),
+        "rad issue comment (peer)",
+    );
+    let issue = wait_for(
+        "the peer's comment on seedd",
+        Duration::from_secs(30),
+        || {
+            let i = ok(&seed, &format!("/api/v1/repos/{rid}/issues/{issue_id}"));
+            (i["discussion"].as_array().unwrap().len() == 3).then_some(i)
+        },
+    );
+    assert_issue(&issue);
+    assert_eq!(issue["discussion"][2]["body"], "Seen from another node.");
+    assert_eq!(
+        issue["discussion"][2]["author"]["id"],
+        format!("did:key:{}", peer.nid)
+    );
+    assert_eq!(issue["author"]["id"], format!("did:key:{}", user.nid));
+
     // Close it: it moves from `open` to `closed` and the counts follow.
     run_ok(
         user.rad_in(&proj, &["issue", "state", &issue_id, "--solved"]),
