@@ -5,9 +5,11 @@
 //! merges and revision refs read other refs); a fetch that moves a COB's tips makes the next
 //! request rebuild it. Nothing else invalidates: a stale key is simply never asked for again.
 
-use std::collections::{BTreeMap, HashMap};
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+mod cache;
+mod shapes;
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
 use std::time::Instant;
 
 use axum::extract::{Path, Query, State};
@@ -16,18 +18,18 @@ use axum::{Extension, Json};
 use serde::Deserialize;
 use serde_json::{json, Value};
 
-use super::{author, Scope, WebError};
-use crate::crypto::{NodeId, RepoId};
+use super::{Scope, WebError};
+use crate::crypto::NodeId;
 use crate::http::HttpState;
 use crate::index::RepoRecord;
 use crate::storage::cob::evaluate::{evaluate, GitRepo};
 use crate::storage::cob::issue::{self, Issue};
 use crate::storage::cob::patch::{self, Patch};
-use crate::storage::cob::thread::{CodeLocation, CodeRange, Comment, Edit, Embed, Reaction};
 use crate::storage::RefTarget;
 
-/// Materialised COBs kept at most (the least recently used go first).
-pub(crate) const CACHE_ENTRIES: usize = 20_000;
+pub(crate) use cache::CobCache;
+use cache::Key;
+use shapes::{issue_json, patch_json};
 
 /// The two COB types the API shows.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -53,91 +55,6 @@ pub(crate) struct View {
     /// When it was opened: lists are newest first by this.
     pub(crate) timestamp: u64,
     pub(crate) json: Value,
-}
-
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
-struct Key {
-    rid: RepoId,
-    kind: Kind,
-    id: gix::ObjectId,
-}
-
-struct Cached {
-    tips: Vec<gix::ObjectId>,
-    salt: String,
-    /// `None`: the COB is invalid (its root does not verify or initialise).
-    view: Option<Arc<View>>,
-    used: u64,
-}
-
-/// Materialised COBs by repository, type and id.
-pub(crate) struct CobCache {
-    entries: Mutex<HashMap<Key, Cached>>,
-    tick: AtomicU64,
-    capacity: usize,
-}
-
-impl Default for CobCache {
-    fn default() -> Self {
-        CobCache::new(CACHE_ENTRIES)
-    }
-}
-
-impl CobCache {
-    pub(crate) fn new(capacity: usize) -> Self {
-        CobCache {
-            entries: Mutex::new(HashMap::new()),
-            tick: AtomicU64::new(0),
-            capacity: capacity.max(1),
-        }
-    }
-
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<Key, Cached>> {
-        self.entries
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-    }
-
-    /// The cached view of `key` if it was built from these tips (and salt).
-    fn get(&self, key: &Key, tips: &[gix::ObjectId], salt: &str) -> Option<Option<Arc<View>>> {
-        let tick = self.tick.fetch_add(1, Ordering::Relaxed);
-        let mut entries = self.lock();
-        let e = entries.get_mut(key)?;
-        if e.tips != tips || e.salt != salt {
-            return None;
-        }
-        e.used = tick;
-        Some(e.view.clone())
-    }
-
-    fn put(&self, key: Key, tips: Vec<gix::ObjectId>, salt: String, view: Option<Arc<View>>) {
-        let used = self.tick.fetch_add(1, Ordering::Relaxed);
-        let mut entries = self.lock();
-        if entries.len() >= self.capacity && !entries.contains_key(&key) {
-            // Drop the least recently used tenth (at least one) in one pass.
-            let mut ticks: Vec<u64> = entries.values().map(|e| e.used).collect();
-            ticks.sort_unstable();
-            let cut = ticks
-                .get((self.capacity / 10).max(1) - 1)
-                .copied()
-                .unwrap_or(0);
-            entries.retain(|_, e| e.used > cut);
-        }
-        entries.insert(
-            key,
-            Cached {
-                tips,
-                salt,
-                view,
-                used,
-            },
-        );
-    }
-
-    #[cfg(test)]
-    fn len(&self) -> usize {
-        self.lock().len()
-    }
 }
 
 /// COB id → its tips (sorted) over the verified namespaces, from the index's ref listing
@@ -465,201 +382,11 @@ pub(super) async fn patch(
     one(&state, &scope, &rid, &id, Kind::Patch).await
 }
 
-// The JSON shapes of httpd 0.27 (`api/json/cobs.rs`, `api/json/thread.rs`, `api/json.rs`).
-
-fn embeds_json(embeds: &[Embed]) -> Vec<Value> {
-    embeds
-        .iter()
-        .map(|e| json!({ "name": e.name, "content": e.content }))
-        .collect()
-}
-
-fn edit_json(e: &Edit) -> Value {
-    json!({
-        "author": author(&e.author),
-        "body": e.body,
-        "timestamp": e.timestamp,
-        "embeds": embeds_json(&e.embeds),
-    })
-}
-
-fn range_json(r: &CodeRange) -> Value {
-    match r {
-        CodeRange::Lines { range } => {
-            json!({ "type": "lines", "range": { "start": range.start, "end": range.end } })
-        }
-        CodeRange::Chars { line, range } => json!({
-            "type": "chars",
-            "line": line,
-            "range": { "start": range.start, "end": range.end },
-        }),
-    }
-}
-
-fn location_json(l: &CodeLocation) -> Value {
-    let mut v = json!({ "commit": l.commit.0.to_string(), "path": l.path });
-    if let Some(o) = v.as_object_mut() {
-        if let Some(old) = &l.old {
-            o.insert("old".into(), range_json(old));
-        }
-        if let Some(new) = &l.new {
-            o.insert("new".into(), range_json(new));
-        }
-    }
-    v
-}
-
-fn reactions_json(
-    grouped: BTreeMap<Reaction, Vec<NodeId>>,
-    location: Option<&CodeLocation>,
-) -> Vec<Value> {
-    grouped
-        .into_iter()
-        .map(|(emoji, authors)| {
-            let authors: Vec<Value> = authors.iter().map(author).collect();
-            let emoji = emoji.0.to_string();
-            match location {
-                Some(l) => {
-                    json!({ "location": location_json(l), "emoji": emoji, "authors": authors })
-                }
-                None => json!({ "emoji": emoji, "authors": authors }),
-            }
-        })
-        .collect()
-}
-
-/// A comment; patch comments carry `location` (`null` when none).
-fn comment_json(id: &gix::ObjectId, c: &Comment, patch: bool) -> Value {
-    let mut v = json!({
-        "id": id.to_string(),
-        "author": author(&c.author),
-        "body": c.body(),
-        "edits": c.edits.iter().map(edit_json).collect::<Vec<_>>(),
-        "embeds": embeds_json(c.embeds()),
-        "reactions": reactions_json(c.reactions(), None),
-        "timestamp": c.timestamp(),
-        "replyTo": c.reply_to.map(|r| r.to_string()),
-        "resolved": c.resolved,
-    });
-    if let (true, Some(o)) = (patch, v.as_object_mut()) {
-        o.insert(
-            "location".into(),
-            c.location.as_ref().map_or(Value::Null, location_json),
-        );
-    }
-    v
-}
-
-fn issue_json(id: &gix::ObjectId, i: &Issue) -> Value {
-    let state = match i.state {
-        issue::State::Open => json!({ "status": "open" }),
-        issue::State::Closed { reason } => json!({
-            "status": "closed",
-            "reason": match reason {
-                issue::CloseReason::Other => "other",
-                issue::CloseReason::Solved => "solved",
-            },
-        }),
-    };
-    json!({
-        "id": id.to_string(),
-        "author": i.author().map_or(Value::Null, |a| author(&a)),
-        "title": i.title,
-        "state": state,
-        "assignees": i.assignees.iter().map(author).collect::<Vec<_>>(),
-        "discussion": i.thread.comments().map(|(id, c)| comment_json(id, c, false)).collect::<Vec<_>>(),
-        "labels": i.labels,
-    })
-}
-
-/// Ref names (without the namespace prefix) in `nid`'s namespace that point at `oid`, as
-/// httpd reads them from the remote's signed refs.
-fn refs_at(refs: &[(String, RefTarget)], nid: &NodeId, oid: &gix::ObjectId) -> Vec<String> {
-    let prefix = format!("refs/namespaces/{nid}/");
-    refs.iter()
-        .filter_map(|(name, target)| {
-            let rest = name.strip_prefix(&prefix)?;
-            (rest != "refs/rad/sigrefs" && matches!(target, RefTarget::Oid(t) if t == oid))
-                .then(|| rest.to_owned())
-        })
-        .collect()
-}
-
-fn patch_json(id: &gix::ObjectId, p: &Patch, refs: &[(String, RefTarget)]) -> Value {
-    let state = match &p.state {
-        patch::State::Draft => json!({ "status": "draft" }),
-        patch::State::Archived => json!({ "status": "archived" }),
-        patch::State::Open { conflicts } if conflicts.is_empty() => json!({ "status": "open" }),
-        patch::State::Open { conflicts } => json!({
-            "status": "open",
-            "conflicts": conflicts
-                .iter()
-                .map(|(r, c)| json!([r.to_string(), c.to_string()]))
-                .collect::<Vec<_>>(),
-        }),
-        patch::State::Merged { revision, commit } => json!({
-            "status": "merged",
-            "revision": revision.to_string(),
-            "commit": commit.to_string(),
-        }),
-    };
-    let revisions: Vec<Value> = p
-        .revisions()
-        .map(|(rid, r)| {
-            let reactions: Vec<Value> = r
-                .reactions
-                .iter()
-                .flat_map(|(loc, set)| {
-                    reactions_json(crate::storage::cob::thread::group(set), loc.as_ref())
-                })
-                .collect();
-            json!({
-                "id": rid.to_string(),
-                "author": author(&r.author),
-                "description": r.description(),
-                "edits": r.description.iter().map(edit_json).collect::<Vec<_>>(),
-                "reactions": reactions,
-                "base": r.base.to_string(),
-                "oid": r.oid.to_string(),
-                "refs": refs_at(refs, &r.author, &r.oid),
-                "discussions": r.discussion.comments().map(|(id, c)| comment_json(id, c, true)).collect::<Vec<_>>(),
-                "timestamp": r.timestamp,
-                "reviews": r.reviews.values().map(|rv| json!({
-                    "id": rv.id.to_string(),
-                    "author": author(&rv.author),
-                    "verdict": rv.verdict.map(|v| match v {
-                        patch::Verdict::Accept => "accept",
-                        patch::Verdict::Reject => "reject",
-                    }),
-                    "summary": rv.summary,
-                    "comments": rv.comments.comments().map(|(id, c)| comment_json(id, c, true)).collect::<Vec<_>>(),
-                    "timestamp": rv.timestamp,
-                })).collect::<Vec<_>>(),
-            })
-        })
-        .collect();
-    json!({
-        "id": id.to_string(),
-        "author": author(&p.author),
-        "title": p.title,
-        "state": state,
-        "target": "delegates",
-        "labels": p.labels,
-        "merges": p.merges.iter().map(|(nid, m)| json!({
-            "author": author(nid),
-            "commit": m.commit.to_string(),
-            "timestamp": m.timestamp,
-            "revision": m.revision.to_string(),
-        })).collect::<Vec<_>>(),
-        "assignees": p.assignees.iter().map(author).collect::<Vec<_>>(),
-        "revisions": revisions,
-    })
-}
-
 #[cfg(test)]
 #[allow(clippy::unwrap_used, clippy::expect_used)]
 mod tests {
     use super::*;
+    use crate::crypto::RepoId;
 
     fn oid(n: u8) -> gix::ObjectId {
         gix::ObjectId::from_bytes_or_panic(&[n; 20])
