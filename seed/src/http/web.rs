@@ -9,6 +9,7 @@
 //! repositories are 404 like unknown ones. Git work (trees, blobs, history, diffs) uses gix on
 //! the blocking pool; the expensive kinds hold a permit of [`Web::heavy`].
 
+mod cobs;
 mod diff;
 mod error;
 mod node;
@@ -57,6 +58,8 @@ pub struct Web {
     pub alias: String,
     /// Permits for expensive requests.
     pub heavy: Arc<tokio::sync::Semaphore>,
+    /// Materialised issues and patches.
+    pub(crate) cobs: cobs::CobCache,
 }
 
 impl Web {
@@ -68,6 +71,7 @@ impl Web {
             node_of: Box::new(node_of),
             alias,
             heavy: Arc::new(tokio::sync::Semaphore::new(HEAVY_PERMITS)),
+            cobs: cobs::CobCache::default(),
         }
     }
 }
@@ -103,13 +107,14 @@ pub(crate) enum Group {
     Remotes,
     Raw,
     Other,
+    Cobs,
 }
 
 impl Group {
     /// Every group (`crate::metrics::labels::WEB_GROUPS` names each; a test in `metrics`
     /// checks it).
     #[cfg(test)]
-    pub(crate) const ALL: [Group; 9] = [
+    pub(crate) const ALL: [Group; 10] = [
         Group::Node,
         Group::Repos,
         Group::Tree,
@@ -119,6 +124,7 @@ impl Group {
         Group::Remotes,
         Group::Raw,
         Group::Other,
+        Group::Cobs,
     ];
 
     pub(crate) fn label(self) -> &'static str {
@@ -132,6 +138,7 @@ impl Group {
             Group::Remotes => "remotes",
             Group::Raw => "raw",
             Group::Other => "other",
+            Group::Cobs => "cobs",
         }
     }
 
@@ -154,6 +161,7 @@ impl Group {
                 "commits" if segs.next().is_some_and(|s| !s.is_empty()) => Group::Commit,
                 "commits" | "activity" => Group::History,
                 "remotes" => Group::Remotes,
+                "issues" | "patches" => Group::Cobs,
                 _ => Group::Other,
             },
             (Some("repos"), ..) | (Some("delegates"), ..) => Group::Repos,
@@ -223,6 +231,10 @@ pub(crate) fn router(state: Arc<HttpState>) -> Router {
         .route("/api/v1/repos/{rid}/activity", get(source::activity))
         .route("/api/v1/repos/{rid}/remotes", get(remotes::list))
         .route("/api/v1/repos/{rid}/remotes/{nid}", get(remotes::one))
+        .route("/api/v1/repos/{rid}/issues", get(cobs::issues))
+        .route("/api/v1/repos/{rid}/issues/{id}", get(cobs::issue))
+        .route("/api/v1/repos/{rid}/patches", get(cobs::patches))
+        .route("/api/v1/repos/{rid}/patches/{id}", get(cobs::patch))
         .route("/raw/{rid}/blobs/{oid}", get(raw::by_oid))
         .route("/raw/{rid}/{sha}/{*path}", get(raw::by_path));
     api.fallback(not_found)

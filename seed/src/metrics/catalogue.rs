@@ -15,7 +15,7 @@ pub const CATALOGUE: &[MetricDoc] = &[
         name: "seedd_web_requests_total",
         kind: "counter",
         labels: &["group", "status"],
-        help: "JSON API and /raw requests answered, by endpoint group (node, repos, tree, blob, history, commit, remotes, raw, other) and HTTP status.",
+        help: "JSON API and /raw requests answered, by endpoint group (node, repos, tree, blob, history, commit, remotes, raw, other, cobs) and HTTP status.",
     },
     MetricDoc {
         name: "seedd_web_request_duration_seconds",

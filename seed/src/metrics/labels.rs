@@ -49,7 +49,7 @@ pub const OFFENCES: &[&str] = &[
 
 /// `group` of the JSON API families (`web::Group::label`).
 pub const WEB_GROUPS: &[&str] = &[
-    "node", "repos", "tree", "blob", "history", "commit", "remotes", "raw", "other",
+    "node", "repos", "tree", "blob", "history", "commit", "remotes", "raw", "other", "cobs",
 ];
 /// `status` values of `seedd_web_requests_total` the JSON API answers.
 pub const WEB_STATUSES: &[&str] = &[

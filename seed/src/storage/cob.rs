@@ -10,8 +10,13 @@
 //! signature, an unauthorised or badly signed action), this module rejects the whole identity: a
 //! peer announcing a head whose history contains a forgery is not trusted at all.
 
-mod read;
+pub(crate) mod evaluate;
+pub(crate) mod graph;
+pub(crate) mod issue;
+pub(crate) mod patch;
+pub(crate) mod read;
 mod rules;
+pub(crate) mod thread;
 
 use super::identity::{Identity, IdentityError};
 use crate::crypto::{NodeId, RepoId};
@@ -87,10 +92,11 @@ pub(crate) enum CobError {
         commit: gix::ObjectId,
         source: serde_json::Error,
     },
-    #[error("change {commit} is of COB type {found:?}, not {TYPE_NAME}")]
+    #[error("change {commit} is of COB type {found:?}, not {expected}")]
     WrongType {
         commit: gix::ObjectId,
         found: String,
+        expected: &'static str,
     },
     #[error("change {commit}: no actions")]
     NoActions { commit: gix::ObjectId },

@@ -9,6 +9,7 @@ use axum::{Extension, Json};
 use serde::Deserialize;
 use serde_json::{json, Value};
 
+use super::cobs::{counts, Counts};
 use super::{author, visible_repos, Paging, Scope, WebError, MAX_PER_PAGE};
 use crate::crypto::{NodeId, RepoId};
 use crate::http::HttpState;
@@ -63,9 +64,13 @@ fn seeding(state: &HttpState, r: &RepoRecord) -> usize {
     state.index.seed_count(&r.rid).unwrap_or(0).max(1)
 }
 
-/// `RepoInfo` (zod `repoSchema`). Issue and patch counts are zeros until the COB phase of
-/// issue 15 reads `xyz.radicle.issue` / `xyz.radicle.patch`.
-pub(super) fn repo_info(r: &RepoRecord, seeds: usize, alias: Option<&String>) -> Option<Value> {
+/// `RepoInfo` (zod `repoSchema`), with the repository's issue and patch counts.
+pub(super) fn repo_info(
+    r: &RepoRecord,
+    seeds: usize,
+    alias: Option<&String>,
+    counts: &Counts,
+) -> Option<Value> {
     let head = r.head.as_ref()?;
     if r.name.is_empty() {
         return None;
@@ -81,8 +86,8 @@ pub(super) fn repo_info(r: &RepoRecord, seeds: usize, alias: Option<&String>) ->
                 },
                 "meta": {
                     "head": head,
-                    "issues": { "open": 0, "closed": 0 },
-                    "patches": { "open": 0, "draft": 0, "archived": 0, "merged": 0 },
+                    "issues": counts.issues_json(),
+                    "patches": counts.patches_json(),
                 },
             },
         },
@@ -109,9 +114,14 @@ fn aliases(state: &HttpState, scope: &Scope) -> HashMap<RepoId, String> {
         .collect()
 }
 
-fn page(state: &HttpState, scope: &Scope, mut repos: Vec<RepoRecord>, q: &ListQuery) -> Vec<Value> {
+async fn page(
+    state: &HttpState,
+    scope: &Scope,
+    mut repos: Vec<RepoRecord>,
+    q: &ListQuery,
+) -> Result<Vec<Value>, WebError> {
     if q.show == Show::Pinned {
-        return Vec::new();
+        return Ok(Vec::new());
     }
     let paging = Paging::new(q.page, q.per_page);
     let (skip, take) = paging.window(10, MAX_PER_PAGE);
@@ -127,12 +137,12 @@ fn page(state: &HttpState, scope: &Scope, mut repos: Vec<RepoRecord>, q: &ListQu
         // Most seeded first, then RID (stable sort keeps the index's RID order).
         seeded.sort_by_key(|a| std::cmp::Reverse(a.1));
     }
-    seeded
-        .iter()
-        .skip(skip)
-        .take(take)
-        .filter_map(|(r, s)| repo_info(r, *s, aliases.get(&r.rid)))
-        .collect()
+    let mut out = Vec::new();
+    for (r, s) in seeded.iter().skip(skip).take(take) {
+        let counts = counts(state, r).await?;
+        out.extend(repo_info(r, *s, aliases.get(&r.rid), &counts));
+    }
+    Ok(out)
 }
 
 /// `GET /api/v1/repos?show&sort&page&perPage`.
@@ -142,7 +152,7 @@ pub(super) async fn list(
     Query(q): Query<ListQuery>,
 ) -> Result<Response, WebError> {
     let repos = listable(&state, &scope)?;
-    Ok(Json(page(&state, &scope, repos, &q)).into_response())
+    Ok(Json(page(&state, &scope, repos, &q).await?).into_response())
 }
 
 /// `GET /api/v1/repos/{rid}`.
@@ -153,9 +163,10 @@ pub(super) async fn one(
 ) -> Result<Response, WebError> {
     let r = super::repo(&state, &scope, &rid)?;
     let alias = aliases(&state, &scope).remove(&r.rid);
-    let mut info = repo_info(&r, seeding(&state, &r), alias.as_ref()).ok_or(WebError::NotFound(
-        "repository has no project or no default branch",
-    ))?;
+    let counts = counts(&state, &r).await?;
+    let mut info = repo_info(&r, seeding(&state, &r), alias.as_ref(), &counts).ok_or(
+        WebError::NotFound("repository has no project or no default branch"),
+    )?;
     let refs = state.index.refs(&r.rid).map_err(WebError::index)?;
     let storage = state.storage.clone();
     let canonical = super::blocking(move || canonical_refs(&storage, r.rid, refs)).await?;
@@ -210,7 +221,7 @@ pub(super) async fn delegate_repos(
         .into_iter()
         .filter(|r| r.delegates.contains(&nid))
         .collect();
-    Ok(Json(page(&state, &scope, repos, &q)).into_response())
+    Ok(Json(page(&state, &scope, repos, &q).await?).into_response())
 }
 
 /// `q` of `/repos/search` is cut to this many characters (httpd's limit).

@@ -30,7 +30,9 @@ fn paths_fall_in_bounded_groups() {
         ("/raw/z3/abc/a.png", Group::Raw),
         ("/api", Group::Node),
         ("/api/v2/x", Group::Other),
-        ("/api/v1/repos/z3/issues", Group::Other),
+        ("/api/v1/repos/z3/issues", Group::Cobs),
+        ("/api/v1/repos/z3/patches/abc", Group::Cobs),
+        ("/api/v1/repos/z3/jobs/abc", Group::Other),
     ];
     for (path, group) in cases {
         assert_eq!(Group::of(path), group, "{path}");

@@ -74,10 +74,32 @@ pub(super) fn parse_sshsig(pem: &[u8]) -> Result<(NodeId, [u8; 64]), SshSigError
     Ok((NodeId::from_bytes(key.0), raw))
 }
 
+/// One COB change as `radicle-cob` loads it (`backend/git/change.rs` `load`), of any type:
+/// the commit signature checked, the actions still raw JSON blobs.
+pub(crate) struct Entry {
+    pub(crate) id: gix::ObjectId,
+    /// The key in the commit's SSH signature, which verified over the tree id.
+    pub(crate) author: NodeId,
+    /// Committer time in seconds.
+    pub(crate) timestamp: u64,
+    /// History parents: the commit's parents minus `Rad-Resource`/`Rad-Related` ones.
+    pub(crate) parents: Vec<gix::ObjectId>,
+    /// The `Rad-Resource` trailer: the identity head the change commits to.
+    pub(crate) resource: Option<gix::ObjectId>,
+    /// Action blobs by their numeric names, in order.
+    pub(crate) actions: Vec<(i8, Vec<u8>)>,
+    /// The change's tree.
+    pub(crate) tree: gix::ObjectId,
+}
+
 /// Load a change (`radicle-cob/src/backend/git/change.rs` `load`) and verify its commit signature
 /// (`change/store.rs` `valid_signatures`): exactly one SSH signature, plain Ed25519 over the 20 raw
-/// bytes of the tree id.
-fn load_change(git: &gix::Repository, id: gix::ObjectId) -> Result<Change, CobError> {
+/// bytes of the tree id. With `type_name`, the manifest must name that COB type.
+pub(crate) fn load_entry(
+    git: &gix::Repository,
+    id: gix::ObjectId,
+    type_name: Option<&'static str>,
+) -> Result<Entry, CobError> {
     let commit = git.find_commit(id).map_err(git_err)?;
     let decoded = commit.decode().map_err(git_err)?;
     let tree_id = decoded.tree();
@@ -144,7 +166,7 @@ fn load_change(git: &gix::Repository, id: gix::ObjectId) -> Result<Change, CobEr
         .filter(|p| !resources.contains(p) && !related.contains(p))
         .collect();
 
-    // Tree: `manifest`, numbered action blobs, `embeds/radicle.json`.
+    // Tree: `manifest` and numbered action blobs (other entries are embeds).
     let tree = git.find_tree(tree_id).map_err(git_err)?;
     let mut manifest = None;
     let mut numbered: BTreeMap<i8, gix::ObjectId> = BTreeMap::new();
@@ -181,36 +203,58 @@ fn load_change(git: &gix::Repository, id: gix::ObjectId) -> Result<Change, CobEr
             reason: "version 0",
         });
     }
-    if manifest.type_name != TYPE_NAME {
-        return Err(CobError::WrongType {
-            commit: id,
-            found: manifest.type_name,
-        });
+    if let Some(expected) = type_name {
+        if manifest.type_name != expected {
+            return Err(CobError::WrongType {
+                commit: id,
+                found: manifest.type_name,
+                expected,
+            });
+        }
     }
     if numbered.is_empty() {
         return Err(CobError::NoActions { commit: id });
     }
     let mut actions = Vec::with_capacity(numbered.len());
     for (ix, blob) in numbered {
-        let bytes = read_blob(git, id, blob, "action", MAX_BLOB_BYTES)?;
+        actions.push((ix, read_blob(git, id, blob, "action", MAX_BLOB_BYTES)?));
+    }
+    Ok(Entry {
+        id,
+        author,
+        timestamp,
+        parents,
+        resource: resources.pop(),
+        actions,
+        tree: tree_id,
+    })
+}
+
+/// Load an identity change: [`load_entry`] of type `xyz.radicle.id`, its actions parsed and
+/// the document it embeds at `embeds/radicle.json`.
+fn load_change(git: &gix::Repository, id: gix::ObjectId) -> Result<Change, CobError> {
+    let entry = load_entry(git, id, Some(TYPE_NAME))?;
+    let mut actions = Vec::with_capacity(entry.actions.len());
+    for (ix, bytes) in &entry.actions {
         let action: Action =
-            serde_json::from_slice(&bytes).map_err(|source| CobError::ActionJson {
+            serde_json::from_slice(bytes).map_err(|source| CobError::ActionJson {
                 commit: id,
-                index: ix,
+                index: *ix,
                 source,
             })?;
         actions.push(action);
     }
+    let tree = git.find_tree(entry.tree).map_err(git_err)?;
     let embed = match tree.lookup_entry_by_path(DOC_PATH).map_err(git_err)? {
-        Some(entry) if entry.mode().is_blob() => Some(entry.object_id()),
+        Some(e) if e.mode().is_blob() => Some(e.object_id()),
         _ => None,
     };
 
     Ok(Change {
         id,
-        author,
-        timestamp,
-        parents,
+        author: entry.author,
+        timestamp: entry.timestamp,
+        parents: entry.parents,
         actions,
         embed,
     })

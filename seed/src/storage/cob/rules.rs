@@ -3,10 +3,11 @@
 //! `action`, `adopt`) and in which order `radicle-cob` visits the changes. Documents are read
 //! through [`Docs`] (git in `read.rs`).
 
-use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::collections::{BTreeMap, BTreeSet};
 
 use serde::Deserialize;
 
+use super::graph::Dag;
 use super::CobError;
 use crate::crypto::{NodeId, RepoId};
 use crate::storage::identity::{Doc, Identity, Visibility};
@@ -597,78 +598,10 @@ impl Evaluation {
     }
 }
 
-/// The loaded history: changes and their history children.
+/// The loaded history: changes and their change graph.
 struct Graph {
     changes: BTreeMap<gix::ObjectId, Change>,
-    dependents: BTreeMap<gix::ObjectId, BTreeSet<gix::ObjectId>>,
-}
-
-impl Graph {
-    fn children(&self, id: &gix::ObjectId) -> impl Iterator<Item = gix::ObjectId> + '_ {
-        self.dependents.get(id).into_iter().flatten().copied()
-    }
-
-    /// Children in radicle's visiting order: by (committer time, id), iterated in reverse.
-    fn ordered_children(&self, id: &gix::ObjectId) -> Vec<gix::ObjectId> {
-        let mut children: Vec<(u64, gix::ObjectId)> = self
-            .children(id)
-            .filter_map(|c| self.changes.get(&c).map(|ch| (ch.timestamp, c)))
-            .collect();
-        children.sort();
-        children.into_iter().rev().map(|(_, c)| c).collect()
-    }
-
-    /// The evaluation order of `radicle-cob` (`ChangeGraph::evaluate` → `Dag::prune_by` with
-    /// `chronological`): for each child of the root in id order, a depth-first visit whose
-    /// post-order is prepended to the result. Iterative, to bound stack use.
-    fn order(&self, root: &gix::ObjectId) -> VecDeque<gix::ObjectId> {
-        let mut visited = BTreeSet::new();
-        let mut order = VecDeque::new();
-        for start in self.children(root) {
-            if !visited.insert(start) {
-                continue;
-            }
-            let mut stack = vec![(start, self.ordered_children(&start), 0usize)];
-            while let Some((key, children, next)) = stack.last_mut() {
-                if let Some(child) = children.get(*next).copied() {
-                    *next += 1;
-                    if visited.insert(child) {
-                        let grandchildren = self.ordered_children(&child);
-                        stack.push((child, grandchildren, 0));
-                    }
-                } else {
-                    order.push_front(*key);
-                    stack.pop();
-                }
-            }
-        }
-        order
-    }
-
-    /// Whether some change is neither an ancestor nor a descendant of `id` (radicle's
-    /// "concurrent" entries, which make a stale edit tolerable).
-    fn has_concurrent(&self, id: &gix::ObjectId) -> bool {
-        let mut related = BTreeSet::from([*id]);
-        let mut stack: Vec<gix::ObjectId> = self
-            .changes
-            .get(id)
-            .map(|c| c.parents.clone())
-            .unwrap_or_default();
-        while let Some(next) = stack.pop() {
-            if related.insert(next) {
-                if let Some(c) = self.changes.get(&next) {
-                    stack.extend(c.parents.iter().copied());
-                }
-            }
-        }
-        let mut stack: Vec<gix::ObjectId> = self.children(id).collect();
-        while let Some(next) = stack.pop() {
-            if related.insert(next) {
-                stack.extend(self.children(&next));
-            }
-        }
-        related.len() < self.changes.len()
-    }
+    dag: Dag,
 }
 
 /// Replays the history `changes` (ending at `head`) by the identity rules and returns the
@@ -689,20 +622,16 @@ pub(super) fn replay(
         [] => return Err(CobError::NoRoot { head }),
         _ => return Err(CobError::MultipleRoots { roots }),
     };
-    let mut dependents: BTreeMap<gix::ObjectId, BTreeSet<gix::ObjectId>> = BTreeMap::new();
-    for change in changes.values() {
-        for parent in &change.parents {
-            dependents.entry(*parent).or_default().insert(change.id);
-        }
-    }
-    let graph = Graph {
-        changes,
-        dependents,
-    };
+    let dag = Dag::new(
+        changes
+            .values()
+            .map(|c| (c.id, c.timestamp, c.parents.clone())),
+    );
+    let graph = Graph { changes, dag };
 
     let root_change = graph.changes.get(&root).ok_or(CobError::NoRoot { head })?;
     let mut eval = Evaluation::from_root(docs, rid, root_change)?;
-    for id in graph.order(&root) {
+    for id in graph.dag.order(&root) {
         let Some(change) = graph.changes.get(&id) else {
             continue;
         };
@@ -710,7 +639,7 @@ pub(super) fn replay(
             match eval.action(docs, change, action) {
                 Ok(()) => {}
                 // A stale edit is tolerated when other changes are concurrent with this one.
-                Err(CobError::UnexpectedState { .. }) if graph.has_concurrent(&id) => {}
+                Err(CobError::UnexpectedState { .. }) if graph.dag.has_concurrent(&id) => {}
                 Err(e) => return Err(e),
             }
         }

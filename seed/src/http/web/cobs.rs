@@ -1,0 +1,497 @@
+//! Issues and patches (http-api.md §1.5, checklist rows 15–16) and their counts in `RepoInfo`:
+//! COBs materialised from their change graphs (`storage::cob::evaluate`) and kept as the JSON
+//! httpd 0.27 answers, per COB, in memory. An entry is keyed by repository, type and COB id and
+//! remembers the tips it was built from (for patches also the repository's ref fingerprint, as
+//! merges and revision refs read other refs); a fetch that moves a COB's tips makes the next
+//! request rebuild it. Nothing else invalidates: a stale key is simply never asked for again.
+
+mod cache;
+mod shapes;
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Instant;
+
+use axum::extract::{Path, Query, State};
+use axum::response::{IntoResponse, Response};
+use axum::{Extension, Json};
+use serde::Deserialize;
+use serde_json::{json, Value};
+
+use super::{Scope, WebError};
+use crate::crypto::NodeId;
+use crate::http::HttpState;
+use crate::index::RepoRecord;
+use crate::storage::cob::evaluate::{evaluate, GitRepo};
+use crate::storage::cob::issue::{self, Issue};
+use crate::storage::cob::patch::{self, Patch};
+use crate::storage::RefTarget;
+
+pub(crate) use cache::CobCache;
+use cache::Key;
+use shapes::{issue_json, patch_json};
+
+/// The two COB types the API shows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub(crate) enum Kind {
+    Issue,
+    Patch,
+}
+
+impl Kind {
+    fn type_name(self) -> &'static str {
+        match self {
+            Kind::Issue => issue::TYPE_NAME,
+            Kind::Patch => patch::TYPE_NAME,
+        }
+    }
+}
+
+/// One COB as the API shows it.
+#[derive(Debug)]
+pub(crate) struct View {
+    /// `open`/`closed` (issues), `draft`/`open`/`archived`/`merged` (patches).
+    pub(crate) status: &'static str,
+    /// When it was opened: lists are newest first by this.
+    pub(crate) timestamp: u64,
+    pub(crate) json: Value,
+}
+
+/// COB id → its tips (sorted) over the verified namespaces, from the index's ref listing
+/// (`refs/namespaces/<nid>/refs/cobs/<type>/<id>`).
+fn heads(
+    refs: &[(String, RefTarget)],
+    namespaces: &[NodeId],
+    kind: Kind,
+) -> BTreeMap<gix::ObjectId, Vec<gix::ObjectId>> {
+    let mut out: BTreeMap<gix::ObjectId, Vec<gix::ObjectId>> = BTreeMap::new();
+    let infix = format!("/refs/cobs/{}/", kind.type_name());
+    for (name, target) in refs {
+        let RefTarget::Oid(tip) = target else {
+            continue;
+        };
+        let Some((ns, id)) = name
+            .strip_prefix("refs/namespaces/")
+            .and_then(|rest| rest.split_once(infix.as_str()))
+        else {
+            continue;
+        };
+        let (Ok(nid), Ok(id)) = (ns.parse::<NodeId>(), gix::ObjectId::from_hex(id.as_bytes()))
+        else {
+            continue;
+        };
+        if namespaces.contains(&nid) {
+            out.entry(id).or_default().push(*tip);
+        }
+    }
+    for tips in out.values_mut() {
+        tips.sort_unstable();
+        tips.dedup();
+    }
+    out
+}
+
+/// Every valid COB of `kind` in `r`, from the cache or materialised now (holding a heavy
+/// permit), in COB id order.
+pub(crate) async fn views(
+    state: &HttpState,
+    r: &RepoRecord,
+    kind: Kind,
+) -> Result<Vec<(gix::ObjectId, Arc<View>)>, WebError> {
+    views_of(state, r, kind, None).await
+}
+
+/// [`views`], of COB `only` alone when given.
+async fn views_of(
+    state: &HttpState,
+    r: &RepoRecord,
+    kind: Kind,
+    only: Option<gix::ObjectId>,
+) -> Result<Vec<(gix::ObjectId, Arc<View>)>, WebError> {
+    let refs = state.index.refs(&r.rid).map_err(WebError::index)?;
+    let mut heads = heads(&refs, &r.namespaces, kind);
+    if let Some(id) = only {
+        heads.retain(|k, _| *k == id);
+    }
+    let salt = match kind {
+        Kind::Issue => String::new(),
+        Kind::Patch => r.fingerprint.clone(),
+    };
+    let cache = &state.web.cobs;
+    let mut found: BTreeMap<gix::ObjectId, Option<Arc<View>>> = BTreeMap::new();
+    let mut missing: Vec<(gix::ObjectId, Vec<gix::ObjectId>)> = Vec::new();
+    for (id, tips) in heads {
+        let key = Key {
+            rid: r.rid,
+            kind,
+            id,
+        };
+        match cache.get(&key, &tips, &salt) {
+            Some(view) => {
+                found.insert(id, view);
+            }
+            None => missing.push((id, tips)),
+        }
+    }
+    if !missing.is_empty() {
+        let storage = state.storage.clone();
+        let rid = r.rid;
+        let started = Instant::now();
+        let count = missing.len();
+        let built = super::heavy(state, move || {
+            let git = super::source::open(&storage, rid)?;
+            let repo = GitRepo::new(&git);
+            Ok(missing
+                .into_iter()
+                .map(|(id, tips)| {
+                    let view = materialise(&repo, kind, id, &tips, &refs);
+                    (id, tips, view)
+                })
+                .collect::<Vec<_>>())
+        })
+        .await?;
+        let elapsed_ms = started.elapsed().as_millis() as u64;
+        if elapsed_ms >= 1000 {
+            tracing::info!(rid = %rid, kind = kind.type_name(), count, elapsed_ms, "materialised COBs");
+        } else {
+            tracing::debug!(rid = %rid, kind = kind.type_name(), count, elapsed_ms, "materialised COBs");
+        }
+        for (id, tips, view) in built {
+            cache.put(Key { rid, kind, id }, tips, salt.clone(), view.clone());
+            found.insert(id, view);
+        }
+    }
+    Ok(found
+        .into_iter()
+        .filter_map(|(id, v)| Some((id, v?)))
+        .collect())
+}
+
+/// One COB → its view; `None` (logged) if it is invalid.
+fn materialise(
+    repo: &GitRepo<'_>,
+    kind: Kind,
+    id: gix::ObjectId,
+    tips: &[gix::ObjectId],
+    refs: &[(String, RefTarget)],
+) -> Option<Arc<View>> {
+    let view = match kind {
+        Kind::Issue => evaluate::<Issue>(repo, id, tips).map(|i| View {
+            status: match i.state {
+                issue::State::Open => "open",
+                issue::State::Closed { .. } => "closed",
+            },
+            timestamp: i.timestamp(),
+            json: issue_json(&id, &i),
+        }),
+        Kind::Patch => evaluate::<Patch>(repo, id, tips).map(|p| View {
+            status: match p.state {
+                patch::State::Draft => "draft",
+                patch::State::Open { .. } => "open",
+                patch::State::Archived => "archived",
+                patch::State::Merged { .. } => "merged",
+            },
+            timestamp: p.timestamp(),
+            json: patch_json(&id, &p, refs),
+        }),
+    };
+    match view {
+        Ok(v) => Some(Arc::new(v)),
+        Err(e) => {
+            tracing::debug!(cob = %id, kind = kind.type_name(), error = %e, "invalid COB left out");
+            None
+        }
+    }
+}
+
+/// `meta.issues` and `meta.patches` of `RepoInfo`.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Counts {
+    pub(crate) open_issues: usize,
+    pub(crate) closed_issues: usize,
+    pub(crate) open: usize,
+    pub(crate) draft: usize,
+    pub(crate) archived: usize,
+    pub(crate) merged: usize,
+}
+
+impl Counts {
+    pub(crate) fn issues_json(&self) -> Value {
+        json!({ "open": self.open_issues, "closed": self.closed_issues })
+    }
+
+    pub(crate) fn patches_json(&self) -> Value {
+        json!({
+            "open": self.open,
+            "draft": self.draft,
+            "archived": self.archived,
+            "merged": self.merged,
+        })
+    }
+}
+
+/// The issue and patch counts of a repository.
+pub(crate) async fn counts(state: &HttpState, r: &RepoRecord) -> Result<Counts, WebError> {
+    let mut c = Counts::default();
+    for (_, v) in views(state, r, Kind::Issue).await? {
+        match v.status {
+            "closed" => c.closed_issues += 1,
+            _ => c.open_issues += 1,
+        }
+    }
+    for (_, v) in views(state, r, Kind::Patch).await? {
+        match v.status {
+            "draft" => c.draft += 1,
+            "archived" => c.archived += 1,
+            "merged" => c.merged += 1,
+            _ => c.open += 1,
+        }
+    }
+    Ok(c)
+}
+
+/// `status` of the issue list.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub(super) enum IssueStatus {
+    #[default]
+    Open,
+    Closed,
+    All,
+}
+
+/// `status` of the patch list.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub(super) enum PatchStatus {
+    #[default]
+    Open,
+    Draft,
+    Archived,
+    Merged,
+    All,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub(super) struct CobsQuery<S> {
+    status: Option<S>,
+    page: Option<usize>,
+    per_page: Option<usize>,
+}
+
+/// Newest first (ties by id), then `page`/`perPage` (10 by default, not clamped, as httpd).
+fn page(
+    mut all: Vec<(gix::ObjectId, Arc<View>)>,
+    keep: impl Fn(&str) -> bool,
+    page: Option<usize>,
+    per_page: Option<usize>,
+) -> Vec<Value> {
+    all.retain(|(_, v)| keep(v.status));
+    all.sort_by(|a, b| b.1.timestamp.cmp(&a.1.timestamp).then(a.0.cmp(&b.0)));
+    let take = per_page.unwrap_or(10);
+    all.into_iter()
+        .skip(page.unwrap_or(0).saturating_mul(take))
+        .take(take)
+        .map(|(_, v)| v.json.clone())
+        .collect()
+}
+
+/// A COB id from a path: 40 hex digits (400 otherwise).
+fn cob_id(s: &str) -> Result<gix::ObjectId, WebError> {
+    if s.len() != 40 {
+        return Err(WebError::BadRequest(format!("invalid object id {s:?}")));
+    }
+    gix::ObjectId::from_hex(s.as_bytes())
+        .map_err(|_| WebError::BadRequest(format!("invalid object id {s:?}")))
+}
+
+/// `GET /repos/{rid}/issues?status&page&perPage`.
+pub(super) async fn issues(
+    State(state): State<Arc<HttpState>>,
+    Extension(scope): Extension<Scope>,
+    Path(rid): Path<String>,
+    Query(q): Query<CobsQuery<IssueStatus>>,
+) -> Result<Response, WebError> {
+    let r = super::repo(&state, &scope, &rid)?;
+    let status = q.status.unwrap_or_default();
+    let all = views(&state, &r, Kind::Issue).await?;
+    let keep = |s: &str| match status {
+        IssueStatus::All => true,
+        IssueStatus::Open => s == "open",
+        IssueStatus::Closed => s == "closed",
+    };
+    Ok(Json(page(all, keep, q.page, q.per_page)).into_response())
+}
+
+/// `GET /repos/{rid}/patches?status&page&perPage`.
+pub(super) async fn patches(
+    State(state): State<Arc<HttpState>>,
+    Extension(scope): Extension<Scope>,
+    Path(rid): Path<String>,
+    Query(q): Query<CobsQuery<PatchStatus>>,
+) -> Result<Response, WebError> {
+    let r = super::repo(&state, &scope, &rid)?;
+    let status = q.status.unwrap_or_default();
+    let all = views(&state, &r, Kind::Patch).await?;
+    let keep = |s: &str| match status {
+        PatchStatus::All => true,
+        PatchStatus::Open => s == "open",
+        PatchStatus::Draft => s == "draft",
+        PatchStatus::Archived => s == "archived",
+        PatchStatus::Merged => s == "merged",
+    };
+    Ok(Json(page(all, keep, q.page, q.per_page)).into_response())
+}
+
+async fn one(
+    state: &HttpState,
+    scope: &Scope,
+    rid: &str,
+    id: &str,
+    kind: Kind,
+) -> Result<Response, WebError> {
+    let r = super::repo(state, scope, rid)?;
+    let id = cob_id(id)?;
+    views_of(state, &r, kind, Some(id))
+        .await?
+        .into_iter()
+        .find(|(i, _)| *i == id)
+        .map(|(_, v)| Json(v.json.clone()).into_response())
+        .ok_or(match kind {
+            Kind::Issue => WebError::NotFound("issue not found"),
+            Kind::Patch => WebError::NotFound("patch not found"),
+        })
+}
+
+/// `GET /repos/{rid}/issues/{id}`.
+pub(super) async fn issue(
+    State(state): State<Arc<HttpState>>,
+    Extension(scope): Extension<Scope>,
+    Path((rid, id)): Path<(String, String)>,
+) -> Result<Response, WebError> {
+    one(&state, &scope, &rid, &id, Kind::Issue).await
+}
+
+/// `GET /repos/{rid}/patches/{id}`.
+pub(super) async fn patch(
+    State(state): State<Arc<HttpState>>,
+    Extension(scope): Extension<Scope>,
+    Path((rid, id)): Path<(String, String)>,
+) -> Result<Response, WebError> {
+    one(&state, &scope, &rid, &id, Kind::Patch).await
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
+mod tests {
+    use super::*;
+    use crate::crypto::RepoId;
+
+    fn oid(n: u8) -> gix::ObjectId {
+        gix::ObjectId::from_bytes_or_panic(&[n; 20])
+    }
+
+    fn view(status: &'static str) -> Option<Arc<View>> {
+        Some(Arc::new(View {
+            status,
+            timestamp: 1,
+            json: json!({}),
+        }))
+    }
+
+    #[test]
+    fn cache_entries_hold_for_their_tips_and_evict_the_least_used() {
+        let rid: RepoId = "rad:z3gqcJUoA1n9HaHKufZs5FCSGazv5".parse().unwrap();
+        let cache = CobCache::new(10);
+        let key = |n: u8| Key {
+            rid,
+            kind: Kind::Issue,
+            id: oid(n),
+        };
+        cache.put(key(1), vec![oid(100)], String::new(), view("open"));
+        assert!(cache.get(&key(1), &[oid(100)], "").is_some());
+        // Moved tips or another salt: a miss.
+        assert!(cache.get(&key(1), &[oid(101)], "").is_none());
+        assert!(cache.get(&key(1), &[oid(100)], "x").is_none());
+        // Invalid COBs are remembered as such.
+        cache.put(key(2), vec![oid(102)], String::new(), None);
+        assert!(matches!(cache.get(&key(2), &[oid(102)], ""), Some(None)));
+        for n in 3..=10 {
+            cache.put(key(n), vec![oid(n)], String::new(), view("open"));
+        }
+        assert_eq!(cache.len(), 10);
+        // Use key 1 so that key 2 is the least recently used.
+        assert!(cache.get(&key(1), &[oid(100)], "").is_some());
+        cache.put(key(11), vec![oid(11)], String::new(), view("open"));
+        assert_eq!(cache.len(), 10);
+        assert!(cache.get(&key(2), &[oid(102)], "").is_none(), "evicted");
+        assert!(cache.get(&key(1), &[oid(100)], "").is_some(), "kept");
+    }
+
+    #[test]
+    fn heads_come_from_verified_namespaces_only() {
+        let a: NodeId = NodeId::from_bytes([1; 32]);
+        let b: NodeId = NodeId::from_bytes([2; 32]);
+        let id = oid(7);
+        let refs = vec![
+            (
+                format!("refs/namespaces/{a}/refs/cobs/xyz.radicle.issue/{id}"),
+                RefTarget::Oid(oid(20)),
+            ),
+            (
+                format!("refs/namespaces/{b}/refs/cobs/xyz.radicle.issue/{id}"),
+                RefTarget::Oid(oid(10)),
+            ),
+            (
+                format!("refs/namespaces/{a}/refs/cobs/xyz.radicle.patch/{id}"),
+                RefTarget::Oid(oid(30)),
+            ),
+            (
+                format!("refs/namespaces/{a}/refs/heads/main"),
+                RefTarget::Oid(oid(40)),
+            ),
+        ];
+        let both = heads(&refs, &[a, b], Kind::Issue);
+        assert_eq!(both.get(&id).unwrap(), &vec![oid(10), oid(20)]);
+        let only_a = heads(&refs, &[a], Kind::Issue);
+        assert_eq!(only_a.get(&id).unwrap(), &vec![oid(20)]);
+        assert_eq!(
+            heads(&refs, &[a], Kind::Patch).get(&id).unwrap(),
+            &vec![oid(30)]
+        );
+        assert!(heads(&refs, &[b], Kind::Patch).is_empty());
+    }
+
+    #[test]
+    fn lists_are_newest_first_filtered_and_paged() {
+        let v = |t: u64, s: &'static str, n: u8| {
+            (
+                oid(n),
+                Arc::new(View {
+                    status: s,
+                    timestamp: t,
+                    json: json!(n),
+                }),
+            )
+        };
+        let all = vec![
+            v(1, "open", 1),
+            v(3, "closed", 2),
+            v(2, "open", 3),
+            v(2, "open", 4),
+        ];
+        assert_eq!(
+            page(all.clone(), |_| true, None, None),
+            vec![json!(2), json!(3), json!(4), json!(1)]
+        );
+        assert_eq!(
+            page(all.clone(), |s| s == "open", Some(1), Some(2)),
+            vec![json!(1)]
+        );
+        assert_eq!(
+            page(all, |s| s == "merged", None, None),
+            Vec::<Value>::new()
+        );
+    }
+}

@@ -1,0 +1,261 @@
+//! Materialising a COB (issue, patch) from its change graph the way `radicle-cob` does
+//! (`change_graph.rs` `evaluate`): the root change (the COB id) initialises the object, then
+//! every other change is applied in the graph's visiting order ([`Dag::order`]); a change that
+//! does not load or verify is absent, and a change whose op cannot be decoded, is not authorised
+//! or does not apply is pruned together with everything that depends on it. An invalid root
+//! makes the whole COB invalid.
+
+use std::cell::RefCell;
+use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
+use std::sync::Arc;
+
+use serde::de::DeserializeOwned;
+
+use super::graph::Dag;
+use super::read::{load_entry, Entry};
+use super::{CobError, MAX_CHANGES};
+use crate::crypto::NodeId;
+use crate::storage::identity::Doc;
+
+/// Commits an ancestry check may visit before it gives up (the change is then pruned).
+const MAX_ANCESTRY_WALK: usize = 1_000_000;
+
+/// Why an op did not apply (its change is pruned) or a root did not initialise.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum OpError {
+    #[error("action {index} does not decode: {source}")]
+    Decode {
+        index: i8,
+        source: serde_json::Error,
+    },
+    #[error("the change commits to no identity (no Rad-Resource)")]
+    MissingIdentity,
+    #[error("identity document at {commit}: {reason}")]
+    Doc {
+        commit: gix::ObjectId,
+        reason: String,
+    },
+    #[error("{0} is not known (missing causal dependency)")]
+    Missing(gix::ObjectId),
+    #[error("change {0}: empty body")]
+    EmptyBody(gix::ObjectId),
+    #[error("{author} is not authorised to {action}")]
+    NotAuthorized {
+        author: NodeId,
+        action: &'static str,
+    },
+    #[error("change {0}: action not allowed")]
+    NotAllowed(gix::ObjectId),
+    #[error("invalid title {0:?}")]
+    InvalidTitle(String),
+    #[error("review edit with neither summary nor verdict")]
+    EmptyReview,
+    #[error("initialisation: {0}")]
+    Init(&'static str),
+    #[error("git: {0}")]
+    Git(String),
+}
+
+/// Why a COB could not be materialised at all.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum EvalError {
+    #[error("root change {0} is missing or does not verify")]
+    NoRoot(gix::ObjectId),
+    #[error("root change {id}: {source}")]
+    Root { id: gix::ObjectId, source: OpError },
+    #[error(transparent)]
+    Load(#[from] CobError),
+}
+
+/// One change's operation: its actions decoded as the COB type's actions.
+pub(crate) struct Op<A> {
+    pub(crate) id: gix::ObjectId,
+    pub(crate) author: NodeId,
+    /// Committer time, seconds.
+    pub(crate) timestamp: u64,
+    /// The identity head the change commits to.
+    pub(crate) resource: Option<gix::ObjectId>,
+    pub(crate) actions: Vec<A>,
+}
+
+impl<A: DeserializeOwned> Op<A> {
+    fn decode(entry: &Entry) -> Result<Self, OpError> {
+        let actions = entry
+            .actions
+            .iter()
+            .map(|(index, bytes)| {
+                serde_json::from_slice(bytes).map_err(|source| OpError::Decode {
+                    index: *index,
+                    source,
+                })
+            })
+            .collect::<Result<Vec<A>, _>>()?;
+        Ok(Op {
+            id: entry.id,
+            author: entry.author,
+            timestamp: entry.timestamp,
+            resource: entry.resource,
+            actions,
+        })
+    }
+}
+
+impl<A> Op<A> {
+    /// The identity document the op commits to (authorisation is by its delegates).
+    pub(crate) fn doc(&self, repo: &dyn Repo) -> Result<Arc<Doc>, OpError> {
+        repo.doc_at(self.resource.ok_or(OpError::MissingIdentity)?)
+    }
+}
+
+/// What evaluation reads from the repository besides the changes.
+pub(crate) trait Repo {
+    /// Load a change.
+    fn entry(&self, id: gix::ObjectId) -> Result<Entry, CobError>;
+    /// The identity document in identity change `commit` (`Doc::load_at`).
+    fn doc_at(&self, commit: gix::ObjectId) -> Result<Arc<Doc>, OpError>;
+    /// `refs/namespaces/<nid>/refs/heads/<branch>`, if it exists.
+    fn branch_tip(&self, nid: &NodeId, branch: &str) -> Option<gix::ObjectId>;
+    /// Whether `ancestor` is reachable from `head`.
+    fn is_ancestor(&self, ancestor: gix::ObjectId, head: gix::ObjectId) -> Result<bool, OpError>;
+}
+
+/// A COB type that evaluates from ops (`store::Cob`).
+pub(crate) trait Cob: Sized {
+    type Action: DeserializeOwned;
+    /// The object from its root op (`from_root`).
+    fn from_root(op: Op<Self::Action>, repo: &dyn Repo) -> Result<Self, OpError>;
+    /// Apply a later op (`op`); on error the change is pruned (what was already applied stays,
+    /// as in radicle).
+    fn apply(&mut self, op: Op<Self::Action>, repo: &dyn Repo) -> Result<(), OpError>;
+}
+
+/// Materialise COB `id` from the change graph reachable from `tips`.
+pub(crate) fn evaluate<T: Cob>(
+    repo: &dyn Repo,
+    id: gix::ObjectId,
+    tips: &[gix::ObjectId],
+) -> Result<T, EvalError> {
+    let entries = load(repo, tips)?;
+    let dag = Dag::new(
+        entries
+            .values()
+            .map(|e| (e.id, e.timestamp, e.parents.clone())),
+    );
+    let root = entries.get(&id).ok_or(EvalError::NoRoot(id))?;
+    let mut object = Op::decode(root)
+        .and_then(|op| T::from_root(op, repo))
+        .map_err(|source| EvalError::Root { id, source })?;
+    let mut pruned: BTreeSet<gix::ObjectId> = BTreeSet::new();
+    for next in dag.order(&id) {
+        if pruned.contains(&next) {
+            continue;
+        }
+        let Some(entry) = entries.get(&next) else {
+            continue;
+        };
+        if let Err(e) = Op::decode(entry).and_then(|op| object.apply(op, repo)) {
+            tracing::debug!(cob = %id, change = %next, error = %e, "COB change pruned");
+            pruned.extend(dag.descendants(&next));
+        }
+    }
+    Ok(object)
+}
+
+/// Every change reachable from `tips` through history parents that loads and verifies (at most
+/// `MAX_CHANGES` are read).
+fn load(
+    repo: &dyn Repo,
+    tips: &[gix::ObjectId],
+) -> Result<BTreeMap<gix::ObjectId, Entry>, CobError> {
+    let mut entries = BTreeMap::new();
+    let mut seen = BTreeSet::new();
+    let mut stack = tips.to_vec();
+    while let Some(id) = stack.pop() {
+        if !seen.insert(id) {
+            continue;
+        }
+        if seen.len() > MAX_CHANGES {
+            return Err(CobError::TooLong);
+        }
+        match repo.entry(id) {
+            Ok(entry) => {
+                stack.extend(entry.parents.iter().copied());
+                entries.insert(id, entry);
+            }
+            // radicle leaves a change it cannot load out of the graph.
+            Err(e) => tracing::debug!(change = %id, error = %e, "COB change does not load"),
+        }
+    }
+    Ok(entries)
+}
+
+/// [`Repo`] over a git repository in storage, caching identity documents.
+pub(crate) struct GitRepo<'a> {
+    git: &'a gix::Repository,
+    docs: RefCell<HashMap<gix::ObjectId, Arc<Doc>>>,
+}
+
+impl<'a> GitRepo<'a> {
+    pub(crate) fn new(git: &'a gix::Repository) -> Self {
+        GitRepo {
+            git,
+            docs: RefCell::new(HashMap::new()),
+        }
+    }
+}
+
+fn git_error(e: impl std::fmt::Display) -> OpError {
+    OpError::Git(e.to_string())
+}
+
+impl Repo for GitRepo<'_> {
+    fn entry(&self, id: gix::ObjectId) -> Result<Entry, CobError> {
+        load_entry(self.git, id, None)
+    }
+
+    fn doc_at(&self, commit: gix::ObjectId) -> Result<Arc<Doc>, OpError> {
+        if let Some(doc) = self.docs.borrow().get(&commit) {
+            return Ok(doc.clone());
+        }
+        let doc = crate::storage::identity::read(self.git, commit)
+            .map(|identity| Arc::new(identity.doc))
+            .map_err(|e| OpError::Doc {
+                commit,
+                reason: e.to_string(),
+            })?;
+        self.docs.borrow_mut().insert(commit, doc.clone());
+        Ok(doc)
+    }
+
+    fn branch_tip(&self, nid: &NodeId, branch: &str) -> Option<gix::ObjectId> {
+        let name = format!("refs/namespaces/{nid}/refs/heads/{branch}");
+        let r = self.git.find_reference(name.as_str()).ok()?;
+        r.target().try_id().map(ToOwned::to_owned)
+    }
+
+    fn is_ancestor(&self, ancestor: gix::ObjectId, head: gix::ObjectId) -> Result<bool, OpError> {
+        let mut seen = BTreeSet::from([head]);
+        let mut queue = VecDeque::from([head]);
+        while let Some(id) = queue.pop_front() {
+            if id == ancestor {
+                return Ok(true);
+            }
+            if seen.len() > MAX_ANCESTRY_WALK {
+                return Err(OpError::Git(format!(
+                    "ancestry walk over {MAX_ANCESTRY_WALK} commits"
+                )));
+            }
+            let commit = self.git.find_commit(id).map_err(git_error)?;
+            for parent in commit.parent_ids() {
+                if seen.insert(parent.detach()) {
+                    queue.push_back(parent.detach());
+                }
+            }
+        }
+        Ok(false)
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
+mod tests;
