@@ -15,6 +15,7 @@ use tokio::io::AsyncReadExt;
 use super::refusal::Refusal;
 use super::HttpState;
 
+mod packs;
 mod refs;
 use crate::crypto::{NodeId, RepoId};
 use crate::serve::{self, GitOutput, Service, View};
@@ -459,6 +460,24 @@ async fn upload_pack(
         }
         if refs::may_be_ls_refs(&head) {
             if let Some(r) = refs::ls_refs(state, rid, repo, view, &head, egress.clone()).await {
+                return Ok(r);
+            }
+        }
+    }
+
+    // A cacheable request (no `have`s) is answered through the pack cache (issue 13 §3): the
+    // whole body is read first (bounded), then handed to git as usual if it is not.
+    if let Some(cache) = &state.pack_cache {
+        let limit = serve::packcache::MAX_CACHEABLE_REQUEST + 1;
+        let more = limit.saturating_sub(head.len()) as u64;
+        if (&mut body).take(more).read_to_end(&mut head).await.is_err() {
+            return Err(Refusal::MalformedRequest);
+        }
+        if head.len() < limit {
+            let v = protocol.as_deref();
+            if let Some(r) =
+                packs::serve(state, cache, rid, repo, view, v, &head, egress.clone()).await?
+            {
                 return Ok(r);
             }
         }
