@@ -133,8 +133,9 @@ fn a_ref_change_is_a_new_key_and_incremental_fetches_go_to_git() {
     assert_eq!(counters(&seed), (1.0, 1.0));
 
     // A new commit lands in storage.
+    // (The work tree is cloned from the local copy: only the requests below reach the seed.)
     let work = h.join("work");
-    run(git(h).args(["clone", "-q", &url]).arg(&work));
+    run(git(h).args(["clone", "-q"]).arg(h.join("a")).arg(&work));
     std::fs::write(work.join("NEW.md"), "new\n").unwrap();
     run(git(h).arg("-C").arg(&work).args(["add", "NEW.md"]));
     run(git(h)

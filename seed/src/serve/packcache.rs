@@ -29,7 +29,7 @@ pub(crate) mod key;
 pub(crate) mod tail;
 
 use std::collections::HashMap;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
@@ -141,7 +141,7 @@ impl PackCache {
     }
 
     #[cfg(test)]
-    pub(crate) fn dir(&self) -> &Path {
+    pub(crate) fn dir(&self) -> &std::path::Path {
         &self.dir
     }
 
