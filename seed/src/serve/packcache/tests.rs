@@ -1,4 +1,5 @@
 use std::io::Write;
+use std::path::Path;
 use std::process::Command;
 
 use bytes::Bytes;
