@@ -473,7 +473,8 @@ async fn upload_pack(
         let whole = read_rest(&mut body, &mut head, limit, CACHE_BODY_WAIT)
             .await
             .map_err(|_| Refusal::MalformedRequest)?;
-        if whole {
+        // Over `max_request_bytes`, the body was cut (`take(max + 1)`): git reports that.
+        if whole && head.len() as u64 <= max {
             let v = protocol.as_deref();
             if let Some(r) =
                 packs::serve(state, cache, rid, repo, view, v, &head, egress.clone()).await?
