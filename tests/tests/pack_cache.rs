@@ -315,3 +315,52 @@ fn the_cache_stays_within_its_budget() {
     let files = cache_files(&seed);
     assert!(files.iter().all(|(n, _)| n.ends_with(".pack")), "{files:?}");
 }
+
+/// A client that goes away mid-response does not stop the generation: it completes and the
+/// next identical request is a hit.
+#[test]
+fn a_generation_completes_after_its_client_left() {
+    use std::io::Read;
+    let seed = cached_seed("first", 1 << 30, vec![]);
+    let (rid, path) = big_repo(&seed.storage(), 16, 1);
+    seed.rescan();
+    let head = stdout(&run(git(seed.dir.path())
+        .arg("--git-dir")
+        .arg(&path)
+        .args(["rev-parse", "HEAD"])));
+    let mut body = String::new();
+    body.push_str(&pkt("command=fetch\n"));
+    body.push_str(&pkt("object-format=sha1\n"));
+    body.push_str("0001");
+    body.push_str(&pkt("no-progress\n"));
+    body.push_str(&pkt(&format!("want {head}\n")));
+    body.push_str(&pkt("done\n"));
+    body.push_str("0000");
+    let req = format!(
+        "POST /{rid}.git/git-upload-pack HTTP/1.1\r\nHost: x\r\nGit-Protocol: version=2\r\nContent-Type: application/x-git-upload-pack-request\r\nContent-Length: {}\r\n\r\n{body}",
+        body.len()
+    );
+    let mut s = raw_request(seed.http, req.as_bytes());
+    let mut buf = vec![0u8; 64 * 1024];
+    let n = s.read(&mut buf).unwrap();
+    assert!(String::from_utf8_lossy(&buf[..n]).starts_with("HTTP/1.1 200"));
+    drop(s);
+    wait_for(
+        "the generation to complete",
+        Duration::from_secs(30),
+        || (seed.metric("seedd_pack_cache_generation_seconds_count", &[]) == 1.0).then_some(()),
+    );
+    // The same request again, read to its end: a hit, whole.
+    let again = req.replacen("Host: x\r\n", "Host: x\r\nConnection: close\r\n", 1);
+    let mut s = raw_request(seed.http, again.as_bytes());
+    let mut response = Vec::new();
+    s.read_to_end(&mut response).unwrap();
+    assert!(response.starts_with(b"HTTP/1.1 200"));
+    assert!(response.ends_with(b"0\r\n\r\n"), "a complete chunked body");
+    assert_eq!(counters(&seed), (1.0, 1.0), "the second request was a hit");
+    let cached = seed.metric("seedd_pack_cache_bytes", &[]);
+    assert!(cached > 16.0 * 1024.0 * 1024.0, "{cached}");
+    assert!(response.len() as f64 > cached);
+    let files = cache_files(&seed);
+    assert_eq!(files.len(), 1, "{files:?}");
+}

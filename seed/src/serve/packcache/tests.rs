@@ -310,3 +310,28 @@ async fn a_write_error_fails_the_generation_cleanly() {
     assert_eq!(metrics.pack_cache.generation.get_sample_count(), 0);
     assert!(matches!(cache.lookup(key(1)), Lookup::Claim(..)));
 }
+
+/// Every reader gone (the client left): the generation still completes, for later requests.
+#[tokio::test]
+async fn a_generation_outlives_its_readers() {
+    let dir = tempfile::tempdir().unwrap();
+    let (repo, head) = git_repo(dir.path());
+    let (cache, metrics) = open(dir.path(), settings(1 << 20, true));
+    let Lookup::Claim(claim, tail) = cache.lookup(key(1)) else {
+        panic!("expected a claim");
+    };
+    drop(tail);
+    generate::spawn(claim, job(dir.path(), repo, &head, metrics.clone()), ());
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    while metrics.pack_cache.generation.get_sample_count() == 0 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "generation never completed"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let Lookup::Hit(hit) = cache.lookup(key(1)) else {
+        panic!("expected a hit");
+    };
+    assert!(read_all(hit).await.unwrap().starts_with(b"000dpackfile\n"));
+}
