@@ -14,7 +14,8 @@
 //!   atomically; a failed one (git error, write error such as a full disk, timeout) is marked
 //!   `Failed` and removed, and readers that had not sent anything yet fall back to git.
 //! - **Budget**: `max_bytes` of finished files (least recently used out), none older than
-//!   `max_age`; a response larger than the budget is served to its readers and not kept.
+//!   `max_age`; a response larger than the budget is served to its readers and not kept. An
+//!   evicted file is unlinked at once; readers still sending it keep its blocks until they end.
 //! - **Admission**: cache on the first request, or on the second sighting within `max_age`
 //!   (a one-off clone is then served directly and never written).
 //! - **Restart**: the directory is emptied when the cache opens (nothing on disk is trusted).
