@@ -1138,26 +1138,34 @@ mod bench {
         };
 
         ctx.log(&format!("starting seedd ({})", seedd_bin.display()));
+        let seed_env: Vec<(String, String)> = vec![
+            // The production default level; the harness default is debug.
+            ("RUST_LOG".into(), "info".into()),
+            // 16 clones queue for the (default, = CPUs) pack slots: let them wait.
+            ("SEEDD_HTTP__PACK_QUEUE_TIMEOUT_MS".into(), "600000".into()),
+            ("SEEDD_HTTP__PACK_QUEUE".into(), "64".into()),
+            // The side-by-side compares serving, not admission: no per-IP or per-repository
+            // limits (git http-backend has none).
+            (
+                "SEEDD_HTTP__RATE__PER_IP_REQUESTS_PER_SECOND".into(),
+                "0".into(),
+            ),
+            (
+                "SEEDD_HTTP__RATE__PER_REPO_CONCURRENT_PACKS".into(),
+                "0".into(),
+            ),
+            ("SEEDD_HTTP__RATE__SHED_NEW_CLONES".into(), "false".into()),
+        ];
         let seed = Seed::start(SeedOptions {
             data_dir: Some(data_dir.clone()),
-            env: vec![
-                // The production default level; the harness default is debug.
-                ("RUST_LOG".into(), "info".into()),
-                // 16 clones queue for the (default, = CPUs) pack slots: let them wait.
-                ("SEEDD_HTTP__PACK_QUEUE_TIMEOUT_MS".into(), "600000".into()),
-                ("SEEDD_HTTP__PACK_QUEUE".into(), "64".into()),
-                // The side-by-side compares serving, not admission: no per-IP or per-repository
-                // limits (git http-backend has none).
-                (
-                    "SEEDD_HTTP__RATE__PER_IP_REQUESTS_PER_SECOND".into(),
-                    "0".into(),
-                ),
-                (
-                    "SEEDD_HTTP__RATE__PER_REPO_CONCURRENT_PACKS".into(),
-                    "0".into(),
-                ),
-                ("SEEDD_HTTP__RATE__SHED_NEW_CLONES".into(), "false".into()),
-            ],
+            env: seed_env
+                .iter()
+                .cloned()
+                // The side-by-side rows measure serving by git: no pack cache (repeated
+                // identical clones would be answered from it). The cached rows have their own
+                // seed below.
+                .chain([("SEEDD_HTTP__PACK_CACHE__ENABLED".into(), "false".into())])
+                .collect(),
             ..SeedOptions::default()
         });
         seed.rescan();
@@ -1389,6 +1397,8 @@ mod bench {
             .arg("--git-dir")
             .arg(&medium.path)
             .args(["rev-parse", "refs/rad/id"])));
+        // git's figures for the raw fetches, for the cached rows below.
+        let mut git_raw = (None, None, None, None);
         for variant in ["clone", "raw"] {
             let mut thr = [None, None];
             let mut ccpu = [None, None];
@@ -1422,6 +1432,9 @@ mod bench {
                         s.label
                     ));
                 }
+            }
+            if variant == "raw" {
+                git_raw = (thr[1], cwall[1], ccpu[1], fails[1]);
             }
             let w = if variant == "clone" {
                 format!("{CONCURRENT} concurrent git clones, medium")
@@ -1466,6 +1479,85 @@ mod bench {
                 "lower",
             ));
             rows.push(row(k("failed"), w, "failed", "", fails[0], fails[1], ""));
+        }
+
+        // The same 16 raw fetches from a seedd with the pack cache (issue 13 §3; admission on
+        // the first request, cold: one git run, 15 readers of its file).
+        {
+            let cached_dir = scratch.join("data-cached");
+            std::fs::create_dir_all(&cached_dir).unwrap();
+            seedd_tests::run(
+                Command::new("cp")
+                    .arg("-a")
+                    .arg(&data_storage)
+                    .arg(cached_dir.join("storage")),
+            );
+            let cached = Seed::start(SeedOptions {
+                data_dir: Some(cached_dir),
+                env: seed_env
+                    .iter()
+                    .cloned()
+                    .chain([("SEEDD_HTTP__PACK_CACHE__ADMISSION".into(), "first".into())])
+                    .collect(),
+                ..SeedOptions::default()
+            });
+            cached.rescan();
+            let s = Server {
+                label: "seedd+cache",
+                pid: cached.child.id(),
+                addr: cached.http,
+                suffix: ".git",
+            };
+            ctx.log(&format!(
+                "{CONCURRENT} concurrent raw v2 fetches of medium from seedd with the pack cache"
+            ));
+            let req = fetch_request(&s, medium, &[&medium.head, &rad_id]);
+            let (ok, errors, b, w, c) = ctx.concurrent_raw(&s, &req, CONCURRENT);
+            if let Some(e) = errors.first() {
+                notes.push(format!(
+                    "{} of {CONCURRENT} concurrent raw fetches from seedd with the pack cache failed (ok {ok}), first error: {e}",
+                    errors.len()
+                ));
+            }
+            let (git_thr, git_wall, git_cpu, git_fails) = git_raw;
+            let w_label = format!("{CONCURRENT} concurrent raw v2 fetches, medium, pack cache");
+            let k = |m: &str| format!("concurrent_raw_cached_{m}");
+            rows.push(row(
+                k("throughput_mb_s"),
+                w_label.clone(),
+                "aggregate pack bytes/s",
+                "MB/s",
+                Some(b as f64 / 1e6 / w),
+                git_thr,
+                "higher",
+            ));
+            rows.push(row(
+                k("wall_s"),
+                w_label.clone(),
+                "wall time",
+                "s",
+                Some(w),
+                git_wall,
+                "lower",
+            ));
+            rows.push(row(
+                k("cpu_s"),
+                w_label.clone(),
+                "server CPU",
+                "s",
+                Some(c),
+                git_cpu,
+                "lower",
+            ));
+            rows.push(row(
+                k("failed"),
+                w_label,
+                "failed",
+                "",
+                Some(errors.len() as f64),
+                git_fails,
+                "",
+            ));
         }
 
         // Ref advertisement rates on refs10k and refs100k.

@@ -48,6 +48,8 @@ pub struct HttpState {
     pub advertiser: git::Advertiser,
     /// The JSON API's own state (`web`).
     pub web: crate::http::web::Web,
+    /// Single-flight cache of upload-pack responses (`http.pack_cache`; `None` when disabled).
+    pub(crate) pack_cache: Option<Arc<crate::serve::packcache::PackCache>>,
 }
 
 impl HttpState {

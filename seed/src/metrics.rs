@@ -183,6 +183,47 @@ pub struct Metrics {
     pub web_requests: IntCounterVec,
     pub web_duration: HistogramVec,
     pub web_rejected: IntCounterVec,
+    pub pack_cache: PackCacheMetrics,
+}
+
+/// The pack cache's metrics (`serve::packcache`).
+pub struct PackCacheMetrics {
+    pub hits: IntCounter,
+    pub misses: IntCounter,
+    pub served_bytes: IntCounter,
+    pub evictions: IntCounter,
+    pub generation: Histogram,
+    pub bytes: IntGauge,
+}
+
+impl PackCacheMetrics {
+    fn new(registry: &Registry) -> Result<Self, prometheus::Error> {
+        let counter = |name: &str| -> Result<IntCounter, prometheus::Error> {
+            let c = IntCounter::with_opts(opts(name))?;
+            registry.register(Box::new(c.clone()))?;
+            Ok(c)
+        };
+        let generation = Histogram::with_opts(
+            HistogramOpts::new(
+                "seedd_pack_cache_generation_seconds",
+                doc("seedd_pack_cache_generation_seconds").help,
+            )
+            .buckets(vec![
+                0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0,
+            ]),
+        )?;
+        registry.register(Box::new(generation.clone()))?;
+        let bytes = IntGauge::with_opts(opts("seedd_pack_cache_bytes"))?;
+        registry.register(Box::new(bytes.clone()))?;
+        Ok(Self {
+            hits: counter("seedd_pack_cache_hits_total")?,
+            misses: counter("seedd_pack_cache_misses_total")?,
+            served_bytes: counter("seedd_pack_cache_served_bytes_total")?,
+            evictions: counter("seedd_pack_cache_evictions_total")?,
+            generation,
+            bytes,
+        })
+    }
 }
 
 /// Per-tenant and per-identity metrics. Label values are removed when a tenant goes.
@@ -452,6 +493,7 @@ impl Metrics {
         registry.register(Box::new(web_duration.clone()))?;
         let web_rejected = IntCounterVec::new(opts("seedd_web_rejected_total"), &["reason"])?;
         registry.register(Box::new(web_rejected.clone()))?;
+        let pack_cache = PackCacheMetrics::new(&registry)?;
         let gauge = |name: &str| -> Result<IntGauge, prometheus::Error> {
             let g = IntGauge::with_opts(opts(name))?;
             registry.register(Box::new(g.clone()))?;
@@ -493,6 +535,7 @@ impl Metrics {
             web_requests,
             web_duration,
             web_rejected,
+            pack_cache,
         };
         metrics.zero_known()?;
         Ok(metrics)

@@ -8,6 +8,7 @@
 
 pub(crate) mod advert;
 mod limiter;
+pub(crate) mod packcache;
 pub(crate) mod refcache;
 mod stream;
 

@@ -30,12 +30,12 @@ pub use cidr::{mask, Cidr};
 pub use load::{env_name, Overrides, Sources};
 pub use sections::{
     AdminConfig, AdminTlsConfig, BanConfig, HttpConfig, HttpRateConfig, KeysConfig, LogConfig,
-    P2pConfig, PolicyConfig, RateConfig, TlsConfig,
+    P2pConfig, PackCacheConfig, PolicyConfig, RateConfig, TlsConfig,
 };
 pub use specs::{DenyList, IdentitySpec, Quotas, Rate, RepoSpec, State, TenantSpec};
 pub use values::{
-    valid_name, Bucket, DefaultPolicy, LogFormat, PeerAddr, Relay, Scope, UnknownHosts,
-    DEFAULT_IDENTITY, INVENTORY_LIMIT,
+    valid_name, Bucket, DefaultPolicy, LogFormat, PackCacheAdmission, PeerAddr, Relay, Scope,
+    UnknownHosts, DEFAULT_IDENTITY, INVENTORY_LIMIT,
 };
 
 /// Why the configuration cannot be used. The underlying errors are kept (not flattened into

@@ -10,7 +10,9 @@ use serde::{Deserialize, Serialize};
 
 use super::cidr::Cidr;
 use super::fields;
-use super::values::{Bucket, DefaultPolicy, LogFormat, PeerAddr, Relay, Scope, UnknownHosts};
+use super::values::{
+    Bucket, DefaultPolicy, LogFormat, PackCacheAdmission, PeerAddr, Relay, Scope, UnknownHosts,
+};
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 #[serde(default)]
@@ -172,6 +174,37 @@ pub struct HttpConfig {
     pub rate: HttpRateConfig,
     /// Hosts no tenant claims: `all` (every public repository) or `none` (404).
     pub unknown_hosts: UnknownHosts,
+    /// Single-flight cache of upload-pack responses (`http.pack_cache.*`).
+    #[serde(default)]
+    pub pack_cache: PackCacheConfig,
+}
+
+/// The pack cache (`seed/src/serve/packcache.rs`): responses to cacheable upload-pack requests
+/// (no `have` lines) kept on disk under `<data_dir>/cache/packs`, discarded at start.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(default)]
+pub struct PackCacheConfig {
+    pub enabled: bool,
+    /// Bytes of cached responses kept on disk; older (least recently used) ones go first.
+    #[serde(deserialize_with = "fields::at_least_one")]
+    pub max_bytes: u64,
+    /// A cached response older than this is not served again.
+    #[serde(rename = "max_age_secs", with = "fields::secs_nonzero")]
+    pub max_age: Duration,
+    /// When a response is cached: on the `first` request, or on the `second` sighting of the
+    /// same request within `max_age`.
+    pub admission: PackCacheAdmission,
+}
+
+impl Default for PackCacheConfig {
+    fn default() -> Self {
+        Self {
+            enabled: true,
+            max_bytes: 1 << 30,
+            max_age: Duration::from_secs(3_600),
+            admission: PackCacheAdmission::Second,
+        }
+    }
 }
 
 /// HTTP rate limits and per-repository pack admission (`seed/src/http/ratelimit/`).
@@ -320,6 +353,7 @@ impl Default for HttpConfig {
             git_binary: "git".to_owned(),
             rate: HttpRateConfig::default(),
             unknown_hosts: UnknownHosts::All,
+            pack_cache: PackCacheConfig::default(),
         }
     }
 }

@@ -256,3 +256,34 @@ fn config_keys_load_and_validate() {
         (2, 4, 2000)
     );
 }
+
+#[test]
+fn pack_cache_keys_load_and_validate() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = write(
+        dir.path(),
+        "[http.pack_cache]\nenabled = false\nmax_bytes = 1000\nmax_age_secs = 5\n\
+         admission = \"first\"\n",
+    );
+    let (c, _) = Config::load(Some(&path), &Overrides::default()).unwrap();
+    let p = &c.http.pack_cache;
+    assert!(!p.enabled);
+    assert_eq!((p.max_bytes, p.max_age.as_secs()), (1000, 5));
+    assert_eq!(p.admission, PackCacheAdmission::First);
+    for (text, key) in [
+        ("max_bytes = 0", "http.pack_cache.max_bytes"),
+        ("max_age_secs = 0", "http.pack_cache.max_age_secs"),
+        ("admission = \"third\"", "http.pack_cache.admission"),
+        ("max_byte = 1", "http.pack_cache.max_byte"),
+    ] {
+        let path = write(dir.path(), &format!("[http.pack_cache]\n{text}\n"));
+        let err = Config::load(Some(&path), &Overrides::default())
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains(key), "{text}: {err}");
+    }
+    let d = PackCacheConfig::default();
+    assert!(d.enabled);
+    assert_eq!(d.admission, PackCacheAdmission::Second);
+    assert_eq!((d.max_bytes, d.max_age.as_secs()), (1 << 30, 3600));
+}

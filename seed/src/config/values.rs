@@ -126,6 +126,17 @@ keyword! {
     expected "\"all\" or \"none\""
 }
 
+keyword! {
+    /// `http.pack_cache.admission`: when a response is written to the pack cache.
+    PackCacheAdmission {
+        /// Every cacheable request.
+        First = "first",
+        /// A request seen before (within `max_age`): one-off clones are not written to disk.
+        Second = "second",
+    }
+    expected "\"first\" or \"second\""
+}
+
 /// Token buckets (fractional refill per second, burst capacity).
 #[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields)]

@@ -206,6 +206,7 @@ pub(super) fn start_http(
             cfg.cache_dir().join("advert-probe"),
         ),
         web: parts.web,
+        pack_cache: open_pack_cache(cfg, &metrics),
     });
     let listen = listener.local_addr().map_err(ListenError::LocalAddr)?;
     tracing::info!(listen = %listen, tls = certs.http.is_some(), "http listening (git clone)");
@@ -228,6 +229,34 @@ pub(super) fn start_http(
         });
     }
     Ok(task)
+}
+
+/// The pack cache in `<data_dir>/cache/packs` (emptied now), unless disabled or unusable (then
+/// every clone is served by git directly).
+fn open_pack_cache(
+    cfg: &Config,
+    metrics: &Arc<Metrics>,
+) -> Option<Arc<crate::serve::packcache::PackCache>> {
+    let c = &cfg.http.pack_cache;
+    if !c.enabled {
+        return None;
+    }
+    let dir = cfg.cache_dir().join("packs");
+    let settings = crate::serve::packcache::Settings {
+        max_bytes: c.max_bytes,
+        max_age: c.max_age,
+        admit_first: c.admission == crate::config::PackCacheAdmission::First,
+    };
+    match crate::serve::packcache::PackCache::open(dir.clone(), settings, Some(metrics.clone())) {
+        Ok(cache) => {
+            tracing::info!(dir = %dir.display(), max_bytes = c.max_bytes, admission = %c.admission, "pack cache enabled");
+            Some(Arc::new(cache))
+        }
+        Err(e) => {
+            tracing::error!(dir = %dir.display(), error = %e, "pack cache unusable; clones are served without it");
+            None
+        }
+    }
 }
 
 /// Process and disk gauges, tenants' egress and metrics, every [`GAUGES_EVERY`] (first now).

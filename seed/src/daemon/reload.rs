@@ -138,6 +138,10 @@ impl Reloader {
         for (key, differs) in [
             ("p2p (except rate, ban)", p2p_rest(&new) != p2p_rest(&cur)),
             ("http.listen", new.http.listen != cur.http.listen),
+            (
+                "http.pack_cache",
+                new.http.pack_cache != cur.http.pack_cache,
+            ),
             ("admin.listen", new.admin.listen != cur.admin.listen),
             ("identities", new.identities != cur.identities),
             ("keys", new.keys != cur.keys),

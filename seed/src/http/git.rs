@@ -15,6 +15,7 @@ use tokio::io::AsyncReadExt;
 use super::refusal::Refusal;
 use super::HttpState;
 
+mod packs;
 mod refs;
 use crate::crypto::{NodeId, RepoId};
 use crate::serve::{self, GitOutput, Service, View};
@@ -464,6 +465,25 @@ async fn upload_pack(
         }
     }
 
+    // A cacheable request (no `have`s) is answered through the pack cache (issue 13 §3): the
+    // whole body is read first (bounded in size and time), then handed to git as usual if it is
+    // not cacheable or not all there.
+    if let Some(cache) = &state.pack_cache {
+        let limit = serve::packcache::MAX_CACHEABLE_REQUEST;
+        let whole = read_rest(&mut body, &mut head, limit, CACHE_BODY_WAIT)
+            .await
+            .map_err(|_| Refusal::MalformedRequest)?;
+        // Over `max_request_bytes`, the body was cut (`take(max + 1)`): git reports that.
+        if whole && head.len() as u64 <= max {
+            let v = protocol.as_deref();
+            if let Some(r) =
+                packs::serve(state, cache, rid, repo, view, v, &head, egress.clone()).await?
+            {
+                return Ok(r);
+            }
+        }
+    }
+
     // Admission before any work: this repository's pack slots (short queue), then the global ones.
     let repo_permit = state
         .rate
@@ -536,6 +556,33 @@ async fn upload_pack(
     Ok(streamed(out, "application/x-git-upload-pack-result"))
 }
 
+/// How long the rest of a request body may take to arrive for the pack cache to consider it:
+/// git clients send a clone's small body at once; a slower one goes to git as it comes (and a
+/// client that stalls holds its pack slot then, as without the cache).
+const CACHE_BODY_WAIT: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// Appends the rest of `body` to `head` until its end, more than `limit` bytes in all, or
+/// `wait`: whether the whole body is in `head`. Reads of a slice are cancel-safe, so what
+/// arrived before the deadline stays in `head` for git.
+async fn read_rest(
+    body: &mut (dyn tokio::io::AsyncRead + Send + Unpin),
+    head: &mut Vec<u8>,
+    limit: usize,
+    wait: std::time::Duration,
+) -> std::io::Result<bool> {
+    let deadline = tokio::time::Instant::now() + wait;
+    let mut buf = vec![0u8; 16 * 1024];
+    while head.len() <= limit {
+        match tokio::time::timeout_at(deadline, body.read(&mut buf)).await {
+            Ok(Ok(0)) => return Ok(true),
+            Ok(Ok(n)) => head.extend_from_slice(&buf[..n]),
+            Ok(Err(e)) => return Err(e),
+            Err(_) => return Ok(false),
+        }
+    }
+    Ok(false)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -561,6 +608,28 @@ mod tests {
         assert_eq!(g.endpoint, Endpoint::UploadPack);
         let g = parse_path(&format!("/{RID}.git/git-receive-pack")).unwrap();
         assert_eq!(g.endpoint, Endpoint::ReceivePack);
+    }
+
+    #[tokio::test]
+    async fn a_body_is_read_whole_only_if_small_and_prompt() {
+        use tokio::io::AsyncWriteExt;
+        let wait = std::time::Duration::from_millis(100);
+        let mut head = b"0032".to_vec();
+        let mut body: &[u8] = b"rest";
+        assert!(read_rest(&mut body, &mut head, 64, wait).await.unwrap());
+        assert_eq!(head, b"0032rest");
+        // Too big: not whole (what was read stays, for git).
+        let mut head = Vec::new();
+        let mut body: &[u8] = &[b'0'; 100];
+        assert!(!read_rest(&mut body, &mut head, 64, wait).await.unwrap());
+        let mut head = Vec::new();
+        // A client that stalls: what arrived is kept, the rest goes to git as it comes.
+        let (mut client, mut server) = tokio::io::duplex(64);
+        client.write_all(b"0032abc").await.unwrap();
+        let started = std::time::Instant::now();
+        assert!(!read_rest(&mut server, &mut head, 64, wait).await.unwrap());
+        assert!(started.elapsed() >= wait);
+        assert_eq!(head, b"0032abc");
     }
 
     #[test]

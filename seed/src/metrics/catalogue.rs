@@ -377,4 +377,40 @@ pub const CATALOGUE: &[MetricDoc] = &[
         labels: &["state"],
         help: "Public repositories in our inventory: announced, or unannounced beyond the 2,973-repo message cap.",
     },
+    MetricDoc {
+        name: "seedd_pack_cache_hits_total",
+        kind: "counter",
+        labels: &[],
+        help: "Cacheable upload-pack requests answered from the pack cache: a finished response or one being generated for an identical request (no process spawned).",
+    },
+    MetricDoc {
+        name: "seedd_pack_cache_misses_total",
+        kind: "counter",
+        labels: &[],
+        help: "Cacheable upload-pack requests not in the pack cache: a generation started, or served directly (not yet admitted, e.g. first sighting).",
+    },
+    MetricDoc {
+        name: "seedd_pack_cache_served_bytes_total",
+        kind: "counter",
+        labels: &[],
+        help: "Response bytes sent from the pack cache's files.",
+    },
+    MetricDoc {
+        name: "seedd_pack_cache_evictions_total",
+        kind: "counter",
+        labels: &[],
+        help: "Cached responses dropped for the byte budget or their age.",
+    },
+    MetricDoc {
+        name: "seedd_pack_cache_generation_seconds",
+        kind: "histogram",
+        labels: &[],
+        help: "Time git took to generate a response written to the pack cache (successful generations).",
+    },
+    MetricDoc {
+        name: "seedd_pack_cache_bytes",
+        kind: "gauge",
+        labels: &[],
+        help: "Bytes of complete responses held by the pack cache on disk (files being written are not counted).",
+    },
 ];

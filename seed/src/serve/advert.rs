@@ -114,6 +114,32 @@ impl Snapshot {
             .sum()
     }
 
+    /// A digest of every ref and its target (`HEAD` included): equal for equal refs, different
+    /// after any change. The pack cache keys responses with it.
+    pub fn fingerprint(&self) -> [u8; 32] {
+        use sha2::Digest;
+        let mut h = sha2::Sha256::new();
+        let target = |h: &mut sha2::Sha256, t: &Target| match t {
+            Target::Direct { oid, .. } => h.update(oid.as_bytes()),
+            Target::Symbolic(name) => {
+                h.update(b"ref: ");
+                h.update(name.as_slice());
+            }
+        };
+        if let Some(head) = &self.head {
+            h.update(b"HEAD\0");
+            target(&mut h, head);
+        }
+        h.update(b"\n");
+        for e in &self.refs {
+            h.update(e.name.as_slice());
+            h.update(b"\0");
+            target(&mut h, &e.target);
+            h.update(b"\n");
+        }
+        h.finalize().into()
+    }
+
     /// Number of refs under `refs/`.
     pub fn len(&self) -> usize {
         self.refs.len()

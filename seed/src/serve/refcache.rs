@@ -42,6 +42,8 @@ pub(crate) enum Answer {
     V0(View),
     /// A v2 `ls-refs` answer of a view to these arguments.
     LsRefs(View, LsRefs),
+    /// The snapshot's [`Snapshot::fingerprint`] (the pack cache's key).
+    Fingerprint,
 }
 
 /// Rendered answers kept per snapshot (a view or two, a few `ls-refs` shapes).

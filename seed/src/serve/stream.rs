@@ -199,7 +199,7 @@ impl Stream for GitOutput {
 
 /// SIGKILL the process group led by `child` (upload-pack and its pack-objects). Only called while
 /// the leader is not yet reaped, so its pgid cannot have been reused.
-fn kill_group(child: &Child) {
+pub(super) fn kill_group(child: &Child) {
     if let Some(pid) = child.id().and_then(|p| i32::try_from(p).ok()) {
         let _ = nix::sys::signal::killpg(
             nix::unistd::Pid::from_raw(pid),
@@ -209,7 +209,7 @@ fn kill_group(child: &Child) {
 }
 
 /// How long a child that closed its stdout may take to exit before it is killed.
-const EXIT_GRACE: Duration = Duration::from_secs(10);
+pub(super) const EXIT_GRACE: Duration = Duration::from_secs(10);
 
 impl Drop for GitOutput {
     fn drop(&mut self) {

@@ -58,7 +58,7 @@ impl Advertiser {
     }
 
     /// The answer `key` of `rid`'s ref snapshot (rendered with `render` once per snapshot).
-    async fn answer(
+    pub(super) async fn answer(
         &self,
         state: &HttpState,
         rid: RepoId,
@@ -193,4 +193,15 @@ pub(super) async fn ls_refs(
 /// pkt-line is `command=ls-refs\n`).
 pub(super) fn may_be_ls_refs(start: &[u8]) -> bool {
     start.starts_with(b"0014command=ls-refs\n")
+}
+
+/// The fingerprint of `rid`'s ref snapshot (the pack cache's key), or `None` if the refs
+/// cannot be read now.
+pub(super) async fn fingerprint(state: &Arc<HttpState>, rid: RepoId, repo: &Path) -> Option<Bytes> {
+    state
+        .advertiser
+        .answer(state, rid, repo, Answer::Fingerprint, |snap| {
+            snap.fingerprint().to_vec()
+        })
+        .await
 }

@@ -1,0 +1,160 @@
+//! `POST git-upload-pack` through the pack cache ([`serve::packcache`], issue 13 §3): a
+//! cacheable request (no `have` lines) is answered from a finished cache file, from one being
+//! generated for an identical request, or by starting that generation (which takes the same
+//! repository and global pack slots as a direct answer, and only while git runs). `None` sends
+//! the request to git directly: not cacheable, not admitted yet, refs unreadable, or a
+//! generation that failed before anything was sent.
+
+use std::path::Path;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::Instant;
+
+use axum::body::Body;
+use axum::http::{header, HeaderValue};
+use axum::response::Response;
+use bytes::Bytes;
+use futures_util::Stream;
+
+use super::{admit, finish_hook, no_cache, refs, Egress, Endpoint};
+use crate::crypto::RepoId;
+use crate::http::refusal::Refusal;
+use crate::http::HttpState;
+use crate::serve::packcache::generate::{self, Job};
+use crate::serve::packcache::{Key, Lookup, Normalised, PackCache};
+use crate::serve::{self, View};
+
+/// The request `body` (whole) answered through `cache`, or `None` to ask git directly.
+#[allow(clippy::too_many_arguments)]
+pub(super) async fn serve(
+    state: &Arc<HttpState>,
+    cache: &Arc<PackCache>,
+    rid: RepoId,
+    repo: &Path,
+    view: View,
+    protocol: Option<&str>,
+    body: &[u8],
+    egress: Egress,
+) -> Result<Option<Response>, Refusal> {
+    let started = Instant::now();
+    let v2 = serve::is_v2(protocol);
+    let request = match Normalised::parse(v2, body) {
+        Ok(r) => r,
+        Err(why) => {
+            tracing::debug!(%rid, reason = %why, "not cacheable; asking git");
+            return Ok(None);
+        }
+    };
+    let Some(fingerprint) = refs::fingerprint(state, rid, repo).await else {
+        return Ok(None);
+    };
+    let key = Key::new(&rid, view, &fingerprint, &request);
+    let tail = match cache.lookup(key) {
+        Lookup::Bypass => return Ok(None),
+        Lookup::Hit(tail) | Lookup::Follow(tail) => tail,
+        Lookup::Claim(claim, tail) => {
+            // Dropping the claim on a refusal fails the entry: its followers answer directly.
+            let repo_permit = state
+                .rate
+                .repo_permit(&rid.canonical())
+                .await
+                .map_err(|_| Refusal::RepoBusy)?;
+            let permit = admit(state, &state.limiter, true).await?;
+            let job = Job {
+                git: state.git.clone(),
+                repo: repo.to_owned(),
+                view,
+                protocol: protocol.map(str::to_owned),
+                request: Bytes::copy_from_slice(body),
+            };
+            generate::spawn(claim, job, (repo_permit, permit));
+            tail
+        }
+    };
+    let mut tail = tail;
+    if let Err(e) = tail.ready().await {
+        tracing::debug!(%rid, error = %e, "cached response unavailable; asking git");
+        return Ok(None);
+    }
+    let label = if v2 { "v2" } else { "v0" };
+    let out = Counted {
+        inner: Box::pin(tail.into_stream()),
+        bytes: 0,
+        ended: None,
+        started,
+        label,
+        state: state.clone(),
+        finish: Some(finish_hook(
+            state,
+            Endpoint::UploadPack.route(),
+            None,
+            egress,
+        )),
+    };
+    let mut resp = Response::new(Body::from_stream(out));
+    let h = resp.headers_mut();
+    h.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/x-git-upload-pack-result"),
+    );
+    no_cache(h);
+    Ok(Some(resp))
+}
+
+type BodyStream = Pin<Box<dyn Stream<Item = Result<Bytes, std::io::Error>> + Send>>;
+
+/// A cached body that reports, when dropped, what was sent (bytes, egress, clone duration) like
+/// a direct answer does.
+struct Counted {
+    inner: BodyStream,
+    bytes: u64,
+    /// `Some(true)`: ended cleanly; `Some(false)`: ended with an error.
+    ended: Option<bool>,
+    started: Instant,
+    label: &'static str,
+    state: Arc<HttpState>,
+    finish: Option<Box<dyn FnOnce(serve::Summary) + Send>>,
+}
+
+impl Stream for Counted {
+    type Item = Result<Bytes, std::io::Error>;
+
+    fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
+        let this = &mut *self;
+        let next = this.inner.as_mut().poll_next(cx);
+        match &next {
+            Poll::Ready(Some(Ok(chunk))) => this.bytes += chunk.len() as u64,
+            Poll::Ready(Some(Err(_))) => this.ended = Some(false),
+            Poll::Ready(None) => {
+                this.ended.get_or_insert(true);
+            }
+            Poll::Pending => {}
+        }
+        next
+    }
+}
+
+impl Drop for Counted {
+    fn drop(&mut self) {
+        let aborted = match self.ended {
+            Some(true) => None,
+            Some(false) => Some("read_error"),
+            None => Some("client_gone"),
+        };
+        if aborted.is_none() {
+            self.state
+                .metrics
+                .clone_duration
+                .with_label_values(&[self.label])
+                .observe(self.started.elapsed().as_secs_f64());
+        }
+        if let Some(finish) = self.finish.take() {
+            finish(serve::Summary {
+                bytes: self.bytes,
+                elapsed: self.started.elapsed(),
+                aborted,
+            });
+        }
+    }
+}

@@ -1,0 +1,458 @@
+//! Single-flight pack cache (issue 13 §3; performance.md H1, H13): the response of `git
+//! upload-pack` to a cacheable request (no `have` lines: full, shallow and partial clones),
+//! already side-band framed, kept in a file under `<data_dir>/cache/packs` and served again
+//! without spawning anything.
+//!
+//! - **Key** ([`key`]): repository, view, the refs fingerprint of the snapshot the request is
+//!   answered against, and the normalised request. A ref change is a new fingerprint, so a new
+//!   key; old entries age out or are evicted.
+//! - **Single flight**: the first request of a key *claims* it and starts one generation
+//!   ([`generate`]); git writes into a temporary file at its own speed, independently of any
+//!   client, holding its pack slot only while it runs. The claimant and every identical request
+//!   that arrives meanwhile *follow* the file as it grows ([`tail`]); later ones read the
+//!   finished file. A finished file is renamed to its final name and marked `Complete`
+//!   atomically; a failed one (git error, write error such as a full disk, timeout) is marked
+//!   `Failed` and removed, and readers that had not sent anything yet fall back to git.
+//! - **Budget**: `max_bytes` of finished files (least recently used out), none older than
+//!   `max_age`; a response larger than the budget is served to its readers and not kept. An
+//!   evicted file is unlinked at once; readers still sending it keep its blocks until they end.
+//! - **Admission**: cache on the first request, or on the second sighting within `max_age`
+//!   (a one-off clone is then served directly and never written).
+//! - **Restart**: the directory is emptied when the cache opens (nothing on disk is trusted).
+//!
+//! A key's fingerprint is read from the ref snapshot just before git runs; if refs change in
+//! between, the entry may hold the newer refs' answer under the older key. Wants are object
+//! ids, so the objects sent are the same; only ref-dependent extras (`include-tag`,
+//! `deepen-not`) may differ, and the entry is unreachable once the snapshot is invalidated.
+
+pub(crate) mod generate;
+pub(crate) mod key;
+pub(crate) mod tail;
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+use tokio::sync::watch;
+
+pub(crate) use key::{Key, Normalised, MAX_CACHEABLE_REQUEST};
+use tail::{Progress, Tail};
+
+use crate::metrics::Metrics;
+
+/// Requests remembered for the second-sighting admission.
+const MAX_SIGHTINGS: usize = 16_384;
+/// How often expired entries are looked for (on lookups).
+const SWEEP_EVERY: Duration = Duration::from_secs(1);
+
+/// How the cache is configured (`http.pack_cache`).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Settings {
+    pub max_bytes: u64,
+    pub max_age: Duration,
+    /// Cache on the first request (else on the second sighting).
+    pub admit_first: bool,
+}
+
+struct Entry {
+    /// Tells this entry from a later one of the same key.
+    id: u64,
+    /// The file's current name (temporary while written).
+    path: PathBuf,
+    progress: watch::Receiver<Progress>,
+    /// When it was claimed, then when it completed.
+    since: Instant,
+    last_used: u64,
+    /// Bytes of a complete entry (0 while written).
+    bytes: u64,
+}
+
+impl Entry {
+    fn complete(&self) -> bool {
+        matches!(*self.progress.borrow(), Progress::Complete(_))
+    }
+}
+
+struct Inner {
+    entries: HashMap<Key, Entry>,
+    sightings: HashMap<Key, Instant>,
+    /// Bytes of complete entries.
+    bytes: u64,
+    clock: u64,
+    next_id: u64,
+    last_sweep: Instant,
+}
+
+pub(crate) struct PackCache {
+    dir: PathBuf,
+    settings: Settings,
+    inner: Mutex<Inner>,
+    metrics: Option<Arc<Metrics>>,
+}
+
+/// What a lookup found.
+pub(crate) enum Lookup {
+    /// A finished response.
+    Hit(Tail),
+    /// A response being generated for an identical request.
+    Follow(Tail),
+    /// Nothing: the caller generates it (once admitted) and reads it like any follower.
+    Claim(Claim, Tail),
+    /// Not admitted (yet): answer directly.
+    Bypass,
+}
+
+impl PackCache {
+    /// Opens the cache in `dir`, discarding whatever an earlier run left there.
+    pub(crate) fn open(
+        dir: PathBuf,
+        settings: Settings,
+        metrics: Option<Arc<Metrics>>,
+    ) -> std::io::Result<Self> {
+        match std::fs::remove_dir_all(&dir) {
+            Ok(()) => tracing::info!(dir = %dir.display(), "pack cache: previous files discarded"),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => return Err(e),
+        }
+        std::fs::create_dir_all(&dir)?;
+        if let Some(m) = &metrics {
+            m.pack_cache.bytes.set(0);
+        }
+        Ok(Self {
+            dir,
+            settings,
+            inner: Mutex::new(Inner {
+                entries: HashMap::new(),
+                sightings: HashMap::new(),
+                bytes: 0,
+                clock: 0,
+                next_id: 0,
+                last_sweep: Instant::now(),
+            }),
+            metrics,
+        })
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Inner> {
+        match self.inner.lock() {
+            Ok(g) => g,
+            Err(poisoned) => poisoned.into_inner(),
+        }
+    }
+
+    #[cfg(test)]
+    pub(crate) fn dir(&self) -> &std::path::Path {
+        &self.dir
+    }
+
+    /// Bytes of complete entries.
+    #[cfg(test)]
+    pub(crate) fn bytes(&self) -> u64 {
+        self.lock().bytes
+    }
+
+    /// The entry of `key`: a reader of it, a claim to generate it, or `Bypass`.
+    pub(crate) fn lookup(self: &Arc<Self>, key: Key) -> Lookup {
+        let mut dead = Vec::new();
+        let found = self.lookup_locked(key, &mut dead);
+        remove_files(dead);
+        match &found {
+            Lookup::Hit(_) | Lookup::Follow(_) => self.count(|m| m.pack_cache.hits.inc()),
+            Lookup::Claim(..) | Lookup::Bypass => self.count(|m| m.pack_cache.misses.inc()),
+        }
+        found
+    }
+
+    fn lookup_locked(self: &Arc<Self>, key: Key, dead: &mut Vec<PathBuf>) -> Lookup {
+        let mut inner = self.lock();
+        inner.clock += 1;
+        let now = inner.clock;
+        if inner.last_sweep.elapsed() >= SWEEP_EVERY {
+            inner.last_sweep = Instant::now();
+            self.sweep(&mut inner, dead);
+        }
+        let mut stale = false;
+        if let Some(e) = inner.entries.get_mut(&key) {
+            let complete = e.complete();
+            if complete && e.since.elapsed() > self.settings.max_age {
+                stale = true;
+            } else {
+                // Opened under the lock: the name cannot change meanwhile.
+                match std::fs::File::open(&e.path) {
+                    Ok(file) => {
+                        e.last_used = now;
+                        let tail = Tail::new(file, e.progress.clone(), self.metrics.clone());
+                        return if complete {
+                            Lookup::Hit(tail)
+                        } else {
+                            Lookup::Follow(tail)
+                        };
+                    }
+                    Err(err) => {
+                        tracing::warn!(path = %e.path.display(), error = %err, "pack cache file vanished");
+                        stale = true;
+                    }
+                }
+            }
+        }
+        if stale {
+            self.evict(&mut inner, &key, dead);
+        }
+        if !self.settings.admit_first {
+            let seen = inner
+                .sightings
+                .remove(&key)
+                .is_some_and(|t| t.elapsed() <= self.settings.max_age);
+            if !seen {
+                if inner.sightings.len() >= MAX_SIGHTINGS {
+                    let max_age = self.settings.max_age;
+                    inner.sightings.retain(|_, t| t.elapsed() <= max_age);
+                    if inner.sightings.len() >= MAX_SIGHTINGS {
+                        inner.sightings.clear();
+                    }
+                }
+                inner.sightings.insert(key, Instant::now());
+                return Lookup::Bypass;
+            }
+        }
+        inner.next_id += 1;
+        let id = inner.next_id;
+        let path = self.dir.join(format!("{}.tmp-{id}", key.hex()));
+        let opened = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(&path)
+            .and_then(|w| Ok((w, std::fs::File::open(&path)?)));
+        let (writer, reader) = match opened {
+            Ok(files) => files,
+            Err(err) => {
+                tracing::warn!(path = %path.display(), error = %err, "pack cache: cannot create a file; serving directly");
+                dead.push(path);
+                return Lookup::Bypass;
+            }
+        };
+        let (tx, rx) = watch::channel(Progress::Writing(0));
+        inner.entries.insert(
+            key,
+            Entry {
+                id,
+                path,
+                progress: rx.clone(),
+                since: Instant::now(),
+                last_used: now,
+                bytes: 0,
+            },
+        );
+        let claim = Claim {
+            cache: self.clone(),
+            key,
+            id,
+            file: Arc::new(writer),
+            progress: tx,
+            written: 0,
+            settled: false,
+        };
+        Lookup::Claim(claim, Tail::new(reader, rx, self.metrics.clone()))
+    }
+
+    fn count(&self, f: impl FnOnce(&Metrics)) {
+        if let Some(m) = &self.metrics {
+            f(m);
+        }
+    }
+
+    /// Drops `key`'s entry (its file is removed by the caller, after the lock).
+    fn evict(&self, inner: &mut Inner, key: &Key, dead: &mut Vec<PathBuf>) {
+        if let Some(e) = inner.entries.remove(key) {
+            inner.bytes -= e.bytes;
+            dead.push(e.path);
+            self.count(|m| m.pack_cache.evictions.inc());
+        }
+        self.publish(inner);
+    }
+
+    /// Drops complete entries older than `max_age`.
+    fn sweep(&self, inner: &mut Inner, dead: &mut Vec<PathBuf>) {
+        let max_age = self.settings.max_age;
+        let old: Vec<Key> = inner
+            .entries
+            .iter()
+            .filter(|(_, e)| e.complete() && e.since.elapsed() > max_age)
+            .map(|(k, _)| *k)
+            .collect();
+        for k in old {
+            self.evict(inner, &k, dead);
+        }
+    }
+
+    /// Drops least recently used complete entries until within the budget.
+    fn fit(&self, inner: &mut Inner, dead: &mut Vec<PathBuf>) {
+        while inner.bytes > self.settings.max_bytes {
+            let Some(victim) = inner
+                .entries
+                .iter()
+                .filter(|(_, e)| e.complete())
+                .min_by_key(|(_, e)| e.last_used)
+                .map(|(k, _)| *k)
+            else {
+                break;
+            };
+            self.evict(inner, &victim, dead);
+        }
+    }
+
+    fn publish(&self, inner: &Inner) {
+        self.count(|m| {
+            m.pack_cache
+                .bytes
+                .set(i64::try_from(inner.bytes).unwrap_or(i64::MAX))
+        });
+    }
+
+    /// The generation of `claim` finished with `len` bytes: name the file, keep it within the
+    /// budget, and only then tell the readers it is complete.
+    fn complete(&self, key: Key, id: u64, len: u64) -> bool {
+        let mut dead = Vec::new();
+        let ok = {
+            let mut inner = self.lock();
+            match inner.entries.get_mut(&key) {
+                Some(e) if e.id == id => {
+                    let done = self.dir.join(format!("{}.pack", key.hex()));
+                    match std::fs::rename(&e.path, &done) {
+                        Ok(()) => {
+                            e.path = done;
+                            e.bytes = len;
+                            e.since = Instant::now();
+                            inner.bytes += len;
+                            true
+                        }
+                        Err(err) => {
+                            tracing::warn!(error = %err, "pack cache: naming a finished file failed");
+                            false
+                        }
+                    }
+                }
+                // Dropped while written (its file vanished): readers still finish from their
+                // handles; the file goes.
+                _ => {
+                    dead.push(self.dir.join(format!("{}.tmp-{id}", key.hex())));
+                    true
+                }
+            }
+        };
+        remove_files(dead);
+        ok
+    }
+
+    /// After `Complete` was published: a response over the budget is not kept; then the
+    /// least recently used ones go.
+    fn settle(&self, key: Key, id: u64) {
+        let mut dead = Vec::new();
+        {
+            let mut inner = self.lock();
+            let over = inner
+                .entries
+                .get(&key)
+                .is_some_and(|e| e.id == id && e.bytes > self.settings.max_bytes);
+            if over {
+                tracing::info!(key = %key.hex(), "pack cache: response larger than max_bytes, not kept");
+                self.evict(&mut inner, &key, &mut dead);
+            }
+            self.fit(&mut inner, &mut dead);
+            self.publish(&inner);
+        }
+        remove_files(dead);
+    }
+
+    /// The generation of `claim` failed: nobody may read its file as a whole response.
+    fn fail(&self, key: Key, id: u64) {
+        let path = {
+            let mut inner = self.lock();
+            match inner.entries.get(&key) {
+                Some(e) if e.id == id => inner.entries.remove(&key).map(|e| e.path),
+                _ => None,
+            }
+        };
+        let mut dead = Vec::new();
+        dead.extend(path);
+        // A temporary file of an entry evicted while written has this name.
+        dead.push(self.dir.join(format!("{}.tmp-{id}", key.hex())));
+        remove_files(dead);
+    }
+}
+
+fn remove_files(paths: Vec<PathBuf>) {
+    for p in paths {
+        match std::fs::remove_file(&p) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => {
+                tracing::warn!(path = %p.display(), error = %e, "pack cache: removing a file failed")
+            }
+        }
+    }
+}
+
+/// The right to generate one entry; whoever holds it writes the file. Dropped without
+/// [`complete`](Self::complete), the entry fails (its readers see an error, or answer
+/// directly if nothing was sent yet) and its file is removed.
+pub(crate) struct Claim {
+    cache: Arc<PackCache>,
+    key: Key,
+    id: u64,
+    file: Arc<std::fs::File>,
+    progress: watch::Sender<Progress>,
+    written: u64,
+    settled: bool,
+}
+
+impl Claim {
+    pub(crate) fn key(&self) -> Key {
+        self.key
+    }
+
+    /// The file to append the response to.
+    pub(crate) fn file(&self) -> Arc<std::fs::File> {
+        self.file.clone()
+    }
+
+    /// `n` more bytes are in the file.
+    pub(crate) fn wrote(&mut self, n: u64) {
+        self.written += n;
+        self.progress.send_replace(Progress::Writing(self.written));
+    }
+
+    /// The response is whole.
+    pub(crate) fn complete(mut self, elapsed: Duration) {
+        self.settled = true;
+        if self.cache.complete(self.key, self.id, self.written) {
+            self.progress.send_replace(Progress::Complete(self.written));
+            self.cache
+                .count(|m| m.pack_cache.generation.observe(elapsed.as_secs_f64()));
+            self.cache.settle(self.key, self.id);
+        } else {
+            self.progress.send_replace(Progress::Failed);
+            self.cache.fail(self.key, self.id);
+        }
+    }
+
+    /// The response cannot be completed.
+    pub(crate) fn fail(mut self) {
+        self.settled = true;
+        self.progress.send_replace(Progress::Failed);
+        self.cache.fail(self.key, self.id);
+    }
+}
+
+impl Drop for Claim {
+    fn drop(&mut self) {
+        if !self.settled {
+            self.progress.send_replace(Progress::Failed);
+            self.cache.fail(self.key, self.id);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,337 @@
+use std::io::Write;
+use std::path::Path;
+use std::process::Command;
+
+use bytes::Bytes;
+
+use super::*;
+use crate::crypto::RepoId;
+use crate::serve::packcache::tail::TailError;
+use crate::serve::{GitServer, StreamLimits, View};
+
+fn pkt(line: &str) -> String {
+    format!("{:04x}{line}", line.len() + 4)
+}
+
+fn key(n: u8) -> Key {
+    let body = format!(
+        "{}0001{}{}0000",
+        pkt("command=fetch\n"),
+        pkt(&format!("want {}\n", hex::encode([n; 20]))),
+        pkt("done\n")
+    );
+    let request = Normalised::parse(true, body.as_bytes()).unwrap();
+    Key::new(
+        &RepoId::from_oid_bytes([1; 20]),
+        View::Canonical,
+        b"f",
+        &request,
+    )
+}
+
+fn settings(max_bytes: u64, admit_first: bool) -> Settings {
+    Settings {
+        max_bytes,
+        max_age: Duration::from_secs(3600),
+        admit_first,
+    }
+}
+
+fn open(dir: &Path, s: Settings) -> (Arc<PackCache>, Arc<Metrics>) {
+    let metrics = Arc::new(Metrics::new().unwrap());
+    let cache = PackCache::open(dir.join("packs"), s, Some(metrics.clone())).unwrap();
+    (Arc::new(cache), metrics)
+}
+
+/// Claims `key` and writes `data` as its whole response.
+fn fill(cache: &Arc<PackCache>, key: Key, data: &[u8]) {
+    let Lookup::Claim(mut claim, _) = cache.lookup(key) else {
+        panic!("expected a claim");
+    };
+    claim.file().as_ref().write_all(data).unwrap();
+    claim.wrote(data.len() as u64);
+    claim.complete(Duration::from_millis(1));
+}
+
+async fn read_all(mut tail: Tail) -> Result<Vec<u8>, TailError> {
+    let mut out = Vec::new();
+    while let Some(chunk) = tail.next_chunk().await {
+        out.extend_from_slice(&chunk?);
+    }
+    Ok(out)
+}
+
+fn files(cache: &PackCache) -> Vec<(String, u64)> {
+    let mut v: Vec<_> = std::fs::read_dir(cache.dir())
+        .unwrap()
+        .map(|e| {
+            let e = e.unwrap();
+            (
+                e.file_name().to_string_lossy().into_owned(),
+                e.metadata().unwrap().len(),
+            )
+        })
+        .collect();
+    v.sort();
+    v
+}
+
+#[tokio::test]
+async fn followers_share_one_generation_and_later_requests_hit() {
+    let dir = tempfile::tempdir().unwrap();
+    let (cache, metrics) = open(dir.path(), settings(1 << 20, true));
+    let Lookup::Claim(mut claim, first) = cache.lookup(key(1)) else {
+        panic!("expected a claim");
+    };
+    claim.file().as_ref().write_all(b"hello ").unwrap();
+    claim.wrote(6);
+    let Lookup::Follow(follower) = cache.lookup(key(1)) else {
+        panic!("expected to follow the generation");
+    };
+    let readers = [first, follower].map(|t| tokio::spawn(read_all(t)));
+    claim.file().as_ref().write_all(b"world").unwrap();
+    claim.wrote(5);
+    claim.complete(Duration::from_millis(3));
+    for r in readers {
+        assert_eq!(r.await.unwrap().unwrap(), b"hello world");
+    }
+    let Lookup::Hit(hit) = cache.lookup(key(1)) else {
+        panic!("expected a hit");
+    };
+    assert_eq!(read_all(hit).await.unwrap(), b"hello world");
+    let m = &metrics.pack_cache;
+    assert_eq!((m.misses.get(), m.hits.get()), (1, 2));
+    assert_eq!(m.served_bytes.get(), 33);
+    assert_eq!(m.generation.get_sample_count(), 1);
+    assert_eq!(m.bytes.get(), 11);
+    assert_eq!(cache.bytes(), 11);
+    // Only the finished file is on disk, under its final name.
+    assert_eq!(files(&cache), vec![(format!("{}.pack", key(1).hex()), 11)]);
+}
+
+#[tokio::test]
+async fn second_sighting_admission_serves_the_first_request_directly() {
+    let dir = tempfile::tempdir().unwrap();
+    let (cache, metrics) = open(dir.path(), settings(1 << 20, false));
+    assert!(matches!(cache.lookup(key(1)), Lookup::Bypass));
+    assert!(matches!(cache.lookup(key(2)), Lookup::Bypass));
+    assert!(
+        files(&cache).is_empty(),
+        "nothing written on a first sighting"
+    );
+    assert!(matches!(cache.lookup(key(1)), Lookup::Claim(..)));
+    assert_eq!(metrics.pack_cache.misses.get(), 3);
+}
+
+#[tokio::test]
+async fn the_byte_budget_evicts_the_least_recently_used() {
+    let dir = tempfile::tempdir().unwrap();
+    let (cache, metrics) = open(dir.path(), settings(250, true));
+    fill(&cache, key(1), &[1; 100]);
+    fill(&cache, key(2), &[2; 100]);
+    // 1 is used again: 2 is now the least recently used.
+    assert!(matches!(cache.lookup(key(1)), Lookup::Hit(_)));
+    fill(&cache, key(3), &[3; 100]);
+    assert_eq!(cache.bytes(), 200);
+    assert_eq!(metrics.pack_cache.evictions.get(), 1);
+    assert!(matches!(cache.lookup(key(1)), Lookup::Hit(_)));
+    assert!(matches!(cache.lookup(key(3)), Lookup::Hit(_)));
+    let on_disk: u64 = files(&cache).iter().map(|(_, n)| n).sum();
+    assert_eq!(on_disk, 200);
+    // 2 is gone: generated again.
+    assert!(matches!(cache.lookup(key(2)), Lookup::Claim(..)));
+}
+
+#[tokio::test]
+async fn a_response_over_the_budget_is_served_but_not_kept() {
+    let dir = tempfile::tempdir().unwrap();
+    let (cache, _) = open(dir.path(), settings(10, true));
+    let Lookup::Claim(mut claim, tail) = cache.lookup(key(1)) else {
+        panic!("expected a claim");
+    };
+    let reader = tokio::spawn(read_all(tail));
+    claim.file().as_ref().write_all(&[7; 64]).unwrap();
+    claim.wrote(64);
+    claim.complete(Duration::from_millis(1));
+    assert_eq!(reader.await.unwrap().unwrap(), vec![7; 64]);
+    assert_eq!(cache.bytes(), 0);
+    assert!(files(&cache).is_empty());
+}
+
+#[tokio::test]
+async fn old_entries_are_not_served() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut s = settings(1 << 20, true);
+    s.max_age = Duration::from_millis(50);
+    let (cache, metrics) = open(dir.path(), s);
+    fill(&cache, key(1), b"old");
+    assert!(matches!(cache.lookup(key(1)), Lookup::Hit(_)));
+    std::thread::sleep(Duration::from_millis(80));
+    assert!(matches!(cache.lookup(key(1)), Lookup::Claim(..)));
+    assert_eq!(metrics.pack_cache.evictions.get(), 1);
+    // The claim was dropped (nothing generated): no file left.
+    assert!(files(&cache).is_empty());
+}
+
+#[tokio::test]
+async fn a_failed_generation_is_removed_and_its_readers_know() {
+    let dir = tempfile::tempdir().unwrap();
+    let (cache, _) = open(dir.path(), settings(1 << 20, true));
+    let Lookup::Claim(mut claim, started) = cache.lookup(key(1)) else {
+        panic!("expected a claim");
+    };
+    let Lookup::Follow(mut waiting) = cache.lookup(key(1)) else {
+        panic!("expected to follow");
+    };
+    claim.file().as_ref().write_all(b"part").unwrap();
+    claim.wrote(4);
+    let reader = tokio::spawn(read_all(started));
+    tokio::time::sleep(Duration::from_millis(20)).await;
+    claim.fail();
+    assert!(matches!(reader.await.unwrap(), Err(TailError::Failed)));
+    // A reader that has not sent anything yet answers another way (directly).
+    assert!(matches!(waiting.ready().await, Err(TailError::Failed)));
+    assert!(files(&cache).is_empty(), "the partial file is removed");
+    // The next request generates again.
+    let Lookup::Claim(claim, mut tail) = cache.lookup(key(1)) else {
+        panic!("expected a new claim");
+    };
+    drop(claim); // e.g. refused a pack slot
+    assert!(tail.ready().await.is_err());
+    assert!(files(&cache).is_empty());
+}
+
+#[test]
+fn opening_discards_what_an_earlier_run_left() {
+    let dir = tempfile::tempdir().unwrap();
+    let packs = dir.path().join("packs");
+    std::fs::create_dir_all(&packs).unwrap();
+    std::fs::write(packs.join("x.pack"), b"stale").unwrap();
+    std::fs::write(packs.join("y.tmp-3"), b"half").unwrap();
+    let (cache, _) = open(dir.path(), settings(1 << 20, true));
+    assert!(files(&cache).is_empty());
+}
+
+fn git_repo(dir: &Path) -> (PathBuf, String) {
+    let repo = dir.join("repo.git");
+    let git = |args: &[&str]| {
+        let out = Command::new("git")
+            .args(["-c", "user.name=t", "-c", "user.email=t@t"])
+            .args(args)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{args:?}: {out:?}");
+        String::from_utf8(out.stdout).unwrap().trim().to_owned()
+    };
+    let work = dir.join("work");
+    git(&["init", "-q", work.to_str().unwrap()]);
+    std::fs::write(work.join("a"), "a\n").unwrap();
+    git(&["-C", work.to_str().unwrap(), "add", "a"]);
+    git(&["-C", work.to_str().unwrap(), "commit", "-q", "-m", "a"]);
+    git(&[
+        "clone",
+        "-q",
+        "--bare",
+        work.to_str().unwrap(),
+        repo.to_str().unwrap(),
+    ]);
+    let head = git(&["-C", repo.to_str().unwrap(), "rev-parse", "HEAD"]);
+    (repo, head)
+}
+
+fn job(dir: &Path, repo: PathBuf, head: &str, metrics: Arc<Metrics>) -> generate::Job {
+    let home = dir.join("home");
+    std::fs::create_dir_all(&home).unwrap();
+    let git = GitServer::new(
+        "git".into(),
+        home,
+        StreamLimits {
+            idle: Duration::from_secs(30),
+            total: Duration::from_secs(60),
+        },
+        metrics,
+    );
+    let request = format!(
+        "{}0001{}{}{}0000",
+        pkt("command=fetch\n"),
+        pkt("no-progress\n"),
+        pkt(&format!("want {head}\n")),
+        pkt("done\n")
+    );
+    generate::Job {
+        git,
+        repo,
+        view: View::All,
+        protocol: Some("version=2".into()),
+        request: Bytes::from(request),
+    }
+}
+
+#[tokio::test]
+async fn a_generation_writes_gits_response_and_completes() {
+    let dir = tempfile::tempdir().unwrap();
+    let (repo, head) = git_repo(dir.path());
+    let (cache, metrics) = open(dir.path(), settings(1 << 20, true));
+    let Lookup::Claim(claim, tail) = cache.lookup(key(1)) else {
+        panic!("expected a claim");
+    };
+    generate::spawn(claim, job(dir.path(), repo, &head, metrics.clone()), ());
+    let body = read_all(tail).await.unwrap();
+    assert!(
+        body.starts_with(b"000dpackfile\n"),
+        "{:?}",
+        &body[..20.min(body.len())]
+    );
+    assert!(body.ends_with(b"0000"));
+    assert!(matches!(cache.lookup(key(1)), Lookup::Hit(_)));
+    assert_eq!(metrics.pack_cache.generation.get_sample_count(), 1);
+    assert_eq!(metrics.packs_in_flight.get(), 0);
+}
+
+/// A full disk: every write fails (`/dev/full`). The generation fails cleanly: readers get an
+/// error or answer directly, nothing is left, the next request generates again.
+#[tokio::test]
+async fn a_write_error_fails_the_generation_cleanly() {
+    let dir = tempfile::tempdir().unwrap();
+    let (repo, head) = git_repo(dir.path());
+    let (cache, metrics) = open(dir.path(), settings(1 << 20, true));
+    let Lookup::Claim(mut claim, mut tail) = cache.lookup(key(1)) else {
+        panic!("expected a claim");
+    };
+    claim.file = Arc::new(
+        std::fs::OpenOptions::new()
+            .write(true)
+            .open("/dev/full")
+            .unwrap(),
+    );
+    generate::spawn(claim, job(dir.path(), repo, &head, metrics.clone()), ());
+    assert!(matches!(tail.ready().await, Err(TailError::Failed)));
+    assert!(files(&cache).is_empty());
+    assert_eq!(metrics.pack_cache.generation.get_sample_count(), 0);
+    assert!(matches!(cache.lookup(key(1)), Lookup::Claim(..)));
+}
+
+/// Every reader gone (the client left): the generation still completes, for later requests.
+#[tokio::test]
+async fn a_generation_outlives_its_readers() {
+    let dir = tempfile::tempdir().unwrap();
+    let (repo, head) = git_repo(dir.path());
+    let (cache, metrics) = open(dir.path(), settings(1 << 20, true));
+    let Lookup::Claim(claim, tail) = cache.lookup(key(1)) else {
+        panic!("expected a claim");
+    };
+    drop(tail);
+    generate::spawn(claim, job(dir.path(), repo, &head, metrics.clone()), ());
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    while metrics.pack_cache.generation.get_sample_count() == 0 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "generation never completed"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let Lookup::Hit(hit) = cache.lookup(key(1)) else {
+        panic!("expected a hit");
+    };
+    assert!(read_all(hit).await.unwrap().starts_with(b"000dpackfile\n"));
+}

@@ -1,0 +1,366 @@
+//! The single-flight pack cache (issue 13 §3) with seedd as a process and real `git` clients:
+//! clones (full, shallow, partial; v2 and v0) answered directly, while being generated and from
+//! the cache give the same refs and objects; identical concurrent clones share one generation;
+//! a ref change is a new key; incremental fetches (with `have`s) go to git; the cache directory
+//! stays within its budget.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use seedd_tests::*;
+
+const HEARTWOOD: &str = "heartwood-fixture";
+
+fn cached_seed(admission: &str, max_bytes: u64, repos: Vec<String>) -> Seed {
+    Seed::start(SeedOptions {
+        repos,
+        extra_config: format!(
+            "[http.pack_cache]\nenabled = true\nadmission = \"{admission}\"\nmax_bytes = {max_bytes}\n"
+        ),
+        ..SeedOptions::default()
+    })
+}
+
+fn canonical(rid: &str) -> &str {
+    rid.trim_start_matches("rad:")
+}
+
+/// Pack cache counters: (hits, misses).
+fn counters(seed: &Seed) -> (f64, f64) {
+    (
+        seed.metric("seedd_pack_cache_hits_total", &[]),
+        seed.metric("seedd_pack_cache_misses_total", &[]),
+    )
+}
+
+/// `git clone --bare` with `args`; what it got: HEAD, refs, every object (missing ones marked).
+fn clone(home: &Path, url: &str, v: &str, args: &[&str], dest: &Path) -> (String, String, String) {
+    run(git(home)
+        .args([
+            "-c",
+            &format!("protocol.version={v}"),
+            "clone",
+            "-q",
+            "--bare",
+        ])
+        .args(args)
+        .arg(url)
+        .arg(dest));
+    inspect(home, dest)
+}
+
+fn inspect(home: &Path, repo: &Path) -> (String, String, String) {
+    let g = |args: &[&str]| stdout(&run(git(home).arg("--git-dir").arg(repo).args(args)));
+    g(&["fsck", "--no-progress"]);
+    let head = g(&["rev-parse", "HEAD"]);
+    let refs = g(&["for-each-ref", "--format=%(objectname) %(refname)"]);
+    let mut objects: Vec<String> = g(&["rev-list", "--objects", "--all", "--missing=print"])
+        .lines()
+        .map(|l| l.split(' ').next().unwrap_or_default().to_owned())
+        .collect();
+    objects.sort();
+    (head, refs, objects.join("\n"))
+}
+
+#[test]
+fn clones_from_the_cache_equal_direct_ones() {
+    let seed = cached_seed("second", 1 << 30, vec![HEARTWOOD.into()]);
+    let f = fixtures();
+    let rid = f.rid(HEARTWOOD);
+    let url = seed.url(&format!("{rid}.git"));
+    let tmp = tempfile::tempdir().unwrap();
+    let h = tmp.path();
+    let head = f.repo(HEARTWOOD)["head"].as_str().unwrap().to_owned();
+    for v in ["2", "0"] {
+        for (name, args) in [
+            ("full", vec![]),
+            ("depth1", vec!["--depth", "1"]),
+            ("blobless", vec!["--filter=blob:none"]),
+        ] {
+            // First sighting: served by git directly; second: generated into the cache while
+            // it is streamed; third: read from the cache. (A v0 shallow clone makes two
+            // requests, so the counters move by at least one per clone.)
+            let mut got = Vec::new();
+            for path in ["direct", "generated", "hit"] {
+                let before = counters(&seed);
+                let dest = h.join(format!("{name}-v{v}-{path}"));
+                got.push(clone(h, &url, v, &args, &dest));
+                let (hits, misses) = counters(&seed);
+                let (hits, misses) = (hits - before.0, misses - before.1);
+                match path {
+                    "hit" => assert!(hits >= 1.0 && misses == 0.0, "v{v} {name} {path}"),
+                    _ => assert!(hits == 0.0 && misses >= 1.0, "v{v} {name} {path}"),
+                }
+            }
+            assert_eq!(got[0].0, head, "v{v} {name}: HEAD");
+            for (i, g) in got.iter().enumerate().skip(1) {
+                assert_eq!(
+                    g, &got[0],
+                    "v{v} {name}: clone {i} differs from the direct one"
+                );
+            }
+            if name == "blobless" {
+                assert!(
+                    got[0].2.lines().any(|l| l.starts_with('?')),
+                    "blobs were filtered"
+                );
+            }
+            if name == "depth1" {
+                let n = stdout(&run(git(h)
+                    .arg("--git-dir")
+                    .arg(h.join(format!("{name}-v{v}-hit")))
+                    .args(["rev-list", "--count", "HEAD"])));
+                assert_eq!(n, "1", "v{v}: shallow");
+            }
+        }
+    }
+    assert!(seed.metric("seedd_pack_cache_served_bytes_total", &[]) > 0.0);
+    assert_eq!(seed.metric("seedd_git_packs_in_flight", &[]), 0.0);
+}
+
+#[test]
+fn a_ref_change_is_a_new_key_and_incremental_fetches_go_to_git() {
+    let seed = cached_seed("first", 1 << 30, vec![HEARTWOOD.into()]);
+    let f = fixtures();
+    let rid = f.rid(HEARTWOOD);
+    let url = seed.url(&format!("{rid}.git"));
+    let tmp = tempfile::tempdir().unwrap();
+    let h = tmp.path();
+    let (cached_head, ..) = clone(h, &url, "2", &[], &h.join("a"));
+    let (head_b, ..) = clone(h, &url, "2", &[], &h.join("b"));
+    assert_eq!(cached_head, head_b);
+    assert_eq!(counters(&seed), (1.0, 1.0));
+
+    // A new commit lands in storage.
+    // (The work tree is cloned from the local copy: only the requests below reach the seed.)
+    let work = h.join("work");
+    run(git(h).args(["clone", "-q"]).arg(h.join("a")).arg(&work));
+    std::fs::write(work.join("NEW.md"), "new\n").unwrap();
+    run(git(h).arg("-C").arg(&work).args(["add", "NEW.md"]));
+    run(git(h)
+        .arg("-C")
+        .arg(&work)
+        .args(["commit", "-q", "-m", "new commit"]));
+    let new_head = stdout(&run(git(h)
+        .arg("-C")
+        .arg(&work)
+        .args(["rev-parse", "HEAD"])));
+    let branch = f.repo(HEARTWOOD)["default_branch"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    run(git(h)
+        .arg("-C")
+        .arg(&work)
+        .arg("push")
+        .arg("-q")
+        .arg(seed.storage().join(canonical(&rid)))
+        .arg(format!("HEAD:refs/heads/{branch}")));
+    let report = seed.rescan();
+    assert_eq!(report["updated"], 1, "{report}");
+
+    // Incremental fetches (they send `have`s) are answered by git and bring the new commit.
+    let before = counters(&seed);
+    for (v, repo) in [("2", "a"), ("0", "b")] {
+        run(git(h).arg("--git-dir").arg(h.join(repo)).args([
+            "-c",
+            &format!("protocol.version={v}"),
+            "fetch",
+            "-q",
+            "origin",
+            "+refs/heads/*:refs/heads/*",
+        ]));
+        let (got, ..) = inspect(h, &h.join(repo));
+        assert_eq!(got, new_head, "v{v}: incremental fetch");
+    }
+    assert_eq!(
+        counters(&seed),
+        before,
+        "negotiations do not go through the cache"
+    );
+
+    // The same clone request as before is a new key now: a miss, and the new history.
+    let (got, ..) = clone(h, &url, "2", &[], &h.join("c"));
+    assert_eq!(got, new_head);
+    assert_eq!(counters(&seed), (1.0, 2.0));
+    let (got, ..) = clone(h, &url, "2", &[], &h.join("d"));
+    assert_eq!(got, new_head);
+    assert_eq!(counters(&seed), (2.0, 2.0));
+}
+
+/// A synthetic repository whose clone takes a while (one incompressible blob of `mib` MiB).
+fn big_repo(storage: &Path, mib: usize, commits: usize) -> (String, PathBuf) {
+    synthetic_repo(storage, "big", |work, g| {
+        let mut x: u64 = 0x9e3779b97f4a7c15;
+        for c in 0..commits {
+            let mut data = vec![0u8; mib * 1024 * 1024 / commits.max(1)];
+            for chunk in data.chunks_mut(8) {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                let b = x.to_le_bytes();
+                chunk.copy_from_slice(&b[..chunk.len()]);
+            }
+            std::fs::write(work.join(format!("blob{c}.bin")), &data).unwrap();
+            g(&["add", "."]);
+            g(&["commit", "-q", "-m", &format!("commit {c}")]);
+        }
+    })
+}
+
+#[test]
+fn identical_concurrent_clones_share_one_generation() {
+    const N: usize = 8;
+    let seed = cached_seed("first", 1 << 30, vec![]);
+    let (rid, path) = big_repo(&seed.storage(), 24, 1);
+    seed.rescan();
+    let head = stdout(&run(git(seed.dir.path())
+        .arg("--git-dir")
+        .arg(&path)
+        .args(["rev-parse", "HEAD"])));
+    let url = seed.url(&format!("{rid}.git"));
+    let tmp = tempfile::tempdir().unwrap();
+    let h = tmp.path().to_owned();
+    let clones: Vec<_> = (0..N)
+        .map(|i| {
+            let (h, url) = (h.clone(), url.clone());
+            std::thread::spawn(move || {
+                let dest = h.join(format!("c{i}"));
+                let out = git(&h)
+                    .args(["clone", "-q", "--bare", &url])
+                    .arg(&dest)
+                    .output()
+                    .unwrap();
+                assert!(out.status.success(), "clone {i}: {out:?}");
+                inspect(&h, &dest)
+            })
+        })
+        .collect();
+    let got: Vec<_> = clones.into_iter().map(|c| c.join().unwrap()).collect();
+    for g in &got {
+        assert_eq!(g.0, head);
+        assert_eq!(g, &got[0]);
+    }
+    assert_eq!(counters(&seed), ((N - 1) as f64, 1.0), "one miss, N-1 hits");
+    assert_eq!(
+        seed.metric("seedd_pack_cache_generation_seconds_count", &[]),
+        1.0,
+        "one git run for all"
+    );
+    let served = seed.metric("seedd_pack_cache_served_bytes_total", &[]);
+    let cached = seed.metric("seedd_pack_cache_bytes", &[]);
+    assert!(cached > 24.0 * 1024.0 * 1024.0, "{cached}");
+    assert_eq!(served, cached * N as f64);
+    assert_eq!(seed.metric("seedd_git_packs_in_flight", &[]), 0.0);
+    let files = cache_files(&seed);
+    assert_eq!(files.len(), 1, "{files:?}");
+    assert!(files[0].0.ends_with(".pack"));
+}
+
+fn cache_files(seed: &Seed) -> Vec<(String, u64)> {
+    std::fs::read_dir(seed.data_dir().join("cache/packs"))
+        .unwrap()
+        .map(|e| {
+            let e = e.unwrap();
+            (
+                e.file_name().to_string_lossy().into_owned(),
+                e.metadata().unwrap().len(),
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn the_cache_stays_within_its_budget() {
+    // 8 commits of 64 KiB each: a `--depth k` clone is about k × 64 KiB.
+    let budget: u64 = 300 * 1024;
+    let seed = cached_seed("first", budget, vec![]);
+    let (rid, _) = synthetic_repo(&seed.storage(), "steps", |work, g| {
+        let mut x: u64 = 0x243f6a8885a308d3;
+        for c in 0..8 {
+            let mut data = vec![0u8; 64 * 1024];
+            for chunk in data.chunks_mut(8) {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                chunk.copy_from_slice(&x.to_le_bytes()[..chunk.len()]);
+            }
+            std::fs::write(work.join("blob.bin"), &data).unwrap();
+            g(&["add", "."]);
+            g(&["commit", "-q", "-m", &format!("commit {c}")]);
+        }
+    });
+    seed.rescan();
+    let url = seed.url(&format!("{rid}.git"));
+    let tmp = tempfile::tempdir().unwrap();
+    let h = tmp.path();
+    for depth in 1..=8 {
+        let d = depth.to_string();
+        clone(h, &url, "2", &["--depth", &d], &h.join(format!("d{depth}")));
+        // Eviction runs right after the response is complete.
+        wait_for(
+            "the cache within its budget",
+            Duration::from_secs(5),
+            || {
+                let on_disk: u64 = cache_files(&seed).iter().map(|(_, n)| n).sum();
+                let gauge = seed.metric("seedd_pack_cache_bytes", &[]);
+                (on_disk <= budget && gauge <= budget as f64 && gauge == on_disk as f64)
+                    .then_some(())
+            },
+        );
+    }
+    assert_eq!(counters(&seed), (0.0, 8.0), "eight different requests");
+    assert!(seed.metric("seedd_pack_cache_evictions_total", &[]) >= 1.0);
+    let files = cache_files(&seed);
+    assert!(files.iter().all(|(n, _)| n.ends_with(".pack")), "{files:?}");
+}
+
+/// A client that goes away mid-response does not stop the generation: it completes and the
+/// next identical request is a hit.
+#[test]
+fn a_generation_completes_after_its_client_left() {
+    use std::io::Read;
+    let seed = cached_seed("first", 1 << 30, vec![]);
+    let (rid, path) = big_repo(&seed.storage(), 16, 1);
+    seed.rescan();
+    let head = stdout(&run(git(seed.dir.path())
+        .arg("--git-dir")
+        .arg(&path)
+        .args(["rev-parse", "HEAD"])));
+    let mut body = String::new();
+    body.push_str(&pkt("command=fetch\n"));
+    body.push_str(&pkt("object-format=sha1\n"));
+    body.push_str("0001");
+    body.push_str(&pkt("no-progress\n"));
+    body.push_str(&pkt(&format!("want {head}\n")));
+    body.push_str(&pkt("done\n"));
+    body.push_str("0000");
+    let req = format!(
+        "POST /{rid}.git/git-upload-pack HTTP/1.1\r\nHost: x\r\nGit-Protocol: version=2\r\nContent-Type: application/x-git-upload-pack-request\r\nContent-Length: {}\r\n\r\n{body}",
+        body.len()
+    );
+    let mut s = raw_request(seed.http, req.as_bytes());
+    let mut buf = vec![0u8; 64 * 1024];
+    let n = s.read(&mut buf).unwrap();
+    assert!(String::from_utf8_lossy(&buf[..n]).starts_with("HTTP/1.1 200"));
+    drop(s);
+    wait_for(
+        "the generation to complete",
+        Duration::from_secs(30),
+        || (seed.metric("seedd_pack_cache_generation_seconds_count", &[]) == 1.0).then_some(()),
+    );
+    // The same request again, read to its end: a hit, whole.
+    let again = req.replacen("Host: x\r\n", "Host: x\r\nConnection: close\r\n", 1);
+    let mut s = raw_request(seed.http, again.as_bytes());
+    let mut response = Vec::new();
+    s.read_to_end(&mut response).unwrap();
+    assert!(response.starts_with(b"HTTP/1.1 200"));
+    assert!(response.ends_with(b"0\r\n\r\n"), "a complete chunked body");
+    assert_eq!(counters(&seed), (1.0, 1.0), "the second request was a hit");
+    let cached = seed.metric("seedd_pack_cache_bytes", &[]);
+    assert!(cached > 16.0 * 1024.0 * 1024.0, "{cached}");
+    assert!(response.len() as f64 > cached);
+    let files = cache_files(&seed);
+    assert_eq!(files.len(), 1, "{files:?}");
+}
