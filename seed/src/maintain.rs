@@ -577,8 +577,10 @@ mod tests {
     use super::*;
 
     fn settings(dir: &std::path::Path) -> Settings {
-        let mut c = MaintenanceConfig::default();
-        c.max_packs = 3;
+        let c = MaintenanceConfig {
+            max_packs: 3,
+            ..MaintenanceConfig::default()
+        };
         Settings::from_config(&c, "git".into(), dir.join("home"))
     }
 
