@@ -362,8 +362,34 @@ fn kill_9_during_a_repack_leaves_a_repository_that_serves_and_is_consistent() {
 
     let seed = seed_on(data.path(), &[("SEEDD_MAINTENANCE__ENABLED", "false")]);
     assert_eq!(clone_head(&seed, &rid, tmp.path(), "after-kill"), head);
-    // Maintenance picks up where it was cut.
+    // Maintenance picks up where it was cut, while clones go on: every clone made during the
+    // repack gets the same HEAD and passes fsck (nothing served goes missing).
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let cloner = {
+        let (stop, url) = (stop.clone(), seed.url(&format!("{}.git", canonical(&rid))));
+        let dir = tmp.path().join("during");
+        std::thread::spawn(move || {
+            let mut heads = Vec::new();
+            while heads.is_empty() || !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                let dest = dir.join(heads.len().to_string());
+                run(git(&dir).args(["clone", "-q", &url]).arg(&dest));
+                run(git(&dir)
+                    .arg("-C")
+                    .arg(&dest)
+                    .args(["fsck", "--no-progress"]));
+                heads.push(stdout(&run(git(&dir)
+                    .arg("-C")
+                    .arg(&dest)
+                    .args(["rev-parse", "HEAD"]))));
+            }
+            heads
+        })
+    };
+    std::thread::sleep(Duration::from_millis(300));
     let out = json(&seed.seedctl(&["repo", "maintain", &rid, "-o", "json"]));
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let heads = cloner.join().unwrap();
+    assert!(heads.iter().all(|h| *h == head), "{heads:?}");
     assert_eq!(out["run"]["result"], "ok", "{out}");
     assert_eq!(out["after"]["packs"], 1, "{out}");
     assert_eq!(out["after"]["bitmap"], true, "{out}");
