@@ -396,3 +396,47 @@ fn kill_9_during_a_repack_leaves_a_repository_that_serves_and_is_consistent() {
     fsck(&repo);
     assert_eq!(clone_head(&seed, &rid, tmp.path(), "after-maintain"), head);
 }
+
+#[test]
+fn a_purge_waits_for_a_running_maintenance_of_the_repository() {
+    let data = tempfile::tempdir().unwrap();
+    let storage = data.path().join("storage");
+    std::fs::create_dir_all(&storage).unwrap();
+    let (rid, repo) = many_packs(&storage, "purged", 12, 3 * 1024 * 1024);
+    let seed = seed_on(data.path(), &[("SEEDD_MAINTENANCE__ENABLED", "false")]);
+    let mut maintain = seed
+        .seedctl_command()
+        .args(["repo", "maintain", &rid, "-o", "json"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let needle = repo.to_string_lossy().into_owned();
+    wait_for("the repack to start", Duration::from_secs(60), || {
+        (!pids_running(&needle, "repack").is_empty()).then_some(())
+    });
+    // The purge takes the repository's lock: it returns only once the run is over.
+    let purged = json(&seed.seedctl(&["repo", "purge", &rid, "-o", "json"]));
+    assert_eq!(purged["purged"], true, "{purged}");
+    assert!(
+        maintain.try_wait().unwrap().is_some() || pids_running(&needle, "repack").is_empty(),
+        "the purge returned while the repack was running"
+    );
+    let out = maintain.wait_with_output().unwrap();
+    let report: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(report["run"]["result"], "ok", "{report}");
+    assert!(!repo.exists(), "purged after the run");
+    let logs = seed.logs();
+    let maintained = logs.find("repository maintained").unwrap();
+    let purged_at = logs.find("repository purged").unwrap();
+    assert!(maintained < purged_at, "{logs}");
+    let ls = json(&seed.seedctl(&["maintenance", "ls", "-o", "json"]));
+    assert!(
+        !ls["repos"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|e| e["rid"] == rid),
+        "{ls}"
+    );
+}
