@@ -8,11 +8,15 @@
 #![forbid(unsafe_code)]
 #![warn(unreachable_pub)]
 
+mod maintain;
 mod node;
 mod ops;
 mod repo;
 mod tenant;
 
+pub use maintain::{
+    MaintainResponse, MaintenanceEntry, MaintenanceResponse, MaintenanceRun, RepoDebt,
+};
 pub use node::{
     AdminStatus, Ban, BansResponse, ConnectRequest, ConnectResponse, DisconnectRequest,
     DisconnectResponse, HttpStatus, NodePolicy, NodePolicyEntry, NodePolicyRequest,

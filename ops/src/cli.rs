@@ -108,6 +108,11 @@ pub(crate) enum Command {
         #[command(subcommand)]
         command: DenyCommand,
     },
+    /// Background repository maintenance: debt and last run per repository.
+    Maintenance {
+        #[command(subcommand)]
+        command: MaintenanceCommand,
+    },
     /// The fetch queue.
     Queue {
         #[command(subcommand)]
@@ -227,6 +232,9 @@ pub(crate) enum RepoCommand {
     },
     /// Delete a repository from storage and from every tenant that holds it.
     Purge { rid: String },
+    /// Maintain a repository now (pack refs, repack with multi-pack index and bitmap,
+    /// commit-graph), wait, print the outcome and the packs before and after.
+    Maintain { rid: String },
 }
 
 #[derive(Subcommand)]
@@ -353,6 +361,12 @@ pub(crate) enum DenyAction {
         #[arg(long)]
         tenant: Option<String>,
     },
+}
+
+#[derive(Subcommand)]
+pub(crate) enum MaintenanceCommand {
+    /// Every held repository: debt score, packs, loose objects and refs, due, last run.
+    Ls,
 }
 
 #[derive(Subcommand)]

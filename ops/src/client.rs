@@ -2,6 +2,7 @@
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use std::time::Duration;
 
 use anyhow::{anyhow, bail, Context as _};
 use serde::de::DeserializeOwned;
@@ -58,17 +59,33 @@ impl<'a> Client<'a> {
         self.call(Method::Delete, path, None)
     }
 
+    /// `POST` without a body that waits as long as the operation runs (up to an hour:
+    /// `repo maintain` of a large repository).
+    pub(crate) fn post_waiting<T: DeserializeOwned>(&self, path: &str) -> anyhow::Result<T> {
+        self.call_within(Method::Post, path, None, Duration::from_secs(3_600))
+    }
+
     fn call<T: DeserializeOwned>(
         &self,
         method: Method,
         path: &str,
         body: Option<String>,
     ) -> anyhow::Result<T> {
+        self.call_within(method, path, body, Duration::from_secs(120))
+    }
+
+    fn call_within<T: DeserializeOwned>(
+        &self,
+        method: Method,
+        path: &str,
+        body: Option<String>,
+        timeout: Duration,
+    ) -> anyhow::Result<T> {
         let cli = self.cli;
         let url = format!("{}{}", cli.admin.trim_end_matches('/'), path);
         let agent: ureq::Agent = ureq::Agent::config_builder()
             .http_status_as_error(false)
-            .timeout_global(Some(std::time::Duration::from_secs(120)))
+            .timeout_global(Some(timeout))
             .tls_config(tls_config(cli)?)
             .build()
             .into();

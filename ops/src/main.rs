@@ -19,7 +19,9 @@ use std::process::ExitCode;
 
 use clap::Parser;
 
-use cli::{Cli, Command, ConfigCommand, PolicyCommand, QueueCommand, RoutingCommand};
+use cli::{
+    Cli, Command, ConfigCommand, MaintenanceCommand, PolicyCommand, QueueCommand, RoutingCommand,
+};
 use client::Client;
 use report::Report;
 
@@ -64,6 +66,9 @@ fn dispatch(client: &Client, command: &Command) -> anyhow::Result<Box<dyn Report
         Command::Queue {
             command: QueueCommand::Ls,
         } => cmd::queue::ls(client),
+        Command::Maintenance {
+            command: MaintenanceCommand::Ls,
+        } => cmd::maintenance::ls(client),
         Command::Identity { command } => cmd::identity::run(client, command),
         Command::Config {
             command: ConfigCommand::Reload,

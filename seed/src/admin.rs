@@ -21,6 +21,7 @@ use crate::index::Index;
 use crate::metrics::Metrics;
 
 mod convert;
+mod maintain;
 mod status;
 mod tenants;
 
@@ -52,6 +53,8 @@ pub(crate) struct AdminState {
     pub data_dir: std::path::PathBuf,
     /// The default identity's key file (backup).
     pub key_path: std::path::PathBuf,
+    /// Repository maintenance (`seedctl repo maintain`, `seedctl maintenance ls`).
+    pub maintainer: crate::maintain::Maintainer,
 }
 
 pub(crate) fn router(state: Arc<AdminState>) -> Router {
@@ -72,6 +75,7 @@ pub(crate) fn router(state: Arc<AdminState>) -> Router {
         .route("/api/v1/nodes/{nid}/{action}", post(node_policy))
         .route("/api/v1/fetch", post(fetch))
         .merge(tenants::routes())
+        .merge(maintain::routes())
         .route_layer(middleware::from_fn_with_state(state.clone(), require_token));
     Router::new()
         .route("/metrics", get(metrics))

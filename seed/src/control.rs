@@ -243,6 +243,9 @@ impl Control {
     /// (atomic), so a crash leaves either the whole repository or none of it in storage; the
     /// startup rescan drops index entries of repositories that are gone.
     fn purge_data(&self, rid: &RepoId) -> Result<(), ControlError> {
+        // Never under a running fetch or maintenance run of the repository: wait for it
+        // (callers are on the blocking pool).
+        let _repo = self.fetcher.locks().lock_blocking(*rid);
         let fail = |source| ControlError::Purge { rid: *rid, source };
         let src = self.storage.path_of(rid);
         if src.exists() {

@@ -36,6 +36,7 @@ use crate::fetch::{AfterFetch, FetchConfig, Fetcher};
 use crate::http::ratelimit::HttpLimiter;
 use crate::identity::{Identities, IdentityError, Launch};
 use crate::index::{Index, IndexError};
+use crate::maintain::{self, Maintainer};
 use crate::metrics::Metrics;
 use crate::net::{Net, NetConfig, NetDeps};
 use crate::policy::Policies;
@@ -97,6 +98,8 @@ pub struct Daemon {
     shutdown: watch::Sender<bool>,
     http_task: JoinHandle<()>,
     admin_task: JoinHandle<()>,
+    /// Stops the maintenance worker's loops.
+    maintenance_stop: CancellationToken,
 }
 
 impl Daemon {
@@ -123,7 +126,16 @@ impl Daemon {
         let listeners = Listeners::bind(&cfg).await?;
         let (tenants, policies) = open_state(&cfg, &core)?;
         let identities = start_identities(&cfg, key, &core, &tenants, &policies).await?;
-        let fetcher = start_replication(&cfg, &core, &tenants, &policies, &identities);
+        let maintenance_stop = CancellationToken::new();
+        let maintainer = start_maintenance(&cfg, &core, maintenance_stop.clone());
+        let fetcher = start_replication(
+            &cfg,
+            &core,
+            &tenants,
+            &policies,
+            &identities,
+            maintainer.clone(),
+        );
         let control = start_control(&cfg, &core, &tenants, &policies, &fetcher, &identities);
         let rescanner = Rescanner::new(
             core.storage.clone(),
@@ -184,6 +196,7 @@ impl Daemon {
             },
             data_dir: cfg.data_dir.clone(),
             key_path: cfg.secret_key_path(),
+            maintainer,
         });
         let admin_task =
             listen::start_admin(&cfg, listeners.admin, &certs, admin_state, &shutdown_rx);
@@ -209,6 +222,7 @@ impl Daemon {
             shutdown,
             http_task,
             admin_task,
+            maintenance_stop,
         })
     }
 
@@ -227,6 +241,7 @@ impl Daemon {
         }
         tracing::info!("shutting down: no new connections; finishing in-flight responses");
         let _ = self.shutdown.send(true);
+        self.maintenance_stop.cancel();
         self.tenants.flush_egress();
         self.identities.shutdown().await;
         let _ = tokio::join!(self.http_task, self.admin_task);
@@ -344,6 +359,7 @@ fn start_replication(
     tenants: &Tenants,
     policies: &Policies,
     identities: &Identities,
+    maintainer: Maintainer,
 ) -> Fetcher {
     let p2p = &cfg.p2p;
     let fetch_cfg = FetchConfig {
@@ -363,6 +379,7 @@ fn start_replication(
         tenants.clone(),
         identities.clone(),
         core.refs.clone(),
+        maintainer,
     );
     let fetcher = Fetcher::new(
         fetch_cfg,
@@ -375,6 +392,23 @@ fn start_replication(
     fetcher.spawn_hint_loop();
     fetcher.spawn_sync_loop();
     fetcher
+}
+
+/// The repository maintenance worker (`[maintenance]`), its loops running until `stop`.
+fn start_maintenance(cfg: &Config, core: &Core, stop: CancellationToken) -> Maintainer {
+    let settings = maintain::Settings::from_config(
+        &cfg.maintenance,
+        cfg.http.git_binary.clone(),
+        cfg.cache_dir().join("git-home"),
+    );
+    let maintainer = Maintainer::new(
+        settings,
+        core.storage.clone(),
+        core.index.clone(),
+        core.metrics.clone(),
+    );
+    maintainer.spawn(stop);
+    maintainer
 }
 
 /// Tenant and policy operations; the trash of earlier purges is emptied and the config

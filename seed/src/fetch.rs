@@ -230,6 +230,11 @@ impl Fetcher {
         }
     }
 
+    /// The per-repository lock fetches hold (purges and maintenance take it too).
+    pub(crate) fn locks(&self) -> &crate::maintain::RepoLocks {
+        self.inner.after.locks()
+    }
+
     /// Every identity's p2p layer, the default first.
     fn nets(&self) -> Vec<Net> {
         self.inner.identities.nets()
@@ -456,6 +461,10 @@ impl Fetcher {
 
     /// One fetch in a slot, counted and logged.
     async fn measured(&self, rid: RepoId, from: NodeId) -> Result<Outcome, FetchError> {
+        // The repository's lock first, holding no slot while a maintenance run or purge of it
+        // finishes: the quarantine borrows the live objects and a repack must not delete packs
+        // under it (`maintain::RepoLocks`).
+        let _repo = self.inner.after.locks().lock(rid).await;
         let m = &self.inner.metrics.p2p;
         m.fetch_queue.inc();
         // The peer's slot first (holding nothing while it waits), then a global one.

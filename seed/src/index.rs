@@ -17,6 +17,7 @@
 //! | `fetch_state` | rid (20) | fetch bookkeeping (replication issue) |
 //! | `pack_cache` | cache key | pack cache entry metadata (performance issue) |
 //! | `bans` | ip (text) | penalty/ban record |
+//! | `maintenance` | rid (20) | maintenance record: debt, last run and outcome (`maintain`) |
 //!
 //! Durability: every write goes through [`Index::commit`]. Writes touching a column family that
 //! cannot be rebuilt from storage or the network ([`durable`]: `meta`, `policies`, `tenants`,
@@ -25,6 +26,7 @@
 //! from gossip and is written without a sync.
 
 pub(crate) mod gossip;
+pub(crate) mod maintenance;
 pub(crate) mod policy;
 pub(crate) mod scan;
 pub(crate) mod tenants;
@@ -58,6 +60,7 @@ pub(crate) const COLUMN_FAMILIES: &[&str] = &[
     "fetch_state",
     "pack_cache",
     gossip::CF_BANS,
+    maintenance::CF_MAINTENANCE,
 ];
 
 #[derive(Debug, thiserror::Error)]

@@ -21,6 +21,7 @@ pub mod http;
 mod identity;
 mod index;
 pub mod logging;
+mod maintain;
 pub mod metrics;
 mod net;
 mod policy;

@@ -12,10 +12,12 @@ use seedd_proto::wire::{Link, MessageType};
 
 mod catalogue;
 pub mod labels;
+mod maintenance;
 
 use labels::{link_label, type_label};
 
 pub use catalogue::{MetricDoc, CATALOGUE};
+pub use maintenance::{MaintenanceMetrics, MAINTENANCE_RESULTS};
 
 // ---------------------------------------------------------------------------------------------
 // Known label values.
@@ -183,6 +185,7 @@ pub struct Metrics {
     pub web_requests: IntCounterVec,
     pub web_duration: HistogramVec,
     pub web_rejected: IntCounterVec,
+    pub maintenance: MaintenanceMetrics,
     pub pack_cache: PackCacheMetrics,
 }
 
@@ -504,6 +507,7 @@ impl Metrics {
         let max_fds = gauge("seedd_process_max_fds")?;
         let data_dir_free = gauge("seedd_data_dir_free_bytes")?;
         let data_dir_capacity = gauge("seedd_data_dir_capacity_bytes")?;
+        let maintenance = MaintenanceMetrics::new(&registry)?;
 
         build_info
             .with_label_values(&[env!("CARGO_PKG_VERSION")])
@@ -536,6 +540,7 @@ impl Metrics {
             web_duration,
             web_rejected,
             pack_cache,
+            maintenance,
         };
         metrics.zero_known()?;
         Ok(metrics)

@@ -7,6 +7,7 @@ pub(crate) mod backup;
 pub(crate) mod config;
 pub(crate) mod deny;
 pub(crate) mod identity;
+pub(crate) mod maintenance;
 pub(crate) mod node;
 pub(crate) mod peer;
 pub(crate) mod queue;

@@ -51,6 +51,7 @@ pub(crate) fn run(client: &Client, command: &RepoCommand) -> anyhow::Result<Box<
                 tenant: tenant.clone(),
             })
         }
+        RepoCommand::Maintain { rid } => super::maintenance::maintain(client, rid)?,
         RepoCommand::Purge { rid } => {
             Box::new(client.post::<PurgeResponse>(&format!("/api/v1/repos/{}/purge", enc(rid)))?)
         }

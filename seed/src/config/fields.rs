@@ -46,6 +46,15 @@ where
     Ok(v)
 }
 
+/// A count that must be at least 2 (a threshold of 1 pack would repack a repository forever).
+pub(super) fn at_least_two<'de, D: Deserializer<'de>>(d: D) -> Result<u64, D::Error> {
+    let v = u64::deserialize(d)?;
+    if v < 2 {
+        return Err(D::Error::custom("must be at least 2"));
+    }
+    Ok(v)
+}
+
 pub(super) fn max_request_bytes<'de, D: Deserializer<'de>>(d: D) -> Result<u64, D::Error> {
     let v = u64::deserialize(d)?;
     if v < 1024 {

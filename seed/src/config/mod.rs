@@ -30,7 +30,7 @@ pub use cidr::{mask, Cidr};
 pub use load::{env_name, Overrides, Sources};
 pub use sections::{
     AdminConfig, AdminTlsConfig, BanConfig, HttpConfig, HttpRateConfig, KeysConfig, LogConfig,
-    P2pConfig, PackCacheConfig, PolicyConfig, RateConfig, TlsConfig,
+    MaintenanceConfig, P2pConfig, PackCacheConfig, PolicyConfig, RateConfig, TlsConfig,
 };
 pub use specs::{DenyList, IdentitySpec, Quotas, Rate, RepoSpec, State, TenantSpec};
 pub use values::{
@@ -102,6 +102,8 @@ pub struct Config {
     /// Tenants declared in the file (`[[tenants]]`), applied at start and on reload like
     /// `seedctl apply` (tenants created at runtime are left alone).
     pub tenants: Vec<TenantSpec>,
+    /// `[maintenance]`: background repacks, bitmaps, commit-graphs.
+    pub maintenance: MaintenanceConfig,
 }
 
 impl Default for Config {
@@ -117,6 +119,7 @@ impl Default for Config {
             keys: KeysConfig::default(),
             identities: Vec::new(),
             tenants: Vec::new(),
+            maintenance: MaintenanceConfig::default(),
         }
     }
 }

@@ -386,3 +386,56 @@ impl Default for LogConfig {
         }
     }
 }
+
+/// `[maintenance]`: background repository maintenance (repacks with a multi-pack index and
+/// bitmaps, packed refs, commit-graphs), with its own budget separate from serving and fetching.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(default)]
+pub struct MaintenanceConfig {
+    /// Background maintenance after fetches and by the sweep (`seedctl repo maintain` works
+    /// either way).
+    pub enabled: bool,
+    /// Repositories maintained at once.
+    #[serde(deserialize_with = "fields::at_least_one")]
+    pub concurrency: usize,
+    /// How often every held repository's debt is measured (and the due ones maintained).
+    #[serde(rename = "sweep_interval_secs", with = "fields::secs_nonzero")]
+    pub sweep_interval: Duration,
+    /// A fetched repository is looked at once no fetch changed it for this long.
+    #[serde(rename = "debounce_secs", with = "fields::secs_nonzero")]
+    pub debounce: Duration,
+    /// One git step not done after this long is killed (the repository stays as it was).
+    #[serde(rename = "timeout_secs", with = "fields::secs_nonzero")]
+    pub timeout: Duration,
+    /// Due at this many packs.
+    #[serde(deserialize_with = "fields::at_least_two")]
+    pub max_packs: u64,
+    /// Due at this many loose objects.
+    #[serde(deserialize_with = "fields::at_least_one")]
+    pub max_loose_objects: u64,
+    /// Due at this many loose refs.
+    #[serde(deserialize_with = "fields::at_least_one")]
+    pub max_loose_refs: u64,
+    /// Due without a bitmap once its packs hold this many bytes.
+    pub bitmap_min_bytes: u64,
+    /// Below this many bytes of packs everything is rewritten into one pack (best deltas,
+    /// cheap); at or above it, a geometric repack rolls up only the small packs.
+    pub full_repack_below_bytes: u64,
+}
+
+impl Default for MaintenanceConfig {
+    fn default() -> Self {
+        Self {
+            enabled: true,
+            concurrency: 1,
+            sweep_interval: Duration::from_secs(3_600),
+            debounce: Duration::from_secs(60),
+            timeout: Duration::from_secs(3_600),
+            max_packs: 4,
+            max_loose_objects: 1_000,
+            max_loose_refs: 200,
+            bitmap_min_bytes: 1 << 20,
+            full_repack_below_bytes: 256 << 20,
+        }
+    }
+}

@@ -287,3 +287,42 @@ fn pack_cache_keys_load_and_validate() {
     assert_eq!(d.admission, PackCacheAdmission::Second);
     assert_eq!((d.max_bytes, d.max_age.as_secs()), (1 << 30, 3600));
 }
+
+#[test]
+fn maintenance_keys_load_and_bad_values_are_named() {
+    use crate::config::{Config, MaintenanceConfig, Overrides};
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("seedd.toml");
+    std::fs::write(
+        &path,
+        "[maintenance]\nenabled = false\nconcurrency = 2\nsweep_interval_secs = 600\n\
+         debounce_secs = 5\ntimeout_secs = 60\nmax_packs = 8\nmax_loose_objects = 10\n\
+         max_loose_refs = 20\nbitmap_min_bytes = 0\nfull_repack_below_bytes = 1024\n",
+    )
+    .unwrap();
+    let (c, _) = Config::load(Some(&path), &Overrides::default()).unwrap();
+    let m = &c.maintenance;
+    assert!(!m.enabled);
+    assert_eq!((m.concurrency, m.max_packs), (2, 8));
+    assert_eq!((m.sweep_interval.as_secs(), m.debounce.as_secs()), (600, 5));
+    assert_eq!(m.timeout.as_secs(), 60);
+    assert_eq!((m.max_loose_objects, m.max_loose_refs), (10, 20));
+    assert_eq!((m.bitmap_min_bytes, m.full_repack_below_bytes), (0, 1024));
+    for (text, key) in [
+        ("concurrency = 0", "maintenance.concurrency"),
+        ("max_packs = 1", "maintenance.max_packs"),
+        ("sweep_interval_secs = 0", "maintenance.sweep_interval_secs"),
+        ("debounce_secs = 0", "maintenance.debounce_secs"),
+        ("max_loose_refs = 0", "maintenance.max_loose_refs"),
+        ("enable = true", "maintenance.enable"),
+    ] {
+        std::fs::write(&path, format!("[maintenance]\n{text}\n")).unwrap();
+        let err = Config::load(Some(&path), &Overrides::default())
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains(key), "{text}: {err}");
+    }
+    let d = MaintenanceConfig::default();
+    assert!(d.enabled);
+    assert_eq!((d.concurrency, d.max_packs), (1, 4));
+}

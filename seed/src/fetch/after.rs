@@ -12,6 +12,7 @@ use crate::blocking::{self, BlockingError};
 use crate::identity::Identities;
 use crate::index::scan;
 use crate::index::Index;
+use crate::maintain::{Maintainer, RepoLocks};
 use crate::serve::refcache::RefCache;
 use crate::storage::Storage;
 use crate::tenant::Tenants;
@@ -28,6 +29,9 @@ struct Parts {
     tenants: Tenants,
     identities: Identities,
     refs: Arc<RefCache>,
+    /// Told of every changed repository (debounced maintenance); its per-repository lock
+    /// serialises fetches with maintenance and purges.
+    maintainer: Maintainer,
 }
 
 impl AfterFetch {
@@ -37,6 +41,7 @@ impl AfterFetch {
         tenants: Tenants,
         identities: Identities,
         refs: Arc<RefCache>,
+        maintainer: Maintainer,
     ) -> Self {
         Self {
             inner: Arc::new(Parts {
@@ -45,6 +50,7 @@ impl AfterFetch {
                 tenants,
                 identities,
                 refs,
+                maintainer,
             }),
         }
     }
@@ -67,6 +73,13 @@ impl AfterFetch {
             }
             Err(e) => tracing::error!(%rid, error = %e, "re-indexing after a fetch failed"),
         }
+        // Last: the fetch left a pack and loose refs; maintenance looks once fetches pause.
+        self.inner.maintainer.after_fetch(rid);
+    }
+
+    /// The per-repository lock a fetch holds (shared with maintenance and purges).
+    pub(crate) fn locks(&self) -> &RepoLocks {
+        self.inner.maintainer.locks()
     }
 
     /// Re-read the repository into the index (identity, signed refs verification).

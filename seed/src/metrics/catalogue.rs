@@ -413,4 +413,34 @@ pub const CATALOGUE: &[MetricDoc] = &[
         labels: &[],
         help: "Bytes of complete responses held by the pack cache on disk (files being written are not counted).",
     },
+    MetricDoc {
+        name: "seedd_maintenance_runs_total",
+        kind: "counter",
+        labels: &["result"],
+        help: "Repository maintenance runs (repack with multi-pack index and bitmap, pack-refs, commit-graph) by result (ok, error, timeout).",
+    },
+    MetricDoc {
+        name: "seedd_maintenance_duration_seconds",
+        kind: "histogram",
+        labels: &[],
+        help: "Duration of repository maintenance runs.",
+    },
+    MetricDoc {
+        name: "seedd_maintenance_running",
+        kind: "gauge",
+        labels: &[],
+        help: "Repository maintenance runs in progress.",
+    },
+    MetricDoc {
+        name: "seedd_maintenance_debt_score",
+        kind: "gauge",
+        labels: &[],
+        help: "Sum of the held repositories' maintenance debt scores (packs, loose objects and refs, missing bitmap or commit-graph, age) at their last measurement.",
+    },
+    MetricDoc {
+        name: "seedd_repo_packs",
+        kind: "histogram",
+        labels: &[],
+        help: "Pack files per repository, observed each time a repository's debt is measured (sweep, before and after maintenance).",
+    },
 ];

@@ -48,6 +48,32 @@ fn repo_record() -> api::RepoRecord {
     }
 }
 
+fn repo_debt() -> api::RepoDebt {
+    api::RepoDebt {
+        score: 30,
+        packs: 4,
+        pack_bytes: 4096,
+        loose_objects: 1,
+        loose_refs: 12,
+        bitmap: true,
+        midx: true,
+        commit_graph: true,
+        measured_at: 1,
+    }
+}
+
+fn maintenance_run() -> api::MaintenanceRun {
+    api::MaintenanceRun {
+        at: 1,
+        result: s("ok"),
+        error: Some(s("pack-refs: git failed")),
+        duration_ms: 120,
+        repack: s("full"),
+        packs_before: 4,
+        packs_after: 1,
+    }
+}
+
 fn quotas() -> api::Quotas {
     api::Quotas {
         repos: Some(10),
@@ -407,6 +433,33 @@ pub fn all() -> Vec<Sample> {
             }),
         ),
         response("post", "/api/v1/fetch", "502", error.clone()),
+        response(
+            "post",
+            "/api/v1/repos/{rid}/maintain",
+            "200",
+            json(api::MaintainResponse {
+                rid: s(RID),
+                run: maintenance_run(),
+                before: repo_debt(),
+                after: repo_debt(),
+            }),
+        ),
+        response(
+            "get",
+            "/api/v1/maintenance",
+            "200",
+            json(api::MaintenanceResponse {
+                enabled: true,
+                queued: 1,
+                waiting: 2,
+                repos: vec![api::MaintenanceEntry {
+                    rid: s(RID),
+                    debt: repo_debt(),
+                    due: Some(s("packs")),
+                    last_run: Some(maintenance_run()),
+                }],
+            }),
+        ),
         response(
             "get",
             "/api/v1/repos",

@@ -1,0 +1,98 @@
+//! Admin API for repository maintenance (docs/admin-api.yaml): run one now, list every held
+//! repository's debt and last run.
+
+use std::sync::Arc;
+
+use axum::extract::{Path, State};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::{Json, Router};
+use seedd_api as api;
+
+use super::{error, parse_rid, AdminState};
+use crate::maintain::{MaintainError, Record, Run};
+
+pub(super) fn routes() -> Router<Arc<AdminState>> {
+    Router::new()
+        .route("/api/v1/repos/{rid}/maintain", post(maintain))
+        .route("/api/v1/maintenance", get(list))
+}
+
+fn debt(r: &Record) -> api::RepoDebt {
+    let d = &r.debt;
+    api::RepoDebt {
+        score: r.score,
+        packs: d.packs,
+        pack_bytes: d.pack_bytes,
+        loose_objects: d.loose_objects,
+        loose_refs: d.loose_refs,
+        bitmap: d.bitmap,
+        midx: d.midx,
+        commit_graph: d.commit_graph,
+        measured_at: r.measured_at,
+    }
+}
+
+fn run(r: &Run) -> api::MaintenanceRun {
+    api::MaintenanceRun {
+        at: r.at,
+        result: r.result.clone(),
+        error: r.error.clone(),
+        duration_ms: r.duration_ms,
+        repack: r.repack.clone(),
+        packs_before: r.packs_before,
+        packs_after: r.packs_after,
+    }
+}
+
+fn failure(e: MaintainError) -> Response {
+    match e {
+        MaintainError::NotHeld(_) => error(404, e),
+        _ => error(500, e),
+    }
+}
+
+/// Runs maintenance of one repository now and waits for it (after a running fetch of it).
+async fn maintain(State(state): State<Arc<AdminState>>, Path(rid): Path<String>) -> Response {
+    let rid = match parse_rid(&rid) {
+        Ok(r) => r,
+        Err(r) => return *r,
+    };
+    match state.maintainer.run_now(rid).await {
+        Ok(report) => Json(api::MaintainResponse {
+            rid: report.rid.to_string(),
+            run: run(&report.run),
+            before: debt(&report.before),
+            after: debt(&report.after),
+        })
+        .into_response(),
+        Err(e) => failure(e),
+    }
+}
+
+/// Every held repository, measured now, with its last run; highest debt first.
+async fn list(State(state): State<Arc<AdminState>>) -> Response {
+    let m = &state.maintainer;
+    match m.list().await {
+        Ok(mut statuses) => {
+            statuses.sort_by(|a, b| b.record.score.cmp(&a.record.score).then(a.rid.cmp(&b.rid)));
+            let (queued, waiting) = m.pending();
+            Json(api::MaintenanceResponse {
+                enabled: m.enabled(),
+                queued,
+                waiting,
+                repos: statuses
+                    .iter()
+                    .map(|s| api::MaintenanceEntry {
+                        rid: s.rid.to_string(),
+                        debt: debt(&s.record),
+                        due: s.due.map(str::to_owned),
+                        last_run: s.record.last_run.as_ref().map(run),
+                    })
+                    .collect(),
+            })
+            .into_response()
+        }
+        Err(e) => failure(e),
+    }
+}
