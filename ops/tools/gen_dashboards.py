@@ -540,6 +540,26 @@ def serving():
     ], unit="ops", desc="client_gone, idle_timeout, request_timeout, body_too_large, read_error.",
         w=8))
 
+    p.append(lay.row("Pack cache"))
+    p.append(timeseries(lay, "Pack cache hits and misses", [
+        (f"sum(rate(seedd_pack_cache_hits_total{{{I}}}[{RATE}]))", "hits"),
+        (f"sum(rate(seedd_pack_cache_misses_total{{{I}}}[{RATE}]))", "misses"),
+        (f"sum(rate(seedd_pack_cache_evictions_total{{{I}}}[{RATE}]))", "evictions"),
+    ], unit="ops", desc="Cacheable upload-pack requests (no haves) answered from the pack cache "
+                        "(no process spawned) or not; responses dropped for budget or age "
+                        "(http.pack_cache).", w=8))
+    p.append(timeseries(lay, "Pack cache bytes", [
+        (f"sum(seedd_pack_cache_bytes{{{I}}})", "held on disk"),
+        (f"sum(rate(seedd_pack_cache_served_bytes_total{{{I}}}[{RATE}]))", "served per second"),
+    ], unit="bytes", desc="Complete cached responses on disk (budget http.pack_cache.max_bytes) "
+                          "and bytes sent from them.", w=8))
+    p.append(timeseries(lay, "Pack cache generation p50/p99", [
+        (f"histogram_quantile(0.5, sum by (le) "
+         f"(rate(seedd_pack_cache_generation_seconds_bucket{{{I}}}[{RATE}])))", "p50"),
+        (f"histogram_quantile(0.99, sum by (le) "
+         f"(rate(seedd_pack_cache_generation_seconds_bucket{{{I}}}[{RATE}])))", "p99"),
+    ], unit="s", desc="Time git took to write a response into the cache.", w=8))
+
     p.append(lay.row("JSON API (explorer)"))
     p.append(timeseries(lay, "API requests by group and status", [
         (f"sum by (group, status) (rate(seedd_web_requests_total{{{I}}}[{RATE}]))",
@@ -592,6 +612,25 @@ def storage():
     p.append(timeseries(lay, "Index scans", [
         (f"sum(increase(seedd_index_scan_duration_seconds_count{{{I}}}[1h]))", "scans per hour"),
     ], desc="Reconcile passes per hour.", w=8))
+
+    p.append(lay.row("Maintenance"))
+    p.append(timeseries(lay, "Maintenance runs by result", [
+        (f"sum by (result) (rate(seedd_maintenance_runs_total{{{I}}}[{RATE}]))", "{{result}}"),
+        (f"sum(seedd_maintenance_running{{{I}}})", "running"),
+    ], unit="ops", desc="Background repacks (multi-pack index, bitmaps), pack-refs and "
+                        "commit-graph runs, by result; runs in progress ([maintenance]).", w=8))
+    p.append(timeseries(lay, "Maintenance duration p50/p99", [
+        (f"histogram_quantile(0.5, sum by (le) "
+         f"(rate(seedd_maintenance_duration_seconds_bucket{{{I}}}[{RATE}])))", "p50"),
+        (f"histogram_quantile(0.99, sum by (le) "
+         f"(rate(seedd_maintenance_duration_seconds_bucket{{{I}}}[{RATE}])))", "p99"),
+    ], unit="s", desc="Duration of maintenance runs.", w=8))
+    p.append(timeseries(lay, "Maintenance debt and packs per repository", [
+        (f"sum(seedd_maintenance_debt_score{{{I}}})", "debt score"),
+        (f"histogram_quantile(0.99, sum by (le) "
+         f"(rate(seedd_repo_packs_bucket{{{I}}}[1h])))", "p99 packs per repository"),
+    ], desc="Sum of the repositories' debt scores (packs, loose objects and refs, missing "
+            "bitmap or commit-graph, age) and the pack count seen at measurements.", w=8))
 
     p.append(lay.row("Disk"))
     p.append(timeseries(lay, "Data dir free and capacity", [
