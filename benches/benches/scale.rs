@@ -52,7 +52,7 @@ fn main() {
     let requests = seedd_benches::env_usize("SEEDD_BENCH_SCALE_REQUESTS", REQUESTS).max(1);
     let load_before = loadavg();
     let mut results: Vec<Value> = Vec::new();
-    let mut lines: Vec<(String, &str, Option<f64>, Option<f64>, &str, &str)> = Vec::new();
+    let mut lines: Vec<Row> = Vec::new();
     let mut notes: Vec<String> = Vec::new();
 
     for &n in &sizes {
@@ -125,35 +125,35 @@ fn main() {
                 None
             }
         };
-        let r = |f: &dyn Fn(&((f64, f64), (f64, f64))) -> f64| rad.as_ref().map(f);
+        let r = |f: fn(&RadPair) -> f64| rad.as_ref().map(f);
 
-        let rows: Vec<(&str, Option<f64>, Option<f64>, &str, &str)> = vec![
+        let rows: Vec<RowFigures> = vec![
             ("generator", Some(gen_rate), None, "repos/s", "higher"),
             (
                 "ready, index lost",
                 Some(cold.as_secs_f64()),
-                r(&|x| x.0 .0),
+                r(|x| x.0 .0),
                 "s",
                 "lower",
             ),
             (
                 "ready, index present",
                 Some(warm.as_secs_f64()),
-                r(&|x| x.1 .0),
+                r(|x| x.1 .0),
                 "s",
                 "lower",
             ),
             (
                 "RSS when ready, index lost",
                 Some(cold_rss),
-                r(&|x| x.0 .1),
+                r(|x| x.0 .1),
                 "MiB",
                 "lower",
             ),
             (
                 "RSS when ready, index present",
                 Some(warm_rss),
-                r(&|x| x.1 .1),
+                r(|x| x.1 .1),
                 "MiB",
                 "lower",
             ),
@@ -174,7 +174,14 @@ fn main() {
                 "repos": n, "metric": metric, "seedd": seedd, "radicle_node": other,
                 "ratio": ratio(seedd, other), "unit": unit, "better": better,
             }));
-            lines.push((group.clone(), metric, seedd, other, unit, better));
+            lines.push(Row {
+                group: group.clone(),
+                metric,
+                seedd,
+                other,
+                unit,
+                better,
+            });
         }
     }
 
@@ -189,14 +196,14 @@ fn main() {
         ["repos", "metric", "seedd", "radicle-node", "ratio", "unit"],
         [11, 30, 10, 12, 7, 7],
         100,
-        lines.iter().map(|(g, m, s, o, u, b)| TableLine {
-            group: g,
-            metric: m,
-            seedd: fmt(*s),
-            other: fmt(*o),
-            ratio: fmt(ratio(*s, *o)),
-            unit: u,
-            better: b,
+        lines.iter().map(|l| TableLine {
+            group: &l.group,
+            metric: l.metric,
+            seedd: fmt(l.seedd),
+            other: fmt(l.other),
+            ratio: fmt(ratio(l.seedd, l.other)),
+            unit: l.unit,
+            better: l.better,
         }),
     );
     for n in &notes {
@@ -212,6 +219,28 @@ fn main() {
     let doc = json!({ "results": results, "notes": notes, "radicle_node": radicle_version() });
     std::fs::write(&path, serde_json::to_vec_pretty(&doc).unwrap()).unwrap();
     log(&format!("wrote {}", path.display()));
+}
+
+/// radicle-node's (ready seconds, RSS MiB) with a fresh node database, then restarted.
+type RadPair = ((f64, f64), (f64, f64));
+
+/// (metric, seedd, radicle-node, unit, better).
+type RowFigures = (
+    &'static str,
+    Option<f64>,
+    Option<f64>,
+    &'static str,
+    &'static str,
+);
+
+/// One line of the table.
+struct Row {
+    group: String,
+    metric: &'static str,
+    seedd: Option<f64>,
+    other: Option<f64>,
+    unit: &'static str,
+    better: &'static str,
 }
 
 fn ratio(a: Option<f64>, b: Option<f64>) -> Option<f64> {
@@ -253,7 +282,7 @@ fn dataset(dir: &Path, n: usize, log: &(dyn Fn(&str) + Sync)) -> f64 {
     let mut spec = Spec::new(n);
     spec.prefix = format!("scale{n}");
     let report = generate(&dir.join("storage"), &spec, &|d| {
-        if d % 10_000 == 0 {
+        if d.is_multiple_of(10_000) {
             log(&format!("  {d} repositories"))
         }
     })

@@ -165,7 +165,7 @@ pub fn generate(
                         }
                     }
                     let d = done.fetch_add(1, Ordering::Relaxed) + 1;
-                    if d % 1000 == 0 {
+                    if d.is_multiple_of(1000) {
                         progress(d);
                     }
                 }
@@ -453,16 +453,23 @@ fn write_layout(
         packed.push_str(&format!("{} {name}\n", hex::encode(oid)));
     }
     file(Path::new("packed-refs"), packed.as_bytes())?;
-    let (pack, idx, checksum) = pack(objects)?;
-    let base = format!("objects/pack/pack-{}", hex::encode(checksum));
-    file(Path::new(&format!("{base}.pack")), &pack)?;
-    file(Path::new(&format!("{base}.idx")), &idx)?;
+    let packed = pack(objects)?;
+    let base = format!("objects/pack/pack-{}", hex::encode(packed.checksum));
+    file(Path::new(&format!("{base}.pack")), &packed.pack)?;
+    file(Path::new(&format!("{base}.idx")), &packed.idx)?;
     std::fs::rename(&tmp, path).map_err(io(path))?;
     Ok(written)
 }
 
-/// A version 2 pack of `objects` (no deltas) and its version 2 index; also the pack checksum.
-fn pack(objects: &Objects) -> Result<(Vec<u8>, Vec<u8>, [u8; 20]), GenError> {
+/// A pack file, its index and the pack checksum (which names both).
+struct Packed {
+    pack: Vec<u8>,
+    idx: Vec<u8>,
+    checksum: [u8; 20],
+}
+
+/// A version 2 pack of `objects` (no deltas) and its version 2 index.
+fn pack(objects: &Objects) -> Result<Packed, GenError> {
     let count = u32::try_from(objects.list.len()).unwrap_or(u32::MAX);
     let mut pack = Vec::with_capacity(4096);
     pack.extend_from_slice(b"PACK");
@@ -492,7 +499,7 @@ fn pack(objects: &Objects) -> Result<(Vec<u8>, Vec<u8>, [u8; 20]), GenError> {
     let checksum: [u8; 20] = Sha1::digest(&pack).into();
     pack.extend_from_slice(&checksum);
 
-    entries.sort_by(|a, b| a.0.cmp(&b.0));
+    entries.sort_by_key(|e| e.0);
     let mut idx = Vec::with_capacity(1072 + entries.len() * 28 + 40);
     idx.extend_from_slice(b"\xfftOc");
     idx.extend_from_slice(&2u32.to_be_bytes());
@@ -512,7 +519,11 @@ fn pack(objects: &Objects) -> Result<(Vec<u8>, Vec<u8>, [u8; 20]), GenError> {
     idx.extend_from_slice(&checksum);
     let idx_sum: [u8; 20] = Sha1::digest(&idx).into();
     idx.extend_from_slice(&idx_sum);
-    Ok((pack, idx, checksum))
+    Ok(Packed {
+        pack,
+        idx,
+        checksum,
+    })
 }
 
 #[cfg(test)]
