@@ -194,8 +194,8 @@ fn main() {
     write_table(
         &mut t,
         ["repos", "metric", "seedd", "radicle-node", "ratio", "unit"],
-        [11, 30, 10, 12, 7, 7],
-        100,
+        [12, 30, 10, 12, 7, 7],
+        101,
         lines.iter().map(|l| TableLine {
             group: &l.group,
             metric: l.metric,
