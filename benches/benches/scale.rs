@@ -1,0 +1,560 @@
+//! Scale in repositories: seedd and the official radicle-node on the same storage of N
+//! generated repositories (`seedd_benches::generate`), N = 1k and 10k by default
+//! (`SEEDD_BENCH_SCALE=1000,10000,100000` for more). Prints a table (seedd, radicle-node,
+//! ratio = seedd / radicle-node) and writes the figures as JSON to
+//! `<target>/seedd-bench-scale.json`. See `benches/README.md`.
+//!
+//! For each N, on one cached storage (`~/.cache/seedd/bench-data/scale-v1/n<N>/storage`,
+//! generated once; `SEEDD_BENCH_DATA` moves it):
+//!
+//! 1. seedd with no index (`<data>/index` removed): time from spawn until `/readyz` answers
+//!    200 (every repository read and its signed refs verified), RSS 5 s later;
+//! 2. HTTP latency: `GET /<rid>.git/info/refs?service=git-upload-pack` for random RIDs, and
+//!    admin `GET /api/v1/status` (p50, p99; one request at a time);
+//! 3. seedd restarted with that index: time to ready, RSS 5 s later;
+//! 4. radicle-node (a fresh `rad auth` home whose `storage` is the same directory, seeding
+//!    policy allow/all, no peers): time from spawn until its control socket answers
+//!    `rad node status`, with a fresh node database and then restarted, RSS 5 s later.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use seedd_benches::generate::{generate, Spec};
+use seedd_benches::procfs::{alive, loadavg, status_kib};
+use seedd_benches::{ensure_seedd, fmt, profile_dir, radicle_version, write_table, TableLine};
+use seedd_tests::{free_port, http_get, radicle_bin};
+use serde_json::{json, Value};
+
+/// Bump when the generated repositories change, so cached ones are regenerated.
+const DATA_VERSION: &str = "scale-v1";
+/// Repository counts measured (`SEEDD_BENCH_SCALE`, comma-separated).
+const SIZES: [usize; 2] = [1_000, 10_000];
+/// Requests per latency figure (`SEEDD_BENCH_SCALE_REQUESTS`).
+const REQUESTS: usize = 300;
+/// Idle time after ready before RSS is read (both servers).
+const SETTLE: Duration = Duration::from_secs(5);
+/// Longest wait for a process to become ready.
+const READY_MAX: Duration = Duration::from_secs(1800);
+
+fn main() {
+    let started = Instant::now();
+    let log = move |msg: &str| eprintln!("[{:7.1}s] {msg}", started.elapsed().as_secs_f64());
+    let profile = profile_dir();
+    let target = profile.parent().unwrap().to_owned();
+    let seedd_bin = ensure_seedd(&log, &profile);
+    let sizes: Vec<usize> = std::env::var("SEEDD_BENCH_SCALE")
+        .ok()
+        .map(|v| v.split(',').filter_map(|s| s.trim().parse().ok()).collect())
+        .unwrap_or_else(|| SIZES.to_vec());
+    let requests = seedd_benches::env_usize("SEEDD_BENCH_SCALE_REQUESTS", REQUESTS).max(1);
+    let load_before = loadavg();
+    let mut results: Vec<Value> = Vec::new();
+    let mut lines: Vec<Row> = Vec::new();
+    let mut notes: Vec<String> = Vec::new();
+
+    for &n in &sizes {
+        let dir = bench_data_dir().join(DATA_VERSION).join(format!("n{n}"));
+        let gen_rate = dataset(&dir, n, &log);
+        let storage = dir.join("storage");
+        let rids: Vec<String> = std::fs::read_dir(&storage)
+            .unwrap()
+            .flatten()
+            .filter_map(|e| e.file_name().to_str().map(str::to_owned))
+            .filter(|n| n.starts_with('z'))
+            .collect();
+        assert_eq!(
+            rids.len(),
+            n,
+            "{}: {} repositories",
+            storage.display(),
+            rids.len()
+        );
+        let group = format!("{n} repos");
+
+        // seedd: index lost, then index present.
+        let data = dir.join("seedd");
+        std::fs::create_dir_all(&data).unwrap();
+        let _ = std::fs::remove_dir_all(data.join("index"));
+        log(&format!("{n}: seedd, no index"));
+        let mut s = SeeddRun::start(&seedd_bin, &data, &storage, "seedd-index-lost.log");
+        let cold = s.wait_ready(&log);
+        std::thread::sleep(SETTLE);
+        let cold_rss = mib(status_kib(s.pid(), "VmRSS"));
+        log(&format!("  ready in {cold:?}, RSS {cold_rss:.0} MiB"));
+        let valid = s.valid_repos();
+        assert_eq!(
+            valid, n,
+            "seedd indexed {valid} of {n} repositories as valid"
+        );
+        let http = s.latency_info_refs(&rids, requests);
+        let admin = s.latency_status(requests);
+        log(&format!(
+            "  info/refs p50 {:.2} ms p99 {:.2} ms; status p50 {:.2} ms p99 {:.2} ms",
+            http.0, http.1, admin.0, admin.1
+        ));
+        let served_rss = mib(status_kib(s.pid(), "VmHWM"));
+        s.stop();
+        log(&format!("{n}: seedd, restart with the index"));
+        let mut s = SeeddRun::start(&seedd_bin, &data, &storage, "seedd-index-present.log");
+        let warm = s.wait_ready(&log);
+        std::thread::sleep(SETTLE);
+        let warm_rss = mib(status_kib(s.pid(), "VmRSS"));
+        log(&format!("  ready in {warm:?}, RSS {warm_rss:.0} MiB"));
+        s.stop();
+
+        // radicle-node: fresh node database, then restarted.
+        let rad = match RadRun::home(&dir, &storage) {
+            Ok(home) => {
+                log(&format!("{n}: radicle-node, fresh node database"));
+                let first = RadRun::measure(&home, &log);
+                log(&format!("{n}: radicle-node, restart"));
+                let second = RadRun::measure(&home, &log);
+                match (first, second) {
+                    (Ok(a), Ok(b)) => Some((a, b)),
+                    (Err(e), _) | (_, Err(e)) => {
+                        notes.push(format!("{n}: radicle-node: {e}"));
+                        None
+                    }
+                }
+            }
+            Err(e) => {
+                notes.push(format!("{n}: radicle-node home: {e}"));
+                None
+            }
+        };
+        let r = |f: fn(&RadPair) -> f64| rad.as_ref().map(f);
+
+        let rows: Vec<RowFigures> = vec![
+            ("generator", Some(gen_rate), None, "repos/s", "higher"),
+            (
+                "ready, index lost",
+                Some(cold.as_secs_f64()),
+                r(|x| x.0 .0),
+                "s",
+                "lower",
+            ),
+            (
+                "ready, index present",
+                Some(warm.as_secs_f64()),
+                r(|x| x.1 .0),
+                "s",
+                "lower",
+            ),
+            (
+                "RSS when ready, index lost",
+                Some(cold_rss),
+                r(|x| x.0 .1),
+                "MiB",
+                "lower",
+            ),
+            (
+                "RSS when ready, index present",
+                Some(warm_rss),
+                r(|x| x.1 .1),
+                "MiB",
+                "lower",
+            ),
+            (
+                "peak RSS after requests",
+                Some(served_rss),
+                None,
+                "MiB",
+                "lower",
+            ),
+            ("HTTP info/refs p50", Some(http.0), None, "ms", "lower"),
+            ("HTTP info/refs p99", Some(http.1), None, "ms", "lower"),
+            ("admin status p50", Some(admin.0), None, "ms", "lower"),
+            ("admin status p99", Some(admin.1), None, "ms", "lower"),
+        ];
+        for (metric, seedd, other, unit, better) in rows {
+            results.push(json!({
+                "repos": n, "metric": metric, "seedd": seedd, "radicle_node": other,
+                "ratio": ratio(seedd, other), "unit": unit, "better": better,
+            }));
+            lines.push(Row {
+                group: group.clone(),
+                metric,
+                seedd,
+                other,
+                unit,
+                better,
+            });
+        }
+    }
+
+    let mut t = String::new();
+    let _ = writeln!(
+        t,
+        "seedd vs radicle-node {} on the same generated storage (ratio = seedd / radicle-node)",
+        radicle_version()
+    );
+    write_table(
+        &mut t,
+        ["repos", "metric", "seedd", "radicle-node", "ratio", "unit"],
+        [12, 30, 10, 12, 7, 7],
+        101,
+        lines.iter().map(|l| TableLine {
+            group: &l.group,
+            metric: l.metric,
+            seedd: fmt(l.seedd),
+            other: fmt(l.other),
+            ratio: fmt(ratio(l.seedd, l.other)),
+            unit: l.unit,
+            better: l.better,
+        }),
+    );
+    for n in &notes {
+        let _ = writeln!(t, "note: {n}");
+    }
+    let _ = writeln!(
+        t,
+        "load average before: {load_before}; after: {}",
+        loadavg()
+    );
+    print!("{t}");
+    let path = target.join("seedd-bench-scale.json");
+    let doc = json!({ "results": results, "notes": notes, "radicle_node": radicle_version() });
+    std::fs::write(&path, serde_json::to_vec_pretty(&doc).unwrap()).unwrap();
+    log(&format!("wrote {}", path.display()));
+}
+
+/// radicle-node's (ready seconds, RSS MiB) with a fresh node database, then restarted.
+type RadPair = ((f64, f64), (f64, f64));
+
+/// (metric, seedd, radicle-node, unit, better).
+type RowFigures = (
+    &'static str,
+    Option<f64>,
+    Option<f64>,
+    &'static str,
+    &'static str,
+);
+
+/// One line of the table.
+struct Row {
+    group: String,
+    metric: &'static str,
+    seedd: Option<f64>,
+    other: Option<f64>,
+    unit: &'static str,
+    better: &'static str,
+}
+
+fn ratio(a: Option<f64>, b: Option<f64>) -> Option<f64> {
+    match (a, b) {
+        (Some(a), Some(b)) if b > 0.0 => Some(a / b),
+        _ => None,
+    }
+}
+
+fn mib(kib: u64) -> f64 {
+    kib as f64 / 1024.0
+}
+
+/// `$SEEDD_BENCH_DATA` or `~/.cache/seedd/bench-data`.
+fn bench_data_dir() -> PathBuf {
+    std::env::var_os("SEEDD_BENCH_DATA").map_or_else(
+        || {
+            std::env::var_os("HOME")
+                .map_or_else(|| PathBuf::from("/tmp"), PathBuf::from)
+                .join(".cache/seedd/bench-data")
+        },
+        PathBuf::from,
+    )
+}
+
+/// Generate `n` repositories under `dir/storage` once; returns the generator's repos/s (of
+/// this run, or as recorded when the storage was made).
+fn dataset(dir: &Path, n: usize, log: &(dyn Fn(&str) + Sync)) -> f64 {
+    let done = dir.join("generated.json");
+    if let Some(rate) = std::fs::read(&done)
+        .ok()
+        .and_then(|b| serde_json::from_slice::<Value>(&b).ok())
+        .and_then(|v| v["repos_per_second"].as_f64())
+    {
+        return rate;
+    }
+    let _ = std::fs::remove_dir_all(dir);
+    log(&format!("generating {n} repositories in {}", dir.display()));
+    let mut spec = Spec::new(n);
+    spec.prefix = format!("scale{n}");
+    let report = generate(&dir.join("storage"), &spec, &|d| {
+        if d.is_multiple_of(10_000) {
+            log(&format!("  {d} repositories"))
+        }
+    })
+    .unwrap();
+    let rate = report.per_second();
+    log(&format!(
+        "  {n} in {:.1} s ({rate:.0}/s, {:.0} MB)",
+        report.elapsed.as_secs_f64(),
+        report.bytes as f64 / 1e6
+    ));
+    std::fs::write(
+        &done,
+        serde_json::to_vec(&json!({ "repos": n, "repos_per_second": rate })).unwrap(),
+    )
+    .unwrap();
+    rate
+}
+
+/// p50 and p99 of `samples` (milliseconds).
+fn percentiles(mut samples: Vec<f64>) -> (f64, f64) {
+    samples.sort_by(f64::total_cmp);
+    let at = |q: f64| {
+        let i = ((samples.len() as f64 - 1.0) * q).round() as usize;
+        samples.get(i).copied().unwrap_or(f64::NAN)
+    };
+    (at(0.5), at(0.99))
+}
+
+/// One seedd process on `data` (storage symlinked in), RUST_LOG=info.
+struct SeeddRun {
+    child: Child,
+    started: Instant,
+    http: u16,
+    admin: u16,
+    data: PathBuf,
+}
+
+impl SeeddRun {
+    /// Start seedd; its log goes to `data/<log_name>`.
+    fn start(bin: &Path, data: &Path, storage: &Path, log_name: &str) -> Self {
+        let link = data.join("storage");
+        if std::fs::symlink_metadata(&link).is_err() {
+            std::os::unix::fs::symlink(storage, &link).unwrap();
+        }
+        let (http, admin, p2p) = (free_port(), free_port(), free_port());
+        let config = format!(
+            "data_dir = \"{}\"\nalias = \"scale\"\n[p2p]\nlisten = [\"127.0.0.1:{p2p}\"]\n[http]\nlisten = \"127.0.0.1:{http}\"\n[admin]\nlisten = \"127.0.0.1:{admin}\"\n[policy]\ndefault = \"allow\"\nscope = \"all\"\n",
+            data.display()
+        );
+        let config_path = data.join("seedd.toml");
+        std::fs::write(&config_path, config).unwrap();
+        let log = std::fs::File::create(data.join(log_name)).unwrap();
+        let started = Instant::now();
+        let child = Command::new(bin)
+            .arg("run")
+            .arg("--config")
+            .arg(&config_path)
+            .env("RUST_LOG", "info")
+            // Latency one request at a time, not admission: no per-IP request limit.
+            .env("SEEDD_HTTP__RATE__PER_IP_REQUESTS_PER_SECOND", "0")
+            .stdin(Stdio::null())
+            .stdout(log.try_clone().unwrap())
+            .stderr(log)
+            .spawn()
+            .unwrap();
+        SeeddRun {
+            child,
+            started,
+            http,
+            admin,
+            data: data.to_owned(),
+        }
+    }
+
+    fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    fn wait_ready(&mut self, log: &dyn Fn(&str)) -> Duration {
+        let url = format!("http://127.0.0.1:{}/readyz", self.admin);
+        let mut last_log = Instant::now();
+        loop {
+            if matches!(http_get(&url, &[]), Ok((200, _))) {
+                return self.started.elapsed();
+            }
+            assert!(
+                alive(self.pid()) && self.started.elapsed() < READY_MAX,
+                "seedd did not become ready; see the log in {}",
+                self.data.display()
+            );
+            if last_log.elapsed() > Duration::from_secs(30) {
+                log(&format!("  waiting ({:?})", self.started.elapsed()));
+                last_log = Instant::now();
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    fn latency_info_refs(&self, rids: &[String], n: usize) -> (f64, f64) {
+        let mut samples = Vec::with_capacity(n);
+        let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
+        for _ in 0..n {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            let rid = &rids[(x % rids.len() as u64) as usize];
+            let url = format!(
+                "http://127.0.0.1:{}/{rid}.git/info/refs?service=git-upload-pack",
+                self.http
+            );
+            let t = Instant::now();
+            let (status, _) = http_get(&url, &[]).unwrap();
+            samples.push(t.elapsed().as_secs_f64() * 1e3);
+            assert_eq!(status, 200, "{url}");
+        }
+        percentiles(samples)
+    }
+
+    fn auth(&self) -> String {
+        let token = std::fs::read_to_string(self.data.join("admin-token")).unwrap();
+        format!("Bearer {}", token.trim())
+    }
+
+    /// Repositories in the index with the delegate's signed refs verified. (curl: at 100k
+    /// the unpaged listing is over the test client's 10 MB body limit.)
+    fn valid_repos(&self) -> usize {
+        let url = format!("http://127.0.0.1:{}/api/v1/repos", self.admin);
+        let out = Command::new("curl")
+            .args(["-sf", "--max-time", "600", "-H"])
+            .arg(format!("Authorization: {}", self.auth()))
+            .arg(&url)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{url}: {:?}", out.status);
+        let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+        v["repos"].as_array().map_or(0, |a| {
+            a.iter()
+                .filter(|r| r["namespaces"].as_array().is_some_and(|n| n.len() == 1))
+                .count()
+        })
+    }
+
+    fn latency_status(&self, n: usize) -> (f64, f64) {
+        let auth = self.auth();
+        let url = format!("http://127.0.0.1:{}/api/v1/status", self.admin);
+        let mut samples = Vec::with_capacity(n);
+        for _ in 0..n {
+            let t = Instant::now();
+            let (status, _) = http_get(&url, &[("Authorization", &auth)]).unwrap();
+            samples.push(t.elapsed().as_secs_f64() * 1e3);
+            assert_eq!(status, 200, "{url}");
+        }
+        percentiles(samples)
+    }
+
+    fn stop(mut self) {
+        let _ = Command::new("kill")
+            .args(["-TERM", &self.child.id().to_string()])
+            .status();
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while Instant::now() < deadline {
+            if let Ok(Some(_)) = self.child.try_wait() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// radicle-node on a home whose storage is the generated one.
+struct RadRun;
+
+impl RadRun {
+    /// A fresh `rad auth` home in `dir/rad-home` (node database removed), `storage` linked in.
+    fn home(dir: &Path, storage: &Path) -> Result<PathBuf, String> {
+        let home = dir.join("rad-home");
+        if !home.join("keys/radicle").exists() {
+            let _ = std::fs::remove_dir_all(&home);
+            let out = Command::new(radicle_bin("rad"))
+                .args(["auth", "--alias", "scale"])
+                .env("RAD_HOME", &home)
+                .env("RAD_PASSPHRASE", "")
+                .env("RAD_KEYGEN_SEED", "73".repeat(32))
+                .env_remove("RAD_SOCKET")
+                .output()
+                .map_err(|e| e.to_string())?;
+            if !out.status.success() {
+                return Err(format!(
+                    "rad auth: {}",
+                    String::from_utf8_lossy(&out.stderr)
+                ));
+            }
+        }
+        let link = home.join("storage");
+        if !std::fs::symlink_metadata(&link).is_ok_and(|m| m.file_type().is_symlink()) {
+            let _ = std::fs::remove_dir_all(&link);
+            std::os::unix::fs::symlink(storage, &link).map_err(|e| e.to_string())?;
+        }
+        let _ = std::fs::remove_dir_all(home.join("node"));
+        let cfg_path = home.join("config.json");
+        let mut cfg: Value = serde_json::from_slice(
+            &std::fs::read(&cfg_path).map_err(|e| format!("{}: {e}", cfg_path.display()))?,
+        )
+        .map_err(|e| e.to_string())?;
+        cfg["node"]["network"] = Value::from("test");
+        cfg["node"]["peers"] = json!({ "type": "static" });
+        cfg["node"]["connect"] = json!([]);
+        cfg["node"]["externalAddresses"] = json!([]);
+        cfg["node"]["seedingPolicy"] = json!({ "default": "allow", "scope": "all" });
+        cfg["preferredSeeds"] = json!([]);
+        std::fs::write(&cfg_path, serde_json::to_vec_pretty(&cfg).unwrap())
+            .map_err(|e| e.to_string())?;
+        Ok(home)
+    }
+
+    /// Start radicle-node on `home`: (seconds until `rad node status` answers, RSS in MiB
+    /// 5 s later), then stop it.
+    fn measure(home: &Path, log: &dyn Fn(&str)) -> Result<(f64, f64), String> {
+        let port = free_port();
+        let cfg_path = home.join("config.json");
+        let mut cfg: Value = serde_json::from_slice(&std::fs::read(&cfg_path).unwrap()).unwrap();
+        cfg["node"]["listen"] = json!([format!("127.0.0.1:{port}")]);
+        std::fs::write(&cfg_path, serde_json::to_vec_pretty(&cfg).unwrap()).unwrap();
+        let logf = std::fs::File::create(home.join("node.log")).unwrap();
+        let started = Instant::now();
+        let mut child = Command::new(radicle_bin("radicle-node"))
+            .arg("--log-level")
+            .arg("info")
+            .env("RAD_HOME", home)
+            .env("RAD_PASSPHRASE", "")
+            .env_remove("RAD_SOCKET")
+            .stdin(Stdio::null())
+            .stdout(logf.try_clone().unwrap())
+            .stderr(logf)
+            .spawn()
+            .map_err(|e| e.to_string())?;
+        let pid = child.id();
+        let result = loop {
+            let out = Command::new(radicle_bin("rad"))
+                .args(["node", "status", "--only", "nid"])
+                .env("RAD_HOME", home)
+                .env_remove("RAD_SOCKET")
+                .output();
+            if out.is_ok_and(|o| o.status.success()) {
+                break Ok(started.elapsed());
+            }
+            if !alive(pid) || started.elapsed() > READY_MAX {
+                break Err(format!(
+                    "did not answer on its control socket; see {}",
+                    home.join("node.log").display()
+                ));
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        };
+        let out = result.map(|ready| {
+            log(&format!("  control socket answers after {ready:?}"));
+            std::thread::sleep(SETTLE);
+            let rss = mib(status_kib(pid, "VmRSS"));
+            log(&format!("  RSS {rss:.0} MiB"));
+            (ready.as_secs_f64(), rss)
+        });
+        let _ = Command::new("kill")
+            .args(["-TERM", &pid.to_string()])
+            .status();
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while Instant::now() < deadline && !matches!(child.try_wait(), Ok(Some(_))) {
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        let _ = child.kill();
+        let _ = child.wait();
+        out
+    }
+}
