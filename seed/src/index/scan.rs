@@ -1,9 +1,12 @@
 //! Reconcile the index with storage: on start, on SIGHUP and on an admin rescan.
 //!
 //! A repository is re-read only when its ref listing changed (fingerprint over ref names and
-//! targets): startup reads refs, never walks objects of unchanged repositories.
+//! targets): startup reads refs, never walks objects of unchanged repositories. Repositories
+//! are read on up to one thread per core (at most [`MAX_SCAN_THREADS`]).
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Mutex;
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 use sha1::{Digest, Sha1};
@@ -42,7 +45,10 @@ pub(crate) enum Indexed {
     Unchanged,
 }
 
-/// Bring the index in line with storage.
+/// Threads reading repositories during a reconcile pass (at most the number of cores).
+const MAX_SCAN_THREADS: usize = 8;
+
+/// Bring the index in line with storage (repositories read in parallel, bounded).
 pub(crate) fn reconcile(storage: &Storage, index: &Index) -> Result<ScanReport, ScanError> {
     let started = Instant::now();
     let on_disk = storage.list()?;
@@ -52,24 +58,65 @@ pub(crate) fn reconcile(storage: &Storage, index: &Index) -> Result<ScanReport, 
     };
     tracing::info!(repos = on_disk.len(), root = %storage.root().display(), "indexing storage");
     let present: BTreeSet<RepoId> = on_disk.iter().copied().collect();
-    for (i, rid) in on_disk.iter().enumerate() {
-        match index_repo(storage, index, *rid) {
-            Ok(Indexed::Added) => report.added += 1,
-            Ok(Indexed::Updated) => report.updated += 1,
-            Ok(Indexed::Unchanged) => report.unchanged += 1,
-            Err(ScanError::Index(e)) => return Err(ScanError::Index(e)),
-            Err(e) => {
-                tracing::warn!(rid = %rid, error = %e, "repository not indexed: fix or remove it, then rescan");
-                report.failed += 1;
-                report.errors.push(format!("{rid}: {e}"));
-                // A repository we cannot read must not keep being served from a stale record.
-                index.remove_repo(rid)?;
-            }
+    // Repositories are independent: read them on a few threads (bounded by the cores), each
+    // taking the next one from a shared counter, so one slow repository does not hold the rest.
+    let workers = std::thread::available_parallelism()
+        .map_or(1, |n| n.get())
+        .clamp(1, MAX_SCAN_THREADS)
+        .min(on_disk.len().max(1));
+    let next = AtomicUsize::new(0);
+    let done = AtomicUsize::new(0);
+    let shared = Mutex::new((ScanReport::default(), None::<IndexError>));
+    std::thread::scope(|scope| {
+        for _ in 0..workers {
+            scope.spawn(|| loop {
+                let i = next.fetch_add(1, Ordering::Relaxed);
+                let Some(rid) = on_disk.get(i) else { break };
+                let outcome = index_repo(storage, index, *rid);
+                let failed = match &outcome {
+                    Err(ScanError::Storage(_)) => index.remove_repo(rid).err(),
+                    _ => None,
+                };
+                let mut guard = shared.lock().unwrap_or_else(|p| p.into_inner());
+                let (report, fatal) = &mut *guard;
+                match outcome {
+                    Ok(Indexed::Added) => report.added += 1,
+                    Ok(Indexed::Updated) => report.updated += 1,
+                    Ok(Indexed::Unchanged) => report.unchanged += 1,
+                    Err(ScanError::Index(e)) => {
+                        fatal.get_or_insert(e);
+                        // Stop every worker: the index itself failed.
+                        next.store(usize::MAX / 2, Ordering::Relaxed);
+                    }
+                    Err(e) => {
+                        tracing::warn!(rid = %rid, error = %e, "repository not indexed: fix or remove it, then rescan");
+                        report.failed += 1;
+                        report.errors.push(format!("{rid}: {e}"));
+                        // A repository we cannot read must not keep being served from a
+                        // stale record (removed above).
+                        if let Some(e) = failed {
+                            fatal.get_or_insert(e);
+                        }
+                    }
+                }
+                drop(guard);
+                let n = done.fetch_add(1, Ordering::Relaxed) + 1;
+                if n % 5000 == 0 {
+                    tracing::info!(done = n, total = on_disk.len(), "indexing storage");
+                }
+            });
         }
-        if (i + 1) % 500 == 0 {
-            tracing::info!(done = i + 1, total = on_disk.len(), "indexing storage");
-        }
+    });
+    let (counts, fatal) = shared.into_inner().unwrap_or_else(|p| p.into_inner());
+    if let Some(e) = fatal {
+        return Err(ScanError::Index(e));
     }
+    report.added = counts.added;
+    report.updated = counts.updated;
+    report.unchanged = counts.unchanged;
+    report.failed = counts.failed;
+    report.errors = counts.errors;
+    report.errors.sort();
     for record in index.repos()? {
         if !present.contains(&record.rid) {
             index.remove_repo(&record.rid)?;
@@ -191,4 +238,40 @@ fn fingerprint(refs: &BTreeMap<String, RefTarget>) -> String {
         h.update([b'\n']);
     }
     hex::encode(h.finalize())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Repositories that cannot be read are counted, reported in a stable order and their
+    /// stale records removed, whichever thread read them; directories that are not
+    /// repositories are skipped.
+    #[test]
+    fn a_parallel_pass_reports_every_unreadable_repository_and_drops_its_record() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().join("storage");
+        std::fs::create_dir_all(&root).unwrap();
+        let storage = Storage::open(&root).unwrap();
+        let index = Index::open(&dir.path().join("index")).unwrap();
+        let rids: Vec<RepoId> = (1..=40u8)
+            .map(|n| RepoId::from_oid_bytes([n; 20]))
+            .collect();
+        for rid in &rids {
+            // Looks like a repository (a HEAD file) but is none.
+            let path = storage.path_of(rid);
+            std::fs::create_dir_all(&path).unwrap();
+            std::fs::write(path.join("HEAD"), "not a ref\n").unwrap();
+        }
+        std::fs::create_dir_all(root.join("not-a-rid")).unwrap();
+        let report = reconcile(&storage, &index).unwrap();
+        assert_eq!(report.scanned, 40);
+        assert_eq!(report.failed, 40, "{report:?}");
+        assert_eq!(report.added + report.updated + report.unchanged, 0);
+        assert_eq!(report.errors.len(), 40);
+        let mut sorted = report.errors.clone();
+        sorted.sort();
+        assert_eq!(report.errors, sorted);
+        assert!(index.repos().unwrap().is_empty());
+    }
 }
