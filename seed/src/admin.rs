@@ -141,13 +141,8 @@ async fn readyz(State(state): State<Arc<AdminState>>) -> Response {
 }
 
 async fn status(State(state): State<Arc<AdminState>>) -> Response {
-    let index = state.index.clone();
-    let repos = match tokio::task::spawn_blocking(move || index.repos()).await {
-        Ok(Ok(r)) => r,
-        Ok(Err(e)) => return internal(e),
-        Err(e) => return internal(e),
-    };
-    let public = repos.iter().filter(|r| r.is_public()).count();
+    // O(1): the index keeps its counts with its records.
+    let counts = state.index.repo_counts();
     Json(api::Status {
         nid: state.nid.to_string(),
         did: state.nid.to_did(),
@@ -156,9 +151,9 @@ async fn status(State(state): State<Arc<AdminState>>) -> Response {
         uptime_seconds: state.started.elapsed().as_secs(),
         ready: state.ready.load(Ordering::Acquire),
         repos: api::RepoCounts {
-            total: repos.len(),
-            public,
-            private: repos.len() - public,
+            total: counts.total,
+            public: counts.public,
+            private: counts.total.saturating_sub(counts.public),
         },
         http: api::HttpStatus {
             listen: state.http_listen.clone(),

@@ -31,8 +31,9 @@ pub(crate) mod policy;
 pub(crate) mod scan;
 pub(crate) mod tenants;
 
+use std::collections::HashMap;
 use std::path::Path;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use rocksdb::{ColumnFamilyDescriptor, Options, WriteBatch, WriteOptions, DB};
 use serde::{Deserialize, Serialize};
@@ -191,6 +192,40 @@ impl Batch<'_> {
 #[derive(Clone)]
 pub struct Index {
     db: Arc<DB>,
+    /// Every indexed repository and whether it is public, kept with the records (read once at
+    /// open, then updated by each write under this lock), so counts are O(1).
+    census: Arc<Mutex<Census>>,
+}
+
+/// Indexed repositories and their visibility, with the public ones counted.
+#[derive(Default)]
+struct Census {
+    repos: HashMap<RepoId, bool>,
+    public: usize,
+}
+
+impl Census {
+    fn insert(&mut self, rid: RepoId, public: bool) {
+        if self.repos.insert(rid, public) == Some(true) {
+            self.public -= 1;
+        }
+        if public {
+            self.public += 1;
+        }
+    }
+
+    fn remove(&mut self, rid: &RepoId) {
+        if self.repos.remove(rid) == Some(true) {
+            self.public -= 1;
+        }
+    }
+}
+
+/// Repository counts of the index ([`Index::repo_counts`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct RepoCounts {
+    pub total: usize,
+    pub public: usize,
 }
 
 impl Index {
@@ -222,8 +257,16 @@ impl Index {
             path: path.to_owned(),
             source,
         })?;
-        let index = Self { db: Arc::new(db) };
+        let mut index = Self {
+            db: Arc::new(db),
+            census: Arc::default(),
+        };
         index.check_schema()?;
+        let mut census = Census::default();
+        for r in index.repos()? {
+            census.insert(r.rid, r.is_public());
+        }
+        index.census = Arc::new(Mutex::new(census));
         Ok(index)
     }
 
@@ -307,10 +350,20 @@ impl Index {
     }
 
     pub fn repo_count(&self) -> Result<usize, IndexError> {
-        Ok(self
-            .db
-            .iterator_cf(self.cf(CF_REPOS)?, rocksdb::IteratorMode::Start)
-            .count())
+        Ok(self.repo_counts().total)
+    }
+
+    /// How many repositories are indexed, and how many of them are public: O(1).
+    pub fn repo_counts(&self) -> RepoCounts {
+        let census = self.census();
+        RepoCounts {
+            total: census.repos.len(),
+            public: census.public,
+        }
+    }
+
+    fn census(&self) -> std::sync::MutexGuard<'_, Census> {
+        self.census.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     /// The stored ref snapshot of a repository.
@@ -377,14 +430,20 @@ impl Index {
             })?;
             batch.put(CF_SIGREFS, key, value)?;
         }
-        self.commit(batch)
+        let mut census = self.census();
+        self.commit(batch)?;
+        census.insert(rid, record.is_public());
+        Ok(())
     }
 
     /// Forget a repository (it left storage).
     pub fn remove_repo(&self, rid: &RepoId) -> Result<(), IndexError> {
         let mut batch = self.batch();
         Self::delete_repo_into(&mut batch, rid)?;
-        self.commit(batch)
+        let mut census = self.census();
+        self.commit(batch)?;
+        census.remove(rid);
+        Ok(())
     }
 
     fn delete_repo_into(batch: &mut Batch<'_>, rid: &RepoId) -> Result<(), IndexError> {
@@ -480,6 +539,43 @@ mod tests {
         assert!(index.repo(&a).unwrap().is_none());
         assert!(index.refs(&a).unwrap().is_empty());
         assert_eq!(index.repo_count().unwrap(), 1);
+    }
+
+    /// Counts follow every write (a repository turning private, one leaving) and are read
+    /// back from the records when the index is opened again.
+    #[test]
+    fn repo_counts_follow_writes_and_survive_reopen() {
+        let dir = tempfile::tempdir().unwrap();
+        let rids: Vec<RepoId> = (1..=5u8).map(|n| RepoId::from_oid_bytes([n; 20])).collect();
+        {
+            let index = Index::open(dir.path()).unwrap();
+            for rid in &rids {
+                index.put_repo(&record(*rid), &[], &[]).unwrap();
+            }
+            let mut private = record(rids[0]);
+            private.visibility = Visibility::Private { allow: vec![] };
+            index.put_repo(&private, &[], &[]).unwrap();
+            index.put_repo(&private, &[], &[]).unwrap();
+            index.remove_repo(&rids[1]).unwrap();
+            index.remove_repo(&rids[1]).unwrap();
+            let counts = index.repo_counts();
+            assert_eq!(
+                counts,
+                RepoCounts {
+                    total: 4,
+                    public: 3
+                }
+            );
+            assert_eq!(index.repos().unwrap().len(), counts.total);
+        }
+        let index = Index::open(dir.path()).unwrap();
+        assert_eq!(
+            index.repo_counts(),
+            RepoCounts {
+                total: 4,
+                public: 3
+            }
+        );
     }
 
     #[test]

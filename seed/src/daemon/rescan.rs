@@ -70,19 +70,17 @@ impl Rescanner {
         metrics
             .scan_duration
             .observe(started.elapsed().as_secs_f64());
-        if let Ok(repos) = self.index.repos() {
-            let public = repos.iter().filter(|r| r.is_public()).count();
-            let public = i64::try_from(public).unwrap_or(i64::MAX);
-            let total = i64::try_from(repos.len()).unwrap_or(i64::MAX);
-            metrics
-                .repos_indexed
-                .with_label_values(&["public"])
-                .set(public);
-            metrics
-                .repos_indexed
-                .with_label_values(&["private"])
-                .set(total - public);
-        }
+        let counts = self.index.repo_counts();
+        let public = i64::try_from(counts.public).unwrap_or(i64::MAX);
+        let total = i64::try_from(counts.total).unwrap_or(i64::MAX);
+        metrics
+            .repos_indexed
+            .with_label_values(&["public"])
+            .set(public);
+        metrics
+            .repos_indexed
+            .with_label_values(&["private"])
+            .set(total - public);
         Ok(report)
     }
 
