@@ -256,6 +256,24 @@ impl Repo for GitRepo<'_> {
     }
 }
 
+/// What a COB type's authorisation rules say about an action (issues, patches).
+pub(crate) enum Authorization {
+    Allow,
+    Deny,
+    /// The target was redacted: the action is skipped.
+    Unknown,
+}
+
+impl From<bool> for Authorization {
+    fn from(allowed: bool) -> Self {
+        if allowed {
+            Authorization::Allow
+        } else {
+            Authorization::Deny
+        }
+    }
+}
+
 #[cfg(test)]
 #[allow(clippy::unwrap_used, clippy::expect_used)]
 mod tests;

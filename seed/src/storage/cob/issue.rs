@@ -6,6 +6,7 @@ use std::collections::BTreeSet;
 
 use serde::Deserialize;
 
+use super::evaluate::Authorization;
 use super::evaluate::{Cob, Op, OpError, Repo};
 use super::thread::{Comment, Did, Embed, Id, Reaction, Thread};
 use crate::crypto::NodeId;
@@ -76,24 +77,6 @@ pub(crate) struct Issue {
     pub(crate) state: State,
     pub(crate) labels: BTreeSet<String>,
     pub(crate) thread: Thread,
-}
-
-/// What the authorisation rules say about an action.
-enum Authorization {
-    Allow,
-    Deny,
-    /// The target was redacted: the action is skipped.
-    Unknown,
-}
-
-impl From<bool> for Authorization {
-    fn from(allowed: bool) -> Self {
-        if allowed {
-            Authorization::Allow
-        } else {
-            Authorization::Deny
-        }
-    }
 }
 
 impl Issue {

@@ -8,6 +8,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use serde::Deserialize;
 
+use super::evaluate::Authorization;
 use super::evaluate::{Cob, Op, OpError, Repo};
 use super::thread::{CodeLocation, Did, Edit, Embed, Id, Reaction, Thread};
 use crate::crypto::NodeId;
@@ -233,22 +234,6 @@ pub(crate) struct Patch {
     pub(crate) timeline: Vec<gix::ObjectId>,
     /// Review id → (revision, reviewer); `None` once redacted.
     pub(crate) reviews: BTreeMap<gix::ObjectId, Option<(gix::ObjectId, NodeId)>>,
-}
-
-enum Authorization {
-    Allow,
-    Deny,
-    Unknown,
-}
-
-impl From<bool> for Authorization {
-    fn from(allowed: bool) -> Self {
-        if allowed {
-            Authorization::Allow
-        } else {
-            Authorization::Deny
-        }
-    }
 }
 
 impl Patch {
