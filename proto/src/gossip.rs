@@ -51,7 +51,7 @@ pub struct Service {
     inventory_announcement: Announcement,
     /// Repositories we hold and who may see them. Refs announcements about a repository not
     /// in it are neither relayed nor answered (we cannot know whether it is private).
-    visibility: Arc<VisibilityMap>,
+    visibility: Visibilities,
     /// Inventory announcements waiting for the relay timer.
     relay_queue: Vec<(Announcement, HashSet<SessionId>)>,
     last_relay: u64,
@@ -96,7 +96,7 @@ impl Service {
             nodes,
             last_own,
             inventory: Vec::new(),
-            visibility: Arc::default(),
+            visibility: Visibilities::default(),
             relay_queue: Vec::new(),
             last_relay: now,
             last_prune: now,
@@ -256,7 +256,25 @@ impl Service {
     /// Subscribe answers, our own), those about a repository not in the map to nobody, and a
     /// private one leaves our inventory if it was in it.
     pub fn set_visibility(&mut self, visibility: Arc<VisibilityMap>, now: u64) {
-        self.visibility = visibility;
+        let before = std::mem::take(&mut self.visibility);
+        self.visibility = Visibilities {
+            base: visibility,
+            overlay: HashMap::new(),
+        };
+        // Our refs announcements of repositories whose audience grew reach the newly admitted
+        // subscribers now (they were skipped when we announced). Rare: start and rescans.
+        let own: Vec<RepoId> = self
+            .store
+            .iter()
+            .filter(|s| s.announcement.node == self.nid)
+            .filter_map(|s| match &s.announcement.message {
+                AnnouncementMessage::Refs(r) => Some(r.rid),
+                _ => None,
+            })
+            .collect();
+        for rid in own {
+            self.resend_own_refs(rid, before.get(&rid).cloned(), now);
+        }
         if self
             .inventory
             .iter()
@@ -265,6 +283,50 @@ impl Service {
             let inventory = self.inventory.clone();
             self.set_inventory(inventory, now);
         }
+    }
+
+    /// Replaces the visibility of one repository (`None`: we no longer hold it): what a fetch
+    /// or a purge changed, at the cost of that repository only. Subscribers it newly admits get
+    /// our stored refs announcement of it; a repository that turned private leaves the inventory.
+    pub fn set_repo_visibility(&mut self, rid: RepoId, visibility: Option<Visibility>, now: u64) {
+        let before = self.visibility.get(&rid).cloned();
+        if before == visibility {
+            return;
+        }
+        let private = matches!(visibility, Some(Visibility::Private { .. }));
+        self.visibility.overlay.insert(rid, visibility);
+        self.resend_own_refs(rid, before, now);
+        if private && self.inventory.contains(&rid) {
+            let inventory = self.inventory.clone();
+            self.set_inventory(inventory, now);
+        }
+    }
+
+    /// Sends our stored refs announcement of `rid` to the subscribed sessions that may receive
+    /// it now but could not under `before`.
+    fn resend_own_refs(&mut self, rid: RepoId, before: Option<Visibility>, now: u64) {
+        let key = AnnouncementKey {
+            node: self.nid,
+            rid: Some(rid),
+            kind: MessageType::RefsAnnouncement as u16,
+        };
+        let Some(stored) = self.store.get(&key) else {
+            return;
+        };
+        let ann = stored.announcement.clone();
+        let to: Vec<SessionId> = self
+            .sessions
+            .values()
+            .filter(|s| {
+                s.subscription
+                    .as_ref()
+                    .is_some_and(|sub| sub.filter.contains(&rid))
+            })
+            .filter(|s| !before.as_ref().is_some_and(|v| v.is_visible_to(&s.nid)))
+            .filter(|s| may_receive(&self.visibility, &ann, &s.nid))
+            .map(|s| s.id)
+            .collect();
+        self.send(to, Message::Announcement(ann), now);
     }
 
     /// Whether `nid` may hear about `rid` from us: we hold it and it is public, or `nid` is
@@ -747,7 +809,7 @@ impl Service {
 /// because we are on its allow list, before we fetched it — so its refs are not passed on
 /// (radicle-node does the same). Other announcements name no private repository (our
 /// inventory leaves them out; other nodes' are theirs to sign).
-fn may_receive(visibility: &VisibilityMap, ann: &Announcement, to: &NodeId) -> bool {
+fn may_receive(visibility: &Visibilities, ann: &Announcement, to: &NodeId) -> bool {
     let AnnouncementMessage::Refs(refs) = &ann.message else {
         return true;
     };
@@ -756,8 +818,26 @@ fn may_receive(visibility: &VisibilityMap, ann: &Announcement, to: &NodeId) -> b
         .is_some_and(|v| v.is_visible_to(to))
 }
 
-fn is_private(visibility: &VisibilityMap, rid: &RepoId) -> bool {
+fn is_private(visibility: &Visibilities, rid: &RepoId) -> bool {
     matches!(visibility.get(rid), Some(Visibility::Private { .. }))
+}
+
+/// What the shell last told us of the visibility of the repositories we hold: the whole map
+/// (shared between identities, replaced on rescans) and the repositories changed one by one since.
+#[derive(Debug, Default)]
+struct Visibilities {
+    base: Arc<VisibilityMap>,
+    /// `None`: no longer held.
+    overlay: HashMap<RepoId, Option<Visibility>>,
+}
+
+impl Visibilities {
+    fn get(&self, rid: &RepoId) -> Option<&Visibility> {
+        match self.overlay.get(rid) {
+            Some(v) => v.as_ref(),
+            None => self.base.get(rid),
+        }
+    }
 }
 
 enum Relay {

@@ -755,6 +755,64 @@ fn subscribe_answers_leave_out_private_refs_for_others() {
     assert_eq!(got, vec![rid(7), rid(7), rid(8)]);
 }
 
+/// We announced refs of a repository before its visibility was known (the after-fetch
+/// re-index was slower than the announcement): each peer a later visibility change admits gets
+/// our stored announcement once, whether the change comes for one repository or as a whole map.
+#[test]
+fn own_refs_reach_peers_once_a_visibility_change_admits_them() {
+    let (mut s, a, b, _c) = private_setup();
+    let at = vec![RefsAt {
+        remote: a.nid(),
+        at: crate::wire::Oid([9; 20]),
+    }];
+    s.announce_refs(rid(9), at, T0 + 1);
+    assert!(sends(&s.take_outputs()).is_empty());
+    let only = |nids: &[&Keypair]| Visibility::Private {
+        allowed: nids.iter().map(|k| k.nid()).collect(),
+    };
+    s.set_repo_visibility(rid(9), Some(only(&[&a])), T0 + 2);
+    let out = s.take_outputs();
+    assert_eq!(refs_sent_to(&out, 1), vec![rid(9)]);
+    assert!(refs_sent_to(&out, 2).is_empty() && refs_sent_to(&out, 3).is_empty());
+    // The same visibility again: nothing.
+    s.set_repo_visibility(rid(9), Some(only(&[&a])), T0 + 3);
+    assert!(sends(&s.take_outputs()).is_empty());
+    // B joins the allow list: B only (A has it).
+    s.set_repo_visibility(rid(9), Some(only(&[&a, &b])), T0 + 4);
+    let out = s.take_outputs();
+    assert_eq!(refs_sent_to(&out, 2), vec![rid(9)]);
+    assert!(refs_sent_to(&out, 1).is_empty() && refs_sent_to(&out, 3).is_empty());
+    // A rescan makes it public: C only.
+    s.set_visibility(
+        Arc::new(VisibilityMap::from([(rid(9), Visibility::Public)])),
+        T0 + 5,
+    );
+    let out = s.take_outputs();
+    assert_eq!(refs_sent_to(&out, 3), vec![rid(9)]);
+    assert!(refs_sent_to(&out, 1).is_empty() && refs_sent_to(&out, 2).is_empty());
+    assert!(s.is_visible_to(&rid(9), &b.nid()));
+    // Dropped (purged): nobody may hear of it any more.
+    s.set_repo_visibility(rid(9), None, T0 + 6);
+    assert!(!s.is_visible_to(&rid(9), &a.nid()));
+}
+
+/// A repository that turns private leaves the inventory at once.
+#[test]
+fn a_repository_turning_private_leaves_the_inventory() {
+    let (mut s, a, _b, _c) = private_setup();
+    s.set_inventory(vec![rid(8)], T0 + 1);
+    s.take_outputs();
+    assert_eq!(s.inventory(), &[rid(8)]);
+    s.set_repo_visibility(
+        rid(8),
+        Some(Visibility::Private {
+            allowed: HashSet::from([a.nid()]),
+        }),
+        T0 + 2,
+    );
+    assert!(s.inventory().is_empty());
+}
+
 #[test]
 fn own_refs_of_a_private_repo_go_only_to_allowed_peers() {
     let (mut s, a, _b, _c) = private_setup();
