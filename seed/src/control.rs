@@ -93,9 +93,10 @@ enum Action {
 }
 
 impl Control {
-    /// Inventories and subscriptions changed: every identity announces them again.
+    /// Inventories and subscriptions changed: every identity announces them again, once per
+    /// burst of changes (debounced).
     pub(crate) fn changed(&self) {
-        self.identities.refresh();
+        self.identities.refresh_soon();
     }
 
     /// Start fetching a repository: from `from` once it is connected (up to 10 s), else from a

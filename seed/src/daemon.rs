@@ -379,6 +379,7 @@ fn start_replication(
         tenants.clone(),
         identities.clone(),
         core.refs.clone(),
+        core.metrics.clone(),
         maintainer,
     );
     let fetcher = Fetcher::new(
@@ -451,10 +452,11 @@ fn start_control(
     control
 }
 
-/// Index what is in storage; probes report ready afterwards.
+/// Index what is new in storage or was left dirty by a crash (unchanged repositories are not
+/// read); probes report ready afterwards.
 fn start_initial_index(rescanner: Rescanner, ready: Arc<AtomicBool>) {
     tokio::task::spawn_blocking(move || {
-        if let Err(e) = rescanner.rescan() {
+        if let Err(e) = rescanner.startup() {
             tracing::error!(error = %e, "initial index failed; fix the cause and send SIGHUP");
         }
         ready.store(true, Ordering::Release);

@@ -94,6 +94,9 @@ pub(crate) enum FetchError {
     Purged,
     #[error("{0}")]
     Io(#[from] std::io::Error),
+    /// The refs change could not be journaled in the index before it was made.
+    #[error("journaling the refs change in the index: {0}")]
+    Journal(crate::index::IndexError),
     /// A blocking step of the fetch panicked or was cancelled.
     #[error("a fetch step did not finish: {0}")]
     Task(#[from] tokio::task::JoinError),
@@ -117,7 +120,7 @@ impl FetchError {
             FetchError::Timeout(_) => "timeout",
             FetchError::Deadline(_) => "deadline",
             FetchError::Invalid(_) => "invalid",
-            FetchError::Io(_) => "io",
+            FetchError::Io(_) | FetchError::Journal(_) => "io",
             FetchError::Purged => "purged",
             FetchError::Task(_) | FetchError::NoResult => "internal",
         }
@@ -563,6 +566,11 @@ impl Fetcher {
         let received = self.special_refs(&attempt, scope).await?;
         let received = received + self.data_refs(&attempt, received).await?;
         inner.metrics.p2p.fetch_received_bytes.inc_by(received);
+        // Journal the refs change before it happens: a crash before the re-index below makes
+        // the next start re-read this repository (`index::scan::reconcile_changed`).
+        if !clone {
+            inner.after.mark_dirty(rid).await?;
+        }
         let outcome = self.validate_and_apply(&attempt, local).await?;
         let Attempt { repo, .. } = attempt;
 

@@ -8,7 +8,9 @@
 //! it reads [`Identities::nets`] and learns of identities started later from
 //! [`Identities::started`], so identities know nothing of replication.
 
+use std::collections::{BTreeSet, HashMap};
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -18,6 +20,7 @@ use tokio_util::sync::CancellationToken;
 
 pub(crate) use crate::config::IdentitySpec;
 use crate::config::{valid_name, DEFAULT_IDENTITY, INVENTORY_LIMIT};
+use crate::crypto::RepoId;
 use crate::index::tenants::Kind;
 use crate::index::Index;
 use crate::net::{Net, NetConfig, NetDeps};
@@ -62,7 +65,16 @@ pub(crate) struct Identities {
     metrics: Arc<crate::metrics::Metrics>,
     /// Bumped whenever an identity starts (replication follows the new identity's hints).
     started: Arc<watch::Sender<()>>,
+    /// What each identity announces (before its cap), by name: what [`Identities::refresh`]
+    /// computed, kept current repository by repository by [`Identities::repo_changed`]. The lock
+    /// also orders the two, so an older full refresh never overwrites a newer change.
+    inventories: Arc<Mutex<HashMap<String, BTreeSet<RepoId>>>>,
+    /// A debounced [`Identities::refresh_soon`] is waiting.
+    refresh_pending: Arc<AtomicBool>,
 }
+
+/// How long [`Identities::refresh_soon`] gathers changes before one full refresh.
+const REFRESH_DEBOUNCE: Duration = Duration::from_millis(250);
 
 /// `seedctl identity ls` row.
 #[derive(Debug, Clone, Serialize)]
@@ -97,6 +109,8 @@ impl Identities {
             index,
             metrics,
             started: Arc::new(watch::channel(()).0),
+            inventories: Arc::default(),
+            refresh_pending: Arc::default(),
         }
     }
 
@@ -208,7 +222,9 @@ impl Identities {
             .ok_or_else(|| fail("vanished".into()))
     }
 
-    /// Announce each identity's inventory and subscription filter.
+    /// Announce each identity's inventory and subscription filter, from every index record:
+    /// at start, after rescans and when policies or tenants change. A fetch changes one
+    /// repository and goes through [`Identities::repo_changed`] instead.
     pub(crate) fn refresh(&self) {
         let repos = match self.index.repos() {
             Ok(r) => r,
@@ -217,11 +233,12 @@ impl Identities {
                 return;
             }
         };
-        let public: std::collections::BTreeSet<_> = repos
+        let public: BTreeSet<_> = repos
             .iter()
             .filter(|r| r.is_public())
             .map(|r| r.rid)
             .collect();
+        let mut inventories = self.inventories();
         // Every identity first learns who may see which repository (private ones: delegates
         // and allow list only), then its inventory.
         let visibility = Arc::new(crate::net::visibility_map(&repos));
@@ -233,7 +250,7 @@ impl Identities {
         let seeded: Vec<_> = p.explicitly_seeded().into_iter().map(|(r, _)| r).collect();
         let dedicated = self.tenants.dedicated_only();
         // Default: public, seeded, not held only by tenants on dedicated identities.
-        let default_inv: Vec<_> = public
+        let default_inv: BTreeSet<_> = public
             .iter()
             .filter(|rid| p.seeding(rid).is_some() && !dedicated.contains(rid))
             .copied()
@@ -241,21 +258,98 @@ impl Identities {
         self.publish(
             DEFAULT_IDENTITY,
             &self.default,
-            default_inv,
+            default_inv.iter().copied().collect(),
             self.default_cap,
         );
+        inventories.clear();
+        inventories.insert(DEFAULT_IDENTITY.to_owned(), default_inv);
         self.default.set_seeding(p.seeds_by_default(), seeded);
         for r in self.lock().iter() {
             let mine = self.tenants.identity_repos(&r.spec.name);
-            let inv: Vec<_> = mine
+            let inv: BTreeSet<_> = mine
                 .iter()
                 .filter(|rid| public.contains(rid) && p.seeding(rid).is_some())
                 .copied()
                 .collect();
             let cap = r.spec.inventory_cap.unwrap_or(INVENTORY_LIMIT);
-            self.publish(&r.spec.name, &r.net, inv, cap);
+            self.publish(&r.spec.name, &r.net, inv.iter().copied().collect(), cap);
+            inventories.insert(r.spec.name.clone(), inv);
             r.net.set_seeding(false, mine.into_iter().collect());
         }
+    }
+
+    /// [`Identities::refresh`] within [`REFRESH_DEBOUNCE`], once for all the calls made
+    /// meanwhile, on the blocking pool (tenant and policy changes come in bursts: `apply`).
+    /// Without a runtime (tests, shutdown) it refreshes at once.
+    pub(crate) fn refresh_soon(&self) {
+        let Ok(rt) = tokio::runtime::Handle::try_current() else {
+            self.refresh();
+            return;
+        };
+        if self.refresh_pending.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        let this = self.clone();
+        rt.spawn(async move {
+            tokio::time::sleep(REFRESH_DEBOUNCE).await;
+            this.refresh_pending.store(false, Ordering::Release);
+            let run = this.clone();
+            if let Err(e) =
+                crate::blocking::run(Duration::from_secs(120), move || run.refresh()).await
+            {
+                tracing::warn!(error = %e, "announcing the inventories after a change");
+            }
+        });
+    }
+
+    /// One repository changed (fetched, re-indexed): its visibility goes to every identity and
+    /// it joins or leaves their inventories, at the cost of this repository only (an inventory
+    /// is announced again only when its membership changed). Blocking (one index read).
+    pub(crate) fn repo_changed(&self, rid: RepoId) {
+        let record = match self.index.repo(&rid) {
+            Ok(r) => r,
+            Err(e) => {
+                tracing::warn!(%rid, error = %e, "reading the index after a change; refreshing every inventory");
+                self.refresh_soon();
+                return;
+            }
+        };
+        let visibility = record.as_ref().map(crate::net::visibility_of);
+        let mut inventories = self.inventories();
+        self.default.set_repo_visibility(rid, visibility.clone());
+        for r in self.lock().iter() {
+            r.net.set_repo_visibility(rid, visibility.clone());
+        }
+        let wanted =
+            record.as_ref().is_some_and(|r| r.is_public()) && self.policies.seeding(&rid).is_some();
+        let holders = self.tenants.identities_of(&rid);
+        let dedicated_only = !holders.is_empty() && !holders.contains(DEFAULT_IDENTITY);
+        let mut update = |name: &str, member: bool, net: &Net, cap: usize| {
+            let inv = inventories.entry(name.to_owned()).or_default();
+            let changed = if member {
+                inv.insert(rid)
+            } else {
+                inv.remove(&rid)
+            };
+            if changed {
+                self.publish(name, net, inv.iter().copied().collect(), cap);
+            }
+        };
+        update(
+            DEFAULT_IDENTITY,
+            wanted && !dedicated_only,
+            &self.default,
+            self.default_cap,
+        );
+        for r in self.lock().iter() {
+            let member = wanted && holders.contains(&r.spec.name);
+            let cap = r.spec.inventory_cap.unwrap_or(INVENTORY_LIMIT);
+            update(&r.spec.name, member, &r.net, cap);
+        }
+    }
+
+    fn inventories(&self) -> std::sync::MutexGuard<'_, HashMap<String, BTreeSet<RepoId>>> {
+        self.inventories.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     fn publish(&self, name: &str, net: &Net, inv: Vec<crate::crypto::RepoId>, cap: usize) {

@@ -122,6 +122,16 @@ pub struct SigrefsRecord {
     pub error: Option<String>,
 }
 
+/// What changed in an indexed repository ([`Index::update_repo`]).
+#[derive(Debug)]
+pub struct RepoDelta<'a> {
+    pub record: &'a RepoRecord,
+    pub refs: &'a [(String, RefTarget)],
+    pub gone: &'a [String],
+    pub sigrefs: &'a [SigrefsRecord],
+    pub gone_namespaces: &'a [NodeId],
+}
+
 /// Whether writes to `cf` must reach the disk (WAL fsync) before they are acknowledged: state
 /// that exists nowhere else — the operator's policies, tenants and identities, our own
 /// announcement timestamps (peers drop announcements that are not strictly newer), bans.
@@ -436,6 +446,83 @@ impl Index {
         Ok(())
     }
 
+    /// Apply what changed in a repository already indexed, in one atomic batch: its record,
+    /// the refs that moved or appeared (`refs`), the refs that went (`gone`), the signed refs
+    /// outcomes of the namespaces re-verified (`sigrefs`) and of those that went
+    /// (`gone_namespaces`). Nothing else of the repository is rewritten.
+    pub fn update_repo(&self, delta: &RepoDelta<'_>) -> Result<(), IndexError> {
+        let rid = delta.record.rid;
+        let mut batch = self.batch();
+        let value = serde_json::to_vec(delta.record).map_err(|e| IndexError::Corrupt {
+            cf: CF_REPOS,
+            reason: e.to_string(),
+        })?;
+        batch.put(CF_REPOS, rid.as_bytes(), value)?;
+        let key = |suffix: &[u8]| {
+            let mut key = rid.as_bytes().to_vec();
+            key.extend_from_slice(suffix);
+            key
+        };
+        for name in delta.gone {
+            batch.delete(CF_REFS, key(name.as_bytes()))?;
+        }
+        for (name, target) in delta.refs {
+            batch.put(CF_REFS, key(name.as_bytes()), encode_target(target))?;
+        }
+        for nid in delta.gone_namespaces {
+            batch.delete(CF_SIGREFS, key(nid.as_bytes()))?;
+        }
+        for s in delta.sigrefs {
+            let value = serde_json::to_vec(s).map_err(|e| IndexError::Corrupt {
+                cf: CF_SIGREFS,
+                reason: e.to_string(),
+            })?;
+            batch.put(CF_SIGREFS, key(s.nid.as_bytes()), value)?;
+        }
+        let mut census = self.census();
+        self.commit(batch)?;
+        census.insert(rid, delta.record.is_public());
+        Ok(())
+    }
+
+    /// Journal a repository whose refs are about to change (a fetch applies refs, then
+    /// re-indexes it and clears the mark): a crash in between leaves the mark, and the next
+    /// start re-reads that repository. Synced (CF `meta`), so it is on disk before the refs move.
+    pub fn mark_dirty(&self, rid: &RepoId) -> Result<(), IndexError> {
+        self.put(CF_META, dirty_key(rid), [])
+    }
+
+    /// The repository is indexed as it is on disk ([`Index::mark_dirty`]).
+    pub fn clear_dirty(&self, rid: &RepoId) -> Result<(), IndexError> {
+        self.delete(CF_META, dirty_key(rid))
+    }
+
+    /// Repositories marked by [`Index::mark_dirty`] and not cleared since.
+    pub fn dirty(&self) -> Result<Vec<RepoId>, IndexError> {
+        let mut out = Vec::new();
+        let iter = self.db.iterator_cf(
+            self.cf(CF_META)?,
+            rocksdb::IteratorMode::From(DIRTY_PREFIX, rocksdb::Direction::Forward),
+        );
+        for item in iter {
+            let (k, _) = item?;
+            let Some(rid) = k.strip_prefix(DIRTY_PREFIX) else {
+                break;
+            };
+            let bytes: [u8; 20] = rid.try_into().map_err(|_| IndexError::Corrupt {
+                cf: CF_META,
+                reason: format!("dirty mark of {} bytes", rid.len()),
+            })?;
+            out.push(RepoId::from_oid_bytes(bytes));
+        }
+        Ok(out)
+    }
+
+    /// Every repository the index holds (from memory).
+    pub fn indexed(&self) -> Vec<RepoId> {
+        self.census().repos.keys().copied().collect()
+    }
+
     /// Forget a repository (it left storage).
     pub fn remove_repo(&self, rid: &RepoId) -> Result<(), IndexError> {
         let mut batch = self.batch();
@@ -454,6 +541,15 @@ impl Index {
         batch.delete_range(CF_SIGREFS, &start, &end)?;
         Ok(())
     }
+}
+
+/// Key prefix of [`Index::mark_dirty`] marks in CF `meta` (followed by the 20-byte RID).
+const DIRTY_PREFIX: &[u8] = b"dirty/";
+
+fn dirty_key(rid: &RepoId) -> Vec<u8> {
+    let mut key = DIRTY_PREFIX.to_vec();
+    key.extend_from_slice(rid.as_bytes());
+    key
 }
 
 /// Smallest key greater than every key with this prefix (the prefix is never all 0xff for a

@@ -171,6 +171,10 @@ pub struct Metrics {
     pub ref_snapshots: IntCounterVec,
     pub repos_indexed: IntGaugeVec,
     pub scan_duration: Histogram,
+    /// After-fetch re-indexing: repositories, namespaces (verified or reused), refs written.
+    pub reindex_repos: IntCounter,
+    pub reindex_namespaces: IntCounterVec,
+    pub reindex_refs_written: IntCounter,
     pub tls_reloads: IntCounterVec,
     pub p2p: P2pMetrics,
     pub tls_cert_expiry: IntGauge,
@@ -458,6 +462,13 @@ impl Metrics {
             doc("seedd_index_scan_duration_seconds").help,
         ))?;
         let tls_reloads = IntCounterVec::new(opts("seedd_tls_reloads_total"), &["result"])?;
+        let reindex_repos = IntCounter::with_opts(opts("seedd_reindex_repos_total"))?;
+        let reindex_namespaces =
+            IntCounterVec::new(opts("seedd_reindex_namespaces_total"), &["outcome"])?;
+        let reindex_refs_written = IntCounter::with_opts(opts("seedd_reindex_refs_written_total"))?;
+        registry.register(Box::new(reindex_repos.clone()))?;
+        registry.register(Box::new(reindex_namespaces.clone()))?;
+        registry.register(Box::new(reindex_refs_written.clone()))?;
 
         registry.register(Box::new(build_info.clone()))?;
         registry.register(Box::new(http_requests.clone()))?;
@@ -525,6 +536,9 @@ impl Metrics {
             ref_snapshots,
             repos_indexed,
             scan_duration,
+            reindex_repos,
+            reindex_namespaces,
+            reindex_refs_written,
             tls_reloads,
             p2p,
             tls_cert_expiry,
@@ -559,6 +573,7 @@ impl Metrics {
         zero(&self.git_aborted, &[GIT_ABORTED])?;
         zero(&self.ref_snapshots, &[&["hit", "miss"]])?;
         zero(&self.repos_indexed, &[VISIBILITIES])?;
+        zero(&self.reindex_namespaces, &[&["verified", "reused"]])?;
         zero(&self.tls_reloads, &[RELOAD_RESULTS])?;
         zero(&self.config_reloads, &[RELOAD_RESULTS])?;
         zero(&self.http_rate_limited, &[HTTP_RATE_SCOPES])?;

@@ -142,18 +142,17 @@ impl NetConfig {
 /// The gossip visibility of every indexed repository: public, or private to its delegates
 /// and allow list (what `net::stream` checks before serving it).
 pub(crate) fn visibility_map(repos: &[crate::index::RepoRecord]) -> VisibilityMap {
-    repos
-        .iter()
-        .map(|r| {
-            let v = match &r.visibility {
-                crate::storage::Visibility::Public => gossip::Visibility::Public,
-                crate::storage::Visibility::Private { allow } => gossip::Visibility::Private {
-                    allowed: r.delegates.iter().chain(allow).copied().collect(),
-                },
-            };
-            (r.rid, v)
-        })
-        .collect()
+    repos.iter().map(|r| (r.rid, visibility_of(r))).collect()
+}
+
+/// Who may learn about one repository from us (see [`visibility_map`]).
+pub(crate) fn visibility_of(r: &crate::index::RepoRecord) -> gossip::Visibility {
+    match &r.visibility {
+        crate::storage::Visibility::Public => gossip::Visibility::Public,
+        crate::storage::Visibility::Private { allow } => gossip::Visibility::Private {
+            allowed: r.delegates.iter().chain(allow).copied().collect(),
+        },
+    }
 }
 
 /// Parses `z6Mk…@host:port` (the rules of [`crate::config::PeerAddr`]).
@@ -443,6 +442,15 @@ impl Net {
     pub(crate) fn set_visibility(&self, visibility: Arc<VisibilityMap>) {
         let mut core = self.shared.lock();
         core.service.set_visibility(visibility, now_ms());
+        let outputs = core.service.take_outputs();
+        self.shared.dispatch(&mut core, outputs);
+    }
+
+    /// The visibility of one repository changed (a fetch or purge; `None`: no longer held):
+    /// peers it newly admits get our refs announcement of it.
+    pub(crate) fn set_repo_visibility(&self, rid: RepoId, visibility: Option<gossip::Visibility>) {
+        let mut core = self.shared.lock();
+        core.service.set_repo_visibility(rid, visibility, now_ms());
         let outputs = core.service.take_outputs();
         self.shared.dispatch(&mut core, outputs);
     }

@@ -220,8 +220,11 @@ impl Policies {
             }
         }
         if let Some(t) = &self.tenants {
+            // A set, not a scan of `out` per repository: tens of thousands of claims.
+            let mut listed: std::collections::HashSet<RepoId> =
+                out.iter().map(|(r, _)| *r).collect();
             for (rid, scope) in t.seeded() {
-                if !denied.contains(&rid) && !out.iter().any(|(r, _)| r == &rid) {
+                if !denied.contains(&rid) && listed.insert(rid) {
                     out.push((rid, scope));
                 }
             }

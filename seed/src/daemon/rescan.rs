@@ -59,13 +59,29 @@ impl Rescanner {
         Ok(report)
     }
 
+    /// At start: index what is new or was left dirty ([`scan::reconcile_changed`]), then
+    /// tenants' sizes and every identity's inventory.
+    pub(super) fn startup(&self) -> Result<ScanReport, String> {
+        let report = self.reconcile_with(scan::reconcile_changed)?;
+        self.measure_tenant_repos();
+        self.identities.refresh();
+        Ok(report)
+    }
+
     fn reconcile(&self) -> Result<ScanReport, String> {
+        self.reconcile_with(scan::reconcile)
+    }
+
+    fn reconcile_with(
+        &self,
+        pass: fn(&Storage, &Index) -> Result<ScanReport, scan::ScanError>,
+    ) -> Result<ScanReport, String> {
         let _guard = self
             .lock
             .lock()
             .map_err(|_| "rescan lock poisoned".to_owned())?;
         let started = Instant::now();
-        let report = scan::reconcile(&self.storage, &self.index).map_err(|e| e.to_string())?;
+        let report = pass(&self.storage, &self.index).map_err(|e| e.to_string())?;
         let metrics = &self.metrics;
         metrics
             .scan_duration

@@ -1,6 +1,6 @@
 //! Replication's steps after a fetch created or changed a repository, in order: re-index it
 //! (identity document, signed refs verification), measure it for its tenants' storage quotas,
-//! refresh every identity's inventory. They run on the blocking pool, never on an async
+//! update every identity's view of it (visibility, inventory). They run on the blocking pool, never on an async
 //! worker; the refs announcement (the pusher's acknowledgement) follows in `fetch`.
 
 use std::sync::Arc;
@@ -13,6 +13,7 @@ use crate::identity::Identities;
 use crate::index::scan;
 use crate::index::Index;
 use crate::maintain::{Maintainer, RepoLocks};
+use crate::metrics::Metrics;
 use crate::serve::refcache::RefCache;
 use crate::storage::Storage;
 use crate::tenant::Tenants;
@@ -29,6 +30,7 @@ struct Parts {
     tenants: Tenants,
     identities: Identities,
     refs: Arc<RefCache>,
+    metrics: Arc<Metrics>,
     /// Told of every changed repository (debounced maintenance); its per-repository lock
     /// serialises fetches with maintenance and purges.
     maintainer: Maintainer,
@@ -41,6 +43,7 @@ impl AfterFetch {
         tenants: Tenants,
         identities: Identities,
         refs: Arc<RefCache>,
+        metrics: Arc<Metrics>,
         maintainer: Maintainer,
     ) -> Self {
         Self {
@@ -50,6 +53,7 @@ impl AfterFetch {
                 tenants,
                 identities,
                 refs,
+                metrics,
                 maintainer,
             }),
         }
@@ -64,7 +68,7 @@ impl AfterFetch {
         let steps = move || {
             this.reindex(rid);
             this.measure(rid);
-            this.refresh_inventory();
+            this.refresh_inventory(rid);
         };
         match blocking::run(REINDEX_WAIT, steps).await {
             Ok(()) => {}
@@ -77,6 +81,17 @@ impl AfterFetch {
         self.inner.maintainer.after_fetch(rid);
     }
 
+    /// Journal that `rid`'s refs are about to change ([`crate::index::Index::mark_dirty`]);
+    /// the re-index in [`AfterFetch::run`] clears it.
+    pub(super) async fn mark_dirty(&self, rid: RepoId) -> Result<(), super::FetchError> {
+        // A synced write: on the blocking pool.
+        let index = self.inner.index.clone();
+        match blocking::run(REINDEX_WAIT, move || index.mark_dirty(&rid)).await {
+            Ok(r) => r.map_err(super::FetchError::Journal),
+            Err(e) => Err(super::FetchError::Io(std::io::Error::other(e.to_string()))),
+        }
+    }
+
     /// The per-repository lock a fetch holds (shared with maintenance and purges).
     pub(crate) fn locks(&self) -> &RepoLocks {
         self.inner.maintainer.locks()
@@ -85,8 +100,31 @@ impl AfterFetch {
     /// Re-read the repository into the index (identity, signed refs verification).
     fn reindex(&self, rid: RepoId) {
         let p = &self.inner;
-        if let Err(e) = scan::index_repo(&p.storage, &p.index, rid) {
-            tracing::error!(%rid, error = %e, "re-indexing after fetch failed");
+        match scan::index_repo_counted(&p.storage, &p.index, rid) {
+            Ok((indexed, work)) => {
+                if let Err(e) = p.index.clear_dirty(&rid) {
+                    tracing::warn!(%rid, error = %e, "clearing the re-index mark; the next start re-reads this repository");
+                }
+                if indexed == scan::Indexed::Unchanged {
+                    return;
+                }
+                let m = &p.metrics;
+                m.reindex_repos.inc();
+                let ns = &m.reindex_namespaces;
+                ns.with_label_values(&["verified"])
+                    .inc_by(work.verified as u64);
+                ns.with_label_values(&["reused"]).inc_by(work.reused as u64);
+                m.reindex_refs_written.inc_by(work.refs_written as u64);
+                // O(1): the index keeps its counts in memory.
+                let counts = p.index.repo_counts();
+                let public = i64::try_from(counts.public).unwrap_or(i64::MAX);
+                let total = i64::try_from(counts.total).unwrap_or(i64::MAX);
+                m.repos_indexed.with_label_values(&["public"]).set(public);
+                m.repos_indexed
+                    .with_label_values(&["private"])
+                    .set(total - public);
+            }
+            Err(e) => tracing::error!(%rid, error = %e, "re-indexing after fetch failed"),
         }
     }
 
@@ -101,8 +139,9 @@ impl AfterFetch {
         }
     }
 
-    /// Every identity announces its inventory again.
-    fn refresh_inventory(&self) {
-        self.inner.identities.refresh();
+    /// The repository's visibility and inventory membership, for every identity (this
+    /// repository only: no other record is read).
+    fn refresh_inventory(&self, rid: RepoId) {
+        self.inner.identities.repo_changed(rid);
     }
 }

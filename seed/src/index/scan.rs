@@ -1,18 +1,20 @@
 //! Reconcile the index with storage: on start, on SIGHUP and on an admin rescan.
 //!
-//! A repository is re-read only when its ref listing changed (fingerprint over ref names and
-//! targets): startup reads refs, never walks objects of unchanged repositories. Repositories
-//! are read on up to one thread per core (at most [`MAX_SCAN_THREADS`]).
+//! A full pass ([`reconcile`]) re-reads a repository only when its ref listing changed
+//! (fingerprint over ref names and targets); the start ([`reconcile_changed`]) reads only
+//! repositories new to the index or marked dirty by a fetch a crash interrupted. Repositories
+//! are read on up to one thread per core (at most [`MAX_SCAN_THREADS`]); a re-read costs what
+//! changed ([`index_repo_counted`]).
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 use sha1::{Digest, Sha1};
 
-use super::{Index, IndexError, RepoRecord, SigrefsRecord};
-use crate::crypto::RepoId;
+use super::{Index, IndexError, RepoDelta, RepoRecord, SigrefsRecord};
+use crate::crypto::{NodeId, RepoId};
 use crate::storage::{RefTarget, Repo, Storage, StorageError};
 
 #[derive(Debug, thiserror::Error)]
@@ -48,22 +50,60 @@ pub(crate) enum Indexed {
 /// Threads reading repositories during a reconcile pass (at most the number of cores).
 const MAX_SCAN_THREADS: usize = 8;
 
-/// Bring the index in line with storage (repositories read in parallel, bounded).
+/// Bring the index in line with storage, reading every repository (SIGHUP, `seedctl rescan`:
+/// changes made outside seedd). Unchanged repositories cost a ref listing each.
 pub(crate) fn reconcile(storage: &Storage, index: &Index) -> Result<ScanReport, ScanError> {
+    pass(storage, index, Pass::Full)
+}
+
+/// Bring the index in line with storage at start: only repositories the index does not hold
+/// and those a crash left marked ([`Index::mark_dirty`]: a fetch moved refs but did not
+/// re-index) are read; repositories gone from storage are dropped. seedd is the only writer of
+/// its storage, so every other repository is as indexed — changes made outside seedd need a
+/// rescan (SIGHUP or `seedctl rescan`).
+pub(crate) fn reconcile_changed(storage: &Storage, index: &Index) -> Result<ScanReport, ScanError> {
+    pass(storage, index, Pass::Changed)
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Pass {
+    Full,
+    Changed,
+}
+
+/// Repositories read in parallel, bounded (see the module documentation).
+fn pass(storage: &Storage, index: &Index, kind: Pass) -> Result<ScanReport, ScanError> {
     let started = Instant::now();
     let on_disk = storage.list()?;
     let mut report = ScanReport {
         scanned: on_disk.len(),
         ..ScanReport::default()
     };
-    tracing::info!(repos = on_disk.len(), root = %storage.root().display(), "indexing storage");
     let present: BTreeSet<RepoId> = on_disk.iter().copied().collect();
+    let dirty: HashSet<RepoId> = index.dirty()?.into_iter().collect();
+    let to_read: Vec<RepoId> = match kind {
+        Pass::Full => on_disk,
+        Pass::Changed => {
+            let indexed: HashSet<RepoId> = index.indexed().into_iter().collect();
+            on_disk
+                .into_iter()
+                .filter(|rid| !indexed.contains(rid) || dirty.contains(rid))
+                .collect()
+        }
+    };
+    let skipped = report.scanned - to_read.len();
+    tracing::info!(
+        repos = report.scanned,
+        to_read = to_read.len(),
+        root = %storage.root().display(),
+        "indexing storage"
+    );
     // Repositories are independent: read them on a few threads (bounded by the cores), each
     // taking the next one from a shared counter, so one slow repository does not hold the rest.
     let workers = std::thread::available_parallelism()
         .map_or(1, |n| n.get())
         .clamp(1, MAX_SCAN_THREADS)
-        .min(on_disk.len().max(1));
+        .min(to_read.len().max(1));
     let next = AtomicUsize::new(0);
     let done = AtomicUsize::new(0);
     let shared = Mutex::new((ScanReport::default(), None::<IndexError>));
@@ -71,8 +111,13 @@ pub(crate) fn reconcile(storage: &Storage, index: &Index) -> Result<ScanReport, 
         for _ in 0..workers {
             scope.spawn(|| loop {
                 let i = next.fetch_add(1, Ordering::Relaxed);
-                let Some(rid) = on_disk.get(i) else { break };
-                let outcome = index_repo(storage, index, *rid);
+                let Some(rid) = to_read.get(i) else { break };
+                let mut outcome = index_repo(storage, index, *rid);
+                if outcome.is_ok() && dirty.contains(rid) {
+                    if let Err(e) = index.clear_dirty(rid) {
+                        outcome = Err(e.into());
+                    }
+                }
                 let failed = match &outcome {
                     Err(ScanError::Storage(_)) => index.remove_repo(rid).err(),
                     _ => None,
@@ -102,7 +147,7 @@ pub(crate) fn reconcile(storage: &Storage, index: &Index) -> Result<ScanReport, 
                 drop(guard);
                 let n = done.fetch_add(1, Ordering::Relaxed) + 1;
                 if n % 5000 == 0 {
-                    tracing::info!(done = n, total = on_disk.len(), "indexing storage");
+                    tracing::info!(done = n, total = to_read.len(), "indexing storage");
                 }
             });
         }
@@ -113,19 +158,24 @@ pub(crate) fn reconcile(storage: &Storage, index: &Index) -> Result<ScanReport, 
     }
     report.added = counts.added;
     report.updated = counts.updated;
-    report.unchanged = counts.unchanged;
+    report.unchanged = counts.unchanged + skipped;
     report.failed = counts.failed;
     report.errors = counts.errors;
     report.errors.sort();
-    for record in index.repos()? {
-        if !present.contains(&record.rid) {
-            index.remove_repo(&record.rid)?;
+    // From the in-memory census: no record is decoded to find what left storage.
+    for rid in index.indexed() {
+        if !present.contains(&rid) {
+            index.remove_repo(&rid)?;
             report.removed += 1;
         }
+    }
+    for rid in dirty.iter().filter(|rid| !present.contains(rid)) {
+        index.clear_dirty(rid)?;
     }
     report.duration_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
     tracing::info!(
         scanned = report.scanned,
+        read = to_read.len(),
         added = report.added,
         updated = report.updated,
         unchanged = report.unchanged,
@@ -137,44 +187,137 @@ pub(crate) fn reconcile(storage: &Storage, index: &Index) -> Result<ScanReport, 
     Ok(report)
 }
 
+/// What re-indexing one repository cost: work proportional to what changed.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Work {
+    /// Namespaces whose signed refs were verified (new, moved, or failing before).
+    pub verified: usize,
+    /// Namespaces whose earlier outcome was kept (their signed refs did not move).
+    pub reused: usize,
+    /// Refs written or deleted in the index.
+    pub refs_written: usize,
+    /// Whether the identity document was read (`refs/rad/id` moved, or a new repository).
+    pub identity_read: bool,
+}
+
+/// What the index held for a repository before this pass.
+struct Prior {
+    record: RepoRecord,
+    refs: BTreeMap<String, RefTarget>,
+    sigrefs: HashMap<NodeId, SigrefsRecord>,
+}
+
 /// (Re)index one repository if its refs changed.
 pub(crate) fn index_repo(
     storage: &Storage,
     index: &Index,
     rid: RepoId,
 ) -> Result<Indexed, ScanError> {
+    index_repo_counted(storage, index, rid).map(|(indexed, _)| indexed)
+}
+
+/// [`index_repo`], saying what it did. A repository already indexed is updated from the
+/// difference: only namespaces whose `rad/sigrefs` moved are verified again, the identity is
+/// read again only if `refs/rad/id` moved, and only refs that moved or went are written.
+pub(crate) fn index_repo_counted(
+    storage: &Storage,
+    index: &Index,
+    rid: RepoId,
+) -> Result<(Indexed, Work), ScanError> {
     let repo = storage.repo(rid)?;
     let refs = repo.refs()?;
     let fingerprint = fingerprint(&refs);
-    let previous = index.repo(&rid)?;
-    if previous
-        .as_ref()
-        .is_some_and(|p| p.fingerprint == fingerprint)
-    {
-        return Ok(Indexed::Unchanged);
+    let Some(previous) = index.repo(&rid)? else {
+        let (record, sigrefs, mut work) = build_record(&repo, &refs, fingerprint, None)?;
+        let refs: Vec<(String, RefTarget)> = refs.into_iter().collect();
+        index.put_repo(&record, &refs, &sigrefs)?;
+        work.refs_written = refs.len();
+        tracing::debug!(rid = %rid, refs = refs.len(), namespaces = record.namespaces.len(), "indexed repository");
+        return Ok((Indexed::Added, work));
+    };
+    if previous.fingerprint == fingerprint {
+        return Ok((Indexed::Unchanged, Work::default()));
     }
-    let (record, sigrefs) = build_record(&repo, &refs, fingerprint)?;
-    let refs: Vec<(String, RefTarget)> = refs.into_iter().collect();
-    index.put_repo(&record, &refs, &sigrefs)?;
-    tracing::debug!(rid = %rid, refs = refs.len(), namespaces = record.namespaces.len(), "indexed repository");
-    Ok(if previous.is_some() {
-        Indexed::Updated
-    } else {
-        Indexed::Added
-    })
+    let prior = Prior {
+        refs: index.refs(&rid)?.into_iter().collect(),
+        sigrefs: index
+            .sigrefs(&rid)?
+            .into_iter()
+            .map(|s| (s.nid, s))
+            .collect(),
+        record: previous,
+    };
+    let (record, sigrefs, mut work) = build_record(&repo, &refs, fingerprint, Some(&prior))?;
+    let moved: Vec<(String, RefTarget)> = refs
+        .iter()
+        .filter(|(name, target)| prior.refs.get(*name) != Some(*target))
+        .map(|(n, t)| (n.clone(), t.clone()))
+        .collect();
+    let gone: Vec<String> = prior
+        .refs
+        .keys()
+        .filter(|name| !refs.contains_key(*name))
+        .cloned()
+        .collect();
+    let changed_sigrefs: Vec<SigrefsRecord> = sigrefs
+        .into_iter()
+        .filter(|s| prior.sigrefs.get(&s.nid) != Some(s))
+        .collect();
+    let present: BTreeSet<NodeId> = Repo::namespaces(&refs).into_iter().collect();
+    let gone_namespaces: Vec<NodeId> = prior
+        .sigrefs
+        .keys()
+        .filter(|nid| !present.contains(nid))
+        .copied()
+        .collect();
+    index.update_repo(&RepoDelta {
+        record: &record,
+        refs: &moved,
+        gone: &gone,
+        sigrefs: &changed_sigrefs,
+        gone_namespaces: &gone_namespaces,
+    })?;
+    work.refs_written = moved.len() + gone.len();
+    tracing::debug!(
+        rid = %rid,
+        refs_written = work.refs_written,
+        verified = work.verified,
+        reused = work.reused,
+        "re-indexed repository"
+    );
+    Ok((Indexed::Updated, work))
 }
 
 fn build_record(
     repo: &Repo,
     refs: &BTreeMap<String, RefTarget>,
     fingerprint: String,
-) -> Result<(RepoRecord, Vec<SigrefsRecord>), ScanError> {
+    prior: Option<&Prior>,
+) -> Result<(RepoRecord, Vec<SigrefsRecord>, Work), ScanError> {
     let rid = repo.rid();
-    let identity = repo.identity()?;
-    let project = identity.doc.project();
+    let mut work = Work::default();
     let mut sigrefs = Vec::new();
     let mut namespaces = Vec::new();
     for nid in Repo::namespaces(refs) {
+        // Verification reads only the history from the `rad/sigrefs` tip: a tip that did not
+        // move keeps its outcome.
+        let tip = refs.get(&format!("refs/namespaces/{nid}/refs/rad/sigrefs"));
+        let kept = prior.and_then(|p| {
+            let before = p.sigrefs.get(&nid)?;
+            let verified_at = before
+                .commit
+                .as_deref()
+                .filter(|_| before.error.is_none())?;
+            matches!(tip, Some(RefTarget::Oid(oid)) if oid.to_string() == verified_at)
+                .then(|| before.clone())
+        });
+        if let Some(before) = kept {
+            work.reused += 1;
+            namespaces.push(nid);
+            sigrefs.push(before);
+            continue;
+        }
+        work.verified += 1;
         match repo.verify_sigrefs(&nid) {
             Ok(s) => {
                 namespaces.push(nid);
@@ -200,26 +343,44 @@ fn build_record(
     let now = SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| d.as_secs());
-    let (name, description, default_branch) = match project {
-        Some(p) => (p.name, p.description, p.default_branch),
-        None => (String::new(), String::new(), String::new()),
+    // The identity document is immutable for a given `refs/rad/id`.
+    let same_identity = prior.filter(|p| {
+        p.refs.get("refs/rad/id").is_some() && p.refs.get("refs/rad/id") == refs.get("refs/rad/id")
+    });
+    let record = match same_identity {
+        Some(p) => RepoRecord {
+            head,
+            fingerprint,
+            ref_count: refs.len(),
+            namespaces,
+            indexed_at: now,
+            ..p.record.clone()
+        },
+        None => {
+            work.identity_read = true;
+            let identity = repo.identity()?;
+            let (name, description, default_branch) = match identity.doc.project() {
+                Some(p) => (p.name, p.description, p.default_branch),
+                None => (String::new(), String::new(), String::new()),
+            };
+            RepoRecord {
+                rid,
+                name,
+                description,
+                default_branch,
+                delegates: identity.doc.delegates.clone(),
+                threshold: identity.doc.threshold,
+                visibility: identity.doc.visibility.clone(),
+                identity_head: identity.head.to_string(),
+                head,
+                fingerprint,
+                ref_count: refs.len(),
+                namespaces,
+                indexed_at: now,
+            }
+        }
     };
-    let record = RepoRecord {
-        rid,
-        name,
-        description,
-        default_branch,
-        delegates: identity.doc.delegates.clone(),
-        threshold: identity.doc.threshold,
-        visibility: identity.doc.visibility.clone(),
-        identity_head: identity.head.to_string(),
-        head,
-        fingerprint,
-        ref_count: refs.len(),
-        namespaces,
-        indexed_at: now,
-    };
-    Ok((record, sigrefs))
+    Ok((record, sigrefs, work))
 }
 
 /// Hash of the ref listing: any ref change (including HEAD) changes it.
@@ -243,6 +404,190 @@ fn fingerprint(refs: &BTreeMap<String, RefTarget>) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The fixtures made by the real `rad` (scripts/make-fixtures.sh, as the COB tests use).
+    fn heartwood() -> (RepoId, std::path::PathBuf) {
+        let dir = std::env::var_os("SEEDD_FIXTURES_DIR").map_or_else(
+            || {
+                std::path::PathBuf::from(std::env::var_os("HOME").unwrap())
+                    .join(".cache/seedd/fixtures")
+            },
+            std::path::PathBuf::from,
+        );
+        if !dir.join("fixtures.json").exists() {
+            let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+                .join("../scripts/make-fixtures.sh");
+            let ok = std::process::Command::new("bash")
+                .arg(&script)
+                .arg(&dir)
+                .status()
+                .unwrap()
+                .success();
+            assert!(
+                ok,
+                "scripts/make-fixtures.sh failed (needs the Radicle binaries)"
+            );
+        }
+        let json: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(dir.join("fixtures.json")).unwrap())
+                .unwrap();
+        let repo = &json["repos"]["heartwood-fixture"];
+        (
+            repo["rid"].as_str().unwrap().parse().unwrap(),
+            dir.join(repo["path"].as_str().unwrap()),
+        )
+    }
+
+    fn git(repo: &std::path::Path, args: &[&str]) -> String {
+        let out = std::process::Command::new("git")
+            .arg("--git-dir")
+            .arg(repo)
+            .args(args)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "git {args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8(out.stdout).unwrap().trim().to_owned()
+    }
+
+    /// Everything the index holds of a repository, but when it was indexed.
+    fn held(
+        index: &Index,
+        rid: &RepoId,
+    ) -> (RepoRecord, Vec<(String, RefTarget)>, Vec<SigrefsRecord>) {
+        let mut record = index.repo(rid).unwrap().unwrap();
+        record.indexed_at = 0;
+        (
+            record,
+            index.refs(rid).unwrap(),
+            index.sigrefs(rid).unwrap(),
+        )
+    }
+
+    /// After each change to a held repository, the incremental re-index does only the work the
+    /// change calls for (namespaces verified, identity read, refs written), and leaves the index
+    /// exactly as a re-index from scratch would.
+    #[test]
+    fn a_reindex_costs_what_changed_and_equals_a_rebuild() {
+        let (rid, fixture) = heartwood();
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().join("storage");
+        std::fs::create_dir_all(&root).unwrap();
+        let storage = Storage::open(&root).unwrap();
+        let path = storage.path_of(&rid);
+        let ok = std::process::Command::new("cp")
+            .arg("-a")
+            .arg(&fixture)
+            .arg(&path)
+            .status()
+            .unwrap()
+            .success();
+        assert!(ok);
+        let index = Index::open(&dir.path().join("index")).unwrap();
+        let (indexed, work) = index_repo_counted(&storage, &index, rid).unwrap();
+        assert_eq!(indexed, Indexed::Added);
+        let namespaces = index.repo(&rid).unwrap().unwrap().namespaces.len();
+        assert!(
+            namespaces >= 2,
+            "the fixture has alice's and bob's namespaces"
+        );
+        assert_eq!(
+            (work.verified, work.reused, work.identity_read),
+            (namespaces, 0, true)
+        );
+        let rebuilt = |step: &str| {
+            let fresh = tempfile::tempdir().unwrap();
+            let other = Index::open(fresh.path()).unwrap();
+            index_repo(&storage, &other, rid).unwrap();
+            assert_eq!(held(&index, &rid), held(&other, &rid), "after {step}");
+        };
+        // Unchanged: nothing at all.
+        let (indexed, work) = index_repo_counted(&storage, &index, rid).unwrap();
+        assert_eq!((indexed, work), (Indexed::Unchanged, Work::default()));
+        // A new canonical branch: one ref written, no namespace verified, identity kept.
+        let head = git(&path, &["rev-parse", "HEAD"]);
+        git(&path, &["update-ref", "refs/heads/feature", &head]);
+        let (indexed, work) = index_repo_counted(&storage, &index, rid).unwrap();
+        assert_eq!(indexed, Indexed::Updated);
+        assert_eq!(
+            (
+                work.verified,
+                work.reused,
+                work.refs_written,
+                work.identity_read
+            ),
+            (0, namespaces, 1, false)
+        );
+        rebuilt("a new branch");
+        // One namespace's signed refs moved (to a commit that does not verify for it): that
+        // namespace only is verified again, and is no longer served.
+        let record = index.repo(&rid).unwrap().unwrap();
+        let (moved, other) = (record.namespaces[0], record.namespaces[1]);
+        let theirs = git(
+            &path,
+            &[
+                "rev-parse",
+                &format!("refs/namespaces/{other}/refs/rad/sigrefs"),
+            ],
+        );
+        git(
+            &path,
+            &[
+                "update-ref",
+                &format!("refs/namespaces/{moved}/refs/rad/sigrefs"),
+                &theirs,
+            ],
+        );
+        let (_, work) = index_repo_counted(&storage, &index, rid).unwrap();
+        assert_eq!(
+            (work.verified, work.reused, work.refs_written),
+            (1, namespaces - 1, 1)
+        );
+        let record = index.repo(&rid).unwrap().unwrap();
+        assert!(!record.namespaces.contains(&moved));
+        rebuilt("a moved rad/sigrefs");
+        // A namespace that failed is verified again at every change (its tip is not recorded).
+        git(&path, &["update-ref", "-d", "refs/heads/feature"]);
+        let (_, work) = index_repo_counted(&storage, &index, rid).unwrap();
+        assert_eq!(
+            (work.verified, work.reused, work.refs_written),
+            (1, namespaces - 1, 1)
+        );
+        rebuilt("a deleted branch");
+        // A namespace removed: its refs and signed refs outcome go, the rest is kept.
+        let gone: Vec<String> = git(
+            &path,
+            &[
+                "for-each-ref",
+                "--format=%(refname)",
+                &format!("refs/namespaces/{moved}/"),
+            ],
+        )
+        .lines()
+        .map(str::to_owned)
+        .collect();
+        let prefix = format!("refs/namespaces/{moved}/");
+        let indexed_there = index
+            .refs(&rid)
+            .unwrap()
+            .iter()
+            .filter(|(name, _)| name.starts_with(&prefix))
+            .count();
+        assert!(indexed_there > 0);
+        for r in &gone {
+            git(&path, &["update-ref", "--no-deref", "-d", r]);
+        }
+        let (_, work) = index_repo_counted(&storage, &index, rid).unwrap();
+        assert_eq!(
+            (work.verified, work.reused, work.refs_written),
+            (0, namespaces - 1, indexed_there)
+        );
+        assert!(index.sigrefs(&rid).unwrap().iter().all(|s| s.nid != moved));
+        rebuilt("a removed namespace");
+    }
 
     /// Repositories that cannot be read are counted, reported in a stable order and their
     /// stale records removed, whichever thread read them; directories that are not

@@ -174,6 +174,24 @@ pub const CATALOGUE: &[MetricDoc] = &[
         help: "Duration of storage → index reconcile passes.",
     },
     MetricDoc {
+        name: "seedd_reindex_repos_total",
+        kind: "counter",
+        labels: &[],
+        help: "Repositories re-indexed after a fetch changed them (each costs only what changed).",
+    },
+    MetricDoc {
+        name: "seedd_reindex_namespaces_total",
+        kind: "counter",
+        labels: &["outcome"],
+        help: "Namespaces seen while re-indexing after a fetch: signed refs verified again (verified: new or moved) or kept from the index (reused: unchanged).",
+    },
+    MetricDoc {
+        name: "seedd_reindex_refs_written_total",
+        kind: "counter",
+        labels: &[],
+        help: "Index ref entries written or deleted while re-indexing after a fetch (only refs that moved).",
+    },
+    MetricDoc {
         name: "seedd_tls_reloads_total",
         kind: "counter",
         labels: &["result"],

@@ -225,6 +225,7 @@ fn label_lists_name_every_variant() {
         FetchError::Invalid(ValidationError::MissingIdentity),
         FetchError::Purged,
         FetchError::Io(std::io::Error::other("x")),
+        FetchError::Journal(crate::index::IndexError::MissingCf("meta")),
         FetchError::Task(cancelled),
         FetchError::NoResult,
     ];
@@ -243,6 +244,7 @@ fn label_lists_name_every_variant() {
             | FetchError::Invalid(_)
             | FetchError::Purged
             | FetchError::Io(_)
+            | FetchError::Journal(_)
             | FetchError::Task(_)
             | FetchError::NoResult => {}
         }

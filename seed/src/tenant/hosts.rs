@@ -63,6 +63,18 @@ impl Tenants {
         self.read().identity_repos(identity)
     }
 
+    /// The identities of the tenants claiming `rid` (empty: no tenant holds it).
+    pub fn identities_of(&self, rid: &RepoId) -> BTreeSet<String> {
+        let inner = self.read();
+        inner
+            .claims
+            .get(rid)
+            .into_iter()
+            .flatten()
+            .filter_map(|(_, n)| inner.tenants.get(n).map(|t| t.identity.clone()))
+            .collect()
+    }
+
     /// Repositories held only by tenants on other (dedicated) identities.
     pub fn dedicated_only(&self) -> BTreeSet<RepoId> {
         let inner = self.read();
