@@ -565,7 +565,7 @@ def serving():
         (f"sum by (group, status) (rate(seedd_web_requests_total{{{I}}}[{RATE}]))",
          "{{group}} {{status}}"),
     ], unit="reqps", desc="radicle-httpd API and /raw requests; group ∈ node, repos, tree, blob, "
-                          "history, commit, remotes, raw, other, cobs.", w=8))
+                          "history, commit, remotes, raw, other, cobs, archive.", w=8))
     p.append(timeseries(lay, "API p99 latency by group", [
         (f"histogram_quantile(0.99, sum by (le, group) "
          f"(rate(seedd_web_request_duration_seconds_bucket{{{I}}}[{RATE}])))", "p99 {{group}}"),

@@ -190,7 +190,7 @@ impl GitServer {
     }
 }
 
-async fn log_stderr(stderr: tokio::process::ChildStderr) {
+pub(crate) async fn log_stderr(stderr: tokio::process::ChildStderr) {
     use tokio::io::AsyncBufReadExt;
     let mut lines = tokio::io::BufReader::new(stderr).lines();
     while let Ok(Some(line)) = lines.next_line().await {

@@ -9,9 +9,11 @@
 //! repositories are 404 like unknown ones. Git work (trees, blobs, history, diffs) uses gix on
 //! the blocking pool; the expensive kinds hold a permit of [`Web::heavy`].
 
+mod archive;
 mod cobs;
 mod diff;
 mod error;
+mod jobs;
 mod node;
 mod raw;
 mod remotes;
@@ -60,6 +62,8 @@ pub struct Web {
     pub heavy: Arc<tokio::sync::Semaphore>,
     /// Materialised issues and patches.
     pub(crate) cobs: cobs::CobCache,
+    /// Archive slots and known tree sizes (`archive.rs`).
+    pub(crate) archives: archive::Archives,
 }
 
 impl Web {
@@ -72,6 +76,7 @@ impl Web {
             alias,
             heavy: Arc::new(tokio::sync::Semaphore::new(HEAVY_PERMITS)),
             cobs: cobs::CobCache::default(),
+            archives: archive::Archives::default(),
         }
     }
 }
@@ -108,13 +113,14 @@ pub(crate) enum Group {
     Raw,
     Other,
     Cobs,
+    Archive,
 }
 
 impl Group {
     /// Every group (`crate::metrics::labels::WEB_GROUPS` names each; a test in `metrics`
     /// checks it).
     #[cfg(test)]
-    pub(crate) const ALL: [Group; 10] = [
+    pub(crate) const ALL: [Group; 11] = [
         Group::Node,
         Group::Repos,
         Group::Tree,
@@ -125,6 +131,7 @@ impl Group {
         Group::Raw,
         Group::Other,
         Group::Cobs,
+        Group::Archive,
     ];
 
     pub(crate) fn label(self) -> &'static str {
@@ -139,13 +146,20 @@ impl Group {
             Group::Raw => "raw",
             Group::Other => "other",
             Group::Cobs => "cobs",
+            Group::Archive => "archive",
         }
     }
 
     /// The group of a request path (`/api/v1/repos/<rid>/<what>/…`, `/raw/…`).
     pub(crate) fn of(path: &str) -> Group {
-        if path.starts_with("/raw/") {
-            return Group::Raw;
+        if let Some(rest) = path.strip_prefix("/raw/") {
+            // `/raw/{rid}/archive/…` and `/raw/{rid}/{sha}.tar.gz|.tar|.zip`.
+            let segs: Vec<&str> = rest.splitn(3, '/').collect();
+            return match segs.as_slice() {
+                [_, "archive", _] => Group::Archive,
+                [_, file] if archive::Format::detect(file).1.is_some() => Group::Archive,
+                _ => Group::Raw,
+            };
         }
         if matches!(path, "/api" | "/api/" | "/api/v1") {
             return Group::Node;
@@ -161,7 +175,7 @@ impl Group {
                 "commits" if segs.next().is_some_and(|s| !s.is_empty()) => Group::Commit,
                 "commits" | "activity" => Group::History,
                 "remotes" => Group::Remotes,
-                "issues" | "patches" => Group::Cobs,
+                "issues" | "patches" | "jobs" => Group::Cobs,
                 _ => Group::Other,
             },
             (Some("repos"), ..) | (Some("delegates"), ..) => Group::Repos,
@@ -235,7 +249,10 @@ pub(crate) fn router(state: Arc<HttpState>) -> Router {
         .route("/api/v1/repos/{rid}/issues/{id}", get(cobs::issue))
         .route("/api/v1/repos/{rid}/patches", get(cobs::patches))
         .route("/api/v1/repos/{rid}/patches/{id}", get(cobs::patch))
+        .route("/api/v1/repos/{rid}/jobs/{sha}", get(jobs::jobs))
         .route("/raw/{rid}/blobs/{oid}", get(raw::by_oid))
+        .route("/raw/{rid}/archive/{*refname}", get(archive::by_ref))
+        .route("/raw/{rid}/{sha}", get(archive::by_commit))
         .route("/raw/{rid}/{sha}/{*path}", get(raw::by_path));
     api.fallback(not_found)
         .layer(axum::middleware::from_fn_with_state(state.clone(), gate))

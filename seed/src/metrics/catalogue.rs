@@ -15,7 +15,7 @@ pub const CATALOGUE: &[MetricDoc] = &[
         name: "seedd_web_requests_total",
         kind: "counter",
         labels: &["group", "status"],
-        help: "JSON API and /raw requests answered, by endpoint group (node, repos, tree, blob, history, commit, remotes, raw, other, cobs) and HTTP status.",
+        help: "JSON API and /raw requests answered, by endpoint group (node, repos, tree, blob, history, commit, remotes, raw, other, cobs, archive) and HTTP status.",
     },
     MetricDoc {
         name: "seedd_web_request_duration_seconds",
@@ -27,7 +27,7 @@ pub const CATALOGUE: &[MetricDoc] = &[
         name: "seedd_web_rejected_total",
         kind: "counter",
         labels: &["reason"],
-        help: "Expensive JSON API requests (trees, blobs, history, diffs, raw) refused with 503 (reason: busy).",
+        help: "Expensive JSON API requests (trees, blobs, history, diffs, raw, archives) refused with 503 (reason: busy).",
     },
     MetricDoc {
         name: "seedd_tenants",

@@ -50,6 +50,7 @@ pub const OFFENCES: &[&str] = &[
 /// `group` of the JSON API families (`web::Group::label`).
 pub const WEB_GROUPS: &[&str] = &[
     "node", "repos", "tree", "blob", "history", "commit", "remotes", "raw", "other", "cobs",
+    "archive",
 ];
 /// `status` values of `seedd_web_requests_total` the JSON API answers.
 pub const WEB_STATUSES: &[&str] = &[

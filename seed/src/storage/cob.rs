@@ -13,6 +13,7 @@
 pub(crate) mod evaluate;
 pub(crate) mod graph;
 pub(crate) mod issue;
+pub(crate) mod job;
 pub(crate) mod patch;
 pub(crate) mod read;
 mod rules;

@@ -24,6 +24,7 @@ use crate::http::HttpState;
 use crate::index::RepoRecord;
 use crate::storage::cob::evaluate::{evaluate, GitRepo};
 use crate::storage::cob::issue::{self, Issue};
+use crate::storage::cob::job::{self, Job};
 use crate::storage::cob::patch::{self, Patch};
 use crate::storage::RefTarget;
 
@@ -31,11 +32,13 @@ pub(crate) use cache::CobCache;
 use cache::Key;
 use shapes::{issue_json, patch_json};
 
-/// The two COB types the API shows.
+/// The COB types the API shows.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub(crate) enum Kind {
     Issue,
     Patch,
+    /// CI jobs (`super::jobs`).
+    Job,
 }
 
 impl Kind {
@@ -43,6 +46,7 @@ impl Kind {
         match self {
             Kind::Issue => issue::TYPE_NAME,
             Kind::Patch => patch::TYPE_NAME,
+            Kind::Job => job::TYPE_NAME,
         }
     }
 }
@@ -114,7 +118,7 @@ async fn views_of(
         heads.retain(|k, _| *k == id);
     }
     let salt = match kind {
-        Kind::Issue => String::new(),
+        Kind::Issue | Kind::Job => String::new(),
         Kind::Patch => r.fingerprint.clone(),
     };
     let cache = &state.web.cobs;
@@ -193,6 +197,12 @@ fn materialise(
             },
             timestamp: p.timestamp(),
             json: patch_json(&id, &p, refs),
+        }),
+        Kind::Job => evaluate::<Job>(repo, id, tips).map(|j| View {
+            // Jobs have no status filter; `has_runs` decides whether one is shown.
+            status: if j.has_runs() { "runs" } else { "empty" },
+            timestamp: 0,
+            json: super::jobs::job_json(&id, &j),
         }),
     };
     match view {
@@ -361,6 +371,7 @@ async fn one(
         .ok_or(match kind {
             Kind::Issue => WebError::NotFound("issue not found"),
             Kind::Patch => WebError::NotFound("patch not found"),
+            Kind::Job => WebError::NotFound("job not found"),
         })
 }
 

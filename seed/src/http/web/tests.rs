@@ -32,7 +32,15 @@ fn paths_fall_in_bounded_groups() {
         ("/api/v2/x", Group::Other),
         ("/api/v1/repos/z3/issues", Group::Cobs),
         ("/api/v1/repos/z3/patches/abc", Group::Cobs),
-        ("/api/v1/repos/z3/jobs/abc", Group::Other),
+        ("/api/v1/repos/z3/jobs/abc", Group::Cobs),
+        ("/api/v1/repos/z3/unknown/abc", Group::Other),
+        ("/raw/z3/archive/main", Group::Archive),
+        ("/raw/z3/archive/feature/x.zip", Group::Archive),
+        ("/raw/z3/abc.tar.gz", Group::Archive),
+        ("/raw/z3/abc.zip", Group::Archive),
+        ("/raw/z3/abc.tar", Group::Archive),
+        ("/raw/z3/abc.tar.gz/x", Group::Raw),
+        ("/raw/z3/blobs/abc", Group::Raw),
     ];
     for (path, group) in cases {
         assert_eq!(Group::of(path), group, "{path}");

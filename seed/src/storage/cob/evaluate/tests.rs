@@ -515,3 +515,86 @@ fn patch_lifecycle_and_authorisation() {
     f.change(10, ALICE, 100, &[], &[revision(0xb0, 0xc0, "x")]);
     assert!(evaluate::<Patch>(&f, oid(10), &f.tips()).is_err());
 }
+
+#[test]
+fn a_job_collects_every_nodes_runs_and_drops_undecodable_changes() {
+    use crate::storage::cob::job::Job;
+    let commit = hex(0x42);
+    let u1 = "00000000-0000-0000-0000-000000000001";
+    let u2 = "00000000-0000-0000-0000-000000000002";
+    let mut f = Fake::new();
+    // Root by Alice (any node may create a job): the request and her first run.
+    f.change(
+        10,
+        ALICE,
+        100,
+        &[],
+        &[
+            json!({ "Request": { "oid": commit } }),
+            json!({ "Run": { "uuid": u1, "log": "https://ci.alice/1" } }),
+        ],
+    );
+    // Bob runs too; Alice finishes her run; Bob's attempt to finish Alice's run is ignored.
+    f.change(
+        11,
+        BOB,
+        110,
+        &[10],
+        &[json!({ "Run": { "uuid": u2, "log": "https://ci.bob/2" } })],
+    );
+    f.change(
+        12,
+        ALICE,
+        120,
+        &[10],
+        &[json!({ "Finished": { "uuid": u1, "reason": "Failed" } })],
+    );
+    f.change(
+        13,
+        BOB,
+        130,
+        &[11, 12],
+        &[json!({ "Finished": { "uuid": u1, "reason": "Succeeded" } })],
+    );
+    // `rad cob create`'s generic actions carry a `parents` key: radicle-job cannot decode
+    // them, so the change (and what depends on it) is pruned.
+    f.change(
+        14,
+        BOB,
+        140,
+        &[13],
+        &[json!({ "Finished": { "uuid": u2, "reason": "Succeeded" }, "parents": [] })],
+    );
+    f.change(
+        15,
+        BOB,
+        150,
+        &[14],
+        &[json!({ "Finished": { "uuid": u2, "reason": "Failed" } })],
+    );
+    let job = evaluate::<Job>(&f, oid(10), &f.tips()).unwrap();
+    assert_eq!(job.commit, oid(0x42));
+    let alice = &job.runs[&nid(ALICE)];
+    assert_eq!(alice.len(), 1);
+    assert_eq!(alice[0].status.label(), "failed");
+    assert_eq!(alice[0].timestamp, 120);
+    let bob = &job.runs[&nid(BOB)];
+    assert_eq!(bob.len(), 1);
+    assert_eq!(bob[0].id.as_str(), u2);
+    assert_eq!(bob[0].log, "https://ci.bob/2");
+    assert_eq!(bob[0].status.label(), "started", "14 and 15 pruned");
+
+    // A root that is not a request is no job.
+    let mut f = Fake::new();
+    f.change(
+        10,
+        ALICE,
+        100,
+        &[],
+        &[json!({ "Run": { "uuid": u1, "log": "https://ci/1" } })],
+    );
+    assert!(matches!(
+        evaluate::<Job>(&f, oid(10), &f.tips()),
+        Err(EvalError::Root { .. })
+    ));
+}
