@@ -29,7 +29,7 @@ const PREFIX_LEN: usize = 20;
 /// Bits per key of the bloom filters (≈ 1 % false positives).
 const BLOOM_BITS: f64 = 10.0;
 /// Default size of the block cache, memtables included (`index.cache_mib`).
-pub const DEFAULT_CACHE_BYTES: usize = 64 << 20;
+pub(crate) const DEFAULT_CACHE_BYTES: usize = 64 << 20;
 /// Largest memtable of one column family.
 const WRITE_BUFFER_BYTES: usize = 16 << 20;
 
