@@ -36,7 +36,8 @@ pub use fetch::bridge;
 #[doc(hidden)]
 pub mod bench_index {
     pub use crate::index::{Index, IndexError, RepoRecord, SigrefsRecord, Tuning};
-    pub use crate::storage::{RefTarget, Visibility};
+    pub use crate::storage::identity::Visibility;
+    pub use crate::storage::RefTarget;
 
     /// A ref pointing at the object `oid`.
     pub fn oid_target(oid: [u8; 20]) -> RefTarget {
