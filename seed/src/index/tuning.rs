@@ -2,10 +2,10 @@
 //! HTTP request), per-RID prefix scans of refs, signed refs and routes, and batches of up to
 //! thousands of refs per re-indexed repository.
 //!
-//! * one LRU block cache shared by every column family, holding the index and filter blocks
-//!   too (so they are bounded instead of living outside any cache), and charged for the
-//!   memtables through a write-buffer manager: the index's memory is one figure
-//!   (`index.cache_mib`);
+//! * one LRU block cache shared by every column family, with the index and filter blocks
+//!   charged to it (pinned, so lookups find them without the cache; counted, instead of
+//!   living outside any budget), and the memtables charged to it by a write-buffer manager:
+//!   the index's memory is one figure (`index.cache_mib`);
 //! * bloom filters: whole-key for the point-lookup column families; prefix (the 20-byte RID)
 //!   for `refs`, `sigrefs` and `routing`, which are only read by RID prefix;
 //! * LZ4 for the upper levels and zstd for the bottommost (where most of the data is);
@@ -16,8 +16,8 @@
 //! data-block hash index apply to the SST files written from then on.
 
 use rocksdb::{
-    BlockBasedOptions, Cache, DBCompressionType, DataBlockIndexType, Options, SliceTransform,
-    WriteBufferManager,
+    BlockBasedOptions, BlockBasedTablePinningTier, Cache, DBCompressionType, DataBlockIndexType,
+    Options, SliceTransform, WriteBufferManager,
 };
 
 use super::{gossip, IndexError, CF_REFS, CF_REPOS, CF_SIGREFS};
@@ -107,7 +107,9 @@ impl Tuning {
         table.set_block_cache(cache);
         table.set_cache_index_and_filter_blocks(true);
         table.set_cache_index_and_filter_blocks_with_high_priority(true);
-        table.set_pin_l0_filter_and_index_blocks_in_cache(true);
+        // Index and filter blocks are charged to the cache but pinned by their table: a
+        // lookup does not go through the cache (and its shard lock) to find them.
+        table.set_unpartitioned_pinning_tier(BlockBasedTablePinningTier::All);
         table.set_bloom_filter(BLOOM_BITS, false);
         table.set_optimize_filters_for_memory(true);
         if prefix {
