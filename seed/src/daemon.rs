@@ -35,7 +35,7 @@ use crate::crypto::Keypair;
 use crate::fetch::{AfterFetch, FetchConfig, Fetcher};
 use crate::http::ratelimit::HttpLimiter;
 use crate::identity::{Identities, IdentityError, Launch};
-use crate::index::{Index, IndexError};
+use crate::index::{Index, IndexError, Tuning};
 use crate::maintain::{self, Maintainer};
 use crate::metrics::Metrics;
 use crate::net::{Net, NetConfig, NetDeps};
@@ -115,7 +115,12 @@ impl Daemon {
         tracing::info!(nid = %nid, did = %nid.to_did(), alias = %cfg.alias, data_dir = %cfg.data_dir.display(), "starting seedd");
         let core = Core {
             storage: Storage::open(cfg.storage_dir())?,
-            index: Index::open(&cfg.index_dir())?,
+            index: Index::open_tuned(
+                &cfg.index_dir(),
+                Tuning::Tuned {
+                    cache_bytes: cfg.index.cache_bytes(),
+                },
+            )?,
             metrics: Arc::new(Metrics::new()?),
             refs: Arc::new(RefCache::new(
                 refcache::DEFAULT_BUDGET,

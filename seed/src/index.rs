@@ -30,6 +30,7 @@ pub(crate) mod maintenance;
 pub(crate) mod policy;
 pub(crate) mod scan;
 pub(crate) mod tenants;
+pub(crate) mod tuning;
 
 use std::collections::HashMap;
 use std::path::Path;
@@ -40,6 +41,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::crypto::{NodeId, RepoId};
 use crate::storage::{FeatureLevel, RefTarget, Visibility};
+pub use tuning::Tuning;
 
 pub(crate) const SCHEMA_VERSION: &str = "1";
 
@@ -239,30 +241,22 @@ pub struct RepoCounts {
 }
 
 impl Index {
+    /// Opens (or creates) the index with the default [`Tuning`].
     pub fn open(path: &Path) -> Result<Self, IndexError> {
-        Self::open_with(path, Options::default())
+        Self::open_tuned(path, Tuning::default())
     }
 
-    /// [`Index::open`] with base options (tests enable statistics through them).
-    /// Bytes of memtables across every column family (writes beyond it flush the largest).
-    const MEMTABLE_BUDGET: usize = 48 << 20;
+    /// Opens (or creates) the index with the given RocksDB options ([`tuning`]).
+    pub fn open_tuned(path: &Path, tuning: Tuning) -> Result<Self, IndexError> {
+        Self::open_with(path, Options::default(), tuning)
+    }
 
-    fn open_with(path: &Path, mut opts: Options) -> Result<Self, IndexError> {
-        opts.create_if_missing(true);
-        opts.create_missing_column_families(true);
-        opts.set_keep_log_file_num(4);
-        // Memtables of all column families together stay under this (RocksDB's default is 64 MiB
-        // per family, two per family: gossip churn alone held ~130 MiB).
-        opts.set_db_write_buffer_size(Self::MEMTABLE_BUDGET);
-        let cfs = COLUMN_FAMILIES.iter().map(|name| {
-            let mut o = Options::default();
-            o.set_write_buffer_size(16 << 20);
-            if matches!(*name, CF_REFS | CF_SIGREFS | gossip::CF_ROUTING) {
-                // Per-repo prefix scans (rid = 20 bytes).
-                o.set_prefix_extractor(rocksdb::SliceTransform::create_fixed_prefix(20));
-            }
-            ColumnFamilyDescriptor::new(*name, o)
-        });
+    /// [`Index::open_tuned`] with base options (tests enable statistics through them).
+    fn open_with(path: &Path, mut opts: Options, tuning: Tuning) -> Result<Self, IndexError> {
+        let shared = tuning.apply(&mut opts);
+        let cfs = COLUMN_FAMILIES
+            .iter()
+            .map(|name| ColumnFamilyDescriptor::new(*name, tuning.cf_options(name, &shared)));
         let db = DB::open_cf_descriptors(&opts, path, cfs).map_err(|source| IndexError::Open {
             path: path.to_owned(),
             source,
@@ -719,7 +713,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let mut opts = Options::default();
         opts.enable_statistics();
-        let index = Index::open_with(dir.path(), opts.clone()).unwrap();
+        let index = Index::open_with(dir.path(), opts.clone(), Tuning::default()).unwrap();
         let syncs = || opts.get_ticker_count(Ticker::WalFileSynced);
         let rid = RepoId::from_oid_bytes([4; 20]);
         let nid = NodeId::from_bytes([5; 32]);

@@ -55,6 +55,15 @@ pub(super) fn at_least_two<'de, D: Deserializer<'de>>(d: D) -> Result<u64, D::Er
     Ok(v)
 }
 
+/// `index.cache_mib`: the index's block cache, memtables included: 8 MiB – 64 GiB.
+pub(super) fn cache_mib<'de, D: Deserializer<'de>>(d: D) -> Result<u64, D::Error> {
+    let v = u64::deserialize(d)?;
+    if !(8..=65_536).contains(&v) {
+        return Err(D::Error::custom("must be 8 to 65536 (MiB)"));
+    }
+    Ok(v)
+}
+
 pub(super) fn max_request_bytes<'de, D: Deserializer<'de>>(d: D) -> Result<u64, D::Error> {
     let v = u64::deserialize(d)?;
     if v < 1024 {

@@ -29,8 +29,8 @@ use serde::{Deserialize, Serialize};
 pub use cidr::{mask, Cidr};
 pub use load::{env_name, Overrides, Sources};
 pub use sections::{
-    AdminConfig, AdminTlsConfig, BanConfig, HttpConfig, HttpRateConfig, KeysConfig, LogConfig,
-    MaintenanceConfig, P2pConfig, PackCacheConfig, PolicyConfig, RateConfig, TlsConfig,
+    AdminConfig, AdminTlsConfig, BanConfig, HttpConfig, HttpRateConfig, IndexConfig, KeysConfig,
+    LogConfig, MaintenanceConfig, P2pConfig, PackCacheConfig, PolicyConfig, RateConfig, TlsConfig,
 };
 pub use specs::{DenyList, IdentitySpec, Quotas, Rate, RepoSpec, State, TenantSpec};
 pub use values::{
@@ -104,6 +104,8 @@ pub struct Config {
     pub tenants: Vec<TenantSpec>,
     /// `[maintenance]`: background repacks, bitmaps, commit-graphs.
     pub maintenance: MaintenanceConfig,
+    /// `[index]`: the RocksDB index's memory.
+    pub index: IndexConfig,
 }
 
 impl Default for Config {
@@ -120,6 +122,7 @@ impl Default for Config {
             identities: Vec::new(),
             tenants: Vec::new(),
             maintenance: MaintenanceConfig::default(),
+            index: IndexConfig::default(),
         }
     }
 }

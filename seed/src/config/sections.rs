@@ -439,3 +439,26 @@ impl Default for MaintenanceConfig {
         }
     }
 }
+
+/// `[index]`: the RocksDB index (`index/tuning.rs`). Needs a restart.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(default)]
+pub struct IndexConfig {
+    /// One block cache shared by every column family, with index and filter blocks and (up to
+    /// half of it) the memtables charged to it: the index's memory beyond the OS page cache.
+    #[serde(deserialize_with = "fields::cache_mib")]
+    pub cache_mib: u64,
+}
+
+impl Default for IndexConfig {
+    fn default() -> Self {
+        Self { cache_mib: 64 }
+    }
+}
+
+impl IndexConfig {
+    /// The cache size in bytes.
+    pub fn cache_bytes(&self) -> usize {
+        usize::try_from(self.cache_mib << 20).unwrap_or(usize::MAX)
+    }
+}

@@ -326,3 +326,21 @@ fn maintenance_keys_load_and_bad_values_are_named() {
     assert!(d.enabled);
     assert_eq!((d.concurrency, d.max_packs), (1, 4));
 }
+
+#[test]
+fn index_cache_loads_and_bad_values_are_named() {
+    use crate::config::{Config, IndexConfig, Overrides};
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("seedd.toml");
+    std::fs::write(&path, "[index]\ncache_mib = 256\n").unwrap();
+    let (c, _) = Config::load(Some(&path), &Overrides::default()).unwrap();
+    assert_eq!(c.index.cache_bytes(), 256 << 20);
+    for text in ["cache_mib = 4", "cache_mib = 100000", "cache = 64"] {
+        std::fs::write(&path, format!("[index]\n{text}\n")).unwrap();
+        let err = Config::load(Some(&path), &Overrides::default())
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("index.cache"), "{text}: {err}");
+    }
+    assert_eq!(IndexConfig::default().cache_bytes(), 64 << 20);
+}

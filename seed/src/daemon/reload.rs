@@ -25,7 +25,7 @@ pub(super) fn default_policy(cfg: &Config) -> (bool, Scope) {
 /// default policy, HTTP limits, unknown-host policy, admin tokens, `[[tenants]]` and the TLS
 /// certificate without dropping connections. A bad file is rejected and the running
 /// configuration kept. Changes that need a restart (listeners, identities, keys, data
-/// directory, `[maintenance]`) are reported, not applied.
+/// directory, `[maintenance]`, `[index]`) are reported, not applied.
 #[derive(Clone)]
 pub(super) struct Reloader {
     pub(super) file: Option<std::path::PathBuf>,
@@ -147,6 +147,7 @@ impl Reloader {
             ("keys", new.keys != cur.keys),
             ("data_dir", new.data_dir != cur.data_dir),
             ("maintenance", new.maintenance != cur.maintenance),
+            ("index", new.index != cur.index),
         ] {
             if differs {
                 changes.push(format!("{key}: changed; takes effect after a restart"));
