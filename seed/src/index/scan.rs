@@ -308,8 +308,8 @@ fn build_record(
                 .commit
                 .as_deref()
                 .filter(|_| before.error.is_none())?;
-            matches!(tip, Some(RefTarget::Oid(oid)) if oid.to_string() == verified_at)
-                .then(|| before.clone())
+            let verified_at = gix::ObjectId::from_hex(verified_at.as_bytes()).ok()?;
+            matches!(tip, Some(RefTarget::Oid(oid)) if *oid == verified_at).then(|| before.clone())
         });
         if let Some(before) = kept {
             work.reused += 1;
@@ -345,7 +345,7 @@ fn build_record(
         .map_or(0, |d| d.as_secs());
     // The identity document is immutable for a given `refs/rad/id`.
     let same_identity = prior.filter(|p| {
-        p.refs.get("refs/rad/id").is_some() && p.refs.get("refs/rad/id") == refs.get("refs/rad/id")
+        p.refs.contains_key("refs/rad/id") && p.refs.get("refs/rad/id") == refs.get("refs/rad/id")
     });
     let record = match same_identity {
         Some(p) => RepoRecord {
