@@ -213,3 +213,41 @@ pub(crate) fn with_tenant(path: &str, tenant: Option<&str>) -> String {
         None => path.to_owned(),
     }
 }
+
+/// `path` with the query pairs that are present, each value percent-encoded.
+pub(crate) fn with_query(path: &str, pairs: &[(&str, Option<&str>)]) -> String {
+    let q: Vec<String> = pairs
+        .iter()
+        .filter_map(|(k, v)| v.map(|v| format!("{k}={}", enc(v))))
+        .collect();
+    if q.is_empty() {
+        path.to_owned()
+    } else {
+        format!("{path}?{}", q.join("&"))
+    }
+}
+
+/// Fetches a paged listing: one page when `page` asks for one, else every page from the
+/// start, following `next` (`fetch(after)` gets the page after a cursor; `merge` appends a
+/// page to the first and returns its `next`).
+pub(crate) fn all_pages<T>(
+    page: &crate::cli::PageArgs,
+    mut fetch: impl FnMut(Option<&str>) -> anyhow::Result<T>,
+    mut merge: impl FnMut(&mut T, T) -> Option<String>,
+    next_of: impl Fn(&T) -> Option<String>,
+) -> anyhow::Result<T> {
+    let mut first = fetch(page.after.as_deref())?;
+    if page.one_page() {
+        return Ok(first);
+    }
+    let mut next = next_of(&first);
+    let mut seen = std::collections::HashSet::new();
+    while let Some(cursor) = next {
+        if !seen.insert(cursor.clone()) {
+            anyhow::bail!("the server returned cursor {cursor} twice");
+        }
+        let more = fetch(Some(&cursor))?;
+        next = merge(&mut first, more);
+    }
+    Ok(first)
+}

@@ -100,3 +100,12 @@ mod tests {
         assert_eq!(used_of(None, Some(1u64 << 30), true), "-/1.0 GiB");
     }
 }
+
+/// The line under a paged listing: nothing when it is complete; otherwise how many of how
+/// many rows were shown and the flag that continues.
+pub(crate) fn page_footer(shown: usize, total: usize, next: Option<&str>) -> String {
+    match next {
+        Some(cursor) => format!("\n({shown} of {total} shown; more with --after {cursor})"),
+        None => String::new(),
+    }
+}
