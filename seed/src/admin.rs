@@ -191,9 +191,7 @@ struct ReposQuery {
 fn page_limit(limit: Option<usize>) -> Result<usize, Box<Response>> {
     match limit {
         None => Ok(api::PAGE_DEFAULT_LIMIT),
-        Some(0) => Err(Box::new(bad_request(
-            "limit must be at least 1".to_owned(),
-        ))),
+        Some(0) => Err(Box::new(bad_request("limit must be at least 1".to_owned()))),
         Some(n) => Ok(n.min(api::PAGE_MAX_LIMIT)),
     }
 }
@@ -346,12 +344,17 @@ struct RoutingQuery {
 }
 
 /// A routing-table cursor: `<rid>/<nid>` of the last entry of the previous page.
-fn parse_route_cursor(
-    cursor: &str,
-) -> Result<(crate::crypto::RepoId, NodeId), Box<Response>> {
-    let bad = || Box::new(bad_request(format!("invalid cursor {cursor:?}: pass the `next` of the previous page")));
+fn parse_route_cursor(cursor: &str) -> Result<(crate::crypto::RepoId, NodeId), Box<Response>> {
+    let bad = || {
+        Box::new(bad_request(format!(
+            "invalid cursor {cursor:?}: pass the `next` of the previous page"
+        )))
+    };
     let (rid, nid) = cursor.split_once('/').ok_or_else(bad)?;
-    Ok((rid.parse().map_err(|_| bad())?, nid.parse().map_err(|_| bad())?))
+    Ok((
+        rid.parse().map_err(|_| bad())?,
+        nid.parse().map_err(|_| bad())?,
+    ))
 }
 
 /// One page of the routing table in (RID, NID) order, optionally one repository's or one
@@ -378,7 +381,9 @@ async fn routing(
         Ok(a) => a,
         Err(r) => return *r,
     };
-    let (rows, total) = state.net.routing_page(rid, nid, after, limit.saturating_add(1));
+    let (rows, total) = state
+        .net
+        .routing_page(rid, nid, after, limit.saturating_add(1));
     let next = (rows.len() > limit)
         .then(|| rows.get(limit - 1).map(|r| format!("{}/{}", r.rid, r.nid)))
         .flatten();

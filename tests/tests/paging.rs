@@ -48,7 +48,10 @@ fn walk(seed: &Seed, path: &str, key: &str, limit: usize) -> (Vec<Vec<Value>>, B
     loop {
         let mut url = format!("{path}&limit={limit}");
         if let Some(a) = &after {
-            url.push_str(&format!("&after={}", a.replace(':', "%3A").replace('/', "%2F")));
+            url.push_str(&format!(
+                "&after={}",
+                a.replace(':', "%3A").replace('/', "%2F")
+            ));
         }
         let page = seed.api(&url);
         pages.push(page[key].as_array().unwrap().clone());
@@ -87,7 +90,11 @@ fn repos_and_routing_are_paged_and_seedctl_follows_the_pages() {
     assert!(all["next"].is_null());
     let token = seed.token();
     let auth = format!("Bearer {token}");
-    for bad in ["/api/v1/repos?limit=0", "/api/v1/repos?after=nonsense", "/api/v1/routing?after=x"] {
+    for bad in [
+        "/api/v1/repos?limit=0",
+        "/api/v1/repos?after=nonsense",
+        "/api/v1/routing?after=x",
+    ] {
         let (status, body) = http_get(&seed.admin_url(bad), &[("Authorization", &auth)]).unwrap();
         assert_eq!(status, 400, "{bad}: {body}");
     }
@@ -102,11 +109,16 @@ fn repos_and_routing_are_paged_and_seedctl_follows_the_pages() {
 
     // The routing table holds our own inventory: 25 entries, paged the same way.
     let nid = seed.nid();
-    wait_for("our inventory in the routing table", Duration::from_secs(30), || {
-        (seed.api("/api/v1/routing")["total"].as_u64() == Some(25)).then_some(())
-    });
+    wait_for(
+        "our inventory in the routing table",
+        Duration::from_secs(30),
+        || (seed.api("/api/v1/routing")["total"].as_u64() == Some(25)).then_some(()),
+    );
     let (pages, totals) = walk(&seed, "/api/v1/routing?", "routes", 10);
-    assert_eq!(pages.iter().map(Vec::len).collect::<Vec<_>>(), vec![10, 10, 5]);
+    assert_eq!(
+        pages.iter().map(Vec::len).collect::<Vec<_>>(),
+        vec![10, 10, 5]
+    );
     assert_eq!(totals, BTreeSet::from([25]));
     let routed: Vec<String> = pages
         .iter()
@@ -136,11 +148,16 @@ fn repos_and_routing_are_paged_and_seedctl_follows_the_pages() {
     assert_eq!(first["repos"].as_array().unwrap().len(), 10);
     let next = first["next"].as_str().unwrap().to_owned();
     assert_eq!(next, rids[9]);
-    let out = seed.seedctl(&["-o", "json", "repo", "ls", "--limit", "10", "--after", &next]);
+    let out = seed.seedctl(&[
+        "-o", "json", "repo", "ls", "--limit", "10", "--after", &next,
+    ]);
     let second: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(second["repos"][0]["rid"], rids[10].as_str());
     let text = stdout(&seed.seedctl(&["repo", "ls", "--limit", "10"]));
-    assert!(text.contains(&format!("(10 of 25 shown; more with --after {next})")), "{text}");
+    assert!(
+        text.contains(&format!("(10 of 25 shown; more with --after {next})")),
+        "{text}"
+    );
     let text = stdout(&seed.seedctl(&["repo", "ls"]));
     assert_eq!(text.lines().count(), 26, "{text}");
     let out = seed.seedctl(&["-o", "json", "routing", "ls", "--limit", "4"]);
@@ -182,7 +199,8 @@ fn an_identity_over_its_cap_announces_the_most_wanted() {
     );
     let logs = seed.logs();
     assert!(
-        logs.contains("more repositories than its inventory cap") && logs.contains("p2p.inventory_cap"),
+        logs.contains("more repositories than its inventory cap")
+            && logs.contains("p2p.inventory_cap"),
         "{logs}"
     );
     let before = announced(&seed);
@@ -206,7 +224,11 @@ fn an_identity_over_its_cap_announces_the_most_wanted() {
     let after = announced(&seed);
     assert_eq!(after.len(), 20);
     assert!(after.contains(left_out[0].as_str()) && after.contains(left_out[1].as_str()));
-    assert_eq!(after.difference(&before).count(), 2, "only the wanted ones came in");
+    assert_eq!(
+        after.difference(&before).count(),
+        2,
+        "only the wanted ones came in"
+    );
     assert_eq!(unannounced(), 5.0);
     seed.stop();
 }

@@ -106,7 +106,11 @@ impl Text for RoutingResponse {
                 r.rid, r.nid, r.timestamp
             ));
         }
-        t.push_str(&crate::report::page_footer(self.routes.len(), self.total, self.next.as_deref()));
+        t.push_str(&crate::report::page_footer(
+            self.routes.len(),
+            self.total,
+            self.next.as_deref(),
+        ));
         t
     }
 }

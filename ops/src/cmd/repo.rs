@@ -122,7 +122,11 @@ impl Text for ReposResponse {
                 t.push_str(&format!(" {}", join(r.tenants.as_deref().unwrap_or(&[]))));
             }
         }
-        t.push_str(&crate::report::page_footer(self.repos.len(), self.total, self.next.as_deref()));
+        t.push_str(&crate::report::page_footer(
+            self.repos.len(),
+            self.total,
+            self.next.as_deref(),
+        ));
         t
     }
 }

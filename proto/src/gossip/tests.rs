@@ -1114,7 +1114,11 @@ fn routing_pages_follow_the_cursor_for_every_filter() {
     assert_eq!(everything.len(), 15);
     for limit in [1, 2, 4, 15, 100] {
         assert_eq!(walk(&s, None, None, limit), (everything.clone(), 15));
-        let one_repo: Vec<_> = everything.iter().copied().filter(|e| e.0 == rid(3)).collect();
+        let one_repo: Vec<_> = everything
+            .iter()
+            .copied()
+            .filter(|e| e.0 == rid(3))
+            .collect();
         assert_eq!(walk(&s, Some(rid(3)), None, limit), (one_repo, 3));
         for n in &nids {
             let one_node: Vec<_> = everything.iter().copied().filter(|e| e.1 == *n).collect();

@@ -50,7 +50,11 @@ fn recency_class(updated: u64, now: u64) -> u8 {
 
 /// `floor(log2(1 + demand))`.
 fn demand_class(demand: f64) -> u32 {
-    let d = if demand.is_finite() { demand.max(0.0) } else { 0.0 };
+    let d = if demand.is_finite() {
+        demand.max(0.0)
+    } else {
+        0.0
+    };
     (1.0 + d).log2().floor() as u32
 }
 
@@ -121,14 +125,17 @@ mod tests {
     #[test]
     fn most_wanted_first_then_most_recently_updated() {
         let c = vec![
-            cand(1, 0.0, 400 * DAY), // old, never asked for
-            cand(2, 0.0, 3600),      // pushed an hour ago
+            cand(1, 0.0, 400 * DAY),  // old, never asked for
+            cand(2, 0.0, 3600),       // pushed an hour ago
             cand(3, 20.0, 400 * DAY), // old but popular
             cand(4, 1.0, 400 * DAY),
             cand(5, 0.0, 10 * DAY),
         ];
         assert_eq!(select(c.clone(), 1, &HashSet::new(), NOW), vec![rid(3)]);
-        assert_eq!(select(c.clone(), 2, &HashSet::new(), NOW), vec![rid(3), rid(4)]);
+        assert_eq!(
+            select(c.clone(), 2, &HashSet::new(), NOW),
+            vec![rid(3), rid(4)]
+        );
         assert_eq!(
             select(c.clone(), 3, &HashSet::new(), NOW),
             vec![rid(2), rid(3), rid(4)]

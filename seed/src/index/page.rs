@@ -23,7 +23,7 @@ pub(crate) fn take_page<K, T, E>(
     limit: usize,
 ) -> Result<Page<T, K>, E>
 where
-    K: PartialOrd + Clone,
+    K: PartialOrd,
 {
     let mut out = Vec::new();
     let mut last: Option<K> = None;
@@ -33,7 +33,10 @@ where
             continue;
         }
         if out.len() == limit {
-            return Ok(Page { items: out, next: last });
+            return Ok(Page {
+                items: out,
+                next: last,
+            });
         }
         last = Some(key);
         out.push(value);
@@ -85,13 +88,11 @@ impl Index {
         limit: usize,
     ) -> Result<Page<RepoRecord, RepoId>, IndexError> {
         let start = after.map_or(0, |a| rids.partition_point(|r| r <= a));
-        let found = rids[start..]
-            .iter()
-            .filter_map(|rid| match self.repo(rid) {
-                Ok(Some(r)) => Some(Ok((*rid, r))),
-                Ok(None) => None,
-                Err(e) => Some(Err(e)),
-            });
+        let found = rids[start..].iter().filter_map(|rid| match self.repo(rid) {
+            Ok(Some(r)) => Some(Ok((*rid, r))),
+            Ok(None) => None,
+            Err(e) => Some(Err(e)),
+        });
         take_page(found, None, limit)
     }
 }
@@ -125,20 +126,44 @@ mod tests {
     fn take_page_stops_after_limit_and_names_the_next_cursor() {
         let keys: Vec<(u32, u32)> = (1..=5).map(|k| (k * 10, k)).collect();
         let p = take_page(ok(keys.clone()), None, 2).unwrap();
-        assert_eq!(p, Page { items: vec![1, 2], next: Some(20) });
+        assert_eq!(
+            p,
+            Page {
+                items: vec![1, 2],
+                next: Some(20)
+            }
+        );
         let p = take_page(ok(keys.clone()), Some(&20), 2).unwrap();
-        assert_eq!(p, Page { items: vec![3, 4], next: Some(40) });
+        assert_eq!(
+            p,
+            Page {
+                items: vec![3, 4],
+                next: Some(40)
+            }
+        );
         // The last page has no cursor, also when it is exactly full.
         let p = take_page(ok(keys.clone()), Some(&30), 2).unwrap();
-        assert_eq!(p, Page { items: vec![4, 5], next: None });
+        assert_eq!(
+            p,
+            Page {
+                items: vec![4, 5],
+                next: None
+            }
+        );
         // A cursor between keys (its key was deleted) starts at the next one.
         let p = take_page(ok(keys.clone()), Some(&25), 10).unwrap();
         assert_eq!(p.items, vec![3, 4, 5]);
         // After the end, or nothing at all.
-        assert_eq!(take_page(ok(keys.clone()), Some(&50), 3).unwrap().items, Vec::<u32>::new());
+        assert_eq!(
+            take_page(ok(keys.clone()), Some(&50), 3).unwrap().items,
+            Vec::<u32>::new()
+        );
         assert_eq!(
             take_page(ok(Vec::<(u32, u32)>::new()), None, 3).unwrap(),
-            Page { items: vec![], next: None }
+            Page {
+                items: vec![],
+                next: None
+            }
         );
         // An error stops the walk.
         let failing = vec![Ok((1, 1)), Err("bad"), Ok((3, 3))].into_iter();
