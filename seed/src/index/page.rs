@@ -228,14 +228,15 @@ mod tests {
         assert_eq!(page.items.len(), 15);
         // A tenant's repositories: only indexed ones, by point lookups, same cursor rules.
         let unknown = RepoId::from_oid_bytes([0xfe; 20]);
-        let mut mine = vec![rids[3], rids[9], unknown, rids[20], cursor];
+        assert_eq!(cursor, rids[9]);
+        let mut mine = vec![rids[3], rids[12], unknown, rids[20], cursor];
         mine.sort();
         let p = index.repos_of_page(&mine, None, 2).unwrap();
         assert_eq!(
             p.items.iter().map(|r| r.rid).collect::<Vec<_>>(),
-            vec![rids[3], rids[9]]
+            vec![rids[3], rids[12]]
         );
-        assert_eq!(p.next, Some(rids[9]));
+        assert_eq!(p.next, Some(rids[12]));
         let p = index.repos_of_page(&mine, p.next.as_ref(), 2).unwrap();
         assert_eq!(
             p.items.iter().map(|r| r.rid).collect::<Vec<_>>(),
