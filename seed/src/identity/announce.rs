@@ -3,7 +3,7 @@
 //!
 //! "Announce the most wanted": candidates are ranked by
 //!
-//! 1. demand class — `floor(log2(1 + demand))`, where demand is the decayed count of pack
+//! 1. demand class — `ceil(log2(1 + demand))` (0 below a quarter request), where demand is the decayed count of pack
 //!    requests over HTTP and git streams over Radicle (`metrics::demand`): powers of two, so
 //!    two repositories asked for about as often are in one class;
 //! 2. recency class — updated (re-indexed after a change) within a day, a week, 30 days, a
@@ -48,14 +48,13 @@ fn recency_class(updated: u64, now: u64) -> u8 {
     }
 }
 
-/// `floor(log2(1 + demand))`.
+/// `ceil(log2(1 + demand))`: one request is class 1 until it has decayed below a quarter
+/// (two half-lives), two are class 2 for a half-life, and so on.
 fn demand_class(demand: f64) -> u32 {
-    let d = if demand.is_finite() {
-        demand.max(0.0)
-    } else {
-        0.0
-    };
-    (1.0 + d).log2().floor() as u32
+    if !demand.is_finite() || demand < 0.25 {
+        return 0;
+    }
+    (1.0 + demand).log2().ceil() as u32
 }
 
 /// The `cap` repositories to announce out of `candidates`, in RID order, given the previous
@@ -164,8 +163,8 @@ mod tests {
     #[test]
     fn an_announced_repository_is_displaced_only_from_a_higher_class() {
         let previous = set(&[rid(1)]);
-        // Same recency; the incumbent has 4 requests (class 2: 3 to 6).
-        for (challenger, displaced) in [(4.0, false), (6.0, false), (6.9, false), (7.0, true)] {
+        // Same recency; the incumbent has 4 requests (class 3: over 3 up to 7).
+        for (challenger, displaced) in [(4.0, false), (6.0, false), (7.0, false), (7.5, true)] {
             let c = vec![cand(1, 4.0, 100 * DAY), cand(2, challenger, 100 * DAY)];
             let want = if displaced { rid(2) } else { rid(1) };
             assert_eq!(
@@ -176,7 +175,7 @@ mod tests {
         }
         // Once displaced, it comes back only from a higher class than the newcomer's.
         let now_in = set(&[rid(2)]);
-        for (old, back) in [(4.0, false), (14.0, false), (15.0, true)] {
+        for (old, back) in [(4.0, false), (7.0, false), (8.0, true)] {
             let c = vec![cand(1, old, 100 * DAY), cand(2, 7.0, 100 * DAY)];
             let want = if back { rid(1) } else { rid(2) };
             assert_eq!(select(c, 1, &now_in, NOW), vec![want], "back with {old}");
@@ -200,10 +199,14 @@ mod tests {
         // A clock behind an update counts it as new.
         assert_eq!(recency_class(NOW + 50, NOW), 4);
         assert_eq!(demand_class(0.0), 0);
-        assert_eq!(demand_class(0.9), 0);
+        assert_eq!(demand_class(0.2), 0);
+        // One request, decayed a little, is still one request's class.
+        assert_eq!(demand_class(0.9999), 1);
         assert_eq!(demand_class(1.0), 1);
         assert_eq!(demand_class(3.0), 2);
+        assert_eq!(demand_class(3.5), 3);
         assert_eq!(demand_class(7.0), 3);
+        assert_eq!(demand_class(7.5), 4);
         assert_eq!(demand_class(f64::NAN), 0);
         assert_eq!(demand_class(-3.0), 0);
     }
