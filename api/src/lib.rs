@@ -69,3 +69,10 @@ where
 {
     T::deserialize(d).map(Some)
 }
+
+/// Paged listings (`GET /api/v1/repos`, `/api/v1/routing`): `limit` rows per page unless the
+/// query says otherwise, at most [`PAGE_MAX_LIMIT`] (a larger `limit` is lowered to it); the
+/// answer's `next` is the `after` cursor of the next page, `null` on the last one.
+pub const PAGE_DEFAULT_LIMIT: usize = 1000;
+/// The largest page (see [`PAGE_DEFAULT_LIMIT`]).
+pub const PAGE_MAX_LIMIT: usize = 10_000;

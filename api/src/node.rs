@@ -114,10 +114,16 @@ pub struct DisconnectResponse {
     pub sessions_closed: usize,
 }
 
-/// `GET /api/v1/routing`.
+/// `GET /api/v1/routing[?rid=R][&nid=N][&limit=L][&after=C]`: one page, in (RID, NID) order.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct RoutingResponse {
     pub routes: Vec<Route>,
+    /// Cursor of the next page (pass it as `after`); `null` on the last page.
+    #[serde(default)]
+    pub next: Option<String>,
+    /// Entries in the whole listing (with its filters), not only this page.
+    #[serde(default)]
+    pub total: usize,
 }
 
 /// A routing-table row: `nid` seeds `rid`.

@@ -4,10 +4,16 @@ use serde::{Deserialize, Serialize};
 
 use crate::Scope;
 
-/// `GET /api/v1/repos[?tenant=T]`.
+/// `GET /api/v1/repos[?tenant=T][&limit=N][&after=C]`: one page, in RID order.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ReposResponse {
     pub repos: Vec<RepoRecord>,
+    /// Cursor of the next page (pass it as `after`); `null` on the last page.
+    #[serde(default)]
+    pub next: Option<String>,
+    /// Repositories in the whole listing (for a tenant: its claims), not only this page.
+    #[serde(default)]
+    pub total: usize,
 }
 
 /// What the index knows about one repository.

@@ -189,21 +189,27 @@ pub(crate) enum PolicyCommand {
 
 #[derive(Subcommand)]
 pub(crate) enum RoutingCommand {
-    /// List routing entries, optionally for one repository and/or node.
+    /// List routing entries, optionally for one repository and/or node (every page, unless
+    /// --limit or --after asks for one).
     Ls {
         #[arg(long)]
         rid: Option<String>,
         #[arg(long)]
         nid: Option<String>,
+        #[command(flatten)]
+        page: PageArgs,
     },
 }
 
 #[derive(Subcommand)]
 pub(crate) enum RepoCommand {
-    /// List indexed repositories (with --tenant: only that tenant's).
+    /// List indexed repositories (with --tenant: only that tenant's), every page unless
+    /// --limit or --after asks for one.
     Ls {
         #[arg(long)]
         tenant: Option<String>,
+        #[command(flatten)]
+        page: PageArgs,
     },
     /// One repository: identity, canonical head, namespaces and their signed-refs status.
     Show { rid: String },
@@ -395,4 +401,23 @@ pub(crate) enum IdentityCommand {
 pub(crate) enum ConfigCommand {
     /// Re-read the configuration file (as SIGHUP does).
     Reload,
+}
+
+/// Paging of a listing: without either flag every page is fetched (following `next`);
+/// with one, only that page (its `next` is printed to continue).
+#[derive(clap::Args, Debug, Clone, Default)]
+pub(crate) struct PageArgs {
+    /// Rows per page (the server caps it at 10,000; default 1,000).
+    #[arg(long)]
+    pub limit: Option<usize>,
+    /// Start after this cursor (the `next` of the previous page).
+    #[arg(long)]
+    pub after: Option<String>,
+}
+
+impl PageArgs {
+    /// Whether one page was asked for.
+    pub(crate) fn one_page(&self) -> bool {
+        self.limit.is_some() || self.after.is_some()
+    }
 }

@@ -213,3 +213,107 @@ pub(crate) fn with_tenant(path: &str, tenant: Option<&str>) -> String {
         None => path.to_owned(),
     }
 }
+
+/// `path` with the query pairs that are present, each value percent-encoded.
+pub(crate) fn with_query(path: &str, pairs: &[(&str, Option<&str>)]) -> String {
+    let q: Vec<String> = pairs
+        .iter()
+        .filter_map(|(k, v)| v.map(|v| format!("{k}={}", enc(v))))
+        .collect();
+    if q.is_empty() {
+        path.to_owned()
+    } else {
+        format!("{path}?{}", q.join("&"))
+    }
+}
+
+/// Fetches a paged listing: one page when `page` asks for one, else every page from the
+/// start, following `next` (`fetch(after)` gets the page after a cursor; `merge` appends a
+/// page to the first and returns its `next`).
+pub(crate) fn all_pages<T>(
+    page: &crate::cli::PageArgs,
+    mut fetch: impl FnMut(Option<&str>) -> anyhow::Result<T>,
+    mut merge: impl FnMut(&mut T, T) -> Option<String>,
+    next_of: impl Fn(&T) -> Option<String>,
+) -> anyhow::Result<T> {
+    let mut first = fetch(page.after.as_deref())?;
+    if page.one_page() {
+        return Ok(first);
+    }
+    let mut next = next_of(&first);
+    let mut seen = std::collections::HashSet::new();
+    while let Some(cursor) = next {
+        if !seen.insert(cursor.clone()) {
+            anyhow::bail!("the server returned cursor {cursor} twice");
+        }
+        let more = fetch(Some(&cursor))?;
+        next = merge(&mut first, more);
+    }
+    Ok(first)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cli::PageArgs;
+
+    /// Pages of `rows` of `size`, as a server answers: (rows, next).
+    fn server(rows: &[u32], size: usize, after: Option<&str>) -> (Vec<u32>, Option<String>) {
+        let start = after.map_or(0, |a| {
+            let a: u32 = a.parse().unwrap();
+            rows.iter().position(|r| *r > a).unwrap_or(rows.len())
+        });
+        let page: Vec<u32> = rows[start..].iter().take(size).copied().collect();
+        let next = (start + size < rows.len()).then(|| page[page.len() - 1].to_string());
+        (page, next)
+    }
+
+    #[test]
+    fn all_pages_follows_next_or_stops_at_one_page() {
+        let rows: Vec<u32> = (1..=25).collect();
+        let run = |page: PageArgs| {
+            all_pages(
+                &page,
+                |after| Ok(server(&rows, 10, after)),
+                |all, more| {
+                    all.0.extend(more.0);
+                    all.1 = None;
+                    more.1
+                },
+                |p| p.1.clone(),
+            )
+            .unwrap()
+        };
+        assert_eq!(run(PageArgs::default()), (rows.clone(), None));
+        let one = run(PageArgs {
+            limit: Some(10),
+            after: None,
+        });
+        assert_eq!(one, ((1..=10).collect(), Some("10".to_owned())));
+        let from = run(PageArgs {
+            limit: None,
+            after: Some("20".into()),
+        });
+        assert_eq!(from, ((21..=25).collect(), None));
+        // A server that repeats a cursor is an error, not an endless loop.
+        let looping = all_pages(
+            &PageArgs::default(),
+            |_| Ok((vec![1], Some("1".to_owned()))),
+            |_, more: (Vec<u32>, Option<String>)| more.1,
+            |p| p.1.clone(),
+        );
+        assert!(looping.is_err());
+    }
+
+    #[test]
+    fn queries_encode_values_and_skip_absent_ones() {
+        assert_eq!(with_query("/p", &[("a", None)]), "/p");
+        assert_eq!(
+            with_query(
+                "/p",
+                &[("a", Some("rad:z1/z6Mk")), ("b", None), ("c", Some("x y"))]
+            ),
+            "/p?a=rad:z1%2Fz6Mk&c=x%20y"
+        );
+    }
+}

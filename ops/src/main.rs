@@ -52,8 +52,8 @@ fn dispatch(client: &Client, command: &Command) -> anyhow::Result<Box<dyn Report
         Command::Fetch { rid, from } => cmd::repo::fetch(client, rid, from.as_deref()),
         Command::Peers { command } => cmd::peer::run(client, command),
         Command::Routing {
-            command: RoutingCommand::Ls { rid, nid },
-        } => cmd::peer::routing(client, rid.as_deref(), nid.as_deref()),
+            command: RoutingCommand::Ls { rid, nid, page },
+        } => cmd::peer::routing(client, rid.as_deref(), nid.as_deref(), page),
         Command::Node { command } => cmd::node::run(client, command),
         Command::Policy {
             command: PolicyCommand::Ls,

@@ -89,6 +89,15 @@ pub(crate) fn rate_text(r: &seedd_api::Rate) -> String {
     )
 }
 
+/// The line under a paged listing: nothing when it is complete; otherwise how many of how
+/// many rows were shown and the flag that continues.
+pub(crate) fn page_footer(shown: usize, total: usize, next: Option<&str>) -> String {
+    match next {
+        Some(cursor) => format!("\n({shown} of {total} shown; more with --after {cursor})"),
+        None => String::new(),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

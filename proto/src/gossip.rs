@@ -145,6 +145,57 @@ impl Service {
         self.routing.seeds(rid)
     }
 
+    /// A page of the routing table: entries strictly after `after` in (repository, node)
+    /// order, optionally only one repository's or one node's, with how many entries that
+    /// selection has in all. Costs the page (plus, for one repository, its seed count).
+    pub fn routing_page(
+        &self,
+        rid: Option<RepoId>,
+        nid: Option<NodeId>,
+        after: Option<(RepoId, NodeId)>,
+        limit: usize,
+    ) -> (Vec<(RepoId, NodeId, u64)>, usize) {
+        match (rid, nid) {
+            (Some(rid), Some(nid)) => {
+                let hit = self.routing.get(&rid, &nid).map(|ts| (rid, nid, ts));
+                let total = usize::from(hit.is_some());
+                let rows = hit
+                    .filter(|(r, n, _)| after.is_none_or(|a| (*r, *n) > a))
+                    .into_iter()
+                    .take(limit)
+                    .collect();
+                (rows, total)
+            }
+            (Some(rid), None) => {
+                // A cursor from another repository: start before or after all of this one's.
+                let rows = match after {
+                    Some((r, _)) if r > rid => Vec::new(),
+                    Some((r, n)) if r == rid => {
+                        self.routing.seeds_after(rid, Some(n)).take(limit).collect()
+                    }
+                    _ => self.routing.seeds_after(rid, None).take(limit).collect(),
+                };
+                (rows, self.routing.seed_count(&rid))
+            }
+            (None, Some(nid)) => {
+                use std::ops::Bound;
+                // Within one node, (repository, node) order is repository order: after the
+                // cursor (r, n) come r itself if `nid` sorts after n, then every later one.
+                let lower = match after {
+                    None => Bound::Unbounded,
+                    Some((r, n)) if nid > n => Bound::Included(r),
+                    Some((r, _)) => Bound::Excluded(r),
+                };
+                let rows = self.routing.of_node_from(nid, lower).take(limit).collect();
+                (rows, self.routing.node_count(&nid))
+            }
+            (None, None) => (
+                self.routing.iter_after(after).take(limit).collect(),
+                self.routing.len(),
+            ),
+        }
+    }
+
     pub fn routing_len(&self) -> usize {
         self.routing.len()
     }

@@ -183,42 +183,75 @@ fn internal(e: impl std::fmt::Display) -> Response {
 #[derive(serde::Deserialize, Default)]
 struct ReposQuery {
     tenant: Option<String>,
+    limit: Option<usize>,
+    after: Option<String>,
 }
 
+/// A page size from the query: the default when absent, at most `api::PAGE_MAX_LIMIT`.
+fn page_limit(limit: Option<usize>) -> Result<usize, Box<Response>> {
+    match limit {
+        None => Ok(api::PAGE_DEFAULT_LIMIT),
+        Some(0) => Err(Box::new(bad_request("limit must be at least 1".to_owned()))),
+        Some(n) => Ok(n.min(api::PAGE_MAX_LIMIT)),
+    }
+}
+
+/// One page of the indexed repositories in RID order (`after`: the previous page's `next`).
+/// The page is read from the index after the cursor; `total` is the in-memory count.
 async fn repos(
     State(state): State<Arc<AdminState>>,
     axum::extract::Query(q): axum::extract::Query<ReposQuery>,
 ) -> Response {
+    let limit = match page_limit(q.limit) {
+        Ok(l) => l,
+        Err(r) => return *r,
+    };
+    let after = match q.after.as_deref().map(parse_rid).transpose() {
+        Ok(a) => a,
+        Err(r) => return *r,
+    };
     let index = state.index.clone();
     let only = match &q.tenant {
         Some(t) => match state.control.tenants.get(t) {
-            Some((t, _)) => Some(t.repos.iter().map(|r| r.rid).collect::<Vec<_>>()),
+            Some((t, _)) => {
+                let mut rids = t.repos.iter().map(|r| r.rid).collect::<Vec<_>>();
+                rids.sort();
+                rids.dedup();
+                Some(rids)
+            }
             None => return error(404, crate::tenant::TenantError::Unknown(t.clone())),
         },
         None => None,
     };
+    let total = only
+        .as_ref()
+        .map_or_else(|| index.repo_counts().total, Vec::len);
     let tenants = state.control.tenants.clone();
     let result = tokio::task::spawn_blocking(move || {
-        let mut repos = index.repos()?;
-        if let Some(only) = &only {
-            repos.retain(|r| only.contains(&r.rid));
-        }
-        Ok::<_, crate::index::IndexError>(
-            repos
-                .into_iter()
-                .map(|r| {
-                    let claimants = tenants.claimants(&r.rid);
-                    api::RepoRecord {
-                        tenants: Some(claimants),
-                        ..convert::repo_record(r)
-                    }
-                })
-                .collect::<Vec<_>>(),
-        )
+        let page = match &only {
+            Some(rids) => index.repos_of_page(rids, after.as_ref(), limit)?,
+            None => index.repos_page(after.as_ref(), limit)?,
+        };
+        let repos = page
+            .items
+            .into_iter()
+            .map(|r| {
+                let claimants = tenants.claimants(&r.rid);
+                api::RepoRecord {
+                    tenants: Some(claimants),
+                    ..convert::repo_record(r)
+                }
+            })
+            .collect::<Vec<_>>();
+        Ok::<_, crate::index::IndexError>(api::ReposResponse {
+            repos,
+            next: page.next.map(|r| r.to_string()),
+            total,
+        })
     })
     .await;
     match result {
-        Ok(Ok(repos)) => Json(api::ReposResponse { repos }).into_response(),
+        Ok(Ok(body)) => Json(body).into_response(),
         Ok(Err(e)) => internal(e),
         Err(e) => internal(e),
     }
@@ -306,8 +339,26 @@ async fn peers_disconnect(
 struct RoutingQuery {
     rid: Option<String>,
     nid: Option<String>,
+    limit: Option<usize>,
+    after: Option<String>,
 }
 
+/// A routing-table cursor: `<rid>/<nid>` of the last entry of the previous page.
+fn parse_route_cursor(cursor: &str) -> Result<(crate::crypto::RepoId, NodeId), Box<Response>> {
+    let bad = || {
+        Box::new(bad_request(format!(
+            "invalid cursor {cursor:?}: pass the `next` of the previous page"
+        )))
+    };
+    let (rid, nid) = cursor.split_once('/').ok_or_else(bad)?;
+    Ok((
+        rid.parse().map_err(|_| bad())?,
+        nid.parse().map_err(|_| bad())?,
+    ))
+}
+
+/// One page of the routing table in (RID, NID) order, optionally one repository's or one
+/// node's; read under the gossip lock, costing the page.
 async fn routing(
     State(state): State<Arc<AdminState>>,
     axum::extract::Query(q): axum::extract::Query<RoutingQuery>,
@@ -322,13 +373,27 @@ async fn routing(
         Some(Ok(r)) => Some(r),
         Some(Err(e)) => return bad_request(format!("invalid nid: {e}")),
     };
-    let routes = state
+    let limit = match page_limit(q.limit) {
+        Ok(l) => l,
+        Err(r) => return *r,
+    };
+    let after = match q.after.as_deref().map(parse_route_cursor).transpose() {
+        Ok(a) => a,
+        Err(r) => return *r,
+    };
+    let (rows, total) = state
         .net
-        .routing(rid, nid)
-        .into_iter()
-        .map(convert::route)
-        .collect();
-    Json(api::RoutingResponse { routes }).into_response()
+        .routing_page(rid, nid, after, limit.saturating_add(1));
+    let next = (rows.len() > limit)
+        .then(|| rows.get(limit - 1).map(|r| format!("{}/{}", r.rid, r.nid)))
+        .flatten();
+    let routes = rows.into_iter().take(limit).map(convert::route).collect();
+    Json(api::RoutingResponse {
+        routes,
+        next,
+        total,
+    })
+    .into_response()
 }
 
 async fn nodes(State(state): State<Arc<AdminState>>) -> Response {

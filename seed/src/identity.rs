@@ -27,6 +27,8 @@ use crate::net::{Net, NetConfig, NetDeps};
 use crate::policy::Policies;
 use crate::tenant::Tenants;
 
+mod announce;
+
 #[derive(Debug, thiserror::Error)]
 pub enum IdentityError {
     #[error("invalid identity name `{0}`: use 1-63 of a-z, 0-9 and `-`")]
@@ -352,15 +354,73 @@ impl Identities {
         self.inventories.lock().unwrap_or_else(|p| p.into_inner())
     }
 
+    /// Announces `inv` on `net`, or, when it holds more than `cap` (at most one message's
+    /// 2,973), the `cap` most wanted of them (`announce::select`), counting the rest in
+    /// `seedd_identity_inventory_unannounced_repos` and warning when that starts.
     fn publish(&self, name: &str, net: &Net, inv: Vec<crate::crypto::RepoId>, cap: usize) {
+        let cap = cap.min(INVENTORY_LIMIT);
+        let held = inv.len();
+        let inv = if held > cap {
+            self.most_wanted(net, inv, cap)
+        } else {
+            inv
+        };
+        let unannounced = held.saturating_sub(inv.len());
         let m = &self.metrics.tenant;
+        let gauge = m.identity_unannounced.with_label_values(&[name]);
+        if unannounced > 0 && gauge.get() == 0 {
+            let remedy = if name == DEFAULT_IDENTITY {
+                "raise p2p.inventory_cap (at most 2973), or place tenants on identities of their own ([[identities]], `seedctl identity create`, tenant `identity`)"
+            } else {
+                "raise this identity's inventory_cap (at most 2973), or move some of its tenants to another identity"
+            };
+            tracing::warn!(
+                identity = %name,
+                held,
+                announced = inv.len(),
+                cap,
+                "identity holds more repositories than its inventory cap: announcing the most wanted; {remedy}"
+            );
+        } else if unannounced == 0 && gauge.get() > 0 {
+            tracing::info!(identity = %name, held, "identity announces its whole inventory again");
+        }
+        gauge.set(unannounced as i64);
         m.identity_inventory
             .with_label_values(&[name])
             .set(inv.len() as i64);
-        m.identity_cap
-            .with_label_values(&[name])
-            .set(cap.min(INVENTORY_LIMIT) as i64);
+        m.identity_cap.with_label_values(&[name]).set(cap as i64);
         net.set_inventory(inv);
+    }
+
+    /// The `cap` repositories of `inv` to announce: most requested, then most recently updated,
+    /// keeping what `net` announces now where that ties (see `announce`). Reads each
+    /// candidate's record for its update time: only while over the cap.
+    fn most_wanted(
+        &self,
+        net: &Net,
+        inv: Vec<crate::crypto::RepoId>,
+        cap: usize,
+    ) -> Vec<crate::crypto::RepoId> {
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs());
+        let demand = self.metrics.demand.scores_at(&inv, now);
+        let candidates = inv
+            .into_iter()
+            .zip(demand)
+            .map(|(rid, demand)| announce::Candidate {
+                rid,
+                demand,
+                updated: self
+                    .index
+                    .repo(&rid)
+                    .ok()
+                    .flatten()
+                    .map_or(0, |r| r.indexed_at),
+            })
+            .collect();
+        let previous = net.inventory().into_iter().collect();
+        announce::select(candidates, cap, &previous, now)
     }
 
     pub(crate) fn list(&self) -> Vec<IdentityInfo> {

@@ -27,6 +27,7 @@
 
 pub(crate) mod gossip;
 pub(crate) mod maintenance;
+pub(crate) mod page;
 pub(crate) mod policy;
 pub(crate) mod scan;
 pub(crate) mod tenants;

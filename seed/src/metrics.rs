@@ -11,6 +11,7 @@ use seedd_proto::gossip::{DisconnectReason, Dropped};
 use seedd_proto::wire::{Link, MessageType};
 
 mod catalogue;
+pub mod demand;
 pub mod labels;
 mod maintenance;
 
@@ -191,6 +192,9 @@ pub struct Metrics {
     pub web_rejected: IntCounterVec,
     pub maintenance: MaintenanceMetrics,
     pub pack_cache: PackCacheMetrics,
+    /// Per-repository request counts (not exported): what an identity over its inventory cap
+    /// announces first.
+    pub demand: demand::Demand,
 }
 
 /// The pack cache's metrics (`serve::packcache`).
@@ -245,6 +249,8 @@ pub struct TenantMetrics {
     pub rate_limited: IntCounterVec,
     pub identity_inventory: IntGaugeVec,
     pub identity_cap: IntGaugeVec,
+    /// Repositories an identity holds for its inventory but does not announce (over its cap).
+    pub identity_unannounced: IntGaugeVec,
 }
 
 impl TenantMetrics {
@@ -275,6 +281,10 @@ impl TenantMetrics {
             rate_limited: counter("seedd_tenant_rate_limited_total", &["tenant"])?,
             identity_inventory: gauge("seedd_identity_inventory_repos", &["identity"])?,
             identity_cap: gauge("seedd_identity_inventory_cap_repos", &["identity"])?,
+            identity_unannounced: gauge(
+                "seedd_identity_inventory_unannounced_repos",
+                &["identity"],
+            )?,
         })
     }
 
@@ -555,6 +565,7 @@ impl Metrics {
             web_rejected,
             pack_cache,
             maintenance,
+            demand: demand::Demand::default(),
         };
         metrics.zero_known()?;
         Ok(metrics)

@@ -436,6 +436,11 @@ impl Net {
             .set((total - announced) as i64);
     }
 
+    /// The inventory we announce now.
+    pub(crate) fn inventory(&self) -> Vec<RepoId> {
+        self.shared.lock().service.inventory().to_vec()
+    }
+
     /// Replaces who may see which of our repositories (after every index change, before the
     /// inventory): refs announcements of a private repository then reach only its delegates
     /// and allow list.
@@ -559,6 +564,28 @@ impl Net {
                 .collect(),
         };
         rows
+    }
+
+    /// A page of the routing table after `after` (in (RID, NID) order, optionally one
+    /// repository's or one node's) and how many entries that selection has: costs the page.
+    pub(crate) fn routing_page(
+        &self,
+        rid: Option<RepoId>,
+        nid: Option<NodeId>,
+        after: Option<(RepoId, NodeId)>,
+        limit: usize,
+    ) -> (Vec<RouteInfo>, usize) {
+        let core = self.shared.lock();
+        let (rows, total) = core.service.routing_page(rid, nid, after, limit);
+        let rows = rows
+            .into_iter()
+            .map(|(rid, nid, timestamp)| RouteInfo {
+                rid,
+                nid,
+                timestamp,
+            })
+            .collect();
+        (rows, total)
     }
 
     /// The address book.

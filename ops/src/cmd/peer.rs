@@ -23,25 +23,36 @@ pub(crate) fn run(client: &Client, command: &PeersCommand) -> anyhow::Result<Box
     })
 }
 
-/// `seedctl routing ls [--rid R] [--nid N]`.
+/// `seedctl routing ls [--rid R] [--nid N] [--limit L] [--after C]`.
 pub(crate) fn routing(
     client: &Client,
     rid: Option<&str>,
     nid: Option<&str>,
+    page: &crate::cli::PageArgs,
 ) -> anyhow::Result<Box<dyn Report>> {
-    let mut q = Vec::new();
-    if let Some(r) = rid {
-        q.push(format!("rid={r}"));
-    }
-    if let Some(n) = nid {
-        q.push(format!("nid={n}"));
-    }
-    let path = if q.is_empty() {
-        "/api/v1/routing".to_owned()
-    } else {
-        format!("/api/v1/routing?{}", q.join("&"))
-    };
-    Ok(Box::new(client.get::<RoutingResponse>(&path)?))
+    let limit = page.limit.map(|l| l.to_string());
+    let answer = crate::client::all_pages(
+        page,
+        |after| {
+            client.get::<RoutingResponse>(&crate::client::with_query(
+                "/api/v1/routing",
+                &[
+                    ("rid", rid),
+                    ("nid", nid),
+                    ("limit", limit.as_deref()),
+                    ("after", after),
+                ],
+            ))
+        },
+        |all, more| {
+            all.routes.extend(more.routes);
+            all.total = more.total;
+            all.next = None;
+            more.next
+        },
+        |r| r.next.clone(),
+    )?;
+    Ok(Box::new(answer))
 }
 
 impl Text for PeersResponse {
@@ -95,6 +106,11 @@ impl Text for RoutingResponse {
                 r.rid, r.nid, r.timestamp
             ));
         }
+        t.push_str(&crate::report::page_footer(
+            self.routes.len(),
+            self.total,
+            self.next.as_deref(),
+        ));
         t
     }
 }

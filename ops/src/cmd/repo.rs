@@ -7,14 +7,12 @@ use seedd_api::{
 use serde::Serialize;
 
 use crate::cli::RepoCommand;
-use crate::client::{enc, with_tenant, Client};
+use crate::client::{all_pages, enc, with_query, Client};
 use crate::report::{join, Report, Text};
 
 pub(crate) fn run(client: &Client, command: &RepoCommand) -> anyhow::Result<Box<dyn Report>> {
     Ok(match command {
-        RepoCommand::Ls { tenant } => {
-            Box::new(client.get::<ReposResponse>(&with_tenant("/api/v1/repos", tenant.as_deref()))?)
-        }
+        RepoCommand::Ls { tenant, page } => Box::new(repos(client, tenant.as_deref(), page)?),
         RepoCommand::Show { rid } => {
             Box::new(client.get::<RepoResponse>(&format!("/api/v1/repos/{rid}"))?)
         }
@@ -58,6 +56,35 @@ pub(crate) fn run(client: &Client, command: &RepoCommand) -> anyhow::Result<Box<
     })
 }
 
+/// `GET /api/v1/repos`: one page, or every page merged into one answer (`next` null).
+fn repos(
+    client: &Client,
+    tenant: Option<&str>,
+    page: &crate::cli::PageArgs,
+) -> anyhow::Result<ReposResponse> {
+    let limit = page.limit.map(|l| l.to_string());
+    all_pages(
+        page,
+        |after| {
+            client.get::<ReposResponse>(&with_query(
+                "/api/v1/repos",
+                &[
+                    ("tenant", tenant),
+                    ("limit", limit.as_deref()),
+                    ("after", after),
+                ],
+            ))
+        },
+        |all, more| {
+            all.repos.extend(more.repos);
+            all.total = more.total;
+            all.next = None;
+            more.next
+        },
+        |r| r.next.clone(),
+    )
+}
+
 pub(crate) fn fetch(
     client: &Client,
     rid: &str,
@@ -95,6 +122,11 @@ impl Text for ReposResponse {
                 t.push_str(&format!(" {}", join(r.tenants.as_deref().unwrap_or(&[]))));
             }
         }
+        t.push_str(&crate::report::page_footer(
+            self.repos.len(),
+            self.total,
+            self.next.as_deref(),
+        ));
         t
     }
 }

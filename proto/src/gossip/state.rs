@@ -205,6 +205,11 @@ impl Routing {
         true
     }
 
+    /// The entry's timestamp, if there is one.
+    pub fn get(&self, rid: &RepoId, nid: &NodeId) -> Option<u64> {
+        self.by_repo.get(&(*rid, *nid)).copied()
+    }
+
     pub fn contains(&self, rid: &RepoId, nid: &NodeId) -> bool {
         self.by_repo.contains_key(&(*rid, *nid))
     }
@@ -232,6 +237,60 @@ impl Routing {
         self.by_repo
             .iter()
             .map(|((rid, nid), ts)| (*rid, *nid, *ts))
+    }
+
+    /// Entries strictly after `after` in (repository, node) order: a page of the table
+    /// costs the page, not the table.
+    pub fn iter_after(
+        &self,
+        after: Option<(RepoId, NodeId)>,
+    ) -> impl Iterator<Item = (RepoId, NodeId, u64)> + '_ {
+        use std::ops::Bound;
+        let lower = after.map_or(Bound::Unbounded, Bound::Excluded);
+        self.by_repo
+            .range((lower, Bound::Unbounded))
+            .map(|((rid, nid), ts)| (*rid, *nid, *ts))
+    }
+
+    /// One repository's seeds after node `after`, in node order.
+    pub fn seeds_after(
+        &self,
+        rid: RepoId,
+        after: Option<NodeId>,
+    ) -> impl Iterator<Item = (RepoId, NodeId, u64)> + '_ {
+        use std::ops::Bound;
+        let lower = after.map_or(Bound::Included((rid, NID_MIN)), |n| {
+            Bound::Excluded((rid, n))
+        });
+        self.by_repo
+            .range((lower, Bound::Included((rid, NID_MAX))))
+            .map(|((rid, nid), ts)| (*rid, *nid, *ts))
+    }
+
+    /// One node's entries from repository bound `lower` on, in repository order.
+    pub fn of_node_from(
+        &self,
+        nid: NodeId,
+        lower: std::ops::Bound<RepoId>,
+    ) -> impl Iterator<Item = (RepoId, NodeId, u64)> + '_ {
+        use std::ops::Bound;
+        self.by_node
+            .get(&nid)
+            .into_iter()
+            .flat_map(move |repos| repos.range((lower, Bound::Unbounded)))
+            .filter_map(move |rid| self.by_repo.get(&(*rid, nid)).map(|ts| (*rid, nid, *ts)))
+    }
+
+    /// How many entries a repository has.
+    pub fn seed_count(&self, rid: &RepoId) -> usize {
+        self.by_repo
+            .range((*rid, NID_MIN)..=(*rid, NID_MAX))
+            .count()
+    }
+
+    /// How many entries a node has: O(1).
+    pub fn node_count(&self, nid: &NodeId) -> usize {
+        self.by_node.get(nid).map_or(0, BTreeSet::len)
     }
 
     pub fn older_than(&self, cutoff: u64) -> Vec<(RepoId, NodeId)> {

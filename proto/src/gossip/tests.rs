@@ -1145,3 +1145,62 @@ fn inventory_changes_write_only_the_routes_that_changed() {
     assert_eq!((writes(&out), removed(&out)), (0, 1));
     assert_eq!(s.seeds_of(&rid(1)), vec![(s.nid(), T0)], "timestamp kept");
 }
+
+#[test]
+fn routing_pages_follow_the_cursor_for_every_filter() {
+    let mut s = service(1);
+    let nids: Vec<NodeId> = (10..13).map(|k| Keypair::mock(k).nid()).collect();
+    for r in 1..=5u8 {
+        for n in &nids {
+            s.routing.insert(rid(r), *n, T0 + u64::from(r));
+        }
+    }
+    // Walks a selection page by page, the cursor being the last row returned.
+    let walk = |s: &Service, rid: Option<RepoId>, nid: Option<NodeId>, limit: usize| {
+        let mut all = Vec::new();
+        let mut after = None;
+        loop {
+            let (rows, total) = s.routing_page(rid, nid, after, limit);
+            all.extend(rows.iter().copied());
+            match rows.last() {
+                Some((r, n, _)) if rows.len() == limit => after = Some((*r, *n)),
+                _ => return (all, total),
+            }
+        }
+    };
+    let everything: Vec<_> = s.routing().collect();
+    assert_eq!(everything.len(), 15);
+    for limit in [1, 2, 4, 15, 100] {
+        assert_eq!(walk(&s, None, None, limit), (everything.clone(), 15));
+        let one_repo: Vec<_> = everything
+            .iter()
+            .copied()
+            .filter(|e| e.0 == rid(3))
+            .collect();
+        assert_eq!(walk(&s, Some(rid(3)), None, limit), (one_repo, 3));
+        for n in &nids {
+            let one_node: Vec<_> = everything.iter().copied().filter(|e| e.1 == *n).collect();
+            assert_eq!(walk(&s, None, Some(*n), limit), (one_node, 5));
+        }
+        assert_eq!(
+            walk(&s, Some(rid(2)), Some(nids[1]), limit),
+            (vec![(rid(2), nids[1], T0 + 2)], 1)
+        );
+    }
+    // A cursor taken from the whole table works in a filtered listing (and vice versa).
+    let mut sorted = nids.clone();
+    sorted.sort();
+    let (rows, _) = s.routing_page(None, Some(sorted[0]), Some((rid(2), sorted[1])), 10);
+    assert_eq!(rows.first().map(|r| r.0), Some(rid(3)));
+    let (rows, _) = s.routing_page(None, Some(sorted[2]), Some((rid(2), sorted[1])), 10);
+    assert_eq!(rows.first().map(|r| r.0), Some(rid(2)));
+    let (rows, _) = s.routing_page(Some(rid(2)), None, Some((rid(4), sorted[0])), 10);
+    assert!(rows.is_empty());
+    // Nothing after the last entry; an unknown node has none.
+    let last = everything.last().map(|e| (e.0, e.1));
+    assert_eq!(s.routing_page(None, None, last, 10), (Vec::new(), 15));
+    assert_eq!(
+        s.routing_page(None, Some(Keypair::mock(99).nid()), None, 10),
+        (Vec::new(), 0)
+    );
+}

@@ -465,6 +465,10 @@ async fn upload_pack(
         }
     }
 
+    // A pack request (not `ls-refs`): the repository is wanted (what an identity over its
+    // inventory cap announces first).
+    state.metrics.demand.record(rid);
+
     // A cacheable request (no `have`s) is answered through the pack cache (issue 13 §3): the
     // whole body is read first (bounded in size and time), then handed to git as usual if it is
     // not cacheable or not all there.

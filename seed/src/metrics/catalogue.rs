@@ -96,6 +96,12 @@ pub const CATALOGUE: &[MetricDoc] = &[
         help: "The most repositories a seed identity may announce.",
     },
     MetricDoc {
+        name: "seedd_identity_inventory_unannounced_repos",
+        kind: "gauge",
+        labels: &["identity"],
+        help: "Repositories a seed identity holds but does not announce: its inventory is over its cap (the most wanted are announced).",
+    },
+    MetricDoc {
         name: "seedd_config_reloads_total",
         kind: "counter",
         labels: &["result"],

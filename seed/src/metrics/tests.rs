@@ -307,6 +307,9 @@ fn every_registered_metric_is_in_the_catalogue_and_vice_versa() {
     t.rate_limited.with_label_values(&["acme"]).inc();
     t.identity_inventory.with_label_values(&["default"]).set(1);
     t.identity_cap.with_label_values(&["default"]).set(2973);
+    t.identity_unannounced
+        .with_label_values(&["default"])
+        .set(0);
     m.http_rate_limited.with_label_values(&["ip"]).inc();
     m.config_reloads.with_label_values(&["ok"]).inc();
     let names: Vec<String> = m

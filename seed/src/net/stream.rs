@@ -231,6 +231,8 @@ async fn serve_inner(ctx: &StreamCtx, stream: StreamId, input: &mut Input) -> &'
         return "error";
     };
     tracing::info!(peer = %ctx.remote, %rid, %stream, "serving git stream");
+    // Wanted over Radicle (what an identity over its inventory cap announces first).
+    shared.metrics.demand.record(rid);
     if !buf.is_empty() && stdin.write_all(&buf).await.is_err() {
         return "error";
     }

@@ -338,6 +338,8 @@ pub fn all() -> Vec<Sample> {
                     nid: s(NID),
                     timestamp: 1,
                 }],
+                next: Some(format!("{RID}/{NID}")),
+                total: 2,
             }),
         ),
         response(
@@ -466,6 +468,8 @@ pub fn all() -> Vec<Sample> {
             "200",
             json(api::ReposResponse {
                 repos: vec![repo_record()],
+                next: Some(s(RID)),
+                total: 2,
             }),
         ),
         response(
