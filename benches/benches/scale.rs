@@ -408,21 +408,33 @@ impl SeeddRun {
 
     /// Repositories in the index with the delegate's signed refs verified. (curl: at 100k
     /// the unpaged listing is over the test client's 10 MB body limit.)
+    /// Repositories indexed with their one namespace verified, following the paged listing.
     fn valid_repos(&self) -> usize {
-        let url = format!("http://127.0.0.1:{}/api/v1/repos", self.admin);
-        let out = Command::new("curl")
-            .args(["-sf", "--max-time", "600", "-H"])
-            .arg(format!("Authorization: {}", self.auth()))
-            .arg(&url)
-            .output()
-            .unwrap();
-        assert!(out.status.success(), "{url}: {:?}", out.status);
-        let v: Value = serde_json::from_slice(&out.stdout).unwrap();
-        v["repos"].as_array().map_or(0, |a| {
-            a.iter()
-                .filter(|r| r["namespaces"].as_array().is_some_and(|n| n.len() == 1))
-                .count()
-        })
+        let mut valid = 0;
+        let mut after: Option<String> = None;
+        loop {
+            let mut url = format!("http://127.0.0.1:{}/api/v1/repos?limit=10000", self.admin);
+            if let Some(a) = &after {
+                url.push_str(&format!("&after={a}"));
+            }
+            let out = Command::new("curl")
+                .args(["-sf", "--max-time", "600", "-H"])
+                .arg(format!("Authorization: {}", self.auth()))
+                .arg(&url)
+                .output()
+                .unwrap();
+            assert!(out.status.success(), "{url}: {:?}", out.status);
+            let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+            valid += v["repos"].as_array().map_or(0, |a| {
+                a.iter()
+                    .filter(|r| r["namespaces"].as_array().is_some_and(|n| n.len() == 1))
+                    .count()
+            });
+            match v["next"].as_str() {
+                Some(next) => after = Some(next.to_owned()),
+                None => return valid,
+            }
+        }
     }
 
     fn latency_status(&self, n: usize) -> (f64, f64) {
