@@ -420,22 +420,28 @@ pub(crate) async fn heavy<T: Send + 'static>(
     state: &HttpState,
     f: impl FnOnce() -> Result<T, WebError> + Send + 'static,
 ) -> Result<T, WebError> {
-    let permit = match permit(&state.web.heavy, HEAVY_WAIT).await {
-        Ok(p) => p,
-        Err(e) => {
-            state
-                .metrics
-                .web_rejected
-                .with_label_values(&["busy"])
-                .inc();
-            return Err(e);
-        }
-    };
+    let permit = counted_permit(state, &state.web.heavy).await?;
     blocking(move || {
         let _permit = permit;
         f()
     })
     .await
+}
+
+/// [`permit`] within [`HEAVY_WAIT`], counting a refusal in `seedd_web_rejected_total{reason="busy"}`.
+pub(crate) async fn counted_permit(
+    state: &HttpState,
+    slots: &Arc<tokio::sync::Semaphore>,
+) -> Result<tokio::sync::OwnedSemaphorePermit, WebError> {
+    let got = permit(slots, HEAVY_WAIT).await;
+    if got.is_err() {
+        state
+            .metrics
+            .web_rejected
+            .with_label_values(&["busy"])
+            .inc();
+    }
+    got
 }
 
 /// One of `slots`, waiting at most `wait` ([`WebError::Busy`] then).

@@ -28,7 +28,7 @@ use gix::ObjectId;
 use serde::Deserialize;
 
 use super::source::oid;
-use super::{heavy, permit, Scope, WebError, HEAVY_WAIT};
+use super::{counted_permit, heavy, Scope, WebError};
 use crate::http::HttpState;
 use crate::index::RepoRecord;
 use crate::serve::GitOutput;
@@ -307,17 +307,7 @@ async fn serve(
     let slot = if method == Method::HEAD {
         None
     } else {
-        match permit(&state.web.archives.slots, HEAVY_WAIT).await {
-            Ok(p) => Some(p),
-            Err(e) => {
-                state
-                    .metrics
-                    .web_rejected
-                    .with_label_values(&["busy"])
-                    .inc();
-                return Err(e);
-            }
-        }
+        Some(counted_permit(state, &state.web.archives.slots).await?)
     };
     let storage = state.storage.clone();
     let rid = record.rid;
