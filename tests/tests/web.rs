@@ -483,6 +483,68 @@ fn explorer_endpoints_answer_in_the_httpd_shapes_and_private_repositories_stay_h
         404
     );
 
+    // Diff between two commits (`/diff/{base}/{oid}` and its `/stats`, what the explorer's
+    // patch and compare views call): the tree changes git sees, and the commits in between.
+    let base = log[log.len() - 1];
+    let d = ok(&seed, &format!("/api/v1/repos/{rid}/diff/{base}/{head}"));
+    let numstat =
+        String::from_utf8(git_out(&storage, &["diff", "--numstat", base, &head])).unwrap();
+    let (mut ins, mut del, mut paths) = (0u64, 0u64, Vec::new());
+    for l in numstat.lines() {
+        let f: Vec<&str> = l.split('\t').collect();
+        ins += f[0].parse::<u64>().unwrap_or(0);
+        del += f[1].parse::<u64>().unwrap_or(0);
+        paths.push(f[2].to_owned());
+    }
+    let mut got: Vec<String> = d["diff"]["files"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| f["path"].as_str().unwrap().to_owned())
+        .collect();
+    got.sort();
+    paths.sort();
+    assert_eq!(got, paths, "{d}");
+    let expected_stats =
+        json!({ "filesChanged": paths.len(), "insertions": ins, "deletions": del });
+    assert_eq!(d["diff"]["stats"], expected_stats);
+    let between: Vec<&str> = d["commits"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| {
+            assert_commit_header(c);
+            c["id"].as_str().unwrap()
+        })
+        .collect();
+    assert_eq!(
+        between,
+        log[..log.len() - 1].to_vec(),
+        "newest first, without the base"
+    );
+    for f in d["diff"]["files"].as_array().unwrap() {
+        if let Some(oid) = f["new"]["oid"].as_str() {
+            assert_eq!(d["files"][oid]["id"], oid, "{d}");
+        }
+    }
+    let r = get(
+        &seed,
+        &format!("/api/v1/repos/{rid}/diff/{base}/{head}/stats"),
+    );
+    assert_eq!(
+        r.header("cache-control"),
+        Some("public, max-age=604800, immutable")
+    );
+    assert_eq!(r.json(), expected_stats);
+    assert_eq!(
+        get(
+            &seed,
+            &format!("/api/v1/repos/{rid}/diff/{}/{head}", "0".repeat(40))
+        )
+        .status,
+        404
+    );
+
     // #12: commit counts.
     let count = ok(&seed, &format!("/api/v1/repos/{rid}/stats/commits/{head}"));
     assert_eq!(count, json!({ "commits": log.len() }));

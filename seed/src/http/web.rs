@@ -173,6 +173,7 @@ impl Group {
                 "tree" | "stats" => Group::Tree,
                 "blob" | "readme" => Group::Blob,
                 "commits" if segs.next().is_some_and(|s| !s.is_empty()) => Group::Commit,
+                "diff" => Group::Commit,
                 "commits" | "activity" => Group::History,
                 "remotes" => Group::Remotes,
                 "issues" | "patches" | "jobs" => Group::Cobs,
@@ -241,6 +242,14 @@ pub(crate) fn router(state: Arc<HttpState>) -> Router {
         .route(
             "/api/v1/repos/{rid}/stats/tree/{sha}",
             get(source::tree_stats),
+        )
+        .route(
+            "/api/v1/repos/{rid}/diff/{base}/{oid}",
+            get(source::diff_between),
+        )
+        .route(
+            "/api/v1/repos/{rid}/diff/{base}/{oid}/stats",
+            get(source::diff_stats),
         )
         .route("/api/v1/repos/{rid}/activity", get(source::activity))
         .route("/api/v1/repos/{rid}/remotes", get(remotes::list))

@@ -490,6 +490,54 @@ pub(super) async fn commit_one(
     .await
 }
 
+/// The tree changes from commit `base` to commit `head`, rendered (`{diff, files}`).
+fn diff_commits(
+    repo: &gix::Repository,
+    base: ObjectId,
+    head: ObjectId,
+) -> Result<(Value, Value), WebError> {
+    let (from, to) = (commit(repo, base)?, commit(repo, head)?);
+    let changes = super::diff::tree_changes(repo, Some(from.tree), Some(to.tree))?;
+    super::diff::render(repo, &changes)
+}
+
+/// `GET /repos/{rid}/diff/{base}/{oid}`: `{diff, files, commits}` from `base` to `oid`, where
+/// `commits` are `oid`'s history newest first up to (without) `base`, as httpd lists them.
+pub(super) async fn diff_between(
+    State(state): State<Arc<HttpState>>,
+    Extension(scope): Extension<Scope>,
+    Path((rid, base, sha)): Path<(String, String, String)>,
+) -> Result<Response, WebError> {
+    let base = oid(&base)?;
+    at_commit(&state, &scope, &rid, &sha, move |repo, sha| {
+        let (diff, files) = diff_commits(repo, base, sha)?;
+        let mut commits = Vec::new();
+        walk(repo, &[sha], MAX_WALK, |c| {
+            let more = c.header["id"] != base.to_string();
+            if more {
+                commits.push(c.header.clone());
+            }
+            more
+        })?;
+        Ok(json!({ "diff": diff, "files": files, "commits": commits }))
+    })
+    .await
+}
+
+/// `GET /repos/{rid}/diff/{base}/{oid}/stats`: `{filesChanged, insertions, deletions}`.
+pub(super) async fn diff_stats(
+    State(state): State<Arc<HttpState>>,
+    Extension(scope): Extension<Scope>,
+    Path((rid, base, sha)): Path<(String, String, String)>,
+) -> Result<Response, WebError> {
+    let base = oid(&base)?;
+    at_commit(&state, &scope, &rid, &sha, move |repo, sha| {
+        let (diff, _) = diff_commits(repo, base, sha)?;
+        Ok(diff["stats"].clone())
+    })
+    .await
+}
+
 /// `GET /repos/{rid}/stats/commits/{sha}`: `{commits}` reachable from `sha`.
 pub(super) async fn commit_count(
     State(state): State<Arc<HttpState>>,

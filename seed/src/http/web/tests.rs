@@ -26,6 +26,8 @@ fn paths_fall_in_bounded_groups() {
         ("/api/v1/repos/z3/commits/", Group::History),
         ("/api/v1/repos/z3/activity", Group::History),
         ("/api/v1/repos/z3/commits/abc", Group::Commit),
+        ("/api/v1/repos/z3/diff/abc/def", Group::Commit),
+        ("/api/v1/repos/z3/diff/abc/def/stats", Group::Commit),
         ("/api/v1/repos/z3/remotes/z6", Group::Remotes),
         ("/raw/z3/abc/a.png", Group::Raw),
         ("/api", Group::Node),
