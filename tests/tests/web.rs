@@ -354,16 +354,17 @@ fn explorer_endpoints_answer_in_the_httpd_shapes_and_private_repositories_stay_h
     let src = ok(&seed, &format!("/api/v1/repos/{rid}/tree/{head}/src"));
     assert_eq!(src["name"], "src");
     assert_eq!(src["path"], "src");
-    // `lastCommit`: the newest commit that changed the path, as `git log -1 -- <path>`.
+    // A tree's `lastCommit` is the commit it is read at (httpd's answer); a blob's is the newest
+    // commit that changed the path, as `git log -1 -- <path>` (below).
     let last = |path: &str| {
         let out = git_out(&storage, &["log", "-1", "--format=%H", &head, "--", path]);
         String::from_utf8(out).unwrap().trim().to_owned()
     };
-    assert_eq!(src["lastCommit"]["id"], last("src").as_str());
+    assert_eq!(src["lastCommit"]["id"], head.as_str());
     assert_ne!(
-        last("src"),
+        last("src/lib.rs"),
         head,
-        "the fixture's last commit does not touch src/"
+        "the fixture's last commit does not touch src/lib.rs"
     );
     let paths: Vec<&str> = src["entries"]
         .as_array()
@@ -446,7 +447,10 @@ fn explorer_endpoints_answer_in_the_httpd_shapes_and_private_repositories_stay_h
     assert!(hunk["header"]
         .as_str()
         .unwrap()
-        .starts_with("@@ -0,0 +1,1 @@"));
+        .starts_with("@@ -0,0 +1 @@"));
+    // git's numbers: an empty old side starts at 0 with no lines.
+    assert_eq!(hunk["old"], json!({ "start": 0, "end": 0 }));
+    assert_eq!(hunk["new"], json!({ "start": 1, "end": 2 }));
     assert_eq!(
         c["diff"]["stats"],
         json!({ "filesChanged": 1, "insertions": 1, "deletions": 0 })

@@ -140,8 +140,11 @@ pub(super) fn render(
         let old = blob(repo, c.old, &mut budget)?;
         let new = blob(repo, c.new, &mut budget)?;
         for (side, bytes) in [(c.old, &old), (c.new, &new)] {
-            if let (Some((id, _)), Some(b)) = (side, bytes) {
-                blobs.insert(id.to_string(), super::source::blob_content(id, b));
+            // A submodule's "Subproject commit" text is diffed but is no blob (httpd lists none).
+            if let (Some((id, m)), Some(b)) = (side, bytes) {
+                if !m.is_commit() {
+                    blobs.insert(id.to_string(), super::source::blob_content(id, b));
+                }
             }
         }
         let content = content(old.as_deref(), new.as_deref());
@@ -186,9 +189,6 @@ fn content(old: Option<&[u8]>, new: Option<&[u8]>) -> (Value, Option<(usize, usi
     let (a, b) = (old.unwrap_or_default(), new.unwrap_or_default());
     if is_binary(a) || is_binary(b) {
         return (json!({ "type": "binary" }), None);
-    }
-    if a.is_empty() && b.is_empty() {
-        return (json!({ "type": "empty" }), Some((0, 0)));
     }
     let (a_lines, b_lines) = (lines(a), lines(b));
     let ops = match edit_script(&a_lines, &b_lines) {
@@ -383,12 +383,55 @@ fn hunk(slice: &[Op], all: &[Op], at: usize, a: &[&[u8]], b: &[&[u8]]) -> Value 
             Op::Ins(j) => json!({ "type": "addition", "line": text(b[j]), "lineNo": j + 1 }),
         })
         .collect();
-    // Unified-diff header numbers: 1-based start (0 for an empty side), length.
-    let h = |s: usize, len: usize| if len == 0 { s } else { s + 1 };
+    // Unified-diff numbers as git and libgit2 give them: 1-based start (the line before, 0 at
+    // the top, for an empty side), the length left out when it is 1; the ranges are start..start+len.
+    let start = |s: usize, len: usize| if len == 0 { s } else { s + 1 };
+    let side = |s: usize, len: usize| match len {
+        1 => format!("{}", start(s, len)),
+        _ => format!("{},{len}", start(s, len)),
+    };
+    let range =
+        |s: usize, len: usize| json!({ "start": start(s, len), "end": start(s, len) + len });
     json!({
-        "header": format!("@@ -{},{} +{},{} @@\n", h(os, old_len), old_len, h(ns, new_len), new_len),
+        "header": format!("@@ -{} +{} @@\n", side(os, old_len), side(ns, new_len)),
         "lines": lines,
-        "old": { "start": os + 1, "end": os + 1 + old_len },
-        "new": { "start": ns + 1, "end": ns + 1 + new_len },
+        "old": range(os, old_len),
+        "new": range(ns, new_len),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::content;
+
+    /// Headers and ranges as `git diff` and libgit2 (httpd) give them, checked against
+    /// `git diff --no-index` output for the same files.
+    #[test]
+    fn hunk_numbers_are_gits() {
+        // A new one-line file: `@@ -0,0 +1 @@`, the old side empty at 0.
+        let (v, stats) = content(None, Some(b"one\n"));
+        let h = &v["hunks"][0];
+        assert_eq!(h["header"], "@@ -0,0 +1 @@\n");
+        assert_eq!(h["old"], json!({ "start": 0, "end": 0 }));
+        assert_eq!(h["new"], json!({ "start": 1, "end": 2 }));
+        assert_eq!(stats, Some((1, 0)));
+        // One line changed in the middle of five: 3 lines of context on each side.
+        let (v, _) = content(Some(b"a\nb\nc\nd\ne\n"), Some(b"a\nb\nC\nd\ne\n"));
+        let h = &v["hunks"][0];
+        assert_eq!(h["header"], "@@ -1,5 +1,5 @@\n");
+        assert_eq!(h["old"], json!({ "start": 1, "end": 6 }));
+        // A deleted file of two lines.
+        let (v, _) = content(Some(b"x\ny\n"), None);
+        assert_eq!(v["hunks"][0]["header"], "@@ -1,2 +0,0 @@\n");
+        assert_eq!(v["hunks"][0]["new"], json!({ "start": 0, "end": 0 }));
+        // An empty file added: plain, no hunks (radicle-surf's answer).
+        let (v, stats) = content(None, Some(b""));
+        assert_eq!(
+            v,
+            json!({ "type": "plain", "hunks": [], "stats": { "additions": 0, "deletions": 0 }, "eof": "noneMissing" })
+        );
+        assert_eq!(stats, Some((0, 0)));
+    }
 }

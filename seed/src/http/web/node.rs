@@ -36,13 +36,13 @@ pub(super) async fn v1_root(
         "nid": nid.to_string(),
         "path": "/api/v1",
         "links": [
+            link("/repos", "repos"),
+            link("/repos/:rid", "repo"),
+            link("/info", "info"),
             link("/node", "node"),
+            link("/nodes/:nid", "node"),
+            link("/delegates/:did/repos", "repos"),
             link("/stats", "stats"),
-            link("/repos?show=all&page=0&perPage=10", "repos"),
-            link("/repos/{rid}", "repo"),
-            link("/repos/{rid}/tree/{sha}/{path}", "tree"),
-            link("/repos/{rid}/commits", "commits"),
-            link("/repos/{rid}/remotes", "remotes"),
         ],
     }))
     .into_response()

@@ -47,19 +47,19 @@ fn remotes(state: &HttpState, r: &RepoRecord) -> Result<BTreeMap<NodeId, Value>,
     Ok(out)
 }
 
-/// `GET /repos/{rid}/remotes`: delegates first, then by node id.
+/// `GET /repos/{rid}/remotes`: by node id (httpd's namespace order).
 pub(super) async fn list(
     State(state): State<Arc<HttpState>>,
     Extension(scope): Extension<Scope>,
     Path(rid): Path<String>,
 ) -> Result<Response, WebError> {
     let r = super::repo(&state, &scope, &rid)?;
-    let mut all: Vec<(bool, NodeId, Value)> = remotes(&state, &r)?
+    let mut all: Vec<(String, Value)> = remotes(&state, &r)?
         .into_iter()
-        .map(|(nid, v)| (!r.delegates.contains(&nid), nid, v))
+        .map(|(nid, v)| (nid.to_string(), v))
         .collect();
-    all.sort_by_key(|a| (a.0, a.1));
-    Ok(Json(all.into_iter().map(|x| x.2).collect::<Vec<_>>()).into_response())
+    all.sort_by(|a, b| a.0.cmp(&b.0));
+    Ok(Json(all.into_iter().map(|x| x.1).collect::<Vec<_>>()).into_response())
 }
 
 /// `GET /repos/{rid}/remotes/{nid}`.

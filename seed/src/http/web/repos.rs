@@ -138,9 +138,26 @@ async fn page(
         seeded.sort_by_key(|a| std::cmp::Reverse(a.1));
     }
     let mut out = Vec::new();
+    let mut refs = Vec::new();
     for (r, s) in seeded.iter().skip(skip).take(take) {
         let counts = counts(state, r).await?;
-        out.extend(repo_info(r, *s, aliases.get(&r.rid), &counts));
+        if let Some(info) = repo_info(r, *s, aliases.get(&r.rid), &counts) {
+            out.push(info);
+            refs.push((r.rid, state.index.refs(&r.rid).map_err(WebError::index)?));
+        }
+    }
+    // `refs` as `one` gives them (httpd lists them too), peeled in one blocking pass per page.
+    let storage = state.storage.clone();
+    let canonical = super::blocking(move || {
+        refs.into_iter()
+            .map(|(rid, refs)| canonical_refs(&storage, rid, refs))
+            .collect::<Result<Vec<_>, _>>()
+    })
+    .await?;
+    for (info, refs) in out.iter_mut().zip(canonical) {
+        if let Some(o) = info.as_object_mut() {
+            o.insert("refs".into(), refs);
+        }
     }
     Ok(out)
 }

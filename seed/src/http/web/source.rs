@@ -1,9 +1,9 @@
 //! Source browsing with gix on the blocking pool (http-api.md §1.4): trees, blobs, README,
 //! history, one commit with its diff, commit counts, activity.
 //!
-//! `lastCommit` of trees and blobs is the newest commit that changed the path, following the
-//! parent that kept it unchanged through merges (`git rev-list -1 <sha> -- <path>`), within
-//! [`MAX_LAST_COMMIT_WALK`] commits.
+//! `lastCommit` of a blob is the newest commit that changed the path, following the parent that
+//! kept it unchanged through merges (`git rev-list -1 <sha> -- <path>`), within
+//! [`MAX_LAST_COMMIT_WALK`] commits; of a tree, the commit it is read at (as httpd answers).
 
 use std::collections::{BTreeSet, BinaryHeap, HashMap, HashSet};
 use std::sync::Arc;
@@ -75,18 +75,21 @@ pub(super) fn commit(repo: &gix::Repository, id: ObjectId) -> Result<CommitInfo,
     let author = d.author().map_err(WebError::git)?;
     let committer = d.committer().map_err(WebError::git)?;
     let time = committer.time().map(|t| t.seconds).unwrap_or(0);
-    let msg = d.message();
-    let summary = msg.summary().to_string();
-    let description = msg
-        .body()
-        .map(|b| b.without_trailer().to_string())
-        .unwrap_or_default();
+    let summary = d.message().summary().to_string();
+    // As radicle-surf (httpd): the message after the summary, trimmed, trailers included; the
+    // whole message when the summary was folded from several lines.
+    let message = String::from_utf8_lossy(d.message);
+    let description = message
+        .strip_prefix(summary.as_str())
+        .unwrap_or(&message)
+        .trim()
+        .to_owned();
     let parents: Vec<ObjectId> = d.parents().collect();
     let header = json!({
         "id": id.to_string(),
         "author": { "name": author.name.to_string(), "email": author.email.to_string() },
         "summary": summary,
-        "description": description.trim_end(),
+        "description": description,
         "parents": parents.iter().map(ToString::to_string).collect::<Vec<_>>(),
         "committer": {
             "name": committer.name.to_string(),
@@ -220,15 +223,16 @@ fn tree_json(repo: &gix::Repository, sha: ObjectId, path: &str) -> Result<Value,
                 format!("{path}/{name}")
             };
             let v = json!({ "path": full, "oid": e.oid.to_string(), "name": name, "kind": kind(e.mode) });
-            (!e.mode.is_tree(), name, v)
+            // radicle-surf's order: trees and submodules, then blobs; each by name.
+            (!(e.mode.is_tree() || e.mode.is_commit()), name, v)
         })
         .collect();
     entries.sort_by(|a, b| (a.0, &a.1).cmp(&(b.0, &b.1)));
     let name = path.rsplit('/').next().unwrap_or_default();
-    let last = last_commit(repo, c, path, id)?;
+    // httpd's tree `lastCommit` is the commit the tree is read at (blobs name the last change).
     Ok(json!({
         "entries": entries.into_iter().map(|e| e.2).collect::<Vec<_>>(),
-        "lastCommit": last,
+        "lastCommit": c.header,
         "name": name,
         "path": path,
     }))

@@ -176,7 +176,7 @@ pub(super) fn patch_json(id: &gix::ObjectId, p: &Patch, refs: &[(String, RefTarg
                         patch::Verdict::Accept => "accept",
                         patch::Verdict::Reject => "reject",
                     }),
-                    "summary": rv.summary,
+                    "summary": rv.summary.as_deref().unwrap_or_default(),
                     "comments": rv.comments.comments().map(|(id, c)| comment_json(id, c, true)).collect::<Vec<_>>(),
                     "timestamp": rv.timestamp,
                 })).collect::<Vec<_>>(),
