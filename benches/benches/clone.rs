@@ -24,7 +24,12 @@ use seedd_benches::{
 use seedd_tests::{git, pkt, run, stdout, synthetic_repo, Seed, SeedOptions};
 
 /// Bump when the generated datasets change, so cached ones are regenerated.
-const DATA_VERSION: &str = "v3";
+const DATA_VERSION: &str = "v4";
+/// The naive copy of "medium" (git naive): its history arrives in this many fetches, one pack
+/// each, refs loose.
+const NAIVE_FETCHES: usize = 50;
+/// "pushes100": the medium history received in this many fetches.
+const PUSHES: usize = 100;
 /// "medium": commits, files, files rewritten and edited per commit.
 const MEDIUM_COMMITS: usize = 200;
 const MEDIUM_FILES: usize = 300;
@@ -549,6 +554,22 @@ mod data {
         }
     }
 
+    /// Where the naive copy of medium lives (a `GIT_PROJECT_ROOT` for git http-backend).
+    pub fn naive_root(cache: &Path) -> PathBuf {
+        cache.join(DATA_VERSION).join("naive")
+    }
+
+    /// Number of `objects/pack/*.pack` files under a (bare) git directory.
+    pub fn pack_count(git_dir: &Path) -> usize {
+        std::fs::read_dir(git_dir.join("objects/pack"))
+            .map(|rd| {
+                rd.flatten()
+                    .filter(|e| e.path().extension().is_some_and(|x| x == "pack"))
+                    .count()
+            })
+            .unwrap_or(0)
+    }
+
     /// Sum of `objects/pack/*.pack` sizes under a (bare) git directory.
     pub fn pack_bytes(git_dir: &Path) -> u64 {
         std::fs::read_dir(git_dir.join("objects/pack"))
@@ -699,8 +720,55 @@ mod data {
         assert!(child.wait().unwrap().success(), "update-ref --stdin failed");
     }
 
+    /// The layout seedd's fetches leave before maintenance (G-naive): `dst` (a new bare
+    /// repository) receives `src`'s first-parent history of `refs/heads/main` in `fetches`
+    /// incremental fetches, each kept as its own pack (`fetch.unpackLimit=1`, as seedd keeps
+    /// every fetched pack), then every other ref in one last fetch. Refs stay loose; no
+    /// bitmap, no commit-graph, no multi-pack index, no auto gc.
+    pub fn naive_copy(home: &Path, src: &Path, dst: &Path, fetches: usize) {
+        run(git(home).args(["init", "--bare", "-q"]).arg(dst));
+        let head = gd(home, src, &["symbolic-ref", "HEAD"]);
+        gd(home, dst, &["symbolic-ref", "HEAD", &head]);
+        let commits: Vec<String> = gd(
+            home,
+            src,
+            &["rev-list", "--reverse", "--first-parent", "refs/heads/main"],
+        )
+        .lines()
+        .map(str::to_owned)
+        .collect();
+        let fetch = |refspec: &str| {
+            run(git(home)
+                .args([
+                    "-c",
+                    "gc.auto=0",
+                    "-c",
+                    "maintenance.auto=false",
+                    "-c",
+                    "fetch.unpackLimit=1",
+                    "-c",
+                    "fetch.writeCommitGraph=false",
+                    "-c",
+                    "uploadpack.allowAnySHA1InWant=true",
+                    "--git-dir",
+                ])
+                .arg(dst)
+                .args(["fetch", "-q", "--no-tags", "--no-write-fetch-head"])
+                .arg(src)
+                .arg(refspec));
+        };
+        let n = commits.len();
+        let steps = fetches.clamp(1, n.max(1));
+        for k in 1..=steps {
+            let oid = &commits[(k * n).div_ceil(steps) - 1];
+            fetch(&format!("+{oid}:refs/heads/main"));
+        }
+        fetch("+refs/*:refs/*");
+    }
+
     /// Generate (or load the cached) datasets; returns their storage directory and the repos
-    /// in the order medium, big16, big64, refs10k, refs100k.
+    /// in the order medium, big16, big64, refs10k, refs100k, pushes100. The naive copy of
+    /// medium is in [`naive_root`].
     pub fn datasets(cache: &Path, log: &dyn Fn(&str)) -> (PathBuf, Vec<Repo>) {
         let dir = cache.join(DATA_VERSION);
         // Datasets of other versions are obsolete.
@@ -734,6 +802,7 @@ mod data {
                 ),
                 ("refs10k", Box::new(populate_small)),
                 ("refs100k", Box::new(populate_small)),
+                ("pushes100", Box::new(populate_medium)),
             ];
             for (name, populate) in specs {
                 let t = Instant::now();
@@ -745,7 +814,26 @@ mod data {
                     "refs100k" => add_tags(&home, &path, &head, TAGS_100K),
                     _ => {}
                 }
-                tune(&home, &path);
+                if name == "pushes100" {
+                    // As 100 replicated pushes leave it in seedd's storage: 100 packs, loose
+                    // refs (maintenance is what the bench measures on it).
+                    let pushed = path.with_extension("pushed");
+                    naive_copy(&home, &path, &pushed, PUSHES);
+                    std::fs::remove_dir_all(&path).unwrap();
+                    std::fs::rename(&pushed, &path).unwrap();
+                } else {
+                    tune(&home, &path);
+                }
+                if name == "medium" {
+                    let naive = tmp.join("naive").join(rid.trim_start_matches("rad:"));
+                    std::fs::create_dir_all(naive.parent().unwrap()).unwrap();
+                    naive_copy(&home, &path, &naive, NAIVE_FETCHES);
+                    log(&format!(
+                        "  medium, naive copy: {} packs, {:.1} MB packed",
+                        pack_count(&naive),
+                        pack_bytes(&naive) as f64 / 1e6
+                    ));
+                }
                 log(&format!(
                     "  {name}: {rid}, {:.1} MB packed, {:.1}s",
                     pack_bytes(&path) as f64 / 1e6,
@@ -882,6 +970,20 @@ mod bench {
         }
     }
 
+    /// One server's figures on medium for the layouts comparison.
+    struct Layout {
+        label: &'static str,
+        layout: String,
+        cpu1: f64,
+        wall1: f64,
+        bytes1: u64,
+        thr16: f64,
+        wall16: f64,
+        cpu16: f64,
+        bytes16: u64,
+        fails16: usize,
+    }
+
     struct Ctx {
         started: Instant,
         tck: f64,
@@ -1000,6 +1102,28 @@ mod bench {
             (ok, errors, bytes, wall, cpu)
         }
 
+        /// One request at a time: an untimed warm-up, then `rounds` timed; (median server CPU,
+        /// median wall, body bytes, failures).
+        fn single(
+            &self,
+            server: &Server,
+            request: &[u8],
+            rounds: usize,
+        ) -> (f64, f64, u64, Vec<String>) {
+            let (mut cpu, mut wall, mut bytes, mut errors) =
+                (Vec::new(), Vec::new(), 0, Vec::new());
+            for round in 0..=rounds {
+                let (_, e, b, w, c) = self.concurrent_raw(server, request, 1);
+                errors.extend(e);
+                if round > 0 {
+                    cpu.push(c);
+                    wall.push(w);
+                    bytes = b;
+                }
+            }
+            (median(&mut cpu), median(&mut wall), bytes, errors)
+        }
+
         /// Hammer one request over `conns` keep-alive connections for `secs`:
         /// (requests answered 200, errors, body bytes of the last answer, wall, server CPU).
         fn rate(
@@ -1044,12 +1168,20 @@ mod bench {
 
     /// A v2 `fetch` of `wants` (no haves) as a complete HTTP/1.1 request.
     fn fetch_request(server: &Server, repo: &Repo, wants: &[&str]) -> Vec<u8> {
+        fetch_request_with(server, repo, wants, true)
+    }
+
+    /// [`fetch_request`], with or without `thin-pack`. Without haves the pack is the same
+    /// either way, but the pack cache keys them apart: a second, still cold, request.
+    fn fetch_request_with(server: &Server, repo: &Repo, wants: &[&str], thin: bool) -> Vec<u8> {
         let mut body = String::new();
         body.push_str(&pkt("command=fetch\n"));
         body.push_str(&pkt("agent=seedd-bench\n"));
         body.push_str(&pkt("object-format=sha1\n"));
         body.push_str("0001");
-        body.push_str(&pkt("thin-pack\n"));
+        if thin {
+            body.push_str(&pkt("thin-pack\n"));
+        }
         body.push_str(&pkt("ofs-delta\n"));
         body.push_str(&pkt("no-progress\n"));
         for w in wants {
@@ -1111,7 +1243,7 @@ mod bench {
             scratch: scratch.clone(),
         };
         let (data_storage, repos) = data::datasets(&cache, &|m| ctx.log(m));
-        assert_eq!(repos.len(), 5, "unexpected dataset manifest");
+        assert_eq!(repos.len(), 6, "unexpected dataset manifest");
         let seedd_bin = ensure_seedd(&|m| ctx.log(m), &profile);
 
         // One data dir, the same bare repositories served by both.
@@ -1133,7 +1265,7 @@ mod bench {
                 path: storage.join(&r.canonical),
             })
             .collect();
-        let [medium, big16, big64, refs10k, refs100k] = &repos[..] else {
+        let [medium, big16, big64, refs10k, refs100k, pushes100] = &repos[..] else {
             unreachable!()
         };
 
@@ -1164,7 +1296,12 @@ mod bench {
                 // The side-by-side rows measure serving by git: no pack cache (repeated
                 // identical clones would be answered from it). The cached rows have their own
                 // seed below.
-                .chain([("SEEDD_HTTP__PACK_CACHE__ENABLED".into(), "false".into())])
+                .chain([
+                    ("SEEDD_HTTP__PACK_CACHE__ENABLED".into(), "false".into()),
+                    // pushes100 stays as pushed until the bench asks for its maintenance
+                    // (the admin API runs it either way).
+                    ("SEEDD_MAINTENANCE__ENABLED".into(), "false".into()),
+                ])
                 .collect(),
             ..SeedOptions::default()
         });
@@ -1483,7 +1620,8 @@ mod bench {
 
         // The same 16 raw fetches from a seedd with the pack cache (issue 13 §3; admission on
         // the first request, cold: one git run, 15 readers of its file).
-        {
+        let cached_raw16: (f64, f64, f64, u64, usize);
+        let cached = {
             let cached_dir = scratch.join("data-cached");
             std::fs::create_dir_all(&cached_dir).unwrap();
             seedd_tests::run(
@@ -1513,6 +1651,7 @@ mod bench {
             ));
             let req = fetch_request(&s, medium, &[&medium.head, &rad_id]);
             let (ok, errors, b, w, c) = ctx.concurrent_raw(&s, &req, CONCURRENT);
+            cached_raw16 = (b as f64 / 1e6 / w, w, c, b, errors.len());
             if let Some(e) = errors.first() {
                 notes.push(format!(
                     "{} of {CONCURRENT} concurrent raw fetches from seedd with the pack cache failed (ok {ok}), first error: {e}",
@@ -1556,6 +1695,293 @@ mod bench {
                 "",
                 Some(errors.len() as f64),
                 git_fails,
+                "",
+            ));
+            cached
+        };
+        let cached_server = Server {
+            label: "seedd+cache",
+            pid: cached.child.id(),
+            addr: cached.http,
+            suffix: ".git",
+        };
+        let rounds_or_one = rounds.max(1);
+
+        // Issue 13 §4, layouts: git http-backend on the naive and on the tuned medium, seedd
+        // with the pack cache off and on.
+        let naive_root = data::naive_root(&cache);
+        let naive_cgi = CgiProcess::start(&naive_root);
+        let naive_server = Server {
+            label: "git naive",
+            pid: naive_cgi.child.id(),
+            addr: naive_cgi.addr,
+            suffix: "",
+        };
+        let naive_packs = data::pack_count(&naive_root.join(&medium.canonical));
+        let layout_servers: [(&Server, String); 4] = [
+            (
+                &naive_server,
+                format!("G-naive ({naive_packs} packs, loose refs, no bitmap/commit-graph)"),
+            ),
+            (
+                &servers[1],
+                "G-tuned (repack -adb, commit-graph, packed refs)".into(),
+            ),
+            (&servers[0], "G-tuned, same files as git tuned".into()),
+            (&cached_server, "G-tuned, same files, cache cold".into()),
+        ];
+        let mut layouts: Vec<Layout> = Vec::new();
+        for (s, layout) in &layout_servers {
+            let is_cache = s.label == "seedd+cache";
+            let one = fetch_request_with(s, medium, &[&medium.head, &rad_id], false);
+            // One cold full fetch: for the cache a request it has not seen (no thin-pack: the
+            // same pack, another key); for the others the median of the rounds.
+            ctx.log(&format!("one full raw v2 fetch of medium from {}", s.label));
+            let (cpu1, wall1, bytes1, err1) = if is_cache {
+                let (_, errors, b, w, c) = ctx.concurrent_raw(s, &one, 1);
+                (c, w, b, errors)
+            } else {
+                ctx.single(s, &one, rounds_or_one)
+            };
+            let (thr, wall16, cpu16, bytes16, fails16) = if is_cache {
+                cached_raw16
+            } else {
+                ctx.log(&format!(
+                    "{CONCURRENT} concurrent raw v2 fetches of medium from {}",
+                    s.label
+                ));
+                let req = fetch_request(s, medium, &[&medium.head, &rad_id]);
+                let (_, errors, b, w, c) = ctx.concurrent_raw(s, &req, CONCURRENT);
+                if let Some(e) = errors.first() {
+                    notes.push(format!("layouts: raw fetches from {}: {e}", s.label));
+                }
+                (b as f64 / 1e6 / w, w, c, b, errors.len())
+            };
+            if let Some(e) = err1.first() {
+                notes.push(format!("layouts: one fetch from {}: {e}", s.label));
+            }
+            layouts.push(Layout {
+                label: s.label,
+                layout: layout.clone(),
+                cpu1,
+                wall1,
+                bytes1,
+                thr16: thr,
+                wall16,
+                cpu16,
+                bytes16,
+                fails16,
+            });
+        }
+        drop(naive_cgi);
+        {
+            let [naive, tuned, off, on] = &layouts[..] else {
+                unreachable!()
+            };
+            let w16 = format!("{CONCURRENT} raw v2 fetches, medium, by layout");
+            for (x, base, k) in [
+                (on, tuned, "on_vs_tuned"),
+                (on, naive, "on_vs_naive"),
+                (off, tuned, "off_vs_tuned"),
+                (off, naive, "off_vs_naive"),
+            ] {
+                rows.push(row(
+                    format!("layout_raw16_throughput_{k}"),
+                    w16.clone(),
+                    &format!("MB/s {} / {}", x.label, base.label),
+                    "MB/s",
+                    Some(x.thr16),
+                    Some(base.thr16),
+                    "higher",
+                ));
+            }
+            let w1 = "one cold full raw v2 fetch, medium".to_owned();
+            for (x, base, k) in [
+                (on, tuned, "on_vs_tuned"),
+                (off, tuned, "off_vs_tuned"),
+                (on, naive, "on_vs_naive"),
+            ] {
+                rows.push(row(
+                    format!("layout_cold1_cpu_{k}"),
+                    w1.clone(),
+                    &format!("CPU {} / {}", x.label, base.label),
+                    "s",
+                    Some(x.cpu1),
+                    Some(base.cpu1),
+                    "lower",
+                ));
+            }
+            rows.push(row(
+                "layout_cold1_bytes_on_vs_tuned",
+                w1,
+                "bytes seedd+cache / git tuned",
+                "MB",
+                Some(on.bytes1 as f64 / 1e6),
+                Some(tuned.bytes1 as f64 / 1e6),
+                "lower",
+            ));
+            let wr = format!("server CPU for {CONCURRENT} / CPU for 1");
+            for (x, base, k) in [(on, tuned, "on_vs_tuned"), (off, naive, "off_vs_naive")] {
+                rows.push(row(
+                    format!("layout_cpu16_over_cpu1_{k}"),
+                    wr.clone(),
+                    &format!("{} vs {}", x.label, base.label),
+                    "×",
+                    (x.cpu1 > 0.0).then(|| x.cpu16 / x.cpu1),
+                    (base.cpu1 > 0.0).then(|| base.cpu16 / base.cpu1),
+                    "lower",
+                ));
+            }
+        }
+
+        // Memory: peak RSS of the server and all its children (sum of VmRSS over the process
+        // tree, sampled every 20 ms) during 16 concurrent full fetches of the biggest dataset.
+        let big_rad_id = stdout(&run(git(&ctx.home)
+            .arg("--git-dir")
+            .arg(&big64.path)
+            .args(["rev-parse", "refs/rad/id"])));
+        let mut memory: Vec<(&'static str, f64, f64, usize, usize)> = Vec::new();
+        for s in [&servers[0], &cached_server, &servers[1]] {
+            ctx.log(&format!(
+                "{CONCURRENT} concurrent raw v2 fetches of big64 from {}, sampling tree RSS",
+                s.label
+            ));
+            procfs::settle(s.pid);
+            let before = procfs::tree_rss_kib(s.pid);
+            let sampler = procfs::TreeRssSampler::start(s.pid, Duration::from_millis(20));
+            let req = fetch_request(s, big64, &[&big64.head, &big_rad_id]);
+            let (_, errors, _, _, _) = ctx.concurrent_raw(s, &req, CONCURRENT);
+            let (peak, samples) = sampler.finish();
+            if let Some(e) = errors.first() {
+                notes.push(format!("memory: fetches from {}: {e}", s.label));
+            }
+            memory.push((
+                s.label,
+                before as f64 / 1024.0,
+                peak as f64 / 1024.0,
+                samples,
+                errors.len(),
+            ));
+        }
+        {
+            let git_peak = memory[2].2;
+            let w = format!("{CONCURRENT} raw v2 fetches big64: server + children RSS");
+            for (label, _, peak, _, _) in &memory[..2] {
+                rows.push(row(
+                    format!(
+                        "memory_tree_peak_{}_mib",
+                        if *label == "seedd" { "off" } else { "cache" }
+                    ),
+                    w.clone(),
+                    &format!("peak Σ VmRSS, {label}"),
+                    "MiB",
+                    Some(*peak),
+                    Some(git_peak),
+                    "lower",
+                ));
+            }
+        }
+
+        // A repository after 100 replicated pushes (100 packs, loose refs): served as pushed,
+        // after seedd's own maintenance, and after a fresh `git repack -adb` of a copy.
+        let pushes_rad_id = stdout(&run(git(&ctx.home)
+            .arg("--git-dir")
+            .arg(&pushes100.path)
+            .args(["rev-parse", "refs/rad/id"])));
+        let fresh_root = scratch.join("fresh");
+        std::fs::create_dir_all(&fresh_root).unwrap();
+        seedd_tests::run(
+            Command::new("cp")
+                .arg("-a")
+                .arg(&pushes100.path)
+                .arg(fresh_root.join(&pushes100.canonical)),
+        );
+        let t = Instant::now();
+        run(git(&ctx.home)
+            .arg("--git-dir")
+            .arg(fresh_root.join(&pushes100.canonical))
+            .args(["repack", "-a", "-d", "-b", "-q"]));
+        let fresh_repack_s = t.elapsed().as_secs_f64();
+        let fresh_cgi = CgiProcess::start(&fresh_root);
+        let fresh_server = Server {
+            label: "git fresh repack",
+            pid: fresh_cgi.child.id(),
+            addr: fresh_cgi.addr,
+            suffix: "",
+        };
+        let packs_pushed = data::pack_count(&pushes100.path);
+        let mut pushes: Vec<(String, f64, u64)> = Vec::new();
+        let measure_pushes = |s: &Server,
+                              what: &str,
+                              pushes: &mut Vec<(String, f64, u64)>,
+                              notes: &mut Vec<String>| {
+            ctx.log(&format!("clone CPU of pushes100 {what} from {}", s.label));
+            let req = fetch_request(s, pushes100, &[&pushes100.head, &pushes_rad_id]);
+            let (cpu, _, bytes, errors) = ctx.single(s, &req, rounds_or_one);
+            if let Some(e) = errors.first() {
+                notes.push(format!("pushes100 {what} from {}: {e}", s.label));
+            }
+            pushes.push((format!("{} {what}", s.label), cpu, bytes));
+        };
+        measure_pushes(&servers[1], "as pushed", &mut pushes, &mut notes);
+        measure_pushes(&servers[0], "as pushed", &mut pushes, &mut notes);
+        ctx.log("maintaining pushes100 with seedd (admin API)");
+        let t = Instant::now();
+        let maintained = seedd_tests::http_post(
+            &seed.admin_url(&format!(
+                "/api/v1/repos/rad:{}/maintain",
+                pushes100.canonical
+            )),
+            &[("Authorization", &format!("Bearer {}", seed.token()))],
+            b"",
+        );
+        let maintain_s = t.elapsed().as_secs_f64();
+        let maintain_note = match &maintained {
+            Ok((200, body)) => {
+                let v: serde_json::Value = serde_json::from_str(body).unwrap_or_default();
+                format!(
+                    "seedd maintenance of pushes100: {} → {} packs, repack {}, {} ms (bench wall {maintain_s:.2} s); fresh git repack -adb of a copy: {fresh_repack_s:.2} s wall",
+                    v["run"]["packs_before"], v["run"]["packs_after"], v["run"]["repack"], v["run"]["duration_ms"]
+                )
+            }
+            other => {
+                notes.push(format!("maintenance of pushes100 failed: {other:?}"));
+                "maintenance failed".into()
+            }
+        };
+        let packs_maintained = data::pack_count(&pushes100.path);
+        measure_pushes(&servers[1], "maintained", &mut pushes, &mut notes);
+        measure_pushes(&servers[0], "maintained", &mut pushes, &mut notes);
+        measure_pushes(&fresh_server, "", &mut pushes, &mut notes);
+        drop(fresh_cgi);
+        {
+            let [git_pushed, seedd_pushed, git_maint, seedd_maint, fresh] = &pushes[..] else {
+                unreachable!()
+            };
+            let w = format!("clone pushes100 ({packs_pushed} packs → {packs_maintained})");
+            for (x, k) in [
+                (git_maint, "git_maintained"),
+                (seedd_maint, "seedd_maintained"),
+                (git_pushed, "git_pushed"),
+                (seedd_pushed, "seedd_pushed"),
+            ] {
+                rows.push(row(
+                    format!("pushes100_cpu_{k}_vs_fresh"),
+                    w.clone(),
+                    &format!("CPU {} / {}", x.0.trim(), fresh.0.trim()),
+                    "s",
+                    Some(x.1),
+                    Some(fresh.1),
+                    "lower",
+                ));
+            }
+            rows.push(row(
+                "pushes100_bytes_seedd_maintained_vs_fresh",
+                w,
+                "bytes seedd maintained / fresh",
+                "MB",
+                Some(seedd_maint.2 as f64 / 1e6),
+                Some(fresh.2 as f64 / 1e6),
                 "",
             ));
         }
@@ -1704,6 +2130,132 @@ mod bench {
             growth.iter().map(|g| format!("{g:.1}")).collect::<Vec<_>>().join(" / "),
             if rss_flat { "FLAT" } else { "GROWS" }
         );
+        // Issue 13 §4 targets.
+        let _ = writeln!(t);
+        let _ = writeln!(
+            t,
+            "layouts, medium ({CONCURRENT} raw v2 fetches; one cold fetch = median of {rounds_or_one} after a warm-up, for the cache its first request):"
+        );
+        let _ = writeln!(
+            t,
+            "  {:<18} {:<58} {:>9} {:>8} {:>9} {:>9} {:>8} {:>9}",
+            "server",
+            "layout served",
+            "MB/s 16",
+            "wall 16",
+            "CPU 16 s",
+            "CPU 1 s",
+            "16 / 1",
+            "MB 1"
+        );
+        for l in &layouts {
+            let _ = writeln!(
+                t,
+                "  {:<18} {:<58} {:>9.1} {:>8.2} {:>9.2} {:>9.3} {:>7.2}× {:>9.2}",
+                l.label,
+                l.layout,
+                l.thr16,
+                l.wall16,
+                l.cpu16,
+                l.cpu1,
+                if l.cpu1 > 0.0 {
+                    l.cpu16 / l.cpu1
+                } else {
+                    f64::NAN
+                },
+                l.bytes1 as f64 / 1e6
+            );
+        }
+        let mut targets: Vec<(String, f64, bool)> = Vec::new();
+        {
+            let [naive, tuned, off, on] = &layouts[..] else {
+                unreachable!()
+            };
+            let mut target = |what: String, v: f64, met: bool| targets.push((what, v, met));
+            let x = on.thr16 / tuned.thr16;
+            target(
+                format!("{CONCURRENT} concurrent throughput, seedd+cache ≥ 5× git tuned"),
+                x,
+                x >= 5.0,
+            );
+            let x = on.thr16 / naive.thr16;
+            target(
+                format!("{CONCURRENT} concurrent throughput, seedd+cache ≥ 20× git naive"),
+                x,
+                x >= 20.0,
+            );
+            let x = off.thr16 / naive.thr16;
+            target(
+                format!("{CONCURRENT} concurrent throughput, seedd (cache off) ≥ 20× git naive"),
+                x,
+                x >= 20.0,
+            );
+            let x = on.cpu16 / on.cpu1;
+            target(
+                format!("seedd+cache CPU for {CONCURRENT} ≤ 1.2× CPU for 1"),
+                x,
+                x <= 1.2,
+            );
+            let x = on.cpu1 / tuned.cpu1;
+            target(
+                "one cold clone CPU, seedd+cache ≤ 1.1× git tuned".into(),
+                x,
+                x <= 1.1,
+            );
+            let x = off.cpu1 / tuned.cpu1;
+            target(
+                "one cold clone CPU, seedd (cache off) ≤ 1.1× git tuned".into(),
+                x,
+                x <= 1.1,
+            );
+            let x = on.bytes1 as f64 / tuned.bytes1 as f64;
+            target(
+                "one cold clone bytes, seedd+cache ≤ 1.05× git tuned".into(),
+                x,
+                x <= 1.05,
+            );
+            let git_peak = memory[2].2;
+            for (label, _, peak, _, _) in &memory[..2] {
+                let x = peak / git_peak;
+                target(
+                    format!("memory (tree RSS, {CONCURRENT} × big64), {label} ≤ 0.1× git"),
+                    x,
+                    x <= 0.1,
+                );
+            }
+            let fresh = pushes[4].1;
+            for (i, who) in [(2, "git http-backend"), (3, "seedd")] {
+                let x = pushes[i].1 / fresh;
+                target(format!("pushes100 maintained by seedd, served by {who}: clone CPU ≤ 1.2× a fresh repack -adb (git)"), x, x <= 1.2);
+            }
+        }
+        let _ = writeln!(
+            t,
+            "memory, {CONCURRENT} raw v2 fetches of big64 (Σ VmRSS of server + children every 20 ms; MiB before / peak / samples / failed):"
+        );
+        for (label, before, peak, samples, fails) in &memory {
+            let _ = writeln!(
+                t,
+                "  {label:<12} {before:>8.1} {peak:>9.1} {samples:>6} {fails:>3}"
+            );
+        }
+        let _ = writeln!(t, "pushes100 clone (one full raw v2 fetch, median of {rounds_or_one}; server CPU s / MB):");
+        for (label, cpu, bytes) in &pushes {
+            let _ = writeln!(
+                t,
+                "  {:<32} {cpu:>7.3} {:>8.2}",
+                label.trim(),
+                *bytes as f64 / 1e6
+            );
+        }
+        let _ = writeln!(t, "  {maintain_note}");
+        for (what, v, met) in &targets {
+            let _ = writeln!(
+                t,
+                "target: {what}: {v:.2}× → {}",
+                if *met { "MET" } else { "NOT MET" }
+            );
+        }
         for n in &notes {
             let _ = writeln!(t, "note: {n}");
         }
@@ -1802,6 +2354,77 @@ mod bench {
                     ("rss_delta_mib", Json::Num(rss_delta)),
                     ("rss_flat", Json::Bool(rss_flat)),
                 ]),
+            ),
+            (
+                "layouts",
+                Json::Arr(
+                    layouts
+                        .iter()
+                        .map(|l| {
+                            Json::obj(vec![
+                                ("server", Json::Str(l.label.into())),
+                                ("layout", Json::Str(l.layout.clone())),
+                                ("cpu1_s", Json::Num(l.cpu1)),
+                                ("wall1_s", Json::Num(l.wall1)),
+                                ("bytes1", Json::Num(l.bytes1 as f64)),
+                                ("throughput16_mb_s", Json::Num(l.thr16)),
+                                ("wall16_s", Json::Num(l.wall16)),
+                                ("cpu16_s", Json::Num(l.cpu16)),
+                                ("bytes16", Json::Num(l.bytes16 as f64)),
+                                ("failed16", Json::Num(l.fails16 as f64)),
+                            ])
+                        })
+                        .collect(),
+                ),
+            ),
+            (
+                "memory_tree",
+                Json::Arr(
+                    memory
+                        .iter()
+                        .map(|(label, before, peak, samples, fails)| {
+                            Json::obj(vec![
+                                ("server", Json::Str((*label).into())),
+                                ("before_mib", Json::Num(*before)),
+                                ("peak_mib", Json::Num(*peak)),
+                                ("samples", Json::Num(*samples as f64)),
+                                ("failed", Json::Num(*fails as f64)),
+                            ])
+                        })
+                        .collect(),
+                ),
+            ),
+            (
+                "pushes100",
+                Json::obj(vec![
+                    ("packs_pushed", Json::Num(packs_pushed as f64)),
+                    ("packs_maintained", Json::Num(packs_maintained as f64)),
+                    ("maintenance", Json::Str(maintain_note.clone())),
+                    (
+                        "clone_cpu_s",
+                        Json::obj(
+                            pushes
+                                .iter()
+                                .map(|(l, c, _)| (l.trim(), Json::Num(*c)))
+                                .collect(),
+                        ),
+                    ),
+                ]),
+            ),
+            (
+                "targets",
+                Json::Arr(
+                    targets
+                        .iter()
+                        .map(|(w, v, m)| {
+                            Json::obj(vec![
+                                ("target", Json::Str(w.clone())),
+                                ("ratio", Json::Num(*v)),
+                                ("met", Json::Bool(*m)),
+                            ])
+                        })
+                        .collect(),
+                ),
             ),
             ("notes", Json::Arr(notes.iter().map(|n| Json::Str(n.clone())).collect())),
         ]);

@@ -66,6 +66,71 @@ pub mod procfs {
             .unwrap_or(0)
     }
 
+    /// `root` and every process below it (by `ppid`), read from /proc once.
+    pub fn tree(root: u32) -> Vec<u32> {
+        let parents: Vec<(u32, u32)> = std::fs::read_dir("/proc")
+            .map(|rd| {
+                rd.flatten()
+                    .filter_map(|e| e.file_name().to_str().and_then(|p| p.parse::<u32>().ok()))
+                    .filter_map(|p| {
+                        let ppid = stat_fields(p)?.get(1)?.parse::<u32>().ok()?;
+                        Some((p, ppid))
+                    })
+                    .collect()
+            })
+            .unwrap_or_default();
+        let mut out = vec![root];
+        let mut i = 0;
+        while i < out.len() {
+            let parent = out[i];
+            out.extend(
+                parents
+                    .iter()
+                    .filter(|(_, pp)| *pp == parent)
+                    .map(|(p, _)| *p),
+            );
+            i += 1;
+        }
+        out
+    }
+
+    /// Sum of `VmRSS` (KiB) of `root` and all its descendants (what the tree holds in RAM now;
+    /// shared file pages mapped by several processes count once per process, as `ps` shows).
+    pub fn tree_rss_kib(root: u32) -> u64 {
+        tree(root).into_iter().map(|p| status_kib(p, "VmRSS")).sum()
+    }
+
+    /// Samples [`tree_rss_kib`] of `root` every `every` on a thread until stopped; the peak.
+    pub struct TreeRssSampler {
+        stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+        handle: std::thread::JoinHandle<(u64, usize)>,
+    }
+
+    impl TreeRssSampler {
+        pub fn start(root: u32, every: Duration) -> Self {
+            let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+            let flag = stop.clone();
+            let handle = std::thread::spawn(move || {
+                let (mut peak, mut samples) = (0, 0);
+                loop {
+                    peak = peak.max(tree_rss_kib(root));
+                    samples += 1;
+                    if flag.load(std::sync::atomic::Ordering::Relaxed) {
+                        return (peak, samples);
+                    }
+                    std::thread::sleep(every);
+                }
+            });
+            TreeRssSampler { stop, handle }
+        }
+
+        /// (peak KiB, samples taken).
+        pub fn finish(self) -> (u64, usize) {
+            self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+            self.handle.join().unwrap_or((0, 0))
+        }
+    }
+
     /// Reset VmHWM to the current RSS (`echo 5 > clear_refs`, Linux ≥ 4.0).
     pub fn reset_hwm(pid: u32) -> bool {
         std::fs::write(format!("/proc/{pid}/clear_refs"), "5").is_ok()
@@ -317,4 +382,42 @@ where
         }
     }
     Ok((decoder, frames))
+}
+
+#[cfg(test)]
+mod tests {
+    use std::process::{Command, Stdio};
+    use std::time::Duration;
+
+    use super::procfs;
+
+    /// A shell with a `sleep` below it: the tree holds both, their RSS adds up, and the sampler
+    /// sees at least that.
+    #[test]
+    fn process_tree_and_its_rss() {
+        let mut sh = Command::new("sh")
+            .args(["-c", "sleep 30 & wait"])
+            .stdin(Stdio::null())
+            .spawn()
+            .unwrap();
+        let root = sh.id();
+        let deadline = std::time::Instant::now() + Duration::from_secs(5);
+        while procfs::tree(root).len() < 2 && std::time::Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        let tree = procfs::tree(root);
+        assert_eq!(tree.len(), 2, "{tree:?}");
+        assert_eq!(tree[0], root);
+        let rss = procfs::tree_rss_kib(root);
+        assert!(rss >= procfs::status_kib(root, "VmRSS"), "{rss}");
+        let sampler = procfs::TreeRssSampler::start(root, Duration::from_millis(5));
+        std::thread::sleep(Duration::from_millis(30));
+        let (peak, samples) = sampler.finish();
+        assert!(samples >= 2 && peak > 0, "{peak} {samples}");
+        let child = tree[1];
+        let _ = Command::new("kill").arg(child.to_string()).status();
+        let _ = sh.kill();
+        let _ = sh.wait();
+        assert_eq!(procfs::tree_rss_kib(u32::MAX), 0);
+    }
 }
