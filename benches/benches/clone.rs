@@ -30,6 +30,13 @@ const DATA_VERSION: &str = "v4";
 const NAIVE_FETCHES: usize = 50;
 /// "pushes100": the medium history received in this many fetches.
 const PUSHES: usize = 100;
+/// The git.git-sized dataset (`SEEDD_BENCH_BIG=1`): commits, and incompressible bytes each
+/// commit writes into one of `BIG_FILES` files (≈ 50k × 6.3 kB ≈ 315 MB of pack).
+const BIG_COMMITS: usize = 50_000;
+const BIG_FILES: usize = 2_000;
+const BIG_BYTES_PER_COMMIT: usize = 8_400;
+/// Its cache directory under `seedd-bench-data` (not a `v…` name: kept across DATA_VERSIONs).
+const BIG_VERSION: &str = "big-v1";
 /// "medium": commits, files, files rewritten and edited per commit.
 const MEDIUM_COMMITS: usize = 200;
 const MEDIUM_FILES: usize = 300;
@@ -552,6 +559,99 @@ mod data {
         pub fn pack_bytes(&self) -> u64 {
             pack_bytes(&self.path)
         }
+    }
+
+    /// The git.git-sized history, written with `git fast-import` (one process, seconds per
+    /// thousand commits): `BIG_COMMITS` commits, each rewriting one of `BIG_FILES` files with
+    /// `BIG_BYTES_PER_COMMIT` random base-64 text (6 bits of entropy per byte: zlib cannot
+    /// shrink it much, and a rewrite does not delta against the file's previous version).
+    fn populate_big(work: &Path, _g: &dyn Fn(&[&str]) -> String) {
+        let mut child = git(work)
+            .arg("-C")
+            .arg(work)
+            .args(["fast-import", "--quiet", "--done"])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::null())
+            .spawn()
+            .unwrap();
+        let mut stdin = io::BufWriter::with_capacity(1 << 20, child.stdin.take().unwrap());
+        const B64: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+        let mut rng = Rng::new(0xb16_da7a);
+        let mut blob = vec![0u8; BIG_BYTES_PER_COMMIT];
+        for c in 0..BIG_COMMITS {
+            for (i, b) in blob.iter_mut().enumerate() {
+                *b = if i % 77 == 76 {
+                    b'\n'
+                } else {
+                    B64[(rng.next() >> 58) as usize]
+                };
+            }
+            let f = rng.below(BIG_FILES);
+            let msg = format!("change {c}\n");
+            write!(
+                stdin,
+                "commit refs/heads/main\ncommitter t <t@example.com> {} +0000\ndata {}\n{msg}M 100644 inline src/d{:02}/f{f:04}.txt\ndata {}\n",
+                1_700_000_000 + c,
+                msg.len(),
+                f % 40,
+                blob.len()
+            )
+            .unwrap();
+            stdin.write_all(&blob).unwrap();
+            stdin.write_all(b"\n").unwrap();
+        }
+        stdin.write_all(b"done\n").unwrap();
+        drop(stdin);
+        assert!(child.wait().unwrap().success(), "git fast-import failed");
+    }
+
+    /// The git.git-sized dataset (tuned layout), generated once into its own cache directory
+    /// (under ten minutes on 2 cores): its storage directory and the repository.
+    pub fn big(cache: &Path, log: &dyn Fn(&str)) -> (PathBuf, Repo) {
+        let dir = cache.join(BIG_VERSION);
+        let manifest = dir.join("manifest.txt");
+        if !manifest.exists() {
+            let tmp = cache.join(format!("{BIG_VERSION}.tmp"));
+            let _ = std::fs::remove_dir_all(&tmp);
+            let storage = tmp.join("storage");
+            std::fs::create_dir_all(&storage).unwrap();
+            let home = tmp.join("home");
+            std::fs::create_dir_all(&home).unwrap();
+            let t = Instant::now();
+            log(&format!(
+                "generating dataset big ({BIG_COMMITS} commits, git fast-import) ..."
+            ));
+            let (rid, path) = synthetic_repo(&storage, "big", populate_big);
+            log(&format!(
+                "  imported and pushed in {:.0} s; repacking",
+                t.elapsed().as_secs_f64()
+            ));
+            let head = gd(&home, &path, &["rev-parse", "refs/heads/main"]);
+            tune(&home, &path);
+            log(&format!(
+                "  big: {rid}, {:.1} MB packed, {:.0} s",
+                pack_bytes(&path) as f64 / 1e6,
+                t.elapsed().as_secs_f64()
+            ));
+            std::fs::write(
+                tmp.join("manifest.txt"),
+                format!("big {} {head}\n", rid.trim_start_matches("rad:")),
+            )
+            .unwrap();
+            let _ = std::fs::remove_dir_all(&home);
+            let _ = std::fs::remove_dir_all(&dir);
+            std::fs::rename(&tmp, &dir).unwrap();
+        }
+        let storage = dir.join("storage");
+        let line = std::fs::read_to_string(&manifest).unwrap();
+        let f: Vec<&str> = line.split_whitespace().collect();
+        let repo = Repo {
+            name: f[0].to_owned(),
+            canonical: f[1].to_owned(),
+            head: f[2].to_owned(),
+            path: storage.join(f[1]),
+        };
+        (storage, repo)
     }
 
     /// Where the naive copy of medium lives (a `GIT_PROJECT_ROOT` for git http-backend).
@@ -1256,6 +1356,21 @@ mod bench {
                 .arg(data_dir.join("storage")),
         );
         let storage = data_dir.join("storage");
+        // The git.git-sized dataset, hard-linked into both seeds' storage (served only, never
+        // rewritten there: maintenance is off for the main seed, and a repack writes new files).
+        let big = (std::env::var("SEEDD_BENCH_BIG").as_deref() == Ok("1")).then(|| {
+            let (_, big) = data::big(&cache, &|m| ctx.log(m));
+            seedd_tests::run(
+                Command::new("cp")
+                    .arg("-al")
+                    .arg(&big.path)
+                    .arg(storage.join(&big.canonical)),
+            );
+            Repo {
+                path: storage.join(&big.canonical),
+                ..big
+            }
+        });
         let repos: Vec<Repo> = repos
             .iter()
             .map(|r| Repo {
@@ -1630,6 +1745,14 @@ mod bench {
                     .arg(&data_storage)
                     .arg(cached_dir.join("storage")),
             );
+            if let Some(big) = &big {
+                seedd_tests::run(
+                    Command::new("cp")
+                        .arg("-al")
+                        .arg(&big.path)
+                        .arg(cached_dir.join("storage").join(&big.canonical)),
+                );
+            }
             let cached = Seed::start(SeedOptions {
                 data_dir: Some(cached_dir),
                 env: seed_env
@@ -1836,20 +1959,21 @@ mod bench {
 
         // Memory: peak RSS of the server and all its children (sum of VmRSS over the process
         // tree, sampled every 20 ms) during 16 concurrent full fetches of the biggest dataset.
+        let mem_repo = big.as_ref().unwrap_or(big64);
         let big_rad_id = stdout(&run(git(&ctx.home)
             .arg("--git-dir")
-            .arg(&big64.path)
+            .arg(&mem_repo.path)
             .args(["rev-parse", "refs/rad/id"])));
         let mut memory: Vec<(&'static str, f64, f64, usize, usize)> = Vec::new();
         for s in [&servers[0], &cached_server, &servers[1]] {
             ctx.log(&format!(
-                "{CONCURRENT} concurrent raw v2 fetches of big64 from {}, sampling tree RSS",
-                s.label
+                "{CONCURRENT} concurrent raw v2 fetches of {} from {}, sampling tree RSS",
+                mem_repo.name, s.label
             ));
             procfs::settle(s.pid);
             let before = procfs::tree_rss_kib(s.pid);
             let sampler = procfs::TreeRssSampler::start(s.pid, Duration::from_millis(20));
-            let req = fetch_request(s, big64, &[&big64.head, &big_rad_id]);
+            let req = fetch_request(s, mem_repo, &[&mem_repo.head, &big_rad_id]);
             let (_, errors, _, _, _) = ctx.concurrent_raw(s, &req, CONCURRENT);
             let (peak, samples) = sampler.finish();
             if let Some(e) = errors.first() {
@@ -1865,7 +1989,10 @@ mod bench {
         }
         {
             let git_peak = memory[2].2;
-            let w = format!("{CONCURRENT} raw v2 fetches big64: server + children RSS");
+            let w = format!(
+                "{CONCURRENT} raw v2 fetches {}: server + children RSS",
+                mem_repo.name
+            );
             for (label, _, peak, _, _) in &memory[..2] {
                 rows.push(row(
                     format!(
@@ -2231,7 +2358,9 @@ mod bench {
         }
         let _ = writeln!(
             t,
-            "memory, {CONCURRENT} raw v2 fetches of big64 (Σ VmRSS of server + children every 20 ms; MiB before / peak / samples / failed):"
+            "memory, {CONCURRENT} raw v2 fetches of {} ({:.1} MB packed; Σ VmRSS of server + children every 20 ms; MiB before / peak / samples / failed):",
+            mem_repo.name,
+            mem_repo.pack_bytes() as f64 / 1e6
         );
         for (label, before, peak, samples, fails) in &memory {
             let _ = writeln!(
