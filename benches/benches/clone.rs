@@ -1082,9 +1082,15 @@ mod bench {
         cpu16: f64,
         bytes16: u64,
         fails16: usize,
+        /// Server CPU split (the server process, its git children), seconds: one fetch, 16.
+        split1: (f64, f64),
+        split16: (f64, f64),
     }
 
     struct Ctx {
+        /// The last [`Ctx::measured`] server CPU split: (the server process itself, its reaped
+        /// children), seconds.
+        last_split: std::cell::Cell<(f64, f64)>,
         started: Instant,
         tck: f64,
         home: PathBuf,
@@ -1100,12 +1106,19 @@ mod bench {
         fn measured<T>(&self, pid: u32, f: impl FnOnce() -> T) -> (T, f64, f64) {
             procfs::settle(pid);
             let c0 = server_cpu_ticks(pid);
+            let s0 = own_cpu_ticks(pid);
             let t0 = Instant::now();
             let r = f();
             let wall = t0.elapsed().as_secs_f64();
             procfs::settle(pid);
             let c1 = server_cpu_ticks(pid);
-            (r, c1.saturating_sub(c0) as f64 / self.tck, wall)
+            let own = own_cpu_ticks(pid).saturating_sub(s0);
+            let total = c1.saturating_sub(c0);
+            self.last_split.set((
+                own as f64 / self.tck,
+                total.saturating_sub(own) as f64 / self.tck,
+            ));
+            (r, total as f64 / self.tck, wall)
         }
 
         /// `git clone --bare` over protocol v2; returns the bytes of pack received.
@@ -1212,6 +1225,7 @@ mod bench {
         ) -> (f64, f64, u64, Vec<String>) {
             let (mut cpu, mut wall, mut bytes, mut errors) =
                 (Vec::new(), Vec::new(), 0, Vec::new());
+            let mut split = (0.0, 0.0);
             for round in 0..=rounds {
                 let (_, e, b, w, c) = self.concurrent_raw(server, request, 1);
                 errors.extend(e);
@@ -1219,8 +1233,13 @@ mod bench {
                     cpu.push(c);
                     wall.push(w);
                     bytes = b;
+                    let (own, children) = self.last_split.get();
+                    split = (split.0 + own, split.1 + children);
                 }
             }
+            // The split as a mean per request.
+            let n = rounds.max(1) as f64;
+            self.last_split.set((split.0 / n, split.1 / n));
             (median(&mut cpu), median(&mut wall), bytes, errors)
         }
 
@@ -1298,6 +1317,17 @@ mod bench {
         .into_bytes()
     }
 
+    /// utime + stime of the server process alone (its own threads, not its children).
+    fn own_cpu_ticks(pid: u32) -> u64 {
+        procfs::stat_fields(pid).map_or(0, |f| {
+            f.iter()
+                .skip(11)
+                .take(2)
+                .map(|v| v.parse::<u64>().unwrap_or(0))
+                .sum()
+        })
+    }
+
     /// utime + stime + cutime + cstime of a server, in clock ticks; it must still run.
     fn server_cpu_ticks(pid: u32) -> u64 {
         procfs::try_cpu_ticks(pid).unwrap_or_else(|| panic!("process {pid} is gone"))
@@ -1337,6 +1367,7 @@ mod bench {
         let home = scratch.join("home");
         std::fs::create_dir_all(&home).unwrap();
         let ctx = Ctx {
+            last_split: std::cell::Cell::new((0.0, 0.0)),
             started,
             tck: procfs::clk_tck(),
             home,
@@ -1736,6 +1767,7 @@ mod bench {
         // The same 16 raw fetches from a seedd with the pack cache (issue 13 §3; admission on
         // the first request, cold: one git run, 15 readers of its file).
         let cached_raw16: (f64, f64, f64, u64, usize);
+        let cached_split16: (f64, f64);
         let cached = {
             let cached_dir = scratch.join("data-cached");
             std::fs::create_dir_all(&cached_dir).unwrap();
@@ -1775,6 +1807,7 @@ mod bench {
             let req = fetch_request(&s, medium, &[&medium.head, &rad_id]);
             let (ok, errors, b, w, c) = ctx.concurrent_raw(&s, &req, CONCURRENT);
             cached_raw16 = (b as f64 / 1e6 / w, w, c, b, errors.len());
+            cached_split16 = ctx.last_split.get();
             if let Some(e) = errors.first() {
                 notes.push(format!(
                     "{} of {CONCURRENT} concurrent raw fetches from seedd with the pack cache failed (ok {ok}), first error: {e}",
@@ -1866,8 +1899,10 @@ mod bench {
             } else {
                 ctx.single(s, &one, rounds_or_one)
             };
-            let (thr, wall16, cpu16, bytes16, fails16) = if is_cache {
-                cached_raw16
+            let split1 = ctx.last_split.get();
+            let (thr, wall16, cpu16, bytes16, fails16, split16) = if is_cache {
+                let (a, b, c, d, e) = cached_raw16;
+                (a, b, c, d, e, cached_split16)
             } else {
                 ctx.log(&format!(
                     "{CONCURRENT} concurrent raw v2 fetches of medium from {}",
@@ -1878,7 +1913,14 @@ mod bench {
                 if let Some(e) = errors.first() {
                     notes.push(format!("layouts: raw fetches from {}: {e}", s.label));
                 }
-                (b as f64 / 1e6 / w, w, c, b, errors.len())
+                (
+                    b as f64 / 1e6 / w,
+                    w,
+                    c,
+                    b,
+                    errors.len(),
+                    ctx.last_split.get(),
+                )
             };
             if let Some(e) = err1.first() {
                 notes.push(format!("layouts: one fetch from {}: {e}", s.label));
@@ -1894,6 +1936,8 @@ mod bench {
                 cpu16,
                 bytes16,
                 fails16,
+                split1,
+                split16,
             });
         }
         drop(naive_cgi);
@@ -1964,7 +2008,7 @@ mod bench {
             .arg("--git-dir")
             .arg(&mem_repo.path)
             .args(["rev-parse", "refs/rad/id"])));
-        let mut memory: Vec<(&'static str, f64, f64, usize, usize)> = Vec::new();
+        let mut memory: Vec<(&'static str, f64, f64, usize, usize, f64)> = Vec::new();
         for s in [&servers[0], &cached_server, &servers[1]] {
             ctx.log(&format!(
                 "{CONCURRENT} concurrent raw v2 fetches of {} from {}, sampling tree RSS",
@@ -1975,16 +2019,17 @@ mod bench {
             let sampler = procfs::TreeRssSampler::start(s.pid, Duration::from_millis(20));
             let req = fetch_request(s, mem_repo, &[&mem_repo.head, &big_rad_id]);
             let (_, errors, _, _, _) = ctx.concurrent_raw(s, &req, CONCURRENT);
-            let (peak, samples) = sampler.finish();
+            let peak = sampler.finish();
             if let Some(e) = errors.first() {
                 notes.push(format!("memory: fetches from {}: {e}", s.label));
             }
             memory.push((
                 s.label,
                 before as f64 / 1024.0,
-                peak as f64 / 1024.0,
-                samples,
+                peak.rss as f64 / 1024.0,
+                peak.samples,
                 errors.len(),
+                peak.anon as f64 / 1024.0,
             ));
         }
         {
@@ -1993,7 +2038,7 @@ mod bench {
                 "{CONCURRENT} raw v2 fetches {}: server + children RSS",
                 mem_repo.name
             );
-            for (label, _, peak, _, _) in &memory[..2] {
+            for (label, _, peak, _, _, _) in &memory[..2] {
                 rows.push(row(
                     format!(
                         "memory_tree_peak_{}_mib",
@@ -2004,6 +2049,21 @@ mod bench {
                     "MiB",
                     Some(*peak),
                     Some(git_peak),
+                    "lower",
+                ));
+            }
+            let git_anon = memory[2].5;
+            for (label, _, _, _, _, anon) in &memory[..2] {
+                rows.push(row(
+                    format!(
+                        "memory_tree_anon_{}_mib",
+                        if *label == "seedd" { "off" } else { "cache" }
+                    ),
+                    w.clone(),
+                    &format!("peak Σ RssAnon, {label}"),
+                    "MiB",
+                    Some(*anon),
+                    Some(git_anon),
                     "lower",
                 ));
             }
@@ -2265,7 +2325,7 @@ mod bench {
         );
         let _ = writeln!(
             t,
-            "  {:<18} {:<58} {:>9} {:>8} {:>9} {:>9} {:>8} {:>9}",
+            "  {:<18} {:<58} {:>9} {:>8} {:>9} {:>9} {:>8} {:>9} {:>15} {:>15}",
             "server",
             "layout served",
             "MB/s 16",
@@ -2273,12 +2333,14 @@ mod bench {
             "CPU 16 s",
             "CPU 1 s",
             "16 / 1",
-            "MB 1"
+            "MB 1",
+            "1: self+git s",
+            "16: self+git s"
         );
         for l in &layouts {
             let _ = writeln!(
                 t,
-                "  {:<18} {:<58} {:>9.1} {:>8.2} {:>9.2} {:>9.3} {:>7.2}× {:>9.2}",
+                "  {:<18} {:<58} {:>9.1} {:>8.2} {:>9.2} {:>9.3} {:>7.2}× {:>9.2} {:>7.3}+{:<7.3} {:>7.2}+{:<7.2}",
                 l.label,
                 l.layout,
                 l.thr16,
@@ -2290,7 +2352,11 @@ mod bench {
                 } else {
                     f64::NAN
                 },
-                l.bytes1 as f64 / 1e6
+                l.bytes1 as f64 / 1e6,
+                l.split1.0,
+                l.split1.1,
+                l.split16.0,
+                l.split16.1
             );
         }
         let mut targets: Vec<(String, f64, bool)> = Vec::new();
@@ -2342,10 +2408,13 @@ mod bench {
                 x <= 1.05,
             );
             let git_peak = memory[2].2;
-            for (label, _, peak, _, _) in &memory[..2] {
+            for (label, _, peak, _, _, _) in &memory[..2] {
                 let x = peak / git_peak;
                 target(
-                    format!("memory (tree RSS, {CONCURRENT} × big64), {label} ≤ 0.1× git"),
+                    format!(
+                        "memory (tree RSS, {CONCURRENT} × {}), {label} ≤ 0.1× git",
+                        mem_repo.name
+                    ),
                     x,
                     x <= 0.1,
                 );
@@ -2362,10 +2431,10 @@ mod bench {
             mem_repo.name,
             mem_repo.pack_bytes() as f64 / 1e6
         );
-        for (label, before, peak, samples, fails) in &memory {
+        for (label, before, peak, samples, fails, anon) in &memory {
             let _ = writeln!(
                 t,
-                "  {label:<12} {before:>8.1} {peak:>9.1} {samples:>6} {fails:>3}"
+                "  {label:<12} {before:>8.1} {peak:>9.1} {samples:>6} {fails:>3}   (peak Σ RssAnon {anon:.1})"
             );
         }
         let _ = writeln!(t, "pushes100 clone (one full raw v2 fetch, median of {rounds_or_one}; server CPU s / MB):");
@@ -2501,6 +2570,10 @@ mod bench {
                                 ("cpu16_s", Json::Num(l.cpu16)),
                                 ("bytes16", Json::Num(l.bytes16 as f64)),
                                 ("failed16", Json::Num(l.fails16 as f64)),
+                                ("cpu1_self_s", Json::Num(l.split1.0)),
+                                ("cpu1_children_s", Json::Num(l.split1.1)),
+                                ("cpu16_self_s", Json::Num(l.split16.0)),
+                                ("cpu16_children_s", Json::Num(l.split16.1)),
                             ])
                         })
                         .collect(),
@@ -2511,11 +2584,12 @@ mod bench {
                 Json::Arr(
                     memory
                         .iter()
-                        .map(|(label, before, peak, samples, fails)| {
+                        .map(|(label, before, peak, samples, fails, anon)| {
                             Json::obj(vec![
                                 ("server", Json::Str((*label).into())),
                                 ("before_mib", Json::Num(*before)),
                                 ("peak_mib", Json::Num(*peak)),
+                                ("peak_anon_mib", Json::Num(*anon)),
                                 ("samples", Json::Num(*samples as f64)),
                                 ("failed", Json::Num(*fails as f64)),
                             ])

@@ -100,10 +100,30 @@ pub mod procfs {
         tree(root).into_iter().map(|p| status_kib(p, "VmRSS")).sum()
     }
 
-    /// Samples [`tree_rss_kib`] of `root` every `every` on a thread until stopped; the peak.
+    /// Sum of `RssAnon` (KiB) over the tree: private memory only, without the file pages
+    /// (mapped packs) that the page cache holds anyway.
+    pub fn tree_anon_kib(root: u32) -> u64 {
+        tree(root)
+            .into_iter()
+            .map(|p| status_kib(p, "RssAnon"))
+            .sum()
+    }
+
+    /// Peaks seen by a [`TreeRssSampler`], KiB.
+    #[derive(Debug, Clone, Copy, Default)]
+    pub struct TreePeak {
+        /// Σ VmRSS.
+        pub rss: u64,
+        /// Σ RssAnon.
+        pub anon: u64,
+        pub samples: usize,
+    }
+
+    /// Samples [`tree_rss_kib`] and [`tree_anon_kib`] of `root` every `every` on a thread
+    /// until stopped; the peaks.
     pub struct TreeRssSampler {
         stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
-        handle: std::thread::JoinHandle<(u64, usize)>,
+        handle: std::thread::JoinHandle<TreePeak>,
     }
 
     impl TreeRssSampler {
@@ -111,12 +131,16 @@ pub mod procfs {
             let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
             let flag = stop.clone();
             let handle = std::thread::spawn(move || {
-                let (mut peak, mut samples) = (0, 0);
+                let mut peak = TreePeak::default();
                 loop {
-                    peak = peak.max(tree_rss_kib(root));
-                    samples += 1;
+                    let pids = tree(root);
+                    let rss = pids.iter().map(|p| status_kib(*p, "VmRSS")).sum();
+                    let anon = pids.iter().map(|p| status_kib(*p, "RssAnon")).sum();
+                    peak.rss = peak.rss.max(rss);
+                    peak.anon = peak.anon.max(anon);
+                    peak.samples += 1;
                     if flag.load(std::sync::atomic::Ordering::Relaxed) {
-                        return (peak, samples);
+                        return peak;
                     }
                     std::thread::sleep(every);
                 }
@@ -124,10 +148,10 @@ pub mod procfs {
             TreeRssSampler { stop, handle }
         }
 
-        /// (peak KiB, samples taken).
-        pub fn finish(self) -> (u64, usize) {
+        /// The peaks and the number of samples taken.
+        pub fn finish(self) -> TreePeak {
             self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
-            self.handle.join().unwrap_or((0, 0))
+            self.handle.join().unwrap_or_default()
         }
     }
 
@@ -412,8 +436,10 @@ mod tests {
         assert!(rss >= procfs::status_kib(root, "VmRSS"), "{rss}");
         let sampler = procfs::TreeRssSampler::start(root, Duration::from_millis(5));
         std::thread::sleep(Duration::from_millis(30));
-        let (peak, samples) = sampler.finish();
-        assert!(samples >= 2 && peak > 0, "{peak} {samples}");
+        let peak = sampler.finish();
+        assert!(peak.samples >= 2 && peak.rss > 0, "{peak:?}");
+        assert!(peak.anon <= peak.rss, "{peak:?}");
+        assert!(procfs::tree_anon_kib(root) > 0);
         let child = tree[1];
         let _ = Command::new("kill").arg(child.to_string()).status();
         let _ = sh.kill();
