@@ -24,7 +24,19 @@ use seedd_benches::{
 use seedd_tests::{git, pkt, run, stdout, synthetic_repo, Seed, SeedOptions};
 
 /// Bump when the generated datasets change, so cached ones are regenerated.
-const DATA_VERSION: &str = "v3";
+const DATA_VERSION: &str = "v4";
+/// The naive copy of "medium" (git naive): its history arrives in this many fetches, one pack
+/// each, refs loose.
+const NAIVE_FETCHES: usize = 50;
+/// "pushes100": the medium history received in this many fetches.
+const PUSHES: usize = 100;
+/// The git.git-sized dataset (`SEEDD_BENCH_BIG=1`): commits, and incompressible bytes each
+/// commit writes into one of `BIG_FILES` files (≈ 50k × 6.3 kB ≈ 315 MB of pack).
+const BIG_COMMITS: usize = 50_000;
+const BIG_FILES: usize = 2_000;
+const BIG_BYTES_PER_COMMIT: usize = 8_400;
+/// Its cache directory under `seedd-bench-data` (not a `v…` name: kept across DATA_VERSIONs).
+const BIG_VERSION: &str = "big-v1";
 /// "medium": commits, files, files rewritten and edited per commit.
 const MEDIUM_COMMITS: usize = 200;
 const MEDIUM_FILES: usize = 300;
@@ -549,6 +561,115 @@ mod data {
         }
     }
 
+    /// The git.git-sized history, written with `git fast-import` (one process, seconds per
+    /// thousand commits): `BIG_COMMITS` commits, each rewriting one of `BIG_FILES` files with
+    /// `BIG_BYTES_PER_COMMIT` random base-64 text (6 bits of entropy per byte: zlib cannot
+    /// shrink it much, and a rewrite does not delta against the file's previous version).
+    fn populate_big(work: &Path, _g: &dyn Fn(&[&str]) -> String) {
+        let mut child = git(work)
+            .arg("-C")
+            .arg(work)
+            .args(["fast-import", "--quiet", "--done"])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::null())
+            .spawn()
+            .unwrap();
+        let mut stdin = io::BufWriter::with_capacity(1 << 20, child.stdin.take().unwrap());
+        const B64: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+        let mut rng = Rng::new(0xb16_da7a);
+        let mut blob = vec![0u8; BIG_BYTES_PER_COMMIT];
+        for c in 0..BIG_COMMITS {
+            for (i, b) in blob.iter_mut().enumerate() {
+                *b = if i % 77 == 76 {
+                    b'\n'
+                } else {
+                    B64[(rng.next() >> 58) as usize]
+                };
+            }
+            let f = rng.below(BIG_FILES);
+            let msg = format!("change {c}\n");
+            write!(
+                stdin,
+                "commit refs/heads/main\ncommitter t <t@example.com> {} +0000\ndata {}\n{msg}M 100644 inline src/d{:02}/f{f:04}.txt\ndata {}\n",
+                1_700_000_000 + c,
+                msg.len(),
+                f % 40,
+                blob.len()
+            )
+            .unwrap();
+            stdin.write_all(&blob).unwrap();
+            stdin.write_all(b"\n").unwrap();
+        }
+        stdin.write_all(b"done\n").unwrap();
+        drop(stdin);
+        assert!(child.wait().unwrap().success(), "git fast-import failed");
+    }
+
+    /// The git.git-sized dataset (tuned layout), generated once into its own cache directory
+    /// (under ten minutes on 2 cores): its storage directory and the repository.
+    pub fn big(cache: &Path, log: &dyn Fn(&str)) -> (PathBuf, Repo) {
+        let dir = cache.join(BIG_VERSION);
+        let manifest = dir.join("manifest.txt");
+        if !manifest.exists() {
+            let tmp = cache.join(format!("{BIG_VERSION}.tmp"));
+            let _ = std::fs::remove_dir_all(&tmp);
+            let storage = tmp.join("storage");
+            std::fs::create_dir_all(&storage).unwrap();
+            let home = tmp.join("home");
+            std::fs::create_dir_all(&home).unwrap();
+            let t = Instant::now();
+            log(&format!(
+                "generating dataset big ({BIG_COMMITS} commits, git fast-import) ..."
+            ));
+            let (rid, path) = synthetic_repo(&storage, "big", populate_big);
+            log(&format!(
+                "  imported and pushed in {:.0} s; repacking",
+                t.elapsed().as_secs_f64()
+            ));
+            let head = gd(&home, &path, &["rev-parse", "refs/heads/main"]);
+            tune(&home, &path);
+            log(&format!(
+                "  big: {rid}, {:.1} MB packed, {:.0} s",
+                pack_bytes(&path) as f64 / 1e6,
+                t.elapsed().as_secs_f64()
+            ));
+            std::fs::write(
+                tmp.join("manifest.txt"),
+                format!("big {} {head}\n", rid.trim_start_matches("rad:")),
+            )
+            .unwrap();
+            let _ = std::fs::remove_dir_all(&home);
+            let _ = std::fs::remove_dir_all(&dir);
+            std::fs::rename(&tmp, &dir).unwrap();
+        }
+        let storage = dir.join("storage");
+        let line = std::fs::read_to_string(&manifest).unwrap();
+        let f: Vec<&str> = line.split_whitespace().collect();
+        let repo = Repo {
+            name: f[0].to_owned(),
+            canonical: f[1].to_owned(),
+            head: f[2].to_owned(),
+            path: storage.join(f[1]),
+        };
+        (storage, repo)
+    }
+
+    /// Where the naive copy of medium lives (a `GIT_PROJECT_ROOT` for git http-backend).
+    pub fn naive_root(cache: &Path) -> PathBuf {
+        cache.join(DATA_VERSION).join("naive")
+    }
+
+    /// Number of `objects/pack/*.pack` files under a (bare) git directory.
+    pub fn pack_count(git_dir: &Path) -> usize {
+        std::fs::read_dir(git_dir.join("objects/pack"))
+            .map(|rd| {
+                rd.flatten()
+                    .filter(|e| e.path().extension().is_some_and(|x| x == "pack"))
+                    .count()
+            })
+            .unwrap_or(0)
+    }
+
     /// Sum of `objects/pack/*.pack` sizes under a (bare) git directory.
     pub fn pack_bytes(git_dir: &Path) -> u64 {
         std::fs::read_dir(git_dir.join("objects/pack"))
@@ -699,8 +820,55 @@ mod data {
         assert!(child.wait().unwrap().success(), "update-ref --stdin failed");
     }
 
+    /// The layout seedd's fetches leave before maintenance (G-naive): `dst` (a new bare
+    /// repository) receives `src`'s first-parent history of `refs/heads/main` in `fetches`
+    /// incremental fetches, each kept as its own pack (`fetch.unpackLimit=1`, as seedd keeps
+    /// every fetched pack), then every other ref in one last fetch. Refs stay loose; no
+    /// bitmap, no commit-graph, no multi-pack index, no auto gc.
+    pub fn naive_copy(home: &Path, src: &Path, dst: &Path, fetches: usize) {
+        run(git(home).args(["init", "--bare", "-q"]).arg(dst));
+        let head = gd(home, src, &["symbolic-ref", "HEAD"]);
+        gd(home, dst, &["symbolic-ref", "HEAD", &head]);
+        let commits: Vec<String> = gd(
+            home,
+            src,
+            &["rev-list", "--reverse", "--first-parent", "refs/heads/main"],
+        )
+        .lines()
+        .map(str::to_owned)
+        .collect();
+        let fetch = |refspec: &str| {
+            run(git(home)
+                .args([
+                    "-c",
+                    "gc.auto=0",
+                    "-c",
+                    "maintenance.auto=false",
+                    "-c",
+                    "fetch.unpackLimit=1",
+                    "-c",
+                    "fetch.writeCommitGraph=false",
+                    "-c",
+                    "uploadpack.allowAnySHA1InWant=true",
+                    "--git-dir",
+                ])
+                .arg(dst)
+                .args(["fetch", "-q", "--no-tags", "--no-write-fetch-head"])
+                .arg(src)
+                .arg(refspec));
+        };
+        let n = commits.len();
+        let steps = fetches.clamp(1, n.max(1));
+        for k in 1..=steps {
+            let oid = &commits[(k * n).div_ceil(steps) - 1];
+            fetch(&format!("+{oid}:refs/heads/main"));
+        }
+        fetch("+refs/*:refs/*");
+    }
+
     /// Generate (or load the cached) datasets; returns their storage directory and the repos
-    /// in the order medium, big16, big64, refs10k, refs100k.
+    /// in the order medium, big16, big64, refs10k, refs100k, pushes100. The naive copy of
+    /// medium is in [`naive_root`].
     pub fn datasets(cache: &Path, log: &dyn Fn(&str)) -> (PathBuf, Vec<Repo>) {
         let dir = cache.join(DATA_VERSION);
         // Datasets of other versions are obsolete.
@@ -734,6 +902,7 @@ mod data {
                 ),
                 ("refs10k", Box::new(populate_small)),
                 ("refs100k", Box::new(populate_small)),
+                ("pushes100", Box::new(populate_medium)),
             ];
             for (name, populate) in specs {
                 let t = Instant::now();
@@ -745,7 +914,26 @@ mod data {
                     "refs100k" => add_tags(&home, &path, &head, TAGS_100K),
                     _ => {}
                 }
-                tune(&home, &path);
+                if name == "pushes100" {
+                    // As 100 replicated pushes leave it in seedd's storage: 100 packs, loose
+                    // refs (maintenance is what the bench measures on it).
+                    let pushed = path.with_extension("pushed");
+                    naive_copy(&home, &path, &pushed, PUSHES);
+                    std::fs::remove_dir_all(&path).unwrap();
+                    std::fs::rename(&pushed, &path).unwrap();
+                } else {
+                    tune(&home, &path);
+                }
+                if name == "medium" {
+                    let naive = tmp.join("naive").join(rid.trim_start_matches("rad:"));
+                    std::fs::create_dir_all(naive.parent().unwrap()).unwrap();
+                    naive_copy(&home, &path, &naive, NAIVE_FETCHES);
+                    log(&format!(
+                        "  medium, naive copy: {} packs, {:.1} MB packed",
+                        pack_count(&naive),
+                        pack_bytes(&naive) as f64 / 1e6
+                    ));
+                }
                 log(&format!(
                     "  {name}: {rid}, {:.1} MB packed, {:.1}s",
                     pack_bytes(&path) as f64 / 1e6,
@@ -882,7 +1070,27 @@ mod bench {
         }
     }
 
+    /// One server's figures on medium for the layouts comparison.
+    struct Layout {
+        label: &'static str,
+        layout: String,
+        cpu1: f64,
+        wall1: f64,
+        bytes1: u64,
+        thr16: f64,
+        wall16: f64,
+        cpu16: f64,
+        bytes16: u64,
+        fails16: usize,
+        /// Server CPU split (the server process, its git children), seconds: one fetch, 16.
+        split1: (f64, f64),
+        split16: (f64, f64),
+    }
+
     struct Ctx {
+        /// The last [`Ctx::measured`] server CPU split: (the server process itself, its reaped
+        /// children), seconds.
+        last_split: std::cell::Cell<(f64, f64)>,
         started: Instant,
         tck: f64,
         home: PathBuf,
@@ -898,12 +1106,19 @@ mod bench {
         fn measured<T>(&self, pid: u32, f: impl FnOnce() -> T) -> (T, f64, f64) {
             procfs::settle(pid);
             let c0 = server_cpu_ticks(pid);
+            let s0 = own_cpu_ticks(pid);
             let t0 = Instant::now();
             let r = f();
             let wall = t0.elapsed().as_secs_f64();
             procfs::settle(pid);
             let c1 = server_cpu_ticks(pid);
-            (r, c1.saturating_sub(c0) as f64 / self.tck, wall)
+            let own = own_cpu_ticks(pid).saturating_sub(s0);
+            let total = c1.saturating_sub(c0);
+            self.last_split.set((
+                own as f64 / self.tck,
+                total.saturating_sub(own) as f64 / self.tck,
+            ));
+            (r, total as f64 / self.tck, wall)
         }
 
         /// `git clone --bare` over protocol v2; returns the bytes of pack received.
@@ -1000,6 +1215,34 @@ mod bench {
             (ok, errors, bytes, wall, cpu)
         }
 
+        /// One request at a time: an untimed warm-up, then `rounds` timed; (median server CPU,
+        /// median wall, body bytes, failures).
+        fn single(
+            &self,
+            server: &Server,
+            request: &[u8],
+            rounds: usize,
+        ) -> (f64, f64, u64, Vec<String>) {
+            let (mut cpu, mut wall, mut bytes, mut errors) =
+                (Vec::new(), Vec::new(), 0, Vec::new());
+            let mut split = (0.0, 0.0);
+            for round in 0..=rounds {
+                let (_, e, b, w, c) = self.concurrent_raw(server, request, 1);
+                errors.extend(e);
+                if round > 0 {
+                    cpu.push(c);
+                    wall.push(w);
+                    bytes = b;
+                    let (own, children) = self.last_split.get();
+                    split = (split.0 + own, split.1 + children);
+                }
+            }
+            // The split as a mean per request.
+            let n = rounds.max(1) as f64;
+            self.last_split.set((split.0 / n, split.1 / n));
+            (median(&mut cpu), median(&mut wall), bytes, errors)
+        }
+
         /// Hammer one request over `conns` keep-alive connections for `secs`:
         /// (requests answered 200, errors, body bytes of the last answer, wall, server CPU).
         fn rate(
@@ -1044,12 +1287,20 @@ mod bench {
 
     /// A v2 `fetch` of `wants` (no haves) as a complete HTTP/1.1 request.
     fn fetch_request(server: &Server, repo: &Repo, wants: &[&str]) -> Vec<u8> {
+        fetch_request_with(server, repo, wants, true)
+    }
+
+    /// [`fetch_request`], with or without `thin-pack`. Without haves the pack is the same
+    /// either way, but the pack cache keys them apart: a second, still cold, request.
+    fn fetch_request_with(server: &Server, repo: &Repo, wants: &[&str], thin: bool) -> Vec<u8> {
         let mut body = String::new();
         body.push_str(&pkt("command=fetch\n"));
         body.push_str(&pkt("agent=seedd-bench\n"));
         body.push_str(&pkt("object-format=sha1\n"));
         body.push_str("0001");
-        body.push_str(&pkt("thin-pack\n"));
+        if thin {
+            body.push_str(&pkt("thin-pack\n"));
+        }
         body.push_str(&pkt("ofs-delta\n"));
         body.push_str(&pkt("no-progress\n"));
         for w in wants {
@@ -1064,6 +1315,17 @@ mod bench {
             body.len()
         )
         .into_bytes()
+    }
+
+    /// utime + stime of the server process alone (its own threads, not its children).
+    fn own_cpu_ticks(pid: u32) -> u64 {
+        procfs::stat_fields(pid).map_or(0, |f| {
+            f.iter()
+                .skip(11)
+                .take(2)
+                .map(|v| v.parse::<u64>().unwrap_or(0))
+                .sum()
+        })
     }
 
     /// utime + stime + cutime + cstime of a server, in clock ticks; it must still run.
@@ -1105,13 +1367,14 @@ mod bench {
         let home = scratch.join("home");
         std::fs::create_dir_all(&home).unwrap();
         let ctx = Ctx {
+            last_split: std::cell::Cell::new((0.0, 0.0)),
             started,
             tck: procfs::clk_tck(),
             home,
             scratch: scratch.clone(),
         };
         let (data_storage, repos) = data::datasets(&cache, &|m| ctx.log(m));
-        assert_eq!(repos.len(), 5, "unexpected dataset manifest");
+        assert_eq!(repos.len(), 6, "unexpected dataset manifest");
         let seedd_bin = ensure_seedd(&|m| ctx.log(m), &profile);
 
         // One data dir, the same bare repositories served by both.
@@ -1124,6 +1387,21 @@ mod bench {
                 .arg(data_dir.join("storage")),
         );
         let storage = data_dir.join("storage");
+        // The git.git-sized dataset, hard-linked into both seeds' storage (served only, never
+        // rewritten there: maintenance is off for the main seed, and a repack writes new files).
+        let big = (std::env::var("SEEDD_BENCH_BIG").as_deref() == Ok("1")).then(|| {
+            let (_, big) = data::big(&cache, &|m| ctx.log(m));
+            seedd_tests::run(
+                Command::new("cp")
+                    .arg("-al")
+                    .arg(&big.path)
+                    .arg(storage.join(&big.canonical)),
+            );
+            Repo {
+                path: storage.join(&big.canonical),
+                ..big
+            }
+        });
         let repos: Vec<Repo> = repos
             .iter()
             .map(|r| Repo {
@@ -1133,7 +1411,7 @@ mod bench {
                 path: storage.join(&r.canonical),
             })
             .collect();
-        let [medium, big16, big64, refs10k, refs100k] = &repos[..] else {
+        let [medium, big16, big64, refs10k, refs100k, pushes100] = &repos[..] else {
             unreachable!()
         };
 
@@ -1164,7 +1442,12 @@ mod bench {
                 // The side-by-side rows measure serving by git: no pack cache (repeated
                 // identical clones would be answered from it). The cached rows have their own
                 // seed below.
-                .chain([("SEEDD_HTTP__PACK_CACHE__ENABLED".into(), "false".into())])
+                .chain([
+                    ("SEEDD_HTTP__PACK_CACHE__ENABLED".into(), "false".into()),
+                    // pushes100 stays as pushed until the bench asks for its maintenance
+                    // (the admin API runs it either way).
+                    ("SEEDD_MAINTENANCE__ENABLED".into(), "false".into()),
+                ])
                 .collect(),
             ..SeedOptions::default()
         });
@@ -1483,7 +1766,10 @@ mod bench {
 
         // The same 16 raw fetches from a seedd with the pack cache (issue 13 §3; admission on
         // the first request, cold: one git run, 15 readers of its file).
-        {
+        let cached_raw16: (f64, f64, f64, u64, usize);
+        let cached_split16: (f64, f64);
+        let cached_warm16: (f64, f64);
+        let cached = {
             let cached_dir = scratch.join("data-cached");
             std::fs::create_dir_all(&cached_dir).unwrap();
             seedd_tests::run(
@@ -1492,6 +1778,14 @@ mod bench {
                     .arg(&data_storage)
                     .arg(cached_dir.join("storage")),
             );
+            if let Some(big) = &big {
+                seedd_tests::run(
+                    Command::new("cp")
+                        .arg("-al")
+                        .arg(&big.path)
+                        .arg(cached_dir.join("storage").join(&big.canonical)),
+                );
+            }
             let cached = Seed::start(SeedOptions {
                 data_dir: Some(cached_dir),
                 env: seed_env
@@ -1512,7 +1806,28 @@ mod bench {
                 "{CONCURRENT} concurrent raw v2 fetches of medium from seedd with the pack cache"
             ));
             let req = fetch_request(&s, medium, &[&medium.head, &rad_id]);
+            // SEEDD_BENCH_PERF=1: a `perf record -g` of the seedd process (its own threads, not
+            // its git children) over the cold and warm 16, into <target>/seedd-bench-cache.perf.
+            let perf = (std::env::var("SEEDD_BENCH_PERF").as_deref() == Ok("1"))
+                .then(|| {
+                    Command::new("perf")
+                        .args(["record", "-q", "-F", "999", "-g", "-p"])
+                        .arg(s.pid.to_string())
+                        .arg("-o")
+                        .arg(target.join("seedd-bench-cache.perf"))
+                        .stdout(Stdio::null())
+                        .stderr(Stdio::null())
+                        .spawn()
+                        .map_err(|e| notes.push(format!("perf record: {e}")))
+                        .ok()
+                })
+                .flatten();
+            if perf.is_some() {
+                std::thread::sleep(Duration::from_millis(500));
+            }
             let (ok, errors, b, w, c) = ctx.concurrent_raw(&s, &req, CONCURRENT);
+            cached_raw16 = (b as f64 / 1e6 / w, w, c, b, errors.len());
+            cached_split16 = ctx.last_split.get();
             if let Some(e) = errors.first() {
                 notes.push(format!(
                     "{} of {CONCURRENT} concurrent raw fetches from seedd with the pack cache failed (ok {ok}), first error: {e}",
@@ -1556,6 +1871,366 @@ mod bench {
                 "",
                 Some(errors.len() as f64),
                 git_fails,
+                "",
+            ));
+            // The same 16 again: every one a hit (the next wave after a release).
+            ctx.log(&format!(
+                "{CONCURRENT} concurrent raw v2 fetches of medium from seedd with the pack cache, warm"
+            ));
+            let (ok, errors, b, w, c) = ctx.concurrent_raw(&s, &req, CONCURRENT);
+            if let Some(e) = errors.first() {
+                notes.push(format!(
+                    "{} of {CONCURRENT} warm cached raw fetches failed (ok {ok}), first error: {e}",
+                    errors.len()
+                ));
+            }
+            cached_warm16 = (b as f64 / 1e6 / w, c);
+            if let Some(mut p) = perf {
+                let _ = Command::new("kill")
+                    .arg("-INT")
+                    .arg(p.id().to_string())
+                    .status();
+                let _ = p.wait();
+            }
+            let w_label =
+                format!("{CONCURRENT} concurrent raw v2 fetches, medium, pack cache warm");
+            let k = |m: &str| format!("concurrent_raw_cached_warm_{m}");
+            rows.push(row(
+                k("throughput_mb_s"),
+                w_label.clone(),
+                "aggregate pack bytes/s",
+                "MB/s",
+                Some(b as f64 / 1e6 / w),
+                git_thr,
+                "higher",
+            ));
+            rows.push(row(
+                k("cpu_s"),
+                w_label,
+                "server CPU",
+                "s",
+                Some(c),
+                git_cpu,
+                "lower",
+            ));
+            cached
+        };
+        let cached_server = Server {
+            label: "seedd+cache",
+            pid: cached.child.id(),
+            addr: cached.http,
+            suffix: ".git",
+        };
+        // One fetch at a time costs 0.1–0.2 s of server CPU on the tuned layouts (10 ms ticks):
+        // at least 5 rounds.
+        let rounds_or_one = rounds.max(5);
+
+        // Issue 13 §4, layouts: git http-backend on the naive and on the tuned medium, seedd
+        // with the pack cache off and on.
+        let naive_root = data::naive_root(&cache);
+        let naive_cgi = CgiProcess::start(&naive_root);
+        let naive_server = Server {
+            label: "git naive",
+            pid: naive_cgi.child.id(),
+            addr: naive_cgi.addr,
+            suffix: "",
+        };
+        let naive_packs = data::pack_count(&naive_root.join(&medium.canonical));
+        let layout_servers: [(&Server, String); 4] = [
+            (
+                &naive_server,
+                format!("G-naive ({naive_packs} packs, loose refs, no bitmap/commit-graph)"),
+            ),
+            (
+                &servers[1],
+                "G-tuned (repack -adb, commit-graph, packed refs)".into(),
+            ),
+            (&servers[0], "G-tuned, same files as git tuned".into()),
+            (&cached_server, "G-tuned, same files, cache cold".into()),
+        ];
+        let mut layouts: Vec<Layout> = Vec::new();
+        for (s, layout) in &layout_servers {
+            let is_cache = s.label == "seedd+cache";
+            let one = fetch_request_with(s, medium, &[&medium.head, &rad_id], false);
+            // One cold full fetch: for the cache a request it has not seen (no thin-pack: the
+            // same pack, another key); for the others the median of the rounds.
+            ctx.log(&format!("one full raw v2 fetch of medium from {}", s.label));
+            let (cpu1, wall1, bytes1, err1) = if is_cache {
+                let (_, errors, b, w, c) = ctx.concurrent_raw(s, &one, 1);
+                (c, w, b, errors)
+            } else {
+                ctx.single(s, &one, rounds_or_one)
+            };
+            let split1 = ctx.last_split.get();
+            let (thr, wall16, cpu16, bytes16, fails16, split16) = if is_cache {
+                let (a, b, c, d, e) = cached_raw16;
+                (a, b, c, d, e, cached_split16)
+            } else {
+                ctx.log(&format!(
+                    "{CONCURRENT} concurrent raw v2 fetches of medium from {}",
+                    s.label
+                ));
+                let req = fetch_request(s, medium, &[&medium.head, &rad_id]);
+                let (_, errors, b, w, c) = ctx.concurrent_raw(s, &req, CONCURRENT);
+                if let Some(e) = errors.first() {
+                    notes.push(format!("layouts: raw fetches from {}: {e}", s.label));
+                }
+                (
+                    b as f64 / 1e6 / w,
+                    w,
+                    c,
+                    b,
+                    errors.len(),
+                    ctx.last_split.get(),
+                )
+            };
+            if let Some(e) = err1.first() {
+                notes.push(format!("layouts: one fetch from {}: {e}", s.label));
+            }
+            layouts.push(Layout {
+                label: s.label,
+                layout: layout.clone(),
+                cpu1,
+                wall1,
+                bytes1,
+                thr16: thr,
+                wall16,
+                cpu16,
+                bytes16,
+                fails16,
+                split1,
+                split16,
+            });
+        }
+        drop(naive_cgi);
+        {
+            let [naive, tuned, off, on] = &layouts[..] else {
+                unreachable!()
+            };
+            let w16 = format!("{CONCURRENT} raw v2 fetches, medium, by layout");
+            for (x, base, k) in [
+                (on, tuned, "on_vs_tuned"),
+                (on, naive, "on_vs_naive"),
+                (off, tuned, "off_vs_tuned"),
+                (off, naive, "off_vs_naive"),
+            ] {
+                rows.push(row(
+                    format!("layout_raw16_throughput_{k}"),
+                    w16.clone(),
+                    &format!("MB/s {} / {}", x.label, base.label),
+                    "MB/s",
+                    Some(x.thr16),
+                    Some(base.thr16),
+                    "higher",
+                ));
+            }
+            let w1 = "one cold full raw v2 fetch, medium".to_owned();
+            for (x, base, k) in [
+                (on, tuned, "on_vs_tuned"),
+                (off, tuned, "off_vs_tuned"),
+                (on, naive, "on_vs_naive"),
+            ] {
+                rows.push(row(
+                    format!("layout_cold1_cpu_{k}"),
+                    w1.clone(),
+                    &format!("CPU {} / {}", x.label, base.label),
+                    "s",
+                    Some(x.cpu1),
+                    Some(base.cpu1),
+                    "lower",
+                ));
+            }
+            rows.push(row(
+                "layout_cold1_bytes_on_vs_tuned",
+                w1,
+                "bytes seedd+cache / git tuned",
+                "MB",
+                Some(on.bytes1 as f64 / 1e6),
+                Some(tuned.bytes1 as f64 / 1e6),
+                "lower",
+            ));
+            let wr = format!("server CPU for {CONCURRENT} / CPU for 1");
+            for (x, base, k) in [(on, tuned, "on_vs_tuned"), (off, naive, "off_vs_naive")] {
+                rows.push(row(
+                    format!("layout_cpu16_over_cpu1_{k}"),
+                    wr.clone(),
+                    &format!("{} vs {}", x.label, base.label),
+                    "×",
+                    (x.cpu1 > 0.0).then(|| x.cpu16 / x.cpu1),
+                    (base.cpu1 > 0.0).then(|| base.cpu16 / base.cpu1),
+                    "lower",
+                ));
+            }
+        }
+
+        // Memory: peak RSS of the server and all its children (sum of VmRSS over the process
+        // tree, sampled every 20 ms) during 16 concurrent full fetches of the biggest dataset.
+        let mem_repo = big.as_ref().unwrap_or(big64);
+        let big_rad_id = stdout(&run(git(&ctx.home)
+            .arg("--git-dir")
+            .arg(&mem_repo.path)
+            .args(["rev-parse", "refs/rad/id"])));
+        let mut memory: Vec<(&'static str, f64, f64, usize, usize, f64)> = Vec::new();
+        for s in [&servers[0], &cached_server, &servers[1]] {
+            ctx.log(&format!(
+                "{CONCURRENT} concurrent raw v2 fetches of {} from {}, sampling tree RSS",
+                mem_repo.name, s.label
+            ));
+            procfs::settle(s.pid);
+            let before = procfs::tree_rss_kib(s.pid);
+            let sampler = procfs::TreeRssSampler::start(s.pid, Duration::from_millis(20));
+            let req = fetch_request(s, mem_repo, &[&mem_repo.head, &big_rad_id]);
+            let (_, errors, _, _, _) = ctx.concurrent_raw(s, &req, CONCURRENT);
+            let peak = sampler.finish();
+            if let Some(e) = errors.first() {
+                notes.push(format!("memory: fetches from {}: {e}", s.label));
+            }
+            memory.push((
+                s.label,
+                before as f64 / 1024.0,
+                peak.rss as f64 / 1024.0,
+                peak.samples,
+                errors.len(),
+                peak.anon as f64 / 1024.0,
+            ));
+        }
+        {
+            let git_peak = memory[2].2;
+            let w = format!(
+                "{CONCURRENT} raw v2 fetches {}: server + children RSS",
+                mem_repo.name
+            );
+            for (label, _, peak, _, _, _) in &memory[..2] {
+                rows.push(row(
+                    format!(
+                        "memory_tree_peak_{}_mib",
+                        if *label == "seedd" { "off" } else { "cache" }
+                    ),
+                    w.clone(),
+                    &format!("peak Σ VmRSS, {label}"),
+                    "MiB",
+                    Some(*peak),
+                    Some(git_peak),
+                    "lower",
+                ));
+            }
+            let git_anon = memory[2].5;
+            for (label, _, _, _, _, anon) in &memory[..2] {
+                rows.push(row(
+                    format!(
+                        "memory_tree_anon_{}_mib",
+                        if *label == "seedd" { "off" } else { "cache" }
+                    ),
+                    w.clone(),
+                    &format!("peak Σ RssAnon, {label}"),
+                    "MiB",
+                    Some(*anon),
+                    Some(git_anon),
+                    "lower",
+                ));
+            }
+        }
+
+        // A repository after 100 replicated pushes (100 packs, loose refs): served as pushed,
+        // after seedd's own maintenance, and after a fresh `git repack -adb` of a copy.
+        let pushes_rad_id = stdout(&run(git(&ctx.home)
+            .arg("--git-dir")
+            .arg(&pushes100.path)
+            .args(["rev-parse", "refs/rad/id"])));
+        let fresh_root = scratch.join("fresh");
+        std::fs::create_dir_all(&fresh_root).unwrap();
+        seedd_tests::run(
+            Command::new("cp")
+                .arg("-a")
+                .arg(&pushes100.path)
+                .arg(fresh_root.join(&pushes100.canonical)),
+        );
+        let t = Instant::now();
+        run(git(&ctx.home)
+            .arg("--git-dir")
+            .arg(fresh_root.join(&pushes100.canonical))
+            .args(["repack", "-a", "-d", "-b", "-q"]));
+        let fresh_repack_s = t.elapsed().as_secs_f64();
+        let fresh_cgi = CgiProcess::start(&fresh_root);
+        let fresh_server = Server {
+            label: "git fresh repack",
+            pid: fresh_cgi.child.id(),
+            addr: fresh_cgi.addr,
+            suffix: "",
+        };
+        let packs_pushed = data::pack_count(&pushes100.path);
+        let mut pushes: Vec<(String, f64, u64)> = Vec::new();
+        let measure_pushes = |s: &Server,
+                              what: &str,
+                              pushes: &mut Vec<(String, f64, u64)>,
+                              notes: &mut Vec<String>| {
+            ctx.log(&format!("clone CPU of pushes100 {what} from {}", s.label));
+            let req = fetch_request(s, pushes100, &[&pushes100.head, &pushes_rad_id]);
+            let (cpu, _, bytes, errors) = ctx.single(s, &req, rounds_or_one);
+            if let Some(e) = errors.first() {
+                notes.push(format!("pushes100 {what} from {}: {e}", s.label));
+            }
+            pushes.push((format!("{} {what}", s.label), cpu, bytes));
+        };
+        measure_pushes(&servers[1], "as pushed", &mut pushes, &mut notes);
+        measure_pushes(&servers[0], "as pushed", &mut pushes, &mut notes);
+        ctx.log("maintaining pushes100 with seedd (admin API)");
+        let t = Instant::now();
+        let maintained = seedd_tests::http_post(
+            &seed.admin_url(&format!(
+                "/api/v1/repos/rad:{}/maintain",
+                pushes100.canonical
+            )),
+            &[("Authorization", &format!("Bearer {}", seed.token()))],
+            b"",
+        );
+        let maintain_s = t.elapsed().as_secs_f64();
+        let maintain_note = match &maintained {
+            Ok((200, body)) => {
+                let v: serde_json::Value = serde_json::from_str(body).unwrap_or_default();
+                format!(
+                    "seedd maintenance of pushes100: {} → {} packs, repack {}, {} ms (bench wall {maintain_s:.2} s); fresh git repack -adb of a copy: {fresh_repack_s:.2} s wall",
+                    v["run"]["packs_before"], v["run"]["packs_after"], v["run"]["repack"], v["run"]["duration_ms"]
+                )
+            }
+            other => {
+                notes.push(format!("maintenance of pushes100 failed: {other:?}"));
+                "maintenance failed".into()
+            }
+        };
+        let packs_maintained = data::pack_count(&pushes100.path);
+        measure_pushes(&servers[1], "maintained", &mut pushes, &mut notes);
+        measure_pushes(&servers[0], "maintained", &mut pushes, &mut notes);
+        measure_pushes(&fresh_server, "", &mut pushes, &mut notes);
+        drop(fresh_cgi);
+        {
+            let [git_pushed, seedd_pushed, git_maint, seedd_maint, fresh] = &pushes[..] else {
+                unreachable!()
+            };
+            let w = format!("clone pushes100 ({packs_pushed} packs → {packs_maintained})");
+            for (x, k) in [
+                (git_maint, "git_maintained"),
+                (seedd_maint, "seedd_maintained"),
+                (git_pushed, "git_pushed"),
+                (seedd_pushed, "seedd_pushed"),
+            ] {
+                rows.push(row(
+                    format!("pushes100_cpu_{k}_vs_fresh"),
+                    w.clone(),
+                    &format!("CPU {} / {}", x.0.trim(), fresh.0.trim()),
+                    "s",
+                    Some(x.1),
+                    Some(fresh.1),
+                    "lower",
+                ));
+            }
+            rows.push(row(
+                "pushes100_bytes_seedd_maintained_vs_fresh",
+                w,
+                "bytes seedd maintained / fresh",
+                "MB",
+                Some(seedd_maint.2 as f64 / 1e6),
+                Some(fresh.2 as f64 / 1e6),
                 "",
             ));
         }
@@ -1704,6 +2379,149 @@ mod bench {
             growth.iter().map(|g| format!("{g:.1}")).collect::<Vec<_>>().join(" / "),
             if rss_flat { "FLAT" } else { "GROWS" }
         );
+        // Issue 13 §4 targets.
+        let _ = writeln!(t);
+        let _ = writeln!(
+            t,
+            "layouts, medium ({CONCURRENT} raw v2 fetches; one cold fetch = median of {rounds_or_one} after a warm-up, for the cache its first request):"
+        );
+        let _ = writeln!(
+            t,
+            "  {:<18} {:<58} {:>9} {:>8} {:>9} {:>9} {:>8} {:>9} {:>15} {:>15}",
+            "server",
+            "layout served",
+            "MB/s 16",
+            "wall 16",
+            "CPU 16 s",
+            "CPU 1 s",
+            "16 / 1",
+            "MB 1",
+            "1: self+git s",
+            "16: self+git s"
+        );
+        for l in &layouts {
+            let _ = writeln!(
+                t,
+                "  {:<18} {:<58} {:>9.1} {:>8.2} {:>9.2} {:>9.3} {:>7.2}× {:>9.2} {:>7.3}+{:<7.3} {:>7.2}+{:<7.2}",
+                l.label,
+                l.layout,
+                l.thr16,
+                l.wall16,
+                l.cpu16,
+                l.cpu1,
+                if l.cpu1 > 0.0 {
+                    l.cpu16 / l.cpu1
+                } else {
+                    f64::NAN
+                },
+                l.bytes1 as f64 / 1e6,
+                l.split1.0,
+                l.split1.1,
+                l.split16.0,
+                l.split16.1
+            );
+        }
+        let mut targets: Vec<(String, f64, bool)> = Vec::new();
+        {
+            let [naive, tuned, off, on] = &layouts[..] else {
+                unreachable!()
+            };
+            let mut target = |what: String, v: f64, met: bool| targets.push((what, v, met));
+            let x = on.thr16 / tuned.thr16;
+            target(
+                format!("{CONCURRENT} concurrent throughput, seedd+cache ≥ 5× git tuned"),
+                x,
+                x >= 5.0,
+            );
+            let x = cached_warm16.0 / tuned.thr16;
+            target(
+                format!("{CONCURRENT} concurrent throughput, seedd+cache warm ≥ 5× git tuned"),
+                x,
+                x >= 5.0,
+            );
+            let x = on.thr16 / naive.thr16;
+            target(
+                format!("{CONCURRENT} concurrent throughput, seedd+cache ≥ 20× git naive"),
+                x,
+                x >= 20.0,
+            );
+            let x = off.thr16 / naive.thr16;
+            target(
+                format!("{CONCURRENT} concurrent throughput, seedd (cache off) ≥ 20× git naive"),
+                x,
+                x >= 20.0,
+            );
+            let x = on.cpu16 / on.cpu1;
+            target(
+                format!("seedd+cache CPU for {CONCURRENT} ≤ 1.2× CPU for 1"),
+                x,
+                x <= 1.2,
+            );
+            let x = on.cpu1 / tuned.cpu1;
+            target(
+                "one cold clone CPU, seedd+cache ≤ 1.1× git tuned".into(),
+                x,
+                x <= 1.1,
+            );
+            let x = off.cpu1 / tuned.cpu1;
+            target(
+                "one cold clone CPU, seedd (cache off) ≤ 1.1× git tuned".into(),
+                x,
+                x <= 1.1,
+            );
+            let x = on.bytes1 as f64 / tuned.bytes1 as f64;
+            target(
+                "one cold clone bytes, seedd+cache ≤ 1.05× git tuned".into(),
+                x,
+                x <= 1.05,
+            );
+            let git_peak = memory[2].2;
+            for (label, _, peak, _, _, _) in &memory[..2] {
+                let x = peak / git_peak;
+                target(
+                    format!(
+                        "memory (tree RSS, {CONCURRENT} × {}), {label} ≤ 0.1× git",
+                        mem_repo.name
+                    ),
+                    x,
+                    x <= 0.1,
+                );
+            }
+            let fresh = pushes[4].1;
+            for (i, who) in [(2, "git http-backend"), (3, "seedd")] {
+                let x = pushes[i].1 / fresh;
+                target(format!("pushes100 maintained by seedd, served by {who}: clone CPU ≤ 1.2× a fresh repack -adb (git)"), x, x <= 1.2);
+            }
+        }
+        let _ = writeln!(
+            t,
+            "memory, {CONCURRENT} raw v2 fetches of {} ({:.1} MB packed; Σ VmRSS of server + children every 20 ms; MiB before / peak / samples / failed):",
+            mem_repo.name,
+            mem_repo.pack_bytes() as f64 / 1e6
+        );
+        for (label, before, peak, samples, fails, anon) in &memory {
+            let _ = writeln!(
+                t,
+                "  {label:<12} {before:>8.1} {peak:>9.1} {samples:>6} {fails:>3}   (peak Σ RssAnon {anon:.1})"
+            );
+        }
+        let _ = writeln!(t, "pushes100 clone (one full raw v2 fetch, median of {rounds_or_one}; server CPU s / MB):");
+        for (label, cpu, bytes) in &pushes {
+            let _ = writeln!(
+                t,
+                "  {:<32} {cpu:>7.3} {:>8.2}",
+                label.trim(),
+                *bytes as f64 / 1e6
+            );
+        }
+        let _ = writeln!(t, "  {maintain_note}");
+        for (what, v, met) in &targets {
+            let _ = writeln!(
+                t,
+                "target: {what}: {v:.2}× → {}",
+                if *met { "MET" } else { "NOT MET" }
+            );
+        }
         for n in &notes {
             let _ = writeln!(t, "note: {n}");
         }
@@ -1802,6 +2620,82 @@ mod bench {
                     ("rss_delta_mib", Json::Num(rss_delta)),
                     ("rss_flat", Json::Bool(rss_flat)),
                 ]),
+            ),
+            (
+                "layouts",
+                Json::Arr(
+                    layouts
+                        .iter()
+                        .map(|l| {
+                            Json::obj(vec![
+                                ("server", Json::Str(l.label.into())),
+                                ("layout", Json::Str(l.layout.clone())),
+                                ("cpu1_s", Json::Num(l.cpu1)),
+                                ("wall1_s", Json::Num(l.wall1)),
+                                ("bytes1", Json::Num(l.bytes1 as f64)),
+                                ("throughput16_mb_s", Json::Num(l.thr16)),
+                                ("wall16_s", Json::Num(l.wall16)),
+                                ("cpu16_s", Json::Num(l.cpu16)),
+                                ("bytes16", Json::Num(l.bytes16 as f64)),
+                                ("failed16", Json::Num(l.fails16 as f64)),
+                                ("cpu1_self_s", Json::Num(l.split1.0)),
+                                ("cpu1_children_s", Json::Num(l.split1.1)),
+                                ("cpu16_self_s", Json::Num(l.split16.0)),
+                                ("cpu16_children_s", Json::Num(l.split16.1)),
+                            ])
+                        })
+                        .collect(),
+                ),
+            ),
+            (
+                "memory_tree",
+                Json::Arr(
+                    memory
+                        .iter()
+                        .map(|(label, before, peak, samples, fails, anon)| {
+                            Json::obj(vec![
+                                ("server", Json::Str((*label).into())),
+                                ("before_mib", Json::Num(*before)),
+                                ("peak_mib", Json::Num(*peak)),
+                                ("peak_anon_mib", Json::Num(*anon)),
+                                ("samples", Json::Num(*samples as f64)),
+                                ("failed", Json::Num(*fails as f64)),
+                            ])
+                        })
+                        .collect(),
+                ),
+            ),
+            (
+                "pushes100",
+                Json::obj(vec![
+                    ("packs_pushed", Json::Num(packs_pushed as f64)),
+                    ("packs_maintained", Json::Num(packs_maintained as f64)),
+                    ("maintenance", Json::Str(maintain_note.clone())),
+                    (
+                        "clone_cpu_s",
+                        Json::obj(
+                            pushes
+                                .iter()
+                                .map(|(l, c, _)| (l.trim(), Json::Num(*c)))
+                                .collect(),
+                        ),
+                    ),
+                ]),
+            ),
+            (
+                "targets",
+                Json::Arr(
+                    targets
+                        .iter()
+                        .map(|(w, v, m)| {
+                            Json::obj(vec![
+                                ("target", Json::Str(w.clone())),
+                                ("ratio", Json::Num(*v)),
+                                ("met", Json::Bool(*m)),
+                            ])
+                        })
+                        .collect(),
+                ),
             ),
             ("notes", Json::Arr(notes.iter().map(|n| Json::Str(n.clone())).collect())),
         ]);

@@ -66,6 +66,95 @@ pub mod procfs {
             .unwrap_or(0)
     }
 
+    /// `root` and every process below it (by `ppid`), read from /proc once.
+    pub fn tree(root: u32) -> Vec<u32> {
+        let parents: Vec<(u32, u32)> = std::fs::read_dir("/proc")
+            .map(|rd| {
+                rd.flatten()
+                    .filter_map(|e| e.file_name().to_str().and_then(|p| p.parse::<u32>().ok()))
+                    .filter_map(|p| {
+                        let ppid = stat_fields(p)?.get(1)?.parse::<u32>().ok()?;
+                        Some((p, ppid))
+                    })
+                    .collect()
+            })
+            .unwrap_or_default();
+        let mut out = vec![root];
+        let mut i = 0;
+        while i < out.len() {
+            let parent = out[i];
+            out.extend(
+                parents
+                    .iter()
+                    .filter(|(_, pp)| *pp == parent)
+                    .map(|(p, _)| *p),
+            );
+            i += 1;
+        }
+        out
+    }
+
+    /// Sum of `VmRSS` (KiB) of `root` and all its descendants (what the tree holds in RAM now;
+    /// shared file pages mapped by several processes count once per process, as `ps` shows).
+    pub fn tree_rss_kib(root: u32) -> u64 {
+        tree(root).into_iter().map(|p| status_kib(p, "VmRSS")).sum()
+    }
+
+    /// Sum of `RssAnon` (KiB) over the tree: private memory only, without the file pages
+    /// (mapped packs) that the page cache holds anyway.
+    pub fn tree_anon_kib(root: u32) -> u64 {
+        tree(root)
+            .into_iter()
+            .map(|p| status_kib(p, "RssAnon"))
+            .sum()
+    }
+
+    /// Peaks seen by a [`TreeRssSampler`], KiB.
+    #[derive(Debug, Clone, Copy, Default)]
+    pub struct TreePeak {
+        /// Σ VmRSS.
+        pub rss: u64,
+        /// Σ RssAnon.
+        pub anon: u64,
+        pub samples: usize,
+    }
+
+    /// Samples [`tree_rss_kib`] and [`tree_anon_kib`] of `root` every `every` on a thread
+    /// until stopped; the peaks.
+    pub struct TreeRssSampler {
+        stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+        handle: std::thread::JoinHandle<TreePeak>,
+    }
+
+    impl TreeRssSampler {
+        pub fn start(root: u32, every: Duration) -> Self {
+            let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+            let flag = stop.clone();
+            let handle = std::thread::spawn(move || {
+                let mut peak = TreePeak::default();
+                loop {
+                    let pids = tree(root);
+                    let rss = pids.iter().map(|p| status_kib(*p, "VmRSS")).sum();
+                    let anon = pids.iter().map(|p| status_kib(*p, "RssAnon")).sum();
+                    peak.rss = peak.rss.max(rss);
+                    peak.anon = peak.anon.max(anon);
+                    peak.samples += 1;
+                    if flag.load(std::sync::atomic::Ordering::Relaxed) {
+                        return peak;
+                    }
+                    std::thread::sleep(every);
+                }
+            });
+            TreeRssSampler { stop, handle }
+        }
+
+        /// The peaks and the number of samples taken.
+        pub fn finish(self) -> TreePeak {
+            self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+            self.handle.join().unwrap_or_default()
+        }
+    }
+
     /// Reset VmHWM to the current RSS (`echo 5 > clear_refs`, Linux ≥ 4.0).
     pub fn reset_hwm(pid: u32) -> bool {
         std::fs::write(format!("/proc/{pid}/clear_refs"), "5").is_ok()
@@ -317,4 +406,44 @@ where
         }
     }
     Ok((decoder, frames))
+}
+
+#[cfg(test)]
+mod tests {
+    use std::process::{Command, Stdio};
+    use std::time::Duration;
+
+    use super::procfs;
+
+    /// A shell with a `sleep` below it: the tree holds both, their RSS adds up, and the sampler
+    /// sees at least that.
+    #[test]
+    fn process_tree_and_its_rss() {
+        let mut sh = Command::new("sh")
+            .args(["-c", "sleep 30 & wait"])
+            .stdin(Stdio::null())
+            .spawn()
+            .unwrap();
+        let root = sh.id();
+        let deadline = std::time::Instant::now() + Duration::from_secs(5);
+        while procfs::tree(root).len() < 2 && std::time::Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        let tree = procfs::tree(root);
+        assert_eq!(tree.len(), 2, "{tree:?}");
+        assert_eq!(tree[0], root);
+        let rss = procfs::tree_rss_kib(root);
+        assert!(rss >= procfs::status_kib(root, "VmRSS"), "{rss}");
+        let sampler = procfs::TreeRssSampler::start(root, Duration::from_millis(5));
+        std::thread::sleep(Duration::from_millis(30));
+        let peak = sampler.finish();
+        assert!(peak.samples >= 2 && peak.rss > 0, "{peak:?}");
+        assert!(peak.anon <= peak.rss, "{peak:?}");
+        assert!(procfs::tree_anon_kib(root) > 0);
+        let child = tree[1];
+        let _ = Command::new("kill").arg(child.to_string()).status();
+        let _ = sh.kill();
+        let _ = sh.wait();
+        assert_eq!(procfs::tree_rss_kib(u32::MAX), 0);
+    }
 }
