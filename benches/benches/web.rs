@@ -46,7 +46,10 @@ impl Server {
     fn wait(&mut self, path: &str) {
         let deadline = Instant::now() + Duration::from_secs(120);
         loop {
-            if matches!(seedd_tests::http_get(&format!("{}{path}", self.base), &[]), Ok((200, _))) {
+            if matches!(
+                seedd_tests::http_get(&format!("{}{path}", self.base), &[]),
+                Ok((200, _))
+            ) {
                 return;
             }
             assert!(
@@ -113,7 +116,11 @@ fn measure(server: &Server, path: &str, secs: f64) -> Run {
     let mut lat: Vec<f64> = results.iter().flat_map(|r| r.0.iter().copied()).collect();
     lat.sort_by(f64::total_cmp);
     let n = lat.len().max(1);
-    let pct = |p: f64| lat.get(((n as f64 * p) as usize).min(n - 1)).copied().unwrap_or(0.0);
+    let pct = |p: f64| {
+        lat.get(((n as f64 * p) as usize).min(n - 1))
+            .copied()
+            .unwrap_or(0.0)
+    };
     Run {
         rps: lat.len() as f64 / wall,
         p50_ms: pct(0.50),
@@ -192,7 +199,15 @@ fn open_issues(home: &Path, rid: &str, n: usize) {
         let id = String::from_utf8_lossy(&out.stdout).trim().to_owned();
         if i % 2 == 0 && !id.is_empty() {
             run(Command::new(&rad)
-                .args(["issue", "comment", "--no-announce", "-q", "--repo", rid, &id])
+                .args([
+                    "issue",
+                    "comment",
+                    "--no-announce",
+                    "-q",
+                    "--repo",
+                    rid,
+                    &id,
+                ])
                 .args(["--message", "A comment on it."])
                 .env("RAD_HOME", home)
                 .env("RAD_PASSPHRASE", ""));
@@ -240,7 +255,10 @@ fn main() {
         ("blob (README.md)", format!("{r}/blob/{head}/README.md")),
         ("commit", format!("{r}/commits/{head}")),
         ("history (30)", format!("{r}/commits?parent={head}")),
-        ("issue list (open)", format!("{r}/issues?status=open&perPage=50")),
+        (
+            "issue list (open)",
+            format!("{r}/issues?status=open&perPage=50"),
+        ),
     ];
     let mut results = Vec::new();
     let mut lines = Vec::new();
@@ -254,7 +272,12 @@ fn main() {
         }
         let other = runs.get(1);
         for (metric, unit, better, pick) in [
-            ("requests/s", "req/s", "higher", (|r: &Run| r.rps) as fn(&Run) -> f64),
+            (
+                "requests/s",
+                "req/s",
+                "higher",
+                (|r: &Run| r.rps) as fn(&Run) -> f64,
+            ),
             ("p50 latency", "ms", "lower", |r: &Run| r.p50_ms),
             ("p99 latency", "ms", "lower", |r: &Run| r.p99_ms),
             ("CPU per request", "ms", "lower", |r: &Run| r.cpu_ms_per_req),
@@ -262,7 +285,15 @@ fn main() {
             let a = pick(&runs[0]);
             let b = other.map(pick);
             let ratio = b.filter(|b| *b > 0.0).map(|b| a / b);
-            lines.push((label.to_string(), metric, fmt(Some(a)), fmt(b), ratio, unit, better));
+            lines.push((
+                label.to_string(),
+                metric,
+                fmt(Some(a)),
+                fmt(b),
+                ratio,
+                unit,
+                better,
+            ));
             results.push(json!({
                 "endpoint": label, "path": path, "metric": metric, "seedd": a, "httpd": b,
                 "ratio": ratio, "unit": unit, "better": better,

@@ -352,6 +352,14 @@ fn explorer_endpoints_answer_in_the_httpd_shapes_and_private_repositories_stay_h
         assert!(is_oid(&e["oid"]) && e["path"] == e["name"], "{e}");
     }
     let src = ok(&seed, &format!("/api/v1/repos/{rid}/tree/{head}/src"));
+    // The second answer comes from the tree cache: the same JSON and headers.
+    let again = get(&seed, &format!("/api/v1/repos/{rid}/tree/{head}/src/"));
+    assert_eq!(again.json(), src);
+    assert_eq!(again.header("content-type"), Some("application/json"));
+    assert_eq!(
+        again.header("cache-control"),
+        Some("public, max-age=604800, immutable")
+    );
     assert_eq!(src["name"], "src");
     assert_eq!(src["path"], "src");
     // A tree's `lastCommit` is the commit it is read at (httpd's answer); a blob's is the newest

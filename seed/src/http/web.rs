@@ -19,6 +19,7 @@ mod raw;
 mod remotes;
 mod repos;
 mod source;
+mod trees;
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -64,6 +65,8 @@ pub struct Web {
     pub(crate) cobs: cobs::CobCache,
     /// Archive slots and known tree sizes (`archive.rs`).
     pub(crate) archives: archive::Archives,
+    /// Serialised tree answers (`trees.rs`).
+    pub(crate) trees: trees::TreeCache,
 }
 
 impl Web {
@@ -77,6 +80,7 @@ impl Web {
             heavy: Arc::new(tokio::sync::Semaphore::new(HEAVY_PERMITS)),
             cobs: cobs::CobCache::default(),
             archives: archive::Archives::default(),
+            trees: trees::TreeCache::default(),
         }
     }
 }
@@ -469,6 +473,18 @@ pub(crate) fn cached<T: serde::Serialize>(cache: &'static str, value: &T) -> Res
     let mut r = axum::Json(value).into_response();
     r.headers_mut()
         .insert(header::CACHE_CONTROL, HeaderValue::from_static(cache));
+    r
+}
+
+/// An already serialised JSON answer with a `Cache-Control` header.
+pub(crate) fn cached_bytes(cache: &'static str, body: bytes::Bytes) -> Response {
+    let mut r = body.into_response();
+    let h = r.headers_mut();
+    h.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
+    h.insert(header::CACHE_CONTROL, HeaderValue::from_static(cache));
     r
 }
 

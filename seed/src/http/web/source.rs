@@ -15,7 +15,7 @@ use gix::ObjectId;
 use serde::Deserialize;
 use serde_json::{json, Value};
 
-use super::{cached, heavy, Paging, Scope, WebError, IMMUTABLE, ONE_HOUR};
+use super::{cached, cached_bytes, heavy, Paging, Scope, WebError, IMMUTABLE, ONE_HOUR};
 use crate::http::HttpState;
 use crate::storage::Storage;
 
@@ -277,10 +277,26 @@ async fn tree_at(
     sha: String,
     path: String,
 ) -> Result<Response, WebError> {
-    at_commit(&state, &scope, &rid, &sha, move |repo, sha| {
-        tree_json(repo, sha, &path)
+    let id = oid(&sha)?;
+    // Visibility first (a cached answer is served only where the repository is seen).
+    let record = super::repo(&state, &scope, &rid)?;
+    let path = path.trim_matches('/').to_owned();
+    if let Some(body) = state.web.trees.get(record.rid, id, &path) {
+        return Ok(cached_bytes(IMMUTABLE, body));
+    }
+    let key = path.clone();
+    let v = with_repo(&state, &scope, &rid, move |repo, _| {
+        tree_json(repo, id, &path)
     })
-    .await
+    .await?;
+    Ok(match serde_json::to_vec(&v) {
+        Ok(body) => {
+            let body = bytes::Bytes::from(body);
+            state.web.trees.put(record.rid, id, &key, body.clone());
+            cached_bytes(IMMUTABLE, body)
+        }
+        Err(_) => cached(IMMUTABLE, &v),
+    })
 }
 
 fn blob_json(repo: &gix::Repository, sha: ObjectId, path: &str) -> Result<Value, WebError> {
