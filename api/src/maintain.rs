@@ -66,5 +66,13 @@ pub struct MaintenanceResponse {
     pub queued: usize,
     /// Fetched repositories waiting out the debounce.
     pub waiting: usize,
+    /// Most indebted first (then by RID).
     pub repos: Vec<MaintenanceEntry>,
+    /// Cursor of the next page (`<score>/<rid>` of this page's last entry, pass it as
+    /// `after`); `null` on the last page.
+    #[serde(default)]
+    pub next: Option<String>,
+    /// Repositories with a maintenance record, not only this page.
+    #[serde(default)]
+    pub total: usize,
 }

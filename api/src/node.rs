@@ -139,6 +139,12 @@ pub struct Route {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct NodesResponse {
     pub nodes: Vec<NodeRecord>,
+    /// Cursor of the next page (pass it as `after`); `null` on the last page.
+    #[serde(default)]
+    pub next: Option<String>,
+    /// Nodes in the whole address book, not only this page.
+    #[serde(default)]
+    pub total: usize,
 }
 
 /// An address-book entry: a node that announced itself with the SEED feature.
@@ -219,6 +225,10 @@ pub enum NodePolicy {
 pub struct PoliciesResponse {
     pub repos: Vec<RepoPolicyEntry>,
     pub nodes: Vec<NodePolicyEntry>,
+    /// Cursor of the next page (`node/<nid>` or `repo/<rid>`, pass it as `after`); `null` on
+    /// the last page. A page holds up to `limit` policies of both kinds, node policies first.
+    #[serde(default)]
+    pub next: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

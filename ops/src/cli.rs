@@ -183,8 +183,12 @@ pub(crate) enum PeersCommand {
 
 #[derive(Subcommand)]
 pub(crate) enum PolicyCommand {
-    /// List explicit repository and node policies.
-    Ls,
+    /// List explicit repository and node policies (every page, unless --limit or --after asks
+    /// for one).
+    Ls {
+        #[command(flatten)]
+        page: PageArgs,
+    },
 }
 
 #[derive(Subcommand)]
@@ -371,8 +375,12 @@ pub(crate) enum DenyAction {
 
 #[derive(Subcommand)]
 pub(crate) enum MaintenanceCommand {
-    /// Every held repository: debt score, packs, loose objects and refs, due, last run.
-    Ls,
+    /// Held repositories, most indebted first: debt score, packs, loose objects and refs, due,
+    /// last run (every page, unless --limit or --after asks for one).
+    Ls {
+        #[command(flatten)]
+        page: PageArgs,
+    },
 }
 
 #[derive(Subcommand)]

@@ -56,8 +56,8 @@ fn dispatch(client: &Client, command: &Command) -> anyhow::Result<Box<dyn Report
         } => cmd::peer::routing(client, rid.as_deref(), nid.as_deref(), page),
         Command::Node { command } => cmd::node::run(client, command),
         Command::Policy {
-            command: PolicyCommand::Ls,
-        } => cmd::node::policies(client),
+            command: PolicyCommand::Ls { page },
+        } => cmd::node::policies(client, page),
         Command::Tenant { command } => cmd::tenant::run(client, command),
         Command::Quota { command } => cmd::tenant::quota(client, command),
         Command::Host { command } => cmd::tenant::host(client, command),
@@ -67,8 +67,8 @@ fn dispatch(client: &Client, command: &Command) -> anyhow::Result<Box<dyn Report
             command: QueueCommand::Ls,
         } => cmd::queue::ls(client),
         Command::Maintenance {
-            command: MaintenanceCommand::Ls,
-        } => cmd::maintenance::ls(client),
+            command: MaintenanceCommand::Ls { page },
+        } => cmd::maintenance::ls(client, page),
         Command::Identity { command } => cmd::identity::run(client, command),
         Command::Config {
             command: ConfigCommand::Reload,

@@ -281,7 +281,7 @@ async fn repo(State(state): State<Arc<AdminState>>, Path(rid): Path<String>) -> 
     }
 }
 
-fn bad_request(msg: String) -> Response {
+pub(super) fn bad_request(msg: String) -> Response {
     error(400, msg)
 }
 
@@ -396,9 +396,31 @@ async fn routing(
     .into_response()
 }
 
-async fn nodes(State(state): State<Arc<AdminState>>) -> Response {
-    let nodes = state.net.nodes().into_iter().map(convert::node).collect();
-    Json(api::NodesResponse { nodes }).into_response()
+#[derive(serde::Deserialize)]
+struct PageQuery {
+    limit: Option<usize>,
+    after: Option<String>,
+}
+
+/// One page of the address book by node id (`after`: the previous page's `next`).
+async fn nodes(
+    State(state): State<Arc<AdminState>>,
+    axum::extract::Query(q): axum::extract::Query<PageQuery>,
+) -> Response {
+    let limit = match page_limit(q.limit) {
+        Ok(l) => l,
+        Err(r) => return *r,
+    };
+    let after = match q.after.as_deref().map(parse_nid).transpose() {
+        Ok(a) => a,
+        Err(r) => return *r,
+    };
+    let (rows, total) = state.net.nodes_page(after, limit.saturating_add(1));
+    let next = (rows.len() > limit)
+        .then(|| rows.get(limit - 1).map(|n| n.nid.to_string()))
+        .flatten();
+    let nodes = rows.into_iter().take(limit).map(convert::node).collect();
+    Json(api::NodesResponse { nodes, next, total }).into_response()
 }
 
 async fn bans(State(state): State<Arc<AdminState>>) -> Response {
@@ -416,26 +438,58 @@ fn parse_nid(nid: &str) -> Result<NodeId, Box<Response>> {
         .map_err(|e| Box::new(bad_request(format!("invalid node id {nid:?}: {e}"))))
 }
 
-async fn policies(State(state): State<Arc<AdminState>>) -> Response {
+/// A policies cursor: `node/<nid>` or `repo/<rid>`.
+fn parse_policy_cursor(cursor: &str) -> Result<crate::index::policy::PolicyCursor, Box<Response>> {
+    use crate::index::policy::PolicyCursor;
+    match cursor.split_once('/') {
+        Some(("node", nid)) => parse_nid(nid).map(PolicyCursor::Node),
+        Some(("repo", rid)) => parse_rid(rid).map(PolicyCursor::Repo),
+        _ => Err(Box::new(bad_request(format!(
+            "invalid cursor {cursor:?}: expected node/<nid> or repo/<rid> (a page's `next`)"
+        )))),
+    }
+}
+
+/// One page of explicit policies (node policies, then repository policies), read from the
+/// index after the cursor.
+async fn policies(
+    State(state): State<Arc<AdminState>>,
+    axum::extract::Query(q): axum::extract::Query<PageQuery>,
+) -> Response {
+    use crate::index::policy::PolicyCursor;
+    let limit = match page_limit(q.limit) {
+        Ok(l) => l,
+        Err(r) => return *r,
+    };
+    let after = match q.after.as_deref().map(parse_policy_cursor).transpose() {
+        Ok(a) => a,
+        Err(r) => return *r,
+    };
     let p = state.policies.clone();
-    match tokio::task::spawn_blocking(move || p.index().policies()).await {
-        Ok(Ok((repos, nodes))) => Json(api::PoliciesResponse {
-            repos: repos
-                .into_iter()
-                .map(|(rid, p)| api::RepoPolicyEntry {
-                    rid: rid.to_string(),
-                    policy: convert::repo_policy(p),
-                })
-                .collect(),
-            nodes: nodes
-                .into_iter()
-                .map(|(nid, p)| api::NodePolicyEntry {
-                    nid: nid.to_string(),
-                    policy: convert::node_policy(p),
-                })
-                .collect(),
-        })
-        .into_response(),
+    match tokio::task::spawn_blocking(move || p.index().policies_page(after, limit)).await {
+        Ok(Ok(crate::index::policy::PoliciesPage { repos, nodes, next })) => {
+            Json(api::PoliciesResponse {
+                next: next.map(|c| match c {
+                    PolicyCursor::Node(nid) => format!("node/{nid}"),
+                    PolicyCursor::Repo(rid) => format!("repo/{rid}"),
+                }),
+                repos: repos
+                    .into_iter()
+                    .map(|(rid, p)| api::RepoPolicyEntry {
+                        rid: rid.to_string(),
+                        policy: convert::repo_policy(p),
+                    })
+                    .collect(),
+                nodes: nodes
+                    .into_iter()
+                    .map(|(nid, p)| api::NodePolicyEntry {
+                        nid: nid.to_string(),
+                        policy: convert::node_policy(p),
+                    })
+                    .collect(),
+            })
+            .into_response()
+        }
         Ok(Err(e)) => internal(e),
         Err(e) => internal(e),
     }

@@ -588,12 +588,26 @@ impl Net {
         (rows, total)
     }
 
-    /// The address book.
-    pub(crate) fn nodes(&self) -> Vec<gossip::NodeRecord> {
+    /// Up to `limit` address-book entries with node ids after `after`, by node id, and the
+    /// size of the whole book. Only the page is cloned under the lock.
+    pub(crate) fn nodes_page(
+        &self,
+        after: Option<NodeId>,
+        limit: usize,
+    ) -> (Vec<gossip::NodeRecord>, usize) {
         let core = self.shared.lock();
-        let mut v: Vec<_> = core.service.nodes().cloned().collect();
-        v.sort_by_key(|n| n.nid);
-        v
+        let mut v: Vec<&gossip::NodeRecord> = core
+            .service
+            .nodes()
+            .filter(|n| after.is_none_or(|a| n.nid > a))
+            .collect();
+        let total = core.service.nodes().count();
+        if v.len() > limit {
+            v.select_nth_unstable_by_key(limit, |n| n.nid);
+            v.truncate(limit);
+        }
+        v.sort_unstable_by_key(|n| n.nid);
+        (v.into_iter().cloned().collect(), total)
     }
 
     /// Penalty and ban records.

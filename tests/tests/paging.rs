@@ -243,3 +243,101 @@ fn an_identity_over_its_cap_announces_the_most_wanted() {
     assert_eq!(unannounced(), 5.0);
     seed.stop();
 }
+
+#[test]
+fn policies_and_maintenance_are_paged_and_seedctl_follows_the_pages() {
+    let (seed, rids, _keep) = seed_with(12, "");
+    // Explicit policies: 12 repositories seeded, 3 nodes blocked.
+    for rid in &rids {
+        let out = seed.seedctl(&["repo", "seed", rid]);
+        assert!(out.status.success(), "{}", stdout(&out));
+    }
+    let nodes: Vec<String> = (1..=3u8)
+        .map(|b| {
+            let mut key = vec![0xed, 0x01];
+            key.extend([b; 32]);
+            format!("z{}", seedd_tests::bs58_encode(&key))
+        })
+        .collect();
+    for nid in &nodes {
+        let out = seed.seedctl(&["node", "block", nid]);
+        assert!(out.status.success(), "{}", stdout(&out));
+    }
+    // Pages of 4 policies of both kinds: node policies first, each entry once.
+    let mut after: Option<String> = None;
+    let (mut seen_repos, mut seen_nodes, mut pages) = (Vec::new(), Vec::new(), 0);
+    loop {
+        let mut url = "/api/v1/policies?limit=4".to_owned();
+        if let Some(a) = &after {
+            url.push_str(&format!(
+                "&after={}",
+                a.replace(':', "%3A").replace('/', "%2F")
+            ));
+        }
+        let page = seed.api(&url);
+        let (r, n) = (
+            page["repos"].as_array().unwrap(),
+            page["nodes"].as_array().unwrap(),
+        );
+        assert!(r.len() + n.len() <= 4, "{page}");
+        assert!(
+            n.is_empty() || seen_repos.is_empty(),
+            "node policies come first: {page}"
+        );
+        seen_repos.extend(r.iter().map(|e| e["rid"].as_str().unwrap().to_owned()));
+        seen_nodes.extend(n.iter().map(|e| e["nid"].as_str().unwrap().to_owned()));
+        pages += 1;
+        match page["next"].as_str() {
+            Some(c) => after = Some(c.to_owned()),
+            None => break,
+        }
+        assert!(pages < 20, "paging does not end");
+    }
+    assert_eq!(pages, 4, "15 policies, 4 a page");
+    let mut want_repos = rids.clone();
+    want_repos.sort();
+    seen_repos.sort();
+    assert_eq!(seen_repos, want_repos);
+    let mut want_nodes = nodes.clone();
+    want_nodes.sort();
+    seen_nodes.sort();
+    assert_eq!(seen_nodes, want_nodes);
+    let (status, body) = seedd_tests::http_get(
+        &seed.admin_url("/api/v1/policies?after=nope"),
+        &[("Authorization", &format!("Bearer {}", seed.token()))],
+    )
+    .unwrap();
+    assert_eq!(status, 400, "a bad cursor is a clear 400: {body}");
+    assert!(body.contains("node/<nid>"), "{body}");
+    let out = seed.seedctl(&["-o", "json", "policy", "ls"]);
+    let all: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(all["repos"].as_array().unwrap().len(), 12);
+    assert_eq!(all["nodes"].as_array().unwrap().len(), 3);
+    assert!(all["next"].is_null());
+    let out = seed.seedctl(&["-o", "json", "policy", "ls", "--limit", "2"]);
+    let one: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(one["nodes"].as_array().unwrap().len(), 2);
+    assert!(one["next"].is_string());
+
+    // Maintenance: every held repository once, highest debt first across pages.
+    let (pages, totals) = walk(&seed, "/api/v1/maintenance?", "repos", 5);
+    assert_eq!(pages.len(), 3);
+    assert_eq!(totals, BTreeSet::from([12]));
+    let all: Vec<&Value> = pages.iter().flatten().collect();
+    let mut listed: Vec<String> = all
+        .iter()
+        .map(|e| e["rid"].as_str().unwrap().to_owned())
+        .collect();
+    let scores: Vec<u64> = all
+        .iter()
+        .map(|e| e["debt"]["score"].as_u64().unwrap())
+        .collect();
+    assert!(scores.windows(2).all(|w| w[0] >= w[1]), "{scores:?}");
+    listed.sort();
+    assert_eq!(listed, want_repos);
+    let out = seed.seedctl(&["-o", "json", "maintenance", "ls"]);
+    let all: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(all["repos"].as_array().unwrap().len(), 12);
+    assert_eq!(all["total"], 12);
+    seed.stop();
+}

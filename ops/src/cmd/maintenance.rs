@@ -12,11 +12,26 @@ pub(crate) fn maintain(client: &Client, rid: &str) -> anyhow::Result<Box<dyn Rep
     Ok(Box::new(client.post_waiting::<MaintainResponse>(&path)?))
 }
 
-/// Every held repository's debt and last run.
-pub(crate) fn ls(client: &Client) -> anyhow::Result<Box<dyn Report>> {
-    Ok(Box::new(
-        client.get::<MaintenanceResponse>("/api/v1/maintenance")?,
-    ))
+/// Held repositories' debt and last run, most indebted first.
+pub(crate) fn ls(client: &Client, page: &crate::cli::PageArgs) -> anyhow::Result<Box<dyn Report>> {
+    let limit = page.limit.map(|l| l.to_string());
+    let answer = crate::client::all_pages(
+        page,
+        |after| {
+            client.get::<MaintenanceResponse>(&crate::client::with_query(
+                "/api/v1/maintenance",
+                &[("limit", limit.as_deref()), ("after", after)],
+            ))
+        },
+        |all, more| {
+            all.repos.extend(more.repos);
+            all.total = more.total;
+            all.next = None;
+            more.next
+        },
+        |r| r.next.clone(),
+    )?;
+    Ok(Box::new(answer))
 }
 
 fn yes(b: bool) -> &'static str {

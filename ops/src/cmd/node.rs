@@ -21,11 +21,29 @@ pub(crate) fn run(client: &Client, command: &NodeCommand) -> anyhow::Result<Box<
     Ok(Box::new(NodeChanged { answer, action }))
 }
 
-/// `seedctl policy ls`.
-pub(crate) fn policies(client: &Client) -> anyhow::Result<Box<dyn Report>> {
-    Ok(Box::new(
-        client.get::<PoliciesResponse>("/api/v1/policies")?,
-    ))
+/// `seedctl policy ls [--limit L] [--after C]`.
+pub(crate) fn policies(
+    client: &Client,
+    page: &crate::cli::PageArgs,
+) -> anyhow::Result<Box<dyn Report>> {
+    let limit = page.limit.map(|l| l.to_string());
+    let answer = crate::client::all_pages(
+        page,
+        |after| {
+            client.get::<PoliciesResponse>(&crate::client::with_query(
+                "/api/v1/policies",
+                &[("limit", limit.as_deref()), ("after", after)],
+            ))
+        },
+        |all, more| {
+            all.repos.extend(more.repos);
+            all.nodes.extend(more.nodes);
+            all.next = None;
+            more.next
+        },
+        |r| r.next.clone(),
+    )?;
+    Ok(Box::new(answer))
 }
 
 /// The answer to a node policy change, and which one it was.

@@ -70,18 +70,64 @@ async fn maintain(State(state): State<Arc<AdminState>>, Path(rid): Path<String>)
     }
 }
 
-/// Every held repository, measured now, with its last run; highest debt first.
-async fn list(State(state): State<Arc<AdminState>>) -> Response {
+#[derive(serde::Deserialize)]
+struct ListQuery {
+    limit: Option<usize>,
+    after: Option<String>,
+}
+
+/// A maintenance cursor: `<score>/<rid>` of the previous page's last entry.
+fn parse_cursor(cursor: &str) -> Option<(u64, crate::crypto::RepoId)> {
+    let (score, rid) = cursor.split_once('/')?;
+    Some((score.parse().ok()?, rid.parse().ok()?))
+}
+
+/// Held repositories, measured now, with their last run; highest debt first, a page of
+/// `limit` after the cursor `after` (every repository is measured for each page: the order is
+/// by current debt).
+async fn list(
+    State(state): State<Arc<AdminState>>,
+    axum::extract::Query(q): axum::extract::Query<ListQuery>,
+) -> Response {
+    let limit = match q.limit {
+        None => api::PAGE_DEFAULT_LIMIT,
+        Some(0) => return super::bad_request("limit must be at least 1".to_owned()),
+        Some(n) => n.min(api::PAGE_MAX_LIMIT),
+    };
+    let after = match q.after.as_deref().map(|c| parse_cursor(c).ok_or(c)) {
+        None => None,
+        Some(Ok(c)) => Some(c),
+        Some(Err(c)) => {
+            return super::bad_request(format!(
+                "invalid cursor {c:?}: expected <score>/<rid> (a page's `next`)"
+            ))
+        }
+    };
     let m = &state.maintainer;
     match m.list().await {
         Ok(mut statuses) => {
             statuses.sort_by(|a, b| b.record.score.cmp(&a.record.score).then(a.rid.cmp(&b.rid)));
+            let total = statuses.len();
+            let start = after.map_or(0, |(score, rid)| {
+                statuses
+                    .iter()
+                    .position(|s| {
+                        s.record.score < score || (s.record.score == score && s.rid > rid)
+                    })
+                    .unwrap_or(total)
+            });
+            let page = &statuses[start..(start + limit).min(total)];
+            let next = (start + limit < total)
+                .then(|| page.last().map(|s| format!("{}/{}", s.record.score, s.rid)))
+                .flatten();
             let (queued, waiting) = m.pending();
             Json(api::MaintenanceResponse {
                 enabled: m.enabled(),
                 queued,
                 waiting,
-                repos: statuses
+                next,
+                total,
+                repos: page
                     .iter()
                     .map(|s| api::MaintenanceEntry {
                         rid: s.rid.to_string(),

@@ -357,6 +357,8 @@ pub fn all() -> Vec<Sample> {
                     timestamp: 1,
                     last_seen: 2,
                 }],
+                next: Some(s(NID)),
+                total: 2,
             }),
         ),
         response(
@@ -390,6 +392,7 @@ pub fn all() -> Vec<Sample> {
                         alias: Some(s("alice")),
                     },
                 }],
+                next: Some(format!("repo/{RID}")),
             }),
         ),
         request(
@@ -460,6 +463,8 @@ pub fn all() -> Vec<Sample> {
                     due: Some(s("packs")),
                     last_run: Some(maintenance_run()),
                 }],
+                next: Some(format!("12/{RID}")),
+                total: 2,
             }),
         ),
         response(
