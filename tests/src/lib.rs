@@ -15,12 +15,13 @@ use serde_json::Value;
 
 pub mod raw;
 
-/// The workspace root (parent of this crate).
+/// The workspace root (parent of the running package's directory). Cargo sets
+/// `CARGO_MANIFEST_DIR` when it runs a test or bench; that wins over the compile-time value,
+/// which is stale when a shared target dir reuses this crate built from another checkout.
 pub fn workspace() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .unwrap()
-        .to_owned()
+    let dir = std::env::var_os("CARGO_MANIFEST_DIR")
+        .map_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")), PathBuf::from);
+    dir.parent().unwrap().to_owned()
 }
 
 /// Path of a workspace binary (`seedd`, `seedctl`) built next to the running test.

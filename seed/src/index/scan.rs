@@ -415,7 +415,13 @@ mod tests {
             std::path::PathBuf::from,
         );
         if !dir.join("fixtures.json").exists() {
-            let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            // Cargo's run-time value first: the compile-time one may name another checkout
+            // that built into the same target dir.
+            let script = std::env::var_os("CARGO_MANIFEST_DIR")
+                .map_or_else(
+                    || std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")),
+                    std::path::PathBuf::from,
+                )
                 .join("../scripts/make-fixtures.sh");
             let ok = std::process::Command::new("bash")
                 .arg(&script)

@@ -29,7 +29,9 @@ fn fixtures_dir() -> &'static Path {
             PathBuf::from,
         );
         if !dir.join("fixtures.json").exists() {
-            let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../scripts/make-fixtures.sh");
+            let script = std::env::var_os("CARGO_MANIFEST_DIR")
+                .map_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")), PathBuf::from)
+                .join("../scripts/make-fixtures.sh");
             let status = Command::new("bash")
                 .arg(&script)
                 .arg(&dir)
