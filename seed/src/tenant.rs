@@ -360,6 +360,9 @@ impl Tenants {
                 inner.egress.insert(name, e);
             }
         }
+        // Sizes measured before (after fetches, at seeding, by rescans): the start trusts them
+        // and walks only repositories it has no size for (`daemon::rescan`).
+        inner.sizes = index.repo_sizes()?;
         inner
             .identities
             .insert(DEFAULT_IDENTITY.to_owned(), INVENTORY_LIMIT);

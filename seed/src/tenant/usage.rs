@@ -51,18 +51,26 @@ impl Tenants {
         self.read().purged.get(rid).is_some_and(|t| *t >= since)
     }
 
-    /// The bytes on disk of a repository (`None`: not on disk): O(its claimants).
+    /// The bytes on disk of a repository (`None`: not on disk), as measured: O(its
+    /// claimants). Remembered in the index ([`Index::put_repo_size`]), so the next start reads
+    /// it instead of walking the directory.
     pub fn set_size(&self, rid: RepoId, bytes: Option<u64>) {
         let mut inner = self.write();
         let old = match bytes {
             Some(b) => inner.sizes.insert(rid, b),
             None => inner.sizes.remove(&rid),
-        }
-        .unwrap_or(0);
-        let new = bytes.unwrap_or(0);
-        if old == new {
+        };
+        if old == bytes {
             return;
         }
+        let saved = match bytes {
+            Some(b) => self.index.put_repo_size(&rid, b),
+            None => self.index.delete_repo_size(&rid),
+        };
+        if let Err(e) = saved {
+            tracing::warn!(%rid, error = %e, "saving the repository size failed; the next start measures it again");
+        }
+        let (old, new) = (old.unwrap_or(0), bytes.unwrap_or(0));
         let Inner { claims, views, .. } = &mut *inner;
         let mut seen = HashSet::new();
         for (_, name) in claims.get(&rid).into_iter().flatten() {
