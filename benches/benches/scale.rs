@@ -17,8 +17,9 @@
 //!    `rad node status`, with a fresh node database and then restarted, RSS 5 s later;
 //! 5. CPU per replicated push: a real radicle-node ("pusher", connected only to the server
 //!    measured) `rad init`s a small project, which the server fetches into the N-repository
-//!    storage; then `SEEDD_BENCH_SCALE_PUSHES` (5) times a commit and `git push rad main`. For
-//!    each push the server's utime+stime delta (/proc, its own and with reaped children) from
+//!    storage; then `SEEDD_BENCH_SCALE_PUSHES` (7) times a commit and `git push rad main`. For
+//!    each push the server's CPU (its threads' `schedstat` run time, ns; with its reaped
+//!    children's utime+stime added for the second figure) from
 //!    before the push until the pushed ref is in the server's storage (seedd: and the fetch is
 //!    counted, i.e. re-index and after-fetch steps done); medians. Measured on the seedd of
 //!    step 3 and on a third radicle-node run; the pushed repository is removed afterwards.
@@ -44,7 +45,7 @@ const REQUESTS: usize = 300;
 /// Idle time after ready before RSS is read (both servers).
 const SETTLE: Duration = Duration::from_secs(5);
 /// Replicated pushes per server (`SEEDD_BENCH_SCALE_PUSHES`).
-const PUSHES: usize = 5;
+const PUSHES: usize = 7;
 /// Longest wait for one push to reach the server's storage.
 const PUSH_MAX: Duration = Duration::from_secs(120);
 /// Longest wait for a process to become ready.
@@ -721,12 +722,41 @@ impl RadRun {
 
 /// Medians over one server's replicated pushes.
 struct PushFigures {
-    /// The server's own utime+stime per push (ms).
+    /// The server's own CPU per push (its threads' run time, ms).
     cpu_ms: f64,
-    /// With its reaped children (`git` processes).
+    /// Plus its reaped children's utime+stime (`git` processes; 10 ms ticks).
     cpu_children_ms: f64,
     /// From `git push` to the pushed ref in the server's storage (seedd: fetch counted).
     wall_ms: f64,
+}
+
+/// CPU time of each thread of `pid` (tid → ns on CPU, `/proc/<pid>/task/*/schedstat`):
+/// nanosecond precision where utime+stime count 10 ms ticks.
+fn thread_ns(pid: u32) -> std::collections::HashMap<u32, u64> {
+    let Ok(rd) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+        return Default::default();
+    };
+    rd.flatten()
+        .filter_map(|e| {
+            let tid = e.file_name().to_str()?.parse::<u32>().ok()?;
+            let stat = std::fs::read_to_string(e.path().join("schedstat")).ok()?;
+            Some((tid, stat.split_whitespace().next()?.parse::<u64>().ok()?))
+        })
+        .collect()
+}
+
+/// The process's own CPU between two [`thread_ns`] readings, in ms: threads alive at the end
+/// count what they ran since the first reading (all of it if new); a thread that ended in
+/// between is missed (tokio keeps idle blocking threads 10 s, longer than a push).
+fn cpu_ms_between(
+    before: &std::collections::HashMap<u32, u64>,
+    after: &std::collections::HashMap<u32, u64>,
+) -> f64 {
+    let ns: u64 = after
+        .iter()
+        .map(|(tid, t)| t.saturating_sub(before.get(tid).copied().unwrap_or(0)))
+        .sum();
+    ns as f64 / 1e6
 }
 
 /// utime + stime of `pid` itself (no children), in clock ticks.
@@ -885,7 +915,12 @@ fn push_phase(
         let oid = head(&work)?;
         std::thread::sleep(Duration::from_secs(1));
         settle(pid);
-        let (c0, a0, t0) = (self_ticks(pid), cpu_ticks(pid), Instant::now());
+        let (n0, c0, a0, t0) = (
+            thread_ns(pid),
+            self_ticks(pid),
+            cpu_ticks(pid),
+            Instant::now(),
+        );
         ok(
             pusher.git_in(&work, &["push", "-q", "rad", "main"]),
             "git push rad",
@@ -893,13 +928,14 @@ fn push_phase(
         wait(&oid, 1 + k)?;
         let w = t0.elapsed().as_secs_f64() * 1e3;
         settle(pid);
-        let (c1, a1) = (self_ticks(pid), cpu_ticks(pid));
+        let (n1, c1, a1) = (thread_ns(pid), self_ticks(pid), cpu_ticks(pid));
         let ms = |a: u64, b: u64| b.saturating_sub(a) as f64 / tck * 1e3;
-        cpu.push(ms(c0, c1));
-        cpu_all.push(ms(a0, a1));
+        let own = cpu_ms_between(&n0, &n1);
+        cpu.push(own);
+        cpu_all.push(ms(a0, a1) - ms(c0, c1) + own);
         wall.push(w);
         log(&format!(
-            "  push {k}: {:.0} ms CPU ({:.0} ms with children), replicated in {w:.0} ms",
+            "  push {k}: {own:.1} ms CPU (ticks: {:.0} ms; {:.0} ms with children), replicated in {w:.0} ms",
             ms(c0, c1),
             ms(a0, a1)
         ));
