@@ -837,6 +837,9 @@ fn push_phase(
             dir: Some(dir),
             log_level: "info".into(),
             wait_listening: true,
+            // Only its own project: with allow-all it would replicate the server's N
+            // repositories, and the server would fetch them back from it, during the pushes.
+            seeding_policy: json!({ "default": "block" }),
             ..RadNodeOptions::default()
         },
     );
