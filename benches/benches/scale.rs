@@ -14,7 +14,15 @@
 //! 3. seedd restarted with that index: time to ready, RSS 5 s later;
 //! 4. radicle-node (a fresh `rad auth` home whose `storage` is the same directory, seeding
 //!    policy allow/all, no peers): time from spawn until its control socket answers
-//!    `rad node status`, with a fresh node database and then restarted, RSS 5 s later.
+//!    `rad node status`, with a fresh node database and then restarted, RSS 5 s later;
+//! 5. CPU per replicated push: a real radicle-node ("pusher", connected only to the server
+//!    measured) `rad init`s a small project, which the server fetches into the N-repository
+//!    storage; then `SEEDD_BENCH_SCALE_PUSHES` (7) times a commit and `git push rad main`. For
+//!    each push the server's CPU (its threads' `schedstat` run time, ns; with its reaped
+//!    children's utime+stime added for the second figure) from
+//!    before the push until the pushed ref is in the server's storage (seedd: and the fetch is
+//!    counted, i.e. re-index and after-fetch steps done); medians. Measured on the seedd of
+//!    step 3 and on a third radicle-node run; the pushed repository is removed afterwards.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::fmt::Write as _;
@@ -23,9 +31,9 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use seedd_benches::generate::{generate, Spec};
-use seedd_benches::procfs::{alive, loadavg, status_kib};
+use seedd_benches::procfs::{alive, clk_tck, cpu_ticks, loadavg, settle, stat_fields, status_kib};
 use seedd_benches::{ensure_seedd, fmt, profile_dir, radicle_version, write_table, TableLine};
-use seedd_tests::{free_port, http_get, radicle_bin};
+use seedd_tests::{free_port, http_get, radicle_bin, RadNode, RadNodeOptions};
 use serde_json::{json, Value};
 
 /// Bump when the generated repositories change, so cached ones are regenerated.
@@ -36,6 +44,10 @@ const SIZES: [usize; 2] = [1_000, 10_000];
 const REQUESTS: usize = 300;
 /// Idle time after ready before RSS is read (both servers).
 const SETTLE: Duration = Duration::from_secs(5);
+/// Replicated pushes per server (`SEEDD_BENCH_SCALE_PUSHES`).
+const PUSHES: usize = 7;
+/// Longest wait for one push to reach the server's storage.
+const PUSH_MAX: Duration = Duration::from_secs(120);
 /// Longest wait for a process to become ready.
 const READY_MAX: Duration = Duration::from_secs(1800);
 
@@ -50,6 +62,7 @@ fn main() {
         .map(|v| v.split(',').filter_map(|s| s.trim().parse().ok()).collect())
         .unwrap_or_else(|| SIZES.to_vec());
     let requests = seedd_benches::env_usize("SEEDD_BENCH_SCALE_REQUESTS", REQUESTS).max(1);
+    let pushes = seedd_benches::env_usize("SEEDD_BENCH_SCALE_PUSHES", PUSHES);
     let load_before = loadavg();
     let mut results: Vec<Value> = Vec::new();
     let mut lines: Vec<Row> = Vec::new();
@@ -103,7 +116,21 @@ fn main() {
         std::thread::sleep(SETTLE);
         let warm_rss = mib(status_kib(s.pid(), "VmRSS"));
         log(&format!("  ready in {warm:?}, RSS {warm_rss:.0} MiB"));
+        log(&format!("{n}: seedd, {pushes} replicated pushes"));
+        let before = repo_dirs(&storage);
+        let seedd_push = push_phase(
+            &s.peer(),
+            s.pid(),
+            &storage,
+            pushes,
+            &|k| s.fetches_ok() >= k as f64,
+            &log,
+        );
         s.stop();
+        remove_new_repos(&storage, &before);
+        let seedd_push = seedd_push
+            .map_err(|e| notes.push(format!("{n}: seedd pushes: {e}")))
+            .ok();
 
         // radicle-node: fresh node database, then restarted.
         let rad = match RadRun::home(&dir, &storage) {
@@ -126,6 +153,20 @@ fn main() {
             }
         };
         let r = |f: fn(&RadPair) -> f64| rad.as_ref().map(f);
+        let rad_push = match RadRun::home(&dir, &storage) {
+            Ok(home) => {
+                log(&format!("{n}: radicle-node, {pushes} replicated pushes"));
+                RadRun::pushes(&home, &storage, pushes, &log)
+                    .map_err(|e| notes.push(format!("{n}: radicle-node pushes: {e}")))
+                    .ok()
+            }
+            Err(e) => {
+                notes.push(format!("{n}: radicle-node home: {e}"));
+                None
+            }
+        };
+        let sp = |f: fn(&PushFigures) -> f64| seedd_push.as_ref().map(f);
+        let rp = |f: fn(&PushFigures) -> f64| rad_push.as_ref().map(f);
 
         let rows: Vec<RowFigures> = vec![
             ("generator", Some(gen_rate), None, "repos/s", "higher"),
@@ -168,6 +209,27 @@ fn main() {
             ("HTTP info/refs p99", Some(http.1), None, "ms", "lower"),
             ("admin status p50", Some(admin.0), None, "ms", "lower"),
             ("admin status p99", Some(admin.1), None, "ms", "lower"),
+            (
+                "CPU per replicated push",
+                sp(|p| p.cpu_ms),
+                rp(|p| p.cpu_ms),
+                "ms",
+                "lower",
+            ),
+            (
+                "CPU per push, with children",
+                sp(|p| p.cpu_children_ms),
+                rp(|p| p.cpu_children_ms),
+                "ms",
+                "lower",
+            ),
+            (
+                "push replicated in",
+                sp(|p| p.wall_ms),
+                rp(|p| p.wall_ms),
+                "ms",
+                "lower",
+            ),
         ];
         for (metric, seedd, other, unit, better) in rows {
             results.push(json!({
@@ -317,6 +379,7 @@ struct SeeddRun {
     started: Instant,
     http: u16,
     admin: u16,
+    p2p: u16,
     data: PathBuf,
 }
 
@@ -329,7 +392,7 @@ impl SeeddRun {
         }
         let (http, admin, p2p) = (free_port(), free_port(), free_port());
         let config = format!(
-            "data_dir = \"{}\"\nalias = \"scale\"\n[p2p]\nlisten = [\"127.0.0.1:{p2p}\"]\n[http]\nlisten = \"127.0.0.1:{http}\"\n[admin]\nlisten = \"127.0.0.1:{admin}\"\n[policy]\ndefault = \"allow\"\nscope = \"all\"\n",
+            "data_dir = \"{}\"\nalias = \"scale\"\n[p2p]\nlisten = [\"127.0.0.1:{p2p}\"]\nrelay = \"always\"\n[http]\nlisten = \"127.0.0.1:{http}\"\n[admin]\nlisten = \"127.0.0.1:{admin}\"\n[policy]\ndefault = \"allow\"\nscope = \"all\"\n",
             data.display()
         );
         let config_path = data.join("seedd.toml");
@@ -353,12 +416,28 @@ impl SeeddRun {
             started,
             http,
             admin,
+            p2p,
             data: data.to_owned(),
         }
     }
 
     fn pid(&self) -> u32 {
         self.child.id()
+    }
+
+    /// `nid@127.0.0.1:port` for a radicle-node's `connect`.
+    fn peer(&self) -> String {
+        let url = format!("http://127.0.0.1:{}/api/v1/status", self.admin);
+        let (_, body) = http_get(&url, &[("Authorization", &self.auth())]).unwrap();
+        let v: Value = serde_json::from_str(&body).unwrap();
+        format!("{}@127.0.0.1:{}", v["nid"].as_str().unwrap(), self.p2p)
+    }
+
+    /// `seedd_fetches_total{result="ok"}` (admin `/metrics`).
+    fn fetches_ok(&self) -> f64 {
+        let url = format!("http://127.0.0.1:{}/metrics", self.admin);
+        let body = http_get(&url, &[]).map(|(_, b)| b).unwrap_or_default();
+        seedd_tests::metric_in(&body, "seedd_fetches_total", &["result=\"ok\""])
     }
 
     fn wait_ready(&mut self, log: &dyn Fn(&str)) -> Duration {
@@ -512,6 +591,76 @@ impl RadRun {
         Ok(home)
     }
 
+    /// radicle-node on `home` (the N repositories) replicating pushes ([`push_phase`]).
+    fn pushes(
+        home: &Path,
+        storage: &Path,
+        pushes: usize,
+        log: &dyn Fn(&str),
+    ) -> Result<PushFigures, String> {
+        let before = repo_dirs(storage);
+        let port = free_port();
+        let cfg_path = home.join("config.json");
+        let mut cfg: Value = serde_json::from_slice(&std::fs::read(&cfg_path).unwrap()).unwrap();
+        cfg["node"]["listen"] = json!([format!("127.0.0.1:{port}")]);
+        std::fs::write(&cfg_path, serde_json::to_vec_pretty(&cfg).unwrap()).unwrap();
+        let logf = std::fs::File::create(home.join("node-push.log")).unwrap();
+        let mut child = Command::new(radicle_bin("radicle-node"))
+            .arg("--log-level")
+            .arg("info")
+            .env("RAD_HOME", home)
+            .env("RAD_PASSPHRASE", "")
+            .env_remove("RAD_SOCKET")
+            .stdin(Stdio::null())
+            .stdout(logf.try_clone().unwrap())
+            .stderr(logf)
+            .spawn()
+            .map_err(|e| e.to_string())?;
+        let pid = child.id();
+        let started = Instant::now();
+        let nid = loop {
+            let out = Command::new(radicle_bin("rad"))
+                .args(["node", "status", "--only", "nid"])
+                .env("RAD_HOME", home)
+                .env_remove("RAD_SOCKET")
+                .output();
+            if let Ok(o) = out.as_ref() {
+                let nid = String::from_utf8_lossy(&o.stdout).trim().to_owned();
+                if o.status.success() && nid.starts_with("z6Mk") {
+                    break Ok(nid);
+                }
+            }
+            if !alive(pid) || started.elapsed() > READY_MAX {
+                break Err(format!(
+                    "did not answer on its control socket; see {}",
+                    home.join("node-push.log").display()
+                ));
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        };
+        let result = nid.and_then(|nid| {
+            push_phase(
+                &format!("{nid}@127.0.0.1:{port}"),
+                pid,
+                storage,
+                pushes,
+                &|_| true,
+                log,
+            )
+        });
+        let _ = Command::new("kill")
+            .args(["-TERM", &pid.to_string()])
+            .status();
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while Instant::now() < deadline && !matches!(child.try_wait(), Ok(Some(_))) {
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        let _ = child.kill();
+        let _ = child.wait();
+        remove_new_repos(storage, &before);
+        result
+    }
+
     /// Start radicle-node on `home`: (seconds until `rad node status` answers, RSS in MiB
     /// 5 s later), then stop it.
     fn measure(home: &Path, log: &dyn Fn(&str)) -> Result<(f64, f64), String> {
@@ -569,4 +718,235 @@ impl RadRun {
         let _ = child.wait();
         out
     }
+}
+
+/// Medians over one server's replicated pushes.
+struct PushFigures {
+    /// The server's own CPU per push (its threads' run time, ms).
+    cpu_ms: f64,
+    /// Plus its reaped children's utime+stime (`git` processes; 10 ms ticks).
+    cpu_children_ms: f64,
+    /// From `git push` to the pushed ref in the server's storage (seedd: fetch counted).
+    wall_ms: f64,
+}
+
+/// CPU time of each thread of `pid` (tid → ns on CPU, `/proc/<pid>/task/*/schedstat`):
+/// nanosecond precision where utime+stime count 10 ms ticks.
+fn thread_ns(pid: u32) -> std::collections::HashMap<u32, u64> {
+    let Ok(rd) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+        return Default::default();
+    };
+    rd.flatten()
+        .filter_map(|e| {
+            let tid = e.file_name().to_str()?.parse::<u32>().ok()?;
+            let stat = std::fs::read_to_string(e.path().join("schedstat")).ok()?;
+            Some((tid, stat.split_whitespace().next()?.parse::<u64>().ok()?))
+        })
+        .collect()
+}
+
+/// The process's own CPU between two [`thread_ns`] readings, in ms: threads alive at the end
+/// count what they ran since the first reading (all of it if new); a thread that ended in
+/// between is missed (tokio keeps idle blocking threads 10 s, longer than a push).
+fn cpu_ms_between(
+    before: &std::collections::HashMap<u32, u64>,
+    after: &std::collections::HashMap<u32, u64>,
+) -> f64 {
+    let ns: u64 = after
+        .iter()
+        .map(|(tid, t)| t.saturating_sub(before.get(tid).copied().unwrap_or(0)))
+        .sum();
+    ns as f64 / 1e6
+}
+
+/// utime + stime of `pid` itself (no children), in clock ticks.
+fn self_ticks(pid: u32) -> u64 {
+    stat_fields(pid)
+        .map(|f| {
+            f.iter()
+                .skip(11)
+                .take(2)
+                .map(|v| v.parse::<u64>().unwrap_or(0))
+                .sum()
+        })
+        .unwrap_or(0)
+}
+
+/// Repository directories of a storage.
+fn repo_dirs(storage: &Path) -> std::collections::BTreeSet<String> {
+    std::fs::read_dir(storage)
+        .map(|rd| {
+            rd.flatten()
+                .filter_map(|e| e.file_name().to_str().map(str::to_owned))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// Remove what a push phase added to the generated storage (its server stopped).
+fn remove_new_repos(storage: &Path, before: &std::collections::BTreeSet<String>) {
+    for name in repo_dirs(storage).difference(before) {
+        let _ = std::fs::remove_dir_all(storage.join(name));
+    }
+}
+
+/// A ref's oid in a bare repository: loose file, else `packed-refs`.
+fn read_ref(repo: &Path, name: &str) -> Option<String> {
+    if let Ok(s) = std::fs::read_to_string(repo.join(name)) {
+        let s = s.trim();
+        if s.len() >= 40 && s.bytes().all(|b| b.is_ascii_hexdigit()) {
+            return Some(s.to_owned());
+        }
+    }
+    let packed = std::fs::read_to_string(repo.join("packed-refs")).ok()?;
+    packed.lines().find_map(|l| {
+        let (oid, r) = l.split_once(' ')?;
+        (r == name && !oid.starts_with('#') && !oid.starts_with('^')).then(|| oid.to_owned())
+    })
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v.get(v.len() / 2).copied().unwrap_or(f64::NAN)
+}
+
+/// A pusher radicle-node connected only to `server` (`nid@addr`, process `pid`, storage
+/// `storage`) creates a project, then pushes `pushes` commits; the server's CPU per push.
+/// `fetched(k)`: whether the server has completed `k` fetches (seedd: its metric).
+fn push_phase(
+    server: &str,
+    pid: u32,
+    storage: &Path,
+    pushes: usize,
+    fetched: &dyn Fn(usize) -> bool,
+    log: &dyn Fn(&str),
+) -> Result<PushFigures, String> {
+    if pushes == 0 {
+        return Err("SEEDD_BENCH_SCALE_PUSHES=0".into());
+    }
+    let tck = clk_tck();
+    let dir = tempfile::Builder::new()
+        .prefix("sp")
+        .tempdir_in("/tmp")
+        .unwrap();
+    let work = dir.path().join("proj");
+    let pusher = RadNode::start_with(
+        "scalepush",
+        &[server.to_owned()],
+        RadNodeOptions {
+            dir: Some(dir),
+            log_level: "info".into(),
+            wait_listening: true,
+            // Only its own project: with allow-all it would replicate the server's N
+            // repositories, and the server would fetch them back from it, during the pushes.
+            seeding_policy: json!({ "default": "block" }),
+            ..RadNodeOptions::default()
+        },
+    );
+    // The handshake with the server.
+    std::thread::sleep(Duration::from_secs(2));
+    let ok = |out: std::process::Output, what: &str| -> Result<String, String> {
+        if out.status.success() {
+            Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+        } else {
+            Err(format!(
+                "{what}: {}{}",
+                String::from_utf8_lossy(&out.stdout),
+                String::from_utf8_lossy(&out.stderr)
+            ))
+        }
+    };
+    std::fs::create_dir_all(&work).unwrap();
+    ok(
+        pusher.git_in(&work, &["init", "-q", "-b", "main"]),
+        "git init",
+    )?;
+    std::fs::write(work.join("README"), "push 0\n").unwrap();
+    ok(pusher.git_in(&work, &["add", "README"]), "git add")?;
+    ok(
+        pusher.git_in(&work, &["commit", "-q", "-m", "push 0"]),
+        "git commit",
+    )?;
+    ok(
+        pusher.rad_in(
+            &work,
+            &[
+                "init",
+                "--name",
+                "scalepush",
+                "--description",
+                "scale bench pushes",
+                "--default-branch",
+                "main",
+                "--public",
+                "--no-confirm",
+            ],
+        ),
+        "rad init",
+    )?;
+    let rid = ok(pusher.rad_in(&work, &["."]), "rad .")?.trim().to_owned();
+    let repo = storage.join(rid.trim_start_matches("rad:"));
+    let branch = format!("refs/namespaces/{}/refs/heads/main", pusher.nid);
+    let head = |work: &Path| -> Result<String, String> {
+        Ok(
+            ok(pusher.git_in(work, &["rev-parse", "HEAD"]), "rev-parse")?
+                .trim()
+                .to_owned(),
+        )
+    };
+    // Wait until the server holds `oid` and has counted `fetches` fetches.
+    let wait = |oid: &str, fetches: usize| -> Result<(), String> {
+        let t0 = Instant::now();
+        while read_ref(&repo, &branch).as_deref() != Some(oid) || !fetched(fetches) {
+            if t0.elapsed() > PUSH_MAX || !alive(pid) {
+                return Err(format!("{rid}: {oid} not replicated after {PUSH_MAX:?}"));
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        Ok(())
+    };
+    let first = head(&work)?;
+    wait(&first, 1)?;
+    log(&format!("  {rid} replicated; pushing"));
+    let (mut cpu, mut cpu_all, mut wall) = (Vec::new(), Vec::new(), Vec::new());
+    for k in 1..=pushes {
+        std::fs::write(work.join("README"), format!("push {k}\n")).unwrap();
+        ok(
+            pusher.git_in(&work, &["commit", "-qam", &format!("push {k}")]),
+            "git commit",
+        )?;
+        let oid = head(&work)?;
+        std::thread::sleep(Duration::from_secs(1));
+        settle(pid);
+        let (n0, c0, a0, t0) = (
+            thread_ns(pid),
+            self_ticks(pid),
+            cpu_ticks(pid),
+            Instant::now(),
+        );
+        ok(
+            pusher.git_in(&work, &["push", "-q", "rad", "main"]),
+            "git push rad",
+        )?;
+        wait(&oid, 1 + k)?;
+        let w = t0.elapsed().as_secs_f64() * 1e3;
+        settle(pid);
+        let (n1, c1, a1) = (thread_ns(pid), self_ticks(pid), cpu_ticks(pid));
+        let ms = |a: u64, b: u64| b.saturating_sub(a) as f64 / tck * 1e3;
+        let own = cpu_ms_between(&n0, &n1);
+        cpu.push(own);
+        cpu_all.push(ms(a0, a1) - ms(c0, c1) + own);
+        wall.push(w);
+        log(&format!(
+            "  push {k}: {own:.1} ms CPU (ticks: {:.0} ms; {:.0} ms with children), replicated in {w:.0} ms",
+            ms(c0, c1),
+            ms(a0, a1)
+        ));
+    }
+    drop(pusher);
+    Ok(PushFigures {
+        cpu_ms: median(cpu),
+        cpu_children_ms: median(cpu_all),
+        wall_ms: median(wall),
+    })
 }

@@ -196,10 +196,8 @@ impl Control {
             Some(name) => {
                 let held = self
                     .tenants
-                    .get(name)
-                    .ok_or_else(|| TenantError::Unknown(name.to_owned()))?
-                    .0
-                    .holds(&rid);
+                    .holds(name, &rid)
+                    .ok_or_else(|| TenantError::Unknown(name.to_owned()))?;
                 let last = self.tenants.unseed(name, &rid)?;
                 let purged = held && last && self.policies.seeding(&rid).is_none();
                 if purged {

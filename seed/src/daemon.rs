@@ -474,13 +474,13 @@ fn web_state(cfg: &Config, identities: &Identities, tenants: &Tenants) -> crate:
     let (identities, tenants) = (identities.clone(), tenants.clone());
     crate::http::web::Web::new(cfg.alias.clone(), move |tenant| {
         let default = identities.default_net().nid();
-        let Some((t, _)) = tenant.and_then(|name| tenants.get(name)) else {
+        let Some(identity) = tenant.and_then(|name| tenants.identity_of(name)) else {
             return default;
         };
         identities
             .list()
             .into_iter()
-            .find(|i| i.name == t.identity)
+            .find(|i| i.name == identity)
             .and_then(|i| i.nid.parse().ok())
             .unwrap_or(default)
     })

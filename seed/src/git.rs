@@ -2,21 +2,43 @@
 //! the system or the user's git configuration changes what git does with storage.
 
 use std::ffi::OsStr;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 /// `git` (the configured binary) with an empty environment but `PATH`, `HOME` = `home` (an
 /// empty directory under `cache/`), `LANG=C`, no system or global config and no terminal
 /// prompts. Callers add their own `-C`, `-c` and environment on top.
+///
+/// A bare name (`git`) is resolved on `PATH` first: the standard library starts a child with
+/// `posix_spawn` (no copy of the daemon's page tables) only when the program is a path or the
+/// child's `PATH` is left alone; otherwise it forks, and a fork costs in proportion to the
+/// daemon's memory — per fetch, per served request, growing with the number of repositories.
 pub(crate) fn command(git: impl AsRef<OsStr>, home: &Path) -> std::process::Command {
-    let mut cmd = std::process::Command::new(git);
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    let mut cmd = std::process::Command::new(resolve(git.as_ref(), &path));
     cmd.env_clear()
-        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+        .env("PATH", path)
         .env("HOME", home)
         .env("LANG", "C")
         .env("GIT_CONFIG_NOSYSTEM", "1")
         .env("GIT_CONFIG_GLOBAL", "/dev/null")
         .env("GIT_TERMINAL_PROMPT", "0");
     cmd
+}
+
+/// `program` as found on `path` (the first executable file of that name), or as given when it
+/// already names a path or is not found (then spawning reports the error as before).
+fn resolve(program: &OsStr, path: &OsStr) -> PathBuf {
+    use std::os::unix::fs::PermissionsExt;
+    if Path::new(program).components().count() != 1 || program.is_empty() {
+        return PathBuf::from(program);
+    }
+    std::env::split_paths(path)
+        .filter(|dir| dir.is_absolute())
+        .map(|dir| dir.join(program))
+        .find(|p| {
+            std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+        })
+        .unwrap_or_else(|| PathBuf::from(program))
 }
 
 /// [`command`] for async callers.
@@ -39,5 +61,29 @@ mod tests {
         )));
         assert!(envs.contains(&(OsStr::new("GIT_CONFIG_NOSYSTEM"), Some(OsStr::new("1")))));
         assert!(!envs.iter().any(|(k, _)| *k == OsStr::new("GIT_DIR")));
+    }
+
+    /// A bare name becomes the first executable on `PATH` (so the child is started with
+    /// `posix_spawn`, not a fork); paths and unknown names stay as given.
+    #[test]
+    fn bare_names_resolve_on_path() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let (a, b) = (dir.path().join("a"), dir.path().join("b"));
+        std::fs::create_dir_all(&a).unwrap();
+        std::fs::create_dir_all(&b).unwrap();
+        std::fs::write(a.join("git"), "not executable").unwrap();
+        std::fs::write(b.join("git"), "#!/bin/sh\n").unwrap();
+        std::fs::set_permissions(b.join("git"), std::fs::Permissions::from_mode(0o755)).unwrap();
+        let path = std::env::join_paths([&a, &b]).unwrap();
+        assert_eq!(resolve(OsStr::new("git"), &path), b.join("git"));
+        assert_eq!(
+            resolve(OsStr::new("/usr/bin/git"), &path),
+            PathBuf::from("/usr/bin/git")
+        );
+        assert_eq!(resolve(OsStr::new("./git"), &path), PathBuf::from("./git"));
+        assert_eq!(resolve(OsStr::new("nogit"), &path), PathBuf::from("nogit"));
+        let cmd = command("git", Path::new("/nonexistent-home"));
+        assert!(Path::new(cmd.get_program()).is_absolute(), "{cmd:?}");
     }
 }

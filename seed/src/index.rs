@@ -14,7 +14,7 @@
 //! | `announcements` | nid (32) ‖ kind (2) ‖ rid (20, refs only) | u64 BE received-at ‖ message |
 //! | `policies` | `repo/` rid · `node/` nid | policy (replication issue) |
 //! | `tenants` | tenant name | tenant record (operators issue) |
-//! | `fetch_state` | rid (20) | fetch bookkeeping (replication issue) |
+//! | `fetch_state` | `size/` ‖ rid (20) | u64 BE bytes on disk, measured after the last fetch ([`Index::put_repo_size`]) |
 //! | `pack_cache` | cache key | pack cache entry metadata (performance issue) |
 //! | `bans` | ip (text) | penalty/ban record |
 //! | `maintenance` | rid (20) | maintenance record: debt, last run and outcome (`maintain`) |
@@ -33,7 +33,7 @@ pub(crate) mod scan;
 pub(crate) mod tenants;
 pub(crate) mod tuning;
 
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
 use std::path::Path;
 use std::sync::{Arc, Mutex};
 
@@ -50,6 +50,8 @@ pub(crate) const CF_META: &str = "meta";
 pub(crate) const CF_REPOS: &str = "repos";
 pub(crate) const CF_REFS: &str = "refs";
 pub(crate) const CF_SIGREFS: &str = "sigrefs";
+/// Rebuildable per-repository fetch bookkeeping (not synced): repository sizes.
+pub(crate) const CF_FETCH_STATE: &str = "fetch_state";
 /// Every column family, in creation order.
 pub(crate) const COLUMN_FAMILIES: &[&str] = &[
     CF_META,
@@ -61,7 +63,7 @@ pub(crate) const COLUMN_FAMILIES: &[&str] = &[
     gossip::CF_ANNOUNCEMENTS,
     policy::CF_POLICIES,
     tenants::CF_TENANTS,
-    "fetch_state",
+    CF_FETCH_STATE,
     "pack_cache",
     gossip::CF_BANS,
     maintenance::CF_MAINTENANCE,
@@ -210,26 +212,52 @@ pub struct Index {
     census: Arc<Mutex<Census>>,
 }
 
-/// Indexed repositories and their visibility, with the public ones counted.
+/// Indexed repositories, their visibility and names, with the public ones counted and the
+/// repositories of each name listed (tenant aliases resolve names without reading records).
 #[derive(Default)]
 struct Census {
     repos: HashMap<RepoId, bool>,
     public: usize,
+    names: HashMap<RepoId, Arc<str>>,
+    by_name: HashMap<Arc<str>, BTreeSet<RepoId>>,
 }
 
 impl Census {
-    fn insert(&mut self, rid: RepoId, public: bool) {
+    fn insert(&mut self, rid: RepoId, public: bool, name: &str) {
         if self.repos.insert(rid, public) == Some(true) {
             self.public -= 1;
         }
         if public {
             self.public += 1;
         }
+        if self.names.get(&rid).is_some_and(|n| &**n == name) {
+            return;
+        }
+        self.forget_name(&rid);
+        let name: Arc<str> = match self.by_name.get_key_value(name) {
+            Some((n, _)) => n.clone(),
+            None => Arc::from(name),
+        };
+        self.by_name.entry(name.clone()).or_default().insert(rid);
+        self.names.insert(rid, name);
     }
 
     fn remove(&mut self, rid: &RepoId) {
         if self.repos.remove(rid) == Some(true) {
             self.public -= 1;
+        }
+        self.forget_name(rid);
+    }
+
+    fn forget_name(&mut self, rid: &RepoId) {
+        let Some(old) = self.names.remove(rid) else {
+            return;
+        };
+        if let Some(set) = self.by_name.get_mut(&old) {
+            set.remove(rid);
+            if set.is_empty() {
+                self.by_name.remove(&old);
+            }
         }
     }
 }
@@ -269,7 +297,7 @@ impl Index {
         index.check_schema()?;
         let mut census = Census::default();
         for r in index.repos()? {
-            census.insert(r.rid, r.is_public());
+            census.insert(r.rid, r.is_public(), &r.name);
         }
         index.census = Arc::new(Mutex::new(census));
         Ok(index)
@@ -367,6 +395,16 @@ impl Index {
         }
     }
 
+    /// The indexed repositories named `name` (the identity document's name), from memory.
+    pub fn repos_named(&self, name: &str) -> BTreeSet<RepoId> {
+        self.census().by_name.get(name).cloned().unwrap_or_default()
+    }
+
+    /// The name of an indexed repository, from memory.
+    pub fn repo_name(&self, rid: &RepoId) -> Option<String> {
+        self.census().names.get(rid).map(|n| n.to_string())
+    }
+
     fn census(&self) -> std::sync::MutexGuard<'_, Census> {
         self.census.lock().unwrap_or_else(|p| p.into_inner())
     }
@@ -437,7 +475,7 @@ impl Index {
         }
         let mut census = self.census();
         self.commit(batch)?;
-        census.insert(rid, record.is_public());
+        census.insert(rid, record.is_public(), &record.name);
         Ok(())
     }
 
@@ -476,7 +514,7 @@ impl Index {
         }
         let mut census = self.census();
         self.commit(batch)?;
-        census.insert(rid, delta.record.is_public());
+        census.insert(rid, delta.record.is_public(), &delta.record.name);
         Ok(())
     }
 
@@ -513,6 +551,42 @@ impl Index {
         Ok(out)
     }
 
+    /// Remember the bytes on disk of a repository (tenant quotas), so a start reads it instead
+    /// of walking the directory. Not synced: a size lost in a crash is measured again.
+    pub fn put_repo_size(&self, rid: &RepoId, bytes: u64) -> Result<(), IndexError> {
+        self.put(CF_FETCH_STATE, size_key(rid), bytes.to_be_bytes())
+    }
+
+    pub fn delete_repo_size(&self, rid: &RepoId) -> Result<(), IndexError> {
+        self.delete(CF_FETCH_STATE, size_key(rid))
+    }
+
+    /// Every remembered repository size ([`Index::put_repo_size`]).
+    pub fn repo_sizes(&self) -> Result<HashMap<RepoId, u64>, IndexError> {
+        let mut opts = rocksdb::ReadOptions::default();
+        opts.set_total_order_seek(true);
+        let mut out = HashMap::new();
+        let iter = self.db.iterator_cf_opt(
+            self.cf(CF_FETCH_STATE)?,
+            opts,
+            rocksdb::IteratorMode::From(SIZE_PREFIX, rocksdb::Direction::Forward),
+        );
+        for item in iter {
+            let (k, v) = item?;
+            let Some(rid) = k.strip_prefix(SIZE_PREFIX) else {
+                break;
+            };
+            let corrupt = |what: &str| IndexError::Corrupt {
+                cf: CF_FETCH_STATE,
+                reason: format!("size record: {what}"),
+            };
+            let rid: [u8; 20] = rid.try_into().map_err(|_| corrupt("key"))?;
+            let bytes: [u8; 8] = (*v).try_into().map_err(|_| corrupt("value"))?;
+            out.insert(RepoId::from_oid_bytes(rid), u64::from_be_bytes(bytes));
+        }
+        Ok(out)
+    }
+
     /// Every repository the index holds (from memory).
     pub fn indexed(&self) -> Vec<RepoId> {
         self.census().repos.keys().copied().collect()
@@ -540,6 +614,13 @@ impl Index {
 
 /// Key prefix of [`Index::mark_dirty`] marks in CF `meta` (followed by the 20-byte RID).
 const DIRTY_PREFIX: &[u8] = b"dirty/";
+
+/// Key prefix of [`Index::put_repo_size`] records in CF `fetch_state` (then the 20-byte RID).
+const SIZE_PREFIX: &[u8] = b"size/";
+
+fn size_key(rid: &RepoId) -> Vec<u8> {
+    [SIZE_PREFIX, &rid.as_bytes()[..]].concat()
+}
 
 fn dirty_key(rid: &RepoId) -> Vec<u8> {
     let mut key = DIRTY_PREFIX.to_vec();
@@ -630,6 +711,65 @@ mod tests {
         assert!(index.repo(&a).unwrap().is_none());
         assert!(index.refs(&a).unwrap().is_empty());
         assert_eq!(index.repo_count().unwrap(), 1);
+    }
+
+    /// Names follow every write (put, update, rename, removal) and are read back at open.
+    #[test]
+    fn names_follow_writes_and_survive_reopen() {
+        let dir = tempfile::tempdir().unwrap();
+        let (a, b) = (
+            RepoId::from_oid_bytes([1; 20]),
+            RepoId::from_oid_bytes([2; 20]),
+        );
+        {
+            let index = Index::open(dir.path()).unwrap();
+            index.put_repo(&record(a), &[], &[]).unwrap();
+            index.put_repo(&record(b), &[], &[]).unwrap();
+            assert_eq!(index.repos_named("x"), BTreeSet::from([a, b]));
+            let mut renamed = record(b);
+            renamed.name = "y".into();
+            let delta = RepoDelta {
+                record: &renamed,
+                refs: &[],
+                gone: &[],
+                sigrefs: &[],
+                gone_namespaces: &[],
+            };
+            index.update_repo(&delta).unwrap();
+            assert_eq!(index.repos_named("x"), BTreeSet::from([a]));
+            assert_eq!(index.repo_name(&b).as_deref(), Some("y"));
+            index.remove_repo(&a).unwrap();
+            assert!(index.repos_named("x").is_empty());
+            assert_eq!(index.repo_name(&a), None);
+        }
+        let index = Index::open(dir.path()).unwrap();
+        assert_eq!(index.repos_named("y"), BTreeSet::from([b]));
+        assert!(index.repos_named("x").is_empty());
+    }
+
+    /// Sizes are read back after a reopen; deleting one forgets it; not synced.
+    #[test]
+    fn repo_sizes_survive_reopen() {
+        let dir = tempfile::tempdir().unwrap();
+        let (a, b) = (
+            RepoId::from_oid_bytes([1; 20]),
+            RepoId::from_oid_bytes([2; 20]),
+        );
+        {
+            let index = Index::open(dir.path()).unwrap();
+            index.put_repo_size(&a, 1234).unwrap();
+            index.put_repo_size(&b, 5).unwrap();
+            index.put_repo_size(&b, 6).unwrap();
+            index.mark_dirty(&a).unwrap();
+            assert!(!durable(CF_FETCH_STATE));
+        }
+        let index = Index::open(dir.path()).unwrap();
+        assert_eq!(
+            index.repo_sizes().unwrap(),
+            HashMap::from([(a, 1234), (b, 6)])
+        );
+        index.delete_repo_size(&a).unwrap();
+        assert_eq!(index.repo_sizes().unwrap(), HashMap::from([(b, 6)]));
     }
 
     /// Counts follow every write (a repository turning private, one leaving) and are read

@@ -6,7 +6,7 @@
 //! The registry here is in memory behind one lock and written through to the index (CF
 //! `tenants`); side effects (purge, inventory, fetch) are in `control`.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::sync::{Arc, RwLock};
 
 use serde::{Deserialize, Serialize};
@@ -196,6 +196,8 @@ struct Egress {
 #[derive(Default)]
 struct Inner {
     tenants: BTreeMap<String, Tenant>,
+    /// Derived per-tenant maps (rebuilt when tenants change), so per-request lookups are O(1).
+    views: HashMap<String, View>,
     /// Exact host → tenant.
     hosts: HashMap<String, String>,
     /// `*.suffix` → tenant, matched on the longest suffix.
@@ -211,11 +213,51 @@ struct Inner {
     purged: HashMap<RepoId, u64>,
 }
 
+/// One tenant's repositories as maps: what a request on its host asks (held? denied? which
+/// RID has this alias?) and its stored bytes, without walking its repository list.
+#[derive(Debug, Default)]
+struct View {
+    /// Every repository held → its scope and whether it has an explicit alias (then it is not
+    /// also found by name). The first entry of a RID in the tenant's list counts.
+    repos: HashMap<RepoId, (Scope, bool)>,
+    /// Explicit alias → repository (the first in list order when a restore recorded two).
+    aliases: HashMap<String, RepoId>,
+    denied: HashSet<RepoId>,
+    /// Sum of the known sizes of `repos` (updated by [`Tenants::set_size`]).
+    stored_bytes: u64,
+}
+
+impl View {
+    fn of(t: &Tenant, sizes: &HashMap<RepoId, u64>) -> Self {
+        let mut v = View {
+            denied: t.deny.repos.iter().copied().collect(),
+            ..View::default()
+        };
+        for r in &t.repos {
+            if let Some(a) = &r.alias {
+                v.aliases.entry(a.clone()).or_insert(r.rid);
+            }
+            if let std::collections::hash_map::Entry::Vacant(e) = v.repos.entry(r.rid) {
+                e.insert((r.scope, r.alias.is_some()));
+                v.stored_bytes = v
+                    .stored_bytes
+                    .saturating_add(sizes.get(&r.rid).copied().unwrap_or(0));
+            }
+        }
+        v
+    }
+
+    fn scope(&self, rid: &RepoId) -> Option<Scope> {
+        self.repos.get(rid).map(|(s, _)| *s)
+    }
+}
+
 impl Inner {
     fn rebuild(&mut self) {
         self.hosts.clear();
         self.wildcards.clear();
         self.claims.clear();
+        self.views.clear();
         for t in self.tenants.values() {
             for h in &t.hosts {
                 match h.strip_prefix("*.") {
@@ -231,6 +273,7 @@ impl Inner {
                     .or_default()
                     .push((r.since, t.name.clone()));
             }
+            self.views.insert(t.name.clone(), View::of(t, &self.sizes));
         }
         self.wildcards
             .sort_by(|a, b| b.0.len().cmp(&a.0.len()).then(a.0.cmp(&b.0)));
@@ -250,17 +293,31 @@ impl Inner {
         })
     }
 
+    fn stored_bytes(&self, name: &str) -> u64 {
+        self.views.get(name).map_or(0, |v| v.stored_bytes)
+    }
+
+    fn egress_today(&self, name: &str) -> u64 {
+        let e = self.egress.get(name).copied().unwrap_or_default();
+        if e.day == today() {
+            e.bytes
+        } else {
+            0
+        }
+    }
+
     fn usage(&self, t: &Tenant) -> Usage {
-        let e = self.egress.get(&t.name).copied().unwrap_or_default();
         Usage {
             repos: t.repos.len() as u64,
-            stored_bytes: t
-                .repos
-                .iter()
-                .map(|r| self.sizes.get(&r.rid).copied().unwrap_or(0))
-                .sum(),
-            egress_today_bytes: if e.day == today() { e.bytes } else { 0 },
+            stored_bytes: self.stored_bytes(&t.name),
+            egress_today_bytes: self.egress_today(&t.name),
         }
+    }
+
+    /// The scope the owner (oldest claim) gave `rid`, and the owner's name.
+    fn owner(&self, rid: &RepoId) -> Option<(&String, Scope)> {
+        let (_, name) = self.claims.get(rid)?.first()?;
+        Some((name, self.views.get(name)?.scope(rid)?))
     }
 
     /// The repositories an identity announces (claims of tenants placed on it).
@@ -303,6 +360,9 @@ impl Tenants {
                 inner.egress.insert(name, e);
             }
         }
+        // Sizes measured before (after fetches, at seeding, by rescans): the start trusts them
+        // and walks only repositories it has no size for (`daemon::rescan`).
+        inner.sizes = index.repo_sizes()?;
         inner
             .identities
             .insert(DEFAULT_IDENTITY.to_owned(), INVENTORY_LIMIT);

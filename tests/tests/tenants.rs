@@ -1087,3 +1087,72 @@ fn a_dedicated_identity_replicates_from_a_node_connected_only_to_it() {
         &tmp.path().join("c")
     ));
 }
+
+/// A tenant's stored bytes (`GET /api/v1/usage`).
+fn stored_bytes(seed: &Seed, tenant: &str) -> u64 {
+    let usage = seed.admin_ok("GET", "/api/v1/usage", None);
+    usage["usage"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|u| u["tenant"] == tenant)
+        .unwrap()["stored_bytes"]
+        .as_u64()
+        .unwrap()
+}
+
+#[test]
+fn repository_sizes_survive_a_restart_without_a_walk_and_quotas_still_apply() {
+    let f = fixtures();
+    let keep = tempfile::tempdir().unwrap();
+    let data = keep.path().join("data");
+    let seed = Seed::start(SeedOptions {
+        repos: vec!["small-fixture".into()],
+        data_dir: Some(data.clone()),
+        ..SeedOptions::default()
+    });
+    let small = f.rid("small-fixture");
+    let hw = f.rid("heartwood-fixture");
+    tenant(&seed, "acme", &[]);
+    assert_eq!(seed_for(&seed, &small, json!({"tenant": "acme"})).0, 200);
+    let measured = stored_bytes(&seed, "acme");
+    assert!(measured > 0);
+    assert!(seed.stop().success());
+
+    // Grow the directory while seedd is down: a start that walked it would count this file.
+    let extra = 300_000u64;
+    let dir = data.join("storage").join(small.trim_start_matches("rad:"));
+    std::fs::write(dir.join("size-probe"), vec![0u8; extra as usize]).unwrap();
+    let seed = Seed::start(SeedOptions {
+        data_dir: Some(data.clone()),
+        ..SeedOptions::default()
+    });
+    wait_for("sizes at start", Duration::from_secs(10), || {
+        seed.logs()
+            .contains("tenant repository sizes")
+            .then_some(())
+    });
+    let logs = seed.logs();
+    assert!(
+        logs.contains("known=1") && logs.contains("measured=0"),
+        "{logs}"
+    );
+    assert_eq!(stored_bytes(&seed, "acme"), measured, "the remembered size");
+
+    // Quotas apply to the remembered size: at the limit, seeding another repository is refused.
+    seed.admin_ok(
+        "PUT",
+        "/api/v1/tenants/acme/quota",
+        Some(json!({"bytes": measured})),
+    );
+    let (s, v) = seed_for(&seed, &hw, json!({"tenant": "acme"}));
+    assert_eq!(s, 409, "{v}");
+    assert!(
+        v["error"].as_str().unwrap().contains("storage quota"),
+        "{v}"
+    );
+
+    // A rescan measures again (storage may change outside seedd).
+    seed.rescan();
+    assert_eq!(stored_bytes(&seed, "acme"), measured + extra);
+}

@@ -54,16 +54,29 @@ impl Rescanner {
         let report = self.reconcile()?;
         // Rescans exist for changes made outside seedd: any ref may have moved.
         self.refs.clear();
-        self.measure_tenant_repos();
+        let sizes = measure_tenant_repos(&self.storage, &self.index, &self.tenants, Measure::All);
+        tracing::info!(
+            measured = sizes.measured,
+            gone = sizes.gone,
+            "tenant repository sizes"
+        );
         self.identities.refresh();
         Ok(report)
     }
 
     /// At start: index what is new or was left dirty ([`scan::reconcile_changed`]), then
-    /// tenants' sizes and every identity's inventory.
+    /// tenants' sizes (remembered ones kept, only the others walked) and every identity's
+    /// inventory.
     pub(super) fn startup(&self) -> Result<ScanReport, String> {
         let report = self.reconcile_with(scan::reconcile_changed)?;
-        self.measure_tenant_repos();
+        let sizes =
+            measure_tenant_repos(&self.storage, &self.index, &self.tenants, Measure::Unknown);
+        tracing::info!(
+            known = sizes.known,
+            measured = sizes.measured,
+            gone = sizes.gone,
+            "tenant repository sizes"
+        );
         self.identities.refresh();
         Ok(report)
     }
@@ -99,23 +112,61 @@ impl Rescanner {
             .set(total - public);
         Ok(report)
     }
+}
 
-    /// Bytes on disk of every repository a tenant holds (quota accounting).
-    fn measure_tenant_repos(&self) {
-        let tenants = &self.tenants;
-        let held: BTreeSet<_> = tenants
-            .list()
-            .into_iter()
-            .flat_map(|(t, _)| t.repos.into_iter().map(|r| r.rid))
-            .collect();
-        for rid in held {
-            let path = self.storage.path_of(&rid);
-            let size = path
-                .join("HEAD")
-                .exists()
-                .then(|| crate::tenant::dir_size(&path));
-            tenants.set_size(rid, size);
+/// Which tenant repositories [`measure_tenant_repos`] walks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Measure {
+    /// Every one (SIGHUP, `seedctl rescan`: storage may have changed outside seedd).
+    All,
+    /// Only those without a remembered size (the start: sizes are remembered after each fetch).
+    Unknown,
+}
+
+/// What [`measure_tenant_repos`] did.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub(super) struct Sizes {
+    /// Remembered sizes kept without a walk.
+    pub(super) known: usize,
+    /// Directories walked.
+    pub(super) measured: usize,
+    /// Held repositories not (or no longer) in storage.
+    pub(super) gone: usize,
+}
+
+/// Bytes on disk of every repository a tenant holds (quota accounting). With
+/// [`Measure::Unknown`] a remembered size of a repository the index holds is kept as is.
+pub(super) fn measure_tenant_repos(
+    storage: &Storage,
+    index: &Index,
+    tenants: &Tenants,
+    which: Measure,
+) -> Sizes {
+    let held: BTreeSet<_> = tenants
+        .list()
+        .into_iter()
+        .flat_map(|(t, _)| t.repos.into_iter().map(|r| r.rid))
+        .collect();
+    let mut sizes = Sizes::default();
+    for rid in held {
+        if which == Measure::Unknown
+            && tenants.size(&rid).is_some()
+            && index.repo_name(&rid).is_some()
+        {
+            sizes.known += 1;
+            continue;
         }
-        tenants.refresh_metrics();
+        let path = storage.path_of(&rid);
+        let size = path
+            .join("HEAD")
+            .exists()
+            .then(|| crate::tenant::dir_size(&path));
+        match size {
+            Some(_) => sizes.measured += 1,
+            None => sizes.gone += 1,
+        }
+        tenants.set_size(rid, size);
     }
+    tenants.refresh_metrics();
+    sizes
 }

@@ -166,9 +166,7 @@ fn resolve_alias(state: &HttpState, tenant: &str, path: &str) -> Option<GitPath>
     let trimmed = path.trim_start_matches('/');
     let (first, rest) = trimmed.split_once('/')?;
     let alias = first.strip_suffix(".git").unwrap_or(first);
-    let rid = tenancy.tenants.alias(tenant, alias, |rid| {
-        state.index.repo(rid).ok().flatten().map(|r| r.name)
-    })?;
+    let rid = tenancy.tenants.alias(tenant, alias)?;
     parse_path(&format!("/{}/{rest}", rid.canonical())).ok()
 }
 

@@ -390,11 +390,7 @@ pub(crate) fn parse_rid(
     }
     scope
         .tenant()
-        .and_then(|t| {
-            state.tenancy.tenants.alias(t, segment, |rid| {
-                state.index.repo(rid).ok().flatten().map(|r| r.name)
-            })
-        })
+        .and_then(|t| state.tenancy.tenants.alias(t, segment))
         .ok_or(WebError::NotFound("repository not found"))
 }
 

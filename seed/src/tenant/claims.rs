@@ -139,11 +139,9 @@ impl Tenants {
 
     /// The owner of a repository and its scope.
     pub fn owner(&self, rid: &RepoId) -> Option<(String, Scope)> {
-        let inner = self.read();
-        let (_, name) = inner.claims.get(rid)?.first()?;
-        let t = inner.tenants.get(name)?;
-        let r = t.repos.iter().find(|r| &r.rid == rid)?;
-        Some((name.clone(), r.scope))
+        self.read()
+            .owner(rid)
+            .map(|(name, scope)| (name.clone(), scope))
     }
 
     /// The scope a repository is seeded with because of tenants: the owner's, as long as one
@@ -157,9 +155,7 @@ impl Tenants {
         {
             return None;
         }
-        let (_, owner) = claims.first()?;
-        let t = inner.tenants.get(owner)?;
-        t.repos.iter().find(|r| &r.rid == rid).map(|r| r.scope)
+        inner.owner(rid).map(|(_, scope)| scope)
     }
 
     /// Every repository held by an active tenant.
@@ -167,19 +163,13 @@ impl Tenants {
         let inner = self.read();
         inner
             .claims
-            .keys()
-            .filter_map(|rid| {
-                let claims = inner.claims.get(rid)?;
+            .iter()
+            .filter_map(|(rid, claims)| {
                 claims
                     .iter()
                     .any(|(_, n)| inner.tenants.get(n).is_some_and(Tenant::active))
                     .then_some(())?;
-                let (_, owner) = claims.first()?;
-                let t = inner.tenants.get(owner)?;
-                t.repos
-                    .iter()
-                    .find(|r| &r.rid == rid)
-                    .map(|r| (*rid, r.scope))
+                inner.owner(rid).map(|(_, scope)| (*rid, scope))
             })
             .collect()
     }

@@ -21,9 +21,31 @@ impl Tenants {
     /// Whether a tenant's host may show a repository: held by it and not on its deny list.
     pub fn shows(&self, name: &str, rid: &RepoId) -> bool {
         self.read()
-            .tenants
+            .views
             .get(name)
-            .is_some_and(|t| t.holds(rid) && !t.deny.repos.contains(rid))
+            .is_some_and(|v| v.repos.contains_key(rid) && !v.denied.contains(rid))
+    }
+
+    /// Whether a tenant holds a repository (`None`: no such tenant).
+    pub fn holds(&self, name: &str, rid: &RepoId) -> Option<bool> {
+        self.read()
+            .views
+            .get(name)
+            .map(|v| v.repos.contains_key(rid))
+    }
+
+    /// The seed identity a tenant is placed on.
+    pub fn identity_of(&self, name: &str) -> Option<String> {
+        self.read().tenants.get(name).map(|t| t.identity.clone())
+    }
+
+    /// A tenant's explicit aliases, by repository.
+    pub fn aliases(&self, name: &str) -> HashMap<RepoId, String> {
+        self.read()
+            .views
+            .get(name)
+            .map(|v| v.aliases.iter().map(|(a, rid)| (*rid, a.clone())).collect())
+            .unwrap_or_default()
     }
 
     /// Whether only suspended tenants hold a repository (then nobody serves it).
@@ -36,24 +58,21 @@ impl Tenants {
     }
 
     /// A tenant's short alias → repository (explicit aliases first, then the repository name
-    /// if exactly one of its repositories has it).
-    pub fn alias(
-        &self,
-        name: &str,
-        alias: &str,
-        repo_name: impl Fn(&RepoId) -> Option<String>,
-    ) -> Option<RepoId> {
+    /// if exactly one of its repositories without an explicit alias has it). O(1) in the
+    /// tenant's repositories: its alias map, then the index's in-memory name map (only the
+    /// repositories of that name are looked at).
+    pub fn alias(&self, name: &str, alias: &str) -> Option<RepoId> {
         let inner = self.read();
-        let t = inner.tenants.get(name)?;
-        if let Some(r) = t.repos.iter().find(|r| r.alias.as_deref() == Some(alias)) {
-            return Some(r.rid);
+        let v = inner.views.get(name)?;
+        if let Some(rid) = v.aliases.get(alias) {
+            return Some(*rid);
         }
-        let mut found = t
-            .repos
+        let named = self.index.repos_named(alias);
+        let mut found = named
             .iter()
-            .filter(|r| r.alias.is_none() && repo_name(&r.rid).as_deref() == Some(alias));
+            .filter(|rid| v.repos.get(rid).is_some_and(|(_, aliased)| !aliased));
         match (found.next(), found.next()) {
-            (Some(r), None) => Some(r.rid),
+            (Some(rid), None) => Some(*rid),
             _ => None,
         }
     }

@@ -11,6 +11,33 @@ fn registry() -> (tempfile::TempDir, Tenants) {
     (dir, Tenants::load(index, metrics).unwrap())
 }
 
+/// Index `rid` under `name` (as a fetch's re-index would), or rename it.
+fn name(t: &Tenants, rid: RepoId, name: &str) {
+    let record = crate::index::RepoRecord {
+        rid,
+        name: name.into(),
+        description: String::new(),
+        default_branch: "main".into(),
+        delegates: vec![],
+        threshold: 1,
+        visibility: crate::storage::Visibility::Public,
+        identity_head: "00".into(),
+        head: None,
+        fingerprint: "f".into(),
+        ref_count: 1,
+        namespaces: vec![],
+        indexed_at: 0,
+    };
+    let delta = crate::index::RepoDelta {
+        record: &record,
+        refs: &[],
+        gone: &[],
+        sigrefs: &[],
+        gone_namespaces: &[],
+    };
+    t.index.update_repo(&delta).unwrap();
+}
+
 fn none() -> BTreeSet<RepoId> {
     BTreeSet::new()
 }
@@ -115,9 +142,10 @@ fn suspended_tenants_do_not_seed_or_serve() {
     t.create(Tenant::new("acme")).unwrap();
     t.seed("acme", rid(1), Scope::All, Some("web".into()), &none())
         .unwrap();
-    assert_eq!(t.alias("acme", "web", |_| None), Some(rid(1)));
+    name(&t, rid(1), "heartwood");
+    assert_eq!(t.alias("acme", "web"), Some(rid(1)));
     assert_eq!(
-        t.alias("acme", "heartwood", |_| Some("heartwood".into())),
+        t.alias("acme", "heartwood"),
         None,
         "explicitly aliased repositories are not also found by name"
     );
@@ -190,4 +218,101 @@ fn moving_a_tenant_checks_the_target_identity_cap_and_purges_are_remembered() {
     t.note_purged(rid(2));
     assert!(t.purged_since(&rid(2), before));
     assert!(!t.purged_since(&rid(2), now_ms() + 1));
+}
+
+#[test]
+fn aliases_follow_renames_ambiguity_and_removal() {
+    let (_d, t) = registry();
+    t.create(Tenant::new("acme")).unwrap();
+    t.create(Tenant::new("beta")).unwrap();
+    for (r, alias) in [(1, None), (2, None), (3, Some("site"))] {
+        t.seed(
+            "acme",
+            rid(r),
+            Scope::All,
+            alias.map(str::to_owned),
+            &none(),
+        )
+        .unwrap();
+    }
+    for (r, n) in [(1, "alpha"), (2, "beta"), (3, "alpha"), (4, "alpha")] {
+        name(&t, rid(r), n);
+    }
+    // rid 3 has an explicit alias, rid 4 is not acme's: the name is unique among the rest.
+    assert_eq!(t.alias("acme", "alpha"), Some(rid(1)));
+    assert_eq!(t.alias("acme", "site"), Some(rid(3)));
+    assert_eq!(t.alias("acme", "beta"), Some(rid(2)));
+    assert_eq!(t.alias("acme", "nope"), None);
+    assert_eq!(t.alias("nobody", "alpha"), None);
+    // A rename that makes two of its repositories share a name: ambiguous, found by neither.
+    name(&t, rid(2), "alpha");
+    assert_eq!(t.alias("acme", "alpha"), None);
+    assert_eq!(t.alias("acme", "beta"), None);
+    name(&t, rid(2), "gamma");
+    assert_eq!(t.alias("acme", "alpha"), Some(rid(1)));
+    assert_eq!(t.alias("acme", "gamma"), Some(rid(2)));
+    // An explicit alias wins over another repository's name.
+    t.seed("acme", rid(5), Scope::All, Some("gamma".into()), &none())
+        .unwrap();
+    assert_eq!(t.alias("acme", "gamma"), Some(rid(5)));
+    // Giving a repository an explicit alias takes it out of the name lookup.
+    t.seed("acme", rid(1), Scope::All, Some("one".into()), &none())
+        .unwrap();
+    assert_eq!(t.alias("acme", "alpha"), None);
+    assert_eq!(t.alias("acme", "one"), Some(rid(1)));
+    // Another tenant resolves the same name among its own repositories.
+    t.seed("beta", rid(4), Scope::All, None, &none()).unwrap();
+    assert_eq!(t.alias("beta", "alpha"), Some(rid(4)));
+    // Removal: unseeding drops the alias and the claim; a record leaving the index its name.
+    t.unseed("acme", &rid(5)).unwrap();
+    assert_eq!(t.alias("acme", "gamma"), Some(rid(2)));
+    assert!(!t.shows("acme", &rid(5)));
+    assert_eq!(t.holds("acme", &rid(5)), Some(false));
+    t.index.remove_repo(&rid(2)).unwrap();
+    assert_eq!(t.alias("acme", "gamma"), None);
+    // Denied repositories are held but not shown.
+    t.deny_repo("acme", rid(3), true).unwrap();
+    assert_eq!(t.holds("acme", &rid(3)), Some(true));
+    assert!(!t.shows("acme", &rid(3)));
+    assert!(t.shows("acme", &rid(1)));
+    assert_eq!(t.holds("nobody", &rid(1)), None);
+    assert_eq!(
+        t.aliases("acme"),
+        HashMap::from([(rid(1), "one".to_owned()), (rid(3), "site".to_owned())])
+    );
+    // The maps are rebuilt from the records after a reload.
+    let again = Tenants::load(t.index.clone(), Arc::new(Metrics::new().unwrap())).unwrap();
+    assert_eq!(again.alias("acme", "site"), Some(rid(3)));
+    assert_eq!(again.alias("beta", "alpha"), Some(rid(4)));
+    assert!(!again.shows("acme", &rid(3)));
+}
+
+#[test]
+fn stored_bytes_follow_sizes_claims_and_owners() {
+    let (_d, t) = registry();
+    t.create(Tenant::new("acme")).unwrap();
+    t.create(Tenant::new("beta")).unwrap();
+    t.set_size(rid(1), Some(100));
+    t.seed("acme", rid(1), Scope::All, None, &none()).unwrap();
+    t.seed("acme", rid(2), Scope::Followed, None, &none())
+        .unwrap();
+    t.seed("beta", rid(1), Scope::Followed, None, &none())
+        .unwrap();
+    let stored = |n: &str| t.get(n).unwrap().1.stored_bytes;
+    assert_eq!((stored("acme"), stored("beta")), (100, 100));
+    t.set_size(rid(2), Some(7));
+    t.set_size(rid(1), Some(50));
+    assert_eq!((stored("acme"), stored("beta")), (57, 50));
+    t.unseed("beta", &rid(1)).unwrap();
+    assert_eq!((stored("acme"), stored("beta")), (57, 0));
+    t.set_size(rid(1), None);
+    assert_eq!(stored("acme"), 7);
+    assert_eq!(t.owner(&rid(2)), Some(("acme".to_owned(), Scope::Followed)));
+    assert_eq!(t.seeded_scope(&rid(2)), Some(Scope::Followed));
+    let mut seeded = t.seeded();
+    seeded.sort_by_key(|(r, _)| *r);
+    assert_eq!(
+        seeded,
+        vec![(rid(1), Scope::All), (rid(2), Scope::Followed)]
+    );
 }

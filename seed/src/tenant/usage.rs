@@ -12,9 +12,8 @@ impl Tenants {
         claims
             .iter()
             .filter_map(|(_, n)| {
-                let t = inner.tenants.get(n)?;
-                let limit = t.quotas.bytes?;
-                Some(limit.saturating_sub(inner.usage(t).stored_bytes))
+                let limit = inner.tenants.get(n)?.quotas.bytes?;
+                Some(limit.saturating_sub(inner.stored_bytes(n)))
             })
             .min()
     }
@@ -52,12 +51,41 @@ impl Tenants {
         self.read().purged.get(rid).is_some_and(|t| *t >= since)
     }
 
+    /// The bytes on disk of a repository (`None`: not on disk), as measured: O(its
+    /// claimants). Remembered in the index ([`Index::put_repo_size`]), so the next start reads
+    /// it instead of walking the directory.
     pub fn set_size(&self, rid: RepoId, bytes: Option<u64>) {
         let mut inner = self.write();
-        match bytes {
+        let old = match bytes {
             Some(b) => inner.sizes.insert(rid, b),
             None => inner.sizes.remove(&rid),
         };
+        if old == bytes {
+            return;
+        }
+        let saved = match bytes {
+            Some(b) => self.index.put_repo_size(&rid, b),
+            None => self.index.delete_repo_size(&rid),
+        };
+        if let Err(e) = saved {
+            tracing::warn!(%rid, error = %e, "saving the repository size failed; the next start measures it again");
+        }
+        let (old, new) = (old.unwrap_or(0), bytes.unwrap_or(0));
+        let Inner { claims, views, .. } = &mut *inner;
+        let mut seen = HashSet::new();
+        for (_, name) in claims.get(&rid).into_iter().flatten() {
+            if !seen.insert(name) {
+                continue;
+            }
+            if let Some(v) = views.get_mut(name) {
+                v.stored_bytes = v.stored_bytes.saturating_sub(old).saturating_add(new);
+            }
+        }
+    }
+
+    /// The remembered size of a repository.
+    pub fn size(&self, rid: &RepoId) -> Option<u64> {
+        self.read().sizes.get(rid).copied()
     }
 
     /// Egress: who pays for bytes served of `rid` — the host's tenant if given, else the
@@ -96,7 +124,7 @@ impl Tenants {
         let inner = self.read();
         let t = inner.tenants.get(tenant)?;
         let limit = t.quotas.egress_bytes_per_day?;
-        if inner.usage(t).egress_today_bytes < limit {
+        if inner.egress_today(tenant) < limit {
             return None;
         }
         drop(inner);

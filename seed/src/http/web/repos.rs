@@ -105,13 +105,10 @@ pub(super) fn repo_info(
 
 /// The tenant's short aliases on its hostname (`RepoInfo.alias`); none elsewhere.
 fn aliases(state: &HttpState, scope: &Scope) -> HashMap<RepoId, String> {
-    let Some((t, _)) = scope.tenant().and_then(|t| state.tenancy.tenants.get(t)) else {
-        return HashMap::new();
-    };
-    t.repos
-        .into_iter()
-        .filter_map(|r| Some((r.rid, r.alias?)))
-        .collect()
+    scope
+        .tenant()
+        .map(|t| state.tenancy.tenants.aliases(t))
+        .unwrap_or_default()
 }
 
 async fn page(
