@@ -381,6 +381,8 @@ struct SeeddRun {
     admin: u16,
     p2p: u16,
     data: PathBuf,
+    bin: PathBuf,
+    log_name: String,
 }
 
 impl SeeddRun {
@@ -390,6 +392,11 @@ impl SeeddRun {
         if std::fs::symlink_metadata(&link).is_err() {
             std::os::unix::fs::symlink(storage, &link).unwrap();
         }
+        Self::spawn(bin, data, log_name)
+    }
+
+    /// seedd on three free ports (the config is rewritten each time).
+    fn spawn(bin: &Path, data: &Path, log_name: &str) -> Self {
         let (http, admin, p2p) = (free_port(), free_port(), free_port());
         let config = format!(
             "data_dir = \"{}\"\nalias = \"scale\"\n[p2p]\nlisten = [\"127.0.0.1:{p2p}\"]\nrelay = \"always\"\n[http]\nlisten = \"127.0.0.1:{http}\"\n[admin]\nlisten = \"127.0.0.1:{admin}\"\n[policy]\ndefault = \"allow\"\nscope = \"all\"\n",
@@ -418,7 +425,16 @@ impl SeeddRun {
             admin,
             p2p,
             data: data.to_owned(),
+            bin: bin.to_owned(),
+            log_name: log_name.to_owned(),
         }
+    }
+
+    /// Whether seedd exited because a port `free_port` chose was taken before seedd bound it.
+    fn lost_a_port(&mut self) -> bool {
+        matches!(self.child.try_wait(), Ok(Some(_)))
+            && std::fs::read_to_string(self.data.join(&self.log_name))
+                .is_ok_and(|l| l.contains("Address already in use"))
     }
 
     fn pid(&self) -> u32 {
@@ -441,11 +457,25 @@ impl SeeddRun {
     }
 
     fn wait_ready(&mut self, log: &dyn Fn(&str)) -> Duration {
-        let url = format!("http://127.0.0.1:{}/readyz", self.admin);
+        let mut url = format!("http://127.0.0.1:{}/readyz", self.admin);
         let mut last_log = Instant::now();
+        let mut retries = 0;
         loop {
             if matches!(http_get(&url, &[]), Ok((200, _))) {
                 return self.started.elapsed();
+            }
+            if retries < 3 && self.lost_a_port() {
+                // Another process took a port between choosing it and seedd binding it: start
+                // again on fresh ports (the clock restarts with it).
+                retries += 1;
+                log("  a port was taken before seedd bound it; starting again on other ports");
+                *self = Self::spawn(
+                    &self.bin.clone(),
+                    &self.data.clone(),
+                    &self.log_name.clone(),
+                );
+                url = format!("http://127.0.0.1:{}/readyz", self.admin);
+                continue;
             }
             assert!(
                 alive(self.pid()) && self.started.elapsed() < READY_MAX,
