@@ -221,6 +221,38 @@ impl Seed {
     }
 
     pub fn start(opts: SeedOptions) -> Seed {
+        // `free_port` picks ports that another process may take before seedd binds them:
+        // then seedd exits at once naming the address, and the seed starts again on others.
+        for _ in 0..3 {
+            let mut seed = Self::start_once(opts.clone());
+            if opts.p2p_port.is_none() && seed.lost_a_port() {
+                eprintln!("seedd lost a port to another process; starting it again");
+                continue;
+            }
+            seed.wait_ready();
+            return seed;
+        }
+        let seed = Self::start_once(opts);
+        seed.wait_ready();
+        seed
+    }
+
+    /// Whether seedd exited within its first second because an address was in use.
+    fn lost_a_port(&mut self) -> bool {
+        let deadline = Instant::now() + Duration::from_secs(1);
+        while Instant::now() < deadline {
+            if matches!(self.child.try_wait(), Ok(Some(_))) {
+                return self.logs().contains("Address already in use");
+            }
+            if self.logs().contains("http listening") {
+                return false;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        false
+    }
+
+    fn start_once(opts: SeedOptions) -> Seed {
         let dir = tempfile::tempdir().unwrap();
         let data = opts
             .data_dir
@@ -288,7 +320,6 @@ impl Seed {
             log,
             admin_tls: opts.admin_tls.clone(),
         };
-        seed.wait_ready();
         seed
     }
 
