@@ -187,8 +187,23 @@ struct ReposQuery {
     after: Option<String>,
 }
 
+/// Rows read as `limit + 1` cut to `limit`, and the next page's cursor (the last row kept)
+/// when the extra row shows that more follow.
+fn split_page<T>(
+    mut rows: Vec<T>,
+    limit: usize,
+    cursor: impl Fn(&T) -> String,
+) -> (Vec<T>, Option<String>) {
+    if rows.len() <= limit {
+        return (rows, None);
+    }
+    rows.truncate(limit);
+    let next = rows.last().map(cursor);
+    (rows, next)
+}
+
 /// A page size from the query: the default when absent, at most `api::PAGE_MAX_LIMIT`.
-fn page_limit(limit: Option<usize>) -> Result<usize, Box<Response>> {
+pub(super) fn page_limit(limit: Option<usize>) -> Result<usize, Box<Response>> {
     match limit {
         None => Ok(api::PAGE_DEFAULT_LIMIT),
         Some(0) => Err(Box::new(bad_request("limit must be at least 1".to_owned()))),
@@ -384,10 +399,8 @@ async fn routing(
     let (rows, total) = state
         .net
         .routing_page(rid, nid, after, limit.saturating_add(1));
-    let next = (rows.len() > limit)
-        .then(|| rows.get(limit - 1).map(|r| format!("{}/{}", r.rid, r.nid)))
-        .flatten();
-    let routes = rows.into_iter().take(limit).map(convert::route).collect();
+    let (rows, next) = split_page(rows, limit, |r| format!("{}/{}", r.rid, r.nid));
+    let routes = rows.into_iter().map(convert::route).collect();
     Json(api::RoutingResponse {
         routes,
         next,
@@ -416,10 +429,8 @@ async fn nodes(
         Err(r) => return *r,
     };
     let (rows, total) = state.net.nodes_page(after, limit.saturating_add(1));
-    let next = (rows.len() > limit)
-        .then(|| rows.get(limit - 1).map(|n| n.nid.to_string()))
-        .flatten();
-    let nodes = rows.into_iter().take(limit).map(convert::node).collect();
+    let (rows, next) = split_page(rows, limit, |n| n.nid.to_string());
+    let nodes = rows.into_iter().map(convert::node).collect();
     Json(api::NodesResponse { nodes, next, total }).into_response()
 }
 

@@ -77,9 +77,15 @@ struct ListQuery {
 }
 
 /// A maintenance cursor: `<score>/<rid>` of the previous page's last entry.
-fn parse_cursor(cursor: &str) -> Option<(u64, crate::crypto::RepoId)> {
-    let (score, rid) = cursor.split_once('/')?;
-    Some((score.parse().ok()?, rid.parse().ok()?))
+fn parse_cursor(cursor: &str) -> Result<(u64, crate::crypto::RepoId), Box<Response>> {
+    cursor
+        .split_once('/')
+        .and_then(|(score, rid)| Some((score.parse().ok()?, rid.parse().ok()?)))
+        .ok_or_else(|| {
+            Box::new(super::bad_request(format!(
+                "invalid cursor {cursor:?}: expected <score>/<rid> (a page's `next`)"
+            )))
+        })
 }
 
 /// Held repositories, measured now, with their last run; highest debt first, a page of
@@ -89,19 +95,13 @@ async fn list(
     State(state): State<Arc<AdminState>>,
     axum::extract::Query(q): axum::extract::Query<ListQuery>,
 ) -> Response {
-    let limit = match q.limit {
-        None => api::PAGE_DEFAULT_LIMIT,
-        Some(0) => return super::bad_request("limit must be at least 1".to_owned()),
-        Some(n) => n.min(api::PAGE_MAX_LIMIT),
+    let limit = match super::page_limit(q.limit) {
+        Ok(l) => l,
+        Err(r) => return *r,
     };
-    let after = match q.after.as_deref().map(|c| parse_cursor(c).ok_or(c)) {
-        None => None,
-        Some(Ok(c)) => Some(c),
-        Some(Err(c)) => {
-            return super::bad_request(format!(
-                "invalid cursor {c:?}: expected <score>/<rid> (a page's `next`)"
-            ))
-        }
+    let after = match q.after.as_deref().map(parse_cursor).transpose() {
+        Ok(a) => a,
+        Err(r) => return *r,
     };
     let m = &state.maintainer;
     match m.list().await {
