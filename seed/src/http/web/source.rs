@@ -166,7 +166,15 @@ async fn with_repo<T: Send + 'static>(
     rid: &str,
     f: impl FnOnce(&gix::Repository, &crate::index::RepoRecord) -> Result<T, WebError> + Send + 'static,
 ) -> Result<T, WebError> {
-    let record = super::repo(state, scope, rid)?;
+    with_record(state, super::repo(state, scope, rid)?, f).await
+}
+
+/// [`with_repo`] for a repository already resolved (and its visibility checked).
+async fn with_record<T: Send + 'static>(
+    state: &Arc<HttpState>,
+    record: crate::index::RepoRecord,
+    f: impl FnOnce(&gix::Repository, &crate::index::RepoRecord) -> Result<T, WebError> + Send + 'static,
+) -> Result<T, WebError> {
     let storage = state.storage.clone();
     heavy(state, move || {
         let repo = open(&storage, record.rid)?;
@@ -284,15 +292,12 @@ async fn tree_at(
     if let Some(body) = state.web.trees.get(record.rid, id, &path) {
         return Ok(cached_bytes(IMMUTABLE, body));
     }
-    let key = path.clone();
-    let v = with_repo(&state, &scope, &rid, move |repo, _| {
-        tree_json(repo, id, &path)
-    })
-    .await?;
+    let (rid, key) = (record.rid, path.clone());
+    let v = with_record(&state, record, move |repo, _| tree_json(repo, id, &path)).await?;
     Ok(match serde_json::to_vec(&v) {
         Ok(body) => {
             let body = bytes::Bytes::from(body);
-            state.web.trees.put(record.rid, id, &key, body.clone());
+            state.web.trees.put(rid, id, &key, body.clone());
             cached_bytes(IMMUTABLE, body)
         }
         Err(_) => cached(IMMUTABLE, &v),
