@@ -411,13 +411,21 @@ impl Index {
 
     /// The stored ref snapshot of a repository.
     pub fn refs(&self, rid: &RepoId) -> Result<Vec<(String, RefTarget)>, IndexError> {
+        self.refs_under(rid, "")
+    }
+
+    /// The refs of `rid` whose names start with `prefix` (e.g. `refs/heads/`), read from the
+    /// first such key on: the scan costs those refs, not the repository's namespaces.
+    pub fn refs_under(
+        &self,
+        rid: &RepoId,
+        prefix: &str,
+    ) -> Result<Vec<(String, RefTarget)>, IndexError> {
+        let start = [rid.as_bytes().as_slice(), prefix.as_bytes()].concat();
         let mut out = Vec::new();
-        for item in self
-            .db
-            .prefix_iterator_cf(self.cf(CF_REFS)?, rid.as_bytes())
-        {
+        for item in self.db.prefix_iterator_cf(self.cf(CF_REFS)?, &start) {
             let (k, v) = item?;
-            if !k.starts_with(rid.as_bytes()) {
+            if !k.starts_with(&start) {
                 break;
             }
             let name = String::from_utf8_lossy(&k[20..]).into_owned();
@@ -684,6 +692,46 @@ mod tests {
             namespaces: vec![],
             indexed_at: 0,
         }
+    }
+
+    #[test]
+    fn refs_under_reads_one_prefix_of_one_repository() {
+        let dir = tempfile::tempdir().unwrap();
+        let index = Index::open(dir.path()).unwrap();
+        let (a, b) = (
+            RepoId::from_oid_bytes([1; 20]),
+            RepoId::from_oid_bytes([2; 20]),
+        );
+        let oid = gix::ObjectId::from_bytes_or_panic(&[7; 20]);
+        let names = [
+            "HEAD",
+            "refs/heads/main",
+            "refs/heads/x",
+            "refs/namespaces/z6Mk/refs/heads/main",
+            "refs/tags/v1",
+        ];
+        let refs: Vec<_> = names
+            .iter()
+            .map(|n| (n.to_string(), RefTarget::Oid(oid)))
+            .collect();
+        index.put_repo(&record(a), &refs, &[]).unwrap();
+        index.put_repo(&record(b), &refs, &[]).unwrap();
+        let got = |p: &str| -> Vec<String> {
+            index
+                .refs_under(&a, p)
+                .unwrap()
+                .into_iter()
+                .map(|r| r.0)
+                .collect()
+        };
+        assert_eq!(got("refs/heads/"), ["refs/heads/main", "refs/heads/x"]);
+        assert_eq!(got("refs/tags/"), ["refs/tags/v1"]);
+        assert!(got("refs/remotes/").is_empty());
+        assert_eq!(
+            got("").len(),
+            5,
+            "the empty prefix is every ref of the repository"
+        );
     }
 
     #[test]

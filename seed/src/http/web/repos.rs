@@ -140,7 +140,7 @@ async fn page(
         let counts = counts(state, r).await?;
         if let Some(info) = repo_info(r, *s, aliases.get(&r.rid), &counts) {
             out.push(info);
-            refs.push((r.rid, state.index.refs(&r.rid).map_err(WebError::index)?));
+            refs.push((r.rid, top_level_refs(state, &r.rid)?));
         }
     }
     // `refs` as `one` gives them (httpd lists them too), peeled in one blocking pass per page.
@@ -181,13 +181,28 @@ pub(super) async fn one(
     let mut info = repo_info(&r, seeding(&state, &r), alias.as_ref(), &counts).ok_or(
         WebError::NotFound("repository has no project or no default branch"),
     )?;
-    let refs = state.index.refs(&r.rid).map_err(WebError::index)?;
+    let refs = top_level_refs(&state, &r.rid)?;
     let storage = state.storage.clone();
     let canonical = super::blocking(move || canonical_refs(&storage, r.rid, refs)).await?;
     if let Some(o) = info.as_object_mut() {
         o.insert("refs".into(), canonical);
     }
     Ok(Json(info).into_response())
+}
+
+/// The canonical branches and tags of `rid` from the index (namespaces are not read).
+fn top_level_refs(state: &HttpState, rid: &RepoId) -> Result<Vec<(String, RefTarget)>, WebError> {
+    let mut refs = state
+        .index
+        .refs_under(rid, "refs/heads/")
+        .map_err(WebError::index)?;
+    refs.extend(
+        state
+            .index
+            .refs_under(rid, "refs/tags/")
+            .map_err(WebError::index)?,
+    );
+    Ok(refs)
 }
 
 /// `refs` of `RepoInfo`: the canonical (top-level) branches and tags, peeled to commits.
