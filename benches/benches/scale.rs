@@ -397,27 +397,19 @@ impl SeeddRun {
 
     /// seedd on three free ports (the config is rewritten each time).
     fn spawn(bin: &Path, data: &Path, log_name: &str) -> Self {
-        let (http, admin, p2p) = (free_port(), free_port(), free_port());
-        let config = format!(
-            "data_dir = \"{}\"\nalias = \"scale\"\n[p2p]\nlisten = [\"127.0.0.1:{p2p}\"]\nrelay = \"always\"\n[http]\nlisten = \"127.0.0.1:{http}\"\n[admin]\nlisten = \"127.0.0.1:{admin}\"\n[policy]\ndefault = \"allow\"\nscope = \"all\"\n",
-            data.display()
-        );
-        let config_path = data.join("seedd.toml");
-        std::fs::write(&config_path, config).unwrap();
-        let log = std::fs::File::create(data.join(log_name)).unwrap();
         let started = Instant::now();
-        let child = Command::new(bin)
-            .arg("run")
-            .arg("--config")
-            .arg(&config_path)
-            .env("RUST_LOG", "info")
-            // Latency one request at a time, not admission: no per-IP request limit.
-            .env("SEEDD_HTTP__RATE__PER_IP_REQUESTS_PER_SECOND", "0")
-            .stdin(Stdio::null())
-            .stdout(log.try_clone().unwrap())
-            .stderr(log)
-            .spawn()
-            .unwrap();
+        let seedd_benches::SpawnedSeedd {
+            child,
+            http,
+            admin,
+            p2p,
+        } = seedd_benches::spawn_seedd(
+            bin,
+            data,
+            "scale",
+            "relay = \"always\"\n",
+            &data.join(log_name),
+        );
         SeeddRun {
             child,
             started,

@@ -135,26 +135,8 @@ fn start_seedd(bin: &Path, dir: &Path, storage: &Path) -> Server {
     let data = dir.join("seedd-data");
     std::fs::create_dir_all(&data).unwrap();
     std::os::unix::fs::symlink(storage, data.join("storage")).unwrap();
-    let (http, admin, p2p) = (free_port(), free_port(), free_port());
-    let config = format!(
-        "data_dir = \"{}\"\nalias = \"web-bench\"\n[p2p]\nlisten = [\"127.0.0.1:{p2p}\"]\n[http]\nlisten = \"127.0.0.1:{http}\"\n[admin]\nlisten = \"127.0.0.1:{admin}\"\n[policy]\ndefault = \"allow\"\nscope = \"all\"\n",
-        data.display()
-    );
-    let config_path = dir.join("seedd.toml");
-    std::fs::write(&config_path, config).unwrap();
-    let log = std::fs::File::create(dir.join("seedd.log")).unwrap();
-    let child = Command::new(bin)
-        .arg("run")
-        .arg("--config")
-        .arg(&config_path)
-        .env("RUST_LOG", "info")
-        // Throughput, not admission: no per-IP request limit (httpd has none).
-        .env("SEEDD_HTTP__RATE__PER_IP_REQUESTS_PER_SECOND", "0")
-        .stdin(Stdio::null())
-        .stdout(log.try_clone().unwrap())
-        .stderr(log)
-        .spawn()
-        .unwrap();
+    let s = seedd_benches::spawn_seedd(bin, &data, "web-bench", "", &dir.join("seedd.log"));
+    let (child, http) = (s.child, s.http);
     Server {
         name: "seedd",
         child,

@@ -408,6 +408,55 @@ where
     Ok((decoder, frames))
 }
 
+/// A seedd started by a bench: the process and its loopback ports.
+pub struct SpawnedSeedd {
+    pub child: std::process::Child,
+    pub http: u16,
+    pub admin: u16,
+    pub p2p: u16,
+}
+
+/// `bin run` on three free loopback ports with `data` as its data dir (config written to
+/// `data/seedd.toml`; `extra_p2p` lines go in `[p2p]`), policy allow/all, `RUST_LOG=info`,
+/// no per-IP request limit (benches measure cost, not admission); log to `log`.
+pub fn spawn_seedd(
+    bin: &Path,
+    data: &Path,
+    alias: &str,
+    extra_p2p: &str,
+    log: &Path,
+) -> SpawnedSeedd {
+    let (http, admin, p2p) = (
+        seedd_tests::free_port(),
+        seedd_tests::free_port(),
+        seedd_tests::free_port(),
+    );
+    let config = format!(
+        "data_dir = \"{}\"\nalias = \"{alias}\"\n[p2p]\nlisten = [\"127.0.0.1:{p2p}\"]\n{extra_p2p}[http]\nlisten = \"127.0.0.1:{http}\"\n[admin]\nlisten = \"127.0.0.1:{admin}\"\n[policy]\ndefault = \"allow\"\nscope = \"all\"\n",
+        data.display()
+    );
+    let config_path = data.join("seedd.toml");
+    std::fs::write(&config_path, config).unwrap();
+    let log = std::fs::File::create(log).unwrap();
+    let child = Command::new(bin)
+        .arg("run")
+        .arg("--config")
+        .arg(&config_path)
+        .env("RUST_LOG", "info")
+        .env("SEEDD_HTTP__RATE__PER_IP_REQUESTS_PER_SECOND", "0")
+        .stdin(Stdio::null())
+        .stdout(log.try_clone().unwrap())
+        .stderr(log)
+        .spawn()
+        .unwrap();
+    SpawnedSeedd {
+        child,
+        http,
+        admin,
+        p2p,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use std::process::{Command, Stdio};
