@@ -2,7 +2,7 @@
 //! validating what arrived and applying it (protocol.md §5.4–§5.7, §6.4–§6.6).
 //!
 //! The git protocol-v2 client is real `git fetch`, talking through the `ext::` transport to
-//! `seedd bridge`, which relays its bytes to this daemon over a private Unix socket; the daemon
+//! `seedd-bridge` (or `seedd bridge`), which relays its bytes to this daemon over a private Unix socket; the daemon
 //! carries them on the stream. Why `git fetch`: it brings negotiation (haves from every local
 //! ref), thin-pack resolution, `index-pack` and connectivity checks — everything radicle-fetch
 //! gets from gix. The daemon sends the stream's header pkt-line
@@ -21,7 +21,6 @@
 
 mod after;
 mod apply;
-mod bridge;
 mod plumbing;
 mod queue;
 mod transfer;
@@ -44,7 +43,7 @@ use crate::storage::Storage;
 
 pub(crate) use after::AfterFetch;
 pub(crate) use apply::{Outcome, ValidationError};
-pub use bridge::bridge;
+pub use seedd_bridge::bridge;
 use transfer::Stage;
 pub(crate) use workdir::recover;
 use workdir::{git_init, quarantine_init, RemoveOnDrop};
@@ -544,7 +543,7 @@ impl Fetcher {
         // what validation accepts is migrated. A failed fetch leaves nothing behind: the work
         // directory goes with it (and with a crash, at the next start).
         let quarantine = work.join("quarantine.git");
-        quarantine_init(&inner.cfg, &quarantine, &repo).await?;
+        quarantine_init(&quarantine, &repo).await?;
 
         let policies = inner.policies.clone();
         let scope = policies.seeding(&rid).unwrap_or(Scope::All);

@@ -185,17 +185,6 @@ impl Batch<'_> {
         Ok(())
     }
 
-    pub(crate) fn delete_range(
-        &mut self,
-        cf: &'static str,
-        from: &[u8],
-        to: &[u8],
-    ) -> Result<(), IndexError> {
-        self.sync |= durable(cf);
-        self.batch.delete_range_cf(self.index.cf(cf)?, from, to);
-        Ok(())
-    }
-
     /// Whether committing this batch syncs the WAL.
     #[cfg(test)]
     fn is_synced(&self) -> bool {
@@ -461,7 +450,7 @@ impl Index {
     ) -> Result<(), IndexError> {
         let rid = record.rid;
         let mut batch = self.batch();
-        Self::delete_repo_into(&mut batch, &rid)?;
+        self.delete_repo_into(&mut batch, &rid)?;
         let value = serde_json::to_vec(record).map_err(|e| IndexError::Corrupt {
             cf: CF_REPOS,
             reason: e.to_string(),
@@ -603,19 +592,30 @@ impl Index {
     /// Forget a repository (it left storage).
     pub fn remove_repo(&self, rid: &RepoId) -> Result<(), IndexError> {
         let mut batch = self.batch();
-        Self::delete_repo_into(&mut batch, rid)?;
+        self.delete_repo_into(&mut batch, rid)?;
         let mut census = self.census();
         self.commit(batch)?;
         census.remove(rid);
         Ok(())
     }
 
-    fn delete_repo_into(batch: &mut Batch<'_>, rid: &RepoId) -> Result<(), IndexError> {
-        let start = rid.as_bytes().to_vec();
-        let end = prefix_end(&start);
-        batch.delete(CF_REPOS, &start)?;
-        batch.delete_range(CF_REFS, &start, &end)?;
-        batch.delete_range(CF_SIGREFS, &start, &end)?;
+    /// Deletes, in `batch`, the record of `rid` and every ref and signed refs entry it has,
+    /// key by key. Not RocksDB range deletions: the index writes one per repository when it is
+    /// rebuilt, and every prefix scan then had to step through range tombstones until a
+    /// compaction dropped them — at 100,000 repositories the largest index cost of a fetch.
+    /// A repository's keys are few (its refs); finding them is one prefix scan per family (a
+    /// new repository's answered by the prefix bloom filter).
+    fn delete_repo_into(&self, batch: &mut Batch<'_>, rid: &RepoId) -> Result<(), IndexError> {
+        batch.delete(CF_REPOS, rid.as_bytes())?;
+        for cf in [CF_REFS, CF_SIGREFS] {
+            for item in self.db.prefix_iterator_cf(self.cf(cf)?, rid.as_bytes()) {
+                let (k, _) = item?;
+                if !k.starts_with(rid.as_bytes()) {
+                    break;
+                }
+                batch.delete(cf, &k)?;
+            }
+        }
         Ok(())
     }
 }
@@ -634,21 +634,6 @@ fn dirty_key(rid: &RepoId) -> Vec<u8> {
     let mut key = DIRTY_PREFIX.to_vec();
     key.extend_from_slice(rid.as_bytes());
     key
-}
-
-/// Smallest key greater than every key with this prefix (the prefix is never all 0xff for a
-/// 20-byte RID in practice; if it is, append a byte so the range still covers it).
-fn prefix_end(prefix: &[u8]) -> Vec<u8> {
-    let mut end = prefix.to_vec();
-    while let Some(last) = end.pop() {
-        if last < 0xff {
-            end.push(last + 1);
-            return end;
-        }
-    }
-    let mut end = prefix.to_vec();
-    end.extend_from_slice(&[0xff; 64]);
-    end
 }
 
 fn encode_target(t: &RefTarget) -> Vec<u8> {
@@ -881,7 +866,7 @@ mod tests {
         let index = Index::open(dir.path()).unwrap();
         let mut b = index.batch();
         b.put(CF_REPOS, b"k", b"v").unwrap();
-        b.delete_range(CF_REFS, b"a", b"b").unwrap();
+        b.delete(CF_REFS, b"a").unwrap();
         assert!(!b.is_synced(), "rebuildable data is not synced");
         b.delete(gossip::CF_BANS, b"k").unwrap();
         assert!(b.is_synced(), "one durable CF syncs the whole batch");
@@ -989,11 +974,5 @@ mod tests {
             write().unwrap();
             assert_eq!(syncs(), before, "{name} is rebuildable and not synced");
         }
-    }
-
-    #[test]
-    fn prefix_end_covers_the_prefix() {
-        assert_eq!(prefix_end(&[1, 2]), vec![1, 3]);
-        assert_eq!(prefix_end(&[1, 0xff]), vec![2]);
     }
 }

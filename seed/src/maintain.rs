@@ -160,9 +160,40 @@ struct Inner {
     /// Repositories with a background run queued or running (no duplicates).
     queued: Mutex<HashSet<RepoId>>,
     /// Latest score per repository (the debt gauge is their sum).
-    scores: Mutex<HashMap<RepoId, u64>>,
+    scores: Mutex<Scores>,
     /// When this process started (older lock files may be stale).
     started: SystemTime,
+}
+
+/// The latest debt score of each repository and their sum, kept as they change: a sweep
+/// stores one record per held repository, and summing every score at each store made a sweep
+/// quadratic in the number of repositories (at 100,000, most of the daemon's CPU for minutes).
+#[derive(Debug, Default)]
+struct Scores {
+    by_repo: HashMap<RepoId, u64>,
+    total: u64,
+}
+
+impl Scores {
+    fn insert(&mut self, rid: RepoId, score: u64) {
+        let old = self.by_repo.insert(rid, score).unwrap_or(0);
+        self.total = self.total.saturating_sub(old).saturating_add(score);
+    }
+
+    fn retain(&mut self, keep: impl Fn(&RepoId) -> bool) {
+        let total = &mut self.total;
+        self.by_repo.retain(|rid, score| {
+            let kept = keep(rid);
+            if !kept {
+                *total = total.saturating_sub(*score);
+            }
+            kept
+        });
+    }
+
+    fn total(&self) -> u64 {
+        self.total
+    }
 }
 
 fn unix_now() -> u64 {
@@ -211,7 +242,7 @@ impl Maintainer {
                 locks: RepoLocks::default(),
                 wake: Notify::new(),
                 queued: Mutex::new(HashSet::new()),
-                scores: Mutex::new(HashMap::new()),
+                scores: Mutex::new(Scores::default()),
                 started: SystemTime::now(),
             }),
         }
@@ -335,7 +366,7 @@ impl Maintainer {
             .scores
             .lock()
             .unwrap_or_else(|e| e.into_inner())
-            .retain(|rid, _| held_set.contains(rid));
+            .retain(|rid| held_set.contains(rid));
         let mut out = Vec::with_capacity(held.len());
         for rid in held {
             match self.measure(rid) {
@@ -391,10 +422,12 @@ impl Maintainer {
         inner.index.put_maintenance_record(rid, &bytes)?;
         let m = &inner.metrics.maintenance;
         m.packs.observe(record.debt.packs as f64);
-        let mut scores = inner.scores.lock().unwrap_or_else(|e| e.into_inner());
-        scores.insert(*rid, record.score);
-        m.debt
-            .set(i64::try_from(scores.values().sum::<u64>()).unwrap_or(i64::MAX));
+        let total = {
+            let mut scores = inner.scores.lock().unwrap_or_else(|e| e.into_inner());
+            scores.insert(*rid, record.score);
+            scores.total()
+        };
+        m.debt.set(i64::try_from(total).unwrap_or(i64::MAX));
         Ok(())
     }
 
@@ -574,6 +607,22 @@ impl Maintainer {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn the_debt_total_follows_inserts_replacements_and_removals() {
+        let rid = |b: u8| crate::crypto::RepoId::from([b; 20]);
+        let mut s = super::Scores::default();
+        s.insert(rid(1), 10);
+        s.insert(rid(2), 5);
+        assert_eq!(s.total(), 15);
+        s.insert(rid(1), 3);
+        assert_eq!(s.total(), 8);
+        s.retain(|r| *r != rid(2));
+        assert_eq!(s.total(), 3);
+        assert_eq!(s.by_repo.len(), 1);
+        s.retain(|_| false);
+        assert_eq!(s.total(), 0);
+    }
+
     use super::*;
 
     fn settings(dir: &std::path::Path) -> Settings {

@@ -91,7 +91,7 @@ pub(super) fn data_wants(
     wants: &dyn Fn(&NodeId, bool) -> bool,
 ) -> Result<Vec<String>, FetchError> {
     let gix_repo = gix::open(q).map_err(FetchError::repository)?;
-    let fetched: BTreeMap<String, String> = refs_under(cfg, q, QUARANTINE)?.into_iter().collect();
+    let fetched: BTreeMap<String, String> = refs_under(q, QUARANTINE)?.into_iter().collect();
     // Delegates come from the identity the fetch will be validated against (ours unless the
     // peer's is a verified successor), never from an unverified document.
     let ident = resolve_identity(cfg, &gix_repo, rid, q, live, &fetched)?.ident;
@@ -111,11 +111,7 @@ pub(super) fn data_wants(
         if !wants(&nid, ident.doc.delegates.contains(&nid)) {
             continue;
         }
-        let current = held_ref(
-            cfg,
-            live,
-            &format!("refs/namespaces/{nid}/refs/rad/sigrefs"),
-        )?;
+        let current = held_ref(live, &format!("refs/namespaces/{nid}/refs/rad/sigrefs"))?;
         if current.as_deref() == Some(tip.as_str()) {
             continue;
         }
@@ -145,7 +141,7 @@ pub(super) fn identity_delegates(
     live: &Path,
 ) -> Result<Vec<NodeId>, FetchError> {
     let gix_repo = gix::open(q).map_err(FetchError::repository)?;
-    let fetched: BTreeMap<String, String> = refs_under(cfg, q, QUARANTINE)?.into_iter().collect();
+    let fetched: BTreeMap<String, String> = refs_under(q, QUARANTINE)?.into_iter().collect();
     Ok(resolve_identity(cfg, &gix_repo, rid, q, live, &fetched)?
         .ident
         .doc
@@ -179,7 +175,7 @@ pub(super) fn resolve_identity(
         .ok_or(ValidationError::MissingIdentity)?;
     let offered =
         gix::ObjectId::from_hex(offered_hex.as_bytes()).map_err(FetchError::repository)?;
-    let Some(ours_hex) = held_ref(cfg, live, "refs/rad/id")? else {
+    let Some(ours_hex) = held_ref(live, "refs/rad/id")? else {
         let ident = cob::verify_identity(git, rid, offered).map_err(ValidationError::from)?;
         return Ok(Resolved { ident, adopt: true });
     };
@@ -226,14 +222,14 @@ pub(super) fn validate_and_apply(
     wants: &dyn Fn(&NodeId, bool) -> bool,
 ) -> Result<Outcome, FetchError> {
     let gix_repo = gix::open(q).map_err(FetchError::repository)?;
-    let fetched = refs_under(cfg, q, QUARANTINE)?;
+    let fetched = refs_under(q, QUARANTINE)?;
     let fetched: BTreeMap<String, String> = fetched.into_iter().collect();
 
     // 1. The identity document: ours, or the peer's when it is a verified successor.
     // Every ref of the repository as validation starts: the transaction only commits if none
     // of the refs it writes moved meanwhile (another writer, or this apply outliving its fetch's
     // deadline while a newer fetch ran) — never a step back.
-    let before = snapshot(cfg, live)?;
+    let before = snapshot(live)?;
     let resolved = resolve_identity(cfg, &gix_repo, rid, q, live, &fetched)?;
     let ident = &resolved.ident;
     let doc = &ident.doc;
@@ -280,11 +276,7 @@ pub(super) fn validate_and_apply(
                 continue;
             }
         };
-        let current = held_ref(
-            cfg,
-            live,
-            &format!("refs/namespaces/{nid}/refs/rad/sigrefs"),
-        )?;
+        let current = held_ref(live, &format!("refs/namespaces/{nid}/refs/rad/sigrefs"))?;
         match &current {
             Some(cur) if cur == tip => {
                 // Unchanged.
@@ -350,7 +342,7 @@ pub(super) fn validate_and_apply(
             continue;
         }
         // Refs we hold in that namespace that are no longer signed go away.
-        let held = refs_under(cfg, live, &format!("refs/namespaces/{nid}/"))?;
+        let held = refs_under(live, &format!("refs/namespaces/{nid}/"))?;
         for (name, _) in held {
             let rel = name
                 .strip_prefix(&format!("refs/namespaces/{nid}/"))
@@ -393,7 +385,7 @@ pub(super) fn validate_and_apply(
             let tip = if let Some(signed) = applied.get(d) {
                 signed.get(&name).map(ToString::to_string)
             } else {
-                held_ref(cfg, live, &format!("refs/namespaces/{d}/{name}"))?
+                held_ref(live, &format!("refs/namespaces/{d}/{name}"))?
             };
             if let Some(t) = tip {
                 tips.push(t);
@@ -413,16 +405,21 @@ pub(super) fn validate_and_apply(
     migrate(cfg, q, live, &tips)?;
     transaction(cfg, live, &guarded(&lines, &before))?;
     if let Some(branch) = &default_branch {
-        let _ = git(cfg, live)
-            .args(["symbolic-ref", "HEAD", &format!("refs/heads/{branch}")])
-            .status();
+        // Almost always already so: read it rather than start a process to rewrite it.
+        let target = format!("ref: refs/heads/{branch}");
+        let head = std::fs::read_to_string(live.join("HEAD")).unwrap_or_default();
+        if head.trim_end() != target {
+            let _ = git(cfg, live)
+                .args(["symbolic-ref", "HEAD", &format!("refs/heads/{branch}")])
+                .status();
+        }
     }
 
     // 5. Canonical refs of `xyz.radicle.crefs` rules (RIP-0004), from the applied state.
     let rules = cref_rules(&doc.payload, &doc.delegates);
     if !rules.is_empty() {
         let skip = default_branch.map(|b| format!("refs/heads/{b}"));
-        let before = snapshot(cfg, live)?;
+        let before = snapshot(live)?;
         let canonical = canonical_refs(cfg, live, &rules, skip.as_deref())?;
         if !canonical.is_empty() {
             let lines: Vec<String> = canonical
@@ -526,7 +523,7 @@ fn canonical_refs(
         .collect();
     for nid in voters {
         let prefix = format!("refs/namespaces/{nid}/");
-        for (name, oid) in refs_under(cfg, repo, &prefix)? {
+        for (name, oid) in refs_under(repo, &prefix)? {
             if let Some(rel) = name.strip_prefix(&prefix) {
                 tips.entry(rel.to_owned()).or_default().push((nid, oid));
             }

@@ -22,23 +22,9 @@ pub(super) fn no_stdin() -> FetchError {
     ))
 }
 
-/// `(name, oid)` of every ref under `prefix`.
-pub(super) fn refs_under(
-    cfg: &FetchConfig,
-    repo: &Path,
-    prefix: &str,
-) -> Result<Vec<(String, String)>, FetchError> {
-    let out = git(cfg, repo)
-        .args(["for-each-ref", "--format=%(refname) %(objectname)", prefix])
-        .output()?;
-    if !out.status.success() {
-        return Err(FetchError::git_stderr(&out.stderr));
-    }
-    Ok(String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .filter_map(|l| l.split_once(' '))
-        .map(|(n, o)| (n.to_owned(), o.to_owned()))
-        .collect())
+/// `(name, oid)` of every ref under `prefix` (`git for-each-ref`'s rule), read in process.
+pub(super) fn refs_under(repo: &Path, prefix: &str) -> Result<Vec<(String, String)>, FetchError> {
+    crate::storage::refs_matching(repo, prefix).map_err(FetchError::Repository)
 }
 
 pub(super) fn is_ancestor(
@@ -97,7 +83,7 @@ fn run_with_input(mut cmd: Command, what: &str, input: &[u8]) -> Result<Vec<u8>,
 
 /// Deletes every quarantine ref of `repo`.
 pub(crate) fn drop_quarantine(cfg: &FetchConfig, repo: &Path) {
-    if let Ok(refs) = refs_under(cfg, repo, QUARANTINE) {
+    if let Ok(refs) = refs_under(repo, QUARANTINE) {
         let lines: Vec<String> = refs.iter().map(|(n, _)| format!("delete {n}")).collect();
         if !lines.is_empty() {
             if let Err(e) = transaction(cfg, repo, &lines) {
@@ -108,11 +94,8 @@ pub(crate) fn drop_quarantine(cfg: &FetchConfig, repo: &Path) {
 }
 
 /// Every ref of `repo` and its oid.
-pub(super) fn snapshot(
-    cfg: &FetchConfig,
-    repo: &Path,
-) -> Result<BTreeMap<String, String>, FetchError> {
-    Ok(refs_under(cfg, repo, "refs/")?.into_iter().collect())
+pub(super) fn snapshot(repo: &Path) -> Result<BTreeMap<String, String>, FetchError> {
+    Ok(refs_under(repo, "refs/")?.into_iter().collect())
 }
 
 /// `update`/`delete` lines with the old value each ref had in `before` (the null oid: it must
@@ -139,12 +122,8 @@ pub(super) fn guarded(lines: &[String], before: &BTreeMap<String, String>) -> Ve
 }
 
 /// The oid of exactly the ref `name` in `repo`, if it exists.
-pub(super) fn held_ref(
-    cfg: &FetchConfig,
-    repo: &Path,
-    name: &str,
-) -> Result<Option<String>, FetchError> {
-    Ok(refs_under(cfg, repo, name)?
+pub(super) fn held_ref(repo: &Path, name: &str) -> Result<Option<String>, FetchError> {
+    Ok(refs_under(repo, name)?
         .into_iter()
         .find(|(n, _)| n == name)
         .map(|(_, o)| o))
@@ -172,7 +151,7 @@ pub(super) fn migrate(
         input.push('\n');
     }
     input.push_str("--not\n");
-    let mut held: Vec<String> = refs_under(cfg, live, "refs/")?
+    let mut held: Vec<String> = refs_under(live, "refs/")?
         .into_iter()
         .map(|(_, o)| o)
         .collect();

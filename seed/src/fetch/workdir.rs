@@ -22,22 +22,40 @@ pub(super) async fn git_init(cfg: &FetchConfig, path: &Path) -> Result<(), Fetch
     Ok(())
 }
 
+/// An empty bare repository at `path`, written in process: the parts of git's repository
+/// layout (gitrepository-layout(5)) that git needs to fetch into it (`HEAD`, `config`,
+/// `objects/`, `refs/`), and none of `git init`'s templates (hook samples, `description`,
+/// `info/exclude`). Every fetch makes one for its quarantine; `git init` cost several
+/// milliseconds of CPU, most of it creating the template files.
+fn bare_layout(path: &Path) -> std::io::Result<()> {
+    crate::fsutil::create_private_dir(path)?;
+    for dir in ["objects/info", "objects/pack", "refs/heads", "refs/tags"] {
+        std::fs::create_dir_all(path.join(dir))?;
+    }
+    std::fs::write(path.join("HEAD"), "ref: refs/heads/main\n")?;
+    std::fs::write(
+        path.join("config"),
+        "[core]\n\trepositoryformatversion = 0\n\tfilemode = true\n\tbare = true\n",
+    )?;
+    Ok(())
+}
+
 /// A bare repository at `path` whose object store falls back on `live`'s (alternates), so
 /// negotiation, thin packs and validation see what we hold while new objects stay apart.
-pub(super) async fn quarantine_init(
-    cfg: &FetchConfig,
-    path: &Path,
-    live: &Path,
-) -> Result<(), FetchError> {
-    git_init(cfg, path).await?;
-    let objects = std::path::absolute(live.join("objects"))?;
-    let mut line = objects.into_os_string();
-    line.push("\n");
-    tokio::fs::write(
-        path.join("objects").join("info").join("alternates"),
-        line.as_encoded_bytes(),
-    )
-    .await?;
+pub(super) async fn quarantine_init(path: &Path, live: &Path) -> Result<(), FetchError> {
+    let (path, live) = (path.to_owned(), live.to_owned());
+    // A few directory and file creations: on the blocking pool, not an async worker.
+    tokio::task::spawn_blocking(move || -> std::io::Result<()> {
+        bare_layout(&path)?;
+        let objects = std::path::absolute(live.join("objects"))?;
+        let mut line = objects.into_os_string();
+        line.push("\n");
+        std::fs::write(
+            path.join("objects").join("info").join("alternates"),
+            line.as_encoded_bytes(),
+        )
+    })
+    .await??;
     Ok(())
 }
 

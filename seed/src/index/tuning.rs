@@ -346,12 +346,24 @@ mod tests {
             "absent records are answered by the whole-key blooms"
         );
 
-        // Replacing and removing go by RID range (`prefix_end`): the neighbours keep theirs.
+        // Replacing and removing delete the RID's own keys: the neighbours keep theirs.
         index
             .put_repo(&record(ends_ff, "x"), &refs(1, 1), &[])
             .unwrap();
         index.remove_repo(&all_ff).unwrap();
         index.remove_repo(&ends_ffff).unwrap();
+        flush(&index);
+        for cf in [super::CF_REFS, super::CF_SIGREFS] {
+            let props = index
+                .db
+                .property_value_cf(index.cf(cf).unwrap(), "rocksdb.aggregated-table-properties")
+                .unwrap()
+                .unwrap_or_default();
+            assert!(
+                props.contains("# range deletions=0;") && props.contains("# deletions="),
+                "{cf}: keys deleted one by one, no range: {props}"
+            );
+        }
         for stage in ["after writes", "after compaction"] {
             assert_eq!(index.refs(&ends_ff).unwrap(), refs(1, 1), "{stage}");
             assert!(index.sigrefs(&ends_ff).unwrap().is_empty(), "{stage}");
