@@ -228,22 +228,23 @@ impl Identities {
     /// at start, after rescans and when policies or tenants change. A fetch changes one
     /// repository and goes through [`Identities::repo_changed`] instead.
     pub(crate) fn refresh(&self) {
-        let repos = match self.index.repos() {
-            Ok(r) => r,
+        // Records one at a time: only their visibility is kept, not 100,000 decoded records.
+        let visibility = match crate::net::visibility_map(&self.index) {
+            Ok(v) => v,
             Err(e) => {
                 tracing::error!(error = %e, "reading the index for the inventory failed");
                 return;
             }
         };
-        let public: BTreeSet<_> = repos
+        let public: BTreeSet<_> = visibility
             .iter()
-            .filter(|r| r.is_public())
-            .map(|r| r.rid)
+            .filter(|(_, v)| **v == seedd_proto::gossip::Visibility::Public)
+            .map(|(rid, _)| *rid)
             .collect();
         let mut inventories = self.inventories();
         // Every identity first learns who may see which repository (private ones: delegates
         // and allow list only), then its inventory.
-        let visibility = Arc::new(crate::net::visibility_map(&repos));
+        let visibility = Arc::new(visibility);
         self.default.set_visibility(visibility.clone());
         for r in self.lock().iter() {
             r.net.set_visibility(visibility.clone());
@@ -411,12 +412,8 @@ impl Identities {
             .map(|(rid, demand)| announce::Candidate {
                 rid,
                 demand,
-                updated: self
-                    .index
-                    .repo(&rid)
-                    .ok()
-                    .flatten()
-                    .map_or(0, |r| r.indexed_at),
+                // From the index's memory: this runs over every held repository.
+                updated: self.index.indexed_at(&rid).unwrap_or(0),
             })
             .collect();
         let previous = net.inventory().into_iter().collect();

@@ -201,50 +201,107 @@ pub struct Index {
     census: Arc<Mutex<Census>>,
 }
 
-/// Indexed repositories, their visibility and names, with the public ones counted and the
-/// repositories of each name listed (tenant aliases resolve names without reading records).
+/// Indexed repositories, their visibility, names and when each was indexed, with the public
+/// ones counted and the repositories of each name listed (tenant aliases resolve names without
+/// reading records; the over-the-cap inventory ranks by `indexed_at` without decoding
+/// records). One entry per repository, kept small: at 100,000 repositories it is resident.
 #[derive(Default)]
 struct Census {
-    repos: HashMap<RepoId, bool>,
+    repos: HashMap<RepoId, CensusEntry>,
     public: usize,
-    names: HashMap<RepoId, Arc<str>>,
-    by_name: HashMap<Arc<str>, BTreeSet<RepoId>>,
+    by_name: HashMap<Arc<str>, Named>,
+}
+
+struct CensusEntry {
+    public: bool,
+    indexed_at: u64,
+    name: Arc<str>,
+}
+
+/// The repositories of one name: almost always one, so no set is allocated for it (a
+/// one-element `BTreeSet` costs a whole B-tree node, ~200 bytes, per repository).
+enum Named {
+    One(RepoId),
+    Many(BTreeSet<RepoId>),
+}
+
+impl Named {
+    fn insert(&mut self, rid: RepoId) {
+        match self {
+            Named::One(one) if *one == rid => {}
+            Named::One(one) => *self = Named::Many(BTreeSet::from([*one, rid])),
+            Named::Many(set) => {
+                set.insert(rid);
+            }
+        }
+    }
+
+    /// Removes `rid`; whether none is left.
+    fn remove(&mut self, rid: &RepoId) -> bool {
+        match self {
+            Named::One(one) => one == rid,
+            Named::Many(set) => {
+                set.remove(rid);
+                set.is_empty()
+            }
+        }
+    }
+
+    fn to_set(&self) -> BTreeSet<RepoId> {
+        match self {
+            Named::One(one) => BTreeSet::from([*one]),
+            Named::Many(set) => set.clone(),
+        }
+    }
 }
 
 impl Census {
-    fn insert(&mut self, rid: RepoId, public: bool, name: &str) {
-        if self.repos.insert(rid, public) == Some(true) {
+    fn insert(&mut self, record: &RepoRecord) {
+        let rid = record.rid;
+        let public = record.is_public();
+        let name = record.name.as_str();
+        let same_name = self.repos.get(&rid).is_some_and(|e| &*e.name == name);
+        if !same_name {
+            self.forget_name(&rid);
+        }
+        let name: Arc<str> = match self.by_name.get_key_value(name) {
+            Some((n, _)) => n.clone(),
+            None => Arc::from(name),
+        };
+        if !same_name {
+            match self.by_name.get_mut(&name) {
+                Some(named) => named.insert(rid),
+                None => {
+                    self.by_name.insert(name.clone(), Named::One(rid));
+                }
+            }
+        }
+        let entry = CensusEntry {
+            public,
+            indexed_at: record.indexed_at,
+            name,
+        };
+        if self.repos.insert(rid, entry).is_some_and(|old| old.public) {
             self.public -= 1;
         }
         if public {
             self.public += 1;
         }
-        if self.names.get(&rid).is_some_and(|n| &**n == name) {
-            return;
-        }
-        self.forget_name(&rid);
-        let name: Arc<str> = match self.by_name.get_key_value(name) {
-            Some((n, _)) => n.clone(),
-            None => Arc::from(name),
-        };
-        self.by_name.entry(name.clone()).or_default().insert(rid);
-        self.names.insert(rid, name);
     }
 
     fn remove(&mut self, rid: &RepoId) {
-        if self.repos.remove(rid) == Some(true) {
+        self.forget_name(rid);
+        if self.repos.remove(rid).is_some_and(|old| old.public) {
             self.public -= 1;
         }
-        self.forget_name(rid);
     }
 
     fn forget_name(&mut self, rid: &RepoId) {
-        let Some(old) = self.names.remove(rid) else {
+        let Some(old) = self.repos.get(rid).map(|e| e.name.clone()) else {
             return;
         };
-        if let Some(set) = self.by_name.get_mut(&old) {
-            set.remove(rid);
-            if set.is_empty() {
+        if let Some(named) = self.by_name.get_mut(&old) {
+            if named.remove(rid) {
                 self.by_name.remove(&old);
             }
         }
@@ -285,9 +342,7 @@ impl Index {
         };
         index.check_schema()?;
         let mut census = Census::default();
-        for r in index.repos()? {
-            census.insert(r.rid, r.is_public(), &r.name);
-        }
+        index.for_each_repo(|r| census.insert(&r))?;
         index.census = Arc::new(Mutex::new(census));
         Ok(index)
     }
@@ -358,17 +413,25 @@ impl Index {
 
     pub fn repos(&self) -> Result<Vec<RepoRecord>, IndexError> {
         let mut out = Vec::new();
+        self.for_each_repo(|r| out.push(r))?;
+        Ok(out)
+    }
+
+    /// Every record in RID order, decoded one at a time and handed to `f`: what needs to see
+    /// every repository without holding them all (the census at open, the inventories), so
+    /// the start's peak memory is one record, not 100,000 of them.
+    pub fn for_each_repo(&self, mut f: impl FnMut(RepoRecord)) -> Result<(), IndexError> {
         for item in self
             .db
             .iterator_cf(self.cf(CF_REPOS)?, rocksdb::IteratorMode::Start)
         {
             let (_, v) = item?;
-            out.push(serde_json::from_slice(&v).map_err(|e| IndexError::Corrupt {
+            f(serde_json::from_slice(&v).map_err(|e| IndexError::Corrupt {
                 cf: CF_REPOS,
                 reason: e.to_string(),
             })?);
         }
-        Ok(out)
+        Ok(())
     }
 
     pub fn repo_count(&self) -> Result<usize, IndexError> {
@@ -386,12 +449,21 @@ impl Index {
 
     /// The indexed repositories named `name` (the identity document's name), from memory.
     pub fn repos_named(&self, name: &str) -> BTreeSet<RepoId> {
-        self.census().by_name.get(name).cloned().unwrap_or_default()
+        self.census()
+            .by_name
+            .get(name)
+            .map(Named::to_set)
+            .unwrap_or_default()
     }
 
     /// The name of an indexed repository, from memory.
     pub fn repo_name(&self, rid: &RepoId) -> Option<String> {
-        self.census().names.get(rid).map(|n| n.to_string())
+        self.census().repos.get(rid).map(|e| e.name.to_string())
+    }
+
+    /// When an indexed repository was last indexed (its record's `indexed_at`), from memory.
+    pub fn indexed_at(&self, rid: &RepoId) -> Option<u64> {
+        self.census().repos.get(rid).map(|e| e.indexed_at)
     }
 
     fn census(&self) -> std::sync::MutexGuard<'_, Census> {
@@ -472,7 +544,7 @@ impl Index {
         }
         let mut census = self.census();
         self.commit(batch)?;
-        census.insert(rid, record.is_public(), &record.name);
+        census.insert(record);
         Ok(())
     }
 
@@ -511,7 +583,7 @@ impl Index {
         }
         let mut census = self.census();
         self.commit(batch)?;
-        census.insert(rid, delta.record.is_public(), &delta.record.name);
+        census.insert(delta.record);
         Ok(())
     }
 
@@ -759,8 +831,13 @@ mod tests {
             index.put_repo(&record(a), &[], &[]).unwrap();
             index.put_repo(&record(b), &[], &[]).unwrap();
             assert_eq!(index.repos_named("x"), BTreeSet::from([a, b]));
+            // Written again unchanged: still once under its name, counted once.
+            index.put_repo(&record(a), &[], &[]).unwrap();
+            assert_eq!(index.repos_named("x"), BTreeSet::from([a, b]));
+            assert_eq!(index.repo_counts().total, 2);
             let mut renamed = record(b);
             renamed.name = "y".into();
+            renamed.indexed_at = 42;
             let delta = RepoDelta {
                 record: &renamed,
                 refs: &[],
@@ -771,12 +848,15 @@ mod tests {
             index.update_repo(&delta).unwrap();
             assert_eq!(index.repos_named("x"), BTreeSet::from([a]));
             assert_eq!(index.repo_name(&b).as_deref(), Some("y"));
+            assert_eq!(index.indexed_at(&b), Some(42));
             index.remove_repo(&a).unwrap();
             assert!(index.repos_named("x").is_empty());
             assert_eq!(index.repo_name(&a), None);
+            assert_eq!(index.indexed_at(&a), None);
         }
         let index = Index::open(dir.path()).unwrap();
         assert_eq!(index.repos_named("y"), BTreeSet::from([b]));
+        assert_eq!(index.indexed_at(&b), Some(42), "read back at open");
         assert!(index.repos_named("x").is_empty());
     }
 

@@ -141,8 +141,13 @@ impl NetConfig {
 
 /// The gossip visibility of every indexed repository: public, or private to its delegates
 /// and allow list (what `net::stream` checks before serving it).
-pub(crate) fn visibility_map(repos: &[crate::index::RepoRecord]) -> VisibilityMap {
-    repos.iter().map(|r| (r.rid, visibility_of(r))).collect()
+/// Read from the index one record at a time (none is kept).
+pub(crate) fn visibility_map(index: &Index) -> Result<VisibilityMap, crate::index::IndexError> {
+    let mut map = VisibilityMap::with_capacity(index.repo_count()?);
+    index.for_each_repo(|r| {
+        map.insert(r.rid, visibility_of(&r));
+    })?;
+    Ok(map)
 }
 
 /// Who may learn about one repository from us (see [`visibility_map`]).
@@ -352,7 +357,7 @@ impl Net {
         );
         // Who may see which repository, from the index as it was left, before any peer can
         // connect: restored announcements may name private repositories.
-        let visibility = visibility_map(&index.repos().context("reading the repository index")?);
+        let visibility = visibility_map(&index).context("reading the repository index")?;
         let now = now_ms();
         let mut service = Service::new(keypair.clone(), cfg.gossip.clone(), restored, now);
         service.set_visibility(Arc::new(visibility), now);
@@ -766,7 +771,9 @@ mod tests {
             namespaces: vec![],
             indexed_at: 0,
         };
-        let map = visibility_map(&[
+        let dir = tempfile::tempdir().unwrap();
+        let index = Index::open(dir.path()).unwrap();
+        for r in [
             record(1, crate::storage::Visibility::Public),
             record(
                 2,
@@ -774,7 +781,11 @@ mod tests {
                     allow: vec![nid(2)],
                 },
             ),
-        ]);
+        ] {
+            index.put_repo(&r, &[], &[]).unwrap();
+        }
+        let map = visibility_map(&index).unwrap();
+        assert_eq!(map.len(), 2);
         let public = &map[&RepoId::from_oid_bytes([1; 20])];
         assert_eq!(*public, gossip::Visibility::Public);
         let private = &map[&RepoId::from_oid_bytes([2; 20])];
