@@ -368,13 +368,26 @@ pub(crate) fn visible(state: &HttpState, scope: &Scope, r: &RepoRecord) -> bool 
         }
 }
 
-/// The repositories `scope` sees, in RID order (the index's key order).
-pub(crate) fn visible_repos(state: &HttpState, scope: &Scope) -> Result<Vec<RepoRecord>, WebError> {
-    let all = state.index.repos().map_err(WebError::index)?;
-    Ok(all
-        .into_iter()
-        .filter(|r| visible(state, scope, r))
-        .collect())
+/// The repositories `scope` sees, in RID order (the index's key order): every record is read,
+/// so on the blocking pool, one record at a time, keeping only the visible ones.
+pub(crate) async fn visible_repos(
+    state: &Arc<HttpState>,
+    scope: &Scope,
+) -> Result<Vec<RepoRecord>, WebError> {
+    let (state, scope) = (state.clone(), scope.clone());
+    blocking(move || {
+        let mut out = Vec::new();
+        state
+            .index
+            .for_each_repo(|r| {
+                if visible(&state, &scope, &r) {
+                    out.push(r);
+                }
+            })
+            .map_err(WebError::index)?;
+        Ok(out)
+    })
+    .await
 }
 
 /// Parse a repository path segment: `rad:z…`, `z…` (also `rad%3A` decoded by axum) or, on a

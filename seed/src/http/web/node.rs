@@ -76,7 +76,7 @@ pub(super) async fn stats(
     State(state): State<Arc<HttpState>>,
     Extension(scope): Extension<Scope>,
 ) -> Result<Response, WebError> {
-    let total = super::repos::listable(&state, &scope)?.len();
+    let total = super::repos::listable(&state, &scope).await?.len();
     Ok(Json(json!({ "repos": { "total": total } })).into_response())
 }
 
@@ -111,7 +111,8 @@ pub(super) async fn inventory(
 ) -> Result<Response, WebError> {
     let nid = super::parse_nid(&nid)?;
     let rids: Vec<String> = if (state.web.node_of)(scope.tenant()) == nid {
-        visible_repos(&state, &scope)?
+        visible_repos(&state, &scope)
+            .await?
             .iter()
             .map(|r| r.rid.to_string())
             .collect()
@@ -126,7 +127,8 @@ pub(super) async fn policies(
     State(state): State<Arc<HttpState>>,
     Extension(scope): Extension<Scope>,
 ) -> Result<Response, WebError> {
-    let out: Vec<Value> = visible_repos(&state, &scope)?
+    let out: Vec<Value> = visible_repos(&state, &scope)
+        .await?
         .iter()
         .map(|r| json!({ "rid": r.rid.to_string(), "policy": state.tenancy.policies.repo(&r.rid) }))
         .collect();

@@ -52,8 +52,12 @@ pub(super) struct ListQuery {
 
 /// Repositories this host lists: visible, with a project payload and a canonical head
 /// (anything else would fail the explorer's schema for the whole list).
-pub(super) fn listable(state: &HttpState, scope: &Scope) -> Result<Vec<RepoRecord>, WebError> {
-    Ok(visible_repos(state, scope)?
+pub(super) async fn listable(
+    state: &Arc<HttpState>,
+    scope: &Scope,
+) -> Result<Vec<RepoRecord>, WebError> {
+    Ok(visible_repos(state, scope)
+        .await?
         .into_iter()
         .filter(|r| !r.name.is_empty() && r.head.is_some())
         .collect())
@@ -165,7 +169,7 @@ pub(super) async fn list(
     Extension(scope): Extension<Scope>,
     Query(q): Query<ListQuery>,
 ) -> Result<Response, WebError> {
-    let repos = listable(&state, &scope)?;
+    let repos = listable(&state, &scope).await?;
     Ok(Json(page(&state, &scope, repos, &q).await?).into_response())
 }
 
@@ -246,7 +250,8 @@ pub(super) async fn delegate_repos(
     let nid = NodeId::from_did(&did)
         .or_else(|_| did.parse())
         .map_err(|_| WebError::BadRequest("invalid delegate: expected did:key:z6Mk…".into()))?;
-    let repos = listable(&state, &scope)?
+    let repos = listable(&state, &scope)
+        .await?
         .into_iter()
         .filter(|r| r.delegates.contains(&nid))
         .collect();
@@ -274,7 +279,8 @@ pub(super) async fn search(
     Query(q): Query<SearchQuery>,
 ) -> Result<Response, WebError> {
     let needle: String = q.q.chars().take(MAX_QUERY_CHARS).collect();
-    let mut hits: Vec<(bool, usize, RepoRecord)> = listable(&state, &scope)?
+    let mut hits: Vec<(bool, usize, RepoRecord)> = listable(&state, &scope)
+        .await?
         .into_iter()
         .filter(|r| r.name.contains(&needle))
         .map(|r| (!r.name.starts_with(&needle), seeding(&state, &r), r))
