@@ -804,13 +804,8 @@ fn run_target(
     ));
     let c0 = cpu();
     let t0 = Instant::now();
-    let (senders, latencies, failures, tasks) = rt.block_on(ramp(
-        target.nid,
-        target.addr,
-        cfg.inflight,
-        &keys,
-        &shared,
-    ));
+    let (senders, latencies, failures, tasks) =
+        rt.block_on(ramp(target.nid, target.addr, cfg.inflight, &keys, &shared));
     let ramp_secs = t0.elapsed().as_secs_f64();
     let ramp_cpu = cpu() - c0;
     let established = latencies.len();

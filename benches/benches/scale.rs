@@ -97,9 +97,10 @@ fn main() {
         peers: seedd_benches::env_usize("SEEDD_BENCH_SCALE_GOSSIP_PEERS", GOSSIP_PEERS).max(1),
         secs: seedd_benches::env_usize("SEEDD_BENCH_SCALE_GOSSIP_SECS", GOSSIP_SECS).max(1) as u64,
         rids: seedd_benches::env_usize("SEEDD_BENCH_SCALE_GOSSIP_RIDS", GOSSIP_RIDS).max(1),
-        drain_max: Duration::from_secs(
-            seedd_benches::env_usize("SEEDD_BENCH_SCALE_GOSSIP_DRAIN_MAX", GOSSIP_DRAIN_MAX) as u64,
-        ),
+        drain_max: Duration::from_secs(seedd_benches::env_usize(
+            "SEEDD_BENCH_SCALE_GOSSIP_DRAIN_MAX",
+            GOSSIP_DRAIN_MAX,
+        ) as u64),
     };
     let gossip_label: &'static str =
         Box::leak(format!("gossip CPU, {} peers", gossip_cfg.peers).into_boxed_str());
@@ -229,23 +230,23 @@ fn main() {
             None
         } else {
             match RadRun::home(&dir, &storage) {
-            Ok(home) => {
-                log(&format!("{n}: radicle-node, fresh node database"));
-                let first = RadRun::measure(&home, &log);
-                log(&format!("{n}: radicle-node, restart"));
-                let second = RadRun::measure(&home, &log);
-                match (first, second) {
-                    (Ok(a), Ok(b)) => Some((a, b)),
-                    (Err(e), _) | (_, Err(e)) => {
-                        notes.push(format!("{n}: radicle-node: {e}"));
-                        None
+                Ok(home) => {
+                    log(&format!("{n}: radicle-node, fresh node database"));
+                    let first = RadRun::measure(&home, &log);
+                    log(&format!("{n}: radicle-node, restart"));
+                    let second = RadRun::measure(&home, &log);
+                    match (first, second) {
+                        (Ok(a), Ok(b)) => Some((a, b)),
+                        (Err(e), _) | (_, Err(e)) => {
+                            notes.push(format!("{n}: radicle-node: {e}"));
+                            None
+                        }
                     }
                 }
-            }
-            Err(e) => {
-                notes.push(format!("{n}: radicle-node home: {e}"));
-                None
-            }
+                Err(e) => {
+                    notes.push(format!("{n}: radicle-node home: {e}"));
+                    None
+                }
             }
         };
         let r = |f: fn(&RadPair) -> f64| rad.as_ref().map(f);
@@ -268,22 +269,26 @@ fn main() {
             None
         };
         if let Some(g) = &rad_gossip {
-            notes.extend(g.notes.iter().map(|x| format!("{n}: radicle-node gossip: {x}")));
+            notes.extend(
+                g.notes
+                    .iter()
+                    .map(|x| format!("{n}: radicle-node gossip: {x}")),
+            );
         }
         let rad_push = if !want("push") {
             None
         } else {
             match RadRun::home(&dir, &storage) {
-            Ok(home) => {
-                log(&format!("{n}: radicle-node, {pushes} replicated pushes"));
-                RadRun::pushes(&home, &storage, pushes, &log)
-                    .map_err(|e| notes.push(format!("{n}: radicle-node pushes: {e}")))
-                    .ok()
-            }
-            Err(e) => {
-                notes.push(format!("{n}: radicle-node home: {e}"));
-                None
-            }
+                Ok(home) => {
+                    log(&format!("{n}: radicle-node, {pushes} replicated pushes"));
+                    RadRun::pushes(&home, &storage, pushes, &log)
+                        .map_err(|e| notes.push(format!("{n}: radicle-node pushes: {e}")))
+                        .ok()
+                }
+                Err(e) => {
+                    notes.push(format!("{n}: radicle-node home: {e}"));
+                    None
+                }
             }
         };
         let sp = |f: fn(&PushFigures) -> f64| seedd_push.as_ref().map(f);
@@ -1184,9 +1189,7 @@ impl GossipFigures {
     /// Fetches the server started from the peers: its fetch counter where it has one, else
     /// the git streams it opened to them.
     fn fetch_attempts(&self) -> f64 {
-        self.fetches
-            .unwrap_or(0.0)
-            .max(self.opens as f64)
+        self.fetches.unwrap_or(0.0).max(self.opens as f64)
     }
 }
 
@@ -1282,19 +1285,14 @@ fn gossip_phase(
     let frames0 = shared.frames_in.load(Ordering::Relaxed);
     let c0 = cpu_ticks(pid);
     let t0 = Instant::now();
-    let sent = rt.block_on(gossip_rounds(
-        &gossipers,
-        nid,
-        cfg.secs,
-        |g, round| {
-            let picked: Vec<RepoId> = sample(rids.len(), cfg.rids, ((g as u64) << 32) ^ round)
-                .into_iter()
-                .map(|i| rids[i])
-                .collect();
-            let first = picked[0];
-            (picked, first)
-        },
-    ));
+    let sent = rt.block_on(gossip_rounds(&gossipers, nid, cfg.secs, |g, round| {
+        let picked: Vec<RepoId> = sample(rids.len(), cfg.rids, ((g as u64) << 32) ^ round)
+            .into_iter()
+            .map(|i| rids[i])
+            .collect();
+        let first = picked[0];
+        (picked, first)
+    }));
     let send_secs = t0.elapsed().as_secs_f64();
     let drain = rt.block_on(wait_settled(&shared, pid, tck, cfg.drain_max));
     let cpu_ms = cpu_ticks(pid).saturating_sub(c0) as f64 / tck * 1e3;
