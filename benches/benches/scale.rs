@@ -394,6 +394,13 @@ fn main() {
                 "lower",
             ),
             (
+                "  frames to the peers",
+                sg(|g| Some(g.frames as f64)),
+                rg(|g| Some(g.frames as f64)),
+                "frames",
+                "",
+            ),
+            (
                 "  fetches started from peers",
                 sg(|g| Some(g.fetch_attempts())),
                 rg(|g| Some(g.fetch_attempts())),
@@ -1177,6 +1184,8 @@ struct GossipFigures {
     drain_secs: f64,
     /// VmRSS once settled.
     rss_mib: f64,
+    /// Frames the peers received from the server from the first send until settled (relays).
+    frames: u64,
     /// Git streams the server opened to the peers (each a fetch attempt; refused).
     opens: u64,
     /// seedd: Δ `seedd_fetches_total` (all results) over the phase, ramp included.
@@ -1343,6 +1352,7 @@ fn gossip_phase(
         sent,
         drain_secs: drain.secs,
         rss_mib,
+        frames,
         opens,
         fetches: fetched,
         notes,
