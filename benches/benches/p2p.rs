@@ -3,7 +3,8 @@
 //! table of absolute figures and ratios (seedd / radicle-node) and writes the same figures as
 //! JSON to `<target>/seedd-bench-p2p.json`. See `benches/README.md`.
 //!
-//! For each target the load generator (this process, tokio, one task per session):
+//! For each target the load generator (`seedd_benches::peers`: this process, tokio, one task
+//! per session):
 //!
 //! 1. opens N sessions (default 1000, at most 128 handshakes in flight), each with its own node
 //!    key: Noise handshake, the target's three initial messages, then its own NodeAnnouncement
@@ -25,27 +26,21 @@
 use std::fmt::Write as _;
 use std::net::SocketAddr;
 use std::process::Command;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
+use seedd_benches::peers::{gossip, ramp, wait_settled, Shared};
 use seedd_benches::procfs::{alive, clk_tck, cpu_ticks, reset_hwm, status_kib};
 use seedd_benches::{
     ensure_seedd, env_usize, fmt, profile_dir, radicle_version, write_table, TableLine,
 };
 use seedd_proto::crypto::{Keypair, NodeId, RepoId};
-use seedd_proto::wire::message::{InventoryAnnouncement, NodeAnnouncement, RefsAnnouncement};
-use seedd_proto::wire::{
-    AnnouncementMessage, Control, Filter, Frame, FrameDecoder, Link, Message, Oid, Ping, RefsAt,
-    Subscribe, TIMESTAMP_MAX,
-};
 use seedd_tests::{
     copy_tree, fixtures, radicle_bin, workspace, RadNode, RadNodeOptions, Seed, SeedOptions,
 };
 use serde_json::{json, Value};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::TcpStream;
-use tokio::sync::{mpsc, Semaphore};
+use tokio::sync::mpsc;
 
 /// Concurrent sessions per target (`SEEDD_BENCH_P2P_SESSIONS` overrides).
 const SESSIONS: usize = 1000;
@@ -62,19 +57,8 @@ const DRAIN_MAX: Duration = Duration::from_secs(60);
 const INFLIGHT: usize = 128;
 /// Idle time with all sessions established before the RSS is read.
 const IDLE: Duration = Duration::from_secs(5);
-/// Both nodes relay queued gossip every 6 s: wait at least this long for relays to arrive.
-const RELAY_WAIT: Duration = Duration::from_secs(7);
-/// "Settled" = no frame received by any session for this long (longer than the 6 s relay
-/// interval) and the target using under [`IDLE_CPU`] of a core.
-const QUIET: Duration = Duration::from_secs(7);
-const IDLE_CPU: f64 = 0.05;
 /// Longest wait for a target to settle after the ramp.
 const SETTLE_MAX: Duration = Duration::from_secs(300);
-/// A session that has sent nothing for this long sends a Ping (both targets drop peers silent
-/// for 120 s; they ping quiet peers themselves first, so this rarely fires).
-const KEEPALIVE: Duration = Duration::from_secs(90);
-/// Handshake (connect, the three acts, the target's first three messages) deadline.
-const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(30);
 /// File descriptors kept free (per process) besides the sessions' sockets.
 const FD_RESERVE: u64 = 300;
 /// Target from the issue: memory per idle session.
@@ -793,18 +777,6 @@ struct Outcome {
     metrics: String,
 }
 
-/// Counters shared by all sessions of one target.
-#[derive(Default)]
-struct Shared {
-    frames_in: AtomicU64,
-    pings: AtomicU64,
-    keepalives: AtomicU64,
-    opens: AtomicU64,
-    protocol_errors: AtomicU64,
-    closing: AtomicBool,
-    disconnects: Mutex<Vec<String>>,
-}
-
 fn run_target(
     rt: &tokio::runtime::Runtime,
     target: &Target<'_>,
@@ -832,7 +804,8 @@ fn run_target(
     ));
     let c0 = cpu();
     let t0 = Instant::now();
-    let (senders, latencies, failures, tasks) = rt.block_on(ramp(target, cfg, &keys, &shared));
+    let (senders, latencies, failures, tasks) =
+        rt.block_on(ramp(target.nid, target.addr, cfg.inflight, &keys, &shared));
     let ramp_secs = t0.elapsed().as_secs_f64();
     let ramp_cpu = cpu() - c0;
     let established = latencies.len();
@@ -953,334 +926,6 @@ fn run_target(
     }
 }
 
-type Ramp = (
-    Vec<(usize, mpsc::Sender<Vec<u8>>)>,
-    Vec<f64>,
-    Vec<String>,
-    Vec<tokio::task::JoinHandle<()>>,
-);
-
-/// Starts one task per session and waits until every one is established or has failed.
-/// Returns the command senders of the established sessions (in order of establishment),
-/// handshake latencies (ms), failures and the tasks.
-async fn ramp(
-    target: &Target<'_>,
-    cfg: &LoadConfig,
-    keys: &[Keypair],
-    shared: &Arc<Shared>,
-) -> Ramp {
-    let sem = Arc::new(Semaphore::new(cfg.inflight));
-    let (ready_tx, mut ready_rx) = mpsc::unbounded_channel();
-    let mut pending = Vec::with_capacity(keys.len());
-    let mut tasks = Vec::with_capacity(keys.len());
-    for (i, key) in keys.iter().enumerate() {
-        let (tx, rx) = mpsc::channel::<Vec<u8>>(4);
-        pending.push(Some(tx));
-        tasks.push(tokio::spawn(session(
-            i,
-            key.clone(),
-            target.nid,
-            target.addr,
-            sem.clone(),
-            shared.clone(),
-            ready_tx.clone(),
-            rx,
-        )));
-    }
-    drop(ready_tx);
-    let mut senders = Vec::new();
-    let mut latencies = Vec::new();
-    let mut failures = Vec::new();
-    while let Some((i, res)) = ready_rx.recv().await {
-        match res {
-            Ok(ms) => {
-                latencies.push(ms);
-                senders.push((i, pending[i].take().unwrap()));
-            }
-            Err(e) => failures.push(format!("session {i}: {e}")),
-        }
-        if latencies.len() + failures.len() == keys.len() {
-            break;
-        }
-    }
-    (senders, latencies, failures, tasks)
-}
-
-struct Settle {
-    secs: f64,
-    settled: bool,
-    /// CPU use (cores) over the last second of the wait.
-    cpu_rate: f64,
-}
-
-/// Waits at least [`RELAY_WAIT`], then until no session has received a frame for [`QUIET`]
-/// and the target's CPU use over the last second is under [`IDLE_CPU`]; at most `max`.
-/// Returns how long it waited and whether the target settled.
-async fn wait_settled(shared: &Shared, pid: u32, tck: f64, max: Duration) -> Settle {
-    let start = Instant::now();
-    let mut last = shared.frames_in.load(Ordering::Relaxed);
-    let mut changed = Instant::now();
-    // (when, CPU ticks) samples of the last ~second.
-    let mut samples = std::collections::VecDeque::from([(Instant::now(), cpu_ticks(pid))]);
-    loop {
-        tokio::time::sleep(Duration::from_millis(250)).await;
-        let now = shared.frames_in.load(Ordering::Relaxed);
-        if now != last {
-            last = now;
-            changed = Instant::now();
-        }
-        samples.push_back((Instant::now(), cpu_ticks(pid)));
-        while samples.len() > 2 && samples[1].0.elapsed() >= Duration::from_secs(1) {
-            samples.pop_front();
-        }
-        let (t0, c0) = samples[0];
-        let (t1, c1) = samples[samples.len() - 1];
-        let span = t1.duration_since(t0).as_secs_f64();
-        let cpu_rate = if span >= 0.9 {
-            c1.saturating_sub(c0) as f64 / tck / span
-        } else {
-            f64::INFINITY
-        };
-        let waited = start.elapsed();
-        let settled = waited >= RELAY_WAIT && changed.elapsed() >= QUIET && cpu_rate < IDLE_CPU;
-        if settled || waited >= max {
-            return Settle {
-                secs: waited.as_secs_f64(),
-                settled,
-                cpu_rate,
-            };
-        }
-    }
-}
-
-/// Every second for `secs` s, each gossiper sends a fresh signed InventoryAnnouncement (all
-/// `rids`) and a RefsAnnouncement (one rid; `RefsAt` of the target's own namespace, so the
-/// target records "synced" and has nothing to fetch). Returns the announcements sent.
-async fn gossip(
-    gossipers: &[(Keypair, mpsc::Sender<Vec<u8>>)],
-    target: NodeId,
-    rids: &[RepoId],
-    secs: u64,
-) -> u64 {
-    let start = tokio::time::Instant::now();
-    let mut sent = 0;
-    let mut last = 0;
-    for round in 0..secs {
-        tokio::time::sleep_until(start + Duration::from_secs(round)).await;
-        // Strictly increasing per author and kind.
-        let ts = now_ms().max(last + 1);
-        last = ts;
-        for (g, (key, tx)) in gossipers.iter().enumerate() {
-            let inventory = AnnouncementMessage::Inventory(InventoryAnnouncement {
-                inventory: rids.to_vec(),
-                timestamp: ts,
-            });
-            let mut at = [0u8; 20];
-            at[..8].copy_from_slice(&(g as u64).to_be_bytes());
-            at[8..16].copy_from_slice(&round.to_be_bytes());
-            let refs = AnnouncementMessage::Refs(RefsAnnouncement {
-                rid: rids[g % rids.len()],
-                refs: vec![RefsAt {
-                    remote: target,
-                    at: Oid(at),
-                }],
-                timestamp: ts,
-            });
-            let mut bytes = Vec::new();
-            for m in [inventory, refs] {
-                let ann = m.sign(key).unwrap();
-                Frame::gossip(Link::Outbound, Message::Announcement(ann))
-                    .encode_into(&mut bytes)
-                    .unwrap();
-            }
-            if tx.send(bytes).await.is_ok() {
-                sent += 2;
-            }
-        }
-    }
-    sent
-}
-
-// ------------------------------------------------------------------------------------------
-// One session of the load generator
-// ------------------------------------------------------------------------------------------
-
-#[allow(clippy::too_many_arguments)]
-async fn session(
-    i: usize,
-    key: Keypair,
-    remote: NodeId,
-    addr: SocketAddr,
-    sem: Arc<Semaphore>,
-    shared: Arc<Shared>,
-    ready: mpsc::UnboundedSender<(usize, Result<f64, String>)>,
-    mut cmds: mpsc::Receiver<Vec<u8>>,
-) {
-    let permit = sem.acquire_owned().await;
-    let t = Instant::now();
-    let established = tokio::time::timeout(HANDSHAKE_TIMEOUT, establish(&key, remote, addr)).await;
-    let latency_ms = t.elapsed().as_secs_f64() * 1000.0;
-    drop(permit);
-    let (mut stream, mut decoder, frames) = match established {
-        Ok(Ok(x)) => x,
-        Ok(Err(e)) => {
-            let _ = ready.send((i, Err(e)));
-            return;
-        }
-        Err(_) => {
-            let _ = ready.send((i, Err(format!("timed out after {HANDSHAKE_TIMEOUT:?}"))));
-            return;
-        }
-    };
-    shared.frames_in.fetch_add(frames, Ordering::Relaxed);
-    // Own node announcement (SEED, so the target accepts our inventory) and a Subscribe for
-    // new gossip only, with an empty filter: relayed refs reach only the peers whose
-    // inventory holds the repository.
-    let mut out = Vec::new();
-    let now = now_ms();
-    let node = AnnouncementMessage::Node(NodeAnnouncement {
-        version: 1,
-        features: 1,
-        timestamp: now,
-        alias: format!("bench{i}").parse().unwrap(),
-        addresses: vec![],
-        nonce: 1,
-        agent: "/seedd-bench:0.1/".parse().unwrap(),
-    })
-    .sign(&key)
-    .unwrap();
-    let subscribe = Subscribe {
-        filter: Filter::empty(),
-        since: now,
-        until: TIMESTAMP_MAX,
-    };
-    for m in [Message::Announcement(node), Message::Subscribe(subscribe)] {
-        Frame::gossip(Link::Outbound, m)
-            .encode_into(&mut out)
-            .unwrap();
-    }
-    if let Err(e) = stream.write_all(&out).await {
-        let _ = ready.send((i, Err(format!("sending node announcement: {e}"))));
-        return;
-    }
-    let _ = ready.send((i, Ok(latency_ms)));
-    drop(ready);
-
-    let started = Instant::now();
-    let (mut rd, mut wr) = stream.split();
-    let mut buf = vec![0u8; 16 * 1024];
-    let mut last_sent = tokio::time::Instant::now();
-    loop {
-        tokio::select! {
-            r = rd.read(&mut buf) => {
-                let n = match r {
-                    Ok(0) => {
-                        if !shared.closing.load(Ordering::SeqCst) {
-                            shared.disconnects.lock().unwrap().push(format!(
-                                "session {i}: closed by the target {:.1} s after the handshake",
-                                started.elapsed().as_secs_f64()
-                            ));
-                        }
-                        return;
-                    }
-                    Ok(n) => n,
-                    Err(e) => {
-                        if !shared.closing.load(Ordering::SeqCst) {
-                            shared.disconnects.lock().unwrap().push(format!(
-                                "session {i}: read error {:.1} s after the handshake: {e}",
-                                started.elapsed().as_secs_f64()
-                            ));
-                        }
-                        return;
-                    }
-                };
-                decoder.push(&buf[..n]);
-                let mut reply = Vec::new();
-                loop {
-                    match decoder.next_frame() {
-                        Ok(Some(frame)) => {
-                            shared.frames_in.fetch_add(1, Ordering::Relaxed);
-                            respond(&frame, &shared, &mut reply);
-                        }
-                        Ok(None) => break,
-                        Err(e) => {
-                            shared.protocol_errors.fetch_add(1, Ordering::Relaxed);
-                            shared.disconnects.lock().unwrap().push(format!(
-                                "session {i}: undecodable frame from the target: {e}"
-                            ));
-                            return;
-                        }
-                    }
-                }
-                decoder.shrink(16 * 1024);
-                if !reply.is_empty() {
-                    // A failed write shows up as a failed read next.
-                    let _ = wr.write_all(&reply).await;
-                    last_sent = tokio::time::Instant::now();
-                }
-            }
-            cmd = cmds.recv() => match cmd {
-                Some(bytes) => {
-                    let _ = wr.write_all(&bytes).await;
-                    last_sent = tokio::time::Instant::now();
-                }
-                None => return,
-            },
-            _ = tokio::time::sleep_until(last_sent + KEEPALIVE) => {
-                shared.keepalives.fetch_add(1, Ordering::Relaxed);
-                let ping = Frame::gossip(Link::Outbound, Message::Ping(Ping { ponglen: 1, zeroes: 0 }));
-                let _ = wr.write_all(&ping.encode().unwrap()).await;
-                last_sent = tokio::time::Instant::now();
-            }
-        }
-    }
-}
-
-/// Connect, handshake as initiator, read the target's first three gossip messages. Returns
-/// the stream, the decoder (it may hold further bytes) and the number of frames decoded.
-async fn establish(
-    key: &Keypair,
-    remote: NodeId,
-    addr: SocketAddr,
-) -> Result<(TcpStream, FrameDecoder, u64), String> {
-    let mut stream = TcpStream::connect(addr)
-        .await
-        .map_err(|e| format!("connect: {e}"))?;
-    let _ = stream.set_nodelay(true);
-    let (decoder, frames) = seedd_benches::establish(&mut stream, key, remote).await?;
-    Ok((stream, decoder, frames))
-}
-
-/// Pong for Ping; Close for a git stream the target opens (we serve no repositories).
-fn respond(frame: &Frame, shared: &Shared, reply: &mut Vec<u8>) {
-    match frame {
-        Frame::Gossip {
-            message: Message::Ping(ping),
-            ..
-        } => {
-            shared.pings.fetch_add(1, Ordering::Relaxed);
-            Frame::gossip(
-                Link::Outbound,
-                Message::Pong {
-                    zeroes: ping.ponglen,
-                },
-            )
-            .encode_into(reply)
-            .unwrap();
-        }
-        Frame::Control {
-            control: Control::Open { stream },
-            ..
-        } => {
-            shared.opens.fetch_add(1, Ordering::Relaxed);
-            Frame::control(Link::Outbound, Control::Close { stream: *stream })
-                .encode_into(reply)
-                .unwrap();
-        }
-        _ => {}
-    }
-}
-
 // ------------------------------------------------------------------------------------------
 // radicle-node
 // ------------------------------------------------------------------------------------------
@@ -1375,12 +1020,6 @@ fn git_describe() -> String {
     } else {
         head
     }
-}
-
-fn now_ms() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as u64)
 }
 
 /// The soft "Max open files" limit of this process (inherited by the targets).

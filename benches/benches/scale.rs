@@ -23,6 +23,18 @@
 //!    before the push until the pushed ref is in the server's storage (seedd: and the fetch is
 //!    counted, i.e. re-index and after-fetch steps done); medians. Measured on the seedd of
 //!    step 3 and on a third radicle-node run; the pushed repository is removed afterwards.
+//! 6. Gossip CPU: `SEEDD_BENCH_SCALE_GOSSIP_PEERS` (50) synthetic peers
+//!    (`seedd_benches::peers`, the p2p bench's load generator) connect and settle; then for
+//!    `SEEDD_BENCH_SCALE_GOSSIP_SECS` (20) s each sends every second a fresh signed
+//!    InventoryAnnouncement of 50 repositories drawn at random from the N and a
+//!    RefsAnnouncement (`RefsAt` = the server's own namespace). The server's CPU
+//!    (utime+stime, children included) from the first send until it has settled, per second
+//!    of gossip and per announcement; RSS then. Measured on the seedd of step 3 (before the
+//!    pushes) and on a radicle-node run with the node database of step 4 (`relay: always`
+//!    like seedd's).
+//!
+//! `SEEDD_BENCH_SCALE_ONLY=gossip` (comma-separated among `ready`, `push`, `gossip`) runs only
+//! those phases.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::fmt::Write as _;
@@ -31,8 +43,10 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use seedd_benches::generate::{generate, Spec};
+use seedd_benches::peers::{gossip_rounds, ramp, wait_settled, Shared};
 use seedd_benches::procfs::{alive, clk_tck, cpu_ticks, loadavg, settle, stat_fields, status_kib};
 use seedd_benches::{ensure_seedd, fmt, profile_dir, radicle_version, write_table, TableLine};
+use seedd_proto::crypto::{Keypair, NodeId, RepoId};
 use seedd_tests::{free_port, http_get, radicle_bin, RadNode, RadNodeOptions};
 use serde_json::{json, Value};
 
@@ -50,6 +64,18 @@ const PUSHES: usize = 7;
 const PUSH_MAX: Duration = Duration::from_secs(120);
 /// Longest wait for a process to become ready.
 const READY_MAX: Duration = Duration::from_secs(1800);
+/// Synthetic peers gossiping at the server (`SEEDD_BENCH_SCALE_GOSSIP_PEERS`).
+const GOSSIP_PEERS: usize = 50;
+/// Seconds of gossip, one round per second (`SEEDD_BENCH_SCALE_GOSSIP_SECS`).
+const GOSSIP_SECS: usize = 20;
+/// Repositories per InventoryAnnouncement, drawn at random from the N held
+/// (`SEEDD_BENCH_SCALE_GOSSIP_RIDS`).
+const GOSSIP_RIDS: usize = 50;
+/// Longest wait for the server to work the gossip off after the last send, seconds
+/// (`SEEDD_BENCH_SCALE_GOSSIP_DRAIN_MAX`); a server still busy then is "saturated".
+const GOSSIP_DRAIN_MAX: usize = 120;
+/// Longest wait for the server to settle after the sessions connected.
+const GOSSIP_SETTLE_MAX: Duration = Duration::from_secs(300);
 
 fn main() {
     let started = Instant::now();
@@ -63,6 +89,26 @@ fn main() {
         .unwrap_or_else(|| SIZES.to_vec());
     let requests = seedd_benches::env_usize("SEEDD_BENCH_SCALE_REQUESTS", REQUESTS).max(1);
     let pushes = seedd_benches::env_usize("SEEDD_BENCH_SCALE_PUSHES", PUSHES);
+    // `SEEDD_BENCH_SCALE_ONLY=gossip` (comma-separated: ready, push, gossip) runs only those
+    // phases; "ready" holds the index-lost start, the latency rows and radicle-node's starts.
+    let only = std::env::var("SEEDD_BENCH_SCALE_ONLY").unwrap_or_default();
+    let want = |phase: &str| only.is_empty() || only.split(',').any(|p| p.trim() == phase);
+    let gossip_cfg = GossipConfig {
+        peers: seedd_benches::env_usize("SEEDD_BENCH_SCALE_GOSSIP_PEERS", GOSSIP_PEERS).max(1),
+        secs: seedd_benches::env_usize("SEEDD_BENCH_SCALE_GOSSIP_SECS", GOSSIP_SECS).max(1) as u64,
+        rids: seedd_benches::env_usize("SEEDD_BENCH_SCALE_GOSSIP_RIDS", GOSSIP_RIDS).max(1),
+        drain_max: Duration::from_secs(seedd_benches::env_usize(
+            "SEEDD_BENCH_SCALE_GOSSIP_DRAIN_MAX",
+            GOSSIP_DRAIN_MAX,
+        ) as u64),
+    };
+    let gossip_label: &'static str =
+        Box::leak(format!("gossip CPU, {} peers", gossip_cfg.peers).into_boxed_str());
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
     let load_before = loadavg();
     let mut results: Vec<Value> = Vec::new();
     let mut lines: Vec<Row> = Vec::new();
@@ -86,93 +132,175 @@ fn main() {
             rids.len()
         );
         let group = format!("{n} repos");
+        let rid_ids: Vec<RepoId> = rids.iter().filter_map(|r| r.parse().ok()).collect();
 
         // seedd: index lost, then index present.
         let data = dir.join("seedd");
         std::fs::create_dir_all(&data).unwrap();
-        let _ = std::fs::remove_dir_all(data.join("index"));
-        log(&format!("{n}: seedd, no index"));
-        let mut s = SeeddRun::start(&seedd_bin, &data, &storage, "seedd-index-lost.log");
-        let cold = s.wait_ready(&log);
-        std::thread::sleep(SETTLE);
-        let cold_rss = mib(status_kib(s.pid(), "VmRSS"));
-        log(&format!("  ready in {cold:?}, RSS {cold_rss:.0} MiB"));
-        let valid = s.valid_repos();
-        assert_eq!(
-            valid, n,
-            "seedd indexed {valid} of {n} repositories as valid"
-        );
-        let http = s.latency_info_refs(&rids, requests);
-        let admin = s.latency_status(requests);
-        log(&format!(
-            "  info/refs p50 {:.2} ms p99 {:.2} ms; status p50 {:.2} ms p99 {:.2} ms",
-            http.0, http.1, admin.0, admin.1
-        ));
-        let served_rss = mib(status_kib(s.pid(), "VmHWM"));
-        s.stop();
+        let cold_phase = want("ready").then(|| {
+            let _ = std::fs::remove_dir_all(data.join("index"));
+            log(&format!("{n}: seedd, no index"));
+            let mut s = SeeddRun::start(&seedd_bin, &data, &storage, "seedd-index-lost.log");
+            let cold = s.wait_ready(&log);
+            std::thread::sleep(SETTLE);
+            let cold_rss = mib(status_kib(s.pid(), "VmRSS"));
+            log(&format!("  ready in {cold:?}, RSS {cold_rss:.0} MiB"));
+            let valid = s.valid_repos();
+            assert_eq!(
+                valid, n,
+                "seedd indexed {valid} of {n} repositories as valid"
+            );
+            let http = s.latency_info_refs(&rids, requests);
+            let admin = s.latency_status(requests);
+            log(&format!(
+                "  info/refs p50 {:.2} ms p99 {:.2} ms; status p50 {:.2} ms p99 {:.2} ms",
+                http.0, http.1, admin.0, admin.1
+            ));
+            let served_rss = mib(status_kib(s.pid(), "VmHWM"));
+            s.stop();
+            ColdFigures {
+                cold: cold.as_secs_f64(),
+                cold_rss,
+                http,
+                admin,
+                served_rss,
+            }
+        });
+        let c = |f: fn(&ColdFigures) -> f64| cold_phase.as_ref().map(f);
         log(&format!("{n}: seedd, restart with the index"));
         let mut s = SeeddRun::start(&seedd_bin, &data, &storage, "seedd-index-present.log");
         let warm = s.wait_ready(&log);
         std::thread::sleep(SETTLE);
         let warm_rss = mib(status_kib(s.pid(), "VmRSS"));
         log(&format!("  ready in {warm:?}, RSS {warm_rss:.0} MiB"));
-        log(&format!("{n}: seedd, {pushes} replicated pushes"));
-        let before = repo_dirs(&storage);
-        let seedd_push = push_phase(
-            &s.peer(),
-            s.pid(),
-            &storage,
-            pushes,
-            &|k| s.fetches_ok() >= k as f64,
-            &log,
-        );
-        s.stop();
-        remove_new_repos(&storage, &before);
-        let seedd_push = seedd_push
-            .map_err(|e| notes.push(format!("{n}: seedd pushes: {e}")))
-            .ok();
+        let seedd_gossip = if want("gossip") {
+            log(&format!(
+                "{n}: seedd, gossip from {} peers for {} s",
+                gossip_cfg.peers, gossip_cfg.secs
+            ));
+            let peer = s.peer();
+            let server = peer
+                .split_once('@')
+                .and_then(|(nid, addr)| Some((nid.parse().ok()?, addr.parse().ok()?)));
+            let result = match server {
+                Some((nid, addr)) => gossip_phase(
+                    &rt,
+                    nid,
+                    addr,
+                    s.pid(),
+                    &rid_ids,
+                    &gossip_cfg,
+                    &|| Some(s.fetches_total()),
+                    &log,
+                ),
+                None => Err(format!("seedd's address {peer:?} does not parse")),
+            };
+            result
+                .map_err(|e| notes.push(format!("{n}: seedd gossip: {e}")))
+                .ok()
+        } else {
+            None
+        };
+        if let Some(g) = &seedd_gossip {
+            notes.extend(g.notes.iter().map(|x| format!("{n}: seedd gossip: {x}")));
+        }
+        let seedd_push = if want("push") {
+            log(&format!("{n}: seedd, {pushes} replicated pushes"));
+            let before = repo_dirs(&storage);
+            let seedd_push = push_phase(
+                &s.peer(),
+                s.pid(),
+                &storage,
+                pushes,
+                &|k| s.fetches_ok() >= k as f64,
+                &log,
+            );
+            s.stop();
+            remove_new_repos(&storage, &before);
+            seedd_push
+                .map_err(|e| notes.push(format!("{n}: seedd pushes: {e}")))
+                .ok()
+        } else {
+            s.stop();
+            None
+        };
 
         // radicle-node: fresh node database, then restarted.
-        let rad = match RadRun::home(&dir, &storage) {
-            Ok(home) => {
-                log(&format!("{n}: radicle-node, fresh node database"));
-                let first = RadRun::measure(&home, &log);
-                log(&format!("{n}: radicle-node, restart"));
-                let second = RadRun::measure(&home, &log);
-                match (first, second) {
-                    (Ok(a), Ok(b)) => Some((a, b)),
-                    (Err(e), _) | (_, Err(e)) => {
-                        notes.push(format!("{n}: radicle-node: {e}"));
-                        None
+        let rad = if !want("ready") {
+            None
+        } else {
+            match RadRun::home(&dir, &storage) {
+                Ok(home) => {
+                    log(&format!("{n}: radicle-node, fresh node database"));
+                    let first = RadRun::measure(&home, &log);
+                    log(&format!("{n}: radicle-node, restart"));
+                    let second = RadRun::measure(&home, &log);
+                    match (first, second) {
+                        (Ok(a), Ok(b)) => Some((a, b)),
+                        (Err(e), _) | (_, Err(e)) => {
+                            notes.push(format!("{n}: radicle-node: {e}"));
+                            None
+                        }
                     }
                 }
-            }
-            Err(e) => {
-                notes.push(format!("{n}: radicle-node home: {e}"));
-                None
+                Err(e) => {
+                    notes.push(format!("{n}: radicle-node home: {e}"));
+                    None
+                }
             }
         };
         let r = |f: fn(&RadPair) -> f64| rad.as_ref().map(f);
-        let rad_push = match RadRun::home(&dir, &storage) {
-            Ok(home) => {
-                log(&format!("{n}: radicle-node, {pushes} replicated pushes"));
-                RadRun::pushes(&home, &storage, pushes, &log)
-                    .map_err(|e| notes.push(format!("{n}: radicle-node pushes: {e}")))
-                    .ok()
-            }
-            Err(e) => {
-                notes.push(format!("{n}: radicle-node home: {e}"));
-                None
+        // Gossip on the node database the runs above left ("index present"), else a fresh one.
+        let rad_gossip = if want("gossip") {
+            let home = dir.join("rad-home");
+            let home = if rad.is_some() && home.join("node").exists() {
+                Ok(home)
+            } else {
+                RadRun::home(&dir, &storage)
+            };
+            log(&format!(
+                "{n}: radicle-node, gossip from {} peers for {} s",
+                gossip_cfg.peers, gossip_cfg.secs
+            ));
+            home.and_then(|home| RadRun::gossip(&home, &rt, &rid_ids, &gossip_cfg, &log))
+                .map_err(|e| notes.push(format!("{n}: radicle-node gossip: {e}")))
+                .ok()
+        } else {
+            None
+        };
+        if let Some(g) = &rad_gossip {
+            notes.extend(
+                g.notes
+                    .iter()
+                    .map(|x| format!("{n}: radicle-node gossip: {x}")),
+            );
+        }
+        let rad_push = if !want("push") {
+            None
+        } else {
+            match RadRun::home(&dir, &storage) {
+                Ok(home) => {
+                    log(&format!("{n}: radicle-node, {pushes} replicated pushes"));
+                    RadRun::pushes(&home, &storage, pushes, &log)
+                        .map_err(|e| notes.push(format!("{n}: radicle-node pushes: {e}")))
+                        .ok()
+                }
+                Err(e) => {
+                    notes.push(format!("{n}: radicle-node home: {e}"));
+                    None
+                }
             }
         };
         let sp = |f: fn(&PushFigures) -> f64| seedd_push.as_ref().map(f);
+        let sg = |f: fn(&GossipFigures) -> Option<f64>| seedd_gossip.as_ref().and_then(f);
+        let rg = |f: fn(&GossipFigures) -> Option<f64>| rad_gossip.as_ref().and_then(f);
         let rp = |f: fn(&PushFigures) -> f64| rad_push.as_ref().map(f);
 
         let rows: Vec<RowFigures> = vec![
             ("generator", Some(gen_rate), None, "repos/s", "higher"),
             (
                 "ready, index lost",
-                Some(cold.as_secs_f64()),
+                c(|x| x.cold),
                 r(|x| x.0 .0),
                 "s",
                 "lower",
@@ -186,7 +314,7 @@ fn main() {
             ),
             (
                 "RSS when ready, index lost",
-                Some(cold_rss),
+                c(|x| x.cold_rss),
                 r(|x| x.0 .1),
                 "MiB",
                 "lower",
@@ -200,15 +328,15 @@ fn main() {
             ),
             (
                 "peak RSS after requests",
-                Some(served_rss),
+                c(|x| x.served_rss),
                 None,
                 "MiB",
                 "lower",
             ),
-            ("HTTP info/refs p50", Some(http.0), None, "ms", "lower"),
-            ("HTTP info/refs p99", Some(http.1), None, "ms", "lower"),
-            ("admin status p50", Some(admin.0), None, "ms", "lower"),
-            ("admin status p99", Some(admin.1), None, "ms", "lower"),
+            ("HTTP info/refs p50", c(|x| x.http.0), None, "ms", "lower"),
+            ("HTTP info/refs p99", c(|x| x.http.1), None, "ms", "lower"),
+            ("admin status p50", c(|x| x.admin.0), None, "ms", "lower"),
+            ("admin status p99", c(|x| x.admin.1), None, "ms", "lower"),
             (
                 "CPU per replicated push",
                 sp(|p| p.cpu_ms),
@@ -228,6 +356,55 @@ fn main() {
                 sp(|p| p.wall_ms),
                 rp(|p| p.wall_ms),
                 "ms",
+                "lower",
+            ),
+            (
+                gossip_label,
+                sg(|g| Some(g.cpu_ms_per_s)),
+                rg(|g| Some(g.cpu_ms_per_s)),
+                "ms/s",
+                "lower",
+            ),
+            (
+                "  CPU per announcement in",
+                sg(|g| Some(g.cpu_us_per_ann)),
+                rg(|g| Some(g.cpu_us_per_ann)),
+                "µs",
+                "lower",
+            ),
+            (
+                "  announcements in",
+                sg(|g| Some(g.sent as f64)),
+                rg(|g| Some(g.sent as f64)),
+                "count",
+                "",
+            ),
+            (
+                "  drain after the last send",
+                sg(|g| Some(g.drain_secs)),
+                rg(|g| Some(g.drain_secs)),
+                "s",
+                "lower",
+            ),
+            (
+                "  RSS after gossip",
+                sg(|g| Some(g.rss_mib)),
+                rg(|g| Some(g.rss_mib)),
+                "MiB",
+                "lower",
+            ),
+            (
+                "  frames to the peers",
+                sg(|g| Some(g.frames as f64)),
+                rg(|g| Some(g.frames as f64)),
+                "frames",
+                "",
+            ),
+            (
+                "  fetches started from peers",
+                sg(|g| Some(g.fetch_attempts())),
+                rg(|g| Some(g.fetch_attempts())),
+                "count",
                 "lower",
             ),
         ];
@@ -971,4 +1148,326 @@ fn push_phase(
         cpu_children_ms: median(cpu_all),
         wall_ms: median(wall),
     })
+}
+
+/// seedd's figures of the index-lost start and the latency rows ("ready" phase).
+struct ColdFigures {
+    cold: f64,
+    cold_rss: f64,
+    http: (f64, f64),
+    admin: (f64, f64),
+    served_rss: f64,
+}
+
+/// The gossip phase's settings.
+struct GossipConfig {
+    /// Synthetic peers (sessions), all of which gossip.
+    peers: usize,
+    /// Seconds of gossip: one InventoryAnnouncement and one RefsAnnouncement per peer per second.
+    secs: u64,
+    /// Repositories per InventoryAnnouncement.
+    rids: usize,
+    /// Longest wait for the server to settle after the last send.
+    drain_max: Duration,
+}
+
+/// One server's gossip figures ([`gossip_phase`]).
+struct GossipFigures {
+    /// Server CPU (utime+stime, children included) from the first send until settled, per
+    /// second of gossip.
+    cpu_ms_per_s: f64,
+    /// The same per announcement received, µs.
+    cpu_us_per_ann: f64,
+    /// Announcements sent to the server (2 per peer per second).
+    sent: u64,
+    /// From the last send until settled (or the drain limit).
+    drain_secs: f64,
+    /// VmRSS once settled.
+    rss_mib: f64,
+    /// Frames the peers received from the server from the first send until settled (relays).
+    frames: u64,
+    /// Git streams the server opened to the peers (each a fetch attempt; refused).
+    opens: u64,
+    /// seedd: Δ `seedd_fetches_total` (all results) over the phase, ramp included.
+    fetches: Option<f64>,
+    /// Anything worth a note: not settled, disconnects, fetches started.
+    notes: Vec<String>,
+}
+
+impl GossipFigures {
+    /// Fetches the server started from the peers: its fetch counter where it has one, else
+    /// the git streams it opened to them.
+    fn fetch_attempts(&self) -> f64 {
+        self.fetches.unwrap_or(0.0).max(self.opens as f64)
+    }
+}
+
+/// `k` distinct indices below `n` (all of them when `k >= n`), from a xorshift seeded by
+/// `seed`.
+fn sample(n: usize, k: usize, seed: u64) -> Vec<usize> {
+    if k >= n {
+        return (0..n).collect();
+    }
+    let mut x = seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
+    let mut seen = std::collections::HashSet::with_capacity(k);
+    let mut out = Vec::with_capacity(k);
+    while out.len() < k {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        let i = (x % n as u64) as usize;
+        if seen.insert(i) {
+            out.push(i);
+        }
+    }
+    out
+}
+
+/// Gossip CPU at scale: `cfg.peers` synthetic peers (`seedd_benches::peers`) connect to the
+/// server (`nid` at `addr`, process `pid`) and settle (not timed); then for `cfg.secs` s each
+/// sends every second a fresh signed InventoryAnnouncement of `cfg.rids` repositories drawn
+/// at random from `rids` (different per peer and per second) and a RefsAnnouncement of the
+/// first of them with `RefsAt` = the server's own namespace (nothing to fetch). The server's
+/// CPU (utime+stime+cutime+cstime) from the first send until it has settled (no frame to any
+/// peer for 7 s and under 5 % of a core), its RSS then. `fetches`: the server's fetch counter
+/// (seedd's metric), to show that no fetch was started.
+#[allow(clippy::too_many_arguments)]
+fn gossip_phase(
+    rt: &tokio::runtime::Runtime,
+    nid: NodeId,
+    addr: std::net::SocketAddr,
+    pid: u32,
+    rids: &[RepoId],
+    cfg: &GossipConfig,
+    fetches: &dyn Fn() -> Option<f64>,
+    log: &dyn Fn(&str),
+) -> Result<GossipFigures, String> {
+    use std::sync::atomic::Ordering;
+    if rids.is_empty() {
+        return Err("no repositories to announce".into());
+    }
+    let tck = clk_tck();
+    let shared = std::sync::Arc::new(Shared::default());
+    // Other keys than the p2p bench's and the pusher's.
+    let keys: Vec<Keypair> = (0..cfg.peers)
+        .map(|i| Keypair::mock(50_000 + i as u64))
+        .collect();
+    let fetches0 = fetches();
+    let (senders, _latencies, failures, tasks) =
+        rt.block_on(ramp(nid, addr, cfg.peers, &keys, &shared));
+    let close = |senders, tasks: Vec<tokio::task::JoinHandle<()>>| {
+        shared.closing.store(true, Ordering::SeqCst);
+        drop(senders);
+        rt.block_on(async {
+            for t in tasks {
+                let _ = tokio::time::timeout(Duration::from_secs(5), t).await;
+            }
+        });
+    };
+    if let Some(f) = failures.first() {
+        let n = failures.len();
+        close(senders, tasks);
+        return Err(format!("{n} of {} sessions failed: {f}", cfg.peers));
+    }
+    let mut notes = Vec::new();
+    let settle = rt.block_on(wait_settled(&shared, pid, tck, GOSSIP_SETTLE_MAX));
+    log(&format!(
+        "  {} sessions established; {} after {:.1} s",
+        senders.len(),
+        if settle.settled {
+            "settled".to_owned()
+        } else {
+            format!("NOT settled ({:.2} cores busy)", settle.cpu_rate)
+        },
+        settle.secs
+    ));
+    if !settle.settled {
+        notes.push(format!(
+            "not settled {:.0} s after the sessions connected ({:.2} cores busy); measuring anyway",
+            settle.secs, settle.cpu_rate
+        ));
+    }
+    let gossipers: Vec<(Keypair, tokio::sync::mpsc::Sender<Vec<u8>>)> = senders
+        .iter()
+        .map(|(i, tx)| (keys[*i].clone(), tx.clone()))
+        .collect();
+    let frames0 = shared.frames_in.load(Ordering::Relaxed);
+    let c0 = cpu_ticks(pid);
+    let t0 = Instant::now();
+    let sent = rt.block_on(gossip_rounds(&gossipers, nid, cfg.secs, |g, round| {
+        let picked: Vec<RepoId> = sample(rids.len(), cfg.rids, ((g as u64) << 32) ^ round)
+            .into_iter()
+            .map(|i| rids[i])
+            .collect();
+        let first = picked[0];
+        (picked, first)
+    }));
+    let send_secs = t0.elapsed().as_secs_f64();
+    let drain = rt.block_on(wait_settled(&shared, pid, tck, cfg.drain_max));
+    let cpu_ms = cpu_ticks(pid).saturating_sub(c0) as f64 / tck * 1e3;
+    let rss_mib = mib(status_kib(pid, "VmRSS"));
+    let frames = shared.frames_in.load(Ordering::Relaxed) - frames0;
+    let alive_after = alive(pid);
+    drop(gossipers);
+    close(senders, tasks);
+    let opens = shared.opens.load(Ordering::Relaxed);
+    let fetched = match (fetches0, fetches()) {
+        (Some(a), Some(b)) => Some(b - a),
+        _ => None,
+    };
+    if !alive_after {
+        return Err("the server exited during the gossip".into());
+    }
+    log(&format!(
+        "  {sent} announcements in {send_secs:.1} s, {} after {:.1} s more; CPU {cpu_ms:.0} ms ({:.1} ms/s, {:.1} µs/announcement), {frames} frames to the peers, RSS {rss_mib:.0} MiB; {opens} git streams opened by the server{}",
+        if drain.settled {
+            "settled".to_owned()
+        } else {
+            format!("NOT settled ({:.2} cores busy)", drain.cpu_rate)
+        },
+        drain.secs,
+        cpu_ms / cfg.secs as f64,
+        1e3 * cpu_ms / sent.max(1) as f64,
+        fetched.map_or(String::new(), |f| format!(", {f} fetches"))
+    ));
+    if !drain.settled {
+        notes.push(format!(
+            "saturated: still {:.2} cores busy {:.0} s after the last send; its CPU figures are lower bounds",
+            drain.cpu_rate, drain.secs
+        ));
+    }
+    let disconnects = shared.disconnects.lock().map(|d| d.len()).unwrap_or(0);
+    if disconnects > 0 {
+        notes.push(format!("{disconnects} sessions closed by the server"));
+    }
+    if opens > 0 || fetched.is_some_and(|f| f > 0.0) {
+        notes.push(format!(
+            "the server started fetches from the synthetic peers ({opens} git streams opened{}); its CPU includes them",
+            fetched.map_or(String::new(), |f| format!(", {f} fetches counted"))
+        ));
+    }
+    Ok(GossipFigures {
+        cpu_ms_per_s: cpu_ms / cfg.secs as f64,
+        cpu_us_per_ann: 1e3 * cpu_ms / sent.max(1) as f64,
+        sent,
+        drain_secs: drain.secs,
+        rss_mib,
+        frames,
+        opens,
+        fetches: fetched,
+        notes,
+    })
+}
+
+impl SeeddRun {
+    /// `seedd_fetches_total`, every result (admin `/metrics`).
+    fn fetches_total(&self) -> f64 {
+        let url = format!("http://127.0.0.1:{}/metrics", self.admin);
+        let body = http_get(&url, &[]).map(|(_, b)| b).unwrap_or_default();
+        seedd_tests::metric_in(&body, "seedd_fetches_total", &[])
+    }
+}
+
+impl RadRun {
+    /// radicle-node on `home` (its node database kept), `relay: always` like seedd here, ready
+    /// when `rad node status` answers; then [`gossip_phase`]. The relay setting is removed
+    /// from the config afterwards.
+    fn gossip(
+        home: &Path,
+        rt: &tokio::runtime::Runtime,
+        rids: &[RepoId],
+        cfg: &GossipConfig,
+        log: &dyn Fn(&str),
+    ) -> Result<GossipFigures, String> {
+        let port = free_port();
+        let cfg_path = home.join("config.json");
+        let read = || -> Result<Value, String> {
+            serde_json::from_slice(
+                &std::fs::read(&cfg_path).map_err(|e| format!("{}: {e}", cfg_path.display()))?,
+            )
+            .map_err(|e| e.to_string())
+        };
+        let mut conf = read()?;
+        conf["node"]["listen"] = json!([format!("127.0.0.1:{port}")]);
+        conf["node"]["relay"] = json!("always");
+        std::fs::write(&cfg_path, serde_json::to_vec_pretty(&conf).unwrap())
+            .map_err(|e| e.to_string())?;
+        let log_path = home.join("node-gossip.log");
+        let logf = std::fs::File::create(&log_path).map_err(|e| e.to_string())?;
+        let mut child = Command::new(radicle_bin("radicle-node"))
+            .arg("--log-level")
+            .arg("info")
+            .env("RAD_HOME", home)
+            .env("RAD_PASSPHRASE", "")
+            .env_remove("RAD_SOCKET")
+            .stdin(Stdio::null())
+            .stdout(logf.try_clone().map_err(|e| e.to_string())?)
+            .stderr(logf)
+            .spawn()
+            .map_err(|e| e.to_string())?;
+        let pid = child.id();
+        let started = Instant::now();
+        let nid = loop {
+            let out = Command::new(radicle_bin("rad"))
+                .args(["node", "status", "--only", "nid"])
+                .env("RAD_HOME", home)
+                .env_remove("RAD_SOCKET")
+                .output();
+            if let Ok(o) = out.as_ref() {
+                let nid = String::from_utf8_lossy(&o.stdout).trim().to_owned();
+                if o.status.success() && nid.starts_with("z6Mk") {
+                    break nid
+                        .parse::<NodeId>()
+                        .map_err(|e| format!("node id {nid:?}: {e}"));
+                }
+            }
+            if !alive(pid) || started.elapsed() > READY_MAX {
+                break Err(format!(
+                    "did not answer on its control socket; see {}",
+                    log_path.display()
+                ));
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        };
+        let result = nid.and_then(|nid| {
+            log(&format!(
+                "  control socket answers after {:?}",
+                started.elapsed()
+            ));
+            let addr = std::net::SocketAddr::from(([127, 0, 0, 1], port));
+            gossip_phase(rt, nid, addr, pid, rids, cfg, &|| None, log)
+        });
+        let _ = Command::new("kill")
+            .args(["-TERM", &pid.to_string()])
+            .status();
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while Instant::now() < deadline && !matches!(child.try_wait(), Ok(Some(_))) {
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        let _ = child.kill();
+        let _ = child.wait();
+        if let Ok(mut conf) = read() {
+            if let Some(node) = conf["node"].as_object_mut() {
+                node.remove("relay");
+            }
+            let _ = std::fs::write(&cfg_path, serde_json::to_vec_pretty(&conf).unwrap());
+        }
+        // What radicle-node logged about fetching (it has no fetch counter).
+        let fetch_lines = std::fs::read_to_string(&log_path)
+            .map(|l| {
+                l.lines()
+                    .filter(|l| l.contains("Fetching") || l.contains("fetch"))
+                    .count()
+            })
+            .unwrap_or(0);
+        result.map(|mut g| {
+            if fetch_lines > 0 {
+                g.notes.push(format!(
+                    "{fetch_lines} log lines mention fetching ({})",
+                    log_path.display()
+                ));
+            }
+            g
+        })
+    }
 }

@@ -9,6 +9,7 @@ use std::process::{Command, Stdio};
 use seedd_tests::{radicle_bin, workspace};
 
 pub mod generate;
+pub mod peers;
 
 // ------------------------------------------------------------------------------------------
 // /proc helpers

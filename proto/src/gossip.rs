@@ -739,6 +739,7 @@ impl Service {
                             session: id,
                             author,
                             rids,
+                            clone_only: true,
                         }));
                     }
                 }
@@ -761,11 +762,14 @@ impl Service {
                 if refs.refs.is_empty() || !self.seeds_repo(&refs.rid) {
                     Relay::No
                 } else {
-                    if self.sessions.get(&id).is_some_and(|s| s.nid == author) {
+                    // Our own namespace is never fetched (§5.4).
+                    let news = refs.refs.iter().any(|r| r.remote != self.nid);
+                    if news && self.sessions.get(&id).is_some_and(|s| s.nid == author) {
                         self.outputs.push(Output::Event(Event::Seeds {
                             session: id,
                             author,
                             rids: vec![refs.rid],
+                            clone_only: false,
                         }));
                     }
                     Relay::Now

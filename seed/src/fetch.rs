@@ -300,6 +300,11 @@ impl Fetcher {
                             continue;
                         }
                         for rid in hint.rids {
+                            // An inventory names what the peer holds: a reason to clone, not
+                            // to fetch again what we hold (refs announcements bring updates).
+                            if hint.clone_only && this.holds(&rid) {
+                                continue;
+                            }
                             if p.seeding(&rid).is_some() {
                                 this.request(rid, hint.from);
                             }
@@ -312,6 +317,11 @@ impl Fetcher {
                 }
             }
         });
+    }
+
+    /// Whether storage holds `rid` (one `stat`, as the sync task checks).
+    fn holds(&self, rid: &RepoId) -> bool {
+        self.inner.storage.path_of(rid).join("HEAD").exists()
     }
 
     /// Queues a fetch of `rid` from `from` (coalesced with one already running or queued for

@@ -286,6 +286,8 @@ pub(crate) struct FetchHint {
     /// The connected peer to fetch from.
     pub from: NodeId,
     pub rids: Vec<RepoId>,
+    /// From an inventory: fetch only the repositories not held yet (protocol.md §5.4).
+    pub clone_only: bool,
 }
 
 /// What the p2p layer needs from the rest of the daemon.

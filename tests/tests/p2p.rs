@@ -1208,3 +1208,64 @@ fn unread_git_stream_input_is_bounded_per_stream_and_per_session() {
         "session dropped"
     );
 }
+
+/// Gossip about a repository seedd holds starts no fetch (protocol.md §5.4): an inventory
+/// naming it (only a missing repository is cloned) and refs naming only seedd's own namespace
+/// (a peer that has our refs has nothing for us). Refs naming the peer's namespace do start
+/// one — the control that hints still flow.
+#[test]
+fn gossip_about_a_held_repository_starts_no_fetch() {
+    use seedd_proto::crypto::RepoId;
+    use seedd_proto::wire::message::{InventoryAnnouncement, RefsAnnouncement};
+    use seedd_proto::wire::{Control, Oid, RefsAt, Subscribe};
+    let seed = seed_with(&[HEARTWOOD], "");
+    let rid: RepoId = fixtures().rid(HEARTWOOD).parse().unwrap();
+    let me: seedd_proto::crypto::NodeId = seed.nid().parse().unwrap();
+    let key = Keypair::mock(201);
+    let mut s = raw_connect(&seed, "127.0.0.1", &key);
+    let (_, closed) = read_until(&mut s, Duration::from_secs(10), |f| f.len() >= 3);
+    assert!(!closed);
+    let fetches = |seed: &Seed| seed.metric("seedd_fetches_total", &[]);
+    let opened = |frames: &[Frame]| {
+        frames.iter().any(|f| {
+            matches!(
+                f,
+                Frame::Control {
+                    control: Control::Open { .. },
+                    ..
+                }
+            )
+        })
+    };
+    let t = now_ms();
+    send(&mut s, Message::Announcement(node_announcement(&key, t)));
+    send(&mut s, Message::Subscribe(Subscribe::all()));
+    let refs = |remote, ts| {
+        AnnouncementMessage::Refs(RefsAnnouncement {
+            rid,
+            refs: vec![RefsAt {
+                remote,
+                at: Oid([7; 20]),
+            }],
+            timestamp: ts,
+        })
+        .sign(&key)
+        .unwrap()
+    };
+    let inventory = AnnouncementMessage::Inventory(InventoryAnnouncement {
+        inventory: vec![rid],
+        timestamp: t,
+    })
+    .sign(&key)
+    .unwrap();
+    send(&mut s, Message::Announcement(inventory));
+    send(&mut s, Message::Announcement(refs(me, t)));
+    let (frames, closed) = read_until(&mut s, Duration::from_secs(5), opened);
+    assert!(!closed);
+    assert!(!opened(&frames), "seedd opened a git stream: {frames:?}");
+    assert_eq!(fetches(&seed), 0.0);
+    // The peer's own namespace is news: seedd fetches it (the stream is not answered).
+    send(&mut s, Message::Announcement(refs(key.nid(), t + 1)));
+    let (frames, _) = read_until(&mut s, Duration::from_secs(10), opened);
+    assert!(opened(&frames), "no fetch for the peer's refs: {frames:?}");
+}

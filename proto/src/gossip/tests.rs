@@ -380,10 +380,12 @@ fn inventory_updates_routing_as_full_replacement_and_dedupes() {
     })));
     assert!(s.seeds_of(&rid(1)).is_empty());
     assert_eq!(s.seeds_of(&rid(3)).len(), 1);
-    // A direct peer's repos that we seed are reported (fetch trigger for replication).
-    assert!(events(&out)
-        .iter()
-        .any(|e| matches!(e, Event::Seeds { author, .. } if *author == peer.nid())));
+    // A direct peer's repos that we seed are reported (fetch trigger for replication), to be
+    // cloned if we do not hold them.
+    assert!(events(&out).iter().any(|e| matches!(
+        e,
+        Event::Seeds { author, clone_only: true, .. } if *author == peer.nid()
+    )));
 }
 
 #[test]
@@ -491,9 +493,27 @@ fn refs_mentioning_us_report_sync() {
         Message::Announcement(refs_ann(&a, T0 + 1, rid(7), me)),
         T0 + 1,
     );
-    assert!(events(&s.take_outputs()).contains(&Event::RefsSynced {
+    let out = events(&s.take_outputs());
+    assert!(out.contains(&Event::RefsSynced {
         rid: rid(7),
         remote: a.nid()
+    }));
+    // Only our own namespace: nothing to fetch (§5.4).
+    assert!(
+        !out.iter().any(|e| matches!(e, Event::Seeds { .. })),
+        "{out:?}"
+    );
+    // The author's own namespace: fetch from it.
+    s.received(
+        1,
+        Message::Announcement(refs_ann(&a, T0 + 2, rid(7), a.nid())),
+        T0 + 2,
+    );
+    assert!(events(&s.take_outputs()).contains(&Event::Seeds {
+        session: 1,
+        author: a.nid(),
+        rids: vec![rid(7)],
+        clone_only: false,
     }));
 }
 

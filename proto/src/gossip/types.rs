@@ -224,11 +224,15 @@ pub enum Event {
     RefsSynced { rid: RepoId, remote: NodeId },
     /// A Pong with the expected length arrived.
     Pong { session: SessionId, latency_ms: u64 },
-    /// A node announced (inventory) or updated (refs) repositories: a fetch may be wanted.
+    /// A node announced (inventory) or updated (refs) repositories: a fetch may be wanted
+    /// (protocol.md §5.4). From an inventory `clone_only` is set: only the repositories we do
+    /// not hold yet are to be fetched. A refs announcement is reported only when it names a
+    /// namespace other than ours (a node that has our refs has nothing for us).
     Seeds {
         session: SessionId,
         author: NodeId,
         rids: Vec<RepoId>,
+        clone_only: bool,
     },
 }
 

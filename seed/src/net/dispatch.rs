@@ -74,9 +74,18 @@ impl Shared {
                 tracing::debug!(%rid, %remote, "peer reports it is synced with us");
             }
             Event::Pong { .. } => {}
-            Event::Seeds { author, rids, .. } => {
-                tracing::debug!(%author, repos = rids.len(), "peer seeds repositories we seed");
-                let _ = self.hints.send(FetchHint { from: author, rids });
+            Event::Seeds {
+                author,
+                rids,
+                clone_only,
+                ..
+            } => {
+                tracing::debug!(%author, repos = rids.len(), clone_only, "peer seeds repositories we seed");
+                let _ = self.hints.send(FetchHint {
+                    from: author,
+                    rids,
+                    clone_only,
+                });
             }
         }
     }
