@@ -667,7 +667,7 @@ mod tests {
         let text = a.rid.to_string();
         {
             let index = Index::open(dir.path()).unwrap();
-            index.put_repo(&a, &[], &[s.clone()]).unwrap();
+            index.put_repo(&a, &[], std::slice::from_ref(&s)).unwrap();
             let mut value = raw(&index, CF_REPOS, a.rid.as_bytes());
             value.truncate(value.len() / 2);
             index.put(CF_REPOS, a.rid.as_bytes(), &value).unwrap();
