@@ -1,13 +1,14 @@
-//! The RocksDB index in process (`seed/src/index.rs`, options in `seed/src/index/tuning.rs`):
-//! the tuned options and the options from before tuning (RocksDB's defaults plus the prefix
-//! extractors) side by side, in one run, on the same generated data. Targets from issue 14:
+//! The RocksDB index in process (`seed/src/index.rs`, options in `seed/src/index/tuning.rs`,
+//! value encoding in `seed/src/index/values.rs`): the tuned options with binary values and the
+//! index from before tuning (RocksDB's defaults plus the prefix extractors, JSON values) side by
+//! side, in one run, on the same generated data; then the record values alone, binary vs JSON. Targets from issue 14:
 //! ≥ 200k point lookups/s and a 1k-ref batch commit p99 ≤ 5 ms. Prints a table and writes
 //! JSON to `<target>/seedd-bench-index.json`. See `benches/README.md`.
 //!
 //! For each tuning, in a fresh directory under `<target>/seedd-bench-index/`:
 //!
 //! 1. load `SEEDD_BENCH_INDEX_REPOS` (100,000) repositories through `Index::put_repo`, one
-//!    batch each, as the rescan writes them: a record (JSON), its refs (canonical `HEAD`,
+//!    batch each, as the rescan writes them: a record (binary, or JSON untuned), its refs (canonical `HEAD`,
 //!    `refs/heads/main`, `refs/rad/id`, and per delegate namespace `refs/namespaces/<z6Mk…>/`
 //!    `refs/heads/main`, `refs/rad/id`, `refs/rad/sigrefs`, an identity COB) and signed refs;
 //! 2. flush and compact, close, reopen (cold cache), one warm-up pass over every record;
@@ -17,7 +18,9 @@
 //!    scan of refs (`Index::refs`);
 //! 4. `SEEDD_BENCH_INDEX_BATCHES` (250) commits of one repository with 1,000 refs
 //!    (`put_repo`: range delete of its old refs, record, refs, signed refs; not synced, as in
-//!    the daemon), random repositories, p50/p99/max of each commit's wall time.
+//!    the daemon), random repositories, p50/p99/max of each commit's wall time;
+//! 5. values in memory, no RocksDB (10,000 of the generated records at most): mean bytes of a
+//!    `repos` value, and decodes and encodes per second on 1 thread, binary vs JSON.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::hint::black_box;
@@ -25,7 +28,8 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use seedd::bench_index::{
-    oid_target, Index, RefTarget, RepoRecord, SigrefsRecord, Tuning, Visibility,
+    oid_target, repo_from_value, repo_value, Index, RefTarget, RepoRecord, SigrefsRecord, Tuning,
+    ValueEncoding, Visibility,
 };
 use seedd::crypto::{NodeId, RepoId};
 use seedd_benches::{env_usize, fmt, write_table, TableLine};
@@ -184,6 +188,7 @@ type Figures = Vec<(&'static str, f64)>;
 
 fn measure(
     tuning: Tuning,
+    encoding: ValueEncoding,
     dir: &Path,
     rids: &[RepoId],
     absent: &[RepoId],
@@ -196,7 +201,9 @@ fn measure(
     let n = rids.len();
 
     // 1. Load.
-    let index = Index::open_tuned(dir, tuning).unwrap();
+    let index = Index::open_tuned(dir, tuning)
+        .unwrap()
+        .with_value_encoding(encoding);
     let mut rng = Rng(42);
     let mut refs = 0;
     let started = Instant::now();
@@ -222,7 +229,9 @@ fn measure(
 
     // 2. Reopen cold, warm up.
     let started = Instant::now();
-    let index = Index::open_tuned(dir, tuning).unwrap();
+    let index = Index::open_tuned(dir, tuning)
+        .unwrap()
+        .with_value_encoding(encoding);
     out.push(("open_s", started.elapsed().as_secs_f64()));
     for rid in rids {
         black_box(index.repo(rid).unwrap());
@@ -281,6 +290,36 @@ fn measure(
     out
 }
 
+/// Values of CF `repos` in memory, binary vs JSON, by row key: mean bytes, decodes and encodes
+/// per second (1 thread, [`RUNS`] runs of `secs`) of the first `records`.
+fn values(records: &[RepoRecord], secs: f64) -> Vec<(&'static str, f64, f64)> {
+    let n = records.len();
+    let encoded =
+        |e| -> Vec<Vec<u8>> { records.iter().map(|r| repo_value(r, e).unwrap()).collect() };
+    let (bin, json) = (encoded(ValueEncoding::Binary), encoded(ValueEncoding::Json));
+    let mean = |v: &[Vec<u8>]| v.iter().map(Vec::len).sum::<usize>() as f64 / n as f64;
+    let decode = |values: &[Vec<u8>]| {
+        rate(1, secs, &|rng: &mut Rng| {
+            let i = rng.below(n);
+            black_box(repo_from_value(&records[i].rid, &values[i]).unwrap());
+        })
+    };
+    let encode = |e| {
+        rate(1, secs, &|rng: &mut Rng| {
+            black_box(repo_value(&records[rng.below(n)], e).unwrap());
+        })
+    };
+    vec![
+        ("value_bytes", mean(&bin), mean(&json)),
+        ("decode_1t", decode(&bin), decode(&json)),
+        (
+            "encode_1t",
+            encode(ValueEncoding::Binary),
+            encode(ValueEncoding::Json),
+        ),
+    ]
+}
+
 /// Label, unit and which way is better, by row key.
 fn describe(key: &str) -> (&'static str, &'static str, &'static str) {
     match key {
@@ -321,6 +360,9 @@ fn describe(key: &str) -> (&'static str, &'static str, &'static str) {
         "commit_1k_p50_ms" => ("commit of 1,000 refs, p50", "ms", "lower"),
         "commit_1k_p99_ms" => ("commit of 1,000 refs, p99", "ms", "lower"),
         "commit_1k_max_ms" => ("commit of 1,000 refs, max", "ms", "lower"),
+        "value_bytes" => ("repos value, mean size", "bytes", "lower"),
+        "decode_1t" => ("decode a repos value, 1 thread", "ops/s", "higher"),
+        "encode_1t" => ("encode a repos value, 1 thread", "ops/s", "higher"),
         _ => ("?", "", ""),
     }
 }
@@ -349,6 +391,7 @@ fn main() {
     let mut refs_per_repo = 0;
     let untuned = measure(
         Tuning::Untuned,
+        ValueEncoding::Json,
         &base.join("untuned"),
         &rids,
         &absent,
@@ -357,6 +400,7 @@ fn main() {
     );
     let tuned = measure(
         Tuning::default(),
+        ValueEncoding::Binary,
         &base.join("tuned"),
         &rids,
         &absent,
@@ -364,6 +408,15 @@ fn main() {
         &log,
     );
     let _ = std::fs::remove_dir_all(&base);
+    let mut rng = Rng(42);
+    let records: Vec<RepoRecord> = rids
+        .iter()
+        .take(10_000)
+        .enumerate()
+        .map(|(i, rid)| repo(&mut rng, *rid, i, 1 + i % 3).record)
+        .collect();
+    let value_rows = values(&records, secs());
+    log("values done");
 
     let rows: Vec<(&str, f64, f64)> = tuned
         .iter()
@@ -379,7 +432,8 @@ fn main() {
 
     let mut t = format!(
         "\nseedd RocksDB index: {repos} repositories, ~{refs_per_repo} refs each; tuned (64 MiB \
-         shared cache, blooms, LZ4) vs untuned (RocksDB defaults + prefix extractors)\n\n"
+         shared cache, blooms, LZ4, binary values) vs untuned (RocksDB defaults + prefix \
+         extractors, JSON values)\n\n"
     );
     let lines: Vec<TableLine> = rows
         .iter()
@@ -399,6 +453,32 @@ fn main() {
     write_table(
         &mut t,
         ["", "row", "tuned", "untuned", "ratio", "unit"],
+        [0, 46, 9, 9, 6, 8],
+        100,
+        lines,
+    );
+    t.push_str(&format!(
+        "\nrecord values alone (no RocksDB), {} records: binary (format byte + postcard) vs JSON\n\n",
+        records.len()
+    ));
+    let lines: Vec<TableLine> = value_rows
+        .iter()
+        .map(|(key, bin, json)| {
+            let (label, unit, better) = describe(key);
+            TableLine {
+                group: "",
+                metric: label,
+                seedd: fmt(Some(*bin)),
+                other: fmt(Some(*json)),
+                ratio: fmt(Some(bin / json)),
+                unit,
+                better,
+            }
+        })
+        .collect();
+    write_table(
+        &mut t,
+        ["", "row", "binary", "JSON", "ratio", "unit"],
         [0, 46, 9, 9, 6, 8],
         100,
         lines,
@@ -431,6 +511,11 @@ fn main() {
             let (label, unit, better) = describe(key);
             json!({"key": key, "label": label, "tuned": tuned, "untuned": untuned,
                    "ratio": tuned / untuned, "unit": unit, "better": better})
+        }).collect::<Vec<_>>(),
+        "values": value_rows.iter().map(|(key, bin, json)| {
+            let (label, unit, better) = describe(key);
+            json!({"key": key, "label": label, "binary": bin, "json": json,
+                   "ratio": bin / json, "unit": unit, "better": better})
         }).collect::<Vec<_>>(),
         "targets": {
             "lookups_per_s_min": TARGET_LOOKUPS, "lookups_per_s": lookups_2t,

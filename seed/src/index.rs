@@ -1,7 +1,8 @@
 //! The RocksDB index: typed accessors over column families. Never the only copy of git data:
 //! everything in `repos`, `refs` and `sigrefs` can be rebuilt from storage (see `scan`).
 //!
-//! Schema (documented in ARCHITECTURE.md; keys are binary, values JSON unless noted):
+//! Schema (documented in ARCHITECTURE.md; keys are binary; values JSON unless noted, `repos`
+//! and `sigrefs` in the versioned binary encoding of [`values`], JSON still read there):
 //!
 //! | CF | key | value |
 //! |---|---|---|
@@ -32,6 +33,7 @@ pub(crate) mod policy;
 pub(crate) mod scan;
 pub(crate) mod tenants;
 pub(crate) mod tuning;
+pub(crate) mod values;
 
 use std::collections::{BTreeSet, HashMap};
 use std::path::Path;
@@ -43,6 +45,7 @@ use serde::{Deserialize, Serialize};
 use crate::crypto::{NodeId, RepoId};
 use crate::storage::{FeatureLevel, RefTarget, Visibility};
 pub use tuning::Tuning;
+pub use values::ValueEncoding;
 
 pub(crate) const SCHEMA_VERSION: &str = "1";
 
@@ -80,12 +83,23 @@ pub enum IndexError {
     Db(#[from] rocksdb::Error),
     #[error("index: column family {0} missing")]
     MissingCf(&'static str),
-    #[error("index: corrupt record in {cf}: {reason}")]
-    Corrupt { cf: &'static str, reason: String },
+    /// A record that does not decode (or does not belong to its key); `key` names it when
+    /// the record has one (`rad:z…`, `rad:z…/z6Mk…`, else hex).
+    #[error("index: corrupt record in {cf}{}: {reason}", at_key(.key.as_deref()))]
+    Corrupt {
+        cf: &'static str,
+        key: Option<String>,
+        reason: String,
+    },
     #[error(
         "index schema version {found:?} is not {SCHEMA_VERSION}: delete the index directory to rebuild it from storage"
     )]
     Schema { found: String },
+}
+
+/// ` at key …` for [`IndexError::Corrupt`], or nothing.
+fn at_key(key: Option<&str>) -> String {
+    key.map(|k| format!(" at key {k}")).unwrap_or_default()
 }
 
 /// What the index knows about one repository.
@@ -199,6 +213,9 @@ pub struct Index {
     /// Every indexed repository and whether it is public, kept with the records (read once at
     /// open, then updated by each write under this lock), so counts are O(1).
     census: Arc<Mutex<Census>>,
+    /// How records are written ([`values`]): binary, except in compatibility tests and the
+    /// bench's baseline.
+    values: ValueEncoding,
 }
 
 /// Indexed repositories, their visibility, names and when each was indexed, with the public
@@ -339,6 +356,7 @@ impl Index {
         let mut index = Self {
             db: Arc::new(db),
             census: Arc::default(),
+            values: ValueEncoding::default(),
         };
         index.check_schema()?;
         let mut census = Census::default();
@@ -402,12 +420,7 @@ impl Index {
     pub fn repo(&self, rid: &RepoId) -> Result<Option<RepoRecord>, IndexError> {
         match self.db.get_pinned_cf(self.cf(CF_REPOS)?, rid.as_bytes())? {
             None => Ok(None),
-            Some(v) => serde_json::from_slice(&v)
-                .map(Some)
-                .map_err(|e| IndexError::Corrupt {
-                    cf: CF_REPOS,
-                    reason: e.to_string(),
-                }),
+            Some(v) => values::decode(rid.as_bytes(), &v).map(Some),
         }
     }
 
@@ -425,11 +438,8 @@ impl Index {
             .db
             .iterator_cf(self.cf(CF_REPOS)?, rocksdb::IteratorMode::Start)
         {
-            let (_, v) = item?;
-            f(serde_json::from_slice(&v).map_err(|e| IndexError::Corrupt {
-                cf: CF_REPOS,
-                reason: e.to_string(),
-            })?);
+            let (k, v) = item?;
+            f(values::decode(&k, &v)?);
         }
         Ok(())
     }
@@ -505,10 +515,7 @@ impl Index {
             if !k.starts_with(rid.as_bytes()) {
                 break;
             }
-            out.push(serde_json::from_slice(&v).map_err(|e| IndexError::Corrupt {
-                cf: CF_SIGREFS,
-                reason: e.to_string(),
-            })?);
+            out.push(values::decode(&k, &v)?);
         }
         Ok(out)
     }
@@ -523,10 +530,7 @@ impl Index {
         let rid = record.rid;
         let mut batch = self.batch();
         self.delete_repo_into(&mut batch, &rid)?;
-        let value = serde_json::to_vec(record).map_err(|e| IndexError::Corrupt {
-            cf: CF_REPOS,
-            reason: e.to_string(),
-        })?;
+        let value = values::encode(rid.as_bytes(), record, self.values)?;
         batch.put(CF_REPOS, rid.as_bytes(), value)?;
         for (name, target) in refs {
             let mut key = rid.as_bytes().to_vec();
@@ -536,10 +540,7 @@ impl Index {
         for s in sigrefs {
             let mut key = rid.as_bytes().to_vec();
             key.extend_from_slice(s.nid.as_bytes());
-            let value = serde_json::to_vec(s).map_err(|e| IndexError::Corrupt {
-                cf: CF_SIGREFS,
-                reason: e.to_string(),
-            })?;
+            let value = values::encode(&key, s, self.values)?;
             batch.put(CF_SIGREFS, key, value)?;
         }
         let mut census = self.census();
@@ -555,10 +556,7 @@ impl Index {
     pub fn update_repo(&self, delta: &RepoDelta<'_>) -> Result<(), IndexError> {
         let rid = delta.record.rid;
         let mut batch = self.batch();
-        let value = serde_json::to_vec(delta.record).map_err(|e| IndexError::Corrupt {
-            cf: CF_REPOS,
-            reason: e.to_string(),
-        })?;
+        let value = values::encode(rid.as_bytes(), delta.record, self.values)?;
         batch.put(CF_REPOS, rid.as_bytes(), value)?;
         let key = |suffix: &[u8]| {
             let mut key = rid.as_bytes().to_vec();
@@ -575,11 +573,9 @@ impl Index {
             batch.delete(CF_SIGREFS, key(nid.as_bytes()))?;
         }
         for s in delta.sigrefs {
-            let value = serde_json::to_vec(s).map_err(|e| IndexError::Corrupt {
-                cf: CF_SIGREFS,
-                reason: e.to_string(),
-            })?;
-            batch.put(CF_SIGREFS, key(s.nid.as_bytes()), value)?;
+            let k = key(s.nid.as_bytes());
+            let value = values::encode(&k, s, self.values)?;
+            batch.put(CF_SIGREFS, k, value)?;
         }
         let mut census = self.census();
         self.commit(batch)?;
@@ -613,6 +609,7 @@ impl Index {
             };
             let bytes: [u8; 20] = rid.try_into().map_err(|_| IndexError::Corrupt {
                 cf: CF_META,
+                key: None,
                 reason: format!("dirty mark of {} bytes", rid.len()),
             })?;
             out.push(RepoId::from_oid_bytes(bytes));
@@ -647,6 +644,7 @@ impl Index {
             };
             let corrupt = |what: &str| IndexError::Corrupt {
                 cf: CF_FETCH_STATE,
+                key: None,
                 reason: format!("size record: {what}"),
             };
             let rid: [u8; 20] = rid.try_into().map_err(|_| corrupt("key"))?;
@@ -725,6 +723,7 @@ fn decode_target(v: &[u8]) -> Result<RefTarget, IndexError> {
         .map(RefTarget::Oid)
         .map_err(|e| IndexError::Corrupt {
             cf: CF_REFS,
+            key: None,
             reason: e.to_string(),
         })
 }

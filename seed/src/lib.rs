@@ -35,7 +35,8 @@ pub use fetch::bridge;
 /// The RocksDB index for `benches/benches/index.rs` only: not an API.
 #[doc(hidden)]
 pub mod bench_index {
-    pub use crate::index::{Index, IndexError, RepoRecord, SigrefsRecord, Tuning};
+    pub use crate::index::values::{repo_from_value, repo_value};
+    pub use crate::index::{Index, IndexError, RepoRecord, SigrefsRecord, Tuning, ValueEncoding};
     pub use crate::storage::identity::Visibility;
     pub use crate::storage::RefTarget;
 

@@ -417,6 +417,7 @@ impl Maintainer {
         let inner = &self.inner;
         let bytes = serde_json::to_vec(record).map_err(|e| crate::index::IndexError::Corrupt {
             cf: crate::index::maintenance::CF_MAINTENANCE,
+            key: None,
             reason: e.to_string(),
         })?;
         inner.index.put_maintenance_record(rid, &bytes)?;

@@ -45,6 +45,7 @@ pub struct BanRecord {
 fn corrupt(cf: &'static str, reason: impl ToString) -> IndexError {
     IndexError::Corrupt {
         cf,
+        key: None,
         reason: reason.to_string(),
     }
 }

@@ -5,7 +5,7 @@
 
 use crate::crypto::RepoId;
 
-use super::{Index, IndexError, RepoRecord, CF_REPOS};
+use super::{values, Index, IndexError, RepoRecord, CF_REPOS};
 
 /// One page of a listing in key order.
 #[derive(Debug, Clone, PartialEq)]
@@ -62,14 +62,14 @@ impl Index {
         let iter = self.db.iterator_cf(self.cf(CF_REPOS)?, mode);
         let keyed = iter.map(|item| {
             let (k, v) = item?;
-            Ok::<_, IndexError>((k, v))
+            Ok::<_, IndexError>((k.clone(), (k, v)))
         });
         let after_key: Option<Box<[u8]>> = after.map(|r| r.as_bytes().to_vec().into_boxed_slice());
         let raw = take_page(keyed, after_key.as_ref(), limit)?;
         let items = raw
             .items
             .iter()
-            .map(|v| decode_repo(v))
+            .map(|(k, v)| values::decode(k, v))
             .collect::<Result<Vec<_>, _>>()?;
         let next = match raw.next {
             Some(k) => Some(rid_key(&k)?),
@@ -97,18 +97,12 @@ impl Index {
     }
 }
 
-fn decode_repo(v: &[u8]) -> Result<RepoRecord, IndexError> {
-    serde_json::from_slice(v).map_err(|e| IndexError::Corrupt {
-        cf: CF_REPOS,
-        reason: e.to_string(),
-    })
-}
-
 fn rid_key(k: &[u8]) -> Result<RepoId, IndexError> {
     <[u8; 20]>::try_from(k)
         .map(RepoId::from_oid_bytes)
         .map_err(|_| IndexError::Corrupt {
             cf: CF_REPOS,
+            key: None,
             reason: format!("key of {} bytes, not a 20-byte RID", k.len()),
         })
 }

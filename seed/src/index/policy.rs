@@ -43,6 +43,7 @@ fn node_key(nid: &NodeId) -> Vec<u8> {
 fn corrupt(e: impl ToString) -> IndexError {
     IndexError::Corrupt {
         cf: CF_POLICIES,
+        key: None,
         reason: e.to_string(),
     }
 }
