@@ -27,17 +27,55 @@ pub(super) fn refs_under(repo: &Path, prefix: &str) -> Result<Vec<(String, Strin
     crate::storage::refs_matching(repo, prefix).map_err(FetchError::Repository)
 }
 
+/// Whether commit `a` is an ancestor of commit `b` (or the same), as
+/// `git merge-base --is-ancestor` answers: in process when a short walk decides it, else git.
 pub(super) fn is_ancestor(
     cfg: &FetchConfig,
     repo: &Path,
     a: &str,
     b: &str,
 ) -> Result<bool, FetchError> {
+    if let Some(known) = ancestry_in_process(repo, a, b) {
+        return Ok(known);
+    }
     let status = git(cfg, repo)
         .args(["merge-base", "--is-ancestor", a, b])
         .stderr(Stdio::null())
         .status()?;
     Ok(status.success())
+}
+
+/// Commits walked back from `b` looking for `a` before git is asked instead.
+const ANCESTRY_WALK: usize = 1_000;
+
+/// `Some(answer)` when walking back from `b` finds `a` within [`ANCESTRY_WALK`] commits, or
+/// exhausts `b`'s history without it; `None` (git decides, with its commit-graph and
+/// generation numbers) when the walk is longer, or either is not a commit we can read. A fetch
+/// asks this for every signed-refs update and the default branch's quorum; almost always `a` is
+/// `b` or its parent, and each `git merge-base` process cost more than a millisecond of CPU.
+fn ancestry_in_process(repo: &Path, a: &str, b: &str) -> Option<bool> {
+    let a = gix::ObjectId::from_hex(a.as_bytes()).ok()?;
+    let b = gix::ObjectId::from_hex(b.as_bytes()).ok()?;
+    let repo = gix::open_opts(repo, gix::open::Options::isolated()).ok()?;
+    // git peels tags to commits; here both must be commits, else git answers.
+    for id in [a, b] {
+        if repo.find_header(id).ok()?.kind() != gix::object::Kind::Commit {
+            return None;
+        }
+    }
+    if a == b {
+        return Some(true);
+    }
+    let walk = repo.rev_walk([b]).all().ok()?;
+    for (seen, info) in walk.enumerate() {
+        if seen >= ANCESTRY_WALK {
+            return None;
+        }
+        if info.ok()?.id == a {
+            return Some(true);
+        }
+    }
+    Some(false)
 }
 
 /// Runs an `update-ref --stdin` transaction (all or nothing).
@@ -190,4 +228,83 @@ pub(super) fn migrate(
 /// per object 20 + 4 + 4 bytes; large offsets only exist past 2 GiB packs).
 pub(super) fn idx_object_count(len: u64) -> u64 {
     len.saturating_sub(8 + 1024 + 40) / 28
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+    use std::process::Command;
+
+    fn git(dir: &Path, args: &[&str]) -> std::process::Output {
+        Command::new("git")
+            .arg("-C")
+            .arg(dir)
+            .args(args)
+            .env("GIT_CONFIG_NOSYSTEM", "1")
+            .env("GIT_CONFIG_GLOBAL", "/dev/null")
+            .env("GIT_AUTHOR_NAME", "t")
+            .env("GIT_AUTHOR_EMAIL", "t@t")
+            .env("GIT_COMMITTER_NAME", "t")
+            .env("GIT_COMMITTER_EMAIL", "t@t")
+            .output()
+            .unwrap()
+    }
+
+    fn out(dir: &Path, args: &[&str]) -> String {
+        let o = git(dir, args);
+        assert!(o.status.success(), "git {args:?}: {o:?}");
+        String::from_utf8(o.stdout).unwrap().trim().to_owned()
+    }
+
+    /// The in-process answer equals `git merge-base --is-ancestor` for every pair of a linear
+    /// history with a fork; a tag, an absent object or a walk past the bound leave it to git.
+    #[test]
+    fn ancestry_in_process_agrees_with_git() {
+        let dir = tempfile::tempdir().unwrap();
+        let repo = dir.path();
+        out(repo, &["init", "-q", "--bare", "."]);
+        let tree = out(repo, &["mktree"]);
+        let c1 = out(repo, &["commit-tree", &tree, "-m", "1"]);
+        let c2 = out(repo, &["commit-tree", &tree, "-p", &c1, "-m", "2"]);
+        let c3 = out(repo, &["commit-tree", &tree, "-p", &c2, "-m", "3"]);
+        let d3 = out(repo, &["commit-tree", &tree, "-p", &c2, "-m", "fork"]);
+        let m4 = out(
+            repo,
+            &["commit-tree", &tree, "-p", &c3, "-p", &d3, "-m", "merge"],
+        );
+        let all = [&c1, &c2, &c3, &d3, &m4];
+        for a in all {
+            for b in all {
+                let git_says = git(repo, &["merge-base", "--is-ancestor", a, b])
+                    .status
+                    .success();
+                assert_eq!(
+                    super::ancestry_in_process(repo, a, b),
+                    Some(git_says),
+                    "{a} ancestor of {b}"
+                );
+            }
+        }
+        out(repo, &["tag", "-a", "-m", "t", "t", &c1]);
+        let tag = out(repo, &["rev-parse", "refs/tags/t"]);
+        assert_eq!(
+            super::ancestry_in_process(repo, &tag, &c3),
+            None,
+            "a tag: git peels it"
+        );
+        let absent = "1".repeat(40);
+        assert_eq!(super::ancestry_in_process(repo, &absent, &c3), None);
+        assert_eq!(super::ancestry_in_process(repo, "not hex", &c3), None);
+
+        // Longer than the bound and not found within it: git decides.
+        let mut tip = c1.clone();
+        for i in 0..super::ANCESTRY_WALK + 1 {
+            tip = out(
+                repo,
+                &["commit-tree", &tree, "-p", &tip, "-m", &i.to_string()],
+            );
+        }
+        assert_eq!(super::ancestry_in_process(repo, &c1, &tip), None);
+        assert_eq!(super::ancestry_in_process(repo, &d3, &tip), None);
+    }
 }
