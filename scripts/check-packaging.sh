@@ -541,8 +541,8 @@ context_check() {
   bad="$(cd "$WORK/context/ctx" && find . -maxdepth 3 \( -name target -o -name .git -o -name fuzz -o -name seedd-data \) | head -5)"
   [ -z "$bad" ] || { echo "build context holds: $bad"; ok=1; }
   [ -f "$WORK/context/ctx/docker/seedd.toml" ] || { echo "build context lacks docker/seedd.toml"; ok=1; }
-  # cargo tree resolves the two binaries' dependency graph from Cargo.lock (offline, no build).
-  (cd "$WORK/context/ctx" && cargo tree --locked --offline -p seedd -p seedctl \
+  # cargo tree resolves the binaries' dependency graph from Cargo.lock (offline, no build).
+  (cd "$WORK/context/ctx" && cargo tree --locked --offline -p seedd -p seedd-bridge -p seedctl \
     --target "$(rustc -vV | awk '/^host:/{print $2}')" >/dev/null 2>"$WORK/metadata.log") ||
     { echo "cargo cannot load the workspace from the build context:"; tail -5 "$WORK/metadata.log"; ok=1; }
   [ "$ok" = 0 ] && echo "Dockerfile build context: $(du -sh "$WORK/context/ctx" | cut -f1), workspace loads"
