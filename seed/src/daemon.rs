@@ -377,7 +377,7 @@ fn start_replication(
         git_home: cfg.cache_dir().join("git-home"),
         work_dir: cfg.cache_dir().join("fetch"),
     };
-    crate::fetch::recover(&fetch_cfg, &core.storage);
+    crate::fetch::recover(&fetch_cfg, &core.storage, &core.index);
     let after = AfterFetch::new(
         core.storage.clone(),
         core.index.clone(),

@@ -590,6 +590,17 @@ impl Index {
         self.put(CF_META, dirty_key(rid), [])
     }
 
+    /// Whether the one-off step `name` is recorded as done (CF `meta`, key `done/<name>`).
+    pub fn done(&self, name: &str) -> Result<bool, IndexError> {
+        let key = [b"done/".as_slice(), name.as_bytes()].concat();
+        Ok(self.db.get_pinned_cf(self.cf(CF_META)?, key)?.is_some())
+    }
+
+    /// Records the one-off step `name` as done (synced: it is not redone after a crash).
+    pub fn set_done(&self, name: &str) -> Result<(), IndexError> {
+        self.put(CF_META, [b"done/".as_slice(), name.as_bytes()].concat(), [])
+    }
+
     /// The repository is indexed as it is on disk ([`Index::mark_dirty`]).
     pub fn clear_dirty(&self, rid: &RepoId) -> Result<(), IndexError> {
         self.delete(CF_META, dirty_key(rid))

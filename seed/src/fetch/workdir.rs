@@ -6,6 +6,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use super::{plumbing, FetchConfig, FetchError, QUARANTINE};
+use crate::index::Index;
 use crate::storage::Storage;
 
 pub(super) async fn git_init(cfg: &FetchConfig, path: &Path) -> Result<(), FetchError> {
@@ -78,16 +79,37 @@ impl Drop for RemoveOnDrop {
     }
 }
 
+/// The one-off sweep of quarantine refs left in storage by versions that fetched into the
+/// live repository ([`Index::done`]).
+const LEGACY_QUARANTINE_SWEPT: &str = "legacy-quarantine-refs-swept";
+
 /// After a crash: removes the work directories of interrupted fetches (half-built clones and
-/// quarantine repositories, with every object they received) and quarantine refs an older
-/// version left in storage, so storage only holds validated refs and the objects they reach.
-pub(crate) fn recover(cfg: &FetchConfig, storage: &Storage) {
+/// quarantine repositories, with every object they received) and, once, quarantine refs an
+/// older version left in storage, so storage only holds validated refs and the objects they
+/// reach. This version never writes quarantine refs into storage, so the sweep over every
+/// repository (a stat and a `packed-refs` read each: seconds at 100,000 repositories on a cold
+/// page cache) runs only until the index records it done.
+pub(crate) fn recover(cfg: &FetchConfig, storage: &Storage, index: &Index) {
     if let Ok(entries) = std::fs::read_dir(&cfg.work_dir) {
         for e in entries.flatten() {
             tracing::info!(path = %e.path().display(), "removing leftovers of an interrupted fetch");
             let _ = std::fs::remove_dir_all(e.path());
         }
     }
+    match index.done(LEGACY_QUARANTINE_SWEPT) {
+        Ok(true) => return,
+        Ok(false) => {}
+        Err(e) => {
+            tracing::warn!(error = %e, "reading the index; sweeping storage for old quarantine refs")
+        }
+    }
+    sweep_legacy_quarantine(cfg, storage);
+    if let Err(e) = index.set_done(LEGACY_QUARANTINE_SWEPT) {
+        tracing::warn!(error = %e, "cannot record the quarantine sweep; it runs again at the next start");
+    }
+}
+
+fn sweep_legacy_quarantine(cfg: &FetchConfig, storage: &Storage) {
     for rid in storage.list().unwrap_or_default() {
         let repo = storage.path_of(&rid);
         let loose = repo.join("refs").join("seedd-fetch").exists();
@@ -98,5 +120,91 @@ pub(crate) fn recover(cfg: &FetchConfig, storage: &Storage) {
             tracing::info!(%rid, "removing quarantine refs of an interrupted fetch");
             plumbing::drop_quarantine(cfg, &repo);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::process::Command;
+    use std::time::Duration;
+
+    use crate::crypto::RepoId;
+    use crate::index::Index;
+    use crate::storage::Storage;
+
+    /// Work directories go at every start; old quarantine refs in storage are swept once, then
+    /// the index remembers it and later starts read no repository.
+    #[test]
+    fn old_quarantine_refs_are_swept_once() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().join("storage");
+        std::fs::create_dir_all(&root).unwrap();
+        let storage = Storage::open(&root).unwrap();
+        let rid = RepoId::from([7; 20]);
+        let repo = storage.path_of(&rid);
+        let git = |args: &[&str]| {
+            let out = Command::new("git")
+                .arg("-C")
+                .arg(&repo)
+                .args(args)
+                .env("GIT_CONFIG_NOSYSTEM", "1")
+                .env("GIT_CONFIG_GLOBAL", "/dev/null")
+                .output()
+                .unwrap();
+            assert!(out.status.success(), "git {args:?}: {out:?}");
+            String::from_utf8(out.stdout).unwrap()
+        };
+        std::fs::create_dir_all(&repo).unwrap();
+        git(&["init", "-q", "--bare", "."]);
+        let blob = {
+            let mut c = Command::new("git")
+                .arg("-C")
+                .arg(&repo)
+                .args(["hash-object", "-w", "--stdin"])
+                .stdin(std::process::Stdio::piped())
+                .stdout(std::process::Stdio::piped())
+                .spawn()
+                .unwrap();
+            use std::io::Write as _;
+            c.stdin.take().unwrap().write_all(b"x").unwrap();
+            String::from_utf8(c.wait_with_output().unwrap().stdout).unwrap()
+        };
+        let blob = blob.trim();
+        git(&["update-ref", "refs/seedd-fetch/old", blob]);
+        let cfg = super::FetchConfig {
+            max_concurrent: 1,
+            max_per_peer: 1,
+            max_pack_bytes: 1 << 20,
+            timeout: Duration::from_secs(5),
+            deadline: Duration::from_secs(5),
+            git: "git".into(),
+            git_home: dir.path().join("git-home"),
+            work_dir: dir.path().join("fetch"),
+        };
+        std::fs::create_dir_all(cfg.work_dir.join("fetch-1-1")).unwrap();
+        std::fs::create_dir_all(&cfg.git_home).unwrap();
+        let index = Index::open(&dir.path().join("index")).unwrap();
+        assert!(!index.done(super::LEGACY_QUARANTINE_SWEPT).unwrap());
+
+        super::recover(&cfg, &storage, &index);
+        assert!(
+            git(&["for-each-ref", "refs/seedd-fetch"]).is_empty(),
+            "swept"
+        );
+        assert!(!cfg.work_dir.join("fetch-1-1").exists(), "work dir removed");
+        assert!(index.done(super::LEGACY_QUARANTINE_SWEPT).unwrap());
+
+        // Planted after the sweep: left alone (no version writes them; the sweep is not redone).
+        git(&["update-ref", "refs/seedd-fetch/later", blob]);
+        std::fs::create_dir_all(cfg.work_dir.join("fetch-1-2")).unwrap();
+        super::recover(&cfg, &storage, &index);
+        assert!(
+            !git(&["for-each-ref", "refs/seedd-fetch"]).is_empty(),
+            "not swept again"
+        );
+        assert!(
+            !cfg.work_dir.join("fetch-1-2").exists(),
+            "work dirs still removed"
+        );
     }
 }
