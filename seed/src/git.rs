@@ -46,6 +46,40 @@ pub(crate) fn async_command(git: impl AsRef<OsStr>, home: &Path) -> tokio::proce
     tokio::process::Command::from(command(git, home))
 }
 
+/// For tests that build repositories with real git: `git -C dir args…` through [`command`],
+/// with a fixed author and committer.
+#[cfg(test)]
+pub(crate) mod testing {
+    use std::path::Path;
+
+    /// Runs git with `stdin` as its input; the whole output, whatever the status.
+    pub(crate) fn run(dir: &Path, args: &[&str], stdin: &[u8]) -> std::process::Output {
+        use std::io::Write as _;
+        let mut child = super::command("git", dir)
+            .arg("-C")
+            .arg(dir)
+            .args(args)
+            .env("GIT_AUTHOR_NAME", "t")
+            .env("GIT_AUTHOR_EMAIL", "t@t")
+            .env("GIT_COMMITTER_NAME", "t")
+            .env("GIT_COMMITTER_EMAIL", "t@t")
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        child.stdin.take().unwrap().write_all(stdin).unwrap();
+        child.wait_with_output().unwrap()
+    }
+
+    /// Runs git, which must succeed; its stdout, trimmed.
+    pub(crate) fn ok(dir: &Path, args: &[&str]) -> String {
+        let out = run(dir, args, b"");
+        assert!(out.status.success(), "git {args:?}: {out:?}");
+        String::from_utf8(out.stdout).unwrap().trim().to_owned()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

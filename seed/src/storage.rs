@@ -266,25 +266,7 @@ fn target_of(r: &gix::Reference<'_>) -> RefTarget {
 
 #[cfg(test)]
 mod tests {
-    use std::path::Path;
-    use std::process::Command;
-
-    fn git(dir: &Path, args: &[&str]) -> String {
-        let out = Command::new("git")
-            .arg("-C")
-            .arg(dir)
-            .args(args)
-            .env("GIT_CONFIG_NOSYSTEM", "1")
-            .env("GIT_CONFIG_GLOBAL", "/dev/null")
-            .env("GIT_AUTHOR_NAME", "t")
-            .env("GIT_AUTHOR_EMAIL", "t@t")
-            .env("GIT_COMMITTER_NAME", "t")
-            .env("GIT_COMMITTER_EMAIL", "t@t")
-            .output()
-            .unwrap();
-        assert!(out.status.success(), "git {args:?}: {out:?}");
-        String::from_utf8(out.stdout).unwrap()
-    }
+    use crate::git::testing::ok as git;
 
     /// `refs_matching` lists what `git for-each-ref <pattern>` lists, name and
     /// `%(objectname)`, for loose and packed refs, symbolic refs and annotated tags, and
@@ -296,11 +278,11 @@ mod tests {
         let repo = dir.path();
         git(repo, &["init", "-q", "--bare", "."]);
         let tree = git(repo, &["mktree"]);
-        let tree = tree.trim();
+        let tree = tree.as_str();
         let c1 = git(repo, &["commit-tree", tree, "-m", "one"]);
-        let c1 = c1.trim();
+        let c1 = c1.as_str();
         let c2 = git(repo, &["commit-tree", tree, "-p", c1, "-m", "two"]);
-        let c2 = c2.trim();
+        let c2 = c2.as_str();
         let nid = "z6MkfirstNamespace";
         for (name, oid) in [
             ("refs/rad/id", c1),

@@ -232,29 +232,7 @@ pub(super) fn idx_object_count(len: u64) -> u64 {
 
 #[cfg(test)]
 mod tests {
-    use std::path::Path;
-    use std::process::Command;
-
-    fn git(dir: &Path, args: &[&str]) -> std::process::Output {
-        Command::new("git")
-            .arg("-C")
-            .arg(dir)
-            .args(args)
-            .env("GIT_CONFIG_NOSYSTEM", "1")
-            .env("GIT_CONFIG_GLOBAL", "/dev/null")
-            .env("GIT_AUTHOR_NAME", "t")
-            .env("GIT_AUTHOR_EMAIL", "t@t")
-            .env("GIT_COMMITTER_NAME", "t")
-            .env("GIT_COMMITTER_EMAIL", "t@t")
-            .output()
-            .unwrap()
-    }
-
-    fn out(dir: &Path, args: &[&str]) -> String {
-        let o = git(dir, args);
-        assert!(o.status.success(), "git {args:?}: {o:?}");
-        String::from_utf8(o.stdout).unwrap().trim().to_owned()
-    }
+    use crate::git::testing::{ok as out, run};
 
     /// The in-process answer equals `git merge-base --is-ancestor` for every pair of a linear
     /// history with a fork; a tag, an absent object or a walk past the bound leave it to git.
@@ -275,7 +253,7 @@ mod tests {
         let all = [&c1, &c2, &c3, &d3, &m4];
         for a in all {
             for b in all {
-                let git_says = git(repo, &["merge-base", "--is-ancestor", a, b])
+                let git_says = run(repo, &["merge-base", "--is-ancestor", a, b], b"")
                     .status
                     .success();
                 assert_eq!(

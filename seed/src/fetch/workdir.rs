@@ -125,10 +125,10 @@ fn sweep_legacy_quarantine(cfg: &FetchConfig, storage: &Storage) {
 
 #[cfg(test)]
 mod tests {
-    use std::process::Command;
     use std::time::Duration;
 
     use crate::crypto::RepoId;
+    use crate::git::testing::{ok, run};
     use crate::index::Index;
     use crate::storage::Storage;
 
@@ -142,33 +142,12 @@ mod tests {
         let storage = Storage::open(&root).unwrap();
         let rid = RepoId::from([7; 20]);
         let repo = storage.path_of(&rid);
-        let git = |args: &[&str]| {
-            let out = Command::new("git")
-                .arg("-C")
-                .arg(&repo)
-                .args(args)
-                .env("GIT_CONFIG_NOSYSTEM", "1")
-                .env("GIT_CONFIG_GLOBAL", "/dev/null")
-                .output()
-                .unwrap();
-            assert!(out.status.success(), "git {args:?}: {out:?}");
-            String::from_utf8(out.stdout).unwrap()
-        };
         std::fs::create_dir_all(&repo).unwrap();
+        let git = |args: &[&str]| ok(&repo, args);
         git(&["init", "-q", "--bare", "."]);
-        let blob = {
-            let mut c = Command::new("git")
-                .arg("-C")
-                .arg(&repo)
-                .args(["hash-object", "-w", "--stdin"])
-                .stdin(std::process::Stdio::piped())
-                .stdout(std::process::Stdio::piped())
-                .spawn()
-                .unwrap();
-            use std::io::Write as _;
-            c.stdin.take().unwrap().write_all(b"x").unwrap();
-            String::from_utf8(c.wait_with_output().unwrap().stdout).unwrap()
-        };
+        let out = run(&repo, &["hash-object", "-w", "--stdin"], b"x");
+        assert!(out.status.success(), "{out:?}");
+        let blob = String::from_utf8(out.stdout).unwrap();
         let blob = blob.trim();
         git(&["update-ref", "refs/seedd-fetch/old", blob]);
         let cfg = super::FetchConfig {
