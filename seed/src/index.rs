@@ -592,13 +592,15 @@ impl Index {
 
     /// Whether the one-off step `name` is recorded as done (CF `meta`, key `done/<name>`).
     pub fn done(&self, name: &str) -> Result<bool, IndexError> {
-        let key = [b"done/".as_slice(), name.as_bytes()].concat();
-        Ok(self.db.get_pinned_cf(self.cf(CF_META)?, key)?.is_some())
+        Ok(self
+            .db
+            .get_pinned_cf(self.cf(CF_META)?, done_key(name))?
+            .is_some())
     }
 
     /// Records the one-off step `name` as done (synced: it is not redone after a crash).
     pub fn set_done(&self, name: &str) -> Result<(), IndexError> {
-        self.put(CF_META, [b"done/".as_slice(), name.as_bytes()].concat(), [])
+        self.put(CF_META, done_key(name), [])
     }
 
     /// The repository is indexed as it is on disk ([`Index::mark_dirty`]).
@@ -699,6 +701,11 @@ impl Index {
         }
         Ok(())
     }
+}
+
+/// Key in CF `meta` of a one-off step recorded by [`Index::set_done`].
+fn done_key(name: &str) -> Vec<u8> {
+    [b"done/".as_slice(), name.as_bytes()].concat()
 }
 
 /// Key prefix of [`Index::mark_dirty`] marks in CF `meta` (followed by the 20-byte RID).

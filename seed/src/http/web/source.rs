@@ -497,12 +497,13 @@ pub(super) async fn commit_one(
         let changes = super::diff::tree_changes(repo, base, Some(c.tree))?;
         let (diff, files) = super::diff::render(repo, &changes)?;
         let mut containing = Vec::new();
+        let sha_id = sha.to_string();
         for (name, tip) in heads {
             let mut found = tip == sha;
             if !found {
                 // A branch whose history cannot be read is left out, not an error.
                 let _ = walk(repo, &[tip], MAX_WALK, |x| {
-                    found = x.header["id"] == sha.to_string();
+                    found = x.header["id"] == sha_id.as_str();
                     !found && x.time >= c.time
                 });
             }
@@ -537,8 +538,9 @@ pub(super) async fn diff_between(
     at_commit(&state, &scope, &rid, &sha, move |repo, sha| {
         let (diff, files) = diff_commits(repo, base, sha)?;
         let mut commits = Vec::new();
+        let base_id = base.to_string();
         walk(repo, &[sha], MAX_WALK, |c| {
-            let more = c.header["id"] != base.to_string();
+            let more = c.header["id"] != base_id.as_str();
             if more {
                 commits.push(c.header.clone());
             }
