@@ -113,19 +113,21 @@ impl Daemon {
         let key = load_identity(&cfg)?;
         let nid = key.nid();
         tracing::info!(nid = %nid, did = %nid.to_did(), alias = %cfg.alias, data_dir = %cfg.data_dir.display(), "starting seedd");
+        let index = Index::open_tuned(
+            &cfg.index_dir(),
+            Tuning::Tuned {
+                cache_bytes: cfg.index.cache_bytes(),
+            },
+        )?;
         let core = Core {
             storage: Storage::open(cfg.storage_dir())?,
-            index: Index::open_tuned(
-                &cfg.index_dir(),
-                Tuning::Tuned {
-                    cache_bytes: cfg.index.cache_bytes(),
-                },
-            )?,
+            // Snapshots missing from the cache are read from the index (its refs, peeled).
+            refs: Arc::new(
+                RefCache::new(refcache::DEFAULT_BUDGET, refcache::DEFAULT_MAX_AGE)
+                    .with_source(Arc::new(index.clone())),
+            ),
+            index,
             metrics: Arc::new(Metrics::new()?),
-            refs: Arc::new(RefCache::new(
-                refcache::DEFAULT_BUDGET,
-                refcache::DEFAULT_MAX_AGE,
-            )),
         };
         let token = files::admin_token(&cfg)?;
         let listeners = Listeners::bind(&cfg).await?;
