@@ -9,6 +9,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bytes::{Bytes, BytesMut};
+use futures_util::FutureExt;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 use super::Claim;
@@ -17,6 +18,11 @@ use crate::serve::{GitServer, Service, View};
 
 /// Bytes asked of git's stdout at once.
 const READ: usize = 256 * 1024;
+/// Bytes gathered from git's stdout, as long as it has more ready, before they are written
+/// to the file (one hand-off to the blocking pool, one wake-up of the readers).
+const BATCH: usize = 1024 * 1024;
+/// The size asked for git's stdout pipe (Linux's default is 64 KiB: a read per 64 KiB).
+const PIPE: usize = 1024 * 1024;
 
 /// What to run.
 pub(crate) struct Job {
@@ -87,10 +93,19 @@ async fn run(claim: &mut Claim, job: Job) -> Result<u64, GenError> {
             // Dropping stdin closes it: upload-pack sees the end of the request.
         });
     }
+    // A larger pipe: git writes ahead in bigger pieces, and each read takes more. Best effort
+    // (the system's `pipe-max-size` may refuse it).
+    if let Err(e) = rustix::pipe::fcntl_setpipe_size(&proc.stdout, PIPE) {
+        tracing::debug!(error = %e, "pack cache: keeping the default pipe size");
+    }
     let file = claim.file();
     let mut written = 0u64;
-    let mut buf = BytesMut::with_capacity(READ);
+    let mut buf = BytesMut::with_capacity(BATCH);
+    let mut ended = false;
     let outcome = loop {
+        if ended {
+            break Ok(());
+        }
         buf.reserve(READ);
         let until = (tokio::time::Instant::now() + limits.idle).min(deadline);
         let n = match tokio::time::timeout_at(until, proc.stdout.read_buf(&mut buf)).await {
@@ -101,6 +116,26 @@ async fn run(claim: &mut Claim, job: Job) -> Result<u64, GenError> {
         };
         if n == 0 {
             break Ok(());
+        }
+        // More that is ready now joins this write (git writes faster than one pipe's worth).
+        let mut failed = None;
+        while buf.len() < BATCH {
+            buf.reserve(READ);
+            match proc.stdout.read_buf(&mut buf).now_or_never() {
+                Some(Ok(0)) => {
+                    ended = true;
+                    break;
+                }
+                Some(Ok(_)) => {}
+                Some(Err(e)) => {
+                    failed = Some(e);
+                    break;
+                }
+                None => break,
+            }
+        }
+        if let Some(e) = failed {
+            break Err(GenError::Read(e));
         }
         let chunk = buf.split().freeze();
         let f = file.clone();
