@@ -261,6 +261,7 @@ fn job(dir: &Path, repo: PathBuf, head: &str, metrics: Arc<Metrics>) -> generate
     generate::Job {
         git,
         repo,
+        service: crate::serve::Service::UploadPack,
         view: View::All,
         protocol: Some("version=2".into()),
         request: Bytes::from(request),
