@@ -163,53 +163,61 @@ fn radicle_clones_use_the_pack_cache_and_ls_refs_needs_no_process() {
         assert_eq!(head(&dave, dave_work.path()), expected);
     }
 
-    // 3. carol pushes a branch; seedd fetches it; dave's fetch has `have`s: git answers it.
+    // 3. carol pushes a branch twice; seedd fetches each push and so does dave. The second
+    //    time dave holds carol's namespace: his fetch has `have`s and git answers it.
     let wc = carol_work.path().join("wc");
     ok(
         carol.git_in(&wc, &["checkout", "-q", "-b", "carol-idea"]),
         "git checkout",
         &seed,
     );
-    std::fs::write(wc.join("IDEA"), "carol\n").unwrap();
-    ok(carol.git_in(&wc, &["add", "IDEA"]), "git add", &seed);
-    ok(
-        carol.git_in(&wc, &["commit", "-q", "-m", "idea"]),
-        "git commit",
-        &seed,
-    );
-    let idea = stdout(&carol.git_in(&wc, &["rev-parse", "HEAD"]))
-        .trim()
-        .to_owned();
     let branch = format!("refs/namespaces/{}/refs/heads/carol-idea", carol.nid);
-    let git_answers = requests(&seed, "git");
-    ok(
-        carol.git_in(&wc, &["push", "rad", "carol-idea"]),
-        "git push rad",
-        &seed,
-    );
-    wait_for(
-        "seedd to fetch carol's push",
-        Duration::from_secs(30),
-        || {
-            refs(&held, &branch)
-                .iter()
-                .any(|l| l.ends_with(&idea))
-                .then_some(())
-        },
-    );
-    let mut synced = false;
-    for _ in 0..3 {
-        let _ = dave.rad_in(&dave_work.path().join("wc"), &["sync", "--fetch"]);
-        if refs(&dave_repo, &branch).iter().any(|l| l.ends_with(&idea)) {
-            synced = true;
-            break;
+    let mut counts = Vec::new();
+    for round in 0..2 {
+        std::fs::write(wc.join("IDEA"), format!("carol {round}\n")).unwrap();
+        ok(carol.git_in(&wc, &["add", "IDEA"]), "git add", &seed);
+        ok(
+            carol.git_in(&wc, &["commit", "-q", "-m", "idea"]),
+            "git commit",
+            &seed,
+        );
+        let idea = stdout(&carol.git_in(&wc, &["rev-parse", "HEAD"]))
+            .trim()
+            .to_owned();
+        let before = (requests(&seed, "git"), requests(&seed, "pack_cache"));
+        ok(
+            carol.git_in(&wc, &["push", "rad", "carol-idea"]),
+            "git push rad",
+            &seed,
+        );
+        wait_for(
+            "seedd to fetch carol's push",
+            Duration::from_secs(30),
+            || {
+                refs(&held, &branch)
+                    .iter()
+                    .any(|l| l.ends_with(&idea))
+                    .then_some(())
+            },
+        );
+        let mut synced = false;
+        for _ in 0..5 {
+            let _ = dave.rad_in(&dave_work.path().join("wc"), &["sync", "--fetch"]);
+            if refs(&dave_repo, &branch).iter().any(|l| l.ends_with(&idea)) {
+                synced = true;
+                break;
+            }
+            std::thread::sleep(Duration::from_secs(1));
         }
-        std::thread::sleep(Duration::from_secs(1));
+        assert!(synced, "dave never got carol's push\n{}", seed.logs());
+        let after = (requests(&seed, "git"), requests(&seed, "pack_cache"));
+        counts.push((before, after));
     }
-    assert!(synced, "dave never got carol's push\n{}", seed.logs());
+    eprintln!("(git, pack_cache) answers before and after each round: {counts:?}");
+    let ((git_before, _), (git_after, _)) = counts[1];
     assert!(
-        requests(&seed, "git") > git_answers,
-        "an incremental fetch goes to git"
+        git_after > git_before,
+        "an incremental fetch goes to git: {counts:?}"
     );
     fsck(&dave_repo);
     assert_eq!(refs(&dave_repo, &branch), refs(&held, &branch));

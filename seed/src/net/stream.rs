@@ -7,9 +7,8 @@
 //! command loop (issue 13 §2, §3): the probed capability advertisement (the bytes a stateful
 //! `git upload-pack` sends first), then one request at a time (pkt-lines up to a flush):
 //! `ls-refs` from the ref snapshot without a process, a fetch without `have`s through the pack
-//! cache, anything else by one `git upload-pack --stateless-rpc` holding a serve slot while it
-//! runs; until the fetcher's Eof. If the capability probe failed: one stateful `git
-//! upload-pack` per stream, piped both ways.
+//! cache, anything else by one `git upload-pack --stateless-rpc`; until the fetcher's Eof.
+//! If the capability probe failed: one stateful `git upload-pack` per stream, piped both ways.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -225,10 +224,16 @@ async fn serve_inner(ctx: &StreamCtx, stream: StreamId, input: &mut Input) -> &'
         }),
     };
 
-    // 3. The probed capabilities: the stream is a loop of stateless v2 commands. Without
+    // 3. A serve slot (separate from the fetch budget), waiting briefly.
+    let Some(slot) = serve_slot(shared).await else {
+        tracing::warn!(peer = %ctx.remote, %rid, "refusing git stream: all serve slots busy");
+        return "refused_busy";
+    };
+
+    // 4. The probed capabilities: the stream is a loop of stateless v2 commands. Without
     //    them (the probe failed), one stateful upload-pack.
     let Some(caps) = shared.advertiser.caps(&shared.git).await else {
-        return serve_stateful(&out, rid, input, buf).await;
+        return serve_stateful(&out, rid, input, buf, slot).await;
     };
     tracing::info!(peer = %ctx.remote, %rid, %stream, "serving git stream");
     // Wanted over Radicle (what an identity over its inventory cap announces first).
@@ -238,6 +243,7 @@ async fn serve_inner(ctx: &StreamCtx, stream: StreamId, input: &mut Input) -> &'
     }
     let mut answerer = Answerer {
         out: &out,
+        slot: Some(slot),
         rid,
         path: shared.storage.path_of(&rid),
     };
@@ -284,21 +290,18 @@ impl Out<'_> {
     }
 }
 
-/// Today's stateful path, kept for when git's capabilities could not be probed: a serve slot
-/// for the whole stream, one `git upload-pack` (v2, stateful) piped both ways.
+/// The path kept for when git's capabilities could not be probed: one `git upload-pack` (v2,
+/// stateful) piped both ways, holding the stream's serve slot.
 async fn serve_stateful(
     out: &Out<'_>,
     rid: RepoId,
     input: &mut Input,
     buf: Vec<u8>,
+    _slot: OwnedSemaphorePermit,
 ) -> &'static str {
     let ctx = out.ctx;
     let shared = &ctx.shared;
     let idle = shared.cfg.stream_idle_timeout;
-    let Some(_slot) = serve_slot(shared).await else {
-        tracing::warn!(peer = %ctx.remote, %rid, "refusing git stream: all serve slots busy");
-        return "refused_busy";
-    };
     let path = shared.storage.path_of(&rid);
     let mut process = match shared
         .git
@@ -512,8 +515,14 @@ pub(crate) async fn command_loop(
 /// Answers the requests of one stream of `rid`: `ls-refs` from the ref snapshot, a fetch
 /// without `have`s through the pack cache, anything else by one `git upload-pack
 /// --stateless-rpc` (View::All, the stream's settings).
+///
+/// The stream holds a serve slot from its start (as with one stateful upload-pack). A
+/// generation it claims in the pack cache takes that slot and holds it only while git runs
+/// (then the stream is answered from the file without one); a later request for git takes a
+/// slot again, waiting briefly.
 struct Answerer<'a> {
     out: &'a Out<'a>,
+    slot: Option<OwnedSemaphorePermit>,
     rid: RepoId,
     path: std::path::PathBuf,
 }
@@ -588,8 +597,14 @@ impl Answerer<'_> {
             protocol: Some("version=2".to_owned()),
             request: Bytes::copy_from_slice(request),
         };
-        // A generation holds a serve slot while git runs.
-        let slot = || async { serve_slot(shared).await.ok_or("refused_busy") };
+        // A generation holds the stream's serve slot (or a new one) while git runs.
+        let held = &mut self.slot;
+        let slot = || async move {
+            match held.take() {
+                Some(permit) => Ok(permit),
+                None => serve_slot(shared).await.ok_or("refused_busy"),
+            }
+        };
         let Some(mut tail) = packcache::reader(cache, key, job, slot).await? else {
             return Ok(false);
         };
@@ -612,10 +627,13 @@ impl Answerer<'_> {
     async fn git(&mut self, request: Vec<u8>) -> Result<(), &'static str> {
         let ctx = self.out.ctx;
         let shared = &ctx.shared;
-        let Some(_slot) = serve_slot(shared).await else {
-            tracing::warn!(peer = %ctx.remote, rid = %self.rid, "closing git stream: all serve slots busy");
-            return Err("refused_busy");
-        };
+        if self.slot.is_none() {
+            let Some(slot) = serve_slot(shared).await else {
+                tracing::warn!(peer = %ctx.remote, rid = %self.rid, "closing git stream: all serve slots busy");
+                return Err("refused_busy");
+            };
+            self.slot = Some(slot);
+        }
         let mut process = match shared.git.spawn(
             &self.path,
             Service::StreamRequest,
