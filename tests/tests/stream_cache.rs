@@ -231,3 +231,72 @@ fn radicle_clones_use_the_pack_cache_and_ls_refs_needs_no_process() {
         0.0
     );
 }
+
+/// seedd fetching from seedd: real `git fetch` (protocol v2 over the bridge, a stateful
+/// connection that ends with a flush) is answered by the command loop, and the replica holds
+/// the upstream's signed refs and every object they reach.
+#[test]
+fn seedd_replicates_from_seedd_over_the_command_loop() {
+    let f = seedd_tests::fixtures();
+    let rid = f.rid(HEARTWOOD);
+    let upstream = Seed::start(SeedOptions {
+        repos: vec![HEARTWOOD.into()],
+        extra_config: "[policy]\ndefault = \"allow\"\nscope = \"all\"\n\
+             [http.pack_cache]\nenabled = true\nadmission = \"first\"\n"
+            .into(),
+        p2p_config: "relay = \"always\"\n".into(),
+        ..Default::default()
+    });
+    let replica = Seed::start(SeedOptions {
+        extra_config: "[policy]\ndefault = \"allow\"\nscope = \"all\"\n".into(),
+        p2p_config: format!(
+            "relay = \"always\"\nconnect = [\"{}\"]\n",
+            upstream.p2p_peer()
+        ),
+        ..Default::default()
+    });
+    let held = upstream.storage().join(rid.trim_start_matches("rad:"));
+    let copy = replica.storage().join(rid.trim_start_matches("rad:"));
+    let signed = |repo: &Path| -> Vec<String> {
+        refs(repo, "")
+            .into_iter()
+            .filter(|l| {
+                let name = l.split(' ').next().unwrap_or("");
+                name == "refs/rad/id"
+                    || (name.starts_with("refs/namespaces/")
+                        && (name.contains("/refs/heads/") || name.ends_with("/refs/rad/sigrefs")))
+            })
+            .collect()
+    };
+    let expected = signed(&held);
+    wait_for(
+        "the replica to fetch from the upstream seed",
+        Duration::from_secs(60),
+        || (copy.join("HEAD").exists() && signed(&copy) == expected).then_some(()),
+    );
+    fsck(&copy);
+    assert!(
+        requests(&upstream, "snapshot") >= 1.0,
+        "{}",
+        upstream.logs()
+    );
+    assert!(requests(&upstream, "pack_cache") + requests(&upstream, "git") >= 1.0);
+    assert!(upstream.metric("seedd_p2p_git_serves_total", &["result=\"ok\""]) >= 1.0);
+    for bad in ["error", "bad_request", "timeout", "too_large"] {
+        assert_eq!(
+            upstream.metric(
+                "seedd_p2p_git_serves_total",
+                &[&format!("result=\"{bad}\"")]
+            ),
+            0.0,
+            "{bad}\n{}",
+            upstream.logs()
+        );
+    }
+    eprintln!(
+        "upstream answers: snapshot {}, pack_cache {}, git {}",
+        requests(&upstream, "snapshot"),
+        requests(&upstream, "pack_cache"),
+        requests(&upstream, "git")
+    );
+}
