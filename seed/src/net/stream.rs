@@ -555,15 +555,25 @@ impl Answerer<'_> {
     /// `ls-refs` from the snapshot: `false` if the refs cannot be read now (git answers).
     async fn ls_refs(&mut self, args: LsRefs) -> Result<bool, &'static str> {
         let args = args.for_stream();
-        let key = Answer::LsRefs(View::All, args.clone());
-        let shared = &self.out.ctx.shared;
-        let Some(body) = shared
-            .advertiser
-            .answer(self.rid, &self.path, key, move |snap| {
-                advert::ls_refs(snap, View::All, &args)
-            })
-            .await
-        else {
+        let advertiser = &self.out.ctx.shared.advertiser;
+        // What every clone asks (`refs/rad/id`, all namespaces) is kept with the snapshot;
+        // per-namespace lists vary by fetcher and are rendered without being kept, so that
+        // they do not crowd out the few answers a snapshot keeps.
+        let body = if args.prefixes.len() <= 1 {
+            let key = Answer::LsRefs(View::All, args.clone());
+            advertiser
+                .answer(self.rid, &self.path, key, move |snap| {
+                    advert::ls_refs(snap, View::All, &args)
+                })
+                .await
+        } else {
+            advertiser
+                .render(self.rid, &self.path, move |snap| {
+                    advert::ls_refs(snap, View::All, &args)
+                })
+                .await
+        };
+        let Some(body) = body else {
             return Ok(false);
         };
         self.count("snapshot");

@@ -10,7 +10,7 @@ use std::time::Duration;
 use bytes::Bytes;
 use tokio::sync::OnceCell;
 
-use super::advert::{Caps, Snapshot};
+use super::advert::{AdvertError, Caps, Snapshot};
 use super::refcache::{Answer, Lookup, RefCache};
 use super::GitServer;
 use crate::blocking;
@@ -66,7 +66,33 @@ impl Advertiser {
     ) -> Option<Bytes> {
         let refs = self.refs.clone();
         let path = repo.to_owned();
-        match blocking::run(READ_WAIT, move || refs.answer(rid, &path, key, render)).await {
+        let result = blocking::run(READ_WAIT, move || refs.answer(rid, &path, key, render)).await;
+        self.counted(rid, result)
+    }
+
+    /// `render` of `rid`'s ref snapshot, not kept (for answers few requests share: a
+    /// snapshot keeps only a few rendered answers), counted like [`answer`](Self::answer).
+    pub(crate) async fn render(
+        &self,
+        rid: RepoId,
+        repo: &Path,
+        render: impl FnOnce(&Snapshot) -> Vec<u8> + Send + 'static,
+    ) -> Option<Bytes> {
+        let refs = self.refs.clone();
+        let path = repo.to_owned();
+        let read = move || {
+            refs.get(rid, &path)
+                .map(|(snap, lookup)| (Bytes::from(render(&snap)), lookup))
+        };
+        self.counted(rid, blocking::run(READ_WAIT, read).await)
+    }
+
+    fn counted(
+        &self,
+        rid: RepoId,
+        result: Result<Result<(Bytes, Lookup), AdvertError>, blocking::BlockingError>,
+    ) -> Option<Bytes> {
+        match result {
             Ok(Ok((bytes, lookup))) => {
                 let label = match lookup {
                     Lookup::Hit => "hit",
