@@ -121,3 +121,69 @@ impl Advertiser {
         .await
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::process::Command;
+
+    use super::*;
+    use crate::serve::View;
+
+    fn git(repo: &Path, args: &[&str]) -> String {
+        let out = Command::new("git")
+            .arg("-C")
+            .arg(repo)
+            .args(args)
+            .stdin(std::process::Stdio::null())
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "git {args:?}");
+        String::from_utf8(out.stdout).unwrap().trim().to_owned()
+    }
+
+    #[tokio::test]
+    async fn rendered_answers_are_kept_or_not_and_counted() {
+        let dir = tempfile::tempdir().unwrap();
+        let repo = dir.path().join("r.git");
+        Command::new("git")
+            .args(["init", "-q", "--bare"])
+            .arg(&repo)
+            .status()
+            .unwrap();
+        let blob = git(&repo, &["hash-object", "-w", "--stdin"]);
+        git(&repo, &["update-ref", "refs/tags/t", &blob]);
+        let metrics = Arc::new(Metrics::new().unwrap());
+        let refs = Arc::new(RefCache::new(1 << 20, Duration::from_secs(60)));
+        let adv = Advertiser::new(refs.clone(), dir.path().join("probe"), metrics.clone());
+        let rid = RepoId::from_oid_bytes([1; 20]);
+        let count = |label: &str| metrics.ref_snapshots.with_label_values(&[label]).get();
+
+        let big = b"x".repeat(1000);
+        let kept = big.clone();
+        let got = adv.render(rid, &repo, move |_| kept).await.unwrap();
+        assert_eq!(&got[..], &big[..]);
+        assert_eq!((count("miss"), count("hit")), (1, 0));
+        let snapshot_only = refs.bytes();
+        // Not kept: the snapshot's bytes did not grow; rendered again next time.
+        let again = adv.render(rid, &repo, |_| b"y".to_vec()).await.unwrap();
+        assert_eq!(&again[..], b"y");
+        assert_eq!(refs.bytes(), snapshot_only);
+        assert_eq!((count("miss"), count("hit")), (1, 1));
+        // Kept: the second answer of the key is the first one's bytes.
+        let key = || Answer::LsRefs(View::All, Default::default());
+        let kept = big.clone();
+        let first = adv.answer(rid, &repo, key(), move |_| kept).await.unwrap();
+        assert_eq!(refs.bytes(), snapshot_only + big.len());
+        let second = adv
+            .answer(rid, &repo, key(), |_| b"z".to_vec())
+            .await
+            .unwrap();
+        assert_eq!(first, second);
+        // Unreadable refs: `None` (the caller asks git), nothing counted.
+        let before = (count("miss"), count("hit"));
+        let gone = RepoId::from_oid_bytes([2; 20]);
+        let missing = dir.path().join("missing.git");
+        assert!(adv.render(gone, &missing, |_| Vec::new()).await.is_none());
+        assert_eq!((count("miss"), count("hit")), before);
+    }
+}
