@@ -1,7 +1,8 @@
 //! Single-flight pack cache (issue 13 §3; performance.md H1, H13): the response of `git
 //! upload-pack` to a cacheable request (no `have` lines: full, shallow and partial clones),
 //! already side-band framed, kept in a file under `<data_dir>/cache/packs` and served again
-//! without spawning anything.
+//! without spawning anything — over HTTP and Radicle streams alike ([`reader`]; a stream's
+//! entries are keyed with View::All, which HTTP never serves).
 //!
 //! - **Key** ([`key`]): repository, view, the refs fingerprint of the snapshot the request is
 //!   answered against, and the normalised request. A ref change is a new fingerprint, so a new
