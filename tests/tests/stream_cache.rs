@@ -163,6 +163,10 @@ fn radicle_clones_use_the_pack_cache_and_ls_refs_needs_no_process() {
         assert_eq!(head(&dave, dave_work.path()), expected);
     }
 
+    // Neither clone asked for anything git had to answer directly (no `have`s, every
+    // `ls-refs` from the snapshot): the only git processes were cache generations.
+    assert_eq!(requests(&seed, "git"), 0.0, "{}", seed.logs());
+
     // 3. carol pushes a branch twice; seedd fetches each push and so does dave. The second
     //    time dave holds carol's namespace: his fetch has `have`s and git answers it.
     let wc = carol_work.path().join("wc");
