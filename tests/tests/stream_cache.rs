@@ -91,6 +91,25 @@ fn radicle_clones_use_the_pack_cache_and_ls_refs_needs_no_process() {
         ..Default::default()
     });
     let held = seed.storage().join(rid.trim_start_matches("rad:"));
+    // A tenant owns the repository: what streams send is charged to it.
+    let (status, v) = seed.admin(
+        "POST",
+        "/api/v1/tenants",
+        Some(serde_json::json!({ "name": "acme", "hosts": [] })),
+    );
+    assert_eq!(status, 201, "{v}");
+    let (status, v) = seed.admin(
+        "POST",
+        &format!("/api/v1/repos/{rid}/seed"),
+        Some(serde_json::json!({ "tenant": "acme", "scope": "all" })),
+    );
+    assert_eq!(status, 200, "{v}");
+    let egress = || {
+        seed.metric(
+            "seedd_tenant_egress_bytes_total",
+            &["tenant=\"acme\"", "transport=\"radicle\""],
+        )
+    };
     for answer in ["snapshot", "pack_cache", "git"] {
         assert_eq!(requests(&seed, answer), 0.0, "{answer}");
     }
@@ -126,6 +145,13 @@ fn radicle_clones_use_the_pack_cache_and_ls_refs_needs_no_process() {
     );
     assert!(seed.metric("seedd_pack_cache_served_bytes_total", &[]) > served);
     assert!(seed.metric("seedd_p2p_git_served_bytes_total", &[]) > bytes);
+    // Every byte sent on streams (advertisements, ls-refs, cached and generated packs) was
+    // charged to the owner.
+    assert_eq!(
+        egress(),
+        seed.metric("seedd_p2p_git_served_bytes_total", &[]),
+        "radicle egress"
+    );
     let dave_repo = dave
         .home
         .join("storage")
@@ -226,6 +252,11 @@ fn radicle_clones_use_the_pack_cache_and_ls_refs_needs_no_process() {
     fsck(&dave_repo);
     assert_eq!(refs(&dave_repo, &branch), refs(&held, &branch));
     assert_eq!(seed.metric("seedd_p2p_git_serves_in_flight", &[]), 0.0);
+    // The direct answers were charged too.
+    assert_eq!(
+        egress(),
+        seed.metric("seedd_p2p_git_served_bytes_total", &[])
+    );
     assert_eq!(
         seed.metric("seedd_p2p_git_serves_total", &["result=\"error\""]),
         0.0
