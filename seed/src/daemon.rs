@@ -119,27 +119,29 @@ impl Daemon {
         let key = load_identity(&cfg)?;
         let nid = key.nid();
         tracing::info!(nid = %nid, did = %nid.to_did(), alias = %cfg.alias, data_dir = %cfg.data_dir.display(), "starting seedd");
+        let index = Index::open_tuned(
+            &cfg.index_dir(),
+            Tuning::Tuned {
+                cache_bytes: cfg.index.cache_bytes(),
+            },
+        )?;
         let metrics = Arc::new(Metrics::new()?);
-        let refs = Arc::new(RefCache::new(
-            refcache::DEFAULT_BUDGET,
-            refcache::DEFAULT_MAX_AGE,
-        ));
+        // Snapshots missing from the cache are read from the index (its refs, peeled).
+        let refs = Arc::new(
+            RefCache::new(refcache::DEFAULT_BUDGET, refcache::DEFAULT_MAX_AGE)
+                .with_source(Arc::new(index.clone())),
+        );
         let core = Core {
             storage: Storage::open(cfg.storage_dir())?,
-            index: Index::open_tuned(
-                &cfg.index_dir(),
-                Tuning::Tuned {
-                    cache_bytes: cfg.index.cache_bytes(),
-                },
-            )?,
             advertiser: Arc::new(Advertiser::new(
                 refs.clone(),
                 cfg.cache_dir().join("advert-probe"),
                 metrics.clone(),
             )),
             pack_cache: listen::open_pack_cache(&cfg, &metrics),
-            metrics,
             refs,
+            index,
+            metrics,
         };
         let token = files::admin_token(&cfg)?;
         let listeners = Listeners::bind(&cfg).await?;

@@ -8,7 +8,7 @@
 //! |---|---|---|
 //! | `meta` | `schema_version`; `own_ts/<type>` | utf-8; u64 BE |
 //! | `repos` | rid (20 bytes) | [`RepoRecord`] |
-//! | `refs` | rid (20) ‖ ref name | 20-byte oid, or `ref: <target>` for symbolic refs |
+//! | `refs` | rid (20) ‖ ref name | oid (20) ‖ `0x00` (not an annotated tag), oid ‖ peeled oid (40: an annotated tag and the first non-tag object it leads to), a bare oid (20: not known whether it is a tag: written before peeled targets were kept, or peeling failed), or `ref: <target>` for symbolic refs ([`adverts`]) |
 //! | `sigrefs` | rid (20) ‖ nid (32) | [`SigrefsRecord`] |
 //! | `routing` | rid (20) ‖ nid (32) | u64 BE timestamp (see [`gossip`]) |
 //! | `nodes` | nid (32) | address-book record |
@@ -26,6 +26,7 @@
 //! only for state that survives a power loss; the rest is rebuilt by the rescan or re-learnt
 //! from gossip and is written without a sync.
 
+pub(crate) mod adverts;
 pub(crate) mod gossip;
 pub(crate) mod maintenance;
 pub(crate) mod page;
@@ -44,6 +45,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::crypto::{NodeId, RepoId};
 use crate::storage::{FeatureLevel, RefTarget, Visibility};
+pub(crate) use adverts::{Peel, Peels};
 pub use tuning::Tuning;
 pub use values::ValueEncoding;
 
@@ -146,6 +148,8 @@ pub struct SigrefsRecord {
 pub struct RepoDelta<'a> {
     pub record: &'a RepoRecord,
     pub refs: &'a [(String, RefTarget)],
+    /// What the direct refs of `refs` peel to ([`Peel::Unknown`] when absent).
+    pub(crate) peels: &'a Peels,
     pub gone: &'a [String],
     pub sigrefs: &'a [SigrefsRecord],
     pub gone_namespaces: &'a [NodeId],
@@ -505,6 +509,40 @@ impl Index {
         Ok(out)
     }
 
+    /// Every ref of `rid` with what it peels to ([`Peel::Unknown`] for symbolic refs), the
+    /// name's bytes as stored, in key (bytewise name) order.
+    pub(crate) fn refs_peeled(
+        &self,
+        rid: &RepoId,
+    ) -> Result<Vec<(Vec<u8>, RefTarget, Peel)>, IndexError> {
+        let mut out = Vec::new();
+        for item in self
+            .db
+            .prefix_iterator_cf(self.cf(CF_REFS)?, rid.as_bytes())
+        {
+            let (k, v) = item?;
+            if !k.starts_with(rid.as_bytes()) {
+                break;
+            }
+            let (target, peel) = decode_peeled(&v)?;
+            out.push((k[20..].to_vec(), target, peel));
+        }
+        Ok(out)
+    }
+
+    /// Whether `rid` is marked by [`Index::mark_dirty`] (its refs may be ahead of the index).
+    pub fn is_dirty(&self, rid: &RepoId) -> Result<bool, IndexError> {
+        Ok(self
+            .db
+            .get_pinned_cf(self.cf(CF_META)?, dirty_key(rid))?
+            .is_some())
+    }
+
+    /// Whether `rid` is indexed (from memory).
+    pub fn holds(&self, rid: &RepoId) -> bool {
+        self.census().repos.contains_key(rid)
+    }
+
     pub fn sigrefs(&self, rid: &RepoId) -> Result<Vec<SigrefsRecord>, IndexError> {
         let mut out = Vec::new();
         for item in self
@@ -527,6 +565,17 @@ impl Index {
         refs: &[(String, RefTarget)],
         sigrefs: &[SigrefsRecord],
     ) -> Result<(), IndexError> {
+        self.put_repo_peeled(record, refs, &Peels::new(), sigrefs)
+    }
+
+    /// [`Index::put_repo`], with what the direct refs peel to ([`Peel::Unknown`] when absent).
+    pub(crate) fn put_repo_peeled(
+        &self,
+        record: &RepoRecord,
+        refs: &[(String, RefTarget)],
+        peels: &Peels,
+        sigrefs: &[SigrefsRecord],
+    ) -> Result<(), IndexError> {
         let rid = record.rid;
         let mut batch = self.batch();
         self.delete_repo_into(&mut batch, &rid)?;
@@ -535,7 +584,7 @@ impl Index {
         for (name, target) in refs {
             let mut key = rid.as_bytes().to_vec();
             key.extend_from_slice(name.as_bytes());
-            batch.put(CF_REFS, key, encode_target(target))?;
+            batch.put(CF_REFS, key, encode_target(target, peel_of(peels, name)))?;
         }
         for s in sigrefs {
             let mut key = rid.as_bytes().to_vec();
@@ -567,7 +616,8 @@ impl Index {
             batch.delete(CF_REFS, key(name.as_bytes()))?;
         }
         for (name, target) in delta.refs {
-            batch.put(CF_REFS, key(name.as_bytes()), encode_target(target))?;
+            let peel = peel_of(delta.peels, name);
+            batch.put(CF_REFS, key(name.as_bytes()), encode_target(target, peel))?;
         }
         for nid in delta.gone_namespaces {
             batch.delete(CF_SIGREFS, key(nid.as_bytes()))?;
@@ -724,26 +774,43 @@ fn dirty_key(rid: &RepoId) -> Vec<u8> {
     key
 }
 
-fn encode_target(t: &RefTarget) -> Vec<u8> {
-    match t {
-        RefTarget::Oid(oid) => oid.as_bytes().to_vec(),
-        RefTarget::Symbolic(name) => format!("ref: {name}").into_bytes(),
+fn peel_of<'a>(peels: &'a Peels, name: &str) -> &'a Peel {
+    peels.get(name).unwrap_or(&Peel::Unknown)
+}
+
+/// A `refs` value (see the schema above).
+fn encode_target(t: &RefTarget, peel: &Peel) -> Vec<u8> {
+    match (t, peel) {
+        (RefTarget::Oid(oid), Peel::Unknown) => oid.as_bytes().to_vec(),
+        (RefTarget::Oid(oid), Peel::Plain) => [oid.as_bytes(), &[0u8][..]].concat(),
+        (RefTarget::Oid(oid), Peel::Tag(peeled)) => [oid.as_bytes(), peeled.as_bytes()].concat(),
+        (RefTarget::Symbolic(name), _) => format!("ref: {name}").into_bytes(),
     }
 }
 
 fn decode_target(v: &[u8]) -> Result<RefTarget, IndexError> {
+    decode_peeled(v).map(|(t, _)| t)
+}
+
+fn decode_peeled(v: &[u8]) -> Result<(RefTarget, Peel), IndexError> {
     if let Some(name) = v.strip_prefix(b"ref: ") {
-        return Ok(RefTarget::Symbolic(
-            String::from_utf8_lossy(name).into_owned(),
+        return Ok((
+            RefTarget::Symbolic(String::from_utf8_lossy(name).into_owned()),
+            Peel::Unknown,
         ));
     }
-    gix::ObjectId::try_from(v)
-        .map(RefTarget::Oid)
-        .map_err(|e| IndexError::Corrupt {
-            cf: CF_REFS,
-            key: None,
-            reason: e.to_string(),
-        })
+    let corrupt = |reason: String| IndexError::Corrupt {
+        cf: CF_REFS,
+        key: None,
+        reason,
+    };
+    let oid = |b: &[u8]| gix::ObjectId::try_from(b).map_err(|e| corrupt(e.to_string()));
+    match v.len() {
+        20 => Ok((RefTarget::Oid(oid(v)?), Peel::Unknown)),
+        21 if v.get(20) == Some(&0) => Ok((RefTarget::Oid(oid(&v[..20])?), Peel::Plain)),
+        40 => Ok((RefTarget::Oid(oid(&v[..20])?), Peel::Tag(oid(&v[20..])?))),
+        n => Err(corrupt(format!("a ref value of {n} bytes"))),
+    }
 }
 
 #[cfg(test)]
@@ -858,6 +925,7 @@ mod tests {
             let delta = RepoDelta {
                 record: &renamed,
                 refs: &[],
+                peels: &Default::default(),
                 gone: &[],
                 sigrefs: &[],
                 gone_namespaces: &[],

@@ -13,6 +13,7 @@ use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 use sha1::{Digest, Sha1};
 
+use super::adverts::{self, Peel, Peels};
 use super::{Index, IndexError, RepoDelta, RepoRecord, SigrefsRecord};
 use crate::crypto::{NodeId, RepoId};
 use crate::storage::{RefTarget, Repo, Storage, StorageError};
@@ -81,8 +82,13 @@ fn pass(storage: &Storage, index: &Index, kind: Pass) -> Result<ScanReport, Scan
     };
     let present: BTreeSet<RepoId> = on_disk.iter().copied().collect();
     let dirty: HashSet<RepoId> = index.dirty()?.into_iter().collect();
+    // Once, on the first start of an index written before `refs` kept peeled targets: every
+    // repository is read so its refs are rewritten with them (advertisements then come from
+    // the index; until then they read the repository, as before).
+    let upgrade = kind == Pass::Changed && !index.done(PEELED_REFS)?;
     let to_read: Vec<RepoId> = match kind {
         Pass::Full => on_disk,
+        Pass::Changed if upgrade => on_disk,
         Pass::Changed => {
             let indexed: HashSet<RepoId> = index.indexed().into_iter().collect();
             on_disk
@@ -98,6 +104,12 @@ fn pass(storage: &Storage, index: &Index, kind: Pass) -> Result<ScanReport, Scan
         root = %storage.root().display(),
         "indexing storage"
     );
+    if upgrade && !index.indexed().is_empty() {
+        tracing::info!(
+            repos = to_read.len(),
+            "keeping peeled tag targets in the index (once after an upgrade): every repository's refs are read"
+        );
+    }
     // Repositories are independent: read them on a few threads (bounded by the cores), each
     // taking the next one from a shared counter, so one slow repository does not hold the rest.
     let workers = std::thread::available_parallelism()
@@ -112,7 +124,8 @@ fn pass(storage: &Storage, index: &Index, kind: Pass) -> Result<ScanReport, Scan
             scope.spawn(|| loop {
                 let i = next.fetch_add(1, Ordering::Relaxed);
                 let Some(rid) = to_read.get(i) else { break };
-                let mut outcome = index_repo(storage, index, *rid);
+                let mut outcome =
+                    index_repo_with(storage, index, *rid, upgrade).map(|(indexed, _)| indexed);
                 if outcome.is_ok() && dirty.contains(rid) {
                     if let Err(e) = index.clear_dirty(rid) {
                         outcome = Err(e.into());
@@ -172,6 +185,9 @@ fn pass(storage: &Storage, index: &Index, kind: Pass) -> Result<ScanReport, Scan
     for rid in dirty.iter().filter(|rid| !present.contains(rid)) {
         index.clear_dirty(rid)?;
     }
+    if upgrade {
+        index.set_done(PEELED_REFS)?;
+    }
     report.duration_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
     tracing::info!(
         scanned = report.scanned,
@@ -186,6 +202,9 @@ fn pass(storage: &Storage, index: &Index, kind: Pass) -> Result<ScanReport, Scan
     );
     Ok(report)
 }
+
+/// [`Index::done`] once every repository's refs were written with their peeled targets.
+const PEELED_REFS: &str = "refs-peeled";
 
 /// What re-indexing one repository cost: work proportional to what changed.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
@@ -203,26 +222,29 @@ pub(crate) struct Work {
 /// What the index held for a repository before this pass.
 struct Prior {
     record: RepoRecord,
-    refs: BTreeMap<String, RefTarget>,
+    /// Refs as indexed, and whether their peeled target is known.
+    refs: BTreeMap<String, (RefTarget, Peel)>,
     sigrefs: HashMap<NodeId, SigrefsRecord>,
 }
 
-/// (Re)index one repository if its refs changed.
-pub(crate) fn index_repo(
-    storage: &Storage,
-    index: &Index,
-    rid: RepoId,
-) -> Result<Indexed, ScanError> {
-    index_repo_counted(storage, index, rid).map(|(indexed, _)| indexed)
-}
-
-/// [`index_repo`], saying what it did. A repository already indexed is updated from the
-/// difference: only namespaces whose `rad/sigrefs` moved are verified again, the identity is
+/// (Re)index one repository if its refs changed, saying what it did. A repository already
+/// indexed is updated from the difference: only namespaces whose `rad/sigrefs` moved are verified again, the identity is
 /// read again only if `refs/rad/id` moved, and only refs that moved or went are written.
 pub(crate) fn index_repo_counted(
     storage: &Storage,
     index: &Index,
     rid: RepoId,
+) -> Result<(Indexed, Work), ScanError> {
+    index_repo_with(storage, index, rid, false)
+}
+
+/// [`index_repo_counted`]; with `upgrade`, a repository whose refs did not move is still
+/// updated when some of its indexed refs lack their peeled target.
+fn index_repo_with(
+    storage: &Storage,
+    index: &Index,
+    rid: RepoId,
+    upgrade: bool,
 ) -> Result<(Indexed, Work), ScanError> {
     let repo = storage.repo(rid)?;
     let refs = repo.refs()?;
@@ -230,16 +252,26 @@ pub(crate) fn index_repo_counted(
     let Some(previous) = index.repo(&rid)? else {
         let (record, sigrefs, mut work) = build_record(&repo, &refs, fingerprint, None)?;
         let refs: Vec<(String, RefTarget)> = refs.into_iter().collect();
-        index.put_repo(&record, &refs, &sigrefs)?;
+        let peels = peels(&repo, &refs);
+        index.put_repo_peeled(&record, &refs, &peels, &sigrefs)?;
         work.refs_written = refs.len();
         tracing::debug!(rid = %rid, refs = refs.len(), namespaces = record.namespaces.len(), "indexed repository");
         return Ok((Indexed::Added, work));
     };
-    if previous.fingerprint == fingerprint {
-        return Ok((Indexed::Unchanged, Work::default()));
-    }
+    let indexed: BTreeMap<String, (RefTarget, Peel)> = if previous.fingerprint == fingerprint {
+        if !upgrade {
+            return Ok((Indexed::Unchanged, Work::default()));
+        }
+        let indexed = indexed_refs(index, &rid)?;
+        if !indexed.values().any(unpeeled) {
+            return Ok((Indexed::Unchanged, Work::default()));
+        }
+        indexed
+    } else {
+        indexed_refs(index, &rid)?
+    };
     let prior = Prior {
-        refs: index.refs(&rid)?.into_iter().collect(),
+        refs: indexed,
         sigrefs: index
             .sigrefs(&rid)?
             .into_iter()
@@ -248,11 +280,16 @@ pub(crate) fn index_repo_counted(
         record: previous,
     };
     let (record, sigrefs, mut work) = build_record(&repo, &refs, fingerprint, Some(&prior))?;
+    // Moved, new, or indexed without its peeled target.
     let moved: Vec<(String, RefTarget)> = refs
         .iter()
-        .filter(|(name, target)| prior.refs.get(*name) != Some(*target))
+        .filter(|(name, target)| match prior.refs.get(*name) {
+            Some(before) => before.0 != **target || unpeeled(before),
+            None => true,
+        })
         .map(|(n, t)| (n.clone(), t.clone()))
         .collect();
+    let peels = peels(&repo, &moved);
     let gone: Vec<String> = prior
         .refs
         .keys()
@@ -273,6 +310,7 @@ pub(crate) fn index_repo_counted(
     index.update_repo(&RepoDelta {
         record: &record,
         refs: &moved,
+        peels: &peels,
         gone: &gone,
         sigrefs: &changed_sigrefs,
         gone_namespaces: &gone_namespaces,
@@ -286,6 +324,33 @@ pub(crate) fn index_repo_counted(
         "re-indexed repository"
     );
     Ok((Indexed::Updated, work))
+}
+
+/// The refs of `rid` as indexed.
+fn indexed_refs(
+    index: &Index,
+    rid: &RepoId,
+) -> Result<BTreeMap<String, (RefTarget, Peel)>, IndexError> {
+    Ok(index
+        .refs_peeled(rid)?
+        .into_iter()
+        .map(|(name, target, peel)| (String::from_utf8_lossy(&name).into_owned(), (target, peel)))
+        .collect())
+}
+
+/// A direct ref indexed without its peeled target.
+fn unpeeled((target, peel): &(RefTarget, Peel)) -> bool {
+    matches!(target, RefTarget::Oid(_)) && *peel == Peel::Unknown
+}
+
+/// What the direct refs among `refs` peel to (an object header read each; tags read through).
+fn peels(repo: &Repo, refs: &[(String, RefTarget)]) -> Peels {
+    refs.iter()
+        .filter_map(|(name, target)| match target {
+            RefTarget::Oid(oid) => Some((name.clone(), adverts::peel(repo.git(), *oid))),
+            RefTarget::Symbolic(_) => None,
+        })
+        .collect()
 }
 
 fn build_record(
@@ -345,7 +410,8 @@ fn build_record(
         .map_or(0, |d| d.as_secs());
     // The identity document is immutable for a given `refs/rad/id`.
     let same_identity = prior.filter(|p| {
-        p.refs.contains_key("refs/rad/id") && p.refs.get("refs/rad/id") == refs.get("refs/rad/id")
+        p.refs.get("refs/rad/id").map(|(t, _)| t).is_some()
+            && p.refs.get("refs/rad/id").map(|(t, _)| t) == refs.get("refs/rad/id")
     });
     let record = match same_identity {
         Some(p) => RepoRecord {
@@ -507,7 +573,7 @@ mod tests {
         let rebuilt = |step: &str| {
             let fresh = tempfile::tempdir().unwrap();
             let other = Index::open(fresh.path()).unwrap();
-            index_repo(&storage, &other, rid).unwrap();
+            index_repo_counted(&storage, &other, rid).unwrap();
             assert_eq!(held(&index, &rid), held(&other, &rid), "after {step}");
         };
         // Unchanged: nothing at all.
@@ -624,5 +690,77 @@ mod tests {
         sorted.sort();
         assert_eq!(report.errors, sorted);
         assert!(index.repos().unwrap().is_empty());
+    }
+
+    /// The index answers a repository's ref snapshot exactly as reading the repository does
+    /// (annotated tags peeled, a tag of a tag, lightweight tags, symbolic `HEAD`s, namespaces),
+    /// after it is indexed and after refs move; not while it is marked dirty; and an index
+    /// written without peeled targets is rewritten with them by the first start's pass, once.
+    #[test]
+    fn indexed_refs_give_the_repository_s_snapshot() {
+        use crate::serve::advert::Snapshot;
+        use crate::serve::refcache::RefSource;
+        let (rid, fixture) = heartwood();
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().join("storage");
+        std::fs::create_dir_all(&root).unwrap();
+        let storage = Storage::open(&root).unwrap();
+        let path = storage.path_of(&rid);
+        let ok = std::process::Command::new("cp")
+            .arg("-a")
+            .arg(&fixture)
+            .arg(&path)
+            .status()
+            .unwrap()
+            .success();
+        assert!(ok);
+        let tag = |args: &[&str]| {
+            let mut all = vec!["-c", "user.name=t", "-c", "user.email=t@example.com", "tag"];
+            all.extend_from_slice(args);
+            git(&path, &all);
+        };
+        let head = git(&path, &["rev-parse", "HEAD"]);
+        tag(&["-a", "-m", "one", "v1", &head]);
+        tag(&["-a", "-m", "of a tag", "v1-signed", "v1"]);
+        tag(&["light", &head]);
+        let read = || {
+            let repo = gix::open_opts(&path, gix::open::Options::isolated()).unwrap();
+            Snapshot::read(&repo).unwrap()
+        };
+        let index = Index::open(&dir.path().join("index")).unwrap();
+        assert_eq!(RefSource::snapshot(&index, &rid), None, "not indexed yet");
+        index_repo_counted(&storage, &index, rid).unwrap();
+        // Equal to the repository's, peeled targets included (`read` peels the two tags).
+        let snap = RefSource::snapshot(&index, &rid).expect("answered by the index");
+        assert_eq!(snap, read());
+        // A tag moves to another tag object: re-indexed with its new peeled target.
+        tag(&["-f", "-a", "-m", "two", "v1", &head]);
+        index.mark_dirty(&rid).unwrap();
+        assert_eq!(RefSource::snapshot(&index, &rid), None, "dirty");
+        index_repo_counted(&storage, &index, rid).unwrap();
+        index.clear_dirty(&rid).unwrap();
+        assert_eq!(RefSource::snapshot(&index, &rid), Some(read()));
+        // An index written before peeled targets were kept: the repository is read instead,
+        // until the first start's pass rewrites its refs, once.
+        let record = index.repo(&rid).unwrap().unwrap();
+        let refs = index.refs(&rid).unwrap();
+        let sigrefs = index.sigrefs(&rid).unwrap();
+        index.put_repo(&record, &refs, &sigrefs).unwrap();
+        assert_eq!(
+            RefSource::snapshot(&index, &rid),
+            None,
+            "peeled targets unknown"
+        );
+        let report = reconcile_changed(&storage, &index).unwrap();
+        assert_eq!((report.updated, report.failed), (1, 0), "{report:?}");
+        assert_eq!(RefSource::snapshot(&index, &rid), Some(read()));
+        index.put_repo(&record, &refs, &sigrefs).unwrap();
+        let report = reconcile_changed(&storage, &index).unwrap();
+        assert_eq!(report.updated, 0, "the upgrade runs once");
+        assert_eq!(RefSource::snapshot(&index, &rid), None);
+        // Any later change of the repository's refs rewrites the unpeeled ones too.
+        git(&path, &["update-ref", "refs/heads/feature", &head]);
+        index_repo_counted(&storage, &index, rid).unwrap();
+        assert_eq!(RefSource::snapshot(&index, &rid), Some(read()));
     }
 }

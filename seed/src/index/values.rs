@@ -621,6 +621,7 @@ mod tests {
                 .update_repo(&RepoDelta {
                     record: &renamed,
                     refs: &[],
+                    peels: &Default::default(),
                     gone: &[],
                     sigrefs: &[verified(1, "c1'")],
                     gone_namespaces: &[],

@@ -46,7 +46,7 @@ struct Entry {
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
-enum Target {
+pub(crate) enum Target {
     /// A direct ref; `peeled` when it names an annotated tag (the first non-tag object).
     Direct {
         oid: ObjectId,
@@ -97,6 +97,18 @@ impl Snapshot {
             Err(e) => return Err(refs_err(e)),
         };
         Ok(Self { refs, head })
+    }
+
+    /// A snapshot of refs read elsewhere (the index keeps every ref with its peeled target):
+    /// `refs` are full names under `refs/`, in any order; `head` the top-level `HEAD`.
+    pub(crate) fn from_parts(head: Option<Target>, refs: Vec<(BString, Target)>) -> Self {
+        let mut refs: Vec<Entry> = refs
+            .into_iter()
+            .map(|(name, target)| Entry { name, target })
+            .collect();
+        // Sorted already when read in key order: then this is one pass.
+        refs.sort_by(|a, b| a.name.cmp(&b.name));
+        Self { refs, head }
     }
 
     /// Approximate heap bytes held (for the cache's budget).
@@ -208,7 +220,7 @@ fn target_of(repo: &gix::Repository, r: &gix::Reference<'_>) -> Result<Target, A
 
 /// The first non-tag object `oid` leads to, when `oid` is an annotated tag. A missing object
 /// is not an error (git advertises the ref without a peeled line).
-fn peel(repo: &gix::Repository, oid: ObjectId) -> Result<Option<ObjectId>, AdvertError> {
+pub(crate) fn peel(repo: &gix::Repository, oid: ObjectId) -> Result<Option<ObjectId>, AdvertError> {
     let header = match repo.find_header(oid) {
         Ok(h) => h,
         Err(_) => return Ok(None),

@@ -8,6 +8,14 @@
 //! A change is announced with [`RefCache::invalidate`] by whoever writes refs (replication's
 //! after-fetch step, purge). A build that raced an invalidation is not kept (generations), and
 //! no snapshot is older than `max_age`, as a guard against writers that do not announce.
+//!
+//! A miss asks the [`RefSource`] first (the daemon's is the index, which keeps every ref with
+//! its peeled target: a few keys of one column family, no repository opened, no object read)
+//! and reads the repository with gix only when the source has no answer for it (not indexed
+//! yet, re-indexing after a fetch, an index written before it kept peeled targets). With
+//! thousands of repositories most requests miss, and opening a repository — config, loose refs,
+//! pack indexes to peel tags, all of it from a disk cache that cannot hold every repository —
+//! was most of a request's cost.
 
 use std::collections::HashMap;
 use std::path::Path;
@@ -67,10 +75,18 @@ pub enum Lookup {
     Miss,
 }
 
+/// Where a missed snapshot comes from before the repository itself is read.
+pub(crate) trait RefSource: Send + Sync {
+    /// `rid`'s refs exactly as the repository holds them, or `None` when this source cannot
+    /// say (then the repository is read).
+    fn snapshot(&self, rid: &RepoId) -> Option<Snapshot>;
+}
+
 pub struct RefCache {
     inner: Mutex<Inner>,
     budget: usize,
     max_age: Duration,
+    source: Option<Arc<dyn RefSource>>,
 }
 
 impl RefCache {
@@ -79,7 +95,14 @@ impl RefCache {
             inner: Mutex::new(Inner::default()),
             budget,
             max_age,
+            source: None,
         }
+    }
+
+    /// Misses ask `source` before reading the repository.
+    pub(crate) fn with_source(mut self, source: Arc<dyn RefSource>) -> Self {
+        self.source = Some(source);
+        self
     }
 
     fn lock(&self) -> MutexGuard<'_, Inner> {
@@ -108,9 +131,14 @@ impl RefCache {
             }
             generation
         };
-        let repo = gix::open_opts(path, gix::open::Options::isolated())
-            .map_err(|e| AdvertError::Refs(Box::new(e)))?;
-        let snap = Arc::new(Snapshot::read(&repo)?);
+        let snap = Arc::new(match self.source.as_ref().and_then(|s| s.snapshot(&rid)) {
+            Some(snap) => snap,
+            None => {
+                let repo = gix::open_opts(path, gix::open::Options::isolated())
+                    .map_err(|e| AdvertError::Refs(Box::new(e)))?;
+                Snapshot::read(&repo)?
+            }
+        });
         let bytes = snap.heap_bytes();
         let mut inner = self.lock();
         // Invalidated while we read: serve what we read once, keep nothing.
@@ -363,5 +391,50 @@ mod tests {
         assert_eq!(cache.get(rid(0), &repos[0]).unwrap().1, Lookup::Hit);
         assert_eq!(cache.get(rid(2), &repos[2]).unwrap().1, Lookup::Hit);
         assert_eq!(cache.get(rid(1), &repos[1]).unwrap().1, Lookup::Miss);
+    }
+
+    /// A source that answers some repositories and counts the questions.
+    struct Source {
+        answers: std::collections::HashMap<RepoId, Snapshot>,
+        asked: std::sync::atomic::AtomicUsize,
+    }
+
+    impl RefSource for Source {
+        fn snapshot(&self, rid: &RepoId) -> Option<Snapshot> {
+            self.asked
+                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            self.answers.get(rid).cloned()
+        }
+    }
+
+    /// A miss takes the source's snapshot when it has one (the repository is not read: here
+    /// it does not even exist), and reads the repository when it has none.
+    #[test]
+    fn misses_ask_the_source_first() {
+        let dir = tempfile::tempdir().unwrap();
+        let b = repo(dir.path(), "b");
+        set_ref(&b, "refs/x/one");
+        let from_source = {
+            let r = repo(dir.path(), "elsewhere");
+            set_ref(&r, "refs/x/one");
+            set_ref(&r, "refs/x/two");
+            let r = gix::open_opts(&r, gix::open::Options::isolated()).unwrap();
+            Snapshot::read(&r).unwrap()
+        };
+        let source = Arc::new(Source {
+            answers: [(rid(1), from_source.clone())].into_iter().collect(),
+            asked: Default::default(),
+        });
+        let cache = RefCache::new(DEFAULT_BUDGET, DEFAULT_MAX_AGE).with_source(source.clone());
+        let missing = dir.path().join("not-a-repository");
+        let (snap, lookup) = cache.get(rid(1), &missing).unwrap();
+        assert_eq!((&*snap, lookup), (&from_source, Lookup::Miss));
+        assert_eq!(cache.get(rid(1), &missing).unwrap().1, Lookup::Hit);
+        // No answer: the repository itself.
+        let (snap, _) = cache.get(rid(2), &b).unwrap();
+        assert_eq!(snap.len(), 1);
+        assert!(cache.get(rid(3), &missing).is_err());
+        let asked = source.asked.load(std::sync::atomic::Ordering::Relaxed);
+        assert_eq!(asked, 3, "once per miss");
     }
 }

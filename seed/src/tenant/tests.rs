@@ -31,6 +31,7 @@ fn name(t: &Tenants, rid: RepoId, name: &str) {
     let delta = crate::index::RepoDelta {
         record: &record,
         refs: &[],
+        peels: &Default::default(),
         gone: &[],
         sigrefs: &[],
         gone_namespaces: &[],

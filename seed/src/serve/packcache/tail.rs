@@ -4,8 +4,12 @@
 //! vanished writer is an error, so a truncated response is never served as a whole one.
 //!
 //! No mmap (`#![forbid(unsafe_code)]`): the file is read with positional reads in large chunks
-//! into owned buffers handed to the body as `Bytes` (one copy out of the page cache), on the
-//! blocking pool.
+//! into owned buffers handed to the body as `Bytes` (one copy out of the page cache). A chunk
+//! is read on the reader's own task when the page cache holds it (`preadv2` with `RWF_NOWAIT`,
+//! which never waits for the disk: the file was just written, or is hot), and only the part
+//! that is not cached is read on the blocking pool. A wave of identical clones reads the same
+//! hot file sixteen times over; handing every 512 KiB chunk to the blocking pool and back was
+//! a third of what each follower cost (scheduler switches and wake-ups, in `perf`).
 
 use std::io;
 use std::os::unix::fs::FileExt;
@@ -105,12 +109,9 @@ impl Tail {
             };
             if self.offset < available {
                 let len = (available - self.offset).min(CHUNK);
-                let (file, offset) = (self.file.clone(), self.offset);
-                let read = tokio::task::spawn_blocking(move || read_at(&file, offset, len)).await;
-                let chunk = match read {
-                    Ok(Ok(c)) => c,
-                    Ok(Err(e)) => return Some(Err(e)),
-                    Err(e) => return Some(Err(TailError::Read(io::Error::other(e)))),
+                let chunk = match read_chunk(&self.file, self.offset, len, read_cached).await {
+                    Ok(c) => c,
+                    Err(e) => return Some(Err(e)),
                 };
                 self.offset += chunk.len() as u64;
                 if let Some(m) = &self.metrics {
@@ -139,12 +140,61 @@ impl Tail {
     }
 }
 
+/// Reads what the page cache holds at `offset` into `buf` without waiting for the disk:
+/// `Ok(0)` at the end of the file, `WouldBlock` when the next byte is not cached (or the
+/// kernel cannot say).
+fn read_cached(file: &std::fs::File, buf: &mut [u8], offset: u64) -> io::Result<usize> {
+    use rustix::io::{Errno, ReadWriteFlags};
+    let mut slices = [io::IoSliceMut::new(buf)];
+    match rustix::io::preadv2(file, &mut slices, offset, ReadWriteFlags::NOWAIT) {
+        Ok(n) => Ok(n),
+        Err(Errno::INTR) => Err(io::ErrorKind::Interrupted.into()),
+        // Not cached; or a kernel or filesystem without `RWF_NOWAIT`.
+        Err(Errno::AGAIN | Errno::OPNOTSUPP | Errno::NOSYS | Errno::INVAL) => {
+            Err(io::ErrorKind::WouldBlock.into())
+        }
+        Err(e) => Err(e.into()),
+    }
+}
+
 /// `len` bytes at `offset` (fewer only at the end of the file, which is then an error: the
-/// writer said they were there).
-fn read_at(file: &std::fs::File, offset: u64, len: u64) -> Result<Bytes, TailError> {
+/// writer said they were there): what `cached` reads without blocking, the rest on the
+/// blocking pool.
+async fn read_chunk(
+    file: &Arc<std::fs::File>,
+    offset: u64,
+    len: u64,
+    cached: fn(&std::fs::File, &mut [u8], u64) -> io::Result<usize>,
+) -> Result<Bytes, TailError> {
     let len = usize::try_from(len).map_err(|_| TailError::Short)?;
     let mut buf = vec![0u8; len];
     let mut filled = 0;
+    while filled < len {
+        match cached(file, &mut buf[filled..], offset + filled as u64) {
+            Ok(0) => return Err(TailError::Short),
+            Ok(n) => filled += n,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+            Err(e) => return Err(TailError::Read(e)),
+        }
+    }
+    if filled == len {
+        return Ok(Bytes::from(buf));
+    }
+    let file = file.clone();
+    tokio::task::spawn_blocking(move || read_rest(&file, buf, filled, offset))
+        .await
+        .map_err(|e| TailError::Read(io::Error::other(e)))?
+}
+
+/// Fills `buf` from `filled` on with the file's bytes at `offset + filled` (blocking reads).
+fn read_rest(
+    file: &std::fs::File,
+    mut buf: Vec<u8>,
+    mut filled: usize,
+    offset: u64,
+) -> Result<Bytes, TailError> {
+    let len = buf.len();
     while filled < len {
         match file.read_at(&mut buf[filled..], offset + filled as u64) {
             Ok(0) => return Err(TailError::Short),
@@ -233,6 +283,37 @@ mod tests {
         let (_w, mut tail, tx) = pair(other.path());
         drop(tx);
         assert!(matches!(tail.ready().await, Err(TailError::Failed)));
+    }
+
+    /// A chunk the page cache holds only in part: the cached bytes are read without blocking,
+    /// the rest on the blocking pool, and the chunk is whole and in order either way.
+    #[tokio::test]
+    async fn chunks_are_whole_however_much_of_them_is_cached() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("f");
+        let data: Vec<u8> = (0..CHUNK + 1000).map(|i| (i % 253) as u8).collect();
+        std::fs::write(&path, &data).unwrap();
+        let file = Arc::new(std::fs::File::open(&path).unwrap());
+        /// Caches the first 1,000 bytes of every read, at most 100 at a time.
+        fn partly(file: &std::fs::File, buf: &mut [u8], offset: u64) -> io::Result<usize> {
+            if offset >= 1000 {
+                return Err(io::ErrorKind::WouldBlock.into());
+            }
+            let n = buf.len().min(100).min(1000 - offset as usize);
+            file.read_at(&mut buf[..n], offset)
+        }
+        fn never(_: &std::fs::File, _: &mut [u8], _: u64) -> io::Result<usize> {
+            Err(io::ErrorKind::WouldBlock.into())
+        }
+        for cached in [partly, never, read_cached] {
+            let chunk = read_chunk(&file, 17, CHUNK, cached).await.unwrap();
+            assert_eq!(&chunk[..], &data[17..17 + CHUNK as usize]);
+        }
+        // Past the end: short, whichever way it is read.
+        for cached in [partly, never, read_cached] {
+            let result = read_chunk(&file, 1000, CHUNK + 1, cached).await;
+            assert!(matches!(result, Err(TailError::Short)), "not short");
+        }
     }
 
     #[tokio::test]
