@@ -13,6 +13,8 @@ mod listen;
 mod reload;
 mod rescan;
 
+use crate::serve::advertiser::Advertiser;
+use crate::serve::packcache::PackCache;
 use crate::serve::refcache::{self, RefCache};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -87,6 +89,10 @@ struct Core {
     metrics: Arc<Metrics>,
     /// Ref snapshots: replication invalidates, the git listener advertises from them.
     refs: Arc<RefCache>,
+    /// Answers from the ref snapshots and git's probed capabilities, for HTTP and streams.
+    advertiser: Arc<Advertiser>,
+    /// The pack cache (`http.pack_cache`), for HTTP and streams; `None` when disabled.
+    pack_cache: Option<Arc<PackCache>>,
 }
 
 /// A built daemon: listeners serving, replication running; [`run`](Self::run) waits.
@@ -119,15 +125,23 @@ impl Daemon {
                 cache_bytes: cfg.index.cache_bytes(),
             },
         )?;
+        let metrics = Arc::new(Metrics::new()?);
+        // Snapshots missing from the cache are read from the index (its refs, peeled).
+        let refs = Arc::new(
+            RefCache::new(refcache::DEFAULT_BUDGET, refcache::DEFAULT_MAX_AGE)
+                .with_source(Arc::new(index.clone())),
+        );
         let core = Core {
             storage: Storage::open(cfg.storage_dir())?,
-            // Snapshots missing from the cache are read from the index (its refs, peeled).
-            refs: Arc::new(
-                RefCache::new(refcache::DEFAULT_BUDGET, refcache::DEFAULT_MAX_AGE)
-                    .with_source(Arc::new(index.clone())),
-            ),
+            advertiser: Arc::new(Advertiser::new(
+                refs.clone(),
+                cfg.cache_dir().join("advert-probe"),
+                metrics.clone(),
+            )),
+            pack_cache: listen::open_pack_cache(&cfg, &metrics),
+            refs,
             index,
-            metrics: Arc::new(Metrics::new()?),
+            metrics,
         };
         let token = files::admin_token(&cfg)?;
         let listeners = Listeners::bind(&cfg).await?;
@@ -208,7 +222,8 @@ impl Daemon {
         let admin_task =
             listen::start_admin(&cfg, listeners.admin, &certs, admin_state, &shutdown_rx);
         let http_parts = HttpParts {
-            refs: core.refs.clone(),
+            advertiser: core.advertiser.clone(),
+            pack_cache: core.pack_cache.clone(),
             storage: core.storage.clone(),
             index: core.index.clone(),
             metrics: core.metrics.clone(),
@@ -316,6 +331,8 @@ async fn start_identities(
         index: core.index.clone(),
         storage: core.storage.clone(),
         git: stream_git,
+        advertiser: core.advertiser.clone(),
+        pack_cache: core.pack_cache.clone(),
         metrics: core.metrics.clone(),
         policies: policies.clone(),
     };

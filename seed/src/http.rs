@@ -45,7 +45,7 @@ pub struct HttpState {
     /// Virtual hosting by tenant.
     pub tenancy: Tenancy,
     /// Ref advertisements without git (snapshots shared with replication, which invalidates).
-    pub advertiser: git::Advertiser,
+    pub advertiser: Arc<crate::serve::advertiser::Advertiser>,
     /// The JSON API's own state (`web`).
     pub web: crate::http::web::Web,
     /// Single-flight cache of upload-pack responses (`http.pack_cache`; `None` when disabled).

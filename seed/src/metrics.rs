@@ -97,11 +97,14 @@ const GIT_SERVES: &[&str] = &[
     "refused_quota",
     "refused_busy",
     "bad_header",
+    "bad_request",
     "timeout",
     "too_large",
     "cancelled",
     "error",
 ];
+/// `answer` of `seedd_p2p_git_requests_total`.
+const GIT_REQUESTS: &[&str] = &["snapshot", "pack_cache", "git"];
 /// `result` of `seedd_fetches_total`, besides [`FetchError`]'s.
 const FETCHES: &[&str] = &["ok", "queue_full"];
 /// `reason` of `seedd_fetch_validation_failures_total`, besides [`ValidationError`]'s: why a
@@ -336,6 +339,7 @@ pub struct P2pMetrics {
     pub relayed: IntCounterVec,
     pub git_serves: IntCounterVec,
     pub git_serves_in_flight: IntGauge,
+    pub git_requests: IntCounterVec,
     pub git_served_bytes: IntCounter,
     pub git_stream_overflows: IntCounter,
     pub fetches: IntCounterVec,
@@ -404,6 +408,7 @@ impl P2pMetrics {
             relayed: counter("seedd_p2p_relayed_total", &["type"])?,
             git_serves: counter("seedd_p2p_git_serves_total", &["result"])?,
             git_serves_in_flight: gauge("seedd_p2p_git_serves_in_flight")?,
+            git_requests: counter("seedd_p2p_git_requests_total", &["answer"])?,
             git_served_bytes,
             git_stream_overflows,
             fetches: counter("seedd_fetches_total", &["result"])?,
@@ -614,6 +619,7 @@ impl Metrics {
         zero(&p.penalties, &[labels::OFFENCES])?;
         zero(&p.relayed, &[&plus(&[], &ANNOUNCEMENTS, type_label)])?;
         zero(&p.git_serves, &[GIT_SERVES])?;
+        zero(&p.git_requests, &[GIT_REQUESTS])?;
         zero(&p.fetches, &[&plus(FETCHES, labels::FETCH_ERRORS, |l| l)])?;
         let failures = plus(PRUNED, labels::VALIDATION_FAILURES, |l| l);
         zero(&p.validation_failures, &[&failures])?;

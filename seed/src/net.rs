@@ -274,6 +274,10 @@ pub(crate) struct Shared {
     pub storage: crate::storage::Storage,
     /// Spawns `git upload-pack` for git streams.
     pub git: crate::serve::GitServer,
+    /// `ls-refs` from ref snapshots, git's capabilities (shared with HTTP).
+    pub advertiser: Arc<crate::serve::advertiser::Advertiser>,
+    /// Cacheable fetches (shared with HTTP; `None` when disabled).
+    pub pack_cache: Option<Arc<crate::serve::packcache::PackCache>>,
     pub serve_slots: Arc<tokio::sync::Semaphore>,
     /// Fetch triggers for the replication layer.
     pub hints: tokio::sync::broadcast::Sender<FetchHint>,
@@ -297,6 +301,8 @@ pub(crate) struct NetDeps {
     pub index: Index,
     pub storage: crate::storage::Storage,
     pub git: crate::serve::GitServer,
+    pub advertiser: Arc<crate::serve::advertiser::Advertiser>,
+    pub pack_cache: Option<Arc<crate::serve::packcache::PackCache>>,
     pub metrics: Arc<Metrics>,
 }
 
@@ -346,6 +352,8 @@ impl Net {
             index,
             storage,
             git,
+            advertiser,
+            pack_cache,
             metrics,
         } = deps;
         let restored: Restored = index.load_gossip().context("loading gossip state")?;
@@ -387,6 +395,8 @@ impl Net {
             trusted,
             storage,
             git,
+            advertiser,
+            pack_cache,
             serve_slots: Arc::new(tokio::sync::Semaphore::new(cfg_serves.max(1))),
             hints: tokio::sync::broadcast::channel(1024).0,
             policies,

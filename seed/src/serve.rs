@@ -1,5 +1,5 @@
-//! Git serving shared by HTTP (and, later, Radicle streams): ref advertisement and pack
-//! generation by `git upload-pack`, admission control, bounded streaming.
+//! Git serving shared by HTTP and Radicle streams: ref advertisement and pack generation by
+//! `git upload-pack`, admission control, bounded streaming, ref snapshots and the pack cache.
 //!
 //! Why real `git upload-pack`: it has reachability bitmaps, verbatim pack reuse, delta search,
 //! shallow/filter support and decades of hardening; gix has no server side yet
@@ -7,6 +7,7 @@
 //! that nothing from the daemon's environment or the host's git config changes what is served.
 
 pub(crate) mod advert;
+pub(crate) mod advertiser;
 mod limiter;
 pub(crate) mod packcache;
 pub(crate) mod refcache;
@@ -40,6 +41,16 @@ pub enum Service {
     /// Stateful protocol-v2 `upload-pack` for a Radicle git stream (several commands on one
     /// connection; protocol.md §6.3).
     Stream,
+    /// One request of a Radicle git stream served as a command loop: `--stateless-rpc` with
+    /// the settings of [`Service::Stream`] (v2 is stateless per command).
+    StreamRequest,
+}
+
+impl Service {
+    /// Whether it serves a Radicle stream (its settings: ref-in-want, no unborn `HEAD`).
+    fn radicle(self) -> bool {
+        matches!(self, Service::Stream | Service::StreamRequest)
+    }
 }
 
 /// Which refs a request may see.
@@ -119,15 +130,12 @@ impl GitServer {
             "-c",
             "uploadpack.allowFilter=true",
         ]);
-        if service == Service::Stream {
+        if service.radicle() {
             cmd.args([
                 "-c",
                 "uploadpack.allowRefInWant=true",
                 "-c",
                 "lsrefs.unborn=ignore",
-                // Refs of a fetch in progress, not yet validated.
-                "-c",
-                "uploadpack.hideRefs=refs/seedd-fetch",
             ]);
         }
         match view {
@@ -147,7 +155,10 @@ impl GitServer {
             View::Namespace(nid) => {
                 cmd.env("GIT_NAMESPACE", nid.to_string());
             }
-            View::All => {}
+            View::All => {
+                // Refs of a fetch in progress, not yet validated (`advert`'s scope of `All`).
+                cmd.args(["-c", "uploadpack.hideRefs=refs/seedd-fetch"]);
+            }
         }
         cmd.arg("upload-pack");
         if service == Service::Stream {

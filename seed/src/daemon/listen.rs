@@ -151,7 +151,8 @@ pub(super) fn start_admin(
 
 /// What the git listener shares with its handlers.
 pub(super) struct HttpParts {
-    pub(super) refs: Arc<crate::serve::refcache::RefCache>,
+    pub(super) advertiser: Arc<crate::serve::advertiser::Advertiser>,
+    pub(super) pack_cache: Option<Arc<crate::serve::packcache::PackCache>>,
     pub(super) storage: Storage,
     pub(super) index: Index,
     pub(super) metrics: Arc<Metrics>,
@@ -201,12 +202,9 @@ pub(super) fn start_http(
             policies: parts.policies,
             unknown_hosts_all: parts.unknown_hosts_all,
         },
-        advertiser: crate::http::git::Advertiser::new(
-            parts.refs,
-            cfg.cache_dir().join("advert-probe"),
-        ),
+        advertiser: parts.advertiser,
         web: parts.web,
-        pack_cache: open_pack_cache(cfg, &metrics),
+        pack_cache: parts.pack_cache,
     });
     let listen = listener.local_addr().map_err(ListenError::LocalAddr)?;
     tracing::info!(listen = %listen, tls = certs.http.is_some(), "http listening (git clone)");
@@ -233,7 +231,7 @@ pub(super) fn start_http(
 
 /// The pack cache in `<data_dir>/cache/packs` (emptied now), unless disabled or unusable (then
 /// every clone is served by git directly).
-fn open_pack_cache(
+pub(super) fn open_pack_cache(
     cfg: &Config,
     metrics: &Arc<Metrics>,
 ) -> Option<Arc<crate::serve::packcache::PackCache>> {

@@ -19,7 +19,6 @@ mod packs;
 mod refs;
 use crate::crypto::{NodeId, RepoId};
 use crate::serve::{self, GitOutput, Service, View};
-pub use refs::Advertiser;
 
 /// What a git path asks for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -309,7 +309,13 @@ pub const CATALOGUE: &[MetricDoc] = &[
         name: "seedd_p2p_git_serves_total",
         kind: "counter",
         labels: &["result"],
-        help: "Git streams served to Radicle peers, by result (ok, refused_unknown, refused_private, refused_policy, refused_quota, refused_busy, bad_header, timeout, too_large, cancelled, error).",
+        help: "Git streams served to Radicle peers, by result (ok, refused_unknown, refused_private, refused_policy, refused_quota, refused_busy, bad_header, bad_request, timeout, too_large, cancelled, error).",
+    },
+    MetricDoc {
+        name: "seedd_p2p_git_requests_total",
+        kind: "counter",
+        labels: &["answer"],
+        help: "Protocol-v2 requests on Radicle git streams, by how they were answered: snapshot (ls-refs from the ref snapshot, no process), pack_cache (a fetch from the pack cache), git (one git upload-pack --stateless-rpc).",
     },
     MetricDoc {
         name: "seedd_p2p_git_serves_in_flight",

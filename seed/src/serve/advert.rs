@@ -262,7 +262,8 @@ impl Scope {
             },
             View::All => Self {
                 namespace: None,
-                hidden: &[],
+                // `GitServer` hides a fetch in progress from every `All` view.
+                hidden: &["refs/seedd-fetch"],
             },
         }
     }
@@ -346,6 +347,8 @@ pub(crate) struct Caps {
     v0_after: String,
     /// The whole v2 capability advertisement (ends with a flush).
     v2: Bytes,
+    /// What a stateful `git upload-pack` of a Radicle stream ([`Service::Stream`]) sends first.
+    v2_stream: Bytes,
 }
 
 /// The branch `HEAD` names in the probe repository (its `symref=` item is cut out).
@@ -365,14 +368,17 @@ impl Caps {
             let v2 = advertise_with_git(server, scratch, View::All, Some("version=2"))
                 .await
                 .map_err(probe)?;
-            Self::from_probe(&v0, Bytes::from(v2))
+            let stream = stream_advertisement_with_git(server, scratch)
+                .await
+                .map_err(probe)?;
+            Self::from_probe(&v0, Bytes::from(v2), Bytes::from(stream))
         }
         .await;
         let _ = std::fs::remove_dir_all(scratch);
         result
     }
 
-    fn from_probe(v0: &[u8], v2: Bytes) -> Result<Self, AdvertError> {
+    fn from_probe(v0: &[u8], v2: Bytes, v2_stream: Bytes) -> Result<Self, AdvertError> {
         let bad = |what: &str| AdvertError::Probe(format!("unexpected v0 advertisement: {what}"));
         let first = first_pkt_payload(v0).ok_or_else(|| bad("no pkt-line"))?;
         let nul = first
@@ -392,12 +398,19 @@ impl Caps {
             v0_before: before.to_owned(),
             v0_after: after.to_owned(),
             v2,
+            v2_stream,
         })
     }
 
     /// The v2 capability advertisement (`GET info/refs` with `Git-Protocol: version=2`).
     pub(crate) fn v2(&self) -> Bytes {
         self.v2.clone()
+    }
+
+    /// The v2 capability advertisement a Radicle stream starts with (`ref-in-want`, no
+    /// `unborn`: [`Service::Stream`]'s settings).
+    pub(crate) fn v2_stream(&self) -> Bytes {
+        self.v2_stream.clone()
     }
 }
 
@@ -508,6 +521,30 @@ pub(crate) async fn advertise_with_git(
     let status = process.child.wait().await.map_err(|e| e.to_string())?;
     if !status.success() {
         return Err(format!("git upload-pack --advertise-refs: {status}"));
+    }
+    Ok(out)
+}
+
+/// What a stateful protocol-v2 `git upload-pack` of a Radicle stream writes before reading
+/// anything: its capability advertisement (it exits at the end of its input, closed at once).
+pub(crate) async fn stream_advertisement_with_git(
+    server: &GitServer,
+    repo: &Path,
+) -> Result<Vec<u8>, String> {
+    use tokio::io::AsyncReadExt;
+    let mut process = server
+        .spawn(repo, Service::Stream, View::All, Some("version=2"))
+        .map_err(|e| e.to_string())?;
+    drop(process.stdin.take());
+    let mut out = Vec::new();
+    process
+        .stdout
+        .read_to_end(&mut out)
+        .await
+        .map_err(|e| e.to_string())?;
+    let status = process.child.wait().await.map_err(|e| e.to_string())?;
+    if !status.success() {
+        return Err(format!("git upload-pack (stream): {status}"));
     }
     Ok(out)
 }
@@ -676,6 +713,13 @@ impl LsRefs {
             args.prefixes.clear();
         }
         Some(args)
+    }
+
+    /// The arguments as a Radicle stream's `git upload-pack` reads them: it runs with
+    /// `lsrefs.unborn=ignore`, so `unborn` is ignored.
+    pub(crate) fn for_stream(mut self) -> Self {
+        self.unborn = false;
+        self
     }
 
     fn matches(&self, name: &BStr) -> bool {

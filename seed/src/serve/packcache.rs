@@ -1,7 +1,8 @@
 //! Single-flight pack cache (issue 13 §3; performance.md H1, H13): the response of `git
 //! upload-pack` to a cacheable request (no `have` lines: full, shallow and partial clones),
 //! already side-band framed, kept in a file under `<data_dir>/cache/packs` and served again
-//! without spawning anything.
+//! without spawning anything — over HTTP and Radicle streams alike ([`reader`]; a stream's
+//! entries are keyed with View::All, which HTTP never serves).
 //!
 //! - **Key** ([`key`]): repository, view, the refs fingerprint of the snapshot the request is
 //!   answered against, and the normalised request. A ref change is a new fingerprint, so a new
@@ -30,6 +31,7 @@ pub(crate) mod key;
 pub(crate) mod tail;
 
 use std::collections::HashMap;
+use std::future::Future;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
@@ -37,7 +39,8 @@ use std::time::{Duration, Instant};
 use tokio::sync::watch;
 
 pub(crate) use key::{Key, Normalised, MAX_CACHEABLE_REQUEST};
-use tail::{Progress, Tail};
+use tail::Progress;
+pub(crate) use tail::Tail;
 
 use crate::metrics::Metrics;
 
@@ -379,6 +382,41 @@ impl PackCache {
         // A temporary file of an entry evicted while written has this name.
         dead.push(self.dir.join(format!("{}.tmp-{id}", key.hex())));
         remove_files(dead);
+    }
+}
+
+/// A cacheable request of `key` answered through `cache` (HTTP and Radicle streams alike): a
+/// reader of a finished response, of one being generated for an identical request, or of the
+/// generation this call starts — after `permits` (the slots git holds while it runs; an `Err`
+/// refuses, and the claimed entry fails so that its followers answer directly) — running
+/// `job`. `Ok(None)`: answer directly (not admitted yet, or a generation that failed before
+/// writing anything).
+pub(crate) async fn reader<P, E, F, Fut>(
+    cache: &Arc<PackCache>,
+    key: Key,
+    job: impl FnOnce() -> generate::Job,
+    permits: F,
+) -> Result<Option<Tail>, E>
+where
+    P: Send + 'static,
+    F: FnOnce() -> Fut,
+    Fut: Future<Output = Result<P, E>>,
+{
+    let mut tail = match cache.lookup(key) {
+        Lookup::Bypass => return Ok(None),
+        Lookup::Hit(tail) | Lookup::Follow(tail) => tail,
+        Lookup::Claim(claim, tail) => {
+            let permits = permits().await?;
+            generate::spawn(claim, job(), permits);
+            tail
+        }
+    };
+    match tail.ready().await {
+        Ok(()) => Ok(Some(tail)),
+        Err(e) => {
+            tracing::debug!(key = %key.hex(), error = %e, "cached response unavailable; answering directly");
+            Ok(None)
+        }
     }
 }
 

@@ -21,9 +21,9 @@ use super::{admit, finish_hook, no_cache, refs, Egress, Endpoint};
 use crate::crypto::RepoId;
 use crate::http::refusal::Refusal;
 use crate::http::HttpState;
-use crate::serve::packcache::generate::{self, Job};
-use crate::serve::packcache::{Key, Lookup, Normalised, PackCache};
-use crate::serve::{self, View};
+use crate::serve::packcache::generate::Job;
+use crate::serve::packcache::{self, Key, Normalised, PackCache};
+use crate::serve::{self, Service, View};
 
 /// The request `body` (whole) answered through `cache`, or `None` to ask git directly.
 #[allow(clippy::too_many_arguments)]
@@ -50,33 +50,27 @@ pub(super) async fn serve(
         return Ok(None);
     };
     let key = Key::new(&rid, view, &fingerprint, &request);
-    let tail = match cache.lookup(key) {
-        Lookup::Bypass => return Ok(None),
-        Lookup::Hit(tail) | Lookup::Follow(tail) => tail,
-        Lookup::Claim(claim, tail) => {
-            // Dropping the claim on a refusal fails the entry: its followers answer directly.
-            let repo_permit = state
-                .rate
-                .repo_permit(&rid.canonical())
-                .await
-                .map_err(|_| Refusal::RepoBusy)?;
-            let permit = admit(state, &state.limiter, true).await?;
-            let job = Job {
-                git: state.git.clone(),
-                repo: repo.to_owned(),
-                view,
-                protocol: protocol.map(str::to_owned),
-                request: Bytes::copy_from_slice(body),
-            };
-            generate::spawn(claim, job, (repo_permit, permit));
-            tail
-        }
+    let job = || Job {
+        git: state.git.clone(),
+        repo: repo.to_owned(),
+        service: Service::UploadPack,
+        view,
+        protocol: protocol.map(str::to_owned),
+        request: Bytes::copy_from_slice(body),
     };
-    let mut tail = tail;
-    if let Err(e) = tail.ready().await {
-        tracing::debug!(%rid, error = %e, "cached response unavailable; asking git");
+    // A claim takes this repository's pack permit, then a global pack slot (as a direct answer).
+    let permits = || async {
+        let repo_permit = state
+            .rate
+            .repo_permit(&rid.canonical())
+            .await
+            .map_err(|_| Refusal::RepoBusy)?;
+        let permit = admit(state, &state.limiter, true).await?;
+        Ok::<_, Refusal>((repo_permit, permit))
+    };
+    let Some(tail) = packcache::reader(cache, key, job, permits).await? else {
         return Ok(None);
-    }
+    };
     let label = if v2 { "v2" } else { "v0" };
     let out = Counted {
         inner: Box::pin(tail.into_stream()),

@@ -4,94 +4,21 @@
 //! the capability probe failed, or a request is anything but a plain `ls-refs`, the caller
 //! falls back to git.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use axum::body::Body;
 use axum::http::{header, HeaderValue};
 use axum::response::Response;
 use bytes::Bytes;
-use tokio::sync::OnceCell;
 
 use super::{finish_hook, no_cache, Egress, Endpoint};
-use crate::blocking;
 use crate::crypto::RepoId;
 use crate::http::HttpState;
-use crate::serve::advert::{self, Caps, LsRefs, Snapshot};
-use crate::serve::refcache::{Answer, Lookup, RefCache};
-use crate::serve::{self, GitServer, View};
-
-/// How long a snapshot read may take before the request falls back to git.
-const READ_WAIT: Duration = Duration::from_secs(10);
-
-/// The in-process advertiser: snapshots and git's capabilities (probed on first use).
-pub struct Advertiser {
-    pub refs: Arc<RefCache>,
-    caps: OnceCell<Option<Caps>>,
-    probe_dir: PathBuf,
-}
-
-impl Advertiser {
-    /// `probe_dir`: a scratch path for the one-time capability probe (created and removed).
-    pub fn new(refs: Arc<RefCache>, probe_dir: PathBuf) -> Self {
-        Self {
-            refs,
-            caps: OnceCell::new(),
-            probe_dir,
-        }
-    }
-
-    async fn caps(&self, git: &GitServer) -> Option<&Caps> {
-        self.caps
-            .get_or_init(|| async {
-                match Caps::probe(git, &self.probe_dir).await {
-                    Ok(caps) => Some(caps),
-                    Err(e) => {
-                        tracing::warn!(error = %e, "ref advertisements fall back to git upload-pack");
-                        None
-                    }
-                }
-            })
-            .await
-            .as_ref()
-    }
-
-    /// The answer `key` of `rid`'s ref snapshot (rendered with `render` once per snapshot).
-    pub(super) async fn answer(
-        &self,
-        state: &HttpState,
-        rid: RepoId,
-        repo: &Path,
-        key: Answer,
-        render: impl FnOnce(&Snapshot) -> Vec<u8> + Send + 'static,
-    ) -> Option<Bytes> {
-        let refs = self.refs.clone();
-        let path = repo.to_owned();
-        match blocking::run(READ_WAIT, move || refs.answer(rid, &path, key, render)).await {
-            Ok(Ok((bytes, lookup))) => {
-                let label = match lookup {
-                    Lookup::Hit => "hit",
-                    Lookup::Miss => "miss",
-                };
-                state
-                    .metrics
-                    .ref_snapshots
-                    .with_label_values(&[label])
-                    .inc();
-                Some(bytes)
-            }
-            Ok(Err(e)) => {
-                tracing::warn!(%rid, error = %e, "reading refs failed; asking git");
-                None
-            }
-            Err(e) => {
-                tracing::warn!(%rid, error = %e, "reading refs is slow; asking git");
-                None
-            }
-        }
-    }
-}
+use crate::serve::advert::{self, LsRefs};
+use crate::serve::refcache::Answer;
+use crate::serve::{self, View};
 
 /// The in-process answer to a request on `endpoint`, counted like git's would be (bytes,
 /// egress; an `ls-refs` POST is an upload-pack response of protocol v2 for
@@ -141,7 +68,7 @@ pub(super) async fn advertise(
         caps.v2()
     } else {
         let caps = caps.clone();
-        adv.answer(state, rid, repo, Answer::V0(view), move |snap| {
+        adv.answer(rid, repo, Answer::V0(view), move |snap| {
             // v0/v1 clients expect the smart-HTTP service preamble (as http-backend sends it).
             let mut body = b"001e# service=git-upload-pack\n0000".to_vec();
             body.extend_from_slice(&advert::advertise_v0(snap, view, &caps));
@@ -175,7 +102,7 @@ pub(super) async fn ls_refs(
     let key = Answer::LsRefs(view, args.clone());
     let out = state
         .advertiser
-        .answer(state, rid, repo, key, move |snap| {
+        .answer(rid, repo, key, move |snap| {
             advert::ls_refs(snap, view, &args)
         })
         .await?;
@@ -198,10 +125,5 @@ pub(super) fn may_be_ls_refs(start: &[u8]) -> bool {
 /// The fingerprint of `rid`'s ref snapshot (the pack cache's key), or `None` if the refs
 /// cannot be read now.
 pub(super) async fn fingerprint(state: &Arc<HttpState>, rid: RepoId, repo: &Path) -> Option<Bytes> {
-    state
-        .advertiser
-        .answer(state, rid, repo, Answer::Fingerprint, |snap| {
-            snap.fingerprint().to_vec()
-        })
-        .await
+    state.advertiser.fingerprint(rid, repo).await
 }

@@ -375,3 +375,52 @@ fn hidden_refs_follow_gits_rules() {
         assert_eq!(scope.is_hidden(name.into(), name.into()), hidden, "{name}");
     }
 }
+
+/// A Radicle stream's answers: the capability advertisement equals what a stateful stream
+/// `git upload-pack` sends first, and `ls-refs` (unborn ignored, a fetch in progress hidden)
+/// equals one stream request answered by git.
+#[tokio::test]
+async fn stream_answers_equal_git() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let dir = tempfile::tempdir().unwrap();
+    let server = server(dir.path());
+    let caps = Caps::probe(&server, &dir.path().join("probe"))
+        .await
+        .unwrap();
+    let (repo, _) = storage_like(dir.path());
+    let first = stream_advertisement_with_git(&server, &repo).await.unwrap();
+    assert_eq!(show(&caps.v2_stream()), show(&first));
+    assert_ne!(
+        caps.v2_stream(),
+        caps.v2(),
+        "the stream's settings change it"
+    );
+    let unborn = dir.path().join("unborn.git");
+    Command::new("git")
+        .args(["init", "-q", "--bare"])
+        .arg(&unborn)
+        .status()
+        .unwrap();
+    git(&unborn, &["symbolic-ref", "HEAD", "refs/heads/trunk"], None);
+    let mut requests: Vec<&[&str]> = REQUESTS.to_vec();
+    requests.push(&["symrefs", "unborn", "ref-prefix HEAD"]);
+    requests.push(&["ref-prefix refs/seedd-fetch"]);
+    for repo in [&repo, &unborn] {
+        let snap = Snapshot::read(&gix::open(repo).unwrap()).unwrap();
+        for args in &requests {
+            let body = request(&["agent=git/2.47.3"], args);
+            let mut p = server
+                .spawn(repo, Service::StreamRequest, View::All, Some("version=2"))
+                .unwrap();
+            let mut stdin = p.stdin.take().unwrap();
+            stdin.write_all(&body).await.unwrap();
+            drop(stdin);
+            let mut theirs = Vec::new();
+            p.stdout.read_to_end(&mut theirs).await.unwrap();
+            assert!(p.child.wait().await.unwrap().success());
+            let parsed = LsRefs::parse(&body).unwrap().for_stream();
+            let ours = ls_refs(&snap, View::All, &parsed);
+            assert_eq!(show(&ours), show(&theirs), "{repo:?} {args:?}");
+        }
+    }
+}

@@ -28,6 +28,8 @@ const PIPE: usize = 1024 * 1024;
 pub(crate) struct Job {
     pub git: GitServer,
     pub repo: PathBuf,
+    /// [`Service::UploadPack`] (HTTP) or [`Service::StreamRequest`] (Radicle streams).
+    pub service: Service,
     pub view: View,
     pub protocol: Option<String>,
     /// The whole request body.
@@ -78,12 +80,9 @@ pub(crate) fn spawn<P: Send + 'static>(claim: Claim, job: Job, permits: P) {
 async fn run(claim: &mut Claim, job: Job) -> Result<u64, GenError> {
     let limits = job.git.limits;
     let deadline = tokio::time::Instant::now() + limits.total;
-    let mut proc = job.git.spawn(
-        &job.repo,
-        Service::UploadPack,
-        job.view,
-        job.protocol.as_deref(),
-    )?;
+    let mut proc = job
+        .git
+        .spawn(&job.repo, job.service, job.view, job.protocol.as_deref())?;
     if let Some(mut stdin) = proc.stdin.take() {
         let request = job.request;
         tokio::spawn(async move {

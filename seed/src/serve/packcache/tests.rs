@@ -261,6 +261,7 @@ fn job(dir: &Path, repo: PathBuf, head: &str, metrics: Arc<Metrics>) -> generate
     generate::Job {
         git,
         repo,
+        service: crate::serve::Service::UploadPack,
         view: View::All,
         protocol: Some("version=2".into()),
         request: Bytes::from(request),
@@ -334,4 +335,65 @@ async fn a_generation_outlives_its_readers() {
         panic!("expected a hit");
     };
     assert!(read_all(hit).await.unwrap().starts_with(b"000dpackfile\n"));
+}
+
+/// The flow HTTP and streams share: a claim runs the job once its permits come (held until
+/// git is done), later requests read the file; a refused claim fails the entry; not admitted
+/// yet is `None` (answer directly).
+#[tokio::test]
+async fn reader_claims_with_permits_and_refusals_fail_the_entry() {
+    let dir = tempfile::tempdir().unwrap();
+    let (repo, head) = git_repo(dir.path());
+    let (cache, metrics) = open(dir.path(), settings(1 << 20, true));
+    let slots = Arc::new(tokio::sync::Semaphore::new(1));
+    // Refused: the error comes back, the job never runs, the next request claims again.
+    let refused = reader(
+        &cache,
+        key(1),
+        || -> generate::Job { panic!("no job without permits") },
+        || async { Err::<(), _>("busy") },
+    )
+    .await;
+    assert_eq!(refused.err(), Some("busy"));
+    assert!(files(&cache).is_empty());
+    // Claimed: the permit is held while git runs, then released.
+    let permits = || async {
+        let p = slots.clone().try_acquire_owned().map_err(|_| "busy")?;
+        Ok::<_, &str>(p)
+    };
+    let job = || job(dir.path(), repo.clone(), &head, metrics.clone());
+    let tail = reader(&cache, key(1), job, permits).await.unwrap().unwrap();
+    let body = read_all(tail).await.unwrap();
+    assert!(body.starts_with(b"000dpackfile\n"));
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while slots.available_permits() == 0 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "permit never released"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    // A hit: no job, no permits.
+    let tail = reader(
+        &cache,
+        key(1),
+        || -> generate::Job { panic!("a hit runs nothing") },
+        || async { Err::<(), &str>("a hit takes no permit") },
+    )
+    .await
+    .unwrap()
+    .unwrap();
+    assert_eq!(read_all(tail).await.unwrap(), body);
+    // Second-sighting admission: the first request is answered directly.
+    let other = tempfile::tempdir().unwrap();
+    let (cache, _) = open(other.path(), settings(1 << 20, false));
+    let first = reader(
+        &cache,
+        key(2),
+        || -> generate::Job { panic!("not admitted") },
+        || async { Ok::<(), &str>(()) },
+    )
+    .await
+    .unwrap();
+    assert!(first.is_none());
 }
