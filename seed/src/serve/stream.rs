@@ -16,8 +16,12 @@ use tokio::process::{Child, ChildStdout};
 
 use super::Permit;
 
-/// One sideband-64k packet's worth (performance.md H4): 64 KiB reads.
-const CHUNK: usize = 64 * 1024;
+/// Room for one read of git's output: at least one sideband-64k packet (performance.md H4),
+/// and as much as the pipe holds when git is ahead of the client (fewer reads and wake-ups
+/// per pack than one per 64 KiB).
+const CHUNK: usize = 256 * 1024;
+/// The size asked for git's stdout pipe (Linux's default, 64 KiB, caps every read at 64 KiB).
+const PIPE: usize = 1024 * 1024;
 
 #[derive(Debug, Clone, Copy)]
 pub struct StreamLimits {
@@ -91,6 +95,10 @@ impl GitOutput {
         permit: Option<Permit>,
         on_finish: OnFinish,
     ) -> Self {
+        // Best effort: the system's `pipe-max-size` may refuse it.
+        if let Err(e) = rustix::pipe::fcntl_setpipe_size(&stdout, PIPE) {
+            tracing::debug!(error = %e, "keeping git's default pipe size");
+        }
         let started = Instant::now();
         let shared = Arc::new(Shared {
             progress: Mutex::new(started),
