@@ -2260,15 +2260,17 @@ mod bench {
             let mut cpu_ms = [None, None];
             let mut body = [None, None];
             for (i, s) in servers.iter().enumerate() {
+                // With the `Accept-Encoding` git 2.47 (libcurl) sends: a server may answer
+                // gzip-compressed (seedd does for large advertisements; http-backend does not).
                 let req = if variant == "v0" {
                     format!(
-                        "GET {}/info/refs?service=git-upload-pack HTTP/1.1\r\nHost: {}\r\nUser-Agent: git/2.47\r\n\r\n",
+                        "GET {}/info/refs?service=git-upload-pack HTTP/1.1\r\nHost: {}\r\nUser-Agent: git/2.47\r\nAccept-Encoding: deflate, gzip, br, zstd\r\n\r\n",
                         s.path(repo),
                         s.addr
                     )
                 } else {
                     format!(
-                        "POST {}/git-upload-pack HTTP/1.1\r\nHost: {}\r\nUser-Agent: git/2.47\r\nGit-Protocol: version=2\r\nContent-Type: application/x-git-upload-pack-request\r\nAccept: application/x-git-upload-pack-result\r\nContent-Length: {}\r\n\r\n{v2_body}",
+                        "POST {}/git-upload-pack HTTP/1.1\r\nHost: {}\r\nUser-Agent: git/2.47\r\nAccept-Encoding: deflate, gzip, br, zstd\r\nGit-Protocol: version=2\r\nContent-Type: application/x-git-upload-pack-request\r\nAccept: application/x-git-upload-pack-result\r\nContent-Length: {}\r\n\r\n{v2_body}",
                         s.path(repo),
                         s.addr,
                         v2_body.len()

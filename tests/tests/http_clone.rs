@@ -629,3 +629,88 @@ fn a_client_that_stops_reading_is_timed_out_and_frees_its_slot() {
     );
     drop(stalled);
 }
+
+/// GET `path` on the seed's HTTP listener with `extra` headers: (head, body), the whole answer.
+fn get_raw(seed: &Seed, path: &str, extra: &str) -> (String, Vec<u8>) {
+    let req = format!("GET {path} HTTP/1.1\r\nHost: x\r\n{extra}Connection: close\r\n\r\n");
+    let mut s = raw_request(seed.http, req.as_bytes());
+    let mut all = Vec::new();
+    s.read_to_end(&mut all).unwrap();
+    let split = all.windows(4).position(|w| w == b"\r\n\r\n").unwrap();
+    let head = String::from_utf8_lossy(&all[..split]).to_lowercase();
+    (head, all[split + 4..].to_vec())
+}
+
+/// A large ref advertisement (2,500 tags, ~170 kB) goes gzip-compressed to clients that take
+/// gzip — real git says `Accept-Encoding: deflate, gzip, br, zstd` — and decompresses to the
+/// plain answer byte for byte; clients that do not take it, and small answers, get it plain.
+/// Real git lists every ref through it, v0 and v2.
+#[test]
+fn large_advertisements_are_gzipped_for_clients_that_take_it() {
+    let seed = Seed::start(SeedOptions {
+        repos: vec![SMALL.into()],
+        ..SeedOptions::default()
+    });
+    let (rid, _) = synthetic_repo(&seed.storage(), "many-tags", |work, g| {
+        g(&["commit", "-q", "--allow-empty", "-m", "one"]);
+        let head = g(&["rev-parse", "HEAD"]);
+        let mut packed = String::from("# pack-refs with: peeled fully-peeled sorted \n");
+        for i in 0..2500 {
+            packed.push_str(&format!("{head} refs/tags/t{i:05}\n"));
+        }
+        std::fs::write(work.join(".git/packed-refs"), packed).unwrap();
+    });
+    seed.rescan();
+    let path = format!("/{rid}.git/info/refs?service=git-upload-pack");
+    let (head, plain) = get_raw(&seed, &path, "");
+    assert!(head.starts_with("http/1.1 200"), "{head}");
+    assert!(!head.contains("content-encoding"), "{head}");
+    assert!(head.contains("vary: accept-encoding"), "{head}");
+    assert!(plain.len() > 100_000, "{} bytes", plain.len());
+    let (head, packed) = get_raw(&seed, &path, "Accept-Encoding: deflate, gzip, br, zstd\r\n");
+    assert!(head.contains("content-encoding: gzip"), "{head}");
+    assert!(
+        packed.len() * 3 < plain.len(),
+        "{} of {}",
+        packed.len(),
+        plain.len()
+    );
+    let mut unpacked = Vec::new();
+    flate2::read::GzDecoder::new(&packed[..])
+        .read_to_end(&mut unpacked)
+        .unwrap();
+    assert_eq!(unpacked, plain);
+    // Refused with q=0, and a small answer: plain.
+    let (head, _) = get_raw(&seed, &path, "Accept-Encoding: gzip;q=0\r\n");
+    assert!(!head.contains("content-encoding"), "{head}");
+    let small = format!(
+        "/{}.git/info/refs?service=git-upload-pack",
+        fixtures().rid(SMALL)
+    );
+    let (head, _) = get_raw(&seed, &small, "Accept-Encoding: gzip\r\n");
+    assert!(!head.contains("content-encoding"), "{head}");
+    // Real git, v0 (info/refs) and v2 (ls-refs POST): every tag, received gzip-compressed.
+    let url = seed.url(&format!("{rid}.git"));
+    for v in ["0", "2"] {
+        let out = run(git(seed.dir.path())
+            .env("GIT_TRACE_CURL", "1")
+            .env("GIT_TRACE_CURL_NO_DATA", "1")
+            .args([
+                "-c",
+                &format!("protocol.version={v}"),
+                "ls-remote",
+                "--tags",
+                &url,
+            ]));
+        let tags = stdout(&out)
+            .lines()
+            .filter(|l| l.contains("refs/tags/t"))
+            .count();
+        assert_eq!(tags, 2500, "protocol {v}");
+        let trace = String::from_utf8_lossy(&out.stderr).to_lowercase();
+        assert!(
+            trace.contains("recv header: content-encoding: gzip"),
+            "protocol {v}: no gzip answer"
+        );
+    }
+}

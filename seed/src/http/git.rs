@@ -266,12 +266,14 @@ async fn route_request(
             {
                 return Err(Refusal::ClonesBacklogged);
             }
+            let gzip_ok = refs::accepts_gzip(req.headers());
             advertise(
                 state,
                 path.rid,
                 &repo_path,
                 view,
                 protocol.as_deref(),
+                gzip_ok,
                 egress,
             )
             .await
@@ -355,9 +357,12 @@ async fn advertise(
     repo: &std::path::Path,
     view: View,
     protocol: Option<&str>,
+    gzip_ok: bool,
     egress: Egress,
 ) -> Result<Response, Refusal> {
-    if let Some(r) = refs::advertise(state, rid, repo, view, protocol, egress.clone()).await {
+    if let Some(r) =
+        refs::advertise(state, rid, repo, view, protocol, gzip_ok, egress.clone()).await
+    {
         return Ok(r);
     }
     let permit = admit(state, &state.ref_limiter, false).await?;
@@ -456,7 +461,10 @@ async fn upload_pack(
             return Err(Refusal::MalformedRequest);
         }
         if refs::may_be_ls_refs(&head) {
-            if let Some(r) = refs::ls_refs(state, rid, repo, view, &head, egress.clone()).await {
+            let gzip_ok = refs::accepts_gzip(headers);
+            if let Some(r) =
+                refs::ls_refs(state, rid, repo, view, &head, gzip_ok, egress.clone()).await
+            {
                 return Ok(r);
             }
         }

@@ -52,6 +52,8 @@ pub(crate) enum Answer {
     LsRefs(View, LsRefs),
     /// The snapshot's [`Snapshot::fingerprint`] (the pack cache's key).
     Fingerprint,
+    /// Another answer, gzip-compressed (`Content-Encoding: gzip` for clients that accept it).
+    Gzip(Box<Answer>),
 }
 
 /// Rendered answers kept per snapshot (a view or two, a few `ls-refs` shapes).
