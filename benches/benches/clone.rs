@@ -24,7 +24,7 @@ use seedd_benches::{
 use seedd_tests::{git, pkt, run, stdout, synthetic_repo, Seed, SeedOptions};
 
 /// Bump when the generated datasets change, so cached ones are regenerated.
-const DATA_VERSION: &str = "v4";
+const DATA_VERSION: &str = "v5";
 /// The naive copy of "medium" (git naive): its history arrives in this many fetches, one pack
 /// each, refs loose.
 const NAIVE_FETCHES: usize = 50;
@@ -798,18 +798,25 @@ mod data {
         gd(home, repo, &["pack-refs", "--all"]);
     }
 
-    fn add_tags(home: &Path, repo: &Path, head: &str, n: usize) {
+    fn add_tags(home: &Path, repo: &Path, n: usize) {
+        // Each tag names its own commit (a root commit with the empty tree), so the
+        // advertisement carries `n` different object ids, as a real repository's many refs do
+        // (one shared id would make it compress far better than any real one).
         let mut child = git(home)
             .arg("--git-dir")
             .arg(repo)
-            .args(["update-ref", "--stdin"])
+            .args(["fast-import", "--quiet"])
             .stdin(Stdio::piped())
             .stdout(Stdio::null())
             .spawn()
             .unwrap();
         let mut input = String::new();
         for i in 0..n {
-            let _ = writeln!(input, "create refs/tags/v{i:05} {head}");
+            let _ = write!(
+                input,
+                "commit refs/tags/v{i:05}\ncommitter t <t@example.com> {} +0000\ndata 0\n\n",
+                1_700_000_000 + i
+            );
         }
         child
             .stdin
@@ -817,7 +824,7 @@ mod data {
             .unwrap()
             .write_all(input.as_bytes())
             .unwrap();
-        assert!(child.wait().unwrap().success(), "update-ref --stdin failed");
+        assert!(child.wait().unwrap().success(), "fast-import failed");
     }
 
     /// The layout seedd's fetches leave before maintenance (G-naive): `dst` (a new bare
@@ -910,8 +917,8 @@ mod data {
                 let (rid, path) = synthetic_repo(&storage, name, populate);
                 let head = gd(&home, &path, &["rev-parse", "refs/heads/main"]);
                 match name {
-                    "refs10k" => add_tags(&home, &path, &head, TAGS),
-                    "refs100k" => add_tags(&home, &path, &head, TAGS_100K),
+                    "refs10k" => add_tags(&home, &path, TAGS),
+                    "refs100k" => add_tags(&home, &path, TAGS_100K),
                     _ => {}
                 }
                 if name == "pushes100" {
