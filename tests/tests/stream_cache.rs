@@ -335,3 +335,57 @@ fn seedd_replicates_from_seedd_over_the_command_loop() {
         requests(&upstream, "git")
     );
 }
+
+/// When git's capabilities cannot be probed (here a file stands where the probe repository
+/// would be made), a Radicle stream falls back to one stateful `git upload-pack` piped both
+/// ways, and HTTP to git's own advertisement: a real radicle-node still clones the whole
+/// repository, and no request goes through the command loop.
+#[test]
+fn without_probed_capabilities_streams_are_served_by_one_stateful_upload_pack() {
+    let f = seedd_tests::fixtures();
+    let rid = f.rid(HEARTWOOD);
+    let data = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(data.path().join("cache")).unwrap();
+    std::fs::write(data.path().join("cache/advert-probe"), "not a directory\n").unwrap();
+    let seed = Seed::start(SeedOptions {
+        repos: vec![HEARTWOOD.into()],
+        data_dir: Some(data.path().to_owned()),
+        extra_config: "[policy]\ndefault = \"allow\"\nscope = \"all\"\n".into(),
+        ..Default::default()
+    });
+    let carol = RadNode::start("carol", &[seed.p2p_peer()]);
+    let work = tempfile::tempdir().unwrap();
+    rad_clone(&carol, &seed, &rid, work.path());
+    let cloned = carol
+        .home
+        .join("storage")
+        .join(rid.trim_start_matches("rad:"));
+    fsck(&cloned);
+    let held = seed.storage().join(rid.trim_start_matches("rad:"));
+    let sigrefs = |repo: &Path| -> Vec<String> {
+        refs(repo, "")
+            .into_iter()
+            .filter(|l| l.contains("/refs/rad/sigrefs") || l.starts_with("refs/rad/id "))
+            .collect()
+    };
+    assert!(!sigrefs(&held).is_empty());
+    assert_eq!(sigrefs(&cloned), sigrefs(&held));
+    assert!(seed.metric("seedd_p2p_git_serves_total", &["result=\"ok\""]) >= 1.0);
+    for answer in ["snapshot", "pack_cache", "git"] {
+        assert_eq!(requests(&seed, answer), 0.0, "{answer}: {}", seed.logs());
+    }
+    let logs = seed.logs();
+    assert!(
+        logs.contains("ref advertisements fall back to git upload-pack"),
+        "{logs}"
+    );
+    assert!(logs.contains("serving git stream (stateful)"), "{logs}");
+    // HTTP: git's own advertisement, then git's pack.
+    let out = std::process::Command::new("git")
+        .args(["ls-remote", &seed.url(&format!("{rid}.git"))])
+        .env("GIT_TERMINAL_PROMPT", "0")
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", text(&out));
+    assert!(String::from_utf8_lossy(&out.stdout).contains("refs/heads/"));
+}
