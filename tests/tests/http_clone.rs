@@ -667,7 +667,13 @@ fn large_advertisements_are_gzipped_for_clients_that_take_it() {
     assert!(!head.contains("content-encoding"), "{head}");
     assert!(head.contains("vary: accept-encoding"), "{head}");
     assert!(plain.len() > 100_000, "{} bytes", plain.len());
+    let lookups = || {
+        seed.metric("seedd_git_ref_snapshot_lookups_total", &["result=\"hit\""])
+            + seed.metric("seedd_git_ref_snapshot_lookups_total", &["result=\"miss\""])
+    };
+    let before = lookups();
     let (head, packed) = get_raw(&seed, &path, "Accept-Encoding: deflate, gzip, br, zstd\r\n");
+    assert_eq!(lookups(), before + 1.0, "one snapshot lookup per request");
     assert!(head.contains("content-encoding: gzip"), "{head}");
     assert!(
         packed.len() * 3 < plain.len(),

@@ -456,13 +456,14 @@ async fn session(
     streams.close_all();
     let _ = writer_task.await;
 
-    let reason = match outcome {
-        "cancelled" => close_reason
-            .lock()
-            .ok()
-            .and_then(|r| *r)
-            .unwrap_or("shutdown"),
-        other => other,
+    // Why we closed it, when we did (a misbehaving peer, a conflict): whatever the reader saw
+    // after that — the peer closing its end as a result, often the first of the two events
+    // `select!` picks — is a consequence, not the reason.
+    let decided = close_reason.lock().ok().and_then(|r| *r);
+    let reason = match (decided, outcome) {
+        (Some(reason), _) => reason,
+        (None, "cancelled") => "shutdown",
+        (None, other) => other,
     };
     {
         let mut core = shared.lock();

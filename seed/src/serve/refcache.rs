@@ -52,7 +52,8 @@ pub(crate) enum Answer {
     LsRefs(View, LsRefs),
     /// The snapshot's [`Snapshot::fingerprint`] (the pack cache's key).
     Fingerprint,
-    /// Another answer, gzip-compressed (`Content-Encoding: gzip` for clients that accept it).
+    /// Another answer for clients that take gzip: a flag byte (1: gzip-compressed, 0: plain,
+    /// for answers too small to be worth it), then the bytes to send.
     Gzip(Box<Answer>),
 }
 

@@ -60,31 +60,42 @@ fn gzip(body: &[u8]) -> Vec<u8> {
         .unwrap_or_default()
 }
 
-/// The answer `key` rendered by `render`, and when the client takes gzip and the answer is
-/// large, its compressed form instead: (bytes, whether they are gzip).
+/// The answer `key` rendered by `render` — for a client that takes gzip, compressed when it is
+/// large: (bytes, whether they are gzip). One snapshot lookup either way (one count in
+/// `seedd_git_ref_snapshot_lookups_total`): gzip-taking clients share their own rendered
+/// answer, a flag byte followed by the bytes to send.
 async fn answer_maybe_gzip(
     state: &Arc<HttpState>,
     rid: RepoId,
     repo: &Path,
     key: Answer,
     gzip_ok: bool,
-    render: impl Fn(&Snapshot) -> Vec<u8> + Clone + Send + 'static,
+    render: impl FnOnce(&Snapshot) -> Vec<u8> + Send + 'static,
 ) -> Option<(Bytes, bool)> {
     let adv = &state.advertiser;
-    let plain = adv.answer(rid, repo, key.clone(), render.clone()).await?;
-    if !gzip_ok || plain.len() < GZIP_FROM {
-        return Some((plain, false));
+    if !gzip_ok {
+        return adv.answer(rid, repo, key, render).await.map(|b| (b, false));
     }
-    let packed = adv
+    let tagged = adv
         .answer(rid, repo, Answer::Gzip(Box::new(key)), move |snap| {
-            gzip(&render(snap))
+            let plain = render(snap);
+            let packed = if plain.len() >= GZIP_FROM {
+                gzip(&plain)
+            } else {
+                Vec::new()
+            };
+            // An empty `packed`: small, or compression failed; the plain bytes are sent.
+            match packed.is_empty() {
+                true => [&[0u8][..], &plain].concat(),
+                false => [&[1u8][..], &packed].concat(),
+            }
         })
         .await?;
-    // An empty result means compression failed: send the plain bytes.
-    if packed.is_empty() {
-        return Some((plain, false));
+    if tagged.is_empty() {
+        return None;
     }
-    Some((packed, true))
+    let gzipped = tagged.first() == Some(&1);
+    Some((tagged.slice(1..), gzipped))
 }
 
 /// The in-process answer to a request on `endpoint`, counted like git's would be (bytes,
