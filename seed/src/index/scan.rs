@@ -104,7 +104,7 @@ fn pass(storage: &Storage, index: &Index, kind: Pass) -> Result<ScanReport, Scan
         root = %storage.root().display(),
         "indexing storage"
     );
-    if upgrade && !index.indexed().is_empty() {
+    if upgrade && index.repo_counts().total > 0 {
         tracing::info!(
             repos = to_read.len(),
             "keeping peeled tag targets in the index (once after an upgrade): every repository's refs are read"
@@ -228,8 +228,9 @@ struct Prior {
 }
 
 /// (Re)index one repository if its refs changed, saying what it did. A repository already
-/// indexed is updated from the difference: only namespaces whose `rad/sigrefs` moved are verified again, the identity is
-/// read again only if `refs/rad/id` moved, and only refs that moved or went are written.
+/// indexed is updated from the difference: only namespaces whose `rad/sigrefs` moved are
+/// verified again, the identity is read again only if `refs/rad/id` moved, and only refs that
+/// moved or went (or were indexed without their peeled target) are written.
 pub(crate) fn index_repo_counted(
     storage: &Storage,
     index: &Index,
