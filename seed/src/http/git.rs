@@ -12,6 +12,7 @@ use bytes::Bytes;
 use futures_util::TryStreamExt;
 use tokio::io::AsyncReadExt;
 
+use super::ratelimit::PackPermit;
 use super::refusal::Refusal;
 use super::HttpState;
 
@@ -324,6 +325,21 @@ fn finish_hook(
     })
 }
 
+/// What a pack answer holds while git runs: this repository's pack permit (short queue, else
+/// 503), then a global pack slot ([`admit`]).
+async fn pack_permits(
+    state: &Arc<HttpState>,
+    rid: &RepoId,
+) -> Result<(PackPermit, serve::Permit), Refusal> {
+    let repo_permit = state
+        .rate
+        .repo_permit(&rid.canonical())
+        .await
+        .map_err(|_| Refusal::RepoBusy)?;
+    let permit = admit(state, &state.limiter, true).await?;
+    Ok((repo_permit, permit))
+}
+
 /// Take a slot from `limiter` or answer 503 + `Retry-After` at once, before any work.
 async fn admit(
     state: &Arc<HttpState>,
@@ -494,12 +510,7 @@ async fn upload_pack(
     }
 
     // Admission before any work: this repository's pack slots (short queue), then the global ones.
-    let repo_permit = state
-        .rate
-        .repo_permit(&rid.canonical())
-        .await
-        .map_err(|_| Refusal::RepoBusy)?;
-    let permit = admit(state, &state.limiter, true).await?;
+    let (repo_permit, permit) = pack_permits(state, &rid).await?;
 
     let mut proc = match state
         .git

@@ -511,6 +511,26 @@ mod tests {
         )
     }
 
+    /// A storage (in a temporary directory) holding a copy of the heartwood fixture: (its RID,
+    /// the directory, the storage, the repository's path).
+    fn held_heartwood() -> (RepoId, tempfile::TempDir, Storage, std::path::PathBuf) {
+        let (rid, fixture) = heartwood();
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().join("storage");
+        std::fs::create_dir_all(&root).unwrap();
+        let storage = Storage::open(&root).unwrap();
+        let path = storage.path_of(&rid);
+        let ok = std::process::Command::new("cp")
+            .arg("-a")
+            .arg(&fixture)
+            .arg(&path)
+            .status()
+            .unwrap()
+            .success();
+        assert!(ok);
+        (rid, dir, storage, path)
+    }
+
     fn git(repo: &std::path::Path, args: &[&str]) -> String {
         let out = std::process::Command::new("git")
             .arg("--git-dir")
@@ -545,20 +565,7 @@ mod tests {
     /// exactly as a re-index from scratch would.
     #[test]
     fn a_reindex_costs_what_changed_and_equals_a_rebuild() {
-        let (rid, fixture) = heartwood();
-        let dir = tempfile::tempdir().unwrap();
-        let root = dir.path().join("storage");
-        std::fs::create_dir_all(&root).unwrap();
-        let storage = Storage::open(&root).unwrap();
-        let path = storage.path_of(&rid);
-        let ok = std::process::Command::new("cp")
-            .arg("-a")
-            .arg(&fixture)
-            .arg(&path)
-            .status()
-            .unwrap()
-            .success();
-        assert!(ok);
+        let (rid, dir, storage, path) = held_heartwood();
         let index = Index::open(&dir.path().join("index")).unwrap();
         let (indexed, work) = index_repo_counted(&storage, &index, rid).unwrap();
         assert_eq!(indexed, Indexed::Added);
@@ -701,20 +708,7 @@ mod tests {
     fn indexed_refs_give_the_repository_s_snapshot() {
         use crate::serve::advert::Snapshot;
         use crate::serve::refcache::RefSource;
-        let (rid, fixture) = heartwood();
-        let dir = tempfile::tempdir().unwrap();
-        let root = dir.path().join("storage");
-        std::fs::create_dir_all(&root).unwrap();
-        let storage = Storage::open(&root).unwrap();
-        let path = storage.path_of(&rid);
-        let ok = std::process::Command::new("cp")
-            .arg("-a")
-            .arg(&fixture)
-            .arg(&path)
-            .status()
-            .unwrap()
-            .success();
-        assert!(ok);
+        let (rid, dir, storage, path) = held_heartwood();
         let tag = |args: &[&str]| {
             let mut all = vec!["-c", "user.name=t", "-c", "user.email=t@example.com", "tag"];
             all.extend_from_slice(args);

@@ -508,21 +508,8 @@ pub(crate) async fn advertise_with_git(
     view: View,
     protocol: Option<&str>,
 ) -> Result<Vec<u8>, String> {
-    use tokio::io::AsyncReadExt;
-    let mut process = server
-        .spawn(repo, Service::AdvertiseRefs, view, protocol)
-        .map_err(|e| e.to_string())?;
-    let mut out = Vec::new();
-    process
-        .stdout
-        .read_to_end(&mut out)
-        .await
-        .map_err(|e| e.to_string())?;
-    let status = process.child.wait().await.map_err(|e| e.to_string())?;
-    if !status.success() {
-        return Err(format!("git upload-pack --advertise-refs: {status}"));
-    }
-    Ok(out)
+    let what = "git upload-pack --advertise-refs";
+    git_output(server, repo, Service::AdvertiseRefs, view, protocol, what).await
 }
 
 /// What a stateful protocol-v2 `git upload-pack` of a Radicle stream writes before reading
@@ -531,9 +518,31 @@ pub(crate) async fn stream_advertisement_with_git(
     server: &GitServer,
     repo: &Path,
 ) -> Result<Vec<u8>, String> {
+    let what = "git upload-pack (stream)";
+    git_output(
+        server,
+        repo,
+        Service::Stream,
+        View::All,
+        Some("version=2"),
+        what,
+    )
+    .await
+}
+
+/// Everything `git upload-pack` as `service` writes with its input closed at once, if it
+/// succeeds (`what` names it in the error).
+async fn git_output(
+    server: &GitServer,
+    repo: &Path,
+    service: Service,
+    view: View,
+    protocol: Option<&str>,
+    what: &str,
+) -> Result<Vec<u8>, String> {
     use tokio::io::AsyncReadExt;
     let mut process = server
-        .spawn(repo, Service::Stream, View::All, Some("version=2"))
+        .spawn(repo, service, view, protocol)
         .map_err(|e| e.to_string())?;
     drop(process.stdin.take());
     let mut out = Vec::new();
@@ -544,7 +553,7 @@ pub(crate) async fn stream_advertisement_with_git(
         .map_err(|e| e.to_string())?;
     let status = process.child.wait().await.map_err(|e| e.to_string())?;
     if !status.success() {
-        return Err(format!("git upload-pack (stream): {status}"));
+        return Err(format!("{what}: {status}"));
     }
     Ok(out)
 }

@@ -17,7 +17,7 @@ use axum::response::Response;
 use bytes::Bytes;
 use futures_util::Stream;
 
-use super::{admit, finish_hook, no_cache, refs, Egress, Endpoint};
+use super::{finish_hook, no_cache, pack_permits, refs, Egress, Endpoint};
 use crate::crypto::RepoId;
 use crate::http::refusal::Refusal;
 use crate::http::HttpState;
@@ -59,15 +59,7 @@ pub(super) async fn serve(
         request: Bytes::copy_from_slice(body),
     };
     // A claim takes this repository's pack permit, then a global pack slot (as a direct answer).
-    let permits = || async {
-        let repo_permit = state
-            .rate
-            .repo_permit(&rid.canonical())
-            .await
-            .map_err(|_| Refusal::RepoBusy)?;
-        let permit = admit(state, &state.limiter, true).await?;
-        Ok::<_, Refusal>((repo_permit, permit))
-    };
+    let permits = || pack_permits(state, &rid);
     let Some(tail) = packcache::reader(cache, key, job, permits).await? else {
         return Ok(None);
     };
