@@ -4,6 +4,7 @@
 pub mod git;
 pub mod ratelimit;
 mod refusal;
+pub(crate) mod splice;
 pub mod tls;
 pub(crate) mod web;
 
@@ -143,17 +144,25 @@ pub async fn serve(
             _ = shutdown.changed() => break,
         };
         let _ = stream.set_nodelay(true);
+        // Plain TCP connections can send cache files with sendfile (`splice`).
+        let splicer = splice::Splicer::default();
+        let plain = acceptor.is_none();
         // The TCP peer, for rate limiting and handlers (`ConnectInfo<SocketAddr>` extension).
-        let service = TowerToHyperService::new(app.clone().map_request(
+        let service = TowerToHyperService::new(app.clone().map_request({
+            let splicer = splicer.clone();
             move |mut req: axum::http::Request<hyper::body::Incoming>| {
                 req.extensions_mut().insert(ConnectInfo(peer));
+                if plain {
+                    req.extensions_mut().insert(splicer.clone());
+                }
                 req
-            },
-        ));
+            }
+        }));
         let builder = builder.clone();
         match &acceptor {
             None => {
-                let conn = builder.serve_connection_with_upgrades(TokioIo::new(stream), service);
+                let io = TokioIo::new(splicer.io(stream));
+                let conn = builder.serve_connection_with_upgrades(io, service);
                 let conn = graceful.watch(conn.into_owned());
                 tokio::spawn(async move {
                     if let Err(e) = conn.await {

@@ -205,6 +205,8 @@ pub struct PackCacheMetrics {
     pub hits: IntCounter,
     pub misses: IntCounter,
     pub served_bytes: IntCounter,
+    /// Part of `served_bytes` sent with `sendfile` (plain HTTP/1.1 hits).
+    pub sendfile_bytes: IntCounter,
     pub evictions: IntCounter,
     pub generation: Histogram,
     pub bytes: IntGauge,
@@ -233,6 +235,7 @@ impl PackCacheMetrics {
             hits: counter("seedd_pack_cache_hits_total")?,
             misses: counter("seedd_pack_cache_misses_total")?,
             served_bytes: counter("seedd_pack_cache_served_bytes_total")?,
+            sendfile_bytes: counter("seedd_pack_cache_sendfile_bytes_total")?,
             evictions: counter("seedd_pack_cache_evictions_total")?,
             generation,
             bytes,

@@ -34,6 +34,10 @@ fn counters(seed: &Seed) -> (f64, f64) {
     )
 }
 
+fn sendfile_bytes(seed: &Seed) -> f64 {
+    seed.metric("seedd_pack_cache_sendfile_bytes_total", &[])
+}
+
 /// `git clone --bare` with `args`; what it got: HEAD, refs, every object (missing ones marked).
 fn clone(home: &Path, url: &str, v: &str, args: &[&str], dest: &Path) -> (String, String, String) {
     run(git(home)
@@ -84,13 +88,21 @@ fn clones_from_the_cache_equal_direct_ones() {
             let mut got = Vec::new();
             for path in ["direct", "generated", "hit"] {
                 let before = counters(&seed);
+                let sent_before = sendfile_bytes(&seed);
                 let dest = h.join(format!("{name}-v{v}-{path}"));
                 got.push(clone(h, &url, v, &args, &dest));
                 let (hits, misses) = counters(&seed);
                 let (hits, misses) = (hits - before.0, misses - before.1);
+                let sent = sendfile_bytes(&seed) - sent_before;
+                // Hits on plain HTTP/1.1 go out with sendfile (so does a generation that was
+                // finished by the time its first reader looked); direct answers never do.
+                let what = format!(
+                    "v{v} {name} {path}: {hits} hits, {misses} misses, {sent} bytes sendfile'd"
+                );
                 match path {
-                    "hit" => assert!(hits >= 1.0 && misses == 0.0, "v{v} {name} {path}"),
-                    _ => assert!(hits == 0.0 && misses >= 1.0, "v{v} {name} {path}"),
+                    "hit" => assert!(hits >= 1.0 && misses == 0.0 && sent > 0.0, "{what}"),
+                    "generated" => assert!(hits == 0.0 && misses >= 1.0, "{what}"),
+                    _ => assert!(hits == 0.0 && misses >= 1.0 && sent == 0.0, "{what}"),
                 }
             }
             assert_eq!(got[0].0, head, "v{v} {name}: HEAD");
@@ -117,6 +129,48 @@ fn clones_from_the_cache_equal_direct_ones() {
     }
     assert!(seed.metric("seedd_pack_cache_served_bytes_total", &[]) > 0.0);
     assert_eq!(seed.metric("seedd_git_packs_in_flight", &[]), 0.0);
+}
+
+#[test]
+fn hits_over_tls_are_read_not_sendfiled() {
+    let certs = tempfile::tempdir().unwrap();
+    let (ca, cert, key) = write_certs(certs.path(), "one");
+    let seed = Seed::start(SeedOptions {
+        repos: vec![HEARTWOOD.into()],
+        tls: Some((cert, key)),
+        extra_config: "[http.pack_cache]\nenabled = true\nadmission = \"first\"\n".into(),
+        ..SeedOptions::default()
+    });
+    let rid = fixtures().rid(HEARTWOOD);
+    let url = format!("https://localhost:{}/{rid}.git", seed.http.port());
+    let tmp = tempfile::tempdir().unwrap();
+    let h = tmp.path();
+    let mut got = Vec::new();
+    for (i, v) in ["2", "0", "2"].iter().enumerate() {
+        let dest = h.join(format!("c{i}"));
+        run(git(h)
+            .env("GIT_SSL_CAINFO", &ca)
+            .args([
+                "-c",
+                &format!("protocol.version={v}"),
+                "clone",
+                "-q",
+                "--bare",
+            ])
+            .arg(&url)
+            .arg(&dest));
+        got.push(inspect(h, &dest));
+    }
+    assert_eq!(got[2], got[0]);
+    assert_eq!(got[1].1, got[0].1);
+    let (hits, _) = counters(&seed);
+    assert!(hits >= 1.0, "the third clone is a hit");
+    assert!(seed.metric("seedd_pack_cache_served_bytes_total", &[]) > 0.0);
+    assert_eq!(
+        sendfile_bytes(&seed),
+        0.0,
+        "TLS bytes are encrypted in seedd"
+    );
 }
 
 #[test]
@@ -356,11 +410,24 @@ fn a_generation_completes_after_its_client_left() {
     let mut response = Vec::new();
     s.read_to_end(&mut response).unwrap();
     assert!(response.starts_with(b"HTTP/1.1 200"));
-    assert!(response.ends_with(b"0\r\n\r\n"), "a complete chunked body");
     assert_eq!(counters(&seed), (1.0, 1.0), "the second request was a hit");
+    // A hit is the whole file, framed by its length (and sent with sendfile).
+    let head_end = response.windows(4).position(|w| w == b"\r\n\r\n").unwrap() + 4;
+    let head = String::from_utf8_lossy(&response[..head_end]).to_lowercase();
+    let length: usize = head
+        .lines()
+        .find_map(|l| l.strip_prefix("content-length: "))
+        .unwrap_or_else(|| panic!("no content-length: {head}"))
+        .trim()
+        .parse()
+        .unwrap();
+    let body = &response[head_end..];
+    assert_eq!(body.len(), length, "a complete body");
+    assert!(body.ends_with(b"0000"), "ends with a flush packet");
     let cached = seed.metric("seedd_pack_cache_bytes", &[]);
     assert!(cached > 16.0 * 1024.0 * 1024.0, "{cached}");
-    assert!(response.len() as f64 > cached);
+    assert_eq!(length as f64, cached);
+    assert_eq!(sendfile_bytes(&seed), cached);
     let files = cache_files(&seed);
     assert_eq!(files.len(), 1, "{files:?}");
 }

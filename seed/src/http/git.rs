@@ -418,6 +418,14 @@ async fn upload_pack(
 ) -> Result<Response, Refusal> {
     let headers = req.headers().clone();
     let headers = &headers;
+    // Cache hits on a plain HTTP/1 connection go out with sendfile.
+    let splicer = match req.version() {
+        axum::http::Version::HTTP_10 | axum::http::Version::HTTP_11 => req
+            .extensions()
+            .get::<crate::http::splice::Splicer>()
+            .cloned(),
+        _ => None,
+    };
     if headers
         .get(header::CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())
@@ -501,8 +509,18 @@ async fn upload_pack(
         // Over `max_request_bytes`, the body was cut (`take(max + 1)`): git reports that.
         if whole && head.len() as u64 <= max {
             let v = protocol.as_deref();
-            if let Some(r) =
-                packs::serve(state, cache, rid, repo, view, v, &head, egress.clone()).await?
+            if let Some(r) = packs::serve(
+                state,
+                cache,
+                rid,
+                repo,
+                view,
+                v,
+                &head,
+                egress.clone(),
+                splicer.as_ref(),
+            )
+            .await?
             {
                 return Ok(r);
             }

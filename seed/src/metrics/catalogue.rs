@@ -426,6 +426,12 @@ pub const CATALOGUE: &[MetricDoc] = &[
         help: "Response bytes sent from the pack cache's files.",
     },
     MetricDoc {
+        name: "seedd_pack_cache_sendfile_bytes_total",
+        kind: "counter",
+        labels: &[],
+        help: "Part of seedd_pack_cache_served_bytes_total sent with sendfile (finished entries over plain HTTP/1.1), without a copy through seedd.",
+    },
+    MetricDoc {
         name: "seedd_pack_cache_evictions_total",
         kind: "counter",
         labels: &[],

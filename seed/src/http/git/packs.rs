@@ -20,6 +20,7 @@ use futures_util::Stream;
 use super::{finish_hook, no_cache, pack_permits, refs, Egress, Endpoint};
 use crate::crypto::RepoId;
 use crate::http::refusal::Refusal;
+use crate::http::splice::{SpliceBody, Splicer};
 use crate::http::HttpState;
 use crate::serve::packcache::generate::Job;
 use crate::serve::packcache::{self, Key, Normalised, PackCache};
@@ -36,6 +37,7 @@ pub(super) async fn serve(
     protocol: Option<&str>,
     body: &[u8],
     egress: Egress,
+    splicer: Option<&Splicer>,
 ) -> Result<Option<Response>, Refusal> {
     let started = Instant::now();
     let v2 = serve::is_v2(protocol);
@@ -64,8 +66,18 @@ pub(super) async fn serve(
         return Ok(None);
     };
     let label = if v2 { "v2" } else { "v0" };
+    // A finished file over plain HTTP/1 is sent with sendfile; anything else is read.
+    let spliced = match (splicer, tail.whole()) {
+        (Some(s), Some((file, len))) => Some(s.body(file, len, Some(state.metrics.clone()))),
+        _ => None,
+    };
+    let length = spliced.as_ref().map(SpliceBody::content_length);
+    let inner: BodyStream = match spliced {
+        Some(body) => Box::pin(body),
+        None => Box::pin(tail.into_stream()),
+    };
     let out = Counted {
-        inner: Box::pin(tail.into_stream()),
+        inner,
         bytes: 0,
         ended: None,
         started,
@@ -84,6 +96,10 @@ pub(super) async fn serve(
         header::CONTENT_TYPE,
         HeaderValue::from_static("application/x-git-upload-pack-result"),
     );
+    if let Some(len) = length {
+        // Spliced bytes are framed by their length (`http::splice`), never chunked.
+        h.insert(header::CONTENT_LENGTH, HeaderValue::from(len));
+    }
     no_cache(h);
     Ok(Some(resp))
 }

@@ -131,6 +131,15 @@ impl Tail {
         }
     }
 
+    /// The whole finished file and its length, for a reader that has read nothing yet: what a
+    /// hit sends without reading it (`http::splice`).
+    pub(crate) fn whole(&self) -> Option<(Arc<std::fs::File>, u64)> {
+        match *self.progress.borrow() {
+            Progress::Complete(n) if self.offset == 0 => Some((self.file.clone(), n)),
+            _ => None,
+        }
+    }
+
     /// The rest of the file as a body stream (ends with an error if the writer fails).
     pub(crate) fn into_stream(self) -> impl Stream<Item = Result<Bytes, io::Error>> + Send {
         futures_util::stream::unfold(self, |mut tail| async move {
@@ -143,7 +152,7 @@ impl Tail {
 /// Reads what the page cache holds at `offset` into `buf` without waiting for the disk:
 /// `Ok(0)` at the end of the file, `WouldBlock` when the next byte is not cached (or the
 /// kernel cannot say).
-fn read_cached(file: &std::fs::File, buf: &mut [u8], offset: u64) -> io::Result<usize> {
+pub(crate) fn read_cached(file: &std::fs::File, buf: &mut [u8], offset: u64) -> io::Result<usize> {
     use rustix::io::{Errno, ReadWriteFlags};
     let mut slices = [io::IoSliceMut::new(buf)];
     match rustix::io::preadv2(file, &mut slices, offset, ReadWriteFlags::NOWAIT) {
