@@ -132,7 +132,7 @@ fn clones_from_the_cache_equal_direct_ones() {
 }
 
 #[test]
-fn hits_over_tls_are_read_not_sendfiled() {
+fn hits_over_tls_are_mapped_not_sendfiled() {
     let certs = tempfile::tempdir().unwrap();
     let (ca, cert, key) = write_certs(certs.path(), "one");
     let seed = Seed::start(SeedOptions {

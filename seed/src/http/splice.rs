@@ -47,7 +47,7 @@ use tokio::net::TcpStream;
 use tokio::task::JoinHandle;
 
 use crate::metrics::Metrics;
-use crate::serve::packcache::tail::read_cached;
+use crate::serve::packcache::tail::resident;
 
 /// What the body hands hyper in place of the file's bytes (never sent).
 static PLACEHOLDER: [u8; 256 * 1024] = [0; 256 * 1024];
@@ -297,15 +297,6 @@ impl SpliceIo {
             }
         }
     }
-}
-
-/// Whether the page cache holds `count` bytes at `offset` of `file`, judged by their first
-/// and last byte (pages are written and evicted in runs).
-fn resident(file: &File, offset: u64, count: u64) -> bool {
-    let mut byte = [0u8; 1];
-    [offset, offset + count.saturating_sub(1)]
-        .iter()
-        .all(|&at| matches!(read_cached(file, &mut byte, at), Ok(1)))
 }
 
 /// Reads `count` bytes at `offset` so that the page cache holds them (blocking).

@@ -432,6 +432,12 @@ pub const CATALOGUE: &[MetricDoc] = &[
         help: "Part of seedd_pack_cache_served_bytes_total sent with sendfile (finished entries over plain HTTP/1.1), without a copy through seedd.",
     },
     MetricDoc {
+        name: "seedd_pack_cache_mapped_bytes_total",
+        kind: "counter",
+        labels: &[],
+        help: "Part of seedd_pack_cache_served_bytes_total handed on as windows of the mapped file (finished entries over TLS, HTTP/2 and Radicle streams), without a copy into seedd's buffers.",
+    },
+    MetricDoc {
         name: "seedd_pack_cache_evictions_total",
         kind: "counter",
         labels: &[],

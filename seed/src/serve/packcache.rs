@@ -28,6 +28,7 @@
 
 pub(crate) mod generate;
 pub(crate) mod key;
+pub(crate) mod mapped;
 pub(crate) mod tail;
 
 use std::collections::HashMap;
@@ -69,6 +70,8 @@ struct Entry {
     last_used: u64,
     /// Bytes of a complete entry (0 while written).
     bytes: u64,
+    /// The finished file's mapping while readers share one.
+    map: Arc<mapped::MapSlot>,
 }
 
 impl Entry {
@@ -185,7 +188,12 @@ impl PackCache {
                 match std::fs::File::open(&e.path) {
                     Ok(file) => {
                         e.last_used = now;
-                        let tail = Tail::new(file, e.progress.clone(), self.metrics.clone());
+                        let tail = Tail::new(
+                            file,
+                            e.progress.clone(),
+                            e.map.clone(),
+                            self.metrics.clone(),
+                        );
                         return if complete {
                             Lookup::Hit(tail)
                         } else {
@@ -236,6 +244,7 @@ impl PackCache {
             }
         };
         let (tx, rx) = watch::channel(Progress::Writing(0));
+        let map = Arc::new(mapped::MapSlot::default());
         inner.entries.insert(
             key,
             Entry {
@@ -245,6 +254,7 @@ impl PackCache {
                 since: Instant::now(),
                 last_used: now,
                 bytes: 0,
+                map: map.clone(),
             },
         );
         let claim = Claim {
@@ -256,7 +266,7 @@ impl PackCache {
             written: 0,
             settled: false,
         };
-        Lookup::Claim(claim, Tail::new(reader, rx, self.metrics.clone()))
+        Lookup::Claim(claim, Tail::new(reader, rx, map, self.metrics.clone()))
     }
 
     fn count(&self, f: impl FnOnce(&Metrics)) {

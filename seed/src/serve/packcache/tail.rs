@@ -3,11 +3,13 @@
 //! wait for more. A reader never ends cleanly unless the writer said `Complete`: a failed or
 //! vanished writer is an error, so a truncated response is never served as a whole one.
 //!
-//! No mmap (`#![forbid(unsafe_code)]`): the file is read with positional reads in large chunks
-//! into owned buffers handed to the body as `Bytes` (one copy out of the page cache). A chunk
-//! is read on the reader's own task when the page cache holds it (`preadv2` with `RWF_NOWAIT`,
-//! which never waits for the disk: the file was just written, or is hot), and only the part
-//! that is not cached is read on the blocking pool. A wave of identical clones reads the same
+//! While the file is written it is read with positional reads in large chunks into owned
+//! buffers handed to the body as `Bytes` (one copy out of the page cache). A chunk is read on
+//! the reader's own task when the page cache holds it (`preadv2` with `RWF_NOWAIT`, which
+//! never waits for the disk: the file was just written, or is hot), and only the part that is
+//! not cached is read on the blocking pool. Once the file is finished, chunks are windows of
+//! its mapping ([`super::mapped`]), shared by the entry's readers: no copy, and pages the page
+//! cache lost are faulted in on the blocking pool first, never on the reader's task. A wave of identical clones reads the same
 //! hot file sixteen times over; handing every 512 KiB chunk to the blocking pool and back was
 //! a third of what each follower cost (scheduler switches and wake-ups, in `perf`).
 
@@ -19,6 +21,7 @@ use bytes::Bytes;
 use futures_util::Stream;
 use tokio::sync::watch;
 
+use super::mapped::{MapSlot, Mapped};
 use crate::metrics::Metrics;
 
 /// Bytes read from the file at once (and handed to the body as one chunk).
@@ -53,12 +56,18 @@ pub(crate) struct Tail {
     offset: u64,
     ended: bool,
     metrics: Option<Arc<Metrics>>,
+    /// The entry's shared mapping, once finished.
+    slot: Arc<MapSlot>,
+    mapped: Option<Arc<Mapped>>,
+    /// Mapping failed: read instead.
+    unmappable: bool,
 }
 
 impl Tail {
     pub(crate) fn new(
         file: std::fs::File,
         progress: watch::Receiver<Progress>,
+        slot: Arc<MapSlot>,
         metrics: Option<Arc<Metrics>>,
     ) -> Self {
         Self {
@@ -67,6 +76,9 @@ impl Tail {
             offset: 0,
             ended: false,
             metrics,
+            slot,
+            mapped: None,
+            unmappable: false,
         }
     }
 
@@ -109,7 +121,15 @@ impl Tail {
             };
             if self.offset < available {
                 let len = (available - self.offset).min(CHUNK);
-                let chunk = match read_chunk(&self.file, self.offset, len, read_cached).await {
+                let mapped = match complete {
+                    true => self.mapped_chunk(available, len).await,
+                    false => None,
+                };
+                let chunk = match mapped {
+                    Some(c) => c,
+                    None => read_chunk(&self.file, self.offset, len, read_cached).await,
+                };
+                let chunk = match chunk {
                     Ok(c) => c,
                     Err(e) => return Some(Err(e)),
                 };
@@ -140,6 +160,34 @@ impl Tail {
         }
     }
 
+    /// `len` bytes at the reader's offset as a window of the finished file's mapping (`total`
+    /// bytes); `None` to read them instead (empty file, or mapping failed).
+    async fn mapped_chunk(&mut self, total: u64, len: u64) -> Option<Result<Bytes, TailError>> {
+        if self.mapped.is_none() && !self.unmappable {
+            match self.slot.get(&self.file, total) {
+                Ok(m) => self.mapped = m,
+                Err(e) => {
+                    tracing::debug!(error = %e, "pack cache: mapping a finished file failed; reading it");
+                    self.unmappable = true;
+                }
+            }
+        }
+        let map = self.mapped.clone()?;
+        let start = usize::try_from(self.offset).ok()?;
+        let end = usize::try_from(self.offset + len).ok()?;
+        if !resident(&self.file, self.offset, len) {
+            // A page the page cache lost would be read from disk by the fault: not here.
+            let m = map.clone();
+            if let Err(e) = tokio::task::spawn_blocking(move || m.touch(start, end)).await {
+                return Some(Err(TailError::Read(io::Error::other(e))));
+            }
+        }
+        if let Some(m) = &self.metrics {
+            m.pack_cache.mapped_bytes.inc_by(len);
+        }
+        Some(Ok(map.chunk(start, end)))
+    }
+
     /// The rest of the file as a body stream (ends with an error if the writer fails).
     pub(crate) fn into_stream(self) -> impl Stream<Item = Result<Bytes, io::Error>> + Send {
         futures_util::stream::unfold(self, |mut tail| async move {
@@ -164,6 +212,15 @@ pub(crate) fn read_cached(file: &std::fs::File, buf: &mut [u8], offset: u64) -> 
         }
         Err(e) => Err(e.into()),
     }
+}
+
+/// Whether the page cache holds `count` bytes at `offset` of `file`, judged by their first
+/// and last byte (pages are written and evicted in runs).
+pub(crate) fn resident(file: &std::fs::File, offset: u64, count: u64) -> bool {
+    let mut byte = [0u8; 1];
+    [offset, offset + count.saturating_sub(1)]
+        .iter()
+        .all(|&at| matches!(read_cached(file, &mut byte, at), Ok(1)))
 }
 
 /// `len` bytes at `offset` (fewer only at the end of the file, which is then an error: the
@@ -224,7 +281,12 @@ mod tests {
         let path = dir.join("f");
         let writer = std::fs::File::create(&path).unwrap();
         let (tx, rx) = watch::channel(Progress::Writing(0));
-        let tail = Tail::new(std::fs::File::open(&path).unwrap(), rx, None);
+        let tail = Tail::new(
+            std::fs::File::open(&path).unwrap(),
+            rx,
+            Arc::default(),
+            None,
+        );
         (writer, tail, tx)
     }
 
@@ -323,6 +385,25 @@ mod tests {
             let result = read_chunk(&file, 1000, CHUNK + 1, cached).await;
             assert!(matches!(result, Err(TailError::Short)), "not short");
         }
+    }
+
+    #[tokio::test]
+    async fn a_finished_file_is_mapped_and_lost_pages_come_back() {
+        let dir = tempfile::tempdir().unwrap();
+        let (mut writer, mut tail, tx) = pair(dir.path());
+        let data: Vec<u8> = (0..3 * CHUNK + 5).map(|i| (i % 249) as u8).collect();
+        writer.write_all(&data).unwrap();
+        writer.sync_all().unwrap();
+        rustix::fs::fadvise(&*tail.file, 0, None, rustix::fs::Advice::DontNeed).unwrap();
+        assert!(
+            !resident(&tail.file, 0, CHUNK),
+            "the test needs the file out of the page cache"
+        );
+        tx.send_replace(Progress::Complete(data.len() as u64));
+        let (got, err) = drain(&mut tail).await;
+        assert!(err.is_none(), "{err:?}");
+        assert!(got == data);
+        assert!(tail.mapped.is_some(), "read from the mapping");
     }
 
     #[tokio::test]
