@@ -70,8 +70,8 @@ struct Entry {
     last_used: u64,
     /// Bytes of a complete entry (0 while written).
     bytes: u64,
-    /// The finished file's mapping while readers share one.
-    map: Arc<mapped::MapSlot>,
+    /// What its claim and readers share (recent chunks, the mapping).
+    shared: Arc<tail::Shared>,
 }
 
 impl Entry {
@@ -191,7 +191,7 @@ impl PackCache {
                         let tail = Tail::new(
                             file,
                             e.progress.clone(),
-                            e.map.clone(),
+                            e.shared.clone(),
                             self.metrics.clone(),
                         );
                         return if complete {
@@ -244,7 +244,7 @@ impl PackCache {
             }
         };
         let (tx, rx) = watch::channel(Progress::Writing(0));
-        let map = Arc::new(mapped::MapSlot::default());
+        let shared = Arc::new(tail::Shared::default());
         inner.entries.insert(
             key,
             Entry {
@@ -254,7 +254,7 @@ impl PackCache {
                 since: Instant::now(),
                 last_used: now,
                 bytes: 0,
-                map: map.clone(),
+                shared: shared.clone(),
             },
         );
         let claim = Claim {
@@ -265,8 +265,9 @@ impl PackCache {
             progress: tx,
             written: 0,
             settled: false,
+            shared: shared.clone(),
         };
-        Lookup::Claim(claim, Tail::new(reader, rx, map, self.metrics.clone()))
+        Lookup::Claim(claim, Tail::new(reader, rx, shared, self.metrics.clone()))
     }
 
     fn count(&self, f: impl FnOnce(&Metrics)) {
@@ -453,6 +454,8 @@ pub(crate) struct Claim {
     progress: watch::Sender<Progress>,
     written: u64,
     settled: bool,
+    /// Recent chunks for readers that keep up.
+    shared: Arc<tail::Shared>,
 }
 
 impl Claim {
@@ -465,6 +468,13 @@ impl Claim {
         self.file.clone()
     }
 
+    /// `chunk` was appended to the file: readers that keep up take it from memory.
+    pub(crate) fn wrote_chunk(&mut self, chunk: bytes::Bytes) {
+        let n = chunk.len() as u64;
+        self.shared.wrote(self.written, chunk);
+        self.wrote(n);
+    }
+
     /// `n` more bytes are in the file.
     pub(crate) fn wrote(&mut self, n: u64) {
         self.written += n;
@@ -474,6 +484,7 @@ impl Claim {
     /// The response is whole.
     pub(crate) fn complete(mut self, elapsed: Duration) {
         self.settled = true;
+        self.shared.forget();
         if self.cache.complete(self.key, self.id, self.written) {
             self.progress.send_replace(Progress::Complete(self.written));
             self.cache
@@ -488,6 +499,7 @@ impl Claim {
     /// The response cannot be completed.
     pub(crate) fn fail(mut self) {
         self.settled = true;
+        self.shared.forget();
         self.progress.send_replace(Progress::Failed);
         self.cache.fail(self.key, self.id);
     }
@@ -496,6 +508,7 @@ impl Claim {
 impl Drop for Claim {
     fn drop(&mut self) {
         if !self.settled {
+            self.shared.forget();
             self.progress.send_replace(Progress::Failed);
             self.cache.fail(self.key, self.id);
         }

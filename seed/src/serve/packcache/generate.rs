@@ -139,14 +139,15 @@ async fn run(claim: &mut Claim, job: Job) -> Result<u64, GenError> {
         let chunk = buf.split().freeze();
         let f = file.clone();
         let len = chunk.len() as u64;
-        let wrote = tokio::task::spawn_blocking(move || write_all(&f, &chunk)).await;
+        let data = chunk.clone();
+        let wrote = tokio::task::spawn_blocking(move || write_all(&f, &data)).await;
         match wrote {
             Ok(Ok(())) => {}
             Ok(Err(e)) => break Err(GenError::Write(e)),
             Err(e) => break Err(GenError::Write(std::io::Error::other(e))),
         }
         written += len;
-        claim.wrote(len);
+        claim.wrote_chunk(chunk);
     };
     if let Err(e) = outcome {
         if let Ok(None) = proc.child.try_wait() {
