@@ -3,14 +3,11 @@
 //! are held until git is done, then released: a slow reader never pins a slot, and a client
 //! that goes away does not stop the generation (followers and later requests still get it).
 
-use std::io::Write;
 use std::path::PathBuf;
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use bytes::{Bytes, BytesMut};
-use futures_util::FutureExt;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use bytes::Bytes;
+use tokio::io::AsyncWriteExt;
 
 use super::Claim;
 use crate::serve::stream::{kill_group, EXIT_GRACE};
@@ -37,7 +34,7 @@ pub(crate) struct Job {
 }
 
 #[derive(Debug, thiserror::Error)]
-enum GenError {
+pub(super) enum GenError {
     #[error(transparent)]
     Spawn(#[from] crate::serve::ServeError),
     #[error("git produced nothing for {0:?}")]
@@ -60,30 +57,43 @@ pub(crate) fn spawn<P: Send + 'static>(claim: Claim, job: Job, permits: P) {
         let metrics = job.git.metrics.clone();
         metrics.packs_in_flight.inc();
         tracing::debug!(key = %key, "pack cache: generating");
-        let mut claim = claim;
-        let result = run(&mut claim, job).await;
+        let (claim, result) = run(claim, job).await;
         drop(permits);
         metrics.packs_in_flight.dec();
-        match result {
-            Ok(bytes) => {
+        match (claim, result) {
+            (Some(claim), Ok(bytes)) => {
                 tracing::info!(key = %key, bytes, elapsed_ms = started.elapsed().as_millis() as u64, "pack cache: response generated");
                 claim.complete(started.elapsed());
             }
-            Err(e) => {
+            (claim, Err(e)) => {
                 tracing::warn!(key = %key, error = %e, "pack cache: generation failed; the response is not kept");
-                claim.fail();
+                if let Some(claim) = claim {
+                    claim.fail();
+                }
             }
+            // The copying thread panicked: the claim was dropped, which fails the entry.
+            (None, Ok(_)) => {}
         }
     });
 }
 
-async fn run(claim: &mut Claim, job: Job) -> Result<u64, GenError> {
+/// Runs git and copies its answer into the claim's file: the claim back (`None` if the copying
+/// thread was lost) and the bytes written.
+async fn run(claim: Claim, job: Job) -> (Option<Claim>, Result<u64, GenError>) {
     let limits = job.git.limits;
-    let deadline = tokio::time::Instant::now() + limits.total;
-    let mut proc = job
+    let proc = match job
         .git
-        .spawn(&job.repo, job.service, job.view, job.protocol.as_deref())?;
-    if let Some(mut stdin) = proc.stdin.take() {
+        .spawn(&job.repo, job.service, job.view, job.protocol.as_deref())
+    {
+        Ok(p) => p,
+        Err(e) => return (Some(claim), Err(e.into())),
+    };
+    let crate::serve::GitProcess {
+        child,
+        stdin,
+        stdout,
+    } = proc;
+    if let Some(mut stdin) = stdin {
         let request = job.request;
         tokio::spawn(async move {
             if let Err(e) = stdin.write_all(&request).await {
@@ -94,78 +104,108 @@ async fn run(claim: &mut Claim, job: Job) -> Result<u64, GenError> {
     }
     // A larger pipe: git writes ahead in bigger pieces, and each read takes more. Best effort
     // (the system's `pipe-max-size` may refuse it).
-    if let Err(e) = rustix::pipe::fcntl_setpipe_size(&proc.stdout, PIPE) {
+    if let Err(e) = rustix::pipe::fcntl_setpipe_size(&stdout, PIPE) {
         tracing::debug!(error = %e, "pack cache: keeping the default pipe size");
     }
-    let file = claim.file();
-    let mut written = 0u64;
-    let mut buf = BytesMut::with_capacity(BATCH);
-    let mut ended = false;
-    let outcome = loop {
-        if ended {
-            break Ok(());
+    // git's stdout leaves the reactor: one blocking thread reads it and writes the file.
+    let mut child = child;
+    let copied = match stdout.into_owned_fd() {
+        Ok(fd) => {
+            let limits = (limits.idle, limits.total);
+            tokio::task::spawn_blocking(move || {
+                let mut claim = claim;
+                let r = copy(&fd, &mut claim, limits.0, limits.1);
+                (claim, r)
+            })
+            .await
+            .map(|(c, r)| (Some(c), r))
+            .unwrap_or_else(|e| (None, Err(GenError::Read(std::io::Error::other(e)))))
         }
-        buf.reserve(READ);
-        let until = (tokio::time::Instant::now() + limits.idle).min(deadline);
-        let n = match tokio::time::timeout_at(until, proc.stdout.read_buf(&mut buf)).await {
-            Ok(Ok(n)) => n,
-            Ok(Err(e)) => break Err(GenError::Read(e)),
-            Err(_) if until >= deadline => break Err(GenError::Deadline(limits.total)),
-            Err(_) => break Err(GenError::Idle(limits.idle)),
-        };
-        if n == 0 {
-            break Ok(());
-        }
-        // More that is ready now joins this write (git writes faster than one pipe's worth).
-        let mut failed = None;
-        while buf.len() < BATCH {
-            buf.reserve(READ);
-            match proc.stdout.read_buf(&mut buf).now_or_never() {
-                Some(Ok(0)) => {
-                    ended = true;
-                    break;
-                }
-                Some(Ok(_)) => {}
-                Some(Err(e)) => {
-                    failed = Some(e);
-                    break;
-                }
-                None => break,
-            }
-        }
-        if let Some(e) = failed {
-            break Err(GenError::Read(e));
-        }
-        let chunk = buf.split().freeze();
-        let f = file.clone();
-        let len = chunk.len() as u64;
-        let data = chunk.clone();
-        let wrote = tokio::task::spawn_blocking(move || write_all(&f, &data)).await;
-        match wrote {
-            Ok(Ok(())) => {}
-            Ok(Err(e)) => break Err(GenError::Write(e)),
-            Err(e) => break Err(GenError::Write(std::io::Error::other(e))),
-        }
-        written += len;
-        claim.wrote_chunk(chunk);
+        Err(e) => (Some(claim), Err(GenError::Read(e))),
     };
-    if let Err(e) = outcome {
-        if let Ok(None) = proc.child.try_wait() {
-            kill_group(&proc.child);
+    let (claim, outcome) = copied;
+    let written = match outcome {
+        Ok(n) => n,
+        Err(e) => {
+            if let Ok(None) = child.try_wait() {
+                kill_group(&child);
+            }
+            return (claim, Err(e));
         }
-        return Err(e);
-    }
-    match tokio::time::timeout(EXIT_GRACE, proc.child.wait()).await {
+    };
+    let status = match tokio::time::timeout(EXIT_GRACE, child.wait()).await {
         Ok(Ok(status)) if status.success() => Ok(written),
         Ok(Ok(status)) => Err(GenError::Git(status.to_string())),
         Ok(Err(e)) => Err(GenError::Git(e.to_string())),
         Err(_) => {
-            kill_group(&proc.child);
+            kill_group(&child);
             Err(GenError::Git("did not exit after its output ended".into()))
         }
-    }
+    };
+    (claim, status)
 }
 
-fn write_all(file: &Arc<std::fs::File>, data: &[u8]) -> std::io::Result<()> {
-    (&**file).write_all(data)
+/// Copies git's stdout (`fd`) into the claim's file until its end, on a blocking thread: what
+/// git has ready is gathered (up to [`BATCH`]), written at the file's end and published to
+/// the readers, with the recent chunks they take from memory. No hand-off per batch: handing
+/// every write to the blocking pool and every pipe read to the reactor was a quarter of a
+/// cold generation's CPU in seedd (futex and wake-ups, in `perf`).
+pub(super) fn copy(
+    fd: &std::os::fd::OwnedFd,
+    claim: &mut Claim,
+    idle: Duration,
+    total: Duration,
+) -> Result<u64, GenError> {
+    use rustix::event::{poll, PollFd, PollFlags, Timespec};
+    use rustix::io::Errno;
+    use std::os::unix::fs::FileExt;
+    let deadline = Instant::now() + total;
+    // Reads must not block: the idle and total limits are kept by `poll`.
+    rustix::io::ioctl_fionbio(fd, true).map_err(|e| GenError::Read(e.into()))?;
+    let file = claim.file();
+    let mut written = 0u64;
+    loop {
+        let mut buf: Vec<u8> = Vec::with_capacity(BATCH);
+        let mut ended = false;
+        while buf.len() < BATCH {
+            buf.reserve(READ.min(BATCH - buf.len()));
+            match rustix::io::read(fd, rustix::buffer::spare_capacity(&mut buf)) {
+                Ok(0) => {
+                    ended = true;
+                    break;
+                }
+                Ok(_) => {}
+                Err(Errno::INTR) => {}
+                Err(Errno::AGAIN) if !buf.is_empty() => break,
+                Err(Errno::AGAIN) => {
+                    // Nothing ready: wait for git, within its idle and total limits.
+                    let now = Instant::now();
+                    if now >= deadline {
+                        return Err(GenError::Deadline(total));
+                    }
+                    let wait = idle.min(deadline - now);
+                    let timeout = Timespec::try_from(wait).unwrap_or(Timespec {
+                        tv_sec: i64::MAX,
+                        tv_nsec: 0,
+                    });
+                    let mut fds = [PollFd::new(fd, PollFlags::IN)];
+                    match poll(&mut fds, Some(&timeout)) {
+                        Ok(0) if wait < idle => return Err(GenError::Deadline(total)),
+                        Ok(0) => return Err(GenError::Idle(idle)),
+                        Ok(_) | Err(Errno::INTR) => {}
+                        Err(e) => return Err(GenError::Read(e.into())),
+                    }
+                }
+                Err(e) => return Err(GenError::Read(e.into())),
+            }
+        }
+        if !buf.is_empty() {
+            file.write_all_at(&buf, written).map_err(GenError::Write)?;
+            written += buf.len() as u64;
+            claim.wrote_chunk(Bytes::from(buf));
+        }
+        if ended {
+            return Ok(written);
+        }
+    }
 }

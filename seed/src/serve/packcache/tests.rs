@@ -400,3 +400,60 @@ async fn reader_claims_with_permits_and_refusals_fail_the_entry() {
     .unwrap();
     assert!(first.is_none());
 }
+
+/// The copying thread: what git wrote, then its end, is the file and the readers' bytes; a
+/// git that says nothing for `idle` is an error, not a thread blocked forever.
+#[tokio::test]
+async fn the_copy_keeps_what_git_wrote_and_gives_up_on_silence() {
+    let dir = tempfile::tempdir().unwrap();
+    let (cache, _) = open(dir.path(), settings(1 << 30, true));
+    let Lookup::Claim(mut claim, tail) = cache.lookup(key(1)) else {
+        panic!("expected a claim");
+    };
+    let (rx, tx) = rustix::pipe::pipe().unwrap();
+    let data: Vec<u8> = (0..3_000_000u32).map(|i| (i % 253) as u8).collect();
+    let writer = {
+        let data = data.clone();
+        std::thread::spawn(move || {
+            let mut w = std::fs::File::from(tx);
+            for piece in data.chunks(70_000) {
+                w.write_all(piece).unwrap();
+                std::thread::sleep(Duration::from_micros(200));
+            }
+        })
+    };
+    let reader = tokio::spawn(read_all(tail));
+    let copied = tokio::task::spawn_blocking(move || {
+        let r = generate::copy(
+            &rx,
+            &mut claim,
+            Duration::from_secs(10),
+            Duration::from_secs(60),
+        );
+        (claim, r)
+    });
+    let (claim, r) = copied.await.unwrap();
+    writer.join().unwrap();
+    assert_eq!(r.unwrap(), data.len() as u64);
+    claim.complete(Duration::from_millis(1));
+    assert!(reader.await.unwrap().unwrap() == data);
+
+    let Lookup::Claim(mut claim, _) = cache.lookup(key(2)) else {
+        panic!("expected a claim");
+    };
+    let (rx, tx) = rustix::pipe::pipe().unwrap();
+    let started = std::time::Instant::now();
+    let r = tokio::task::spawn_blocking(move || {
+        generate::copy(
+            &rx,
+            &mut claim,
+            Duration::from_millis(300),
+            Duration::from_secs(60),
+        )
+    })
+    .await
+    .unwrap();
+    assert!(matches!(r, Err(generate::GenError::Idle(_))), "{r:?}");
+    assert!(started.elapsed() >= Duration::from_millis(300));
+    drop(tx);
+}
