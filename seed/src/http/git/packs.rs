@@ -26,6 +26,11 @@ use crate::serve::packcache::generate::Job;
 use crate::serve::packcache::{self, Key, Normalised, PackCache};
 use crate::serve::{self, Service, View};
 
+/// How long a reader on plain HTTP/1 waits for a generation to finish before it follows the
+/// file as it grows: a response git writes within this time (most clones) then goes out with
+/// sendfile, sparing seedd a copy of every byte; a longer one starts flowing after it.
+const SPLICE_WAIT: std::time::Duration = std::time::Duration::from_millis(250);
+
 /// The request `body` (whole) answered through `cache`, or `None` to ask git directly.
 #[allow(clippy::too_many_arguments)]
 pub(super) async fn serve(
@@ -66,6 +71,12 @@ pub(super) async fn serve(
         return Ok(None);
     };
     let label = if v2 { "v2" } else { "v0" };
+    // Over plain HTTP/1 a generation that finishes soon is waited for, so that the whole
+    // response goes out with sendfile (with its length) rather than chunk by chunk.
+    let mut tail = tail;
+    if splicer.is_some() && tail.whole().is_none() {
+        tail.finished_within(SPLICE_WAIT).await;
+    }
     // A finished file over plain HTTP/1 is sent with sendfile; anything else is read.
     let spliced = match (splicer, tail.whole()) {
         (Some(s), Some((file, len))) => Some(s.body(file, len, Some(state.metrics.clone()))),

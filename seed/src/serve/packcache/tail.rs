@@ -221,6 +221,25 @@ impl Tail {
         }
     }
 
+    /// Waits at most `within` for the writer to finish: whether it did (a failure is `false`).
+    pub(crate) async fn finished_within(&mut self, within: std::time::Duration) -> bool {
+        let finished = async {
+            loop {
+                match *self.progress.borrow_and_update() {
+                    Progress::Complete(_) => return true,
+                    Progress::Failed => return false,
+                    Progress::Writing(_) => {}
+                }
+                if self.progress.changed().await.is_err() {
+                    return matches!(*self.progress.borrow(), Progress::Complete(_));
+                }
+            }
+        };
+        tokio::time::timeout(within, finished)
+            .await
+            .unwrap_or(false)
+    }
+
     /// The whole finished file and its length, for a reader that has read nothing yet: what a
     /// hit sends without reading it (`http::splice`).
     pub(crate) fn whole(&self) -> Option<(Arc<std::fs::File>, u64)> {
@@ -490,6 +509,33 @@ mod tests {
         let (rest, err) = drain(&mut tail).await;
         assert!(err.is_none(), "{err:?}");
         assert_eq!(rest, vec![0; 10], "the end from the file");
+    }
+
+    #[tokio::test]
+    async fn a_reader_can_wait_a_little_for_the_writer_to_finish() {
+        let dir = tempfile::tempdir().unwrap();
+        let (mut writer, mut tail, tx) = pair(dir.path());
+        writer.write_all(b"abc").unwrap();
+        tx.send_replace(Progress::Writing(3));
+        let short = std::time::Duration::from_millis(50);
+        assert!(!tail.finished_within(short).await, "still written");
+        assert!(tail.whole().is_none());
+        let finish = tokio::spawn(async move {
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+            tx.send_replace(Progress::Complete(3));
+            tx
+        });
+        assert!(
+            tail.finished_within(std::time::Duration::from_secs(5))
+                .await
+        );
+        assert_eq!(tail.whole().map(|(_, n)| n), Some(3));
+        let tx = finish.await.unwrap();
+        tx.send_replace(Progress::Failed);
+        assert!(
+            !tail.finished_within(short).await,
+            "a failure is not a finish"
+        );
     }
 
     #[tokio::test]
