@@ -40,7 +40,19 @@ fn sendfile_bytes(seed: &Seed) -> f64 {
 
 /// `git clone --bare` with `args`; what it got: HEAD, refs, every object (missing ones marked).
 fn clone(home: &Path, url: &str, v: &str, args: &[&str], dest: &Path) -> (String, String, String) {
-    run(git(home)
+    clone_by(&mut git(home), home, url, v, args, dest)
+}
+
+/// [`clone`] with the `git` command `cmd` (its environment).
+fn clone_by(
+    cmd: &mut std::process::Command,
+    home: &Path,
+    url: &str,
+    v: &str,
+    args: &[&str],
+    dest: &Path,
+) -> (String, String, String) {
+    run(cmd
         .args([
             "-c",
             &format!("protocol.version={v}"),
@@ -148,18 +160,9 @@ fn hits_over_tls_are_mapped_not_sendfiled() {
     let mut got = Vec::new();
     for (i, v) in ["2", "0", "2"].iter().enumerate() {
         let dest = h.join(format!("c{i}"));
-        run(git(h)
-            .env("GIT_SSL_CAINFO", &ca)
-            .args([
-                "-c",
-                &format!("protocol.version={v}"),
-                "clone",
-                "-q",
-                "--bare",
-            ])
-            .arg(&url)
-            .arg(&dest));
-        got.push(inspect(h, &dest));
+        let mut cmd = git(h);
+        cmd.env("GIT_SSL_CAINFO", &ca);
+        got.push(clone_by(&mut cmd, h, &url, v, &[], &dest));
     }
     assert_eq!(got[2], got[0]);
     assert_eq!(got[1].1, got[0].1);

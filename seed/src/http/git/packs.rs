@@ -67,13 +67,12 @@ pub(super) async fn serve(
     };
     // A claim takes this repository's pack permit, then a global pack slot (as a direct answer).
     let permits = || pack_permits(state, &rid);
-    let Some(tail) = packcache::reader(cache, key, job, permits).await? else {
+    let Some(mut tail) = packcache::reader(cache, key, job, permits).await? else {
         return Ok(None);
     };
     let label = if v2 { "v2" } else { "v0" };
     // Over plain HTTP/1 a generation that finishes soon is waited for, so that the whole
     // response goes out with sendfile (with its length) rather than chunk by chunk.
-    let mut tail = tail;
     if splicer.is_some() && tail.whole().is_none() {
         tail.finished_within(SPLICE_WAIT).await;
     }

@@ -89,7 +89,7 @@ async fn run(claim: Claim, job: Job) -> (Option<Claim>, Result<u64, GenError>) {
         Err(e) => return (Some(claim), Err(e.into())),
     };
     let crate::serve::GitProcess {
-        child,
+        mut child,
         stdin,
         stdout,
     } = proc;
@@ -108,13 +108,12 @@ async fn run(claim: Claim, job: Job) -> (Option<Claim>, Result<u64, GenError>) {
         tracing::debug!(error = %e, "pack cache: keeping the default pipe size");
     }
     // git's stdout leaves the reactor: one blocking thread reads it and writes the file.
-    let mut child = child;
     let copied = match stdout.into_owned_fd() {
         Ok(fd) => {
-            let limits = (limits.idle, limits.total);
+            let (idle, total) = (limits.idle, limits.total);
             tokio::task::spawn_blocking(move || {
                 let mut claim = claim;
-                let r = copy(&fd, &mut claim, limits.0, limits.1);
+                let r = copy(&fd, &mut claim, idle, total);
                 (claim, r)
             })
             .await
@@ -159,7 +158,8 @@ pub(super) fn copy(
     use rustix::event::{poll, PollFd, PollFlags, Timespec};
     use rustix::io::Errno;
     use std::os::unix::fs::FileExt;
-    let deadline = Instant::now() + total;
+    // A total beyond what `Instant` can hold is no deadline.
+    let deadline = Instant::now().checked_add(total);
     // Reads must not block: the idle and total limits are kept by `poll`.
     rustix::io::ioctl_fionbio(fd, true).map_err(|e| GenError::Read(e.into()))?;
     let file = claim.file();
@@ -179,11 +179,13 @@ pub(super) fn copy(
                 Err(Errno::AGAIN) if !buf.is_empty() => break,
                 Err(Errno::AGAIN) => {
                     // Nothing ready: wait for git, within its idle and total limits.
-                    let now = Instant::now();
-                    if now >= deadline {
+                    let left = deadline.map_or(Duration::MAX, |d| {
+                        d.saturating_duration_since(Instant::now())
+                    });
+                    if left.is_zero() {
                         return Err(GenError::Deadline(total));
                     }
-                    let wait = idle.min(deadline - now);
+                    let wait = idle.min(left);
                     let timeout = Timespec::try_from(wait).unwrap_or(Timespec {
                         tv_sec: i64::MAX,
                         tv_nsec: 0,

@@ -5,26 +5,24 @@
 //!
 //! While the file is written, a reader that keeps up with the generator takes its last chunks
 //! (up to 4 MiB) from memory, shared, as the generator wrote them. One that fell behind reads
-//! the file with positional reads in large chunks into owned
-//! buffers handed to the body as `Bytes` (one copy out of the page cache). A chunk is read on
-//! the reader's own task when the page cache holds it (`preadv2` with `RWF_NOWAIT`, which
-//! never waits for the disk: the file was just written, or is hot), and only the part that is
-//! not cached is read on the blocking pool. Once the file is finished, chunks are windows of
-//! its mapping ([`super::mapped`]), shared by the entry's readers: no copy, and pages the page
-//! cache lost are faulted in on the blocking pool first, never on the reader's task. A wave of identical clones reads the same
+//! the file with positional reads in large chunks into owned buffers handed to the body as
+//! `Bytes` (one copy out of the page cache). A chunk is read on the reader's own task when the
+//! page cache holds it (`preadv2` with `RWF_NOWAIT`, which never waits for the disk: the file
+//! was just written, or is hot), and only the part that is not cached is read on the blocking
+//! pool. Once the file is finished, chunks are windows of its mapping ([`super::mapped`]),
+//! shared by the entry's readers: no copy, and pages the page cache lost are faulted in on the
+//! blocking pool first, never on the reader's task. A wave of identical clones reads the same
 //! hot file sixteen times over; handing every 512 KiB chunk to the blocking pool and back was
 //! a third of what each follower cost (scheduler switches and wake-ups, in `perf`).
 
+use std::collections::VecDeque;
 use std::io;
 use std::os::unix::fs::FileExt;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use bytes::Bytes;
 use futures_util::Stream;
 use tokio::sync::watch;
-
-use std::collections::VecDeque;
-use std::sync::Mutex;
 
 use super::mapped::{MapSlot, Mapped};
 use crate::metrics::Metrics;
@@ -147,17 +145,22 @@ impl Tail {
     /// Waits until there is something to send (or the writer finished): `Err` when the writer
     /// failed before writing anything, so that the caller can still answer another way.
     pub(crate) async fn ready(&mut self) -> Result<(), TailError> {
+        match self.wait_until(|p| p != Progress::Writing(0)).await {
+            Progress::Writing(0) | Progress::Failed => Err(TailError::Failed),
+            Progress::Writing(_) | Progress::Complete(_) => Ok(()),
+        }
+    }
+
+    /// Waits until the writer's progress satisfies `stop`, failed, or the writer is gone:
+    /// the progress then.
+    async fn wait_until(&mut self, stop: impl Fn(Progress) -> bool) -> Progress {
         loop {
-            match *self.progress.borrow_and_update() {
-                Progress::Writing(0) => {}
-                Progress::Writing(_) | Progress::Complete(_) => return Ok(()),
-                Progress::Failed => return Err(TailError::Failed),
+            let p = *self.progress.borrow_and_update();
+            if stop(p) || p == Progress::Failed {
+                return p;
             }
             if self.progress.changed().await.is_err() {
-                return match *self.progress.borrow() {
-                    Progress::Complete(_) => Ok(()),
-                    _ => Err(TailError::Failed),
-                };
+                return *self.progress.borrow();
             }
         }
     }
@@ -182,21 +185,16 @@ impl Tail {
                 Progress::Failed => return Some(Err(TailError::Failed)),
             };
             if self.offset < available {
-                // What the generator just wrote, from memory.
-                if let Some(chunk) = self.shared.recent_at(self.offset, available) {
-                    self.offset += chunk.len() as u64;
-                    if let Some(m) = &self.metrics {
-                        m.pack_cache.served_bytes.inc_by(chunk.len() as u64);
-                    }
-                    return Some(Ok(chunk));
-                }
                 let len = (available - self.offset).min(CHUNK);
-                let mapped = match complete {
-                    true => self.mapped_chunk(available, len).await,
-                    false => None,
-                };
-                let chunk = match mapped {
+                // What the generator just wrote, from memory; a finished file from its
+                // mapping; else read.
+                let recent = self.shared.recent_at(self.offset, available).map(Ok);
+                let chunk = match recent {
                     Some(c) => c,
+                    None if complete => match self.mapped_chunk(available, len).await {
+                        Some(c) => c,
+                        None => read_chunk(&self.file, self.offset, len, read_cached).await,
+                    },
                     None => read_chunk(&self.file, self.offset, len, read_cached).await,
                 };
                 let chunk = match chunk {
@@ -223,21 +221,11 @@ impl Tail {
 
     /// Waits at most `within` for the writer to finish: whether it did (a failure is `false`).
     pub(crate) async fn finished_within(&mut self, within: std::time::Duration) -> bool {
-        let finished = async {
-            loop {
-                match *self.progress.borrow_and_update() {
-                    Progress::Complete(_) => return true,
-                    Progress::Failed => return false,
-                    Progress::Writing(_) => {}
-                }
-                if self.progress.changed().await.is_err() {
-                    return matches!(*self.progress.borrow(), Progress::Complete(_));
-                }
-            }
-        };
-        tokio::time::timeout(within, finished)
-            .await
-            .unwrap_or(false)
+        let finished = self.wait_until(|p| !matches!(p, Progress::Writing(_)));
+        matches!(
+            tokio::time::timeout(within, finished).await,
+            Ok(Progress::Complete(_))
+        )
     }
 
     /// The whole finished file and its length, for a reader that has read nothing yet: what a
