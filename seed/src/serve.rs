@@ -116,6 +116,44 @@ impl GitServer {
         view: View,
         protocol: Option<&str>,
     ) -> Result<GitProcess, ServeError> {
+        let (child, stdin, stdout) = self.start(repo, service, view, protocol, Stdio::piped())?;
+        let stdout = stdout.ok_or(ServeError::Pipe("stdout"))?;
+        Ok(GitProcess {
+            child,
+            stdin,
+            stdout,
+        })
+    }
+
+    /// Like [`spawn`](Self::spawn), with git's stdout going straight to `out` (a pack cache
+    /// file): git writes its answer there itself, and nothing passes through seedd.
+    pub(crate) fn spawn_into(
+        &self,
+        repo: &std::path::Path,
+        service: Service,
+        view: View,
+        protocol: Option<&str>,
+        out: std::fs::File,
+    ) -> Result<(tokio::process::Child, Option<tokio::process::ChildStdin>), ServeError> {
+        let (child, stdin, _) = self.start(repo, service, view, protocol, Stdio::from(out))?;
+        Ok((child, stdin))
+    }
+
+    fn start(
+        &self,
+        repo: &std::path::Path,
+        service: Service,
+        view: View,
+        protocol: Option<&str>,
+        stdout: Stdio,
+    ) -> Result<
+        (
+            tokio::process::Child,
+            Option<tokio::process::ChildStdin>,
+            Option<tokio::process::ChildStdout>,
+        ),
+        ServeError,
+    > {
         let mut cmd = self.command();
         if let Some(p) = protocol {
             cmd.env("GIT_PROTOCOL", p);
@@ -180,7 +218,7 @@ impl GitServer {
             } else {
                 Stdio::null()
             })
-            .stdout(Stdio::piped())
+            .stdout(stdout)
             .stderr(Stdio::piped())
             .kill_on_drop(true)
             .process_group(0);
@@ -188,16 +226,12 @@ impl GitServer {
             git: self.git.clone(),
             source,
         })?;
-        let stdout = child.stdout.take().ok_or(ServeError::Pipe("stdout"))?;
+        let stdout = child.stdout.take();
         let stdin = child.stdin.take();
         if let Some(stderr) = child.stderr.take() {
             tokio::spawn(log_stderr(stderr));
         }
-        Ok(GitProcess {
-            child,
-            stdin,
-            stdout,
-        })
+        Ok((child, stdin, stdout))
     }
 }
 

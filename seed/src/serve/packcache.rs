@@ -70,7 +70,7 @@ struct Entry {
     last_used: u64,
     /// Bytes of a complete entry (0 while written).
     bytes: u64,
-    /// What its claim and readers share (recent chunks, the mapping).
+    /// What its readers share (the finished file's mapping).
     shared: Arc<tail::Shared>,
 }
 
@@ -265,7 +265,6 @@ impl PackCache {
             progress: tx,
             written: 0,
             settled: false,
-            shared: shared.clone(),
         };
         Lookup::Claim(claim, Tail::new(reader, rx, shared, self.metrics.clone()))
     }
@@ -454,8 +453,6 @@ pub(crate) struct Claim {
     progress: watch::Sender<Progress>,
     written: u64,
     settled: bool,
-    /// Recent chunks for readers that keep up.
-    shared: Arc<tail::Shared>,
 }
 
 impl Claim {
@@ -468,13 +465,6 @@ impl Claim {
         self.file.clone()
     }
 
-    /// `chunk` was appended to the file: readers that keep up take it from memory.
-    pub(crate) fn wrote_chunk(&mut self, chunk: bytes::Bytes) {
-        let n = chunk.len() as u64;
-        self.shared.wrote(self.written, chunk);
-        self.wrote(n);
-    }
-
     /// `n` more bytes are in the file.
     pub(crate) fn wrote(&mut self, n: u64) {
         self.written += n;
@@ -484,7 +474,6 @@ impl Claim {
     /// The response is whole.
     pub(crate) fn complete(mut self, elapsed: Duration) {
         self.settled = true;
-        self.shared.forget();
         if self.cache.complete(self.key, self.id, self.written) {
             self.progress.send_replace(Progress::Complete(self.written));
             self.cache
@@ -499,7 +488,6 @@ impl Claim {
     /// The response cannot be completed.
     pub(crate) fn fail(mut self) {
         self.settled = true;
-        self.shared.forget();
         self.progress.send_replace(Progress::Failed);
         self.cache.fail(self.key, self.id);
     }
@@ -508,7 +496,6 @@ impl Claim {
 impl Drop for Claim {
     fn drop(&mut self) {
         if !self.settled {
-            self.shared.forget();
             self.progress.send_replace(Progress::Failed);
             self.cache.fail(self.key, self.id);
         }

@@ -10,16 +10,13 @@ use bytes::Bytes;
 use tokio::io::AsyncWriteExt;
 
 use super::Claim;
-use crate::serve::stream::{kill_group, EXIT_GRACE};
+use crate::serve::stream::kill_group;
 use crate::serve::{GitServer, Service, View};
 
-/// Bytes asked of git's stdout at once.
-const READ: usize = 256 * 1024;
-/// Bytes gathered from git's stdout, as long as it has more ready, before they are written
-/// to the file (one hand-off to the blocking pool, one wake-up of the readers).
-const BATCH: usize = 1024 * 1024;
-/// The size asked for git's stdout pipe (Linux's default is 64 KiB: a read per 64 KiB).
-const PIPE: usize = 1024 * 1024;
+/// How often the file's length is looked at while it grows.
+const PAUSE_MIN: Duration = Duration::from_millis(2);
+/// ... and at most this long apart while it does not.
+const PAUSE_MAX: Duration = Duration::from_millis(64);
 
 /// What to run.
 pub(crate) struct Job {
@@ -41,8 +38,6 @@ pub(super) enum GenError {
     Idle(Duration),
     #[error("generation took longer than {0:?}")]
     Deadline(Duration),
-    #[error("reading git's output: {0}")]
-    Read(std::io::Error),
     #[error("writing the cache file: {0}")]
     Write(std::io::Error),
     #[error("git upload-pack failed: {0}")]
@@ -60,39 +55,37 @@ pub(crate) fn spawn<P: Send + 'static>(claim: Claim, job: Job, permits: P) {
         let (claim, result) = run(claim, job).await;
         drop(permits);
         metrics.packs_in_flight.dec();
-        match (claim, result) {
-            (Some(claim), Ok(bytes)) => {
+        match result {
+            Ok(bytes) => {
                 tracing::info!(key = %key, bytes, elapsed_ms = started.elapsed().as_millis() as u64, "pack cache: response generated");
                 claim.complete(started.elapsed());
             }
-            (claim, Err(e)) => {
+            Err(e) => {
                 tracing::warn!(key = %key, error = %e, "pack cache: generation failed; the response is not kept");
-                if let Some(claim) = claim {
-                    claim.fail();
-                }
+                claim.fail();
             }
-            // The copying thread panicked: the claim was dropped, which fails the entry.
-            (None, Ok(_)) => {}
         }
     });
 }
 
-/// Runs git and copies its answer into the claim's file: the claim back (`None` if the copying
-/// thread was lost) and the bytes written.
-async fn run(claim: Claim, job: Job) -> (Option<Claim>, Result<u64, GenError>) {
+/// Runs git with its stdout on the claim's file and follows the file's growth: the claim back
+/// (for the caller to complete or fail) and the bytes written.
+async fn run(mut claim: Claim, job: Job) -> (Claim, Result<u64, GenError>) {
     let limits = job.git.limits;
-    let proc = match job
-        .git
-        .spawn(&job.repo, job.service, job.view, job.protocol.as_deref())
-    {
-        Ok(p) => p,
-        Err(e) => return (Some(claim), Err(e.into())),
+    let out = match claim.file().try_clone() {
+        Ok(f) => f,
+        Err(e) => return (claim, Err(GenError::Write(e))),
     };
-    let crate::serve::GitProcess {
-        mut child,
-        stdin,
-        stdout,
-    } = proc;
+    let (mut child, stdin) = match job.git.spawn_into(
+        &job.repo,
+        job.service,
+        job.view,
+        job.protocol.as_deref(),
+        out,
+    ) {
+        Ok(p) => p,
+        Err(e) => return (claim, Err(e.into())),
+    };
     if let Some(mut stdin) = stdin {
         let request = job.request;
         tokio::spawn(async move {
@@ -102,112 +95,57 @@ async fn run(claim: Claim, job: Job) -> (Option<Claim>, Result<u64, GenError>) {
             // Dropping stdin closes it: upload-pack sees the end of the request.
         });
     }
-    // A larger pipe: git writes ahead in bigger pieces, and each read takes more. Best effort
-    // (the system's `pipe-max-size` may refuse it).
-    if let Err(e) = rustix::pipe::fcntl_setpipe_size(&stdout, PIPE) {
-        tracing::debug!(error = %e, "pack cache: keeping the default pipe size");
-    }
-    // git's stdout leaves the reactor: one blocking thread reads it and writes the file.
-    let copied = match stdout.into_owned_fd() {
-        Ok(fd) => {
-            let (idle, total) = (limits.idle, limits.total);
-            tokio::task::spawn_blocking(move || {
-                let mut claim = claim;
-                let r = copy(&fd, &mut claim, idle, total);
-                (claim, r)
-            })
-            .await
-            .map(|(c, r)| (Some(c), r))
-            .unwrap_or_else(|e| (None, Err(GenError::Read(std::io::Error::other(e)))))
-        }
-        Err(e) => (Some(claim), Err(GenError::Read(e))),
-    };
-    let (claim, outcome) = copied;
-    let written = match outcome {
-        Ok(n) => n,
-        Err(e) => {
-            if let Ok(None) = child.try_wait() {
-                kill_group(&child);
-            }
-            return (claim, Err(e));
-        }
-    };
-    let status = match tokio::time::timeout(EXIT_GRACE, child.wait()).await {
-        Ok(Ok(status)) if status.success() => Ok(written),
-        Ok(Ok(status)) => Err(GenError::Git(status.to_string())),
-        Ok(Err(e)) => Err(GenError::Git(e.to_string())),
-        Err(_) => {
+    let result = follow(&mut child, &mut claim, limits.idle, limits.total).await;
+    if result.is_err() {
+        if let Ok(None) = child.try_wait() {
             kill_group(&child);
-            Err(GenError::Git("did not exit after its output ended".into()))
         }
-    };
-    (claim, status)
+    }
+    (claim, result)
 }
 
-/// Copies git's stdout (`fd`) into the claim's file until its end, on a blocking thread: what
-/// git has ready is gathered (up to [`BATCH`]), written at the file's end and published to
-/// the readers, with the recent chunks they take from memory. No hand-off per batch: handing
-/// every write to the blocking pool and every pipe read to the reactor was a quarter of a
-/// cold generation's CPU in seedd (futex and wake-ups, in `perf`).
-pub(super) fn copy(
-    fd: &std::os::fd::OwnedFd,
+/// Publishes the growth of the claim's file, which `child` writes (its stdout), until the
+/// child exits: the bytes written if it succeeded. git writes the file itself, so a generation
+/// costs seedd no pipe read, no copy and no write; readers take the bytes from the page cache
+/// (`sendfile` or a mapping once finished, positional reads while written). The file's length
+/// is looked at every [`PAUSE_MIN`] while it grows, less often while it does not (up to
+/// [`PAUSE_MAX`]); a write error (a full disk) makes git fail, so the generation fails.
+pub(super) async fn follow(
+    child: &mut tokio::process::Child,
     claim: &mut Claim,
     idle: Duration,
     total: Duration,
 ) -> Result<u64, GenError> {
-    use rustix::event::{poll, PollFd, PollFlags, Timespec};
-    use rustix::io::Errno;
-    use std::os::unix::fs::FileExt;
-    // A total beyond what `Instant` can hold is no deadline.
-    let deadline = Instant::now().checked_add(total);
-    // Reads must not block: the idle and total limits are kept by `poll`.
-    rustix::io::ioctl_fionbio(fd, true).map_err(|e| GenError::Read(e.into()))?;
     let file = claim.file();
+    let started = Instant::now();
+    let mut grew = started;
+    let mut pause = PAUSE_MIN;
     let mut written = 0u64;
     loop {
-        let mut buf: Vec<u8> = Vec::with_capacity(BATCH);
-        let mut ended = false;
-        while buf.len() < BATCH {
-            buf.reserve(READ.min(BATCH - buf.len()));
-            match rustix::io::read(fd, rustix::buffer::spare_capacity(&mut buf)) {
-                Ok(0) => {
-                    ended = true;
-                    break;
-                }
-                Ok(_) => {}
-                Err(Errno::INTR) => {}
-                Err(Errno::AGAIN) if !buf.is_empty() => break,
-                Err(Errno::AGAIN) => {
-                    // Nothing ready: wait for git, within its idle and total limits.
-                    let left = deadline.map_or(Duration::MAX, |d| {
-                        d.saturating_duration_since(Instant::now())
-                    });
-                    if left.is_zero() {
-                        return Err(GenError::Deadline(total));
-                    }
-                    let wait = idle.min(left);
-                    let timeout = Timespec::try_from(wait).unwrap_or(Timespec {
-                        tv_sec: i64::MAX,
-                        tv_nsec: 0,
-                    });
-                    let mut fds = [PollFd::new(fd, PollFlags::IN)];
-                    match poll(&mut fds, Some(&timeout)) {
-                        Ok(0) if wait < idle => return Err(GenError::Deadline(total)),
-                        Ok(0) => return Err(GenError::Idle(idle)),
-                        Ok(_) | Err(Errno::INTR) => {}
-                        Err(e) => return Err(GenError::Read(e.into())),
-                    }
-                }
-                Err(e) => return Err(GenError::Read(e.into())),
-            }
+        let exited = tokio::select! {
+            status = child.wait() => Some(status),
+            () = tokio::time::sleep(pause) => None,
+        };
+        let len = file.metadata().map_err(GenError::Write)?.len();
+        if len > written {
+            claim.wrote(len - written);
+            written = len;
+            grew = Instant::now();
+            pause = PAUSE_MIN;
+        } else {
+            pause = (pause * 2).min(PAUSE_MAX);
         }
-        if !buf.is_empty() {
-            file.write_all_at(&buf, written).map_err(GenError::Write)?;
-            written += buf.len() as u64;
-            claim.wrote_chunk(Bytes::from(buf));
+        match exited {
+            Some(Ok(status)) if status.success() => return Ok(written),
+            Some(Ok(status)) => return Err(GenError::Git(status.to_string())),
+            Some(Err(e)) => return Err(GenError::Git(e.to_string())),
+            None => {}
         }
-        if ended {
-            return Ok(written);
+        if grew.elapsed() >= idle {
+            return Err(GenError::Idle(idle));
+        }
+        if started.elapsed() >= total {
+            return Err(GenError::Deadline(total));
         }
     }
 }

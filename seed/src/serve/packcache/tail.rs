@@ -3,11 +3,9 @@
 //! wait for more. A reader never ends cleanly unless the writer said `Complete`: a failed or
 //! vanished writer is an error, so a truncated response is never served as a whole one.
 //!
-//! While the file is written, a reader that keeps up with the generator takes its last chunks
-//! (up to 4 MiB) from memory, shared, as the generator wrote them. One that fell behind reads
-//! the file with positional reads in large chunks into owned buffers handed to the body as
-//! `Bytes` (one copy out of the page cache). A chunk is read on the reader's own task when the
-//! page cache holds it (`preadv2` with `RWF_NOWAIT`, which never waits for the disk: the file
+//! While the file is written (by git itself, [`super::generate`]), a reader reads it with
+//! positional reads in large chunks into owned buffers handed to the body as `Bytes` (one copy
+//! out of the page cache). A chunk is read on the reader's own task when the page cache holds it (`preadv2` with `RWF_NOWAIT`, which never waits for the disk: the file
 //! was just written, or is hot), and only the part that is not cached is read on the blocking
 //! pool. Once the file is finished, chunks are windows of its mapping ([`super::mapped`]),
 //! shared by the entry's readers: no copy, and pages the page cache lost are faulted in on the
@@ -15,10 +13,9 @@
 //! hot file sixteen times over; handing every 512 KiB chunk to the blocking pool and back was
 //! a third of what each follower cost (scheduler switches and wake-ups, in `perf`).
 
-use std::collections::VecDeque;
 use std::io;
 use std::os::unix::fs::FileExt;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use bytes::Bytes;
 use futures_util::Stream;
@@ -29,62 +26,10 @@ use crate::metrics::Metrics;
 
 /// Bytes read from the file at once (and handed to the body as one chunk).
 const CHUNK: u64 = 512 * 1024;
-/// The generator's last chunks kept in memory for readers that keep up with it.
-const RECENT_BYTES: usize = 4 * 1024 * 1024;
-
-/// What an entry's claim and readers share: the chunks the generator wrote last (readers that
-/// keep up take them from memory, not from the file), and the finished file's mapping.
+/// What an entry's readers share: the finished file's mapping.
 #[derive(Default)]
 pub(crate) struct Shared {
     map: MapSlot,
-    recent: Mutex<Recent>,
-}
-
-#[derive(Default)]
-struct Recent {
-    /// (offset in the file, bytes), in file order, at most [`RECENT_BYTES`] in all.
-    chunks: VecDeque<(u64, Bytes)>,
-    bytes: usize,
-}
-
-impl Shared {
-    fn recent(&self) -> std::sync::MutexGuard<'_, Recent> {
-        self.recent.lock().unwrap_or_else(|p| p.into_inner())
-    }
-
-    /// `chunk` was written to the file at `offset` (call before publishing it).
-    pub(crate) fn wrote(&self, offset: u64, chunk: Bytes) {
-        let mut r = self.recent();
-        r.bytes += chunk.len();
-        r.chunks.push_back((offset, chunk));
-        while r.bytes > RECENT_BYTES {
-            match r.chunks.pop_front() {
-                Some((_, c)) => r.bytes -= c.len(),
-                None => break,
-            }
-        }
-    }
-
-    /// The generation ended: readers take the rest from the file (or its mapping).
-    pub(crate) fn forget(&self) {
-        let mut r = self.recent();
-        r.chunks.clear();
-        r.bytes = 0;
-    }
-
-    /// The bytes at `offset` up to `available`, if a recent chunk holds them.
-    fn recent_at(&self, offset: u64, available: u64) -> Option<Bytes> {
-        let r = self.recent();
-        let (start, chunk) = r
-            .chunks
-            .iter()
-            .find(|(start, c)| *start <= offset && offset < start + c.len() as u64)?;
-        let from = usize::try_from(offset - start).ok()?;
-        let to = usize::try_from(available.saturating_sub(*start))
-            .ok()?
-            .min(chunk.len());
-        (from < to).then(|| chunk.slice(from..to))
-    }
 }
 
 /// What the writer of a cache file has done so far.
@@ -186,15 +131,13 @@ impl Tail {
             };
             if self.offset < available {
                 let len = (available - self.offset).min(CHUNK);
-                // What the generator just wrote, from memory; a finished file from its
-                // mapping; else read.
-                let recent = self.shared.recent_at(self.offset, available).map(Ok);
-                let chunk = match recent {
+                // A finished file from its mapping; else read.
+                let mapped = match complete {
+                    true => self.mapped_chunk(available, len).await,
+                    false => None,
+                };
+                let chunk = match mapped {
                     Some(c) => c,
-                    None if complete => match self.mapped_chunk(available, len).await {
-                        Some(c) => c,
-                        None => read_chunk(&self.file, self.offset, len, read_cached).await,
-                    },
                     None => read_chunk(&self.file, self.offset, len, read_cached).await,
                 };
                 let chunk = match chunk {
@@ -462,41 +405,6 @@ mod tests {
             let result = read_chunk(&file, 1000, CHUNK + 1, cached).await;
             assert!(matches!(result, Err(TailError::Short)), "not short");
         }
-    }
-
-    #[tokio::test]
-    async fn readers_that_keep_up_take_the_generators_chunks_from_memory() {
-        const MIB: usize = 1024 * 1024;
-        let dir = tempfile::tempdir().unwrap();
-        let (mut writer, mut tail, tx) = pair(dir.path());
-        // The file holds zeros and memory the real bytes: what the reader got says where from.
-        let real: Vec<u8> = (0..6 * MIB).map(|i| (i % 251) as u8 | 1).collect();
-        writer.write_all(&vec![0; real.len()]).unwrap();
-        for i in 0..6 {
-            let chunk = Bytes::copy_from_slice(&real[i * MIB..(i + 1) * MIB]);
-            tail.shared.wrote((i * MIB) as u64, chunk);
-        }
-        tx.send_replace(Progress::Writing(real.len() as u64 - 10));
-        let mut got = Vec::new();
-        while got.len() < real.len() - 10 {
-            got.extend_from_slice(&tail.next_chunk().await.unwrap().unwrap());
-        }
-        // Only the last 4 MiB stayed in memory; the reader never passes what was published.
-        assert_eq!(got.len(), real.len() - 10);
-        assert!(
-            got[..2 * MIB].iter().all(|b| *b == 0),
-            "the first 2 MiB from the file"
-        );
-        assert!(
-            got[2 * MIB..] == real[2 * MIB..real.len() - 10],
-            "the rest from memory"
-        );
-        // Once the generation ends, memory is let go.
-        tail.shared.forget();
-        tx.send_replace(Progress::Complete(real.len() as u64));
-        let (rest, err) = drain(&mut tail).await;
-        assert!(err.is_none(), "{err:?}");
-        assert_eq!(rest, vec![0; 10], "the end from the file");
     }
 
     #[tokio::test]

@@ -401,59 +401,77 @@ async fn reader_claims_with_permits_and_refusals_fail_the_entry() {
     assert!(first.is_none());
 }
 
-/// The copying thread: what git wrote, then its end, is the file and the readers' bytes; a
-/// git that says nothing for `idle` is an error, not a thread blocked forever.
+/// Following a process that writes the claim's file itself: every byte it wrote reaches the
+/// readers, while it writes and at its exit; a process that stays silent for `idle` is an
+/// error; one that fails is an error; nothing passes through seedd.
 #[tokio::test]
-async fn the_copy_keeps_what_git_wrote_and_gives_up_on_silence() {
+async fn the_generation_follows_what_git_writes_and_gives_up_on_silence() {
     let dir = tempfile::tempdir().unwrap();
     let (cache, _) = open(dir.path(), settings(1 << 30, true));
-    let Lookup::Claim(mut claim, tail) = cache.lookup(key(1)) else {
+    let writer = |claim: &Claim, script: &str| {
+        tokio::process::Command::new("sh")
+            .args(["-c", script])
+            .stdout(claim.file().try_clone().unwrap())
+            .kill_on_drop(true)
+            .spawn()
+            .unwrap()
+    };
+    // 40 pieces of 70,000 bytes, 5 ms apart: readers see it grow, then complete.
+    let Lookup::Claim(mut claim, mut tail) = cache.lookup(key(1)) else {
         panic!("expected a claim");
     };
-    let (rx, tx) = rustix::pipe::pipe().unwrap();
-    let data: Vec<u8> = (0..3_000_000u32).map(|i| (i % 253) as u8).collect();
-    let writer = {
-        let data = data.clone();
-        std::thread::spawn(move || {
-            let mut w = std::fs::File::from(tx);
-            for piece in data.chunks(70_000) {
-                w.write_all(piece).unwrap();
-                std::thread::sleep(Duration::from_micros(200));
-            }
-        })
-    };
-    let reader = tokio::spawn(read_all(tail));
-    let copied = tokio::task::spawn_blocking(move || {
-        let r = generate::copy(
-            &rx,
-            &mut claim,
-            Duration::from_secs(10),
-            Duration::from_secs(60),
-        );
-        (claim, r)
+    let mut child = writer(
+        &claim,
+        "i=0; while [ $i -lt 40 ]; do head -c 70000 /dev/zero | tr '\\0' x; sleep 0.005; i=$((i+1)); done",
+    );
+    let first = tokio::spawn(async move {
+        tail.ready().await.unwrap();
+        let first = tail.next_chunk().await.unwrap().unwrap().len();
+        (first, read_all(tail).await)
     });
-    let (claim, r) = copied.await.unwrap();
-    writer.join().unwrap();
-    assert_eq!(r.unwrap(), data.len() as u64);
+    let r = generate::follow(
+        &mut child,
+        &mut claim,
+        Duration::from_secs(10),
+        Duration::from_secs(60),
+    )
+    .await;
+    assert_eq!(r.unwrap(), 40 * 70_000);
     claim.complete(Duration::from_millis(1));
-    assert!(reader.await.unwrap().unwrap() == data);
+    let (first, rest) = first.await.unwrap();
+    let rest = rest.unwrap();
+    assert!(first < 40 * 70_000, "the reader started before the end");
+    assert_eq!(first + rest.len(), 40 * 70_000);
+    assert!(rest.iter().all(|b| *b == b'x'));
 
+    // Silent for longer than `idle`.
     let Lookup::Claim(mut claim, _) = cache.lookup(key(2)) else {
         panic!("expected a claim");
     };
-    let (rx, tx) = rustix::pipe::pipe().unwrap();
+    let mut child = writer(&claim, "printf abc; sleep 30");
     let started = std::time::Instant::now();
-    let r = tokio::task::spawn_blocking(move || {
-        generate::copy(
-            &rx,
-            &mut claim,
-            Duration::from_millis(300),
-            Duration::from_secs(60),
-        )
-    })
-    .await
-    .unwrap();
+    let r = generate::follow(
+        &mut child,
+        &mut claim,
+        Duration::from_millis(300),
+        Duration::from_secs(60),
+    )
+    .await;
     assert!(matches!(r, Err(generate::GenError::Idle(_))), "{r:?}");
     assert!(started.elapsed() >= Duration::from_millis(300));
-    drop(tx);
+    assert!(started.elapsed() < Duration::from_secs(20));
+
+    // A failing process.
+    let Lookup::Claim(mut claim, _) = cache.lookup(key(3)) else {
+        panic!("expected a claim");
+    };
+    let mut child = writer(&claim, "printf abc; exit 3");
+    let r = generate::follow(
+        &mut child,
+        &mut claim,
+        Duration::from_secs(10),
+        Duration::from_secs(60),
+    )
+    .await;
+    assert!(matches!(r, Err(generate::GenError::Git(_))), "{r:?}");
 }
