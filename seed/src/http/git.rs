@@ -418,12 +418,16 @@ async fn upload_pack(
 ) -> Result<Response, Refusal> {
     let headers = req.headers().clone();
     let headers = &headers;
-    // Cache hits on a plain HTTP/1 connection go out with sendfile.
+    // Cache files on a plain HTTP/1 connection go out with sendfile (a growing one only over
+    // HTTP/1.1, which can frame it in chunks).
     let splicer = match req.version() {
-        axum::http::Version::HTTP_10 | axum::http::Version::HTTP_11 => req
+        v @ (axum::http::Version::HTTP_10 | axum::http::Version::HTTP_11) => req
             .extensions()
             .get::<crate::http::splice::Splicer>()
-            .cloned(),
+            .map(|s| packs::Splice {
+                splicer: s.clone(),
+                chunked: v == axum::http::Version::HTTP_11,
+            }),
         _ => None,
     };
     if headers

@@ -18,6 +18,13 @@
 //!    bytes of the file with `sendfile` instead, reporting each call's count as written, and
 //!    writes everything after them (the next response) normally.
 //!
+//! A file still being written (a generation in progress) goes out the same way over HTTP/1.1,
+//! chunked ([`Splicer::growing_body`]): the body yields placeholders as the file grows, hyper
+//! frames each frame as a chunk (`{size:X}\r\n`, data, `\r\n`; `0\r\n\r\n` at the end), and
+//! the IO follows that framing ([`Chunks`]): the size lines and line ends are written as they
+//! are (with `MSG_MORE` when data follow), each chunk's data is sent from the file. Framing it
+//! does not expect is an error, not a guess.
+//!
 //! Only byte counts cross from hyper to the IO: however hyper buffers, copies or splits the
 //! placeholders, the file's bytes go out exactly where they belong. A body dropped before it
 //! yielded everything (the client left) poisons the slot: hyper closes such a connection
@@ -28,8 +35,9 @@
 //! reader in `packcache::tail`) is first read on the blocking pool. Cache files were just
 //! written or are hot, so that is the exception.
 //!
-//! TLS connections, HTTP/2 and Radicle streams get the copying reader: their bytes are
-//! encrypted or framed in user space anyway.
+//! TLS connections, HTTP/2 and Radicle streams get the reading follower (a finished file's
+//! mapping, or copies of a growing one's bytes): their bytes are encrypted or framed in user
+//! space anyway. So does an HTTP/1.0 request for a file still being written (no chunks).
 
 use std::fs::File;
 use std::future::Future as _;
@@ -50,7 +58,7 @@ use crate::metrics::Metrics;
 use crate::serve::packcache::tail::resident;
 
 /// What the body hands hyper in place of the file's bytes (never sent).
-static PLACEHOLDER: [u8; 256 * 1024] = [0; 256 * 1024];
+static PLACEHOLDER: [u8; 1024 * 1024] = [0; 1024 * 1024];
 /// Bytes sent by one `sendfile` call at most (and probed for residency at once).
 const MAX_SENDFILE: u64 = 2 * 1024 * 1024;
 
@@ -76,7 +84,8 @@ struct Slot {
 struct Pending {
     id: u64,
     file: Arc<File>,
-    len: u64,
+    /// `None`: chunked, as long as the body yields.
+    len: Option<u64>,
     waker: Waker,
     metrics: Option<Arc<Metrics>>,
 }
@@ -93,12 +102,42 @@ impl Splicer {
         len: u64,
         metrics: Option<Arc<Metrics>>,
     ) -> SpliceBody {
+        self.new_body(file, Framing::Length { left: len }, len, metrics)
+    }
+
+    /// A body that sends `file` as it is written, chunked (HTTP/1.1 only): `lengths` says how
+    /// much of it is written, each time that grows, and when it is whole
+    /// ([`Tail::into_lengths`](crate::serve::packcache::Tail::into_lengths)). No
+    /// `Content-Length`: hyper frames it, and [`SpliceIo`] sends each chunk's bytes from the
+    /// file.
+    pub(crate) fn growing_body(
+        &self,
+        file: Arc<File>,
+        lengths: Lengths,
+        metrics: Option<Arc<Metrics>>,
+    ) -> SpliceBody {
+        let framing = Framing::Growing {
+            lengths,
+            sent: 0,
+            written: 0,
+            whole: false,
+        };
+        self.new_body(file, framing, 0, metrics)
+    }
+
+    fn new_body(
+        &self,
+        file: Arc<File>,
+        framing: Framing,
+        len: u64,
+        metrics: Option<Arc<Metrics>>,
+    ) -> SpliceBody {
         SpliceBody {
             slot: self.slot.clone(),
             id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
             state: BodyState::Start { file, metrics },
             len,
-            left: len,
+            framing,
         }
     }
 
@@ -122,21 +161,65 @@ enum BodyState {
     Sending,
 }
 
-/// A response body of `len` placeholder bytes that the connection's [`SpliceIo`] replaces
-/// with the file's (module docs). The response must carry `Content-Length: len`.
+/// How much of a growing file is written: `(bytes, whole)` each time that grows.
+pub(crate) type Lengths = Pin<Box<dyn Stream<Item = Result<(u64, bool), io::Error>> + Send>>;
+
+/// How a body's placeholders are counted.
+enum Framing {
+    /// `Content-Length` framing: this many placeholders still to yield.
+    Length { left: u64 },
+    /// Chunked, following the file as it is written.
+    Growing {
+        lengths: Lengths,
+        /// Placeholders yielded.
+        sent: u64,
+        /// Bytes known to be in the file.
+        written: u64,
+        /// `written` is the whole file.
+        whole: bool,
+    },
+}
+
+impl Framing {
+    /// Every placeholder was yielded.
+    fn finished(&self) -> bool {
+        match self {
+            Framing::Length { left } => *left == 0,
+            Framing::Growing {
+                sent,
+                written,
+                whole,
+                ..
+            } => *whole && sent == written,
+        }
+    }
+}
+
+/// A response body of placeholder bytes that the connection's [`SpliceIo`] replaces with the
+/// file's (module docs): `len` of them with `Content-Length: len` ([`Splicer::body`]), or as
+/// many as the file grows, chunked ([`Splicer::growing_body`]).
 pub(crate) struct SpliceBody {
     slot: Arc<Mutex<Slot>>,
     id: u64,
     state: BodyState,
     len: u64,
-    left: u64,
+    framing: Framing,
 }
 
 impl SpliceBody {
-    /// The body's length (its `Content-Length`).
-    pub(crate) fn content_length(&self) -> u64 {
-        self.len
+    /// The body's length (its `Content-Length`); `None` for a growing file.
+    pub(crate) fn content_length(&self) -> Option<u64> {
+        match self.framing {
+            Framing::Length { .. } => Some(self.len),
+            Framing::Growing { .. } => None,
+        }
     }
+}
+
+/// The next `n` (at most the placeholder buffer's length) placeholder bytes.
+fn placeholders(n: u64) -> Bytes {
+    let n = n.min(PLACEHOLDER.len() as u64) as usize; // ≤ PLACEHOLDER.len()
+    Bytes::from_static(&PLACEHOLDER[..n])
 }
 
 impl Stream for SpliceBody {
@@ -147,7 +230,7 @@ impl Stream for SpliceBody {
         loop {
             match &this.state {
                 BodyState::Start { file, metrics } => {
-                    if this.len == 0 {
+                    if matches!(this.framing, Framing::Length { left: 0 }) {
                         this.state = BodyState::Sending;
                         continue;
                     }
@@ -160,7 +243,7 @@ impl Stream for SpliceBody {
                     slot.pending = Some(Pending {
                         id: this.id,
                         file: file.clone(),
-                        len: this.len,
+                        len: this.content_length(),
                         waker: cx.waker().clone(),
                         metrics: metrics.clone(),
                     });
@@ -190,13 +273,41 @@ impl Stream for SpliceBody {
                     }
                 }
                 BodyState::Sending => {
-                    if this.left == 0 {
-                        return Poll::Ready(None);
-                    }
-                    let n = this.left.min(PLACEHOLDER.len() as u64);
-                    this.left -= n;
-                    let n = n as usize; // ≤ PLACEHOLDER.len()
-                    return Poll::Ready(Some(Ok(Bytes::from_static(&PLACEHOLDER[..n]))));
+                    return match &mut this.framing {
+                        Framing::Length { left: 0 } => Poll::Ready(None),
+                        Framing::Length { left } => {
+                            let chunk = placeholders(*left);
+                            *left -= chunk.len() as u64;
+                            Poll::Ready(Some(Ok(chunk)))
+                        }
+                        Framing::Growing {
+                            lengths,
+                            sent,
+                            written,
+                            whole,
+                        } => loop {
+                            if sent < written {
+                                let chunk = placeholders(*written - *sent);
+                                *sent += chunk.len() as u64;
+                                break Poll::Ready(Some(Ok(chunk)));
+                            }
+                            if *whole {
+                                break Poll::Ready(None);
+                            }
+                            match ready!(lengths.as_mut().poll_next(cx)) {
+                                Some(Ok((n, w))) => {
+                                    *written = n.max(*written);
+                                    *whole = w;
+                                }
+                                Some(Err(e)) => break Poll::Ready(Some(Err(e))),
+                                None => {
+                                    break Poll::Ready(Some(Err(io::Error::other(
+                                        "the cache file's writer went away",
+                                    ))))
+                                }
+                            }
+                        },
+                    };
                 }
             }
         }
@@ -219,7 +330,7 @@ impl Drop for SpliceBody {
                 }
             }
             BodyState::Sending => {
-                if self.left > 0 {
+                if !self.framing.finished() {
                     slot.broken = true;
                 }
             }
@@ -231,8 +342,56 @@ impl Drop for SpliceBody {
 struct Active {
     file: Arc<File>,
     offset: u64,
-    end: u64,
+    /// `Some`: the placeholders are the next `end - offset` bytes hyper writes. `None`: hyper
+    /// writes them chunked, and `chunks` tells them from the framing around them.
+    end: Option<u64>,
+    chunks: Chunks,
     metrics: Option<Arc<Metrics>>,
+}
+
+/// Where a chunked body (RFC 9112 §7.1, as hyper writes it: `{size:X}\r\n`, data, `\r\n`;
+/// a last chunk of size 0 and no trailers) stands: the data are placeholders, the rest is sent
+/// as it is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Chunks {
+    /// In a chunk-size line: the size so far.
+    Size(u64),
+    /// After the size line's `\r`.
+    SizeLf(u64),
+    /// Placeholders of the current chunk still to come.
+    Data(u64),
+    /// The `\r\n` after a chunk's data.
+    DataCr,
+    DataLf,
+    /// The empty line after the last chunk.
+    EndCr,
+    EndLf,
+    /// The body is over.
+    Done,
+}
+
+impl Chunks {
+    /// The state after framing byte `b`; `None` if hyper wrote something unexpected.
+    fn step(self, b: u8) -> Option<Chunks> {
+        Some(match (self, b) {
+            (Chunks::Size(n), b'\r') => Chunks::SizeLf(n),
+            (Chunks::Size(n), _) => {
+                let d = u64::from(char::from(b).to_digit(16)?);
+                Chunks::Size(n.checked_mul(16)?.checked_add(d)?)
+            }
+            (Chunks::SizeLf(0), b'\n') => Chunks::EndCr,
+            (Chunks::SizeLf(n), b'\n') => Chunks::Data(n),
+            (Chunks::DataCr, b'\r') => Chunks::DataLf,
+            (Chunks::DataLf, b'\n') => Chunks::Size(0),
+            (Chunks::EndCr, b'\r') => Chunks::EndLf,
+            (Chunks::EndLf, b'\n') => Chunks::Done,
+            _ => return None,
+        })
+    }
+}
+
+fn framing_error() -> io::Error {
+    io::Error::other("unexpected chunk framing around a spliced body")
 }
 
 /// A plain TCP connection's IO for hyper that can splice a cache file into the byte stream
@@ -258,7 +417,12 @@ impl SpliceIo {
             let Some(active) = &mut self.active else {
                 return Poll::Ready(Err(io::Error::other("no active splice")));
             };
-            let count = want.min(active.end - active.offset).min(MAX_SENDFILE);
+            let left = match (active.end, active.chunks) {
+                (Some(end), _) => end - active.offset,
+                (None, Chunks::Data(n)) => n,
+                (None, _) => return Poll::Ready(Err(framing_error())),
+            };
+            let count = want.min(left).min(MAX_SENDFILE);
             if !resident(&active.file, active.offset, count) {
                 let (file, offset) = (active.file.clone(), active.offset);
                 self.warming = Some(tokio::task::spawn_blocking(move || {
@@ -286,8 +450,15 @@ impl SpliceIo {
                         m.pack_cache.served_bytes.inc_by(n as u64);
                         m.pack_cache.sendfile_bytes.inc_by(n as u64);
                     }
-                    if active.offset == active.end {
-                        self.active = None;
+                    match (active.end, &mut active.chunks) {
+                        (Some(end), _) if active.offset == end => self.active = None,
+                        (None, chunks @ Chunks::Data(_)) => {
+                            *chunks = match *chunks {
+                                Chunks::Data(k) if k > n as u64 => Chunks::Data(k - n as u64),
+                                _ => Chunks::DataCr,
+                            };
+                        }
+                        _ => {}
                     }
                     return Poll::Ready(Ok(n));
                 }
@@ -296,6 +467,54 @@ impl SpliceIo {
                 Err(e) => return Poll::Ready(Err(e)),
             }
         }
+    }
+}
+
+impl SpliceIo {
+    /// Writes the chunk framing at the start of `bufs` (up to the next placeholders, or the
+    /// end of the body) as it is. With placeholders right after it, the kernel is told more
+    /// follows (`MSG_MORE`), so that a chunk's size line leaves with its data.
+    fn poll_framing(
+        &mut self,
+        cx: &mut Context<'_>,
+        mut chunks: Chunks,
+        bufs: &[IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        let mut line = [0u8; 64];
+        let mut len = 0;
+        for &b in bufs.iter().flat_map(|b| b.iter()) {
+            if matches!(chunks, Chunks::Data(_) | Chunks::Done) || len == line.len() {
+                break;
+            }
+            chunks = chunks.step(b).ok_or_else(framing_error)?;
+            line[len] = b;
+            len += 1;
+        }
+        let flags = match chunks {
+            Chunks::Data(_) => rustix::net::SendFlags::MORE,
+            _ => rustix::net::SendFlags::empty(),
+        };
+        let n = loop {
+            ready!(self.stream.poll_write_ready(cx))?;
+            let sent = self.stream.try_io(Interest::WRITABLE, || {
+                rustix::net::send(&self.stream, &line[..len], flags).map_err(io::Error::from)
+            });
+            match sent {
+                Ok(n) => break n,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => continue,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) => return Poll::Ready(Err(e)),
+            }
+        };
+        if let Some(active) = &mut self.active {
+            for &b in &line[..n] {
+                active.chunks = active.chunks.step(b).ok_or_else(framing_error)?;
+            }
+            if active.chunks == Chunks::Done {
+                self.active = None;
+            }
+        }
+        Poll::Ready(Ok(n))
     }
 }
 
@@ -358,8 +577,14 @@ impl AsyncWrite for SpliceIo {
         if total == 0 {
             return Poll::Ready(Ok(0));
         }
-        // The placeholders come first; what follows them is written by a later call.
-        this.poll_splice(cx, total)
+        match this.active.as_ref().map(|a| (a.end, a.chunks)) {
+            Some((None, Chunks::Data(_))) | Some((Some(_), _)) => {
+                // The placeholders come first; what follows them is written by a later call.
+                this.poll_splice(cx, total)
+            }
+            Some((None, chunks)) => this.poll_framing(cx, chunks, bufs),
+            None => Poll::Ready(Err(io::Error::other("no active splice"))),
+        }
     }
 
     fn is_write_vectored(&self) -> bool {
@@ -383,6 +608,7 @@ impl AsyncWrite for SpliceIo {
                 file: p.file,
                 offset: 0,
                 end: p.len,
+                chunks: Chunks::Size(0),
                 metrics: p.metrics,
             });
             slot.armed = Some(p.id);
@@ -425,6 +651,31 @@ mod tests {
         std::net::SocketAddr,
         tokio::task::JoinHandle<Result<(), hyper::Error>>,
     ) {
+        serve_one(move |path, splicer| {
+            let (_, file, len) = files.iter().find(|(p, _, _)| *p == path)?;
+            let body = splicer.body(file.clone(), *len, None);
+            let body: BoxStream = if path == "/gone" {
+                Box::pin(futures_util::StreamExt::take(body, 1))
+            } else {
+                Box::pin(body)
+            };
+            Some((body, Some(*len)))
+        })
+        .await
+    }
+
+    /// Serves one connection: `route` answers a path with a body (and its length, if known),
+    /// anything else is "hello".
+    async fn serve_one(
+        route: impl Fn(&str, &Splicer) -> Option<(BoxStream, Option<u64>)>
+            + Clone
+            + Send
+            + Sync
+            + 'static,
+    ) -> (
+        std::net::SocketAddr,
+        tokio::task::JoinHandle<Result<(), hyper::Error>>,
+    ) {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
         let task = tokio::spawn(async move {
@@ -433,22 +684,15 @@ mod tests {
             let io = hyper_util::rt::TokioIo::new(splicer.io(stream));
             let service = hyper::service::service_fn(move |req: hyper::Request<_>| {
                 let splicer = splicer.clone();
-                let files = files.clone();
+                let route = route.clone();
                 async move {
-                    let path = req.uri().path().to_owned();
-                    let resp = match files.iter().find(|(p, _, _)| *p == path) {
-                        Some((_, file, len)) => {
-                            let body = splicer.body(file.clone(), *len, None);
-                            let n = body.content_length();
-                            let body: BoxStream = if path == "/gone" {
-                                Box::pin(futures_util::StreamExt::take(body, 1))
-                            } else {
-                                Box::pin(body)
-                            };
-                            hyper::Response::builder()
-                                .header("content-length", n)
-                                .body(axum::body::Body::from_stream(body))
-                                .unwrap()
+                    let resp = match route(req.uri().path(), &splicer) {
+                        Some((body, len)) => {
+                            let mut resp = hyper::Response::builder();
+                            if let Some(n) = len {
+                                resp = resp.header("content-length", n);
+                            }
+                            resp.body(axum::body::Body::from_stream(body)).unwrap()
                         }
                         None => hyper::Response::new(axum::body::Body::from("hello")),
                     };
@@ -553,7 +797,7 @@ mod tests {
     #[tokio::test]
     async fn a_body_that_ends_early_ends_the_connection_not_the_framing() {
         let dir = tempfile::tempdir().unwrap();
-        let (g, g_data) = file(dir.path(), "g", 1024 * 1024, false);
+        let (g, g_data) = file(dir.path(), "g", 3 * PLACEHOLDER.len(), false);
         let (addr, server) = server(vec![("/gone", g.clone(), g_data.len() as u64)]).await;
         let mut c = tokio::net::TcpStream::connect(addr).await.unwrap();
         c.write_all(b"GET /gone HTTP/1.1\r\nhost: x\r\n\r\nGET /plain HTTP/1.1\r\nhost: x\r\n\r\n")
@@ -567,5 +811,172 @@ mod tests {
         assert!(body.len() <= PLACEHOLDER.len(), "{} bytes", body.len());
         assert_eq!(body, &g_data[..body.len()]);
         assert!(server.await.unwrap().is_err());
+    }
+
+    /// Reads one chunked response: its head, then the chunks decoded, up to the last one.
+    async fn chunked_response(c: &mut tokio::net::TcpStream, pending: &mut Vec<u8>) -> Vec<u8> {
+        let mut buf = vec![0u8; 64 * 1024];
+        let line_end = |pending: &Vec<u8>, from: usize| {
+            pending[from..]
+                .windows(2)
+                .position(|w| w == b"\r\n")
+                .map(|i| from + i)
+        };
+        let mut body = Vec::new();
+        let mut at;
+        // The head.
+        loop {
+            if let Some(i) = pending.windows(4).position(|w| w == b"\r\n\r\n") {
+                let head = String::from_utf8_lossy(&pending[..i]).to_lowercase();
+                assert!(head.starts_with("http/1.1 200"), "{head}");
+                assert!(head.contains("transfer-encoding: chunked"), "{head}");
+                assert!(!head.contains("content-length"), "{head}");
+                at = i + 4;
+                break;
+            }
+            let n = c.read(&mut buf).await.unwrap();
+            assert!(n > 0, "closed before a head");
+            pending.extend_from_slice(&buf[..n]);
+        }
+        loop {
+            let Some(end) = line_end(pending, at) else {
+                let n = c.read(&mut buf).await.unwrap();
+                assert!(n > 0, "closed inside a chunked body");
+                pending.extend_from_slice(&buf[..n]);
+                continue;
+            };
+            let size =
+                usize::from_str_radix(std::str::from_utf8(&pending[at..end]).unwrap(), 16).unwrap();
+            while pending.len() < end + 2 + size + 2 {
+                let n = c.read(&mut buf).await.unwrap();
+                assert!(n > 0, "closed inside a chunk");
+                pending.extend_from_slice(&buf[..n]);
+            }
+            assert_eq!(&pending[end + 2 + size..end + 4 + size], b"\r\n");
+            body.extend_from_slice(&pending[end + 2..end + 2 + size]);
+            at = end + 4 + size;
+            if size == 0 {
+                pending.drain(..at);
+                return body;
+            }
+        }
+    }
+
+    /// A file written while it is sent: chunked, each chunk's bytes from the file, the end
+    /// only once the writer says it is whole; the next response on the connection is intact.
+    #[tokio::test]
+    async fn a_growing_file_goes_out_chunked_and_what_follows_is_intact() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("g");
+        let mut writer = File::create(&path).unwrap();
+        let file = Arc::new(File::open(&path).unwrap());
+        let data: Vec<u8> = (0..5 * 1024 * 1024 + 77)
+            .map(|i| (i * 13 % 251) as u8)
+            .collect();
+        let (tx, rx) = tokio::sync::mpsc::unbounded_channel::<Result<(u64, bool), io::Error>>();
+        let rx = Arc::new(Mutex::new(Some(rx)));
+        let (addr, server) = serve_one(move |path, splicer| {
+            if path != "/grow" {
+                return None;
+            }
+            let rx = rx.lock().unwrap().take()?;
+            let lengths: Lengths = Box::pin(tokio_stream_from(rx));
+            Some((
+                Box::pin(splicer.growing_body(file.clone(), lengths, None)) as BoxStream,
+                None,
+            ))
+        })
+        .await;
+        let mut c = tokio::net::TcpStream::connect(addr).await.unwrap();
+        c.write_all(b"GET /grow HTTP/1.1\r\nhost: x\r\n\r\nGET /plain HTTP/1.1\r\nhost: x\r\n\r\n")
+            .await
+            .unwrap();
+        let feed = {
+            let data = data.clone();
+            tokio::spawn(async move {
+                let mut written = 0u64;
+                for piece in data.chunks(300_001) {
+                    writer.write_all(piece).unwrap();
+                    written += piece.len() as u64;
+                    let whole = written == data.len() as u64;
+                    tx.send(Ok((written, whole))).unwrap();
+                    tokio::time::sleep(std::time::Duration::from_millis(3)).await;
+                }
+            })
+        };
+        let mut pending = Vec::new();
+        let got = chunked_response(&mut c, &mut pending).await;
+        assert!(got == data, "{} bytes of {}", got.len(), data.len());
+        assert_eq!(response(&mut c, &mut pending, false).await, b"hello");
+        feed.await.unwrap();
+        drop(c);
+        server.await.unwrap().unwrap();
+    }
+
+    /// A writer that fails: the connection ends without the last chunk, so the client sees a
+    /// truncated body, never a whole one, and nothing after it.
+    #[tokio::test]
+    async fn a_growing_file_whose_writer_fails_ends_the_connection() {
+        let dir = tempfile::tempdir().unwrap();
+        let (g, g_data) = file(dir.path(), "g", 1024 * 1024, false);
+        let (tx, rx) = tokio::sync::mpsc::unbounded_channel::<Result<(u64, bool), io::Error>>();
+        tx.send(Ok((1000, false))).unwrap();
+        tx.send(Err(io::Error::other("failed"))).unwrap();
+        let rx = Arc::new(Mutex::new(Some(rx)));
+        let (addr, server) = serve_one(move |path, splicer| {
+            if path != "/grow" {
+                return None;
+            }
+            let rx = rx.lock().unwrap().take()?;
+            let lengths: Lengths = Box::pin(tokio_stream_from(rx));
+            Some((
+                Box::pin(splicer.growing_body(g.clone(), lengths, None)) as BoxStream,
+                None,
+            ))
+        })
+        .await;
+        let mut c = tokio::net::TcpStream::connect(addr).await.unwrap();
+        c.write_all(b"GET /grow HTTP/1.1\r\nhost: x\r\n\r\nGET /plain HTTP/1.1\r\nhost: x\r\n\r\n")
+            .await
+            .unwrap();
+        let mut got = Vec::new();
+        c.read_to_end(&mut got).await.unwrap();
+        let head_end = got.windows(4).position(|w| w == b"\r\n\r\n").unwrap() + 4;
+        let body = &got[head_end..];
+        // At most the chunk of the 1,000 written bytes (hyper may drop it with the connection),
+        // then nothing: no last chunk, no "hello".
+        let mut expected = b"3E8\r\n".to_vec();
+        expected.extend_from_slice(&g_data[..1000]);
+        expected.extend_from_slice(b"\r\n");
+        assert!(
+            expected.starts_with(body),
+            "{:?}",
+            &body[..body.len().min(10)]
+        );
+        assert!(!got.windows(5).any(|w| w == b"hello"));
+        drop(server);
+    }
+
+    fn tokio_stream_from<T: Send + 'static>(
+        mut rx: tokio::sync::mpsc::UnboundedReceiver<T>,
+    ) -> impl Stream<Item = T> + Send {
+        futures_util::stream::poll_fn(move |cx| rx.poll_recv(cx))
+    }
+
+    #[test]
+    fn chunk_framing_is_followed_and_anything_else_is_refused() {
+        let mut c = Chunks::Size(0);
+        for &b in b"1A\r\n" {
+            c = c.step(b).unwrap();
+        }
+        assert_eq!(c, Chunks::Data(26));
+        let mut c = Chunks::DataCr;
+        for &b in b"\r\n0\r\n\r\n" {
+            c = c.step(b).unwrap();
+        }
+        assert_eq!(c, Chunks::Done);
+        assert_eq!(Chunks::Size(0).step(b'x'), None);
+        assert_eq!(Chunks::DataCr.step(b'x'), None);
+        assert_eq!(Chunks::Size(u64::MAX).step(b'f'), None);
     }
 }

@@ -20,16 +20,18 @@ use futures_util::Stream;
 use super::{finish_hook, no_cache, pack_permits, refs, Egress, Endpoint};
 use crate::crypto::RepoId;
 use crate::http::refusal::Refusal;
-use crate::http::splice::{SpliceBody, Splicer};
+use crate::http::splice::Splicer;
 use crate::http::HttpState;
 use crate::serve::packcache::generate::Job;
 use crate::serve::packcache::{self, Key, Normalised, PackCache};
 use crate::serve::{self, Service, View};
 
-/// How long a reader on plain HTTP/1 waits for a generation to finish before it follows the
-/// file as it grows: a response git writes within this time (most clones) then goes out with
-/// sendfile, sparing seedd a copy of every byte; a longer one starts flowing after it.
-const SPLICE_WAIT: std::time::Duration = std::time::Duration::from_millis(250);
+/// A plain HTTP/1 connection's splicer, for a request whose response may be chunked (HTTP/1.1)
+/// or not (HTTP/1.0).
+pub(super) struct Splice {
+    pub splicer: Splicer,
+    pub chunked: bool,
+}
 
 /// The request `body` (whole) answered through `cache`, or `None` to ask git directly.
 #[allow(clippy::too_many_arguments)]
@@ -42,7 +44,7 @@ pub(super) async fn serve(
     protocol: Option<&str>,
     body: &[u8],
     egress: Egress,
-    splicer: Option<&Splicer>,
+    splice: Option<&Splice>,
 ) -> Result<Option<Response>, Refusal> {
     let started = Instant::now();
     let v2 = serve::is_v2(protocol);
@@ -67,24 +69,24 @@ pub(super) async fn serve(
     };
     // A claim takes this repository's pack permit, then a global pack slot (as a direct answer).
     let permits = || pack_permits(state, &rid);
-    let Some(mut tail) = packcache::reader(cache, key, job, permits).await? else {
+    let Some(tail) = packcache::reader(cache, key, job, permits).await? else {
         return Ok(None);
     };
     let label = if v2 { "v2" } else { "v0" };
-    // Over plain HTTP/1 a generation that finishes soon is waited for, so that the whole
-    // response goes out with sendfile (with its length) rather than chunk by chunk.
-    if splicer.is_some() && tail.whole().is_none() {
-        tail.finished_within(SPLICE_WAIT).await;
-    }
-    // A finished file over plain HTTP/1 is sent with sendfile; anything else is read.
-    let spliced = match (splicer, tail.whole()) {
-        (Some(s), Some((file, len))) => Some(s.body(file, len, Some(state.metrics.clone()))),
-        _ => None,
-    };
-    let length = spliced.as_ref().map(SpliceBody::content_length);
-    let inner: BodyStream = match spliced {
-        Some(body) => Box::pin(body),
-        None => Box::pin(tail.into_stream()),
+    // A file over plain HTTP/1 is sent with sendfile (whole with its length, or chunked as it
+    // grows); anything else is read.
+    let metrics = Some(state.metrics.clone());
+    let (inner, length): (BodyStream, _) = match (splice, tail.whole()) {
+        (Some(s), Some((file, len))) => (Box::pin(s.splicer.body(file, len, metrics)), Some(len)),
+        (Some(s), None) if s.chunked => {
+            let file = tail.file();
+            let lengths = futures_util::StreamExt::map(tail.into_lengths(), |r| {
+                r.map_err(std::io::Error::other)
+            });
+            let body = s.splicer.growing_body(file, Box::pin(lengths), metrics);
+            (Box::pin(body), None)
+        }
+        _ => (Box::pin(tail.into_stream()), None),
     };
     let out = Counted {
         inner,
@@ -107,7 +109,7 @@ pub(super) async fn serve(
         HeaderValue::from_static("application/x-git-upload-pack-result"),
     );
     if let Some(len) = length {
-        // Spliced bytes are framed by their length (`http::splice`), never chunked.
+        // A whole file's spliced bytes are framed by their length (`http::splice`).
         h.insert(header::CONTENT_LENGTH, HeaderValue::from(len));
     }
     no_cache(h);

@@ -17,6 +17,10 @@ use crate::serve::{GitServer, Service, View};
 const PAUSE_MIN: Duration = Duration::from_millis(2);
 /// ... and at most this long apart while it does not.
 const PAUSE_MAX: Duration = Duration::from_millis(64);
+/// Growth published to the readers at once, at least ...
+const PUBLISH_BYTES: u64 = 1024 * 1024;
+/// ... unless this long passed since the last time.
+const PUBLISH_EVERY: Duration = Duration::from_millis(20);
 
 /// What to run.
 pub(crate) struct Job {
@@ -109,7 +113,9 @@ async fn run(mut claim: Claim, job: Job) -> (Claim, Result<u64, GenError>) {
 /// costs seedd no pipe read, no copy and no write; readers take the bytes from the page cache
 /// (`sendfile` or a mapping once finished, positional reads while written). The file's length
 /// is looked at every [`PAUSE_MIN`] while it grows, less often while it does not (up to
-/// [`PAUSE_MAX`]); a write error (a full disk) makes git fail, so the generation fails.
+/// [`PAUSE_MAX`]), and published to the readers by [`PUBLISH_BYTES`] or after
+/// [`PUBLISH_EVERY`] (each publication wakes every follower: a few large steps cost them less
+/// than many small ones). A write error (a full disk) makes git fail, so the generation fails.
 pub(super) async fn follow(
     child: &mut tokio::process::Child,
     claim: &mut Claim,
@@ -118,25 +124,30 @@ pub(super) async fn follow(
 ) -> Result<u64, GenError> {
     let file = claim.file();
     let started = Instant::now();
-    let mut grew = started;
+    let (mut grew, mut published_at) = (started, started);
     let mut pause = PAUSE_MIN;
-    let mut written = 0u64;
+    let (mut seen, mut published) = (0u64, 0u64);
     loop {
         let exited = tokio::select! {
             status = child.wait() => Some(status),
             () = tokio::time::sleep(pause) => None,
         };
         let len = file.metadata().map_err(GenError::Write)?.len();
-        if len > written {
-            claim.wrote(len - written);
-            written = len;
+        if len > seen {
+            seen = len;
             grew = Instant::now();
             pause = PAUSE_MIN;
         } else {
             pause = (pause * 2).min(PAUSE_MAX);
         }
+        let due = seen - published >= PUBLISH_BYTES || published_at.elapsed() >= PUBLISH_EVERY;
+        if seen > published && (due || exited.is_some()) {
+            claim.wrote(seen - published);
+            published = seen;
+            published_at = Instant::now();
+        }
         match exited {
-            Some(Ok(status)) if status.success() => return Ok(written),
+            Some(Ok(status)) if status.success() => return Ok(published),
             Some(Ok(status)) => return Err(GenError::Git(status.to_string())),
             Some(Err(e)) => return Err(GenError::Git(e.to_string())),
             None => {}

@@ -162,13 +162,9 @@ impl Tail {
         }
     }
 
-    /// Waits at most `within` for the writer to finish: whether it did (a failure is `false`).
-    pub(crate) async fn finished_within(&mut self, within: std::time::Duration) -> bool {
-        let finished = self.wait_until(|p| !matches!(p, Progress::Writing(_)));
-        matches!(
-            tokio::time::timeout(within, finished).await,
-            Ok(Progress::Complete(_))
-        )
+    /// The file read.
+    pub(crate) fn file(&self) -> Arc<std::fs::File> {
+        self.file.clone()
     }
 
     /// The whole finished file and its length, for a reader that has read nothing yet: what a
@@ -206,6 +202,26 @@ impl Tail {
             m.pack_cache.mapped_bytes.inc_by(len);
         }
         Some(Ok(map.chunk(start, end)))
+    }
+
+    /// How much of the file is written, each time that grows, with whether it is whole; an
+    /// error when the writer fails or vanishes first. For a reader that sends the bytes
+    /// without reading them (`http::splice`).
+    pub(crate) fn into_lengths(self) -> impl Stream<Item = Result<(u64, bool), TailError>> + Send {
+        futures_util::stream::unfold(Some(self), |tail| async move {
+            let mut tail = tail?;
+            let seen = tail.offset;
+            let grew = move |p| !matches!(p, Progress::Writing(n) if n <= seen);
+            match tail.wait_until(grew).await {
+                Progress::Writing(n) if n > seen => {
+                    tail.offset = n;
+                    Some((Ok((n, false)), Some(tail)))
+                }
+                Progress::Complete(n) => Some((Ok((n, true)), None)),
+                // Failed, or the writer is gone.
+                _ => Some((Err(TailError::Failed), None)),
+            }
+        })
     }
 
     /// The rest of the file as a body stream (ends with an error if the writer fails).
@@ -407,31 +423,48 @@ mod tests {
         }
     }
 
+    /// `whole` only once the writer completed; `into_lengths` reports growth, the end, and a
+    /// failure as an error.
     #[tokio::test]
-    async fn a_reader_can_wait_a_little_for_the_writer_to_finish() {
+    async fn lengths_follow_the_writer_and_whole_waits_for_its_end() {
+        use futures_util::StreamExt as _;
         let dir = tempfile::tempdir().unwrap();
-        let (mut writer, mut tail, tx) = pair(dir.path());
+        let (mut writer, tail, tx) = pair(dir.path());
         writer.write_all(b"abc").unwrap();
         tx.send_replace(Progress::Writing(3));
-        let short = std::time::Duration::from_millis(50);
-        assert!(!tail.finished_within(short).await, "still written");
-        assert!(tail.whole().is_none());
+        assert!(tail.whole().is_none(), "still written");
+        let mut lengths = Box::pin(tail.into_lengths());
+        assert_eq!(lengths.next().await.unwrap().unwrap(), (3, false));
         let finish = tokio::spawn(async move {
             tokio::time::sleep(std::time::Duration::from_millis(20)).await;
-            tx.send_replace(Progress::Complete(3));
-            tx
+            tx.send_replace(Progress::Writing(5));
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+            tx.send_replace(Progress::Complete(6));
         });
-        assert!(
-            tail.finished_within(std::time::Duration::from_secs(5))
-                .await
-        );
-        assert_eq!(tail.whole().map(|(_, n)| n), Some(3));
-        let tx = finish.await.unwrap();
+        let mut seen = Vec::new();
+        while let Some(l) = lengths.next().await {
+            seen.push(l.unwrap());
+        }
+        finish.await.unwrap();
+        assert_eq!(seen.last(), Some(&(6, true)), "{seen:?}");
+        assert!(seen.windows(2).all(|w| w[0].0 < w[1].0), "{seen:?}");
+
+        let other = tempfile::tempdir().unwrap();
+        let (_w, tail, tx) = pair(other.path());
+        tx.send_replace(Progress::Complete(0));
+        assert_eq!(tail.whole().map(|(_, n)| n), Some(0));
+        let (_w, tail, tx) = pair(other.path());
+        tx.send_replace(Progress::Writing(2));
+        let mut lengths = Box::pin(tail.into_lengths());
+        assert_eq!(lengths.next().await.unwrap().unwrap(), (2, false));
         tx.send_replace(Progress::Failed);
-        assert!(
-            !tail.finished_within(short).await,
-            "a failure is not a finish"
-        );
+        assert!(matches!(lengths.next().await, Some(Err(TailError::Failed))));
+        assert!(lengths.next().await.is_none());
+        // A writer that vanishes is a failure too.
+        let (_w, tail, tx) = pair(other.path());
+        drop(tx);
+        let mut lengths = Box::pin(tail.into_lengths());
+        assert!(matches!(lengths.next().await, Some(Err(TailError::Failed))));
     }
 
     #[tokio::test]
