@@ -102,7 +102,7 @@ impl Splicer {
         len: u64,
         metrics: Option<Arc<Metrics>>,
     ) -> SpliceBody {
-        self.new_body(file, Framing::Length { left: len }, len, metrics)
+        self.new_body(file, Framing::Length { len, left: len }, metrics)
     }
 
     /// A body that sends `file` as it is written, chunked (HTTP/1.1 only): `lengths` says how
@@ -122,21 +122,19 @@ impl Splicer {
             written: 0,
             whole: false,
         };
-        self.new_body(file, framing, 0, metrics)
+        self.new_body(file, framing, metrics)
     }
 
     fn new_body(
         &self,
         file: Arc<File>,
         framing: Framing,
-        len: u64,
         metrics: Option<Arc<Metrics>>,
     ) -> SpliceBody {
         SpliceBody {
             slot: self.slot.clone(),
             id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
             state: BodyState::Start { file, metrics },
-            len,
             framing,
         }
     }
@@ -166,8 +164,8 @@ pub(crate) type Lengths = Pin<Box<dyn Stream<Item = Result<(u64, bool), io::Erro
 
 /// How a body's placeholders are counted.
 enum Framing {
-    /// `Content-Length` framing: this many placeholders still to yield.
-    Length { left: u64 },
+    /// `Content-Length: len` framing: `left` placeholders still to yield.
+    Length { len: u64, left: u64 },
     /// Chunked, following the file as it is written.
     Growing {
         lengths: Lengths,
@@ -184,7 +182,7 @@ impl Framing {
     /// Every placeholder was yielded.
     fn finished(&self) -> bool {
         match self {
-            Framing::Length { left } => *left == 0,
+            Framing::Length { left, .. } => *left == 0,
             Framing::Growing {
                 sent,
                 written,
@@ -202,7 +200,6 @@ pub(crate) struct SpliceBody {
     slot: Arc<Mutex<Slot>>,
     id: u64,
     state: BodyState,
-    len: u64,
     framing: Framing,
 }
 
@@ -210,7 +207,7 @@ impl SpliceBody {
     /// The body's length (its `Content-Length`); `None` for a growing file.
     pub(crate) fn content_length(&self) -> Option<u64> {
         match self.framing {
-            Framing::Length { .. } => Some(self.len),
+            Framing::Length { len, .. } => Some(len),
             Framing::Growing { .. } => None,
         }
     }
@@ -230,7 +227,7 @@ impl Stream for SpliceBody {
         loop {
             match &this.state {
                 BodyState::Start { file, metrics } => {
-                    if matches!(this.framing, Framing::Length { left: 0 }) {
+                    if matches!(this.framing, Framing::Length { left: 0, .. }) {
                         this.state = BodyState::Sending;
                         continue;
                     }
@@ -274,8 +271,8 @@ impl Stream for SpliceBody {
                 }
                 BodyState::Sending => {
                     return match &mut this.framing {
-                        Framing::Length { left: 0 } => Poll::Ready(None),
-                        Framing::Length { left } => {
+                        Framing::Length { left: 0, .. } => Poll::Ready(None),
+                        Framing::Length { left, .. } => {
                             let chunk = placeholders(*left);
                             *left -= chunk.len() as u64;
                             Poll::Ready(Some(Ok(chunk)))
