@@ -429,7 +429,7 @@ pub const CATALOGUE: &[MetricDoc] = &[
         name: "seedd_pack_cache_sendfile_bytes_total",
         kind: "counter",
         labels: &[],
-        help: "Part of seedd_pack_cache_served_bytes_total sent with sendfile (finished entries over plain HTTP/1.1), without a copy through seedd.",
+        help: "Part of seedd_pack_cache_served_bytes_total sent with sendfile over plain HTTP/1 (finished entries with their length, entries still being generated chunked over HTTP/1.1), without a copy through seedd.",
     },
     MetricDoc {
         name: "seedd_pack_cache_mapped_bytes_total",
