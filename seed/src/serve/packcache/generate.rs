@@ -1,5 +1,5 @@
 //! One generation: `git upload-pack --stateless-rpc` answers the request into the claimed
-//! cache file at git's speed, whoever reads it and however slowly. The caller's slot permits
+//! cache file (its stdout is the file) at git's speed, whoever reads it and however slowly. The caller's slot permits
 //! are held until git is done, then released: a slow reader never pins a slot, and a client
 //! that goes away does not stop the generation (followers and later requests still get it).
 
@@ -56,7 +56,8 @@ pub(crate) fn spawn<P: Send + 'static>(claim: Claim, job: Job, permits: P) {
         let metrics = job.git.metrics.clone();
         metrics.packs_in_flight.inc();
         tracing::debug!(key = %key, "pack cache: generating");
-        let (claim, result) = run(claim, job).await;
+        let mut claim = claim;
+        let result = run(&mut claim, job).await;
         drop(permits);
         metrics.packs_in_flight.dec();
         match result {
@@ -72,24 +73,18 @@ pub(crate) fn spawn<P: Send + 'static>(claim: Claim, job: Job, permits: P) {
     });
 }
 
-/// Runs git with its stdout on the claim's file and follows the file's growth: the claim back
-/// (for the caller to complete or fail) and the bytes written.
-async fn run(mut claim: Claim, job: Job) -> (Claim, Result<u64, GenError>) {
+/// Runs git with its stdout on the claim's file and follows the file's growth: the bytes
+/// written (the caller completes or fails the claim).
+async fn run(claim: &mut Claim, job: Job) -> Result<u64, GenError> {
     let limits = job.git.limits;
-    let out = match claim.file().try_clone() {
-        Ok(f) => f,
-        Err(e) => return (claim, Err(GenError::Write(e))),
-    };
-    let (mut child, stdin) = match job.git.spawn_into(
+    let out = claim.file().try_clone().map_err(GenError::Write)?;
+    let (mut child, stdin) = job.git.spawn_into(
         &job.repo,
         job.service,
         job.view,
         job.protocol.as_deref(),
         out,
-    ) {
-        Ok(p) => p,
-        Err(e) => return (claim, Err(e.into())),
-    };
+    )?;
     if let Some(mut stdin) = stdin {
         let request = job.request;
         tokio::spawn(async move {
@@ -99,13 +94,13 @@ async fn run(mut claim: Claim, job: Job) -> (Claim, Result<u64, GenError>) {
             // Dropping stdin closes it: upload-pack sees the end of the request.
         });
     }
-    let result = follow(&mut child, &mut claim, limits.idle, limits.total).await;
+    let result = follow(&mut child, claim, limits.idle, limits.total).await;
     if result.is_err() {
         if let Ok(None) = child.try_wait() {
             kill_group(&child);
         }
     }
-    (claim, result)
+    result
 }
 
 /// Publishes the growth of the claim's file, which `child` writes (its stdout), until the
