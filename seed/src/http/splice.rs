@@ -339,10 +339,10 @@ impl Drop for SpliceBody {
 struct Active {
     file: Arc<File>,
     offset: u64,
-    /// `Some`: the placeholders are the next `end - offset` bytes hyper writes. `None`: hyper
-    /// writes them chunked, and `chunks` tells them from the framing around them.
-    end: Option<u64>,
+    /// Where hyper's next bytes stand: a `Content-Length` body is one run of placeholders
+    /// (`Data(len)`, then `Done`); a chunked one is followed through its framing.
     chunks: Chunks,
+    chunked: bool,
     metrics: Option<Arc<Metrics>>,
 }
 
@@ -414,10 +414,8 @@ impl SpliceIo {
             let Some(active) = &mut self.active else {
                 return Poll::Ready(Err(io::Error::other("no active splice")));
             };
-            let left = match (active.end, active.chunks) {
-                (Some(end), _) => end - active.offset,
-                (None, Chunks::Data(n)) => n,
-                (None, _) => return Poll::Ready(Err(framing_error())),
+            let Chunks::Data(left) = active.chunks else {
+                return Poll::Ready(Err(framing_error()));
             };
             let count = want.min(left).min(MAX_SENDFILE);
             if !resident(&active.file, active.offset, count) {
@@ -447,15 +445,13 @@ impl SpliceIo {
                         m.pack_cache.served_bytes.inc_by(n as u64);
                         m.pack_cache.sendfile_bytes.inc_by(n as u64);
                     }
-                    match (active.end, &mut active.chunks) {
-                        (Some(end), _) if active.offset == end => self.active = None,
-                        (None, chunks @ Chunks::Data(_)) => {
-                            *chunks = match *chunks {
-                                Chunks::Data(k) if k > n as u64 => Chunks::Data(k - n as u64),
-                                _ => Chunks::DataCr,
-                            };
-                        }
-                        _ => {}
+                    active.chunks = match left.checked_sub(n as u64) {
+                        Some(k) if k > 0 => Chunks::Data(k),
+                        _ if active.chunked => Chunks::DataCr,
+                        _ => Chunks::Done,
+                    };
+                    if active.chunks == Chunks::Done {
+                        self.active = None;
                     }
                     return Poll::Ready(Ok(n));
                 }
@@ -567,20 +563,17 @@ impl AsyncWrite for SpliceIo {
                 "a spliced response was abandoned",
             )));
         }
-        if this.active.is_none() {
+        let Some(chunks) = this.active.as_ref().map(|a| a.chunks) else {
             return Pin::new(&mut this.stream).poll_write_vectored(cx, bufs);
-        }
+        };
         let total: u64 = bufs.iter().map(|b| b.len() as u64).sum();
         if total == 0 {
             return Poll::Ready(Ok(0));
         }
-        match this.active.as_ref().map(|a| (a.end, a.chunks)) {
-            Some((None, Chunks::Data(_))) | Some((Some(_), _)) => {
-                // The placeholders come first; what follows them is written by a later call.
-                this.poll_splice(cx, total)
-            }
-            Some((None, chunks)) => this.poll_framing(cx, chunks, bufs),
-            None => Poll::Ready(Err(io::Error::other("no active splice"))),
+        match chunks {
+            // The placeholders come first; what follows them is written by a later call.
+            Chunks::Data(_) => this.poll_splice(cx, total),
+            chunks => this.poll_framing(cx, chunks, bufs),
         }
     }
 
@@ -604,8 +597,8 @@ impl AsyncWrite for SpliceIo {
             this.active = Some(Active {
                 file: p.file,
                 offset: 0,
-                end: p.len,
-                chunks: Chunks::Size(0),
+                chunks: p.len.map_or(Chunks::Size(0), Chunks::Data),
+                chunked: p.len.is_none(),
                 metrics: p.metrics,
             });
             slot.armed = Some(p.id);
@@ -870,24 +863,7 @@ mod tests {
         let data: Vec<u8> = (0..5 * 1024 * 1024 + 77)
             .map(|i| (i * 13 % 251) as u8)
             .collect();
-        let (tx, rx) = tokio::sync::mpsc::unbounded_channel::<Result<(u64, bool), io::Error>>();
-        let rx = Arc::new(Mutex::new(Some(rx)));
-        let (addr, server) = serve_one(move |path, splicer| {
-            if path != "/grow" {
-                return None;
-            }
-            let rx = rx.lock().unwrap().take()?;
-            let lengths: Lengths = Box::pin(tokio_stream_from(rx));
-            Some((
-                Box::pin(splicer.growing_body(file.clone(), lengths, None)) as BoxStream,
-                None,
-            ))
-        })
-        .await;
-        let mut c = tokio::net::TcpStream::connect(addr).await.unwrap();
-        c.write_all(b"GET /grow HTTP/1.1\r\nhost: x\r\n\r\nGET /plain HTTP/1.1\r\nhost: x\r\n\r\n")
-            .await
-            .unwrap();
+        let (mut c, server, tx) = growing(file).await;
         let feed = {
             let data = data.clone();
             tokio::spawn(async move {
@@ -916,26 +892,9 @@ mod tests {
     async fn a_growing_file_whose_writer_fails_ends_the_connection() {
         let dir = tempfile::tempdir().unwrap();
         let (g, g_data) = file(dir.path(), "g", 1024 * 1024, false);
-        let (tx, rx) = tokio::sync::mpsc::unbounded_channel::<Result<(u64, bool), io::Error>>();
+        let (mut c, server, tx) = growing(g).await;
         tx.send(Ok((1000, false))).unwrap();
         tx.send(Err(io::Error::other("failed"))).unwrap();
-        let rx = Arc::new(Mutex::new(Some(rx)));
-        let (addr, server) = serve_one(move |path, splicer| {
-            if path != "/grow" {
-                return None;
-            }
-            let rx = rx.lock().unwrap().take()?;
-            let lengths: Lengths = Box::pin(tokio_stream_from(rx));
-            Some((
-                Box::pin(splicer.growing_body(g.clone(), lengths, None)) as BoxStream,
-                None,
-            ))
-        })
-        .await;
-        let mut c = tokio::net::TcpStream::connect(addr).await.unwrap();
-        c.write_all(b"GET /grow HTTP/1.1\r\nhost: x\r\n\r\nGET /plain HTTP/1.1\r\nhost: x\r\n\r\n")
-            .await
-            .unwrap();
         let mut got = Vec::new();
         c.read_to_end(&mut got).await.unwrap();
         let head_end = got.windows(4).position(|w| w == b"\r\n\r\n").unwrap() + 4;
@@ -954,10 +913,35 @@ mod tests {
         drop(server);
     }
 
-    fn tokio_stream_from<T: Send + 'static>(
-        mut rx: tokio::sync::mpsc::UnboundedReceiver<T>,
-    ) -> impl Stream<Item = T> + Send {
-        futures_util::stream::poll_fn(move |cx| rx.poll_recv(cx))
+    type Growth = tokio::sync::mpsc::UnboundedSender<Result<(u64, bool), io::Error>>;
+
+    /// A server whose `/grow` sends `file` as a growing body, its lengths those sent on the
+    /// returned channel; and a client that asked for `/grow`, then `/plain`, pipelined.
+    async fn growing(
+        file: Arc<File>,
+    ) -> (
+        tokio::net::TcpStream,
+        tokio::task::JoinHandle<Result<(), hyper::Error>>,
+        Growth,
+    ) {
+        let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+        let rx = Arc::new(Mutex::new(Some(rx)));
+        let (addr, server) = serve_one(move |path, splicer| {
+            if path != "/grow" {
+                return None;
+            }
+            let mut rx = rx.lock().unwrap().take()?;
+            let lengths: Lengths =
+                Box::pin(futures_util::stream::poll_fn(move |cx| rx.poll_recv(cx)));
+            let body = splicer.growing_body(file.clone(), lengths, None);
+            Some((Box::pin(body) as BoxStream, None))
+        })
+        .await;
+        let mut c = tokio::net::TcpStream::connect(addr).await.unwrap();
+        c.write_all(b"GET /grow HTTP/1.1\r\nhost: x\r\n\r\nGET /plain HTTP/1.1\r\nhost: x\r\n\r\n")
+            .await
+            .unwrap();
+        (c, server, tx)
     }
 
     #[test]

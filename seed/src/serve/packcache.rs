@@ -40,6 +40,7 @@ use std::time::{Duration, Instant};
 use tokio::sync::watch;
 
 pub(crate) use key::{Key, Normalised, MAX_CACHEABLE_REQUEST};
+use mapped::MapSlot;
 use tail::Progress;
 pub(crate) use tail::Tail;
 
@@ -70,8 +71,8 @@ struct Entry {
     last_used: u64,
     /// Bytes of a complete entry (0 while written).
     bytes: u64,
-    /// What its readers share (the finished file's mapping).
-    shared: Arc<tail::Shared>,
+    /// The finished file's mapping, shared by its readers.
+    map: Arc<MapSlot>,
 }
 
 impl Entry {
@@ -191,7 +192,7 @@ impl PackCache {
                         let tail = Tail::new(
                             file,
                             e.progress.clone(),
-                            e.shared.clone(),
+                            e.map.clone(),
                             self.metrics.clone(),
                         );
                         return if complete {
@@ -244,7 +245,7 @@ impl PackCache {
             }
         };
         let (tx, rx) = watch::channel(Progress::Writing(0));
-        let shared = Arc::new(tail::Shared::default());
+        let map = Arc::new(MapSlot::default());
         inner.entries.insert(
             key,
             Entry {
@@ -254,7 +255,7 @@ impl PackCache {
                 since: Instant::now(),
                 last_used: now,
                 bytes: 0,
-                shared: shared.clone(),
+                map: map.clone(),
             },
         );
         let claim = Claim {
@@ -266,7 +267,7 @@ impl PackCache {
             written: 0,
             settled: false,
         };
-        Lookup::Claim(claim, Tail::new(reader, rx, shared, self.metrics.clone()))
+        Lookup::Claim(claim, Tail::new(reader, rx, map, self.metrics.clone()))
     }
 
     fn count(&self, f: impl FnOnce(&Metrics)) {

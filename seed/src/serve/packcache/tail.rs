@@ -5,9 +5,9 @@
 //!
 //! While the file is written (by git itself, [`super::generate`]), a reader reads it with
 //! positional reads in large chunks into owned buffers handed to the body as `Bytes` (one copy
-//! out of the page cache). A chunk is read on the reader's own task when the page cache holds it (`preadv2` with `RWF_NOWAIT`, which never waits for the disk: the file
-//! was just written, or is hot), and only the part that is not cached is read on the blocking
-//! pool. Once the file is finished, chunks are windows of its mapping ([`super::mapped`]),
+//! out of the page cache). A chunk is read on the reader's own task when the page cache holds
+//! it (`preadv2` with `RWF_NOWAIT`, which never waits for the disk: the file was just written,
+//! or is hot), and only the part that is not cached is read on the blocking pool. Once the file is finished, chunks are windows of its mapping ([`super::mapped`]),
 //! shared by the entry's readers: no copy, and pages the page cache lost are faulted in on the
 //! blocking pool first, never on the reader's task. A wave of identical clones reads the same
 //! hot file sixteen times over; handing every 512 KiB chunk to the blocking pool and back was
@@ -26,11 +26,6 @@ use crate::metrics::Metrics;
 
 /// Bytes read from the file at once (and handed to the body as one chunk).
 const CHUNK: u64 = 512 * 1024;
-/// What an entry's readers share: the finished file's mapping.
-#[derive(Default)]
-pub(crate) struct Shared {
-    map: MapSlot,
-}
 
 /// What the writer of a cache file has done so far.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -61,8 +56,8 @@ pub(crate) struct Tail {
     offset: u64,
     ended: bool,
     metrics: Option<Arc<Metrics>>,
-    /// Shared with the entry's claim and other readers.
-    shared: Arc<Shared>,
+    /// The entry's mapping slot, shared with its other readers.
+    map: Arc<MapSlot>,
     mapped: Option<Arc<Mapped>>,
     /// Mapping failed: read instead.
     unmappable: bool,
@@ -72,7 +67,7 @@ impl Tail {
     pub(crate) fn new(
         file: std::fs::File,
         progress: watch::Receiver<Progress>,
-        shared: Arc<Shared>,
+        map: Arc<MapSlot>,
         metrics: Option<Arc<Metrics>>,
     ) -> Self {
         Self {
@@ -81,7 +76,7 @@ impl Tail {
             offset: 0,
             ended: false,
             metrics,
-            shared,
+            map,
             mapped: None,
             unmappable: false,
         }
@@ -180,7 +175,7 @@ impl Tail {
     /// bytes); `None` to read them instead (empty file, or mapping failed).
     async fn mapped_chunk(&mut self, total: u64, len: u64) -> Option<Result<Bytes, TailError>> {
         if self.mapped.is_none() && !self.unmappable {
-            match self.shared.map.get(&self.file, total) {
+            match self.map.get(&self.file, total) {
                 Ok(m) => self.mapped = m,
                 Err(e) => {
                     tracing::debug!(error = %e, "pack cache: mapping a finished file failed; reading it");
@@ -208,15 +203,12 @@ impl Tail {
     /// error when the writer fails or vanishes first. For a reader that sends the bytes
     /// without reading them (`http::splice`).
     pub(crate) fn into_lengths(self) -> impl Stream<Item = Result<(u64, bool), TailError>> + Send {
-        futures_util::stream::unfold(Some(self), |tail| async move {
-            let mut tail = tail?;
-            let seen = tail.offset;
+        // The state: the reader and the length last reported.
+        futures_util::stream::unfold(Some((self, 0)), |state| async move {
+            let (mut tail, seen) = state?;
             let grew = move |p| !matches!(p, Progress::Writing(n) if n <= seen);
             match tail.wait_until(grew).await {
-                Progress::Writing(n) if n > seen => {
-                    tail.offset = n;
-                    Some((Ok((n, false)), Some(tail)))
-                }
+                Progress::Writing(n) if n > seen => Some((Ok((n, false)), Some((tail, n)))),
                 Progress::Complete(n) => Some((Ok((n, true)), None)),
                 // Failed, or the writer is gone.
                 _ => Some((Err(TailError::Failed), None)),

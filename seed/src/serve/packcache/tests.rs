@@ -408,20 +408,10 @@ async fn reader_claims_with_permits_and_refusals_fail_the_entry() {
 async fn the_generation_follows_what_git_writes_and_gives_up_on_silence() {
     let dir = tempfile::tempdir().unwrap();
     let (cache, _) = open(dir.path(), settings(1 << 30, true));
-    let writer = |claim: &Claim, script: &str| {
-        tokio::process::Command::new("sh")
-            .args(["-c", script])
-            .stdout(claim.file().try_clone().unwrap())
-            .kill_on_drop(true)
-            .spawn()
-            .unwrap()
-    };
     // 40 pieces of 70,000 bytes, 5 ms apart: readers see it grow, then complete.
-    let Lookup::Claim(mut claim, mut tail) = cache.lookup(key(1)) else {
-        panic!("expected a claim");
-    };
-    let mut child = writer(
-        &claim,
+    let (mut claim, mut tail, mut child) = claim_and_write(
+        &cache,
+        1,
         "i=0; while [ $i -lt 40 ]; do head -c 70000 /dev/zero | tr '\\0' x; sleep 0.005; i=$((i+1)); done",
     );
     let first = tokio::spawn(async move {
@@ -429,13 +419,7 @@ async fn the_generation_follows_what_git_writes_and_gives_up_on_silence() {
         let first = tail.next_chunk().await.unwrap().unwrap().len();
         (first, read_all(tail).await)
     });
-    let r = generate::follow(
-        &mut child,
-        &mut claim,
-        Duration::from_secs(10),
-        Duration::from_secs(60),
-    )
-    .await;
+    let r = follow(&mut child, &mut claim, Duration::from_secs(10)).await;
     assert_eq!(r.unwrap(), 40 * 70_000);
     claim.complete(Duration::from_millis(1));
     let (first, rest) = first.await.unwrap();
@@ -445,33 +429,42 @@ async fn the_generation_follows_what_git_writes_and_gives_up_on_silence() {
     assert!(rest.iter().all(|b| *b == b'x'));
 
     // Silent for longer than `idle`.
-    let Lookup::Claim(mut claim, _) = cache.lookup(key(2)) else {
-        panic!("expected a claim");
-    };
-    let mut child = writer(&claim, "printf abc; sleep 30");
+    let (mut claim, _, mut child) = claim_and_write(&cache, 2, "printf abc; sleep 30");
     let started = std::time::Instant::now();
-    let r = generate::follow(
-        &mut child,
-        &mut claim,
-        Duration::from_millis(300),
-        Duration::from_secs(60),
-    )
-    .await;
+    let r = follow(&mut child, &mut claim, Duration::from_millis(300)).await;
     assert!(matches!(r, Err(generate::GenError::Idle(_))), "{r:?}");
     assert!(started.elapsed() >= Duration::from_millis(300));
     assert!(started.elapsed() < Duration::from_secs(20));
 
     // A failing process.
-    let Lookup::Claim(mut claim, _) = cache.lookup(key(3)) else {
+    let (mut claim, _, mut child) = claim_and_write(&cache, 3, "printf abc; exit 3");
+    let r = follow(&mut child, &mut claim, Duration::from_secs(10)).await;
+    assert!(matches!(r, Err(generate::GenError::Git(_))), "{r:?}");
+}
+
+/// Claims `key(k)` and starts `script` with the claim's file as its stdout.
+fn claim_and_write(
+    cache: &Arc<PackCache>,
+    k: u8,
+    script: &str,
+) -> (Claim, Tail, tokio::process::Child) {
+    let Lookup::Claim(claim, tail) = cache.lookup(key(k)) else {
         panic!("expected a claim");
     };
-    let mut child = writer(&claim, "printf abc; exit 3");
-    let r = generate::follow(
-        &mut child,
-        &mut claim,
-        Duration::from_secs(10),
-        Duration::from_secs(60),
-    )
-    .await;
-    assert!(matches!(r, Err(generate::GenError::Git(_))), "{r:?}");
+    let child = tokio::process::Command::new("sh")
+        .args(["-c", script])
+        .stdout(claim.file().try_clone().unwrap())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    (claim, tail, child)
+}
+
+/// [`generate::follow`] with `idle` and a minute in all.
+async fn follow(
+    child: &mut tokio::process::Child,
+    claim: &mut Claim,
+    idle: Duration,
+) -> Result<u64, generate::GenError> {
+    generate::follow(child, claim, idle, Duration::from_secs(60)).await
 }
