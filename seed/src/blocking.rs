@@ -2,6 +2,8 @@
 //! scans) runs on tokio's blocking pool, never on an async worker, so a peer that makes it
 //! expensive cannot stall the sessions, the admin API or HTTP serving.
 
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 use std::time::Duration;
 
 #[derive(Debug, thiserror::Error)]
@@ -12,6 +14,64 @@ pub(crate) enum BlockingError {
     Deadline(Duration),
     #[error("panicked: {0}")]
     Panicked(String),
+}
+
+/// A flag blocking work checks between its steps, so that it stops when nobody waits for it
+/// any longer (the caller went away or its deadline passed). Threads cannot be cancelled from
+/// outside; work that checks this flag between units (changes of a COB, commits of a walk,
+/// files of a diff) ends within one unit of the cancellation.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Cancel(Arc<AtomicBool>);
+
+/// The work saw its [`Cancel`] flag set and stopped.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("cancelled: nobody waits for this work any longer")]
+pub(crate) struct Cancelled;
+
+impl Cancel {
+    pub(crate) fn new() -> Self {
+        Self::default()
+    }
+
+    /// Set the flag (idempotent).
+    pub(crate) fn cancel(&self) {
+        self.0.store(true, Ordering::Relaxed);
+    }
+
+    pub(crate) fn is_cancelled(&self) -> bool {
+        self.0.load(Ordering::Relaxed)
+    }
+
+    /// `Err(Cancelled)` once the flag is set: `cancel.check()?` between units of work.
+    pub(crate) fn check(&self) -> Result<(), Cancelled> {
+        if self.is_cancelled() {
+            Err(Cancelled)
+        } else {
+            Ok(())
+        }
+    }
+}
+
+/// Sets its [`Cancel`] when dropped: held by the future that waits for the work, so the work
+/// is told to stop when that future is dropped (client gone) or gives up (deadline).
+#[derive(Debug)]
+pub(crate) struct CancelOnDrop(pub(crate) Cancel);
+
+impl Drop for CancelOnDrop {
+    fn drop(&mut self) {
+        self.0.cancel();
+    }
+}
+
+/// Like [`run`], but `f` gets a [`Cancel`] that is set when the caller stops waiting: at
+/// `deadline`, or when this future is dropped. `f` must check it between its units of work.
+pub(crate) async fn run_cancellable<T: Send + 'static>(
+    deadline: Duration,
+    f: impl FnOnce(&Cancel) -> T + Send + 'static,
+) -> Result<T, BlockingError> {
+    let cancel = Cancel::new();
+    let _guard = CancelOnDrop(cancel.clone());
+    run(deadline, move || f(&cancel)).await
 }
 
 /// Runs `f` on the blocking pool and waits for it at most `deadline`.
@@ -32,6 +92,38 @@ mod tests {
     use std::sync::atomic::{AtomicU32, Ordering};
     use std::sync::Arc;
     use std::time::Instant;
+
+    /// Work that checks its flag stops soon after the caller gives up at the deadline, and
+    /// when the waiting future is dropped.
+    #[tokio::test]
+    async fn cancellable_work_stops_when_nobody_waits() {
+        let steps = Arc::new(AtomicU32::new(0));
+        let s = steps.clone();
+        let started = Instant::now();
+        let r = run_cancellable(Duration::from_millis(100), move |cancel| {
+            while !cancel.is_cancelled() && started.elapsed() < Duration::from_secs(10) {
+                s.fetch_add(1, Ordering::Relaxed);
+                std::thread::sleep(Duration::from_millis(5));
+            }
+            cancel.check()
+        })
+        .await;
+        assert!(matches!(r, Err(BlockingError::Deadline(_))));
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        let after = steps.load(Ordering::Relaxed);
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        assert_eq!(steps.load(Ordering::Relaxed), after, "the work went on");
+
+        let (tx, rx) = std::sync::mpsc::channel();
+        let fut = run_cancellable(Duration::from_secs(10), move |cancel| {
+            while !cancel.is_cancelled() {
+                std::thread::sleep(Duration::from_millis(5));
+            }
+            let _ = tx.send(());
+        });
+        let _ = tokio::time::timeout(Duration::from_millis(50), fut).await;
+        assert!(rx.recv_timeout(Duration::from_secs(2)).is_ok(), "dropping did not cancel");
+    }
 
     /// On a single-threaded runtime other tasks keep running while the work blocks.
     #[tokio::test(flavor = "current_thread")]
