@@ -715,9 +715,42 @@ impl Fetcher {
                 .inc();
         };
         let wants = move |nid: &NodeId, delegate: bool| wants(nid, delegate);
-        tokio::task::spawn_blocking(move || {
-            apply::validate_and_apply(&cfg, rid, &q, &repo, &local, &pruned, &wants)
+        // A repository this fetch makes private is private in the index before its refs move.
+        let index = self.inner.policies.index().clone();
+        let narrow = move |doc: &crate::storage::identity::Doc| -> Result<(), FetchError> {
+            if index
+                .narrow_visibility(&rid, &doc.visibility)
+                .map_err(FetchError::Journal)?
+            {
+                tracing::info!(%rid, "the fetched identity makes the repository private; hidden before its refs move");
+            }
+            Ok(())
+        };
+        let outcome = tokio::task::spawn_blocking(move || {
+            let hooks = apply::Hooks {
+                on_prune: &pruned,
+                wants: &wants,
+                before_write: &narrow,
+            };
+            apply::validate_and_apply(&cfg, rid, &q, &repo, &local, &hooks)
         })
-        .await?
+        .await??;
+        pause_after_apply().await;
+        Ok(outcome)
     }
 }
+
+/// Test builds only: `SEEDD_TEST_PAUSE_AFTER_APPLY_MS` holds a fetch between applying its refs
+/// and re-indexing, so that an integration test can look at what is served in that window.
+#[cfg(debug_assertions)]
+async fn pause_after_apply() {
+    if let Some(ms) = std::env::var("SEEDD_TEST_PAUSE_AFTER_APPLY_MS")
+        .ok()
+        .and_then(|v| v.parse::<u64>().ok())
+    {
+        tokio::time::sleep(Duration::from_millis(ms)).await;
+    }
+}
+
+#[cfg(not(debug_assertions))]
+async fn pause_after_apply() {}

@@ -633,6 +633,37 @@ impl Index {
         Ok(())
     }
 
+    /// Before a fetch moves the refs of a repository whose new identity document is private:
+    /// the record takes that visibility now, so that nothing the same fetch brings is served
+    /// as public between the refs moving and the re-index (which writes the whole record).
+    /// Only ever narrows: nothing for a public `visibility` or an unknown repository. Returns
+    /// whether the record changed.
+    pub fn narrow_visibility(
+        &self,
+        rid: &RepoId,
+        visibility: &crate::storage::Visibility,
+    ) -> Result<bool, IndexError> {
+        if visibility.is_public() {
+            return Ok(false);
+        }
+        let Some(mut record) = self.repo(rid)? else {
+            return Ok(false);
+        };
+        if record.visibility == *visibility {
+            return Ok(false);
+        }
+        record.visibility = visibility.clone();
+        self.update_repo(&RepoDelta {
+            record: &record,
+            refs: &[],
+            peels: &Peels::new(),
+            gone: &[],
+            sigrefs: &[],
+            gone_namespaces: &[],
+        })?;
+        Ok(true)
+    }
+
     /// Journal a repository whose refs are about to change (a fetch applies refs, then
     /// re-indexes it and clears the mark): a crash in between leaves the mark, and the next
     /// start re-reads that repository. Synced (CF `meta`), so it is on disk before the refs move.

@@ -13,6 +13,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
+pub mod hostile;
 pub mod raw;
 
 /// The workspace root (parent of the running package's directory). Cargo sets

@@ -209,6 +209,16 @@ pub(super) fn resolve_identity(
     })
 }
 
+/// What [`validate_and_apply`] asks of its caller.
+pub(super) struct Hooks<'a> {
+    /// A namespace was pruned, with the reason's label.
+    pub on_prune: &'a dyn Fn(&'static str),
+    /// Whether a namespace is in scope (node id, is a delegate).
+    pub wants: &'a dyn Fn(&NodeId, bool) -> bool,
+    /// The adopted document, before any object or ref reaches the live repository.
+    pub before_write: &'a dyn Fn(&identity::Doc) -> Result<(), FetchError>,
+}
+
 /// Validates what the fetch put under the quarantine refs of `q` (the fetch's quarantine
 /// repository) and applies it to `live`: the accepted objects are migrated, then every ref is
 /// written in one transaction. On any error nothing reaches `live`.
@@ -218,9 +228,13 @@ pub(super) fn validate_and_apply(
     q: &Path,
     live: &Path,
     local: &NodeId,
-    on_prune: &dyn Fn(&'static str),
-    wants: &dyn Fn(&NodeId, bool) -> bool,
+    hooks: &Hooks<'_>,
 ) -> Result<Outcome, FetchError> {
+    let Hooks {
+        on_prune,
+        wants,
+        before_write,
+    } = hooks;
     let gix_repo = gix::open(q).map_err(FetchError::repository)?;
     let fetched = refs_under(q, QUARANTINE)?;
     let fetched: BTreeMap<String, String> = fetched.into_iter().collect();
@@ -402,6 +416,9 @@ pub(super) fn validate_and_apply(
         .filter_map(|l| l.strip_prefix("update "))
         .filter_map(|l| l.split_once(' ').map(|(_, oid)| oid.to_owned()))
         .collect();
+    // What serves the repository learns the adopted document's visibility before anything
+    // of this fetch is in it (a repository made private with new content in one fetch).
+    before_write(doc)?;
     migrate(cfg, q, live, &tips)?;
     transaction(cfg, live, &guarded(&lines, &before))?;
     if let Some(branch) = &default_branch {

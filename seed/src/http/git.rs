@@ -219,6 +219,16 @@ async fn route_request(
     if tenancy.policies.denied(&path.rid) {
         return Err(Refusal::RepoNotFound);
     }
+    // Visibility: private and unknown look the same — also to a client of a tenant whose
+    // egress is used up, so visibility is decided before the quota (a 429 would say "held").
+    let record = match state.index.repo(&path.rid) {
+        Ok(Some(r)) if r.is_public() => r,
+        Ok(_) => return Err(Refusal::RepoNotFound),
+        Err(e) => {
+            tracing::error!(rid = %path.rid, error = %e, "index lookup failed");
+            return Err(Refusal::IndexUnavailable);
+        }
+    };
     let payer = tenancy
         .tenants
         .payer(host.map(|h| h.name.as_str()), &path.rid);
@@ -230,15 +240,6 @@ async fn route_request(
         }
     }
     let egress = payer.map(|p| (tenancy.tenants.clone(), p));
-    // Visibility: private and unknown look the same.
-    let record = match state.index.repo(&path.rid) {
-        Ok(Some(r)) if r.is_public() => r,
-        Ok(_) => return Err(Refusal::RepoNotFound),
-        Err(e) => {
-            tracing::error!(rid = %path.rid, error = %e, "index lookup failed");
-            return Err(Refusal::IndexUnavailable);
-        }
-    };
     let view = match path.nid {
         None => View::Canonical,
         Some(nid) if record.namespaces.contains(&nid) => View::Namespace(nid),

@@ -369,13 +369,17 @@ pub(crate) fn visible(state: &HttpState, scope: &Scope, r: &RepoRecord) -> bool 
 }
 
 /// The repositories `scope` sees, in RID order (the index's key order): every record is read,
-/// so on the blocking pool, one record at a time, keeping only the visible ones.
+/// so on the blocking pool, one record at a time, keeping only the visible ones — holding one
+/// of the [`Web::heavy`] permits (503 when busy), like any other work whose cost grows with
+/// the data rather than with the page.
 pub(crate) async fn visible_repos(
     state: &Arc<HttpState>,
     scope: &Scope,
 ) -> Result<Vec<RepoRecord>, WebError> {
+    let permit = counted_permit(state, &state.web.heavy).await?;
     let (state, scope) = (state.clone(), scope.clone());
     blocking(move || {
+        let _permit = permit;
         let mut out = Vec::new();
         state
             .index

@@ -182,38 +182,11 @@ async fn serve_inner(ctx: &StreamCtx, stream: StreamId, input: &mut Input) -> &'
     };
     buf.drain(..used);
 
-    // 2. Authorisation: we must hold it; private repositories only for their delegates and
-    //    allow list. Refusal = close, like radicle-node.
-    let index = shared.index.clone();
-    let record = match tokio::task::spawn_blocking(move || index.repo(&rid)).await {
-        Ok(Ok(r)) => r,
-        _ => return "error",
+    // 2. Authorisation (again before every request: see [`authorise`]).
+    let payer = match authorise(ctx, rid).await {
+        Ok(payer) => payer,
+        Err(result) => return result,
     };
-    if shared.policies.seeding(&rid).is_none() {
-        tracing::info!(peer = %ctx.remote, %rid, "refusing git stream: repository blocked by policy");
-        return "refused_policy";
-    }
-    let Some(record) = record else {
-        tracing::info!(peer = %ctx.remote, %rid, "refusing git stream: repository not held");
-        return "refused_unknown";
-    };
-    // Egress is charged to the repository's owner tenant; its daily quota stops serving.
-    let payer = shared
-        .policies
-        .tenants()
-        .and_then(|t| t.payer(None, &rid).map(|p| (t.clone(), p)));
-    if let Some((t, p)) = &payer {
-        if t.egress_exhausted(p).is_some() {
-            tracing::info!(peer = %ctx.remote, %rid, tenant = %p, "refusing git stream: tenant egress quota used up for today");
-            return "refused_quota";
-        }
-    }
-    if let crate::storage::Visibility::Private { allow } = &record.visibility {
-        if !record.delegates.contains(&ctx.remote) && !allow.contains(&ctx.remote) {
-            tracing::info!(peer = %ctx.remote, %rid, "refusing git stream: private repository");
-            return "refused_private";
-        }
-    }
     let out = Out {
         ctx,
         stream,
@@ -252,6 +225,51 @@ async fn serve_inner(ctx: &StreamCtx, stream: StreamId, input: &mut Input) -> &'
         max_request: shared.cfg.max_stream_request_bytes,
     };
     command_loop(input, buf, limits, &mut answerer).await
+}
+
+/// Who pays for what a stream serves: the tenant registry and the owner tenant's name.
+type Payer = Option<(crate::tenant::Tenants, String)>;
+
+/// Whether `ctx.remote` may be served `rid` now: we must hold it and the policy must seed it;
+/// a private repository only for its delegates and allow list — decided before the owner's
+/// egress quota, so that a node outside the allow list learns nothing of a private repository
+/// from the answer; then the owner tenant's daily egress. Refusal = close, like
+/// radicle-node. Asked when the stream opens and again before each request, so a repository
+/// made private (or blocked, or out of quota) while a stream is open stops being served at the
+/// next request. Returns who pays for the egress.
+async fn authorise(ctx: &StreamCtx, rid: RepoId) -> Result<Payer, &'static str> {
+    let shared = &ctx.shared;
+    let index = shared.index.clone();
+    let record = match tokio::task::spawn_blocking(move || index.repo(&rid)).await {
+        Ok(Ok(r)) => r,
+        _ => return Err("error"),
+    };
+    if shared.policies.seeding(&rid).is_none() {
+        tracing::info!(peer = %ctx.remote, %rid, "refusing git stream: repository blocked by policy");
+        return Err("refused_policy");
+    }
+    let Some(record) = record else {
+        tracing::info!(peer = %ctx.remote, %rid, "refusing git stream: repository not held");
+        return Err("refused_unknown");
+    };
+    if let crate::storage::Visibility::Private { allow } = &record.visibility {
+        if !record.delegates.contains(&ctx.remote) && !allow.contains(&ctx.remote) {
+            tracing::info!(peer = %ctx.remote, %rid, "refusing git stream: private repository");
+            return Err("refused_private");
+        }
+    }
+    // Egress is charged to the repository's owner tenant; its daily quota stops serving.
+    let payer = shared
+        .policies
+        .tenants()
+        .and_then(|t| t.payer(None, &rid).map(|p| (t.clone(), p)));
+    if let Some((t, p)) = &payer {
+        if t.egress_exhausted(p).is_some() {
+            tracing::info!(peer = %ctx.remote, %rid, tenant = %p, "refusing git stream: tenant egress quota used up for today");
+            return Err("refused_quota");
+        }
+    }
+    Ok(payer)
 }
 
 /// Git output on one stream: Git frames of at most [`CHUNK`] bytes, each taking its share of
@@ -529,6 +547,9 @@ struct Answerer<'a> {
 
 impl Respond for Answerer<'_> {
     async fn respond(&mut self, request: Vec<u8>) -> Result<(), &'static str> {
+        // What was allowed when the stream opened may not be now (made private, blocked,
+        // quota used up): asked again for every request.
+        authorise(self.out.ctx, self.rid).await?;
         if let Some(args) = LsRefs::parse(&request) {
             if self.ls_refs(args).await? {
                 return Ok(());

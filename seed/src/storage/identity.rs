@@ -147,11 +147,24 @@ impl Doc {
         })
     }
 
-    /// The `xyz.radicle.project` payload, if present and well-formed.
+    /// The `xyz.radicle.project` payload, if present and well-formed: a `defaultBranch` that
+    /// is not a valid git branch name (`refs/heads/<it>` by git's rules: no `..`, control
+    /// characters, spaces, `~^:?*[\`, leading `-` …) makes it malformed, as radicle's
+    /// `BranchName` does — it is joined into ref names and `update-ref` input.
     pub fn project(&self) -> Option<Project> {
         let value = self.payload.get("xyz.radicle.project")?;
-        serde_json::from_value(value.clone()).ok()
+        let project: Project = serde_json::from_value(value.clone()).ok()?;
+        valid_branch(&project.default_branch).then_some(project)
     }
+}
+
+/// Whether `name` is a valid branch name: `refs/heads/<name>` is a valid ref name, and `name`
+/// is neither empty nor starts with `-` (git's `check-ref-format --branch`).
+pub(crate) fn valid_branch(name: &str) -> bool {
+    !name.is_empty()
+        && !name.starts_with('-')
+        && gix::validate::reference::branch_name(format!("refs/heads/{name}").as_str().into())
+            .is_ok()
 }
 
 /// The identity as read from storage: the document plus where it came from.
@@ -206,6 +219,38 @@ mod tests {
             doc.delegates[0].to_string(),
             "z6MknSLrJoTcukLrE435hVNQT4JUhbvWLX4kUzqkEStBU8Vi"
         );
+    }
+
+    /// A `defaultBranch` that is not a valid branch name makes the project payload malformed
+    /// (no project), as radicle's `BranchName` does; valid nested names are kept.
+    #[test]
+    fn an_invalid_default_branch_is_no_project() {
+        let with = |branch: &str| {
+            let doc = DOC.replace("\"master\"", &serde_json::to_string(branch).unwrap());
+            Doc::from_json(doc.as_bytes()).unwrap().project()
+        };
+        for ok in ["main", "release/1.x", "feature-x"] {
+            assert_eq!(with(ok).map(|p| p.default_branch), Some(ok.to_owned()));
+        }
+        for bad in [
+            "",
+            "../x",
+            "a..b",
+            "ma in",
+            "main\nrefs/heads/x",
+            "-main",
+            "main.lock",
+            "x~1",
+            "a:b",
+            "HEAD",
+            "/main",
+            "main/",
+            "a//b",
+            "@{u}",
+            "x\u{7f}",
+        ] {
+            assert!(with(bad).is_none(), "{bad:?} accepted");
+        }
     }
 
     #[test]

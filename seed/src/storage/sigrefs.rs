@@ -190,6 +190,11 @@ pub(crate) fn parse_refs(bytes: &[u8]) -> Result<BTreeMap<String, gix::ObjectId>
         if name.is_empty() || !name.starts_with("refs/") {
             return Err(bad("ref name must start with refs/"));
         }
+        // Signed names become ref names in storage, `update-ref` input and advertisements:
+        // git's rules (no `..`, control characters, spaces, `~^:?*[\`, `.lock` …).
+        if gix::validate::reference::name(name.into()).is_err() {
+            return Err(bad("invalid ref name"));
+        }
         if name == SIGREFS || oid.is_null() {
             continue;
         }
@@ -392,6 +397,12 @@ d223097149e30b4ea4c2a7b99e523344bb2c2cab refs/rad/sigrefs\n";
             &b"zz refs/heads/x\n"[..],
             b"d223097149e30b4ea4c2a7b99e523344bb2c2cab\n",
             b"d223097149e30b4ea4c2a7b99e523344bb2c2cab heads/x\n",
+            b"d223097149e30b4ea4c2a7b99e523344bb2c2cab refs/heads/../../x\n",
+            b"d223097149e30b4ea4c2a7b99e523344bb2c2cab refs/heads/a b\n",
+            b"d223097149e30b4ea4c2a7b99e523344bb2c2cab refs/heads/x.lock\n",
+            b"d223097149e30b4ea4c2a7b99e523344bb2c2cab refs/heads/x\x01\n",
+            b"d223097149e30b4ea4c2a7b99e523344bb2c2cab refs/heads/x:y\n",
+            b"d223097149e30b4ea4c2a7b99e523344bb2c2cab refs/heads//x\n",
             b"\xff\xfe",
         ] {
             assert!(parse_refs(bad).is_err());
