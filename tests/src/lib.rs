@@ -25,8 +25,13 @@ pub fn workspace() -> PathBuf {
     dir.parent().unwrap().to_owned()
 }
 
-/// Path of a workspace binary (`seedd`, `seedctl`) built next to the running test.
+/// Path of a workspace binary (`seedd`, `seedctl`) built next to the running test, or in
+/// `SEEDD_TEST_BIN_DIR` when set (binaries copied out of a target dir that several checkouts
+/// share, so that a build from another checkout cannot replace them under a running test).
 pub fn bin(name: &str) -> PathBuf {
+    if let Some(dir) = std::env::var_os("SEEDD_TEST_BIN_DIR") {
+        return PathBuf::from(dir).join(name);
+    }
     let exe = std::env::current_exe().unwrap();
     // target/<profile>/deps/<test> → target/<profile>/<name>
     let dir = exe.parent().unwrap();
