@@ -1,6 +1,7 @@
 //! Hostile: the attacks of issue 25 §1–§4 against a release seedd, one at a time, each
-//! `SEEDD_HOSTILE_RUNS` times (default 5): what one anonymous client (or one published
-//! repository) costs the seed. Per attack: seedd's process-tree peak RSS over the attack
+//! `SEEDD_HOSTILE_RUNS` times (default 5), each run on a freshly started seedd (defaults, the
+//! same data dir): what one anonymous client (or one published repository) costs the seed.
+//! Per attack: seedd's process-tree peak RSS over the attack
 //! window against the same window of an idle seed (ratio), CPU seconds of the tree (seedd plus
 //! its git children) over the window and the 5 s after it (so work that outlives its request
 //! shows), the attack's wall time, how long seedd kept burning CPU after the attacker left
@@ -88,6 +89,9 @@ struct Sample {
     /// Worst control request latency, s, and whether every control answer was 200.
     control_s: f64,
     control_ok: bool,
+    /// The attack request's status (0: none, cut, or several requests) and body bytes read.
+    status: u16,
+    bytes: usize,
 }
 
 fn main() {
@@ -115,36 +119,54 @@ fn main() {
         big: hostile::big_file(&storage, "big-file", 10 << 20),
         control: hostile::big_file(&storage, "control", 4 << 10),
     };
-    let seed = spawn_seedd(&bin, &data, "hostile", "", &tmp.path().join("seedd.log"));
-    let pid = seed.child.id();
-    wait_ready(&seed);
-    let http: SocketAddr = ([127, 0, 0, 1], seed.http).into();
     log(&format!(
-        "seedd {pid} ready; {runs} runs of {:?}",
+        "{runs} runs of {:?}, a fresh seedd for each",
         kinds.iter().map(|k| k.name()).collect::<Vec<_>>()
     ));
-
     let mut rows: Vec<(String, Vec<Sample>)> = Vec::new();
     let mut idle = Vec::new();
     for _ in 0..runs {
-        idle.push(measure(pid, http, &repos.control, || {
-            std::thread::sleep(Duration::from_secs(2))
+        idle.push(with_seed(&bin, &data, tmp.path(), |pid, http| {
+            measure(pid, http, &repos.control, || {
+                std::thread::sleep(Duration::from_secs(2));
+                (0, 0)
+            })
         }));
     }
     rows.push(("idle (2 s)".into(), idle));
     for kind in &kinds {
         let mut samples = Vec::new();
         for run in 0..runs {
-            let s = measure(pid, http, &repos.control, || attack(*kind, http, &repos));
+            let s = with_seed(&bin, &data, tmp.path(), |pid, http| {
+                measure(pid, http, &repos.control, || attack(*kind, http, &repos))
+            });
             log(&format!("{} run {}: {s:?}", kind.name(), run + 1));
             samples.push(s);
         }
         rows.push((kind.name().into(), samples));
     }
-    let mut seed = seed;
+    report(&rows, runs, &profile);
+}
+
+/// Starts a seedd on `data` (its pack cache and index as the last one left them; caches are
+/// emptied at start), runs `f` with its pid and HTTP address, stops it.
+fn with_seed<T>(bin: &Path, data: &Path, tmp: &Path, f: impl FnOnce(u32, SocketAddr) -> T) -> T {
+    let mut seed = spawn_seedd(bin, data, "hostile", "", &tmp.join("seedd.log"));
+    wait_ready(&seed);
+    let pid = seed.child.id();
+    let out = f(pid, ([127, 0, 0, 1], seed.http).into());
+    // SIGTERM: a graceful stop ends its git children too (SIGKILL would leave them running
+    // into the next run).
+    let _ = std::process::Command::new("kill")
+        .args(["-TERM", &pid.to_string()])
+        .status();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while Instant::now() < deadline && matches!(seed.child.try_wait(), Ok(None)) {
+        std::thread::sleep(Duration::from_millis(50));
+    }
     let _ = seed.child.kill();
     let _ = seed.child.wait();
-    report(&rows, runs, &profile);
+    out
 }
 
 /// Waits for `/readyz` on the admin port.
@@ -161,7 +183,12 @@ fn wait_ready(seed: &SpawnedSeedd) {
 }
 
 /// Runs `work` while sampling the tree's RSS and probing the control repository.
-fn measure(pid: u32, http: SocketAddr, control: &Attack, work: impl FnOnce()) -> Sample {
+fn measure(
+    pid: u32,
+    http: SocketAddr,
+    control: &Attack,
+    work: impl FnOnce() -> (u16, usize),
+) -> Sample {
     procfs::settle(pid);
     let before_kib = procfs::tree_rss_kib(pid);
     let cpu0 = tree_cpu_ticks(pid);
@@ -181,7 +208,7 @@ fn measure(pid: u32, http: SocketAddr, control: &Attack, work: impl FnOnce()) ->
         (worst, ok)
     });
     let t = Instant::now();
-    work();
+    let (status, bytes) = work();
     let wall_s = t.elapsed().as_secs_f64();
     // Settle: until the CPU stops moving for 500 ms (at most 60 s).
     let ended = Instant::now();
@@ -211,6 +238,8 @@ fn measure(pid: u32, http: SocketAddr, control: &Attack, work: impl FnOnce()) ->
         settle_s,
         control_s,
         control_ok,
+        status,
+        bytes,
     }
 }
 
@@ -237,29 +266,26 @@ fn tree_cpu_ticks(pid: u32) -> u64 {
         .sum()
 }
 
-fn attack(kind: Kind, http: SocketAddr, r: &Repos) {
+fn attack(kind: Kind, http: SocketAddr, r: &Repos) -> (u16, usize) {
     match kind {
-        Kind::Diff => {
-            let _ = get(
-                http,
-                &format!("/api/v1/repos/{}/commits/{}", r.diff.rid, r.diff.commit),
-                Duration::from_secs(60),
-            );
-        }
-        Kind::Tree => {
-            let _ = get(
-                http,
-                &format!("/api/v1/repos/{}/tree/{}/", r.tree.rid, r.tree.commit),
-                Duration::from_secs(60),
-            );
-        }
-        Kind::Archive => {
-            let _ = get(
-                http,
-                &format!("/raw/{}/{}.tar", r.archive.rid, r.archive.commit),
-                Duration::from_secs(120),
-            );
-        }
+        Kind::Diff => get(
+            http,
+            &format!("/api/v1/repos/{}/commits/{}", r.diff.rid, r.diff.commit),
+            Duration::from_secs(60),
+        )
+        .unwrap_or_default(),
+        Kind::Tree => get(
+            http,
+            &format!("/api/v1/repos/{}/tree/{}/", r.tree.rid, r.tree.commit),
+            Duration::from_secs(60),
+        )
+        .unwrap_or_default(),
+        Kind::Archive => get(
+            http,
+            &format!("/raw/{}/{}.tar", r.archive.rid, r.archive.commit),
+            Duration::from_secs(120),
+        )
+        .unwrap_or_default(),
         Kind::Stalled => {
             let path = format!("/raw/{}/{}/big.bin", r.big.rid, r.big.commit);
             let mut held = Vec::new();
@@ -271,8 +297,10 @@ fn attack(kind: Kind, http: SocketAddr, r: &Repos) {
                     }
                 }
             }
+            let n = held.len();
             std::thread::sleep(Duration::from_secs(20));
             drop(held);
+            (0, n)
         }
         Kind::Deepen => {
             let path = format!("/{}.git/git-upload-pack", r.big.rid);
@@ -290,10 +318,15 @@ fn attack(kind: Kind, http: SocketAddr, r: &Repos) {
                         "POST {path} HTTP/1.1\r\nHost: seed\r\nContent-Type: application/x-git-upload-pack-request\r\nGit-Protocol: version=2\r\nContent-Length: {}\r\n\r\n{body}",
                         body.len()
                     );
-                    let _ = s.write_all(req.as_bytes());
-                    // Gone before the answer.
+                    // The answer starts (its head and first bytes), then the client is gone.
+                    if s.write_all(req.as_bytes()).is_ok() {
+                        let _ = s.set_read_timeout(Some(Duration::from_secs(10)));
+                        let mut first = [0u8; 256];
+                        let _ = s.read(&mut first);
+                    }
                 }
             }
+            (0, 64)
         }
     }
 }
@@ -368,8 +401,10 @@ fn report(rows: &[(String, Vec<Sample>)], runs: usize, profile: &Path) {
         let settle = med(samples, |s| s.settle_s);
         let control = med(samples, |s| s.control_s);
         let ok = samples.iter().all(|s| s.control_ok);
+        let status = samples.first().map_or(0, |s| s.status);
+        let bytes = med(samples, |s| s.bytes as f64);
         println!(
-            "{:<12} {:>10} {:>10} {:>9} {:>8} {:>9} {:>8} {:>9} {:>11} {:>10}",
+            "{:<12} {:>10} {:>10} {:>9} {:>8} {:>9} {:>8} {:>9} {:>11} {:>10} {:>7} {:>12}",
             name,
             fmt(Some(peak)),
             fmt(Some(extra)),
@@ -379,12 +414,15 @@ fn report(rows: &[(String, Vec<Sample>)], runs: usize, profile: &Path) {
             fmt(Some(wall)),
             fmt(Some(settle)),
             fmt(Some(control)),
-            ok
+            ok,
+            status,
+            fmt(Some(bytes))
         );
         json.push(serde_json::json!({
             "attack": name, "peak_mib": peak, "extra_mib": extra, "peak_vs_idle": peak / idle_peak,
             "cpu_s": cpu, "cpu_vs_idle": cpu / idle_cpu.max(0.01), "wall_s": wall,
             "settle_s": settle, "control_worst_s": control, "control_all_200": ok,
+            "status": status, "bytes": bytes,
         }));
     }
     let out = profile
