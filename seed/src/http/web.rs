@@ -67,6 +67,9 @@ pub struct Web {
     pub(crate) archives: archive::Archives,
     /// Serialised tree answers (`trees.rs`).
     pub(crate) trees: trees::TreeCache,
+    /// Other serialised content-addressed answers (commits, diffs, blobs, READMEs, history
+    /// counts) by repository, commit and endpoint (`source.rs` `at_commit`).
+    pub(crate) answers: trees::TreeCache,
 }
 
 impl Web {
@@ -81,6 +84,7 @@ impl Web {
             cobs: cobs::CobCache::default(),
             archives: archive::Archives::default(),
             trees: trees::TreeCache::default(),
+            answers: trees::TreeCache::default(),
         }
     }
 }
@@ -310,6 +314,9 @@ async fn gate(State(state): State<Arc<HttpState>>, mut req: Request, next: Next)
         header::ACCESS_CONTROL_ALLOW_ORIGIN,
         HeaderValue::from_static("*"),
     );
+    if response.status() == StatusCode::PAYLOAD_TOO_LARGE {
+        count_bound(&state, "too_large", 1);
+    }
     state
         .metrics
         .count_web(group.label(), response.status().as_u16(), started.elapsed());
@@ -442,12 +449,46 @@ pub(crate) async fn heavy<T: Send + 'static>(
     state: &HttpState,
     f: impl FnOnce() -> Result<T, WebError> + Send + 'static,
 ) -> Result<T, WebError> {
+    heavy_cancellable(state, move |_| f()).await
+}
+
+/// [`heavy`] for work that checks a [`Cancel`](crate::blocking::Cancel) between its units
+/// (commits of a walk, files of a diff): the flag is set when the client goes away (this
+/// future is dropped) or at [`WORK_DEADLINE`], so the work and its permit end within one unit.
+/// The permit is held inside the blocking work, until it returns.
+pub(crate) async fn heavy_cancellable<T: Send + 'static>(
+    state: &HttpState,
+    f: impl FnOnce(&crate::blocking::Cancel) -> Result<T, WebError> + Send + 'static,
+) -> Result<T, WebError> {
     let permit = counted_permit(state, &state.web.heavy).await?;
-    blocking(move || {
+    let metrics = state.metrics.clone();
+    crate::blocking::run_cancellable(WORK_DEADLINE, move |cancel| {
         let _permit = permit;
-        f()
+        let r = f(cancel);
+        if cancel.is_cancelled() && r.is_err() {
+            metrics.web_bounded.with_label_values(&["cancelled"]).inc();
+        }
+        r
     })
     .await
+    .map_err(WebError::Blocking)?
+}
+
+/// The error of work that saw its cancel flag (nobody waits for the answer any longer; the
+/// status is the deadline's 503 should anyone still read it).
+pub(crate) fn cancelled(_: crate::blocking::Cancelled) -> WebError {
+    WebError::Blocking(crate::blocking::BlockingError::Deadline(WORK_DEADLINE))
+}
+
+/// Counts one cut of a response bound in `seedd_web_bounded_total{bound}`.
+pub(crate) fn count_bound(state: &HttpState, bound: &'static str, n: u64) {
+    if n > 0 {
+        state
+            .metrics
+            .web_bounded
+            .with_label_values(&[bound])
+            .inc_by(n);
+    }
 }
 
 /// [`permit`] within [`HEAVY_WAIT`], counting a refusal in `seedd_web_rejected_total{reason="busy"}`.
