@@ -70,6 +70,8 @@ pub struct Web {
     /// Other serialised content-addressed answers (commits, diffs, blobs, READMEs, history
     /// counts) by repository, commit and endpoint (`source.rs` `at_commit`).
     pub(crate) answers: trees::TreeCache,
+    /// Raw blob bytes shared by concurrent downloads (`raw.rs`).
+    pub(crate) raw: raw::RawBlobs,
 }
 
 impl Web {
@@ -85,6 +87,7 @@ impl Web {
             archives: archive::Archives::default(),
             trees: trees::TreeCache::default(),
             answers: trees::TreeCache::default(),
+            raw: raw::RawBlobs::default(),
         }
     }
 }
@@ -376,13 +379,16 @@ pub(crate) fn visible(state: &HttpState, scope: &Scope, r: &RepoRecord) -> bool 
 }
 
 /// The repositories `scope` sees, in RID order (the index's key order): every record is read,
-/// so on the blocking pool, one record at a time, keeping only the visible ones.
+/// so on the blocking pool under a [`heavy`] permit, one record at a time, keeping only the
+/// visible ones.
 pub(crate) async fn visible_repos(
     state: &Arc<HttpState>,
     scope: &Scope,
 ) -> Result<Vec<RepoRecord>, WebError> {
-    let (state, scope) = (state.clone(), scope.clone());
-    blocking(move || {
+    let (st, scope) = (state.clone(), scope.clone());
+    // Every record is decoded: an expensive request, under a permit.
+    heavy(state, move || {
+        let state = st;
         let mut out = Vec::new();
         state
             .index
