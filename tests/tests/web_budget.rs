@@ -244,3 +244,71 @@ fn export_subst_archives_are_cut_at_their_bound() {
         });
     }
 }
+
+/// CPU seconds (user + system) the process has used.
+fn cpu_seconds(pid: u32) -> f64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+    let after = &stat[stat.rfind(')').unwrap() + 2..];
+    let f: Vec<&str> = after.split(' ').collect();
+    // Fields 14 and 15 (utime, stime) are the 12th and 13th after the name.
+    let ticks: f64 = f[11].parse::<f64>().unwrap() + f[12].parse::<f64>().unwrap();
+    ticks / 100.0
+}
+
+#[test]
+fn history_walks_stop_when_the_client_goes_away() {
+    let seed = Seed::start(SeedOptions::default());
+    let (rid, path) = synthetic_repo(&seed.storage(), "long", |work, g| {
+        std::fs::write(work.join("README"), "long history\n").unwrap();
+        g(&["add", "."]);
+        g(&["commit", "-q", "-m", "First"]);
+    });
+    let first = gd(&path, &["rev-parse", "refs/heads/main"]);
+    // 300k empty commits on top, with fast-import.
+    let mut stream = String::with_capacity(300_000 * 80);
+    for i in 0..300_000u32 {
+        stream.push_str(&format!(
+            "commit refs/heads/main\ncommitter t <t@example.com> {} +0000\ndata 0\n",
+            1_700_000_000 + i
+        ));
+        if i == 0 {
+            stream.push_str(&format!("from {first}\n"));
+        }
+        stream.push('\n');
+    }
+    let home = tempfile::tempdir().unwrap();
+    git_with_input(
+        home.path(),
+        &path,
+        &["fast-import", "--quiet"],
+        stream.as_bytes(),
+    );
+    drop(stream);
+    let head = gd(&path, &["rev-parse", "refs/heads/main"]);
+    seed.rescan();
+    let cancelled = || seed.metric("seedd_web_bounded_total", &["bound=\"cancelled\""]);
+    assert_eq!(cancelled(), 0.0);
+
+    // The client gives up after 300 ms, long before a 300k-commit walk ends.
+    let agent: ureq::Agent = ureq::Agent::config_builder()
+        .timeout_global(Some(Duration::from_millis(300)))
+        .build()
+        .into();
+    let gone = agent
+        .get(seed.url(&format!("/api/v1/repos/{rid}/stats/commits/{head}")))
+        .call();
+    assert!(gone.is_err(), "the walk answered within 300 ms");
+    drop(agent);
+    // Well before the 20 s work deadline, the walk saw its flag and stopped.
+    seedd_tests::wait_for("the walk cancelled", Duration::from_secs(8), || {
+        (cancelled() >= 1.0).then_some(())
+    });
+    let pid = seed.child.id();
+    let before = cpu_seconds(pid);
+    std::thread::sleep(Duration::from_secs(2));
+    let used = cpu_seconds(pid) - before;
+    assert!(
+        used < 0.5,
+        "seedd used {used} s of CPU after the client left"
+    );
+}
