@@ -10,15 +10,14 @@ use std::sync::Arc;
 
 use axum::extract::{Path, Query, State};
 use axum::response::{IntoResponse, Response};
-use axum::{Extension, Json};
+use axum::Extension;
 use gix::ObjectId;
 use serde::Deserialize;
 use serde_json::{json, Value};
 
 use super::diff::Render;
 use super::{
-    cached, cached_bytes, cancelled, heavy_cancellable, Paging, Scope, WebError, IMMUTABLE,
-    ONE_HOUR,
+    cached_bytes, cancelled, heavy_cancellable, Paging, Scope, WebError, IMMUTABLE, ONE_HOUR,
 };
 use crate::blocking::Cancel;
 use crate::http::HttpState;
@@ -37,6 +36,12 @@ pub(super) const MAX_LAST_COMMIT_WALK: usize = 10_000;
 pub(super) const MAX_TREE_OBJECT: u64 = 4 << 20;
 /// Entries one tree listing answers at most (more: 413).
 pub(super) const MAX_TREE_ENTRIES: usize = 50_000;
+/// A commit object larger than this is not read (413): its message and parent list would
+/// otherwise be copied into every answer and walk that meets it.
+pub(super) const MAX_COMMIT_OBJECT: u64 = 1 << 20;
+/// `summary` and `description` of a commit header are cut to this many bytes (on a character
+/// boundary), so a page of headers stays small whatever the messages are.
+pub(super) const MAX_MESSAGE: usize = 64 << 10;
 /// Files the README lookup tries at the root, in order (httpd's list; then lower-cased).
 const READMES: &[&str] = &[
     "README",
@@ -78,6 +83,18 @@ pub(super) struct CommitInfo {
 }
 
 pub(super) fn commit(repo: &gix::Repository, id: ObjectId) -> Result<CommitInfo, WebError> {
+    let header = repo
+        .find_header(id)
+        .map_err(|_| WebError::NotFound("commit not found"))?;
+    if header.kind() != gix::objs::Kind::Commit {
+        return Err(WebError::NotFound("commit not found"));
+    }
+    if header.size() > MAX_COMMIT_OBJECT {
+        return Err(WebError::TooLarge {
+            what: "commit object",
+            limit: MAX_COMMIT_OBJECT,
+        });
+    }
     let c = repo
         .find_commit(id)
         .map_err(|_| WebError::NotFound("commit not found"))?;
@@ -98,8 +115,8 @@ pub(super) fn commit(repo: &gix::Repository, id: ObjectId) -> Result<CommitInfo,
     let header = json!({
         "id": id.to_string(),
         "author": { "name": author.name.to_string(), "email": author.email.to_string() },
-        "summary": summary,
-        "description": description,
+        "summary": cut(&summary, MAX_MESSAGE),
+        "description": cut(&description, MAX_MESSAGE),
         "parents": parents.iter().map(ToString::to_string).collect::<Vec<_>>(),
         "committer": {
             "name": committer.name.to_string(),
@@ -114,6 +131,35 @@ pub(super) fn commit(repo: &gix::Repository, id: ObjectId) -> Result<CommitInfo,
         author_email: author.email.to_string(),
         header,
     })
+}
+
+/// A value serialised (on the blocking pool, where callers run it).
+fn to_json<T: serde::Serialize>(v: &T) -> Result<bytes::Bytes, WebError> {
+    serde_json::to_vec(v)
+        .map(bytes::Bytes::from)
+        .map_err(WebError::git)
+}
+
+/// Serialised JSON as an answer without a `Cache-Control` header.
+fn json_bytes(body: bytes::Bytes) -> Response {
+    let mut r = body.into_response();
+    r.headers_mut().insert(
+        axum::http::header::CONTENT_TYPE,
+        axum::http::HeaderValue::from_static("application/json"),
+    );
+    r
+}
+
+/// `s` cut to at most `max` bytes, on a character boundary.
+pub(super) fn cut(s: &str, max: usize) -> &str {
+    if s.len() <= max {
+        return s;
+    }
+    let mut end = max;
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    &s[..end]
 }
 
 /// The entry at `path` under `tree` (`""`: the tree itself).
@@ -345,12 +391,7 @@ async fn at_commit(
     let body = with_record(
         state,
         record,
-        Box::new(move |repo, _, cancel| {
-            let v = f(repo, sha, cancel)?;
-            serde_json::to_vec(&v)
-                .map(bytes::Bytes::from)
-                .map_err(WebError::git)
-        }),
+        Box::new(move |repo, _, cancel| to_json(&f(repo, sha, cancel)?)),
     )
     .await?;
     state.web.answers.put(rid, sha, &key, body.clone());
@@ -564,13 +605,13 @@ pub(super) async fn commits(
             }
             out.len() < take
         })?;
-        Ok(out)
+        to_json(&out)
     })
     .await?;
     Ok(if parent.is_some() {
-        cached(IMMUTABLE, &out)
+        cached_bytes(IMMUTABLE, out)
     } else {
-        Json(out).into_response()
+        json_bytes(out)
     })
 }
 
@@ -780,10 +821,10 @@ pub(super) async fn activity(
                 c.time >= cutoff
             })?;
         }
-        Ok(json!({ "activity": times }))
+        to_json(&json!({ "activity": times }))
     })
     .await?;
-    Ok(cached(ONE_HOUR, &v))
+    Ok(cached_bytes(ONE_HOUR, v))
 }
 
 #[cfg(test)]
@@ -853,6 +894,17 @@ mod tests {
         cancelled.cancel();
         let c = commit(&repo, head).unwrap();
         assert!(last_commit(&repo, c, "f", f, &cancelled).is_err());
+    }
+
+    #[test]
+    fn messages_are_cut_on_character_boundaries() {
+        assert_eq!(cut("abc", 5), "abc");
+        assert_eq!(cut("abcdef", 3), "abc");
+        assert_eq!(cut("aé", 2), "a");
+        assert_eq!(
+            cut(&"x".repeat(MAX_MESSAGE * 2), MAX_MESSAGE).len(),
+            MAX_MESSAGE
+        );
     }
 
     /// A tree object over [`MAX_TREE_OBJECT`] is refused from its header.
