@@ -21,8 +21,8 @@
 //! counted: past [`output_bound`] (a multiple of the tree's size plus room for headers) the
 //! body fails, git is killed and `seedd_web_bounded_total{bound="archive_output"}` counts it.
 //! The whole download ends at [`ARCHIVE_DEADLINE`] (or `http.request_timeout_secs` if
-//! shorter), counted as `archive_deadline`. Zip output is deflated by git per file, so its
-//! bound applies to the compressed bytes.
+//! shorter), counted as `archive_deadline`. Zip output is deflated by git per file, so a tree
+//! whose `.gitattributes` names `export-subst` is zipped stored (`-0`) for its bytes to count.
 
 use std::collections::HashMap;
 use std::process::Stdio;
@@ -141,7 +141,7 @@ enum Target {
 pub(crate) struct Archives {
     slots: Arc<tokio::sync::Semaphore>,
     /// Blob bytes and entries of trees already walked.
-    sizes: Mutex<HashMap<ObjectId, (u64, u64)>>,
+    sizes: Mutex<HashMap<ObjectId, TreeSize>>,
 }
 
 impl Default for Archives {
@@ -154,11 +154,11 @@ impl Default for Archives {
 }
 
 impl Archives {
-    fn size(&self, tree: &ObjectId) -> Option<(u64, u64)> {
+    fn size(&self, tree: &ObjectId) -> Option<TreeSize> {
         self.sizes.lock().ok()?.get(tree).copied()
     }
 
-    fn remember(&self, tree: ObjectId, size: (u64, u64)) {
+    fn remember(&self, tree: ObjectId, size: TreeSize) {
         if let Ok(mut m) = self.sizes.lock() {
             if m.len() >= SIZE_CACHE {
                 m.clear();
@@ -276,17 +276,34 @@ fn canonical_ref(repo: &gix::Repository, name: &str) -> Result<ObjectId, WebErro
     Err(WebError::NotFound("reference not found"))
 }
 
-/// Sum of the blob sizes under `tree` (each occurrence counts: the archive holds each) and the
-/// number of entries, with [`WebError::TooLarge`] as soon as the sum passes `limit`, the
-/// entries pass `max_entries` or a tree object is over [`super::source::MAX_TREE_OBJECT`].
+/// What an archive of a tree holds, as far as its bounds go.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct TreeSize {
+    /// Blob bytes (each occurrence counts: the archive holds each).
+    pub bytes: u64,
+    /// Entries (files, directories, submodules).
+    pub entries: u64,
+    /// Some `.gitattributes` names `export-subst` (or is too big to tell): git may write
+    /// more than the blobs hold.
+    pub subst: bool,
+}
+
+/// `.gitattributes` files larger than this are not read: taken as naming `export-subst`.
+const MAX_ATTRIBUTES_READ: u64 = 1 << 20;
+
+/// Sum of the blob sizes under `tree` and the number of entries, with [`WebError::TooLarge`]
+/// as soon as the sum passes `limit`, the entries pass `max_entries` or a tree object is over
+/// [`super::source::MAX_TREE_OBJECT`]; and whether any `.gitattributes` asks for
+/// `export-subst`.
 pub(crate) fn tree_size(
     repo: &gix::Repository,
     tree: ObjectId,
     limit: u64,
     max_entries: u64,
-) -> Result<(u64, u64), WebError> {
+) -> Result<TreeSize, WebError> {
     let mut total = 0u64;
     let mut entries = 0u64;
+    let mut subst = false;
     let mut stack = vec![tree];
     while let Some(id) = stack.pop() {
         super::source::check_tree_size(repo, id)?;
@@ -305,6 +322,15 @@ pub(crate) fn tree_size(
             } else if !e.mode.is_commit() {
                 let h = repo.find_header(e.oid).map_err(WebError::git)?;
                 total = total.saturating_add(h.size());
+                if !subst && e.filename == ".gitattributes" {
+                    subst = h.size() > MAX_ATTRIBUTES_READ
+                        || repo
+                            .find_object(e.oid)
+                            .map_err(WebError::git)?
+                            .data
+                            .windows(b"export-subst".len())
+                            .any(|w| w == b"export-subst");
+                }
                 if total > limit {
                     return Err(WebError::TooLarge {
                         what: "archive",
@@ -314,7 +340,11 @@ pub(crate) fn tree_size(
             }
         }
     }
-    Ok((total, entries))
+    Ok(TreeSize {
+        bytes: total,
+        entries,
+        subst,
+    })
 }
 
 async fn serve(
@@ -342,7 +372,7 @@ async fn serve(
     let storage = state.storage.clone();
     let rid = record.rid;
     let st = state.clone();
-    let (id, (size, entries)) = heavy(state, move || {
+    let (id, size) = heavy(state, move || {
         let repo = super::source::open(&storage, rid)?;
         let (id, tree) = resolve(&repo, &target)?;
         let size = match st.web.archives.size(&tree) {
@@ -356,7 +386,7 @@ async fn serve(
         Ok((id, size))
     })
     .await?;
-    let bound = output_bound(size, entries);
+    let bound = output_bound(size.bytes, size.entries);
 
     let mut headers = axum::http::HeaderMap::new();
     headers.insert(
@@ -381,6 +411,10 @@ async fn serve(
     cmd.env("GIT_DIR", state.storage.path_of(&rid))
         .arg("archive")
         .arg(format!("--format={}", format.git_output()));
+    if format == Format::Zip && size.subst {
+        // Stored, not deflated: the bytes counted against the bound are the expanded ones.
+        cmd.arg("-0");
+    }
     if use_prefix {
         cmd.arg(format!("--prefix={stem}/"));
     }
@@ -582,8 +616,13 @@ mod tests {
     fn trees_are_sized_and_refused_over_the_limits() {
         let (tmp, tree) = repo_with_files();
         let repo = gix::open(tmp.path()).unwrap();
-        assert_eq!(tree_size(&repo, tree, 100, 100).unwrap(), (15, 5));
-        assert_eq!(tree_size(&repo, tree, 15, 100).unwrap(), (15, 5));
+        let size = TreeSize {
+            bytes: 15,
+            entries: 5,
+            subst: false,
+        };
+        assert_eq!(tree_size(&repo, tree, 100, 100).unwrap(), size);
+        assert_eq!(tree_size(&repo, tree, 15, 100).unwrap(), size);
         let e = tree_size(&repo, tree, 14, 100).unwrap_err();
         assert_eq!(e.status(), axum::http::StatusCode::PAYLOAD_TOO_LARGE);
         assert_eq!(e.to_string(), "archive is over the 14-byte limit");
@@ -613,6 +652,40 @@ mod tests {
     fn serde_urlencoded_like(s: &str) -> PrefixQuery {
         let uri: axum::http::Uri = format!("/x?{s}").parse().unwrap();
         Query::<PrefixQuery>::try_from_uri(&uri).unwrap().0
+    }
+
+    /// A `.gitattributes` anywhere in the tree that names `export-subst` is noticed.
+    #[test]
+    fn export_subst_attributes_are_noticed() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path();
+        let git = |args: &[&str]| {
+            let out = crate::git::command("git", dir)
+                .arg("-C")
+                .arg(dir)
+                .args(["-c", "user.name=t", "-c", "user.email=t@example.com"])
+                .args(args)
+                .output()
+                .unwrap();
+            assert!(out.status.success(), "{args:?}: {out:?}");
+            String::from_utf8(out.stdout).unwrap().trim().to_owned()
+        };
+        git(&["init", "-q"]);
+        std::fs::create_dir_all(dir.join("d")).unwrap();
+        std::fs::write(dir.join(".gitattributes"), "*.txt text\n").unwrap();
+        std::fs::write(dir.join("d/x"), "$Format:%H$\n").unwrap();
+        git(&["add", "."]);
+        git(&["commit", "-q", "-m", "plain"]);
+        let repo = gix::open(dir).unwrap();
+        let tree = |git: &dyn Fn(&[&str]) -> String| {
+            ObjectId::from_hex(git(&["rev-parse", "HEAD^{tree}"]).as_bytes()).unwrap()
+        };
+        assert!(!tree_size(&repo, tree(&git), 1 << 20, 100).unwrap().subst);
+        std::fs::write(dir.join("d/.gitattributes"), "x export-subst\n").unwrap();
+        git(&["add", "."]);
+        git(&["commit", "-q", "-m", "subst"]);
+        let repo = gix::open(dir).unwrap();
+        assert!(tree_size(&repo, tree(&git), 1 << 20, 100).unwrap().subst);
     }
 
     /// The output past its bound fails the body and drops the source at once.
