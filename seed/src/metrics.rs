@@ -66,6 +66,15 @@ const TENANT_QUOTAS: &[&str] = &["repos", "bytes", "egress"];
 const HTTP_RATE_SCOPES: &[&str] = &["ip", "tenant", "repo"];
 /// `reason` of `seedd_web_rejected_total` (`busy`: no expensive-request permit in time).
 const WEB_REJECTED: &[&str] = &["busy"];
+/// `bound` of `seedd_web_bounded_total` (issue 25 §1, §4).
+pub(crate) const WEB_BOUNDS: &[&str] = &[
+    "diff_truncated",
+    "blob_omitted",
+    "too_large",
+    "cancelled",
+    "archive_output",
+    "archive_deadline",
+];
 /// `state` of `seedd_p2p_sessions`.
 const SESSION_STATES: &[&str] = &["handshake", "connected"];
 /// `result` of `seedd_p2p_handshakes_total`.
@@ -193,6 +202,7 @@ pub struct Metrics {
     pub web_requests: IntCounterVec,
     pub web_duration: HistogramVec,
     pub web_rejected: IntCounterVec,
+    pub web_bounded: IntCounterVec,
     pub maintenance: MaintenanceMetrics,
     pub pack_cache: PackCacheMetrics,
     /// Per-repository request counts (not exported): what an identity over its inventory cap
@@ -528,6 +538,8 @@ impl Metrics {
         registry.register(Box::new(web_duration.clone()))?;
         let web_rejected = IntCounterVec::new(opts("seedd_web_rejected_total"), &["reason"])?;
         registry.register(Box::new(web_rejected.clone()))?;
+        let web_bounded = IntCounterVec::new(opts("seedd_web_bounded_total"), &["bound"])?;
+        registry.register(Box::new(web_bounded.clone()))?;
         let pack_cache = PackCacheMetrics::new(&registry)?;
         let gauge = |name: &str| -> Result<IntGauge, prometheus::Error> {
             let g = IntGauge::with_opts(opts(name))?;
@@ -574,6 +586,7 @@ impl Metrics {
             web_requests,
             web_duration,
             web_rejected,
+            web_bounded,
             pack_cache,
             maintenance,
             demand: demand::Demand::default(),
@@ -606,6 +619,7 @@ impl Metrics {
         )?;
         zero(&self.web_duration, &[labels::WEB_GROUPS])?;
         zero(&self.web_rejected, &[WEB_REJECTED])?;
+        zero(&self.web_bounded, &[WEB_BOUNDS])?;
 
         let p = &self.p2p;
         let links = plus(&[], &[Link::Inbound, Link::Outbound], link_label);

@@ -67,6 +67,11 @@ pub struct Web {
     pub(crate) archives: archive::Archives,
     /// Serialised tree answers (`trees.rs`).
     pub(crate) trees: trees::TreeCache,
+    /// Other serialised content-addressed answers (commits, diffs, blobs, READMEs, history
+    /// counts) by repository, commit and endpoint (`source.rs` `at_commit`).
+    pub(crate) answers: trees::TreeCache,
+    /// Raw blob bytes shared by concurrent downloads (`raw.rs`).
+    pub(crate) raw: raw::RawBlobs,
 }
 
 impl Web {
@@ -81,6 +86,8 @@ impl Web {
             cobs: cobs::CobCache::default(),
             archives: archive::Archives::default(),
             trees: trees::TreeCache::default(),
+            answers: trees::TreeCache::default(),
+            raw: raw::RawBlobs::default(),
         }
     }
 }
@@ -310,6 +317,9 @@ async fn gate(State(state): State<Arc<HttpState>>, mut req: Request, next: Next)
         header::ACCESS_CONTROL_ALLOW_ORIGIN,
         HeaderValue::from_static("*"),
     );
+    if response.status() == StatusCode::PAYLOAD_TOO_LARGE {
+        count_bound(&state, "too_large", 1);
+    }
     state
         .metrics
         .count_web(group.label(), response.status().as_u16(), started.elapsed());
@@ -369,17 +379,16 @@ pub(crate) fn visible(state: &HttpState, scope: &Scope, r: &RepoRecord) -> bool 
 }
 
 /// The repositories `scope` sees, in RID order (the index's key order): every record is read,
-/// so on the blocking pool, one record at a time, keeping only the visible ones — holding one
-/// of the [`Web::heavy`] permits (503 when busy), like any other work whose cost grows with
-/// the data rather than with the page.
+/// so on the blocking pool under a [`heavy`] permit, one record at a time, keeping only the
+/// visible ones.
 pub(crate) async fn visible_repos(
     state: &Arc<HttpState>,
     scope: &Scope,
 ) -> Result<Vec<RepoRecord>, WebError> {
-    let permit = counted_permit(state, &state.web.heavy).await?;
-    let (state, scope) = (state.clone(), scope.clone());
-    blocking(move || {
-        let _permit = permit;
+    let (st, scope) = (state.clone(), scope.clone());
+    // Every record is decoded: an expensive request, under a permit.
+    heavy(state, move || {
+        let state = st;
         let mut out = Vec::new();
         state
             .index
@@ -446,12 +455,46 @@ pub(crate) async fn heavy<T: Send + 'static>(
     state: &HttpState,
     f: impl FnOnce() -> Result<T, WebError> + Send + 'static,
 ) -> Result<T, WebError> {
+    heavy_cancellable(state, move |_| f()).await
+}
+
+/// [`heavy`] for work that checks a [`Cancel`](crate::blocking::Cancel) between its units
+/// (commits of a walk, files of a diff): the flag is set when the client goes away (this
+/// future is dropped) or at [`WORK_DEADLINE`], so the work and its permit end within one unit.
+/// The permit is held inside the blocking work, until it returns.
+pub(crate) async fn heavy_cancellable<T: Send + 'static>(
+    state: &HttpState,
+    f: impl FnOnce(&crate::blocking::Cancel) -> Result<T, WebError> + Send + 'static,
+) -> Result<T, WebError> {
     let permit = counted_permit(state, &state.web.heavy).await?;
-    blocking(move || {
+    let metrics = state.metrics.clone();
+    crate::blocking::run_cancellable(WORK_DEADLINE, move |cancel| {
         let _permit = permit;
-        f()
+        let r = f(cancel);
+        if cancel.is_cancelled() && r.is_err() {
+            metrics.web_bounded.with_label_values(&["cancelled"]).inc();
+        }
+        r
     })
     .await
+    .map_err(WebError::Blocking)?
+}
+
+/// The error of work that saw its cancel flag (nobody waits for the answer any longer; the
+/// status is the deadline's 503 should anyone still read it).
+pub(crate) fn cancelled(_: crate::blocking::Cancelled) -> WebError {
+    WebError::Blocking(crate::blocking::BlockingError::Deadline(WORK_DEADLINE))
+}
+
+/// Counts one cut of a response bound in `seedd_web_bounded_total{bound}`.
+pub(crate) fn count_bound(state: &HttpState, bound: &'static str, n: u64) {
+    if n > 0 {
+        state
+            .metrics
+            .web_bounded
+            .with_label_values(&[bound])
+            .inc_by(n);
+    }
 }
 
 /// [`permit`] within [`HEAVY_WAIT`], counting a refusal in `seedd_web_rejected_total{reason="busy"}`.

@@ -485,4 +485,10 @@ pub const CATALOGUE: &[MetricDoc] = &[
         labels: &[],
         help: "Pack files per repository, observed each time a repository's debt is measured (sweep, before and after maintenance).",
     },
+    MetricDoc {
+        name: "seedd_web_bounded_total",
+        kind: "counter",
+        labels: &["bound"],
+        help: "JSON API and /raw answers cut by a response bound (bound: diff_truncated, a file diff answered without hunks; blob_omitted, a blob left out of a diff's files; too_large, an answer refused with 413 (tree, diff, commit, blob or file over its limit); cancelled, git work stopped because nobody waited; archive_output, an archive cut past its output bound; archive_deadline, an archive cut at its deadline).",
+    },
 ];

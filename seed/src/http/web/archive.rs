@@ -14,6 +14,15 @@
 //! tree is first sized (blob sizes summed, on the heavy pool, remembered per tree) and over
 //! [`MAX_ARCHIVE_BYTES`] answers 413 with a JSON error. `HEAD` does the same checks but spawns
 //! nothing. The body is charged to the tenant's egress when it ends.
+//!
+//! The output is bounded too (issue 25 §4): `export-subst` expands placeholders such as
+//! `$Format:%B$` when git writes the archive, so a small tree can make an endless one. Git
+//! writes an uncompressed tar (seedd gzips `.tar.gz` itself), and the uncompressed bytes are
+//! counted: past [`output_bound`] (a multiple of the tree's size plus room for headers) the
+//! body fails, git is killed and `seedd_web_bounded_total{bound="archive_output"}` counts it.
+//! The whole download ends at [`ARCHIVE_DEADLINE`] (or `http.request_timeout_secs` if
+//! shorter), counted as `archive_deadline`. Zip output is deflated by git per file, so a tree
+//! whose `.gitattributes` names `export-subst` is zipped stored (`-0`) for its bytes to count.
 
 use std::collections::HashMap;
 use std::process::Stdio;
@@ -41,6 +50,23 @@ pub(crate) const MAX_ARCHIVE_BYTES: u64 = 512 << 20;
 pub(crate) const MAX_ARCHIVE_ENTRIES: u64 = 500_000;
 /// Tree sizes remembered (cleared when full; a size is cheap to compute again).
 const SIZE_CACHE: usize = 4096;
+/// An archive's output may be this many times its tree's size (plus [`OUTPUT_PER_ENTRY`] per
+/// entry and [`OUTPUT_SLACK`]) before it is cut: `export-subst` expansion past that is abuse.
+pub(crate) const OUTPUT_FACTOR: u64 = 4;
+/// Room per tree entry for tar headers, padding and long-name records.
+pub(crate) const OUTPUT_PER_ENTRY: u64 = 4 << 10;
+/// Room for the archive's own headers and trailers.
+pub(crate) const OUTPUT_SLACK: u64 = 1 << 20;
+/// The longest one archive download may take (the slot is free again after it).
+pub(crate) const ARCHIVE_DEADLINE: std::time::Duration = std::time::Duration::from_secs(600);
+
+/// Most bytes an archive of a tree with `size` bytes of blobs and `entries` entries may
+/// have (uncompressed tar; zip as git deflates it).
+pub(crate) fn output_bound(size: u64, entries: u64) -> u64 {
+    size.saturating_mul(OUTPUT_FACTOR)
+        .saturating_add(entries.saturating_mul(OUTPUT_PER_ENTRY))
+        .saturating_add(OUTPUT_SLACK)
+}
 
 /// An archive format (`git archive --format`), by the path's suffix.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -64,10 +90,11 @@ impl Format {
         (s, None)
     }
 
-    fn git_format(self) -> &'static str {
+    /// What git writes: tar for both tar formats (seedd compresses `.tar.gz`, so the
+    /// uncompressed output is what [`output_bound`] counts).
+    fn git_output(self) -> &'static str {
         match self {
-            Format::TarGz => "tar.gz",
-            Format::Tar => "tar",
+            Format::TarGz | Format::Tar => "tar",
             Format::Zip => "zip",
         }
     }
@@ -113,7 +140,8 @@ enum Target {
 /// What archives share: their slots and the sizes of trees already walked.
 pub(crate) struct Archives {
     slots: Arc<tokio::sync::Semaphore>,
-    sizes: Mutex<HashMap<ObjectId, u64>>,
+    /// Blob bytes and entries of trees already walked.
+    sizes: Mutex<HashMap<ObjectId, TreeSize>>,
 }
 
 impl Default for Archives {
@@ -126,11 +154,11 @@ impl Default for Archives {
 }
 
 impl Archives {
-    fn size(&self, tree: &ObjectId) -> Option<u64> {
+    fn size(&self, tree: &ObjectId) -> Option<TreeSize> {
         self.sizes.lock().ok()?.get(tree).copied()
     }
 
-    fn remember(&self, tree: ObjectId, size: u64) {
+    fn remember(&self, tree: ObjectId, size: TreeSize) {
         if let Ok(mut m) = self.sizes.lock() {
             if m.len() >= SIZE_CACHE {
                 m.clear();
@@ -248,18 +276,37 @@ fn canonical_ref(repo: &gix::Repository, name: &str) -> Result<ObjectId, WebErro
     Err(WebError::NotFound("reference not found"))
 }
 
-/// Sum of the blob sizes under `tree` (each occurrence counts: the archive holds each), with
-/// [`WebError::TooLarge`] as soon as it passes `limit` or the entries pass `max_entries`.
+/// What an archive of a tree holds, as far as its bounds go.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct TreeSize {
+    /// Blob bytes (each occurrence counts: the archive holds each).
+    pub bytes: u64,
+    /// Entries (files, directories, submodules).
+    pub entries: u64,
+    /// Some `.gitattributes` names `export-subst` (or is too big to tell): git may write
+    /// more than the blobs hold.
+    pub subst: bool,
+}
+
+/// `.gitattributes` files larger than this are not read: taken as naming `export-subst`.
+const MAX_ATTRIBUTES_READ: u64 = 1 << 20;
+
+/// Sum of the blob sizes under `tree` and the number of entries, with [`WebError::TooLarge`]
+/// as soon as the sum passes `limit`, the entries pass `max_entries` or a tree object is over
+/// [`super::source::MAX_TREE_OBJECT`]; and whether any `.gitattributes` asks for
+/// `export-subst`.
 pub(crate) fn tree_size(
     repo: &gix::Repository,
     tree: ObjectId,
     limit: u64,
     max_entries: u64,
-) -> Result<u64, WebError> {
+) -> Result<TreeSize, WebError> {
     let mut total = 0u64;
     let mut entries = 0u64;
+    let mut subst = false;
     let mut stack = vec![tree];
     while let Some(id) = stack.pop() {
+        super::source::check_tree_size(repo, id)?;
         let t = repo.find_tree(id).map_err(WebError::git)?;
         let decoded = t.decode().map_err(WebError::git)?;
         for e in &decoded.entries {
@@ -275,6 +322,15 @@ pub(crate) fn tree_size(
             } else if !e.mode.is_commit() {
                 let h = repo.find_header(e.oid).map_err(WebError::git)?;
                 total = total.saturating_add(h.size());
+                if !subst && e.filename == ".gitattributes" {
+                    subst = h.size() > MAX_ATTRIBUTES_READ
+                        || repo
+                            .find_object(e.oid)
+                            .map_err(WebError::git)?
+                            .data
+                            .windows(b"export-subst".len())
+                            .any(|w| w == b"export-subst");
+                }
                 if total > limit {
                     return Err(WebError::TooLarge {
                         what: "archive",
@@ -284,7 +340,11 @@ pub(crate) fn tree_size(
             }
         }
     }
-    Ok(total)
+    Ok(TreeSize {
+        bytes: total,
+        entries,
+        subst,
+    })
 }
 
 async fn serve(
@@ -312,16 +372,21 @@ async fn serve(
     let storage = state.storage.clone();
     let rid = record.rid;
     let st = state.clone();
-    let id = heavy(state, move || {
+    let (id, size) = heavy(state, move || {
         let repo = super::source::open(&storage, rid)?;
         let (id, tree) = resolve(&repo, &target)?;
-        if st.web.archives.size(&tree).is_none() {
-            let size = tree_size(&repo, tree, MAX_ARCHIVE_BYTES, MAX_ARCHIVE_ENTRIES)?;
-            st.web.archives.remember(tree, size);
-        }
-        Ok(id)
+        let size = match st.web.archives.size(&tree) {
+            Some(size) => size,
+            None => {
+                let size = tree_size(&repo, tree, MAX_ARCHIVE_BYTES, MAX_ARCHIVE_ENTRIES)?;
+                st.web.archives.remember(tree, size);
+                size
+            }
+        };
+        Ok((id, size))
     })
     .await?;
+    let bound = output_bound(size.bytes, size.entries);
 
     let mut headers = axum::http::HeaderMap::new();
     headers.insert(
@@ -345,7 +410,11 @@ async fn serve(
     let mut cmd = state.git.command();
     cmd.env("GIT_DIR", state.storage.path_of(&rid))
         .arg("archive")
-        .arg(format!("--format={}", format.git_format()));
+        .arg(format!("--format={}", format.git_output()));
+    if format == Format::Zip && size.subst {
+        // Stored, not deflated: the bytes counted against the bound are the expanded ones.
+        cmd.arg("-0");
+    }
     if use_prefix {
         cmd.arg(format!("--prefix={stem}/"));
     }
@@ -370,11 +439,14 @@ async fn serve(
         Scope::Tenant(t) => Some((state.clone(), t.clone())),
         Scope::All => None,
     };
+    let mut limits = state.git.limits;
+    limits.total = limits.total.min(ARCHIVE_DEADLINE);
+    let metrics = state.metrics.clone();
     let out = GitOutput::new(
         None,
         stdout,
         child,
-        state.git.limits,
+        limits,
         None,
         Box::new(move |s| {
             // The slot is held until the body ends (or is aborted).
@@ -383,13 +455,89 @@ async fn serve(
                 state.tenancy.tenants.add_egress(&t, "http", s.bytes);
             }
             if let Some(reason) = s.aborted {
+                if reason == "request_timeout" {
+                    metrics
+                        .web_bounded
+                        .with_label_values(&["archive_deadline"])
+                        .inc();
+                }
                 tracing::info!(%rid, reason, bytes = s.bytes, "archive aborted");
             }
         }),
     );
-    let mut resp = Response::new(Body::from_stream(out));
+    let metrics = state.metrics.clone();
+    let bounded = Bounded::new(out, bound, move || {
+        metrics
+            .web_bounded
+            .with_label_values(&["archive_output"])
+            .inc();
+        tracing::warn!(%rid, bound, "archive cut: output over its bound (export-subst?)");
+    });
+    let body = match format {
+        Format::TarGz => {
+            let reader = tokio_util::io::StreamReader::new(bounded);
+            let gz = async_compression::tokio::bufread::GzipEncoder::new(reader);
+            Body::from_stream(tokio_util::io::ReaderStream::with_capacity(gz, 64 << 10))
+        }
+        Format::Tar | Format::Zip => Body::from_stream(bounded),
+    };
+    let mut resp = Response::new(body);
     *resp.headers_mut() = headers;
     Ok(resp)
+}
+
+/// A byte stream cut after `limit` bytes: the stream past it fails (the client sees a
+/// truncated body) and the inner stream is dropped at once (for [`GitOutput`]: git killed).
+pub(crate) struct Bounded<S> {
+    inner: Option<S>,
+    sent: u64,
+    limit: u64,
+    on_cut: Option<Box<dyn FnOnce() + Send>>,
+}
+
+impl<S> Bounded<S> {
+    pub(crate) fn new(inner: S, limit: u64, on_cut: impl FnOnce() + Send + 'static) -> Self {
+        Self {
+            inner: Some(inner),
+            sent: 0,
+            limit,
+            on_cut: Some(Box::new(on_cut)),
+        }
+    }
+}
+
+impl<S> futures_util::Stream for Bounded<S>
+where
+    S: futures_util::Stream<Item = Result<bytes::Bytes, std::io::Error>> + Unpin,
+{
+    type Item = Result<bytes::Bytes, std::io::Error>;
+
+    fn poll_next(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Self::Item>> {
+        use std::task::Poll;
+        let this = &mut *self;
+        let Some(inner) = this.inner.as_mut() else {
+            return Poll::Ready(None);
+        };
+        match std::pin::Pin::new(inner).poll_next(cx) {
+            Poll::Ready(Some(Ok(chunk))) => {
+                this.sent = this.sent.saturating_add(chunk.len() as u64);
+                if this.sent > this.limit {
+                    this.inner = None;
+                    if let Some(f) = this.on_cut.take() {
+                        f();
+                    }
+                    return Poll::Ready(Some(Err(std::io::Error::other(
+                        "archive output over its bound",
+                    ))));
+                }
+                Poll::Ready(Some(Ok(chunk)))
+            }
+            other => other,
+        }
+    }
 }
 
 #[cfg(test)]
@@ -468,8 +616,13 @@ mod tests {
     fn trees_are_sized_and_refused_over_the_limits() {
         let (tmp, tree) = repo_with_files();
         let repo = gix::open(tmp.path()).unwrap();
-        assert_eq!(tree_size(&repo, tree, 100, 100).unwrap(), 15);
-        assert_eq!(tree_size(&repo, tree, 15, 100).unwrap(), 15);
+        let size = TreeSize {
+            bytes: 15,
+            entries: 5,
+            subst: false,
+        };
+        assert_eq!(tree_size(&repo, tree, 100, 100).unwrap(), size);
+        assert_eq!(tree_size(&repo, tree, 15, 100).unwrap(), size);
         let e = tree_size(&repo, tree, 14, 100).unwrap_err();
         assert_eq!(e.status(), axum::http::StatusCode::PAYLOAD_TOO_LARGE);
         assert_eq!(e.to_string(), "archive is over the 14-byte limit");
@@ -499,5 +652,92 @@ mod tests {
     fn serde_urlencoded_like(s: &str) -> PrefixQuery {
         let uri: axum::http::Uri = format!("/x?{s}").parse().unwrap();
         Query::<PrefixQuery>::try_from_uri(&uri).unwrap().0
+    }
+
+    /// A `.gitattributes` anywhere in the tree that names `export-subst` is noticed.
+    #[test]
+    fn export_subst_attributes_are_noticed() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path();
+        let git = |args: &[&str]| {
+            let out = crate::git::command("git", dir)
+                .arg("-C")
+                .arg(dir)
+                .args(["-c", "user.name=t", "-c", "user.email=t@example.com"])
+                .args(args)
+                .output()
+                .unwrap();
+            assert!(out.status.success(), "{args:?}: {out:?}");
+            String::from_utf8(out.stdout).unwrap().trim().to_owned()
+        };
+        git(&["init", "-q"]);
+        std::fs::create_dir_all(dir.join("d")).unwrap();
+        std::fs::write(dir.join(".gitattributes"), "*.txt text\n").unwrap();
+        std::fs::write(dir.join("d/x"), "$Format:%H$\n").unwrap();
+        git(&["add", "."]);
+        git(&["commit", "-q", "-m", "plain"]);
+        let repo = gix::open(dir).unwrap();
+        let tree = |git: &dyn Fn(&[&str]) -> String| {
+            ObjectId::from_hex(git(&["rev-parse", "HEAD^{tree}"]).as_bytes()).unwrap()
+        };
+        assert!(!tree_size(&repo, tree(&git), 1 << 20, 100).unwrap().subst);
+        std::fs::write(dir.join("d/.gitattributes"), "x export-subst\n").unwrap();
+        git(&["add", "."]);
+        git(&["commit", "-q", "-m", "subst"]);
+        let repo = gix::open(dir).unwrap();
+        assert!(tree_size(&repo, tree(&git), 1 << 20, 100).unwrap().subst);
+    }
+
+    /// The output past its bound fails the body and drops the source at once.
+    #[tokio::test]
+    async fn output_is_cut_at_its_bound() {
+        use futures_util::StreamExt;
+        assert_eq!(
+            output_bound(10, 2),
+            40 + 2 * OUTPUT_PER_ENTRY + OUTPUT_SLACK
+        );
+        assert_eq!(output_bound(u64::MAX, 1), u64::MAX);
+        let dropped = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        struct Source(Arc<std::sync::atomic::AtomicBool>);
+        impl Drop for Source {
+            fn drop(&mut self) {
+                self.0.store(true, std::sync::atomic::Ordering::SeqCst);
+            }
+        }
+        let source = Source(dropped.clone());
+        let chunks = futures_util::stream::iter(
+            (0..100).map(|_| Ok::<_, std::io::Error>(bytes::Bytes::from(vec![b'x'; 1000]))),
+        )
+        .map(move |c| {
+            let _ = &source;
+            c
+        });
+        let cut = Arc::new(std::sync::atomic::AtomicU32::new(0));
+        let c = cut.clone();
+        let mut b = Bounded::new(Box::pin(chunks), 2_500, move || {
+            c.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        });
+        let mut got = 0;
+        let mut failed = false;
+        while let Some(x) = b.next().await {
+            match x {
+                Ok(chunk) => got += chunk.len(),
+                Err(_) => failed = true,
+            }
+        }
+        assert_eq!(got, 2_000);
+        assert!(failed);
+        assert_eq!(cut.load(std::sync::atomic::Ordering::SeqCst), 1);
+        assert!(dropped.load(std::sync::atomic::Ordering::SeqCst));
+        // Under the bound nothing is cut.
+        let chunks = futures_util::stream::iter(
+            (0..3).map(|_| Ok::<_, std::io::Error>(bytes::Bytes::from(vec![b'x'; 1000]))),
+        );
+        let mut b = Bounded::new(chunks, 3_000, || panic!("cut"));
+        let mut got = 0;
+        while let Some(x) = b.next().await {
+            got += x.unwrap().len();
+        }
+        assert_eq!(got, 3_000);
     }
 }

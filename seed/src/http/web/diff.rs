@@ -1,6 +1,16 @@
 //! Diffs in the explorer's shape (http-api.md §1.4 `Diff`): a recursive tree comparison
-//! (no rename detection) and a Myers line diff with 3 lines of context, bounded so a huge
-//! change gives a clear 413 instead of unbounded work.
+//! (no rename detection) and a Myers line diff with 3 lines of context.
+//!
+//! One answer costs bounded memory whatever the change (issue 25 §1). Hard limits answer 413:
+//! [`MAX_FILES`] files, [`MAX_DIFF_BYTES`] of blob content read, trees over
+//! [`super::source::MAX_TREE_OBJECT`]. Soft limits truncate, as GitHub and radicle-httpd do
+//! for huge diffs: a [`Budget`] of rendered hunk lines ([`MAX_RENDERED_LINES`]), their bytes
+//! ([`MAX_RENDERED_BYTES`]) and hunks ([`MAX_HUNKS`]) for the whole answer, checked before a
+//! file's hunks are built; a file past it, or with more than [`MAX_LINES`] lines (counted
+//! before any line is split out), is answered with its stats and no hunks, marked
+//! `"truncated": true` (a key the explorer's schema ignores). Blob contents in `files` are
+//! embedded up to [`MAX_EMBEDDED_BLOB`] each and [`MAX_EMBEDDED_BYTES`] in all; bigger ones are
+//! left out of the map. Cuts are counted in `seedd_web_bounded_total`.
 
 use std::collections::BTreeMap;
 
@@ -8,6 +18,7 @@ use gix::ObjectId;
 use serde_json::{json, Value};
 
 use super::WebError;
+use crate::blocking::Cancel;
 
 /// Lines of context around changes (git's default).
 const CONTEXT: usize = 3;
@@ -15,10 +26,79 @@ const CONTEXT: usize = 3;
 pub(super) const MAX_FILES: usize = 1_000;
 /// Bytes of blob content read for one diff (both sides of every file).
 pub(super) const MAX_DIFF_BYTES: u64 = 32 << 20;
-/// Edit distance a line diff may reach; past it the file is shown as changed without hunks.
+/// Edit distance a line diff may reach; past it the file is shown as all lines replaced.
 const MAX_EDITS: usize = 1_500;
-/// Lines (both sides) past which a file is not diffed line by line.
-const MAX_LINES: usize = 200_000;
+/// Lines (both sides) past which a file is not diffed line by line: it is answered with its
+/// stats and no hunks, `truncated`. Counted before the file is split into lines.
+pub(super) const MAX_LINES: usize = 200_000;
+/// Hunk lines one answer renders at most (all files together); later files are truncated.
+pub(super) const MAX_RENDERED_LINES: usize = 20_000;
+/// Bytes of line text one answer renders at most (all files together).
+pub(super) const MAX_RENDERED_BYTES: usize = 4 << 20;
+/// Hunks one answer renders at most (all files together).
+pub(super) const MAX_HUNKS: usize = 2_000;
+/// A blob larger than this is left out of an answer's `files` map.
+pub(super) const MAX_EMBEDDED_BLOB: u64 = 1 << 20;
+/// Bytes of blob content one answer's `files` map holds at most; later blobs are left out.
+pub(super) const MAX_EMBEDDED_BYTES: u64 = 8 << 20;
+
+/// What one diff answer may still render, and what it cut.
+#[derive(Debug, Clone)]
+pub(super) struct Budget {
+    lines: usize,
+    bytes: usize,
+    hunks: usize,
+    embedded: u64,
+    read: u64,
+    /// Files answered without hunks (`truncated`).
+    pub truncated: u64,
+    /// Blobs left out of `files`.
+    pub omitted: u64,
+}
+
+impl Default for Budget {
+    fn default() -> Self {
+        Self {
+            lines: MAX_RENDERED_LINES,
+            bytes: MAX_RENDERED_BYTES,
+            hunks: MAX_HUNKS,
+            embedded: MAX_EMBEDDED_BYTES,
+            read: MAX_DIFF_BYTES,
+            truncated: 0,
+            omitted: 0,
+        }
+    }
+}
+
+impl Budget {
+    /// Take `lines`, `bytes` and `hunks` if all fit.
+    fn take(&mut self, lines: usize, bytes: usize, hunks: usize) -> bool {
+        if lines > self.lines || bytes > self.bytes || hunks > self.hunks {
+            return false;
+        }
+        self.lines -= lines;
+        self.bytes -= bytes;
+        self.hunks -= hunks;
+        true
+    }
+
+    /// Whether a blob of `size` bytes may go in `files` (and take its room).
+    fn embed(&mut self, size: u64) -> bool {
+        if size > MAX_EMBEDDED_BLOB || size > self.embedded {
+            self.omitted += 1;
+            return false;
+        }
+        self.embedded -= size;
+        true
+    }
+}
+
+/// Whether `render` builds the whole answer or only its stats (`/diff/…/stats`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Render {
+    Full,
+    Stats,
+}
 
 /// One changed path.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -45,6 +125,8 @@ type Entries = BTreeMap<Vec<u8>, (ObjectId, gix::objs::tree::EntryMode)>;
 fn entries(repo: &gix::Repository, tree: Option<ObjectId>) -> Result<Entries, WebError> {
     let mut out = BTreeMap::new();
     let Some(tree) = tree else { return Ok(out) };
+    // Sized by its header before it is inflated.
+    super::source::check_tree_size(repo, tree)?;
     let t = repo.find_tree(tree).map_err(WebError::git)?;
     for e in t.decode().map_err(WebError::git)?.entries {
         out.insert(e.filename.to_vec(), (e.oid.to_owned(), e.mode));
@@ -57,9 +139,10 @@ pub(super) fn tree_changes(
     repo: &gix::Repository,
     old: Option<ObjectId>,
     new: Option<ObjectId>,
+    cancel: &Cancel,
 ) -> Result<Vec<Change>, WebError> {
     let mut out = Vec::new();
-    walk(repo, old, new, "", &mut out)?;
+    walk(repo, old, new, "", &mut out, cancel)?;
     Ok(out)
 }
 
@@ -69,10 +152,12 @@ fn walk(
     new: Option<ObjectId>,
     prefix: &str,
     out: &mut Vec<Change>,
+    cancel: &Cancel,
 ) -> Result<(), WebError> {
     if old == new {
         return Ok(());
     }
+    cancel.check().map_err(super::cancelled)?;
     let (a, b) = (entries(repo, old)?, entries(repo, new)?);
     let names: std::collections::BTreeSet<&Vec<u8>> = a.keys().chain(b.keys()).collect();
     for name in names {
@@ -87,7 +172,7 @@ fn walk(
         let blob =
             |x: Option<(ObjectId, gix::objs::tree::EntryMode)>| x.filter(|(_, m)| !m.is_tree());
         if tree(o).is_some() || tree(n).is_some() {
-            walk(repo, tree(o), tree(n), &format!("{path}/"), out)?;
+            walk(repo, tree(o), tree(n), &format!("{path}/"), out, cancel)?;
         }
         let (bo, bn) = (blob(o), blob(n));
         if bo.is_some() || bn.is_some() {
@@ -111,46 +196,64 @@ fn walk(
 fn blob(
     repo: &gix::Repository,
     side: Option<(ObjectId, gix::objs::tree::EntryMode)>,
-    budget: &mut u64,
+    budget: &mut Budget,
 ) -> Result<Option<Vec<u8>>, WebError> {
     let Some((id, m)) = side else { return Ok(None) };
     if m.is_commit() {
         return Ok(Some(format!("Subproject commit {id}\n").into_bytes()));
     }
     let size = repo.find_header(id).map_err(WebError::git)?.size();
-    *budget = budget.checked_sub(size).ok_or(WebError::TooLarge {
+    budget.read = budget.read.checked_sub(size).ok_or(WebError::TooLarge {
         what: "diff",
         limit: MAX_DIFF_BYTES,
     })?;
     Ok(Some(
-        repo.find_object(id).map_err(WebError::git)?.data.clone(),
+        repo.find_object(id).map_err(WebError::git)?.detach().data,
     ))
 }
 
-/// `{diff: {files, stats}, files: {oid: {id, binary, content}}}` of a list of changes.
+/// `{diff: {files, stats}, files: {oid: {id, binary, content}}}` of a list of changes, within
+/// `budget` (with [`Render::Stats`], only `diff.stats` is filled).
 pub(super) fn render(
     repo: &gix::Repository,
     changes: &[Change],
+    how: Render,
+    budget: &mut Budget,
+    cancel: &Cancel,
 ) -> Result<(Value, Value), WebError> {
-    let mut budget = MAX_DIFF_BYTES;
     let mut files = Vec::new();
     let mut blobs = serde_json::Map::new();
     let (mut insertions, mut deletions) = (0usize, 0usize);
+    let mut changed = 0usize;
     for c in changes {
-        let old = blob(repo, c.old, &mut budget)?;
-        let new = blob(repo, c.new, &mut budget)?;
-        for (side, bytes) in [(c.old, &old), (c.new, &new)] {
-            // A submodule's "Subproject commit" text is diffed but is no blob (httpd lists none).
-            if let (Some((id, m)), Some(b)) = (side, bytes) {
-                if !m.is_commit() {
-                    blobs.insert(id.to_string(), super::source::blob_content(id, b));
+        cancel.check().map_err(super::cancelled)?;
+        let old = blob(repo, c.old, budget)?;
+        let new = blob(repo, c.new, budget)?;
+        if how == Render::Full {
+            for (side, bytes) in [(c.old, &old), (c.new, &new)] {
+                // A submodule's "Subproject commit" text is diffed but is no blob (httpd lists
+                // none).
+                if let (Some((id, m)), Some(b)) = (side, bytes) {
+                    if !m.is_commit()
+                        && !blobs.contains_key(&id.to_string())
+                        && budget.embed(b.len() as u64)
+                    {
+                        blobs.insert(id.to_string(), super::source::blob_content(id, b));
+                    }
                 }
             }
         }
-        let content = content(old.as_deref(), new.as_deref());
+        if c.old.is_none() && c.new.is_none() {
+            continue;
+        }
+        changed += 1;
+        let content = content(old.as_deref(), new.as_deref(), how, budget);
         if let Some((a, d)) = content.1 {
             insertions += a;
             deletions += d;
+        }
+        if how == Render::Stats {
+            continue;
         }
         let file = |s: Option<(ObjectId, gix::objs::tree::EntryMode)>| {
             s.map(|(id, m)| json!({ "oid": id.to_string(), "mode": mode(m) }))
@@ -170,7 +273,7 @@ pub(super) fn render(
         files.push(entry);
     }
     let stats = json!({
-        "filesChanged": files.len(),
+        "filesChanged": changed,
         "insertions": insertions,
         "deletions": deletions,
     });
@@ -184,11 +287,69 @@ fn is_binary(b: &[u8]) -> bool {
     b.iter().take(8000).any(|&c| c == 0) || std::str::from_utf8(b).is_err()
 }
 
-/// `DiffContent` and `(additions, deletions)` for text.
-fn content(old: Option<&[u8]>, new: Option<&[u8]>) -> (Value, Option<(usize, usize)>) {
+/// Lines of `b` as [`lines`] would split them, counted without splitting.
+pub(super) fn count_lines(b: &[u8]) -> usize {
+    let newlines = b.iter().filter(|&&c| c == b'\n').count();
+    newlines + usize::from(!b.is_empty() && !b.ends_with(b"\n"))
+}
+
+/// `(additions, deletions)` of a file too big to diff line by line: the lines between the
+/// common first and last lines count as replaced (found without splitting into a `Vec`).
+fn coarse_stats(a: &[u8], b: &[u8], na: usize, nb: usize) -> (usize, usize) {
+    let la = a.split_inclusive(|&c| c == b'\n');
+    let lb = b.split_inclusive(|&c| c == b'\n');
+    let prefix = la
+        .clone()
+        .zip(lb.clone())
+        .take_while(|(x, y)| x == y)
+        .count();
+    let rest = na.min(nb) - prefix;
+    let suffix = la
+        .rev()
+        .zip(lb.rev())
+        .take(rest)
+        .take_while(|(x, y)| x == y)
+        .count();
+    (nb - prefix - suffix, na - prefix - suffix)
+}
+
+/// `DiffContent` and `(additions, deletions)` for text, within `budget`.
+fn content(
+    old: Option<&[u8]>,
+    new: Option<&[u8]>,
+    how: Render,
+    budget: &mut Budget,
+) -> (Value, Option<(usize, usize)>) {
     let (a, b) = (old.unwrap_or_default(), new.unwrap_or_default());
     if is_binary(a) || is_binary(b) {
         return (json!({ "type": "binary" }), None);
+    }
+    let missing = |x: &[u8]| !x.is_empty() && !x.ends_with(b"\n");
+    let eof = match (missing(a), missing(b)) {
+        (false, false) => "noneMissing",
+        (true, false) => "oldMissing",
+        (false, true) => "newMissing",
+        (true, true) => "bothMissing",
+    };
+    let truncated = |budget: &mut Budget, additions: usize, deletions: usize| {
+        budget.truncated += 1;
+        json!({
+            "type": "plain",
+            "hunks": [],
+            "stats": { "additions": additions, "deletions": deletions },
+            "eof": eof,
+            "truncated": true,
+        })
+    };
+    // Counted first: a file of millions of lines is never split into them.
+    let (na, nb) = (count_lines(a), count_lines(b));
+    if na.saturating_add(nb) > MAX_LINES {
+        let (additions, deletions) = coarse_stats(a, b, na, nb);
+        let v = match how {
+            Render::Full => truncated(budget, additions, deletions),
+            Render::Stats => Value::Null,
+        };
+        return (v, Some((additions, deletions)));
     }
     let (a_lines, b_lines) = (lines(a), lines(b));
     let ops = match edit_script(&a_lines, &b_lines) {
@@ -202,14 +363,27 @@ fn content(old: Option<&[u8]>, new: Option<&[u8]>) -> (Value, Option<(usize, usi
     };
     let additions = ops.iter().filter(|o| matches!(o, Op::Ins(_))).count();
     let deletions = ops.iter().filter(|o| matches!(o, Op::Del(_))).count();
-    let missing = |x: &[u8]| !x.is_empty() && !x.ends_with(b"\n");
-    let eof = match (missing(a), missing(b)) {
-        (false, false) => "noneMissing",
-        (true, false) => "oldMissing",
-        (false, true) => "newMissing",
-        (true, true) => "bothMissing",
-    };
-    let hunks = hunks(&ops, &a_lines, &b_lines);
+    if how == Render::Stats {
+        return (Value::Null, Some((additions, deletions)));
+    }
+    // What the hunks would hold, checked against the budget before any is built.
+    let ranges = hunk_ranges(&ops);
+    let rendered: usize = ranges.iter().map(|(s, e)| e - s).sum();
+    let bytes: usize = ranges
+        .iter()
+        .flat_map(|&(s, e)| &ops[s..e])
+        .map(|o| match *o {
+            Op::Eq(i, _) | Op::Del(i) => a_lines[i].len(),
+            Op::Ins(j) => b_lines[j].len(),
+        })
+        .sum();
+    if !budget.take(rendered, bytes, ranges.len()) {
+        return (
+            truncated(budget, additions, deletions),
+            Some((additions, deletions)),
+        );
+    }
+    let hunks = hunks(&ops, &ranges, &a_lines, &b_lines);
     (
         json!({
             "type": "plain",
@@ -332,8 +506,8 @@ pub(super) fn edit_script(a: &[&[u8]], b: &[&[u8]]) -> Option<Vec<Op>> {
     Some(ops)
 }
 
-/// Group an edit script into hunks with [`CONTEXT`] lines around changes.
-fn hunks(ops: &[Op], a: &[&[u8]], b: &[&[u8]]) -> Vec<Value> {
+/// The op ranges of the hunks of an edit script, with [`CONTEXT`] lines around changes.
+fn hunk_ranges(ops: &[Op]) -> Vec<(usize, usize)> {
     let changed: Vec<usize> = ops
         .iter()
         .enumerate()
@@ -350,27 +524,39 @@ fn hunks(ops: &[Op], a: &[&[u8]], b: &[&[u8]]) -> Vec<Value> {
             end = changed[idx] + 1;
         }
         idx += 1;
-        let end = (end + CONTEXT).min(ops.len());
-        out.push(hunk(&ops[start..end], ops, start, a, b));
+        out.push((start, (end + CONTEXT).min(ops.len())));
     }
     out
 }
 
-/// Position (0-based) in the old/new file where `ops[at]` starts.
-fn position(ops: &[Op], at: usize) -> (usize, usize) {
-    ops[..at].iter().fold((0, 0), |(x, y), o| match o {
+/// The hunks of `ranges` (ascending), positions found in one pass over the ops.
+fn hunks(ops: &[Op], ranges: &[(usize, usize)], a: &[&[u8]], b: &[&[u8]]) -> Vec<Value> {
+    let (mut at, mut pos) = (0usize, (0usize, 0usize));
+    let mut out = Vec::with_capacity(ranges.len());
+    for &(start, end) in ranges {
+        for o in &ops[at..start] {
+            pos = step(pos, o);
+        }
+        at = start;
+        out.push(hunk(&ops[start..end], pos, a, b));
+    }
+    out
+}
+
+/// The old/new position after `o`.
+fn step((x, y): (usize, usize), o: &Op) -> (usize, usize) {
+    match o {
         Op::Eq(..) => (x + 1, y + 1),
         Op::Del(_) => (x + 1, y),
         Op::Ins(_) => (x, y + 1),
-    })
+    }
 }
 
 fn text(l: &[u8]) -> String {
     String::from_utf8_lossy(l).into_owned()
 }
 
-fn hunk(slice: &[Op], all: &[Op], at: usize, a: &[&[u8]], b: &[&[u8]]) -> Value {
-    let (os, ns) = position(all, at);
+fn hunk(slice: &[Op], (os, ns): (usize, usize), a: &[&[u8]], b: &[&[u8]]) -> Value {
     let old_len = slice.iter().filter(|o| !matches!(o, Op::Ins(_))).count();
     let new_len = slice.iter().filter(|o| !matches!(o, Op::Del(_))).count();
     let lines: Vec<Value> = slice
@@ -404,7 +590,11 @@ fn hunk(slice: &[Op], all: &[Op], at: usize, a: &[&[u8]], b: &[&[u8]]) -> Value 
 mod tests {
     use serde_json::json;
 
-    use super::content;
+    use super::{coarse_stats, count_lines, Budget, Render};
+
+    fn content(a: Option<&[u8]>, b: Option<&[u8]>) -> (serde_json::Value, Option<(usize, usize)>) {
+        super::content(a, b, Render::Full, &mut Budget::default())
+    }
 
     /// Headers and ranges as `git diff` and libgit2 (httpd) give them, checked against
     /// `git diff --no-index` output for the same files.
@@ -433,5 +623,109 @@ mod tests {
             json!({ "type": "plain", "hunks": [], "stats": { "additions": 0, "deletions": 0 }, "eof": "noneMissing" })
         );
         assert_eq!(stats, Some((0, 0)));
+    }
+
+    /// A file of 8 Mi empty lines is answered with its stats and no hunks, marked truncated,
+    /// quickly: its lines are counted, never split out one by one (the old fallback built one
+    /// op and one JSON line per line: gigabytes).
+    #[test]
+    fn millions_of_lines_are_counted_not_rendered() {
+        let big = vec![b'\n'; 8 << 20];
+        let started = std::time::Instant::now();
+        let mut budget = Budget::default();
+        let (v, stats) = super::content(None, Some(&big), Render::Full, &mut budget);
+        assert_eq!(v["truncated"], true, "{v}");
+        assert_eq!(v["type"], "plain");
+        assert_eq!(v["hunks"], json!([]));
+        assert_eq!(v["stats"], json!({ "additions": 8 << 20, "deletions": 0 }));
+        assert_eq!(v["eof"], "noneMissing");
+        assert_eq!(stats, Some((8 << 20, 0)));
+        assert_eq!(budget.truncated, 1);
+        // Stats only: the same counts, nothing built.
+        let (v, stats) = super::content(None, Some(&big), Render::Stats, &mut Budget::default());
+        assert_eq!((v, stats), (serde_json::Value::Null, Some((8 << 20, 0))));
+        assert!(started.elapsed() < std::time::Duration::from_secs(10));
+    }
+
+    #[test]
+    fn big_files_are_counted_between_their_common_ends() {
+        assert_eq!(count_lines(b""), 0);
+        assert_eq!(count_lines(b"a"), 1);
+        assert_eq!(count_lines(b"a\nb"), 2);
+        assert_eq!(count_lines(b"a\nb\n"), 2);
+        let mut a = "x\n".repeat(150_000);
+        let b = format!("{a}changed\n{}", "y\n".repeat(60_000));
+        a.push_str("old\n");
+        a.push_str(&"y\n".repeat(60_000));
+        let (na, nb) = (count_lines(a.as_bytes()), count_lines(b.as_bytes()));
+        assert_eq!(coarse_stats(a.as_bytes(), b.as_bytes(), na, nb), (1, 1));
+        let (v, stats) = content(Some(a.as_bytes()), Some(b.as_bytes()));
+        assert_eq!(stats, Some((1, 1)));
+        assert_eq!(v["truncated"], true);
+    }
+
+    /// The rendered lines of one answer are bounded: once the budget is spent, later files
+    /// keep their stats but have no hunks.
+    #[test]
+    fn the_answer_budget_truncates_later_files() {
+        let file = "line\n".repeat(super::MAX_RENDERED_LINES * 3 / 4);
+        let mut budget = Budget::default();
+        let (v, _) = super::content(None, Some(file.as_bytes()), Render::Full, &mut budget);
+        assert!(v.get("truncated").is_none());
+        assert_eq!(
+            v["hunks"][0]["lines"].as_array().map(Vec::len),
+            Some(15_000)
+        );
+        let (v, stats) = super::content(None, Some(file.as_bytes()), Render::Full, &mut budget);
+        assert_eq!(v["truncated"], true, "the second file is over the budget");
+        assert_eq!(stats, Some((15_000, 0)));
+        // A small one still fits.
+        let (v, _) = super::content(None, Some(b"x\n"), Render::Full, &mut budget);
+        assert!(v.get("truncated").is_none());
+        assert_eq!(budget.truncated, 1);
+        // Hunks are bounded too: files of 700 one-line changes far apart.
+        let old: String = (0..7_000).map(|i| format!("{i}\n")).collect();
+        let new: String = (0..7_000)
+            .map(|i| {
+                if i % 10 == 0 {
+                    format!("{i}!\n")
+                } else {
+                    format!("{i}\n")
+                }
+            })
+            .collect();
+        let mut budget = Budget::default();
+        for n in 0..3 {
+            let (v, stats) = super::content(
+                Some(old.as_bytes()),
+                Some(new.as_bytes()),
+                Render::Full,
+                &mut budget,
+            );
+            assert_eq!(stats, Some((700, 700)));
+            if n < 2 {
+                assert_eq!(v["hunks"].as_array().map(Vec::len), Some(700));
+            } else {
+                assert_eq!(
+                    v["truncated"],
+                    true,
+                    "2100 hunks are over {}",
+                    super::MAX_HUNKS
+                );
+            }
+        }
+    }
+
+    /// Blob contents in `files` are bounded per blob and per answer.
+    #[test]
+    fn embedded_blobs_are_bounded() {
+        let mut b = Budget::default();
+        assert!(!b.embed(super::MAX_EMBEDDED_BLOB + 1));
+        let n = super::MAX_EMBEDDED_BYTES / super::MAX_EMBEDDED_BLOB;
+        for _ in 0..n {
+            assert!(b.embed(super::MAX_EMBEDDED_BLOB));
+        }
+        assert!(!b.embed(1));
+        assert_eq!(b.omitted, 2);
     }
 }

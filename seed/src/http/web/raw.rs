@@ -1,6 +1,10 @@
 //! `/raw/`: file bytes with a Content-Type (http-api.md §1.7). Responses carry
 //! `X-Content-Type-Options: nosniff` and (but PDFs) a sandbox CSP, so repository content
 //! (SVG, HTML) cannot run script on the seed's origin; HTML is served as text.
+//!
+//! A blob's bytes are read once into a shared buffer ([`RawBlobs`], by object id, within
+//! [`RAW_CACHE_BYTES`]): concurrent downloads of the same file hold one copy, and the body is
+//! sent from it without further copies.
 
 use std::sync::Arc;
 
@@ -8,6 +12,7 @@ use axum::extract::{Path, State};
 use axum::http::{header, HeaderValue};
 use axum::response::{IntoResponse, Response};
 use axum::Extension;
+use bytes::Bytes;
 use gix::ObjectId;
 
 use super::source::{commit, oid};
@@ -16,6 +21,34 @@ use crate::http::HttpState;
 
 /// Raw files above this are 413 (httpd's 10 MiB).
 pub(super) const MAX_RAW: u64 = 10 << 20;
+/// Bytes of raw blobs kept for reuse (emptied when a new one would not fit).
+pub(crate) const RAW_CACHE_BYTES: usize = 64 << 20;
+
+/// Raw blobs by object id (content-addressed: the same bytes in every repository; each
+/// request first checks that its repository has the object).
+#[derive(Default)]
+pub(crate) struct RawBlobs {
+    inner: std::sync::Mutex<(std::collections::HashMap<ObjectId, Bytes>, usize)>,
+}
+
+impl RawBlobs {
+    fn get(&self, id: &ObjectId) -> Option<Bytes> {
+        self.inner.lock().ok()?.0.get(id).cloned()
+    }
+
+    fn put(&self, id: ObjectId, body: Bytes) {
+        if let Ok(mut m) = self.inner.lock() {
+            if m.1 + body.len() > RAW_CACHE_BYTES {
+                m.0.clear();
+                m.1 = 0;
+            }
+            m.1 += body.len();
+            if let Some(old) = m.0.insert(id, body) {
+                m.1 -= old.len();
+            }
+        }
+    }
+}
 
 /// Content-Type by file extension (`None`: sniff the bytes).
 pub(super) fn by_extension(path: &str) -> Option<&'static str> {
@@ -73,7 +106,7 @@ pub(super) fn sniff(bytes: &[u8]) -> &'static str {
     }
 }
 
-fn read(repo: &gix::Repository, id: ObjectId) -> Result<Vec<u8>, WebError> {
+fn read(repo: &gix::Repository, id: ObjectId, cache: &RawBlobs) -> Result<Bytes, WebError> {
     let header = repo
         .find_header(id)
         .map_err(|_| WebError::NotFound("object not found"))?;
@@ -86,10 +119,15 @@ fn read(repo: &gix::Repository, id: ObjectId) -> Result<Vec<u8>, WebError> {
             limit: MAX_RAW,
         });
     }
-    Ok(repo.find_object(id).map_err(WebError::git)?.data.clone())
+    if let Some(body) = cache.get(&id) {
+        return Ok(body);
+    }
+    let body = Bytes::from(repo.find_object(id).map_err(WebError::git)?.detach().data);
+    cache.put(id, body.clone());
+    Ok(body)
 }
 
-fn bytes(content_type: &'static str, body: Vec<u8>) -> Response {
+fn bytes(content_type: &'static str, body: Bytes) -> Response {
     let mut r = body.into_response();
     let h = r.headers_mut();
     h.insert(header::CONTENT_TYPE, HeaderValue::from_static(content_type));
@@ -115,9 +153,13 @@ pub(super) async fn by_oid(
 ) -> Result<Response, WebError> {
     let id = oid(&id)?;
     let record = super::repo(&state, &scope, &rid)?;
-    let storage = state.storage.clone();
+    let st = state.clone();
     let body = heavy(&state, move || {
-        read(&super::source::open(&storage, record.rid)?, id)
+        read(
+            &super::source::open(&st.storage, record.rid)?,
+            id,
+            &st.web.raw,
+        )
     })
     .await?;
     Ok(bytes(sniff(&body), body))
@@ -138,18 +180,44 @@ pub(super) async fn by_path(
     } else {
         oid(&sha)?
     };
-    let storage = state.storage.clone();
+    let st = state.clone();
     let name = path.clone();
     let body = heavy(&state, move || {
-        let repo = super::source::open(&storage, record.rid)?;
+        let repo = super::source::open(&st.storage, record.rid)?;
         let c = commit(&repo, sha)?;
         let (id, mode) = super::source::lookup(&repo, c.tree, &path)?;
         if mode.is_tree() || mode.is_commit() {
             return Err(WebError::NotFound("not a file"));
         }
-        read(&repo, id)
+        read(&repo, id, &st.web.raw)
     })
     .await?;
     let ct = by_extension(&name).unwrap_or_else(|| sniff(&body));
     Ok(bytes(ct, body))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Two downloads of one blob share one buffer; the cache stays within its budget.
+    #[test]
+    fn raw_blobs_are_shared_and_bounded() {
+        let c = RawBlobs::default();
+        let id = |n: u8| ObjectId::from_bytes_or_panic(&[n; 20]);
+        let body = Bytes::from(vec![7u8; 1 << 20]);
+        c.put(id(1), body.clone());
+        let (a, b) = (c.get(&id(1)), c.get(&id(1)));
+        let (Some(a), Some(b)) = (a, b) else {
+            panic!("not kept")
+        };
+        assert_eq!(a.as_ptr(), b.as_ptr(), "one buffer for both");
+        assert_eq!(a.as_ptr(), body.as_ptr(), "no copy");
+        for n in 2..80u8 {
+            c.put(id(n), Bytes::from(vec![n; 1 << 20]));
+        }
+        let held = c.inner.lock().map(|m| m.1).unwrap_or(usize::MAX);
+        assert!(held <= RAW_CACHE_BYTES, "{held}");
+        assert!(c.get(&id(79)).is_some());
+    }
 }

@@ -10,12 +10,16 @@ use std::sync::Arc;
 
 use axum::extract::{Path, Query, State};
 use axum::response::{IntoResponse, Response};
-use axum::{Extension, Json};
+use axum::Extension;
 use gix::ObjectId;
 use serde::Deserialize;
 use serde_json::{json, Value};
 
-use super::{cached, cached_bytes, heavy, Paging, Scope, WebError, IMMUTABLE, ONE_HOUR};
+use super::diff::Render;
+use super::{
+    cached_bytes, cancelled, heavy_cancellable, Paging, Scope, WebError, IMMUTABLE, ONE_HOUR,
+};
+use crate::blocking::Cancel;
 use crate::http::HttpState;
 use crate::storage::Storage;
 
@@ -27,6 +31,17 @@ pub(super) const MAX_WALK: usize = 1_000_000;
 pub(super) const MAX_COMMITS_PER_PAGE: usize = 1_000;
 /// Commits the `lastCommit` search follows before settling for the oldest one it reached.
 pub(super) const MAX_LAST_COMMIT_WALK: usize = 10_000;
+/// A tree object (its header's size, checked before it is inflated) larger than this is not
+/// listed, looked into or diffed: 413. 4 MiB holds ~100k entries of short names.
+pub(super) const MAX_TREE_OBJECT: u64 = 4 << 20;
+/// Entries one tree listing answers at most (more: 413).
+pub(super) const MAX_TREE_ENTRIES: usize = 50_000;
+/// A commit object larger than this is not read (413): its message and parent list would
+/// otherwise be copied into every answer and walk that meets it.
+pub(super) const MAX_COMMIT_OBJECT: u64 = 1 << 20;
+/// `summary` and `description` of a commit header are cut to this many bytes (on a character
+/// boundary), so a page of headers stays small whatever the messages are.
+pub(super) const MAX_MESSAGE: usize = 64 << 10;
 /// Files the README lookup tries at the root, in order (httpd's list; then lower-cased).
 const READMES: &[&str] = &[
     "README",
@@ -68,6 +83,18 @@ pub(super) struct CommitInfo {
 }
 
 pub(super) fn commit(repo: &gix::Repository, id: ObjectId) -> Result<CommitInfo, WebError> {
+    let header = repo
+        .find_header(id)
+        .map_err(|_| WebError::NotFound("commit not found"))?;
+    if header.kind() != gix::objs::Kind::Commit {
+        return Err(WebError::NotFound("commit not found"));
+    }
+    if header.size() > MAX_COMMIT_OBJECT {
+        return Err(WebError::TooLarge {
+            what: "commit object",
+            limit: MAX_COMMIT_OBJECT,
+        });
+    }
     let c = repo
         .find_commit(id)
         .map_err(|_| WebError::NotFound("commit not found"))?;
@@ -88,8 +115,8 @@ pub(super) fn commit(repo: &gix::Repository, id: ObjectId) -> Result<CommitInfo,
     let header = json!({
         "id": id.to_string(),
         "author": { "name": author.name.to_string(), "email": author.email.to_string() },
-        "summary": summary,
-        "description": description,
+        "summary": cut(&summary, MAX_MESSAGE),
+        "description": cut(&description, MAX_MESSAGE),
         "parents": parents.iter().map(ToString::to_string).collect::<Vec<_>>(),
         "committer": {
             "name": committer.name.to_string(),
@@ -106,6 +133,35 @@ pub(super) fn commit(repo: &gix::Repository, id: ObjectId) -> Result<CommitInfo,
     })
 }
 
+/// A value serialised (on the blocking pool, where callers run it).
+fn to_json<T: serde::Serialize>(v: &T) -> Result<bytes::Bytes, WebError> {
+    serde_json::to_vec(v)
+        .map(bytes::Bytes::from)
+        .map_err(WebError::git)
+}
+
+/// Serialised JSON as an answer without a `Cache-Control` header.
+fn json_bytes(body: bytes::Bytes) -> Response {
+    let mut r = body.into_response();
+    r.headers_mut().insert(
+        axum::http::header::CONTENT_TYPE,
+        axum::http::HeaderValue::from_static("application/json"),
+    );
+    r
+}
+
+/// `s` cut to at most `max` bytes, on a character boundary.
+pub(super) fn cut(s: &str, max: usize) -> &str {
+    if s.len() <= max {
+        return s;
+    }
+    let mut end = max;
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    &s[..end]
+}
+
 /// The entry at `path` under `tree` (`""`: the tree itself).
 pub(super) fn lookup(
     repo: &gix::Repository,
@@ -118,6 +174,7 @@ pub(super) fn lookup(
         if !mode.is_tree() {
             return Err(WebError::NotFound("path not found"));
         }
+        check_tree_size(repo, id)?;
         let t = repo.find_tree(id).map_err(WebError::git)?;
         let decoded = t.decode().map_err(WebError::git)?;
         let e = decoded
@@ -128,6 +185,19 @@ pub(super) fn lookup(
         current = (e.oid.to_owned(), e.mode);
     }
     Ok(current)
+}
+
+/// 413 if the tree object `id` is over [`MAX_TREE_OBJECT`], read from its header (nothing
+/// inflated).
+pub(super) fn check_tree_size(repo: &gix::Repository, id: ObjectId) -> Result<(), WebError> {
+    let size = repo.find_header(id).map_err(WebError::git)?.size();
+    if size > MAX_TREE_OBJECT {
+        return Err(WebError::TooLarge {
+            what: "tree object",
+            limit: MAX_TREE_OBJECT,
+        });
+    }
+    Ok(())
 }
 
 fn kind(m: gix::objs::tree::EntryMode) -> &'static str {
@@ -159,26 +229,34 @@ fn encode(bytes: &[u8]) -> (bool, String) {
     }
 }
 
+/// What [`with_repo`] runs: the repository, its record and the request's cancel flag.
+type RepoWork<T> =
+    dyn FnOnce(&gix::Repository, &crate::index::RepoRecord, &Cancel) -> Result<T, WebError> + Send;
+
 /// Run `f` on the repository `rid` names, on the blocking pool.
 async fn with_repo<T: Send + 'static>(
     state: &Arc<HttpState>,
     scope: &Scope,
     rid: &str,
-    f: impl FnOnce(&gix::Repository, &crate::index::RepoRecord) -> Result<T, WebError> + Send + 'static,
+    f: impl FnOnce(&gix::Repository, &crate::index::RepoRecord, &Cancel) -> Result<T, WebError>
+        + Send
+        + 'static,
 ) -> Result<T, WebError> {
-    with_record(state, super::repo(state, scope, rid)?, f).await
+    with_record(state, super::repo(state, scope, rid)?, Box::new(f)).await
 }
 
-/// [`with_repo`] for a repository already resolved (and its visibility checked).
+/// [`with_repo`] for a repository already resolved (and its visibility checked): under an
+/// expensive-request permit, with a [`Cancel`] set when the client goes away or at the
+/// deadline.
 async fn with_record<T: Send + 'static>(
     state: &Arc<HttpState>,
     record: crate::index::RepoRecord,
-    f: impl FnOnce(&gix::Repository, &crate::index::RepoRecord) -> Result<T, WebError> + Send + 'static,
+    f: Box<RepoWork<T>>,
 ) -> Result<T, WebError> {
     let storage = state.storage.clone();
-    heavy(state, move || {
+    heavy_cancellable(state, move |cancel| {
         let repo = open(&storage, record.rid)?;
-        f(&repo, &record)
+        f(&repo, &record, cancel)
     })
     .await
 }
@@ -190,9 +268,11 @@ fn last_commit(
     start: CommitInfo,
     path: &str,
     entry: ObjectId,
+    cancel: &Cancel,
 ) -> Result<Value, WebError> {
     let mut current = start;
     for _ in 0..MAX_LAST_COMMIT_WALK {
+        cancel.check().map_err(cancelled)?;
         let mut same = None;
         for p in &current.parents {
             let Ok(parent) = commit(repo, *p) else {
@@ -211,53 +291,111 @@ fn last_commit(
     Ok(current.header)
 }
 
-fn tree_json(repo: &gix::Repository, sha: ObjectId, path: &str) -> Result<Value, WebError> {
+/// One entry of a tree listing (keys in the order `json!` gives them).
+#[derive(serde::Serialize)]
+struct TreeEntry<'a> {
+    kind: &'static str,
+    name: &'a str,
+    oid: String,
+    path: String,
+}
+
+#[derive(serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+struct TreeAnswer<'a> {
+    entries: Vec<TreeEntry<'a>>,
+    last_commit: &'a Value,
+    name: &'a str,
+    path: &'a str,
+}
+
+/// The serialised listing of the tree at `path` in commit `sha`: the tree object is sized by
+/// its header first ([`MAX_TREE_OBJECT`]) and its entries counted ([`MAX_TREE_ENTRIES`])
+/// before anything is built; entries are serialised straight from the decoded tree.
+fn tree_json(repo: &gix::Repository, sha: ObjectId, path: &str) -> Result<bytes::Bytes, WebError> {
     let c = commit(repo, sha)?;
     let path = path.trim_matches('/');
     let (id, mode) = lookup(repo, c.tree, path)?;
     if !mode.is_tree() {
         return Err(WebError::NotFound("not a directory"));
     }
+    check_tree_size(repo, id)?;
     let t = repo.find_tree(id).map_err(WebError::git)?;
     let decoded = t.decode().map_err(WebError::git)?;
-    let mut entries: Vec<(bool, String, Value)> = decoded
+    if decoded.entries.len() > MAX_TREE_ENTRIES {
+        return Err(WebError::TooLarge {
+            what: "tree (entries)",
+            limit: MAX_TREE_ENTRIES as u64,
+        });
+    }
+    let names: Vec<std::borrow::Cow<'_, str>> = decoded
         .entries
         .iter()
-        .map(|e| {
-            let name = e.filename.to_string();
-            let full = if path.is_empty() {
-                name.clone()
-            } else {
-                format!("{path}/{name}")
-            };
-            let v = json!({ "path": full, "oid": e.oid.to_string(), "name": name, "kind": kind(e.mode) });
-            // radicle-surf's order: trees and submodules, then blobs; each by name.
-            (!(e.mode.is_tree() || e.mode.is_commit()), name, v)
+        .map(|e| String::from_utf8_lossy(e.filename))
+        .collect();
+    let mut order: Vec<usize> = (0..names.len()).collect();
+    // radicle-surf's order: trees and submodules, then blobs; each by name.
+    let blob = |i: usize| {
+        let m = decoded.entries[i].mode;
+        !(m.is_tree() || m.is_commit())
+    };
+    order.sort_by(|&x, &y| (blob(x), &names[x]).cmp(&(blob(y), &names[y])));
+    let entries = order
+        .into_iter()
+        .map(|i| {
+            let (e, name) = (&decoded.entries[i], names[i].as_ref());
+            TreeEntry {
+                kind: kind(e.mode),
+                name,
+                oid: e.oid.to_string(),
+                path: if path.is_empty() {
+                    name.to_owned()
+                } else {
+                    format!("{path}/{name}")
+                },
+            }
         })
         .collect();
-    entries.sort_by(|a, b| (a.0, &a.1).cmp(&(b.0, &b.1)));
-    let name = path.rsplit('/').next().unwrap_or_default();
     // httpd's tree `lastCommit` is the commit the tree is read at (blobs name the last change).
-    Ok(json!({
-        "entries": entries.into_iter().map(|e| e.2).collect::<Vec<_>>(),
-        "lastCommit": c.header,
-        "name": name,
-        "path": path,
-    }))
+    let answer = TreeAnswer {
+        entries,
+        last_commit: &c.header,
+        name: path.rsplit('/').next().unwrap_or_default(),
+        path,
+    };
+    serde_json::to_vec(&answer)
+        .map(bytes::Bytes::from)
+        .map_err(WebError::git)
 }
 
 /// Content-addressed answers: `{sha}` (40 hex) parsed, `f` run on the repository on the
-/// blocking pool under an expensive-request permit, the JSON cached as immutable.
+/// blocking pool under an expensive-request permit, the JSON serialised there too (not on an
+/// async worker) and cached as immutable. The serialised answer is also kept in
+/// [`super::Web::answers`] under `(rid, sha, key)`: `key` names the endpoint and everything
+/// else the answer depends on.
 async fn at_commit(
     state: &Arc<HttpState>,
     scope: &Scope,
     rid: &str,
     sha: &str,
-    f: impl FnOnce(&gix::Repository, ObjectId) -> Result<Value, WebError> + Send + 'static,
+    key: String,
+    f: impl FnOnce(&gix::Repository, ObjectId, &Cancel) -> Result<Value, WebError> + Send + 'static,
 ) -> Result<Response, WebError> {
     let sha = oid(sha)?;
-    let v = with_repo(state, scope, rid, move |repo, _| f(repo, sha)).await?;
-    Ok(cached(IMMUTABLE, &v))
+    // Visibility first (a cached answer is served only where the repository is seen).
+    let record = super::repo(state, scope, rid)?;
+    let rid = record.rid;
+    if let Some(body) = state.web.answers.get(rid, sha, &key) {
+        return Ok(cached_bytes(IMMUTABLE, body));
+    }
+    let body = with_record(
+        state,
+        record,
+        Box::new(move |repo, _, cancel| to_json(&f(repo, sha, cancel)?)),
+    )
+    .await?;
+    state.web.answers.put(rid, sha, &key, body.clone());
+    Ok(cached_bytes(IMMUTABLE, body))
 }
 
 /// `GET /repos/{rid}/tree/{sha}/`.
@@ -293,18 +431,22 @@ async fn tree_at(
         return Ok(cached_bytes(IMMUTABLE, body));
     }
     let (rid, key) = (record.rid, path.clone());
-    let v = with_record(&state, record, move |repo, _| tree_json(repo, id, &path)).await?;
-    Ok(match serde_json::to_vec(&v) {
-        Ok(body) => {
-            let body = bytes::Bytes::from(body);
-            state.web.trees.put(rid, id, &key, body.clone());
-            cached_bytes(IMMUTABLE, body)
-        }
-        Err(_) => cached(IMMUTABLE, &v),
-    })
+    let body = with_record(
+        &state,
+        record,
+        Box::new(move |repo, _, _| tree_json(repo, id, &path)),
+    )
+    .await?;
+    state.web.trees.put(rid, id, &key, body.clone());
+    Ok(cached_bytes(IMMUTABLE, body))
 }
 
-fn blob_json(repo: &gix::Repository, sha: ObjectId, path: &str) -> Result<Value, WebError> {
+fn blob_json(
+    repo: &gix::Repository,
+    sha: ObjectId,
+    path: &str,
+    cancel: &Cancel,
+) -> Result<Value, WebError> {
     let c = commit(repo, sha)?;
     let path = path.trim_matches('/');
     let (id, mode) = lookup(repo, c.tree, path)?;
@@ -318,9 +460,10 @@ fn blob_json(repo: &gix::Repository, sha: ObjectId, path: &str) -> Result<Value,
             limit: MAX_BLOB_JSON,
         });
     }
-    let bytes = repo.find_object(id).map_err(WebError::git)?.data.clone();
+    let bytes = repo.find_object(id).map_err(WebError::git)?.detach().data;
     let (binary, content) = encode(&bytes);
-    let last = last_commit(repo, c, path, id)?;
+    drop(bytes);
+    let last = last_commit(repo, c, path, id, cancel)?;
     Ok(json!({
         "binary": binary,
         "name": path.rsplit('/').next().unwrap_or_default(),
@@ -336,8 +479,9 @@ pub(super) async fn blob(
     Extension(scope): Extension<Scope>,
     Path((rid, sha, path)): Path<(String, String, String)>,
 ) -> Result<Response, WebError> {
-    at_commit(&state, &scope, &rid, &sha, move |repo, sha| {
-        blob_json(repo, sha, &path)
+    let key = format!("blob:{path}");
+    at_commit(&state, &scope, &rid, &sha, key, move |repo, sha, cancel| {
+        blob_json(repo, sha, &path, cancel)
     })
     .await
 }
@@ -348,16 +492,24 @@ pub(super) async fn readme(
     Extension(scope): Extension<Scope>,
     Path((rid, sha)): Path<(String, String)>,
 ) -> Result<Response, WebError> {
-    at_commit(&state, &scope, &rid, &sha, move |repo, sha| {
-        let lower = READMES.iter().map(|r| r.to_lowercase());
-        for name in READMES.iter().map(|s| s.to_string()).chain(lower) {
-            match blob_json(repo, sha, &name) {
-                Err(WebError::NotFound(_)) => continue,
-                other => return other,
+    at_commit(
+        &state,
+        &scope,
+        &rid,
+        &sha,
+        "readme".into(),
+        move |repo, sha, cancel| {
+            let lower = READMES.iter().map(|r| r.to_lowercase());
+            for name in READMES.iter().map(|s| s.to_string()).chain(lower) {
+                cancel.check().map_err(cancelled)?;
+                match blob_json(repo, sha, &name, cancel) {
+                    Err(WebError::NotFound(_)) => continue,
+                    other => return other,
+                }
             }
-        }
-        Err(WebError::NotFound("no README"))
-    })
+            Err(WebError::NotFound("no README"))
+        },
+    )
     .await
 }
 
@@ -367,6 +519,7 @@ pub(super) fn walk(
     repo: &gix::Repository,
     tips: &[ObjectId],
     limit: usize,
+    cancel: &Cancel,
     mut visit: impl FnMut(&CommitInfo) -> bool,
 ) -> Result<(), WebError> {
     let mut seen: HashSet<ObjectId> = HashSet::new();
@@ -381,6 +534,7 @@ pub(super) fn walk(
     }
     let mut n = 0;
     while let Some((_, id)) = queue.pop() {
+        cancel.check().map_err(cancelled)?;
         n += 1;
         if n > limit {
             return Err(WebError::TooLarge {
@@ -431,7 +585,7 @@ pub(super) async fn commits(
     let paging = Paging::new(q.page, q.per_page);
     let (skip, take) = paging.window(default, MAX_COMMITS_PER_PAGE);
     let (since, until) = (q.since, q.until);
-    let out = with_repo(&state, &scope, &rid, move |repo, record| {
+    let out = with_repo(&state, &scope, &rid, move |repo, record, cancel| {
         let tip = match parent {
             Some(p) => p,
             None => oid(record
@@ -441,7 +595,7 @@ pub(super) async fn commits(
         };
         let mut out = Vec::new();
         let mut matched = 0usize;
-        walk(repo, &[tip], MAX_WALK, |c| {
+        walk(repo, &[tip], MAX_WALK, cancel, |c| {
             let inside = since.is_none_or(|s| c.time >= s) && until.is_none_or(|u| c.time < u);
             if inside {
                 if matched >= skip {
@@ -451,13 +605,13 @@ pub(super) async fn commits(
             }
             out.len() < take
         })?;
-        Ok(out)
+        to_json(&out)
     })
     .await?;
     Ok(if parent.is_some() {
-        cached(IMMUTABLE, &out)
+        cached_bytes(IMMUTABLE, out)
     } else {
-        Json(out).into_response()
+        json_bytes(out)
     })
 }
 
@@ -488,24 +642,35 @@ pub(super) async fn commit_one(
 ) -> Result<Response, WebError> {
     let record = super::repo(&state, &scope, &rid)?;
     let heads = branches(&state, &record.rid)?;
-    at_commit(&state, &scope, &rid, &sha, move |repo, sha| {
+    // The answer depends on the branches' tips too.
+    let key = {
+        use std::hash::{Hash, Hasher};
+        let mut h = std::collections::hash_map::DefaultHasher::new();
+        heads.hash(&mut h);
+        format!("commit:{:016x}", h.finish())
+    };
+    let st = state.clone();
+    at_commit(&state, &scope, &rid, &sha, key, move |repo, sha, cancel| {
         let c = commit(repo, sha)?;
         let base = match c.parents.first() {
             Some(p) => Some(commit(repo, *p)?.tree),
             None => None,
         };
-        let changes = super::diff::tree_changes(repo, base, Some(c.tree))?;
-        let (diff, files) = super::diff::render(repo, &changes)?;
+        let changes = super::diff::tree_changes(repo, base, Some(c.tree), cancel)?;
+        let (diff, files) = render(&st, repo, &changes, Render::Full, cancel)?;
         let mut containing = Vec::new();
         let sha_id = sha.to_string();
         for (name, tip) in heads {
             let mut found = tip == sha;
             if !found {
                 // A branch whose history cannot be read is left out, not an error.
-                let _ = walk(repo, &[tip], MAX_WALK, |x| {
+                let walked = walk(repo, &[tip], MAX_WALK, cancel, |x| {
                     found = x.header["id"] == sha_id.as_str();
                     !found && x.time >= c.time
                 });
+                if walked.is_err() {
+                    cancel.check().map_err(cancelled)?;
+                }
             }
             if found {
                 containing.push(name);
@@ -516,15 +681,34 @@ pub(super) async fn commit_one(
     .await
 }
 
+/// [`super::diff::render`] within a fresh budget, its cuts counted in
+/// `seedd_web_bounded_total`.
+fn render(
+    state: &HttpState,
+    repo: &gix::Repository,
+    changes: &[super::diff::Change],
+    how: Render,
+    cancel: &Cancel,
+) -> Result<(Value, Value), WebError> {
+    let mut budget = super::diff::Budget::default();
+    let out = super::diff::render(repo, changes, how, &mut budget, cancel);
+    super::count_bound(state, "diff_truncated", budget.truncated);
+    super::count_bound(state, "blob_omitted", budget.omitted);
+    out
+}
+
 /// The tree changes from commit `base` to commit `head`, rendered (`{diff, files}`).
 fn diff_commits(
+    state: &HttpState,
     repo: &gix::Repository,
     base: ObjectId,
     head: ObjectId,
+    how: Render,
+    cancel: &Cancel,
 ) -> Result<(Value, Value), WebError> {
     let (from, to) = (commit(repo, base)?, commit(repo, head)?);
-    let changes = super::diff::tree_changes(repo, Some(from.tree), Some(to.tree))?;
-    super::diff::render(repo, &changes)
+    let changes = super::diff::tree_changes(repo, Some(from.tree), Some(to.tree), cancel)?;
+    render(state, repo, &changes, how, cancel)
 }
 
 /// `GET /repos/{rid}/diff/{base}/{oid}`: `{diff, files, commits}` from `base` to `oid`, where
@@ -535,11 +719,13 @@ pub(super) async fn diff_between(
     Path((rid, base, sha)): Path<(String, String, String)>,
 ) -> Result<Response, WebError> {
     let base = oid(&base)?;
-    at_commit(&state, &scope, &rid, &sha, move |repo, sha| {
-        let (diff, files) = diff_commits(repo, base, sha)?;
+    let st = state.clone();
+    let key = format!("diff:{base}");
+    at_commit(&state, &scope, &rid, &sha, key, move |repo, sha, cancel| {
+        let (diff, files) = diff_commits(&st, repo, base, sha, Render::Full, cancel)?;
         let mut commits = Vec::new();
         let base_id = base.to_string();
-        walk(repo, &[sha], MAX_WALK, |c| {
+        walk(repo, &[sha], MAX_WALK, cancel, |c| {
             let more = c.header["id"] != base_id.as_str();
             if more {
                 commits.push(c.header.clone());
@@ -558,8 +744,10 @@ pub(super) async fn diff_stats(
     Path((rid, base, sha)): Path<(String, String, String)>,
 ) -> Result<Response, WebError> {
     let base = oid(&base)?;
-    at_commit(&state, &scope, &rid, &sha, move |repo, sha| {
-        let (diff, _) = diff_commits(repo, base, sha)?;
+    let st = state.clone();
+    let key = format!("diffstats:{base}");
+    at_commit(&state, &scope, &rid, &sha, key, move |repo, sha, cancel| {
+        let (diff, _) = diff_commits(&st, repo, base, sha, Render::Stats, cancel)?;
         Ok(diff["stats"].clone())
     })
     .await
@@ -571,14 +759,21 @@ pub(super) async fn commit_count(
     Extension(scope): Extension<Scope>,
     Path((rid, sha)): Path<(String, String)>,
 ) -> Result<Response, WebError> {
-    at_commit(&state, &scope, &rid, &sha, move |repo, sha| {
-        let mut n = 0usize;
-        walk(repo, &[sha], MAX_WALK, |_| {
-            n += 1;
-            true
-        })?;
-        Ok(json!({ "commits": n }))
-    })
+    at_commit(
+        &state,
+        &scope,
+        &rid,
+        &sha,
+        "count".into(),
+        move |repo, sha, cancel| {
+            let mut n = 0usize;
+            walk(repo, &[sha], MAX_WALK, cancel, |_| {
+                n += 1;
+                true
+            })?;
+            Ok(json!({ "commits": n }))
+        },
+    )
     .await
 }
 
@@ -590,10 +785,11 @@ pub(super) async fn tree_stats(
 ) -> Result<Response, WebError> {
     let record = super::repo(&state, &scope, &rid)?;
     let branch_count = branches(&state, &record.rid)?.len();
-    at_commit(&state, &scope, &rid, &sha, move |repo, sha| {
+    let key = format!("treestats:{branch_count}");
+    at_commit(&state, &scope, &rid, &sha, key, move |repo, sha, cancel| {
         let mut n = 0usize;
         let mut authors = BTreeSet::new();
-        walk(repo, &[sha], MAX_WALK, |c| {
+        walk(repo, &[sha], MAX_WALK, cancel, |c| {
             n += 1;
             authors.insert(c.author_email.clone());
             true
@@ -615,18 +811,136 @@ pub(super) async fn activity(
 ) -> Result<Response, WebError> {
     let now = i64::try_from(crate::tenant::now_ms() / 1000).unwrap_or(i64::MAX);
     let cutoff = now.saturating_sub(ACTIVITY_WINDOW);
-    let v = with_repo(&state, &scope, &rid, move |repo, record| {
+    let v = with_repo(&state, &scope, &rid, move |repo, record, cancel| {
         let mut times = Vec::new();
         if let Some(head) = record.head.as_deref() {
-            walk(repo, &[oid(head)?], MAX_WALK, |c| {
+            walk(repo, &[oid(head)?], MAX_WALK, cancel, |c| {
                 if c.time >= cutoff {
                     times.push(c.time);
                 }
                 c.time >= cutoff
             })?;
         }
-        Ok(json!({ "activity": times }))
+        to_json(&json!({ "activity": times }))
     })
     .await?;
-    Ok(cached(ONE_HOUR, &v))
+    Ok(cached_bytes(ONE_HOUR, v))
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
+mod tests {
+    use super::*;
+
+    /// A repository with `n` commits on `HEAD`, each changing `f`.
+    fn history(n: usize) -> (tempfile::TempDir, gix::Repository, ObjectId) {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path();
+        let git = |args: &[&str]| {
+            let out = crate::git::command("git", dir)
+                .arg("-C")
+                .arg(dir)
+                .args(["-c", "user.name=t", "-c", "user.email=t@example.com"])
+                .args(args)
+                .output()
+                .unwrap();
+            assert!(out.status.success(), "{args:?}: {out:?}");
+            String::from_utf8(out.stdout).unwrap().trim().to_owned()
+        };
+        git(&["init", "-q"]);
+        for i in 0..n {
+            std::fs::write(dir.join("f"), format!("{i}\n")).unwrap();
+            git(&["add", "f"]);
+            git(&["commit", "-q", "-m", &format!("c{i}")]);
+        }
+        let head = ObjectId::from_hex(git(&["rev-parse", "HEAD"]).as_bytes()).unwrap();
+        let repo = gix::open(dir).unwrap();
+        (tmp, repo, head)
+    }
+
+    /// History walks and `lastCommit` searches stop at the next commit once their cancel flag
+    /// is set (the client went away or the deadline passed).
+    #[test]
+    fn walks_stop_between_commits_when_cancelled() {
+        let (_tmp, repo, head) = history(20);
+        let cancel = Cancel::new();
+        let mut seen = 0;
+        let r = walk(&repo, &[head], MAX_WALK, &cancel, |_| {
+            seen += 1;
+            if seen == 5 {
+                cancel.cancel();
+            }
+            true
+        });
+        assert_eq!(seen, 5, "the walk went on after the cancel");
+        assert_eq!(
+            r.unwrap_err().status(),
+            axum::http::StatusCode::SERVICE_UNAVAILABLE
+        );
+        // Not cancelled: the whole history.
+        let mut all = 0;
+        walk(&repo, &[head], MAX_WALK, &Cancel::new(), |_| {
+            all += 1;
+            true
+        })
+        .unwrap();
+        assert_eq!(all, 20);
+        // `lastCommit` of `f` (changed by every commit) is the head; a cancelled search fails.
+        let c = commit(&repo, head).unwrap();
+        let f = lookup(&repo, c.tree, "f").unwrap().0;
+        let last = last_commit(&repo, c, "f", f, &Cancel::new()).unwrap();
+        assert_eq!(last["id"], head.to_string());
+        let cancelled = Cancel::new();
+        cancelled.cancel();
+        let c = commit(&repo, head).unwrap();
+        assert!(last_commit(&repo, c, "f", f, &cancelled).is_err());
+    }
+
+    #[test]
+    fn messages_are_cut_on_character_boundaries() {
+        assert_eq!(cut("abc", 5), "abc");
+        assert_eq!(cut("abcdef", 3), "abc");
+        assert_eq!(cut("aé", 2), "a");
+        assert_eq!(
+            cut(&"x".repeat(MAX_MESSAGE * 2), MAX_MESSAGE).len(),
+            MAX_MESSAGE
+        );
+    }
+
+    /// A tree object over [`MAX_TREE_OBJECT`] is refused from its header.
+    #[test]
+    fn big_tree_objects_are_refused_before_inflating() {
+        let (tmp, repo, head) = history(1);
+        let blob = lookup(&repo, commit(&repo, head).unwrap().tree, "f")
+            .unwrap()
+            .0;
+        // ~4.5 MiB of entries: 120k names of 30 bytes.
+        let mut listing = String::new();
+        for i in 0..120_000 {
+            listing.push_str(&format!(
+                "100644 blob {blob}\tfile-with-a-long-name-{i:08}\n"
+            ));
+        }
+        let mut child = crate::git::command("git", tmp.path())
+            .arg("-C")
+            .arg(tmp.path())
+            .arg("mktree")
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        use std::io::Write as _;
+        child
+            .stdin
+            .take()
+            .unwrap()
+            .write_all(listing.as_bytes())
+            .unwrap();
+        let out = child.wait_with_output().unwrap();
+        let tree =
+            ObjectId::from_hex(String::from_utf8(out.stdout).unwrap().trim().as_bytes()).unwrap();
+        let e = check_tree_size(&repo, tree).unwrap_err();
+        assert_eq!(e.status(), axum::http::StatusCode::PAYLOAD_TOO_LARGE);
+        assert!(check_tree_size(&repo, commit(&repo, head).unwrap().tree).is_ok());
+    }
 }
