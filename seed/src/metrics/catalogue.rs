@@ -485,4 +485,10 @@ pub const CATALOGUE: &[MetricDoc] = &[
         labels: &[],
         help: "Pack files per repository, observed each time a repository's debt is measured (sweep, before and after maintenance).",
     },
+    MetricDoc {
+        name: "seedd_cob_budget_exceeded_total",
+        kind: "counter",
+        labels: &["kind"],
+        help: "COB evaluations (web API issues, patches, jobs) and fetched identity histories refused for passing their total work budget (kind: bytes, actions, changes, walk).",
+    },
 ];

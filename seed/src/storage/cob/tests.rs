@@ -14,6 +14,24 @@ use super::read::parse_sshsig;
 use super::*;
 use crate::storage::identity;
 
+/// [`super::verify_identity`] within a fetch's identity budget.
+fn verify_identity(
+    git: &gix::Repository,
+    rid: RepoId,
+    head: gix::ObjectId,
+) -> Result<Identity, CobError> {
+    super::verify_identity(git, rid, head, &Budget::with(budget::IDENTITY))
+}
+
+/// [`super::verify_identity_heads`] within a fetch's identity budget.
+fn verify_identity_heads(
+    git: &gix::Repository,
+    rid: RepoId,
+    heads: &[gix::ObjectId],
+) -> Result<Identity, CobError> {
+    super::verify_identity_heads(git, rid, heads, &Budget::with(budget::IDENTITY))
+}
+
 const HEARTWOOD: &str = "heartwood-fixture";
 const SECRET: &str = "secret-fixture";
 const SMALL: &str = "small-fixture";
