@@ -113,6 +113,8 @@ struct Listing {
 pub(crate) struct Memo {
     trees: RefCell<HashMap<gix::ObjectId, Arc<Listing>>>,
     blobs: RefCell<HashMap<gix::ObjectId, Arc<[u8]>>>,
+    /// Blob sizes from their headers (a loose object's header costs an inflate).
+    sizes: RefCell<HashMap<gix::ObjectId, u64>>,
     /// (tree, signer, signature) triples that verified.
     signatures: RefCell<HashSet<(gix::ObjectId, NodeId, [u8; 64])>>,
     /// Trees read from git (tests check that a reused tree is read once).
@@ -194,10 +196,19 @@ impl Memo {
     ) -> Result<Vec<Arc<[u8]>>, CobError> {
         let mut total = 0u64;
         for id in ids {
-            let size = match self.blobs.borrow().get(id) {
-                Some(b) => b.len() as u64,
-                None => blob_size(git, commit, *id, what, limit)?,
+            let known = self.sizes.borrow().get(id).copied();
+            let size = match known {
+                Some(size) => size,
+                None => {
+                    budget.check()?;
+                    let size = blob_size(git, commit, *id, what, limit)?;
+                    self.sizes.borrow_mut().insert(*id, size);
+                    size
+                }
             };
+            if size > limit {
+                return Err(CobError::TooLarge { commit, what, size });
+            }
             total = total.saturating_add(size);
         }
         budget.charge(BudgetKind::Bytes, total)?;
@@ -207,6 +218,7 @@ impl Memo {
                 out.push(b.clone());
                 continue;
             }
+            budget.check()?;
             let blob: Arc<[u8]> = read_blob(git, commit, *id, what, limit)?.into();
             self.blobs.borrow_mut().insert(*id, blob.clone());
             out.push(blob);

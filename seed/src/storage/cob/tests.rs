@@ -863,14 +863,7 @@ fn issue_reusing_one_tree(
         .unwrap()
         .detach();
     let tree = cob_tree(git, ISSUE, &[open]);
-    let root = write_commit(
-        git,
-        tree,
-        &[],
-        Some(&sshsig(&alice, tree)),
-        LATER,
-        &message,
-    );
+    let root = write_commit(git, tree, &[], Some(&sshsig(&alice, tree)), LATER, &message);
     let body = "x".repeat(body_bytes);
     let comment = json!({"type": "comment", "body": body, "replyTo": root.to_string()});
     let blob = git
@@ -881,7 +874,14 @@ fn issue_reusing_one_tree(
     let pem = sshsig(&alice, tree);
     let mut tip = root;
     for i in 0..n {
-        tip = write_commit(git, tree, &[tip], Some(&pem), LATER + 1 + i as i64, &message);
+        tip = write_commit(
+            git,
+            tree,
+            &[tip],
+            Some(&pem),
+            LATER + 1 + i as i64,
+            &message,
+        );
     }
     (root, tip)
 }
@@ -902,7 +902,9 @@ fn an_evaluation_reusing_one_tree_stops_at_its_budget_and_when_cancelled() {
     let budget = Budget::with(EVALUATION);
     let repo = GitRepo::new(&git, &budget);
     let started = std::time::Instant::now();
-    let err = evaluate::<Issue>(&repo, root, &[tip], &budget).err().unwrap();
+    let err = evaluate::<Issue>(&repo, root, &[tip], &budget)
+        .err()
+        .unwrap();
     assert!(
         matches!(
             err,
@@ -913,7 +915,10 @@ fn an_evaluation_reusing_one_tree_stops_at_its_budget_and_when_cancelled() {
         ),
         "{err}"
     );
-    assert!(err.to_string().contains("over the evaluation budget"), "{err}");
+    assert!(
+        err.to_string().contains("over the evaluation budget"),
+        "{err}"
+    );
     assert!(budget.used(BudgetKind::Changes) < 300);
     // Loading (from the tip) stopped before the root: the shared tree was read from git once
     // for ~196 changes.
@@ -925,7 +930,9 @@ fn an_evaluation_reusing_one_tree_stops_at_its_budget_and_when_cancelled() {
     let (root, tip) = issue_reusing_one_tree(&git, &fx, 50, 64 * 1024);
     let budget = Budget::with(EVALUATION);
     let repo = GitRepo::new(&git, &budget);
-    let err = evaluate::<Issue>(&repo, root, &[tip], &budget).err().unwrap();
+    let err = evaluate::<Issue>(&repo, root, &[tip], &budget)
+        .err()
+        .unwrap();
     assert_eq!(err.over_budget(), Some(BudgetKind::Bytes), "{err}");
     assert!(budget.used(BudgetKind::Changes) <= 3);
     assert!(err.is_permanent());
@@ -935,7 +942,9 @@ fn an_evaluation_reusing_one_tree_stops_at_its_budget_and_when_cancelled() {
     let budget = Budget::new(EVALUATION, cancel.clone());
     cancel.cancel();
     let repo = GitRepo::new(&git, &budget);
-    let err = evaluate::<Issue>(&repo, root, &[tip], &budget).err().unwrap();
+    let err = evaluate::<Issue>(&repo, root, &[tip], &budget)
+        .err()
+        .unwrap();
     assert!(matches!(err, EvalError::Load(CobError::Cancelled)), "{err}");
     assert!(!err.is_permanent());
     assert_eq!(budget.used(BudgetKind::Changes), 0);
@@ -959,7 +968,8 @@ fn an_identity_history_reusing_one_tree_stops_at_the_fetch_budget() {
     let (_tmp, git) = copy(&fx);
     let alice = key("alice");
     let pad = "x".repeat(64 * 1024);
-    let edit = json!({"type": "RevisionEdit", "revision": fx.identity_head.to_string(), "title": pad});
+    let edit =
+        json!({"type": "RevisionEdit", "revision": fx.identity_head.to_string(), "title": pad});
     let blob = git
         .write_blob(serde_json::to_vec(&edit).unwrap())
         .unwrap()
@@ -979,8 +989,8 @@ fn an_identity_history_reusing_one_tree_stops_at_the_fetch_budget() {
     // Cancelled: stops before reading anything.
     let cancel = crate::blocking::Cancel::new();
     cancel.cancel();
-    let err = super::verify_identity(&git, fx.rid, tip, &Budget::new(IDENTITY, cancel))
-        .unwrap_err();
+    let err =
+        super::verify_identity(&git, fx.rid, tip, &Budget::new(IDENTITY, cancel)).unwrap_err();
     assert!(matches!(err, CobError::Cancelled), "{err}");
 }
 
@@ -1036,7 +1046,10 @@ fn a_back_dated_fork_by_a_retired_delegate_set_is_not_adopted() {
         LATER + 11,
     );
     let ours = verify_identity(&git, fx.rid, a2).unwrap();
-    assert_eq!((ours.head, ours.doc.delegates.clone()), (r2, vec![nid(&alice)]));
+    assert_eq!(
+        (ours.head, ours.doc.delegates.clone()),
+        (r2, vec![nid(&alice)])
+    );
 
     // The fork: bob and carol, both retired, from R1, dated before R2.
     let forged = edited_doc(&git, r1, |doc| {
