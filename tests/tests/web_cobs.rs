@@ -772,7 +772,13 @@ fn an_issue_reusing_one_signed_tree_is_refused_within_budget_and_the_seed_goes_i
     let mut paths = String::new();
     for i in 0..10_000u64 {
         let path = dir.path().join(format!("c{i}"));
-        let text = signed_commit(&tree, &[root.clone()], &pem, 1_800_000_001 + i, &identity);
+        let text = signed_commit(
+            &tree,
+            std::slice::from_ref(&root),
+            &pem,
+            1_800_000_001 + i,
+            &identity,
+        );
         std::fs::write(&path, text).unwrap();
         paths.push_str(&format!("{}\n", path.display()));
     }

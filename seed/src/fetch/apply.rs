@@ -191,11 +191,12 @@ pub(crate) struct IdentityMemo {
     resolved: Mutex<HashMap<(gix::ObjectId, Option<gix::ObjectId>), Resolved>>,
 }
 
+/// (repository, offered identity head, ours) → why it was refused.
+type Refusals = HashMap<(RepoId, gix::ObjectId, Option<gix::ObjectId>), String>;
+
 /// Permanent identity refusals by (repository, offered, ours), across fetches.
-fn refusals() -> &'static Mutex<HashMap<(RepoId, gix::ObjectId, Option<gix::ObjectId>), String>> {
-    static REFUSED: OnceLock<
-        Mutex<HashMap<(RepoId, gix::ObjectId, Option<gix::ObjectId>), String>>,
-    > = OnceLock::new();
+fn refusals() -> &'static Mutex<Refusals> {
+    static REFUSED: OnceLock<Mutex<Refusals>> = OnceLock::new();
     REFUSED.get_or_init(Default::default)
 }
 

@@ -93,7 +93,8 @@ impl Budget {
         }
     }
 
-    /// A budget of `limits` nobody cancels (tests, callers with their own deadline).
+    /// A budget of `limits` nobody cancels.
+    #[cfg(test)]
     pub(crate) fn with(limits: Limits) -> Self {
         Self::new(limits, Cancel::new())
     }
@@ -118,11 +119,7 @@ impl Budget {
 
     /// [`CobError::Cancelled`] once nobody waits for the work any longer.
     pub(crate) fn check(&self) -> Result<(), CobError> {
-        if self.cancel.is_cancelled() {
-            Err(CobError::Cancelled)
-        } else {
-            Ok(())
-        }
+        self.cancel.check().map_err(|_| CobError::Cancelled)
     }
 
     /// How much of `kind` was taken so far.

@@ -91,8 +91,6 @@ pub(crate) struct Entry {
     /// Action blobs by their numeric names, in order (shared with the [`Memo`]: a blob named
     /// by many changes is held once).
     pub(crate) actions: Vec<(i8, Arc<[u8]>)>,
-    /// The change's tree.
-    pub(crate) tree: gix::ObjectId,
     /// Blob at `embeds/radicle.json`, if any (read for identity changes only).
     pub(crate) embed: Option<gix::ObjectId>,
 }
@@ -418,7 +416,6 @@ pub(crate) fn load_entry(
         parents,
         resource: resources.pop(),
         actions,
-        tree: tree_id,
         embed: listing.embed,
     })
 }

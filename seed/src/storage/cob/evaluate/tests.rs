@@ -69,7 +69,6 @@ impl Fake {
                     .enumerate()
                     .map(|(i, a)| (i as i8, serde_json::to_vec(a).unwrap().into()))
                     .collect(),
-                tree: oid(0),
                 embed: None,
             },
         );
@@ -111,7 +110,6 @@ impl Repo for Fake {
             parents: e.parents.clone(),
             resource: e.resource,
             actions: e.actions.clone(),
-            tree: e.tree,
             embed: e.embed,
         })
     }
