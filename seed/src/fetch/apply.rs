@@ -664,8 +664,133 @@ fn canonical_refs(
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
+    use std::time::{Duration, Instant};
+
+    fn cfg(dir: &Path) -> FetchConfig {
+        FetchConfig {
+            max_concurrent: 1,
+            max_per_peer: 1,
+            max_pack_bytes: 1 << 20,
+            timeout: Duration::from_secs(5),
+            deadline: Duration::from_secs(5),
+            git: "git".into(),
+            git_home: dir.to_owned(),
+            work_dir: dir.join("fetch"),
+        }
+    }
+
+    fn offering(head: gix::ObjectId) -> BTreeMap<String, String> {
+        BTreeMap::from([(format!("{QUARANTINE}/rad/id"), head.to_string())])
+    }
+
+    /// Issue 25 §2 at the fetch: an offered identity history of 1,000 changes naming one signed
+    /// tree of 256 × 64 KiB actions is refused at once (within the fetch's identity budget),
+    /// then remembered by tips for the next fetch; a cancelled verification stops and is not
+    /// remembered; within one fetch the identity is resolved once.
+    #[test]
+    fn identity_histories_are_verified_once_per_fetch_within_a_budget() {
+        let (tmp, rid, good, forged) = crate::storage::cob::tests::identity_reusing_one_tree();
+        let home = tempfile::tempdir().unwrap();
+        let cfg = cfg(home.path());
+        let live = tempfile::tempdir().unwrap(); // no refs/rad/id: a clone
+        let status = std::process::Command::new("git")
+            .args(["init", "-q", "--bare"])
+            .arg(live.path())
+            .status()
+            .unwrap();
+        assert!(status.success());
+        let git = gix::open(tmp.path()).unwrap();
+        let q = tmp.path();
+        let resolve = |head, memo: &IdentityMemo, cancel: &Cancel| {
+            resolve_identity(
+                &cfg,
+                &git,
+                rid,
+                q,
+                live.path(),
+                &offering(head),
+                memo,
+                cancel,
+            )
+        };
+
+        let started = Instant::now();
+        let err = resolve(forged, &IdentityMemo::default(), &Cancel::new()).unwrap_err();
+        assert!(
+            matches!(
+                &err,
+                FetchError::Invalid(ValidationError::IdentityHistory(
+                    cob::CobError::OverBudget { .. }
+                ))
+            ),
+            "{err}"
+        );
+        assert!(started.elapsed() < Duration::from_secs(5));
+        let err = resolve(forged, &IdentityMemo::default(), &Cancel::new()).unwrap_err();
+        assert!(
+            matches!(&err, FetchError::Invalid(ValidationError::Refused(_))),
+            "{err}"
+        );
+
+        // Cancelled: stops, and is not remembered.
+        let cancelled = Cancel::new();
+        cancelled.cancel();
+        let err = resolve(good, &IdentityMemo::default(), &cancelled).unwrap_err();
+        assert!(
+            matches!(
+                &err,
+                FetchError::Invalid(ValidationError::IdentityHistory(cob::CobError::Cancelled))
+            ),
+            "{err}"
+        );
+        let memo = IdentityMemo::default();
+        let first = resolve(good, &memo, &Cancel::new()).unwrap();
+        assert!(first.adopt);
+        // The fetch's later steps get the same answer without verifying again (a cancelled
+        // flag would stop a verification).
+        let again = resolve(good, &memo, &cancelled).unwrap();
+        assert_eq!(again.ident.head, first.ident.head);
+    }
+
+    /// Issue 25 §5 at the fetch: our `refs/rad/id` is R2 (alice alone, after bob and carol were
+    /// rotated out); a peer offers a back-dated fork of R1 accepted by bob and carol. Ours
+    /// stands. A successor of R2 by alice is adopted.
+    #[test]
+    fn a_back_dated_fork_by_retired_delegates_does_not_move_our_identity() {
+        let f = crate::storage::cob::tests::retired_fork();
+        let home = tempfile::tempdir().unwrap();
+        let cfg = cfg(home.path());
+        let dir = f.tmp.path();
+        let status = std::process::Command::new("git")
+            .arg("--git-dir")
+            .arg(dir)
+            .args(["update-ref", "refs/rad/id", &f.ours.to_string()])
+            .status()
+            .unwrap();
+        assert!(status.success());
+        let git = gix::open(dir).unwrap();
+        let resolve = |head| {
+            resolve_identity(
+                &cfg,
+                &git,
+                f.rid,
+                dir,
+                dir,
+                &offering(head),
+                &IdentityMemo::default(),
+                &Cancel::new(),
+            )
+        };
+        let r = resolve(f.fork_head).unwrap();
+        assert!(!r.adopt);
+        assert_eq!(r.ident.head, f.ours);
+        let r = resolve(f.successor).unwrap();
+        assert!(r.adopt);
+        assert_eq!(r.ident.head, f.successor);
+    }
 
     /// History c1 ← c2 ← c3 (c1 oldest); `x` diverges from c1.
     fn anc(a: &str, b: &str) -> bool {

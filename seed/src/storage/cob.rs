@@ -322,4 +322,4 @@ pub(crate) fn verify_successor(
 
 #[cfg(test)]
 #[allow(clippy::unwrap_used, clippy::expect_used)]
-mod tests;
+pub(crate) mod tests;

@@ -959,13 +959,13 @@ fn an_evaluation_reusing_one_tree_stops_at_its_budget_and_when_cancelled() {
     assert_eq!(repo.tree_reads(), 2);
 }
 
-/// The same trick in an identity history: each change names one tree of 256 action blobs of
-/// 64 KiB. Verification stops at the fetch's identity budget.
-#[test]
-fn an_identity_history_reusing_one_tree_stops_at_the_fetch_budget() {
-    use super::budget::{BudgetKind, IDENTITY};
+/// A copy of the heartwood fixture whose identity head gains 1,000 changes that all name one
+/// signed tree of 256 action blobs of 64 KiB (issue 25 §2): (the copy, its RID, the fixture's
+/// identity head, the forged tip).
+pub(crate) fn identity_reusing_one_tree(
+) -> (tempfile::TempDir, RepoId, gix::ObjectId, gix::ObjectId) {
     let fx = fixture(HEARTWOOD);
-    let (_tmp, git) = copy(&fx);
+    let (tmp, git) = copy(&fx);
     let alice = key("alice");
     let pad = "x".repeat(64 * 1024);
     let edit =
@@ -980,28 +980,47 @@ fn an_identity_history_reusing_one_tree_stops_at_the_fetch_budget() {
     for i in 0..1000 {
         tip = write_commit(&git, tree, &[tip], Some(&pem), LATER + i, "Change\n");
     }
+    (tmp, fx.rid, fx.identity_head, tip)
+}
+
+/// The same trick in an identity history: verification stops at the fetch's identity budget.
+#[test]
+fn an_identity_history_reusing_one_tree_stops_at_the_fetch_budget() {
+    use super::budget::{BudgetKind, IDENTITY};
+    let (tmp, rid, _, tip) = identity_reusing_one_tree();
+    let git = gix::open(tmp.path()).unwrap();
     let budget = Budget::with(IDENTITY);
     let started = std::time::Instant::now();
-    let err = super::verify_identity(&git, fx.rid, tip, &budget).unwrap_err();
+    let err = super::verify_identity(&git, rid, tip, &budget).unwrap_err();
     assert_eq!(err.over_budget(), Some(BudgetKind::Bytes), "{err}");
     assert!(budget.used(BudgetKind::Changes) <= 2);
     assert!(started.elapsed() < std::time::Duration::from_secs(10));
     // Cancelled: stops before reading anything.
     let cancel = crate::blocking::Cancel::new();
     cancel.cancel();
-    let err =
-        super::verify_identity(&git, fx.rid, tip, &Budget::new(IDENTITY, cancel)).unwrap_err();
+    let err = super::verify_identity(&git, rid, tip, &Budget::new(IDENTITY, cancel)).unwrap_err();
     assert!(matches!(err, CobError::Cancelled), "{err}");
 }
 
-/// Issue 25 §5: delegates {alice, bob} add carol, then rotate bob and carol out (alice alone).
-/// Bob forges a fork of the revision that named all three, back-dated before the rotation and
-/// accepted by carol: a majority of that retired set. The replay (timestamp order) adopts the
-/// fork; [`verify_successor`] does not, because our current delegates (alice) never accepted it.
-#[test]
-fn a_back_dated_fork_by_a_retired_delegate_set_is_not_adopted() {
+/// The forged fork of issue 25 §5 in a copy of the heartwood fixture ([`retired_fork`]).
+pub(crate) struct RetiredFork {
+    pub(crate) tmp: tempfile::TempDir,
+    pub(crate) rid: RepoId,
+    /// R2, our adopted revision (alice alone).
+    pub(crate) ours: gix::ObjectId,
+    /// The COB head after R2's accept.
+    pub(crate) ours_head: gix::ObjectId,
+    /// The forged revision and its accepted head.
+    pub(crate) fork: gix::ObjectId,
+    pub(crate) fork_head: gix::ObjectId,
+    /// R3, a successor of R2 by alice.
+    pub(crate) successor: gix::ObjectId,
+}
+
+/// Builds [`RetiredFork`].
+pub(crate) fn retired_fork() -> RetiredFork {
     let fx = fixture(HEARTWOOD);
-    let (_tmp, git) = copy(&fx);
+    let (tmp, git) = copy(&fx);
     let (alice, bob) = (key("alice"), key("bob"));
     let carol = SigningKey::from_bytes(&[7; 32]);
     let did = |k: &SigningKey| json!(nid(k).to_did());
@@ -1045,12 +1064,6 @@ fn a_back_dated_fork_by_a_retired_delegate_set_is_not_adopted() {
         None,
         LATER + 11,
     );
-    let ours = verify_identity(&git, fx.rid, a2).unwrap();
-    assert_eq!(
-        (ours.head, ours.doc.delegates.clone()),
-        (r2, vec![nid(&alice)])
-    );
-
     // The fork: bob and carol, both retired, from R1, dated before R2.
     let forged = edited_doc(&git, r1, |doc| {
         doc["delegates"] = json!([did(&bob), did(&carol)]);
@@ -1071,15 +1084,7 @@ fn a_back_dated_fork_by_a_retired_delegate_set_is_not_adopted() {
         None,
         LATER + 6,
     );
-    // The rules alone adopt it (it comes first in timestamp order; R2 becomes a late fork).
-    let merged = verify_identity_heads(&git, fx.rid, &[fork_accepted, r2]).unwrap();
-    assert_eq!(merged.head, fork);
-    // Against our current document it is not adopted.
-    let budget = Budget::with(budget::IDENTITY);
-    let got = verify_successor(&git, fx.rid, r2, &ours.doc, fork_accepted, &budget).unwrap();
-    assert!(got.is_none(), "{:?}", got.map(|i| i.head));
-
-    // A successor of ours, accepted by our current delegates, is.
+    // A successor of ours by our current delegate (alice alone).
     let blob3 = edited_doc(&git, r2, |doc| doc["threshold"] = json!(1));
     let blob3 = if blob3 == blob2 {
         edited_doc(&git, r2, |doc| {
@@ -1096,7 +1101,37 @@ fn a_back_dated_fork_by_a_retired_delegate_set_is_not_adopted() {
         Some(blob3),
         LATER + 20,
     );
+    RetiredFork {
+        tmp,
+        rid: fx.rid,
+        ours: r2,
+        ours_head: a2,
+        fork,
+        fork_head: fork_accepted,
+        successor: r3,
+    }
+}
+
+/// Issue 25 §5: delegates {alice, bob} add carol, then rotate bob and carol out (alice alone).
+/// Bob forges a fork of the revision that named all three, back-dated before the rotation and
+/// accepted by carol: a majority of that retired set. The replay (timestamp order) adopts the
+/// fork; [`verify_successor`] does not, because our current delegates (alice) never accepted it.
+#[test]
+fn a_back_dated_fork_by_a_retired_delegate_set_is_not_adopted() {
+    let f = retired_fork();
+    let git = gix::open(f.tmp.path()).unwrap();
+    let ours = verify_identity(&git, f.rid, f.ours_head).unwrap();
+    assert_eq!(ours.head, f.ours);
+    assert_eq!(ours.doc.delegates, vec![nid(&key("alice"))]);
+    // The rules alone adopt it (it comes first in timestamp order; R2 becomes a late fork).
+    let merged = verify_identity_heads(&git, f.rid, &[f.fork_head, f.ours]).unwrap();
+    assert_eq!(merged.head, f.fork);
+    // Against our current document it is not adopted.
     let budget = Budget::with(budget::IDENTITY);
-    let got = verify_successor(&git, fx.rid, r2, &ours.doc, r3, &budget).unwrap();
-    assert_eq!(got.map(|i| i.head), Some(r3));
+    let got = verify_successor(&git, f.rid, f.ours, &ours.doc, f.fork_head, &budget).unwrap();
+    assert!(got.is_none(), "{:?}", got.map(|i| i.head));
+    // A successor of ours, accepted by our current delegates, is.
+    let budget = Budget::with(budget::IDENTITY);
+    let got = verify_successor(&git, f.rid, f.ours, &ours.doc, f.successor, &budget).unwrap();
+    assert_eq!(got.map(|i| i.head), Some(f.successor));
 }
