@@ -1569,3 +1569,228 @@ fn a_fetch_cut_by_its_deadline_leaves_no_objects_in_storage() {
         seed.logs()
     );
 }
+
+/// The `gpgsig` of a COB change: an SSHSIG PEM, plain Ed25519 by `key` over the tree id bytes.
+fn change_signature(key: &seedd_proto::crypto::Keypair, tree: &str) -> String {
+    let raw: Vec<u8> = (0..tree.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(&tree[i..i + 2], 16).unwrap())
+        .collect();
+    let sig = key.sign(&raw);
+    ssh_key::SshSig::new(
+        ssh_key::public::KeyData::Ed25519(ssh_key::public::Ed25519PublicKey(*key.nid().as_bytes())),
+        "radicle",
+        ssh_key::HashAlg::Sha256,
+        ssh_key::Signature::new(ssh_key::Algorithm::Ed25519, sig.to_vec()).unwrap(),
+    )
+    .unwrap()
+    .to_pem(ssh_key::LineEnding::LF)
+    .unwrap()
+}
+
+/// An identity action signature: Ed25519 over the blob id bytes, multibase base58btc.
+fn blob_signature(key: &seedd_proto::crypto::Keypair, blob: &str) -> String {
+    let raw: Vec<u8> = (0..blob.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(&blob[i..i + 2], 16).unwrap())
+        .collect();
+    format!("z{}", seedd_tests::bs58_encode(&key.sign(&raw)))
+}
+
+/// An identity COB change made by hand in `repo`: `action` as action `0`, the document blob
+/// `doc` embedded when given, signed by `key`, on `parent`, committed at `time`.
+fn identity_change(
+    repo: &Path,
+    key: &seedd_proto::crypto::Keypair,
+    parent: &str,
+    action: &serde_json::Value,
+    doc: Option<&str>,
+    time: u64,
+) -> String {
+    let manifest = git_input(
+        repo,
+        &["hash-object", "-w", "--stdin"],
+        r#"{"typeName":"xyz.radicle.id","version":1}"#,
+    );
+    let action = git_input(repo, &["hash-object", "-w", "--stdin"], &action.to_string());
+    let mut listing = format!("100644 blob {manifest}\tmanifest\n100644 blob {action}\t0\n");
+    if let Some(doc) = doc {
+        let embeds = git_input(
+            repo,
+            &["mktree"],
+            &format!("100644 blob {doc}\tradicle.json\n"),
+        );
+        listing.push_str(&format!("040000 tree {embeds}\tembeds\n"));
+    }
+    let tree = git_input(repo, &["mktree"], &listing);
+    let pem = change_signature(key, &tree);
+    let mut commit = format!("tree {tree}\nparent {parent}\n");
+    commit.push_str(&format!(
+        "author forger <forger@example.invalid> {time} +0000\ncommitter forger <forger@example.invalid> {time} +0000\n"
+    ));
+    let mut lines = pem.trim_end().lines();
+    commit.push_str(&format!("gpgsig {}\n", lines.next().unwrap()));
+    for l in lines {
+        commit.push_str(&format!(" {l}\n"));
+    }
+    commit.push_str("\nUpdate identity\n");
+    git_input(
+        repo,
+        &["hash-object", "-w", "-t", "commit", "--stdin"],
+        &commit,
+    )
+}
+
+/// Committer time of `commit` in `repo`.
+fn commit_time(repo: &Path, commit: &str) -> u64 {
+    git_at(repo, &["show", "-s", "--format=%ct", commit])
+        .parse()
+        .unwrap()
+}
+
+/// Issue 25 §5: a real user adds two delegates with `rad id update` (gina, o1, o2), then
+/// proposes to rotate both out (`rad id update --rescind`), which o1 accepts: gina alone. The
+/// retired o1 and o2 then forge a fork of the three-delegate revision, dated before the rotation
+/// (the replay's timestamp order visits it first) and accepted by both: a majority of the
+/// retired set. A peer offering it leaves the seed's `refs/rad/id` on the rotation.
+#[test]
+fn a_back_dated_fork_signed_by_retired_delegates_is_not_adopted() {
+    use seedd_proto::crypto::Keypair;
+    let seed = Seed::start(SeedOptions {
+        extra_config: "[policy]\ndefault = \"allow\"\n".into(),
+        ..Default::default()
+    });
+    let gina = RadNode::start("gina", &[seed.p2p_peer()]);
+    let tmp = tempfile::tempdir().unwrap();
+    let (proj, rid) = rad_project(&gina, tmp.path(), "retired");
+    let held = seed.storage().join(rid.trim_start_matches("rad:"));
+    let theirs = gina
+        .home
+        .join("storage")
+        .join(rid.trim_start_matches("rad:"));
+    wait_for("replicated", Duration::from_secs(30), || {
+        held.join("HEAD").exists().then_some(())
+    });
+    let fetch = || {
+        let out =
+            seedd_tests::run_unchecked(&seed, &["-o", "json", "fetch", &rid, "--from", &gina.nid]);
+        if !out.status.success() {
+            let logs = gina.logs();
+            let tail: Vec<&str> = logs.lines().rev().take(40).collect();
+            panic!("{}\n{tail:#?}", text(&out));
+        }
+    };
+    let (o1, o2) = (Keypair::mock(521), Keypair::mock(522));
+    let did = |k: &Keypair| format!("did:key:{}", k.nid());
+    ok(
+        gina.rad_in(
+            &proj,
+            &[
+                "id",
+                "update",
+                "--no-confirm",
+                "--title",
+                "three",
+                "--delegate",
+                &did(&o1),
+                "--delegate",
+                &did(&o2),
+            ],
+        ),
+        "rad id update --delegate",
+    );
+    let r1 = git_at(&theirs, &["rev-parse", "refs/rad/id"]);
+    fetch();
+    assert_eq!(git_at(&held, &["rev-parse", "refs/rad/id"]), r1);
+
+    // The rotation: gina proposes, o1 accepts (2 of 3).
+    ok(
+        gina.rad_in(
+            &proj,
+            &[
+                "id",
+                "update",
+                "--no-confirm",
+                "--title",
+                "rotate",
+                "--rescind",
+                &did(&o1),
+                "--rescind",
+                &did(&o2),
+            ],
+        ),
+        "rad id update --rescind",
+    );
+    // gina's identity COB ref (named by the identity's root): its head is the proposal.
+    let cob = git_at(
+        &theirs,
+        &[
+            "for-each-ref",
+            "--format=%(refname)",
+            &format!("refs/namespaces/{}/refs/cobs/xyz.radicle.id/", gina.nid),
+        ],
+    );
+    let r2 = git_at(&theirs, &["rev-parse", &cob]);
+    assert_ne!(r2, r1, "no rotation proposal");
+    let r2_blob = git_at(
+        &theirs,
+        &["rev-parse", &format!("{r2}:embeds/radicle.json")],
+    );
+    let accept_r2 = identity_change(
+        &theirs,
+        &o1,
+        &r2,
+        &serde_json::json!({"type": "revision.accept", "revision": r2, "signature": blob_signature(&o1, &r2_blob)}),
+        // radicle-node reads the document at `refs/rad/id`: accepts carry it too.
+        Some(&r2_blob),
+        commit_time(&theirs, &r2) + 1,
+    );
+    git_at(&theirs, &["update-ref", "refs/rad/id", &accept_r2]);
+    fetch();
+    assert_eq!(
+        git_at(&held, &["rev-parse", "refs/rad/id"]),
+        r2,
+        "the rotation was not adopted:\n{}",
+        seed.logs()
+    );
+
+    // The fork of R1 by the retired o1 and o2, dated before the rotation.
+    let doc = git_at(&theirs, &["show", &format!("{r1}:embeds/radicle.json")]);
+    let mut doc: serde_json::Value = serde_json::from_str(&doc).unwrap();
+    doc["delegates"] = serde_json::json!([did(&o1), did(&o2)]);
+    let forged = git_input(&theirs, &["hash-object", "-w", "--stdin"], &doc.to_string());
+    let t1 = commit_time(&theirs, &r1);
+    let fork = identity_change(
+        &theirs,
+        &o1,
+        &r1,
+        &serde_json::json!({"type": "revision", "title": "fork", "description": "", "blob": forged, "parent": r1, "signature": blob_signature(&o1, &forged)}),
+        Some(&forged),
+        t1 + 1,
+    );
+    let fork_head = identity_change(
+        &theirs,
+        &o2,
+        &fork,
+        &serde_json::json!({"type": "revision.accept", "revision": fork, "signature": blob_signature(&o2, &forged)}),
+        Some(&forged),
+        t1 + 2,
+    );
+    // Offered: the seed replays it merged with ours; the rules alone would adopt the fork.
+    git_at(&theirs, &["update-ref", "refs/rad/id", &fork_head]);
+    let out = seed.seedctl(&["-o", "json", "fetch", &rid, "--from", &gina.nid]);
+    assert!(out.status.success(), "{}", text(&out));
+    assert_eq!(
+        git_at(&held, &["rev-parse", "refs/rad/id"]),
+        r2,
+        "the forged fork moved refs/rad/id:\n{}",
+        seed.logs()
+    );
+    let delegates = seed.api(&format!("/api/v1/repos/{rid}"))["repo"]["delegates"]
+        .as_array()
+        .map(Vec::len);
+    assert_eq!(delegates, Some(1));
+    assert!(seed
+        .logs()
+        .contains("without the accepts of our current delegates"));
+}
