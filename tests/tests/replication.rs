@@ -1794,3 +1794,180 @@ fn a_back_dated_fork_signed_by_retired_delegates_is_not_adopted() {
         .logs()
         .contains("without the accepts of our current delegates"));
 }
+
+/// CPU time (user + system, in clock ticks) of process `pid`.
+fn cpu_ticks(pid: u32) -> u64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+    let rest = &stat[stat.rfind(')').unwrap() + 2..];
+    let f: Vec<&str> = rest.split(' ').collect();
+    f[11].parse::<u64>().unwrap() + f[12].parse::<u64>().unwrap()
+}
+
+/// Issue 25 §2 over replication: a real `radicle-node` offers an identity history of 2,000
+/// changes that all name one tree of 256 action blobs of 1 MiB (one blob; the tree embeds the
+/// document, so the node serves it), signed with the real key of the `rad` profile that made
+/// the repository. The fetch is refused well within its deadline (the fetch's identity
+/// budget), the refusal is counted and remembered (the next fetch is refused at once), the
+/// seed's `refs/rad/id` stays, its CPU is idle 5 s later, and another repository's `/tree`
+/// answers 200 meanwhile.
+#[test]
+fn an_identity_history_reusing_one_tree_is_refused_within_the_fetch_deadline() {
+    let f = seedd_tests::fixtures();
+    let seed = Seed::start(SeedOptions {
+        extra_config: "[policy]\ndefault = \"allow\"\n".into(),
+        p2p_config: "fetch_deadline_secs = 60\n".into(),
+        repos: vec!["small-fixture".into()],
+        ..Default::default()
+    });
+    let gina = RadNode::start("gina", &[seed.p2p_peer()]);
+    let tmp = tempfile::tempdir().unwrap();
+    let (_proj, rid) = rad_project(&gina, tmp.path(), "heavyid");
+    let held = seed.storage().join(rid.trim_start_matches("rad:"));
+    let theirs = gina
+        .home
+        .join("storage")
+        .join(rid.trim_start_matches("rad:"));
+    wait_for("replicated", Duration::from_secs(30), || {
+        held.join("HEAD").exists().then_some(())
+    });
+    let ours = wait_for("the identity on the seed", Duration::from_secs(30), || {
+        let out = std::process::Command::new("git")
+            .arg("--git-dir")
+            .arg(&held)
+            .args(["rev-parse", "-q", "--verify", "refs/rad/id"])
+            .output()
+            .unwrap();
+        out.status.success().then(|| stdout(&out).trim().to_owned())
+    });
+    let key =
+        seedd_proto::crypto::Keypair::load(&gina.home.join("keys").join("radicle"), None).unwrap();
+    let head = git_at(&theirs, &["rev-parse", "refs/rad/id"]);
+    let doc = git_at(
+        &theirs,
+        &["rev-parse", &format!("{head}:embeds/radicle.json")],
+    );
+
+    let manifest = git_input(
+        &theirs,
+        &["hash-object", "-w", "--stdin"],
+        r#"{"typeName":"xyz.radicle.id","version":1}"#,
+    );
+    let edit = format!(
+        r#"{{"type":"RevisionEdit","revision":"{head}","title":"{}"}}"#,
+        "x".repeat(1024 * 1024 - 200)
+    );
+    let big = git_input(&theirs, &["hash-object", "-w", "--stdin"], &edit);
+    let embeds = git_input(
+        &theirs,
+        &["mktree"],
+        &format!("100644 blob {doc}\tradicle.json\n"),
+    );
+    let mut listing = format!("100644 blob {manifest}\tmanifest\n040000 tree {embeds}\tembeds\n");
+    for i in 0..256i32 {
+        listing.push_str(&format!("100644 blob {big}\t{}\n", i - 128));
+    }
+    let tree = git_input(&theirs, &["mktree"], &listing);
+    let pem = change_signature(&key, &tree);
+    let commit = |parents: &[String], time: u64| {
+        let mut c = format!("tree {tree}\n");
+        for p in parents {
+            c.push_str(&format!("parent {p}\n"));
+        }
+        c.push_str(&format!(
+            "author gina <gina@example.invalid> {time} +0000\ncommitter gina <gina@example.invalid> {time} +0000\n"
+        ));
+        let mut lines = pem.trim_end().lines();
+        c.push_str(&format!("gpgsig {}\n", lines.next().unwrap()));
+        for l in lines {
+            c.push_str(&format!(" {l}\n"));
+        }
+        c.push_str("\nUpdate identity\n");
+        c
+    };
+    let t0 = commit_time(&theirs, &head);
+    let dir = tempfile::tempdir().unwrap();
+    let mut paths = String::new();
+    for i in 0..2_000u64 {
+        let path = dir.path().join(format!("c{i}"));
+        std::fs::write(&path, commit(std::slice::from_ref(&head), t0 + 1 + i)).unwrap();
+        paths.push_str(&format!("{}\n", path.display()));
+    }
+    let list = dir.path().join("paths");
+    std::fs::write(&list, paths).unwrap();
+    let out = git(&theirs)
+        .arg("--git-dir")
+        .arg(&theirs)
+        .args(["hash-object", "-w", "-t", "commit", "--stdin-paths"])
+        .stdin(std::fs::File::open(&list).unwrap())
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let changes: Vec<String> = stdout(&out).lines().map(str::to_owned).collect();
+    assert_eq!(changes.len(), 2_000);
+    let tip = git_input(
+        &theirs,
+        &["hash-object", "-w", "-t", "commit", "--stdin"],
+        &commit(&changes, t0 + 10_000),
+    );
+    git_at(&theirs, &["update-ref", "refs/rad/id", &tip]);
+
+    let small = f.rid("small-fixture");
+    let small_head = f.repo("small-fixture")["head"].as_str().unwrap().to_owned();
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let trees = {
+        let (stop, url) = (
+            stop.clone(),
+            seed.url(&format!("/api/v1/repos/{small}/tree/{small_head}/")),
+        );
+        std::thread::spawn(move || {
+            let mut answers = Vec::new();
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                let started = std::time::Instant::now();
+                let status = seedd_tests::http_get(&url, &[]).map(|(s, _)| s);
+                answers.push((status, started.elapsed()));
+                std::thread::sleep(Duration::from_millis(200));
+            }
+            answers
+        })
+    };
+
+    let started = std::time::Instant::now();
+    let out = seedd_tests::run_unchecked(&seed, &["fetch", &rid, "--from", &gina.nid]);
+    let took = started.elapsed();
+    assert!(
+        !out.status.success(),
+        "the fetch was accepted: {}",
+        text(&out)
+    );
+    assert!(
+        text(&out).contains("evaluation budget"),
+        "{}\n{}",
+        text(&out),
+        seed.logs()
+    );
+    assert!(took < Duration::from_secs(60), "refused after {took:?}");
+    assert!(seed.metric("seedd_cob_budget_exceeded_total", &["kind=\"bytes\""]) >= 1.0);
+    assert_eq!(git_at(&held, &["rev-parse", "refs/rad/id"]), ours);
+    // Remembered by tips: the next fetch of the same history is refused without verifying.
+    let out = seedd_tests::run_unchecked(&seed, &["fetch", &rid, "--from", &gina.nid]);
+    assert!(!out.status.success());
+    assert!(text(&out).contains("refused before"), "{}", text(&out));
+
+    std::thread::sleep(Duration::from_secs(5));
+    let pid = seed.child.id();
+    let before = cpu_ticks(pid);
+    std::thread::sleep(Duration::from_secs(2));
+    let used = cpu_ticks(pid) - before;
+    assert!(
+        used <= 50,
+        "seedd used {used} ticks of CPU in 2 s after the refusal"
+    );
+
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let answers = trees.join().unwrap();
+    assert!(!answers.is_empty());
+    for (status, took) in &answers {
+        assert_eq!(status.as_ref().ok(), Some(&200), "{answers:?}");
+        assert!(*took < Duration::from_secs(5), "{answers:?}");
+    }
+}
