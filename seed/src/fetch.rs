@@ -99,6 +99,9 @@ pub(crate) enum FetchError {
     /// A blocking step of the fetch panicked or was cancelled.
     #[error("a fetch step did not finish: {0}")]
     Task(#[from] tokio::task::JoinError),
+    /// A blocking step of the fetch panicked.
+    #[error("a fetch step did not finish: {0}")]
+    Step(String),
     /// The fetch's task ended without answering its waiter.
     #[error("the fetch task ended without a result")]
     NoResult,
@@ -121,7 +124,15 @@ impl FetchError {
             FetchError::Invalid(_) => "invalid",
             FetchError::Io(_) | FetchError::Journal(_) => "io",
             FetchError::Purged => "purged",
-            FetchError::Task(_) | FetchError::NoResult => "internal",
+            FetchError::Task(_) | FetchError::Step(_) | FetchError::NoResult => "internal",
+        }
+    }
+
+    /// A blocking step that did not finish: at the deadline (it was told to stop), or a panic.
+    fn blocking(e: crate::blocking::BlockingError) -> Self {
+        match e {
+            crate::blocking::BlockingError::Deadline(d) => FetchError::Deadline(d),
+            crate::blocking::BlockingError::Panicked(p) => FetchError::Step(p),
         }
     }
 
@@ -150,6 +161,8 @@ struct Attempt {
     /// Where everything the peer sends lands until it is validated.
     quarantine: PathBuf,
     wants: Wants,
+    /// The identity resolved once for the whole fetch.
+    identity: Arc<apply::IdentityMemo>,
 }
 
 impl Attempt {
@@ -522,6 +535,13 @@ impl Fetcher {
                 m.fetches.with_label_values(&[e.label()]).inc();
                 if let FetchError::Invalid(v) = e {
                     m.validation_failures.with_label_values(&[v.label()]).inc();
+                    if let Some(kind) = v.over_budget() {
+                        self.inner
+                            .metrics
+                            .cob_budget_exceeded
+                            .with_label_values(&[kind.label()])
+                            .inc();
+                    }
                 }
                 tracing::warn!(%rid, peer = %from, error = %e, "fetch failed");
             }
@@ -569,6 +589,7 @@ impl Fetcher {
             repo,
             quarantine,
             wants,
+            identity: Arc::default(),
         };
 
         // 1.–3. Special refs, data, validation (each a step below).
@@ -655,10 +676,13 @@ impl Fetcher {
             .await?;
         if let NamespaceFilter::Only(asked) = &filter {
             let (cfg, rid, q, repo, _) = a.owned(&inner.cfg);
-            let delegates = tokio::task::spawn_blocking(move || {
-                apply::identity_delegates(&cfg, rid, &q, &repo)
+            let memo = a.identity.clone();
+            // Told to stop when the fetch stops waiting (its deadline dropped this future).
+            let delegates = crate::blocking::run_cancellable(inner.cfg.deadline, move |cancel| {
+                apply::identity_delegates(&cfg, rid, &q, &repo, &memo, cancel)
             })
-            .await??;
+            .await
+            .map_err(FetchError::blocking)??;
             let more: Vec<NodeId> = delegates
                 .into_iter()
                 .filter(|d| !asked.contains(d) && (a.wants)(d, true))
@@ -684,10 +708,13 @@ impl Fetcher {
     /// bytes received (`spent` before it).
     async fn data_refs(&self, a: &Attempt, spent: u64) -> Result<u64, FetchError> {
         let (cfg, rid, q, repo, wants) = a.owned(&self.inner.cfg);
-        let data = tokio::task::spawn_blocking(move || {
-            apply::data_wants(&cfg, rid, &q, &repo, &|n: &NodeId, d: bool| wants(n, d))
+        let memo = a.identity.clone();
+        let data = crate::blocking::run_cancellable(self.inner.cfg.deadline, move |cancel| {
+            let wants = |n: &NodeId, d: bool| wants(n, d);
+            apply::data_wants(&cfg, rid, &q, &repo, &wants, &memo, cancel)
         })
-        .await??;
+        .await
+        .map_err(FetchError::blocking)??;
         if data.is_empty() {
             return Ok(0);
         }
@@ -726,15 +753,17 @@ impl Fetcher {
             }
             Ok(())
         };
-        let outcome = tokio::task::spawn_blocking(move || {
+        let memo = a.identity.clone();
+        let outcome = crate::blocking::run_cancellable(self.inner.cfg.deadline, move |cancel| {
             let hooks = apply::Hooks {
                 on_prune: &pruned,
                 wants: &wants,
                 before_write: &narrow,
             };
-            apply::validate_and_apply(&cfg, rid, &q, &repo, &local, &hooks)
+            apply::validate_and_apply(&cfg, rid, &q, &repo, &local, &hooks, &memo, cancel)
         })
-        .await??;
+        .await
+        .map_err(FetchError::blocking)??;
         pause_after_apply().await;
         Ok(outcome)
     }

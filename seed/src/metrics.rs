@@ -208,6 +208,8 @@ pub struct Metrics {
     /// Per-repository request counts (not exported): what an identity over its inventory cap
     /// announces first.
     pub demand: demand::Demand,
+    /// COB evaluations and identity histories refused for their work budget, by kind.
+    pub cob_budget_exceeded: IntCounterVec,
 }
 
 /// The pack cache's metrics (`serve::packcache`).
@@ -541,6 +543,9 @@ impl Metrics {
         let web_bounded = IntCounterVec::new(opts("seedd_web_bounded_total"), &["bound"])?;
         registry.register(Box::new(web_bounded.clone()))?;
         let pack_cache = PackCacheMetrics::new(&registry)?;
+        let cob_budget_exceeded =
+            IntCounterVec::new(opts("seedd_cob_budget_exceeded_total"), &["kind"])?;
+        registry.register(Box::new(cob_budget_exceeded.clone()))?;
         let gauge = |name: &str| -> Result<IntGauge, prometheus::Error> {
             let g = IntGauge::with_opts(opts(name))?;
             registry.register(Box::new(g.clone()))?;
@@ -590,6 +595,7 @@ impl Metrics {
             pack_cache,
             maintenance,
             demand: demand::Demand::default(),
+            cob_budget_exceeded,
         };
         metrics.zero_known()?;
         Ok(metrics)
@@ -620,6 +626,10 @@ impl Metrics {
         zero(&self.web_duration, &[labels::WEB_GROUPS])?;
         zero(&self.web_rejected, &[WEB_REJECTED])?;
         zero(&self.web_bounded, &[WEB_BOUNDS])?;
+        zero(
+            &self.cob_budget_exceeded,
+            &[crate::storage::cob::budget::BUDGET_KINDS],
+        )?;
 
         let p = &self.p2p;
         let links = plus(&[], &[Link::Inbound, Link::Outbound], link_label);

@@ -1569,3 +1569,405 @@ fn a_fetch_cut_by_its_deadline_leaves_no_objects_in_storage() {
         seed.logs()
     );
 }
+
+/// The `gpgsig` of a COB change: an SSHSIG PEM, plain Ed25519 by `key` over the tree id bytes.
+fn change_signature(key: &seedd_proto::crypto::Keypair, tree: &str) -> String {
+    let raw: Vec<u8> = (0..tree.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(&tree[i..i + 2], 16).unwrap())
+        .collect();
+    let sig = key.sign(&raw);
+    ssh_key::SshSig::new(
+        ssh_key::public::KeyData::Ed25519(ssh_key::public::Ed25519PublicKey(*key.nid().as_bytes())),
+        "radicle",
+        ssh_key::HashAlg::Sha256,
+        ssh_key::Signature::new(ssh_key::Algorithm::Ed25519, sig.to_vec()).unwrap(),
+    )
+    .unwrap()
+    .to_pem(ssh_key::LineEnding::LF)
+    .unwrap()
+}
+
+/// An identity action signature: Ed25519 over the blob id bytes, multibase base58btc.
+fn blob_signature(key: &seedd_proto::crypto::Keypair, blob: &str) -> String {
+    let raw: Vec<u8> = (0..blob.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(&blob[i..i + 2], 16).unwrap())
+        .collect();
+    format!("z{}", seedd_tests::bs58_encode(&key.sign(&raw)))
+}
+
+/// An identity COB change made by hand in `repo`: `action` as action `0`, the document blob
+/// `doc` embedded when given, signed by `key`, on `parent`, committed at `time`.
+fn identity_change(
+    repo: &Path,
+    key: &seedd_proto::crypto::Keypair,
+    parent: &str,
+    action: &serde_json::Value,
+    doc: Option<&str>,
+    time: u64,
+) -> String {
+    let manifest = git_input(
+        repo,
+        &["hash-object", "-w", "--stdin"],
+        r#"{"typeName":"xyz.radicle.id","version":1}"#,
+    );
+    let action = git_input(repo, &["hash-object", "-w", "--stdin"], &action.to_string());
+    let mut listing = format!("100644 blob {manifest}\tmanifest\n100644 blob {action}\t0\n");
+    if let Some(doc) = doc {
+        let embeds = git_input(
+            repo,
+            &["mktree"],
+            &format!("100644 blob {doc}\tradicle.json\n"),
+        );
+        listing.push_str(&format!("040000 tree {embeds}\tembeds\n"));
+    }
+    let tree = git_input(repo, &["mktree"], &listing);
+    let pem = change_signature(key, &tree);
+    let mut commit = format!("tree {tree}\nparent {parent}\n");
+    commit.push_str(&format!(
+        "author forger <forger@example.invalid> {time} +0000\ncommitter forger <forger@example.invalid> {time} +0000\n"
+    ));
+    let mut lines = pem.trim_end().lines();
+    commit.push_str(&format!("gpgsig {}\n", lines.next().unwrap()));
+    for l in lines {
+        commit.push_str(&format!(" {l}\n"));
+    }
+    commit.push_str("\nUpdate identity\n");
+    git_input(
+        repo,
+        &["hash-object", "-w", "-t", "commit", "--stdin"],
+        &commit,
+    )
+}
+
+/// Committer time of `commit` in `repo`.
+fn commit_time(repo: &Path, commit: &str) -> u64 {
+    git_at(repo, &["show", "-s", "--format=%ct", commit])
+        .parse()
+        .unwrap()
+}
+
+/// Issue 25 §5: a real user adds two delegates with `rad id update` (gina, o1, o2), then
+/// proposes to rotate both out (`rad id update --rescind`), which o1 accepts: gina alone. The
+/// retired o1 and o2 then forge a fork of the three-delegate revision, dated before the rotation
+/// (the replay's timestamp order visits it first) and accepted by both: a majority of the
+/// retired set. A peer offering it leaves the seed's `refs/rad/id` on the rotation.
+#[test]
+fn a_back_dated_fork_signed_by_retired_delegates_is_not_adopted() {
+    use seedd_proto::crypto::Keypair;
+    let seed = Seed::start(SeedOptions {
+        extra_config: "[policy]\ndefault = \"allow\"\n".into(),
+        ..Default::default()
+    });
+    let gina = RadNode::start("gina", &[seed.p2p_peer()]);
+    let tmp = tempfile::tempdir().unwrap();
+    let (proj, rid) = rad_project(&gina, tmp.path(), "retired");
+    let held = seed.storage().join(rid.trim_start_matches("rad:"));
+    let theirs = gina
+        .home
+        .join("storage")
+        .join(rid.trim_start_matches("rad:"));
+    wait_for("replicated", Duration::from_secs(30), || {
+        held.join("HEAD").exists().then_some(())
+    });
+    let fetch = || {
+        let out =
+            seedd_tests::run_unchecked(&seed, &["-o", "json", "fetch", &rid, "--from", &gina.nid]);
+        if !out.status.success() {
+            let logs = gina.logs();
+            let tail: Vec<&str> = logs.lines().rev().take(40).collect();
+            panic!("{}\n{tail:#?}", text(&out));
+        }
+    };
+    let (o1, o2) = (Keypair::mock(521), Keypair::mock(522));
+    let did = |k: &Keypair| format!("did:key:{}", k.nid());
+    ok(
+        gina.rad_in(
+            &proj,
+            &[
+                "id",
+                "update",
+                "--no-confirm",
+                "--title",
+                "three",
+                "--delegate",
+                &did(&o1),
+                "--delegate",
+                &did(&o2),
+            ],
+        ),
+        "rad id update --delegate",
+    );
+    let r1 = git_at(&theirs, &["rev-parse", "refs/rad/id"]);
+    fetch();
+    assert_eq!(git_at(&held, &["rev-parse", "refs/rad/id"]), r1);
+
+    // The rotation: gina proposes, o1 accepts (2 of 3).
+    ok(
+        gina.rad_in(
+            &proj,
+            &[
+                "id",
+                "update",
+                "--no-confirm",
+                "--title",
+                "rotate",
+                "--rescind",
+                &did(&o1),
+                "--rescind",
+                &did(&o2),
+            ],
+        ),
+        "rad id update --rescind",
+    );
+    // gina's identity COB ref (named by the identity's root): its head is the proposal.
+    let cob = git_at(
+        &theirs,
+        &[
+            "for-each-ref",
+            "--format=%(refname)",
+            &format!("refs/namespaces/{}/refs/cobs/xyz.radicle.id/", gina.nid),
+        ],
+    );
+    let r2 = git_at(&theirs, &["rev-parse", &cob]);
+    assert_ne!(r2, r1, "no rotation proposal");
+    let r2_blob = git_at(
+        &theirs,
+        &["rev-parse", &format!("{r2}:embeds/radicle.json")],
+    );
+    let accept_r2 = identity_change(
+        &theirs,
+        &o1,
+        &r2,
+        &serde_json::json!({"type": "revision.accept", "revision": r2, "signature": blob_signature(&o1, &r2_blob)}),
+        // radicle-node reads the document at `refs/rad/id`: accepts carry it too.
+        Some(&r2_blob),
+        commit_time(&theirs, &r2) + 1,
+    );
+    git_at(&theirs, &["update-ref", "refs/rad/id", &accept_r2]);
+    fetch();
+    assert_eq!(
+        git_at(&held, &["rev-parse", "refs/rad/id"]),
+        r2,
+        "the rotation was not adopted:\n{}",
+        seed.logs()
+    );
+
+    // The fork of R1 by the retired o1 and o2, dated before the rotation.
+    let doc = git_at(&theirs, &["show", &format!("{r1}:embeds/radicle.json")]);
+    let mut doc: serde_json::Value = serde_json::from_str(&doc).unwrap();
+    doc["delegates"] = serde_json::json!([did(&o1), did(&o2)]);
+    let forged = git_input(&theirs, &["hash-object", "-w", "--stdin"], &doc.to_string());
+    let t1 = commit_time(&theirs, &r1);
+    let fork = identity_change(
+        &theirs,
+        &o1,
+        &r1,
+        &serde_json::json!({"type": "revision", "title": "fork", "description": "", "blob": forged, "parent": r1, "signature": blob_signature(&o1, &forged)}),
+        Some(&forged),
+        t1 + 1,
+    );
+    let fork_head = identity_change(
+        &theirs,
+        &o2,
+        &fork,
+        &serde_json::json!({"type": "revision.accept", "revision": fork, "signature": blob_signature(&o2, &forged)}),
+        Some(&forged),
+        t1 + 2,
+    );
+    // Offered: the seed replays it merged with ours; the rules alone would adopt the fork.
+    git_at(&theirs, &["update-ref", "refs/rad/id", &fork_head]);
+    let out = seed.seedctl(&["-o", "json", "fetch", &rid, "--from", &gina.nid]);
+    assert!(out.status.success(), "{}", text(&out));
+    assert_eq!(
+        git_at(&held, &["rev-parse", "refs/rad/id"]),
+        r2,
+        "the forged fork moved refs/rad/id:\n{}",
+        seed.logs()
+    );
+    let delegates = seed.api(&format!("/api/v1/repos/{rid}"))["repo"]["delegates"]
+        .as_array()
+        .map(Vec::len);
+    assert_eq!(delegates, Some(1));
+    assert!(seed
+        .logs()
+        .contains("without the accepts of our current delegates"));
+}
+
+/// CPU time (user + system, in clock ticks) of process `pid`.
+fn cpu_ticks(pid: u32) -> u64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+    let rest = &stat[stat.rfind(')').unwrap() + 2..];
+    let f: Vec<&str> = rest.split(' ').collect();
+    f[11].parse::<u64>().unwrap() + f[12].parse::<u64>().unwrap()
+}
+
+/// Issue 25 §2 over replication: a real `radicle-node` offers an identity history of 2,000
+/// changes that all name one tree of 256 action blobs of 1 MiB (one blob; the tree embeds the
+/// document, so the node serves it), signed with the real key of the `rad` profile that made
+/// the repository. The fetch is refused well within its deadline (the fetch's identity
+/// budget), the refusal is counted and remembered (the next fetch is refused at once), the
+/// seed's `refs/rad/id` stays, its CPU is idle 5 s later, and another repository's `/tree`
+/// answers 200 meanwhile.
+#[test]
+fn an_identity_history_reusing_one_tree_is_refused_within_the_fetch_deadline() {
+    let f = seedd_tests::fixtures();
+    let seed = Seed::start(SeedOptions {
+        extra_config: "[policy]\ndefault = \"allow\"\n".into(),
+        p2p_config: "fetch_deadline_secs = 60\n".into(),
+        repos: vec!["small-fixture".into()],
+        ..Default::default()
+    });
+    let gina = RadNode::start("gina", &[seed.p2p_peer()]);
+    let tmp = tempfile::tempdir().unwrap();
+    let (_proj, rid) = rad_project(&gina, tmp.path(), "heavyid");
+    let held = seed.storage().join(rid.trim_start_matches("rad:"));
+    let theirs = gina
+        .home
+        .join("storage")
+        .join(rid.trim_start_matches("rad:"));
+    wait_for("replicated", Duration::from_secs(30), || {
+        held.join("HEAD").exists().then_some(())
+    });
+    let ours = wait_for("the identity on the seed", Duration::from_secs(30), || {
+        let out = std::process::Command::new("git")
+            .arg("--git-dir")
+            .arg(&held)
+            .args(["rev-parse", "-q", "--verify", "refs/rad/id"])
+            .output()
+            .unwrap();
+        out.status.success().then(|| stdout(&out).trim().to_owned())
+    });
+    let key =
+        seedd_proto::crypto::Keypair::load(&gina.home.join("keys").join("radicle"), None).unwrap();
+    let head = git_at(&theirs, &["rev-parse", "refs/rad/id"]);
+    let doc = git_at(
+        &theirs,
+        &["rev-parse", &format!("{head}:embeds/radicle.json")],
+    );
+
+    let manifest = git_input(
+        &theirs,
+        &["hash-object", "-w", "--stdin"],
+        r#"{"typeName":"xyz.radicle.id","version":1}"#,
+    );
+    let edit = format!(
+        r#"{{"type":"RevisionEdit","revision":"{head}","title":"{}"}}"#,
+        "x".repeat(1024 * 1024 - 200)
+    );
+    let big = git_input(&theirs, &["hash-object", "-w", "--stdin"], &edit);
+    let embeds = git_input(
+        &theirs,
+        &["mktree"],
+        &format!("100644 blob {doc}\tradicle.json\n"),
+    );
+    let mut listing = format!("100644 blob {manifest}\tmanifest\n040000 tree {embeds}\tembeds\n");
+    for i in 0..256i32 {
+        listing.push_str(&format!("100644 blob {big}\t{}\n", i - 128));
+    }
+    let tree = git_input(&theirs, &["mktree"], &listing);
+    let pem = change_signature(&key, &tree);
+    let commit = |parents: &[String], time: u64| {
+        let mut c = format!("tree {tree}\n");
+        for p in parents {
+            c.push_str(&format!("parent {p}\n"));
+        }
+        c.push_str(&format!(
+            "author gina <gina@example.invalid> {time} +0000\ncommitter gina <gina@example.invalid> {time} +0000\n"
+        ));
+        let mut lines = pem.trim_end().lines();
+        c.push_str(&format!("gpgsig {}\n", lines.next().unwrap()));
+        for l in lines {
+            c.push_str(&format!(" {l}\n"));
+        }
+        c.push_str("\nUpdate identity\n");
+        c
+    };
+    let t0 = commit_time(&theirs, &head);
+    let dir = tempfile::tempdir().unwrap();
+    let mut paths = String::new();
+    for i in 0..2_000u64 {
+        let path = dir.path().join(format!("c{i}"));
+        std::fs::write(&path, commit(std::slice::from_ref(&head), t0 + 1 + i)).unwrap();
+        paths.push_str(&format!("{}\n", path.display()));
+    }
+    let list = dir.path().join("paths");
+    std::fs::write(&list, paths).unwrap();
+    let out = git(&theirs)
+        .arg("--git-dir")
+        .arg(&theirs)
+        .args(["hash-object", "-w", "-t", "commit", "--stdin-paths"])
+        .stdin(std::fs::File::open(&list).unwrap())
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let changes: Vec<String> = stdout(&out).lines().map(str::to_owned).collect();
+    assert_eq!(changes.len(), 2_000);
+    let tip = git_input(
+        &theirs,
+        &["hash-object", "-w", "-t", "commit", "--stdin"],
+        &commit(&changes, t0 + 10_000),
+    );
+    git_at(&theirs, &["update-ref", "refs/rad/id", &tip]);
+
+    let small = f.rid("small-fixture");
+    let small_head = f.repo("small-fixture")["head"].as_str().unwrap().to_owned();
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let trees = {
+        let (stop, url) = (
+            stop.clone(),
+            seed.url(&format!("/api/v1/repos/{small}/tree/{small_head}/")),
+        );
+        std::thread::spawn(move || {
+            let mut answers = Vec::new();
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                let started = std::time::Instant::now();
+                let status = seedd_tests::http_get(&url, &[]).map(|(s, _)| s);
+                answers.push((status, started.elapsed()));
+                std::thread::sleep(Duration::from_millis(200));
+            }
+            answers
+        })
+    };
+
+    let started = std::time::Instant::now();
+    let out = seedd_tests::run_unchecked(&seed, &["fetch", &rid, "--from", &gina.nid]);
+    let took = started.elapsed();
+    assert!(
+        !out.status.success(),
+        "the fetch was accepted: {}",
+        text(&out)
+    );
+    assert!(
+        text(&out).contains("evaluation budget"),
+        "{}\n{}",
+        text(&out),
+        seed.logs()
+    );
+    assert!(took < Duration::from_secs(60), "refused after {took:?}");
+    assert!(seed.metric("seedd_cob_budget_exceeded_total", &["kind=\"bytes\""]) >= 1.0);
+    assert_eq!(git_at(&held, &["rev-parse", "refs/rad/id"]), ours);
+    // Remembered by tips: the next fetch of the same history is refused without verifying.
+    let out = seedd_tests::run_unchecked(&seed, &["fetch", &rid, "--from", &gina.nid]);
+    assert!(!out.status.success());
+    assert!(text(&out).contains("refused before"), "{}", text(&out));
+
+    std::thread::sleep(Duration::from_secs(5));
+    let pid = seed.child.id();
+    let before = cpu_ticks(pid);
+    std::thread::sleep(Duration::from_secs(2));
+    let used = cpu_ticks(pid) - before;
+    assert!(
+        used <= 50,
+        "seedd used {used} ticks of CPU in 2 s after the refusal"
+    );
+
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let answers = trees.join().unwrap();
+    assert!(!answers.is_empty());
+    for (status, took) in &answers {
+        assert_eq!(status.as_ref().ok(), Some(&200), "{answers:?}");
+        assert!(*took < Duration::from_secs(5), "{answers:?}");
+    }
+}

@@ -658,3 +658,235 @@ fn issues_and_patches_made_with_rad_are_served_after_replication() {
         "no open patch"
     );
 }
+
+/// The `gpgsig` rad puts on a COB change: an SSHSIG PEM whose signature is plain Ed25519 by
+/// `key` over the 20 raw bytes of the tree id.
+fn cob_signature(key: &seedd_proto::crypto::Keypair, tree: &str) -> String {
+    let raw: Vec<u8> = (0..tree.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(&tree[i..i + 2], 16).unwrap())
+        .collect();
+    let sig = key.sign(&raw);
+    ssh_key::SshSig::new(
+        ssh_key::public::KeyData::Ed25519(ssh_key::public::Ed25519PublicKey(*key.nid().as_bytes())),
+        "radicle",
+        ssh_key::HashAlg::Sha256,
+        ssh_key::Signature::new(ssh_key::Algorithm::Ed25519, sig.to_vec()).unwrap(),
+    )
+    .unwrap()
+    .to_pem(ssh_key::LineEnding::LF)
+    .unwrap()
+}
+
+/// A commit object's text with a `gpgsig` header.
+fn signed_commit(tree: &str, parents: &[String], pem: &str, time: u64, resource: &str) -> String {
+    let mut c = format!("tree {tree}\n");
+    for p in parents {
+        c.push_str(&format!("parent {p}\n"));
+    }
+    c.push_str(&format!(
+        "author alice <alice@example.invalid> {time} +0000\ncommitter alice <alice@example.invalid> {time} +0000\n"
+    ));
+    let mut lines = pem.trim_end().lines();
+    c.push_str(&format!("gpgsig {}\n", lines.next().unwrap()));
+    for l in lines {
+        c.push_str(&format!(" {l}\n"));
+    }
+    c.push_str(&format!("\nChange\n\nRad-Resource: {resource}\n"));
+    c
+}
+
+/// CPU time (user + system, in clock ticks) of process `pid`.
+fn cpu_ticks(pid: u32) -> u64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+    // Fields after the command (which may hold spaces) in parentheses: utime is the 14th field
+    // of the line, the 12th after `)`.
+    let rest = &stat[stat.rfind(')').unwrap() + 2..];
+    let f: Vec<&str> = rest.split(' ').collect();
+    f[11].parse::<u64>().unwrap() + f[12].parse::<u64>().unwrap()
+}
+
+/// Issue 25 §2: an issue of 10,000 changes that all name one signed tree of 256 action blobs of
+/// 1 MiB (one blob, so the repository stays a few MB), signed with the real key of a `rad`
+/// profile, in a repository seedd serves. Unbounded, evaluating it parses terabytes. The API
+/// answers within its deadline (413: over the evaluation budget), the answer is remembered by
+/// tips (a second request is answered at once, counted once), seedd's CPU is idle 5 s later,
+/// and another repository's `/tree` answers 200 meanwhile.
+#[test]
+fn an_issue_reusing_one_signed_tree_is_refused_within_budget_and_the_seed_goes_idle() {
+    let f = fixtures();
+    let data = tempfile::tempdir().unwrap();
+    for name in ["heartwood-fixture", "small-fixture"] {
+        let canonical = f.rid(name).trim_start_matches("rad:").to_owned();
+        seedd_tests::copy_tree(
+            &f.storage().join(&canonical),
+            &data.path().join("storage").join(&canonical),
+        );
+    }
+    let rid = f.rid("heartwood-fixture");
+    let repo = data
+        .path()
+        .join("storage")
+        .join(rid.trim_start_matches("rad:"));
+    let identity = f.repo("heartwood-fixture")["identity_head"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let key =
+        seedd_proto::crypto::Keypair::load(&f.dir.join("homes/alice/keys/radicle"), None).unwrap();
+    let alice = key.nid();
+    let home = data.path().join("git-home");
+    std::fs::create_dir_all(&home).unwrap();
+    let git = |args: &[&str], input: &[u8]| -> String {
+        seedd_tests::git_with_input(&home, &repo, args, input)
+            .trim()
+            .to_owned()
+    };
+    let blob = |bytes: &[u8]| git(&["hash-object", "-w", "--stdin"], bytes);
+    let manifest = blob(br#"{"typeName":"xyz.radicle.issue","version":1}"#);
+    let open = blob(br#"{"type":"comment","body":"Open"}"#);
+    let root_tree = git(
+        &["mktree"],
+        format!("100644 blob {manifest}\tmanifest\n100644 blob {open}\t0\n").as_bytes(),
+    );
+    let pem = cob_signature(&key, &root_tree);
+    let root = git(
+        &["hash-object", "-w", "-t", "commit", "--stdin"],
+        signed_commit(&root_tree, &[], &pem, 1_800_000_000, &identity).as_bytes(),
+    );
+    // One 1 MiB comment, named 256 times by one tree.
+    let big = format!(
+        r#"{{"type":"comment","body":"{}","replyTo":"{root}"}}"#,
+        "x".repeat(1024 * 1024 - 100)
+    );
+    let big = blob(big.as_bytes());
+    let mut listing = format!("100644 blob {manifest}\tmanifest\n");
+    for i in 0..256i32 {
+        listing.push_str(&format!("100644 blob {big}\t{}\n", i - 128));
+    }
+    let tree = git(&["mktree"], listing.as_bytes());
+    let pem = cob_signature(&key, &tree);
+    // 10,000 changes on the root, each its own commit of that one tree, then one change that
+    // merges them all: written with one git process.
+    let dir = tempfile::tempdir().unwrap();
+    let mut paths = String::new();
+    for i in 0..10_000u64 {
+        let path = dir.path().join(format!("c{i}"));
+        let text = signed_commit(
+            &tree,
+            std::slice::from_ref(&root),
+            &pem,
+            1_800_000_001 + i,
+            &identity,
+        );
+        std::fs::write(&path, text).unwrap();
+        paths.push_str(&format!("{}\n", path.display()));
+    }
+    let list = dir.path().join("paths");
+    std::fs::write(&list, paths).unwrap();
+    let out = seedd_tests::git(&home)
+        .arg("--git-dir")
+        .arg(&repo)
+        .args(["hash-object", "-w", "-t", "commit", "--stdin-paths"])
+        .stdin(std::fs::File::open(&list).unwrap())
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let changes: Vec<String> = stdout(&out).lines().map(str::to_owned).collect();
+    assert_eq!(changes.len(), 10_000);
+    let tip = git(
+        &["hash-object", "-w", "-t", "commit", "--stdin"],
+        signed_commit(&tree, &changes, &pem, 1_800_020_000, &identity).as_bytes(),
+    );
+    git(
+        &[
+            "update-ref",
+            &format!("refs/namespaces/{alice}/refs/cobs/xyz.radicle.issue/{root}"),
+            &tip,
+        ],
+        b"",
+    );
+
+    let seed = Seed::start(SeedOptions {
+        data_dir: Some(data.path().to_owned()),
+        ..SeedOptions::default()
+    });
+    let pid = seed.child.id();
+    let small = f.rid("small-fixture");
+    let small_head = f.repo("small-fixture")["head"].as_str().unwrap().to_owned();
+    // Another repository's tree, asked for all along.
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let trees = {
+        let (stop, url) = (
+            stop.clone(),
+            seed.url(&format!("/api/v1/repos/{small}/tree/{small_head}/")),
+        );
+        std::thread::spawn(move || {
+            let mut answers = Vec::new();
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                let started = std::time::Instant::now();
+                let (status, _) = http_get(&url, &[]).unwrap();
+                answers.push((status, started.elapsed()));
+                std::thread::sleep(Duration::from_millis(200));
+            }
+            answers
+        })
+    };
+
+    let started = std::time::Instant::now();
+    let (status, body) = get(&seed, &format!("/api/v1/repos/{rid}/issues/{root}"), &[]);
+    let took = started.elapsed();
+    if status != 413 {
+        let logs = seed.logs();
+        let tail: Vec<&str> = logs.lines().rev().take(30).collect();
+        panic!("{status} {body} after {took:?}; log tail: {tail:#?}");
+    }
+    assert!(
+        body["error"]
+            .as_str()
+            .unwrap()
+            .contains("evaluation budget"),
+        "{body}"
+    );
+    assert!(took < Duration::from_secs(20), "answered after {took:?}");
+    assert_eq!(
+        seed.metric("seedd_cob_budget_exceeded_total", &["kind=\"bytes\""]),
+        1.0
+    );
+    // Remembered by tips: at once, not counted again; the list leaves it out.
+    let started = std::time::Instant::now();
+    let (status, _) = get(&seed, &format!("/api/v1/repos/{rid}/issues/{root}"), &[]);
+    assert_eq!(status, 413);
+    assert!(started.elapsed() < Duration::from_secs(2));
+    let issues = ok(&seed, &format!("/api/v1/repos/{rid}/issues?status=all"));
+    assert!(
+        issues
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|i| i["id"] != root.as_str()),
+        "{issues}"
+    );
+    assert_eq!(
+        seed.metric("seedd_cob_budget_exceeded_total", &["kind=\"bytes\""]),
+        1.0
+    );
+
+    // Idle 5 s later: at most 0.5 s of CPU over the next 2 s.
+    std::thread::sleep(Duration::from_secs(5));
+    let before = cpu_ticks(pid);
+    std::thread::sleep(Duration::from_secs(2));
+    let used = cpu_ticks(pid) - before;
+    assert!(
+        used <= 50,
+        "seedd used {used} ticks of CPU in 2 s after the answer"
+    );
+
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let answers = trees.join().unwrap();
+    assert!(!answers.is_empty());
+    for (status, took) in &answers {
+        assert_eq!(*status, 200, "{answers:?}");
+        assert!(*took < Duration::from_secs(5), "{answers:?}");
+    }
+}

@@ -1,7 +1,8 @@
 //! Validation of fetched refs and their atomic application (protocol.md §2.3, §6.5, §6.6).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
+use std::sync::{Mutex, OnceLock};
 
 use seedd_proto::crypto::{NodeId, RepoId};
 
@@ -9,6 +10,8 @@ use super::plumbing::{
     git, guarded, held_ref, is_ancestor, migrate, refs_under, snapshot, transaction,
 };
 use super::{FetchConfig, FetchError, QUARANTINE};
+use crate::blocking::Cancel;
+use crate::storage::cob::budget::Budget;
 use crate::storage::identity::{self, Identity};
 use crate::storage::{cob, sigrefs};
 
@@ -23,6 +26,9 @@ pub(crate) enum ValidationError {
     /// The identity document cannot be read.
     #[error("identity document: {0}")]
     IdentityDocument(#[from] identity::IdentityError),
+    /// The same identity history was refused before (remembered by tips).
+    #[error("identity document: refused before: {0}")]
+    Refused(String),
     #[error("delegate {0} has diverged rad/sigrefs")]
     DelegateDiverged(NodeId),
     #[error("only {valid} valid delegate(s), threshold is {threshold}")]
@@ -35,11 +41,21 @@ impl ValidationError {
     pub(crate) fn label(&self) -> &'static str {
         match self {
             ValidationError::MissingIdentity => "missing_identity",
-            ValidationError::IdentityHistory(_) | ValidationError::IdentityDocument(_) => {
-                "identity"
-            }
+            ValidationError::IdentityHistory(_)
+            | ValidationError::IdentityDocument(_)
+            | ValidationError::Refused(_) => "identity",
             ValidationError::DelegateDiverged(_) => "delegate_diverged",
             ValidationError::Threshold { .. } => "threshold",
+        }
+    }
+}
+
+impl ValidationError {
+    /// Which identity budget was exceeded, if that is why the fetch was refused.
+    pub(crate) fn over_budget(&self) -> Option<cob::budget::BudgetKind> {
+        match self {
+            ValidationError::IdentityHistory(e) => e.over_budget(),
+            _ => None,
         }
     }
 }
@@ -83,18 +99,21 @@ pub(super) fn quorum(
 /// refs of wanted namespaces that are ahead of what we hold, and that we lack. `q` is the
 /// fetch's quarantine repository (its objects plus ours through the alternate link), `live`
 /// the repository in storage.
+#[allow(clippy::too_many_arguments)]
 pub(super) fn data_wants(
     cfg: &FetchConfig,
     rid: RepoId,
     q: &Path,
     live: &Path,
     wants: &dyn Fn(&NodeId, bool) -> bool,
+    memo: &IdentityMemo,
+    cancel: &Cancel,
 ) -> Result<Vec<String>, FetchError> {
     let gix_repo = gix::open(q).map_err(FetchError::repository)?;
     let fetched: BTreeMap<String, String> = refs_under(q, QUARANTINE)?.into_iter().collect();
     // Delegates come from the identity the fetch will be validated against (ours unless the
     // peer's is a verified successor), never from an unverified document.
-    let ident = resolve_identity(cfg, &gix_repo, rid, q, live, &fetched)?.ident;
+    let ident = resolve_identity(cfg, &gix_repo, rid, q, live, &fetched, memo, cancel)?.ident;
     let ns_prefix = format!("{QUARANTINE}/namespaces/");
     // One budget for every namespace of the fetch: a peer cannot multiply the work by
     // announcing many namespaces.
@@ -139,20 +158,50 @@ pub(super) fn identity_delegates(
     rid: RepoId,
     q: &Path,
     live: &Path,
+    memo: &IdentityMemo,
+    cancel: &Cancel,
 ) -> Result<Vec<NodeId>, FetchError> {
     let gix_repo = gix::open(q).map_err(FetchError::repository)?;
     let fetched: BTreeMap<String, String> = refs_under(q, QUARANTINE)?.into_iter().collect();
-    Ok(resolve_identity(cfg, &gix_repo, rid, q, live, &fetched)?
-        .ident
-        .doc
-        .delegates)
+    Ok(
+        resolve_identity(cfg, &gix_repo, rid, q, live, &fetched, memo, cancel)?
+            .ident
+            .doc
+            .delegates,
+    )
 }
 
 /// The identity a fetch is validated against.
+#[derive(Debug, Clone)]
 pub(super) struct Resolved {
     pub ident: Identity,
     /// `refs/rad/id` moves to `ident.head` (else ours stands).
     pub adopt: bool,
+}
+
+/// Identity refusals remembered across fetches, at most (then forgotten all at once).
+const MAX_REFUSALS: usize = 4096;
+
+/// What (offered, ours) identity tips resolve to: within one fetch every step asks for the same
+/// tips, and the history is verified once (each verification within [`cob::budget::IDENTITY`]);
+/// across fetches, a permanent refusal is remembered by tips so that a peer announcing the same
+/// history again is refused at once.
+#[derive(Default)]
+pub(crate) struct IdentityMemo {
+    resolved: Mutex<HashMap<(gix::ObjectId, Option<gix::ObjectId>), Resolved>>,
+}
+
+/// (repository, offered identity head, ours) → why it was refused.
+type Refusals = HashMap<(RepoId, gix::ObjectId, Option<gix::ObjectId>), String>;
+
+/// Permanent identity refusals by (repository, offered, ours), across fetches.
+fn refusals() -> &'static Mutex<Refusals> {
+    static REFUSED: OnceLock<Mutex<Refusals>> = OnceLock::new();
+    REFUSED.get_or_init(Default::default)
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 /// Which identity revision wins: ours, unless the one the peer offers is a successor by the
@@ -161,7 +210,10 @@ pub(super) struct Resolved {
 /// bring back removed delegates, an old threshold or an old visibility and allow list. One
 /// that diverges from ours is decided by replaying the merged history of both heads, so the
 /// delegates' accepts decide, not the recency of a fetch; a result that is not ahead of ours
-/// leaves ours in place.
+/// leaves ours in place, and so does one that diverges from ours without the accepts of a
+/// majority of our current delegates (a back-dated fork signed by a retired delegate set).
+/// Resolved once per fetch (`memo`); the verification stops when `cancel` is set.
+#[allow(clippy::too_many_arguments)]
 pub(super) fn resolve_identity(
     cfg: &FetchConfig,
     git: &gix::Repository,
@@ -169,39 +221,84 @@ pub(super) fn resolve_identity(
     q: &Path,
     live: &Path,
     fetched: &BTreeMap<String, String>,
+    memo: &IdentityMemo,
+    cancel: &Cancel,
 ) -> Result<Resolved, FetchError> {
     let offered_hex = fetched
         .get(&format!("{QUARANTINE}/rad/id"))
         .ok_or(ValidationError::MissingIdentity)?;
     let offered =
         gix::ObjectId::from_hex(offered_hex.as_bytes()).map_err(FetchError::repository)?;
-    let Some(ours_hex) = held_ref(live, "refs/rad/id")? else {
-        let ident = cob::verify_identity(git, rid, offered).map_err(ValidationError::from)?;
+    let ours_hex = held_ref(live, "refs/rad/id")?;
+    let ours = match &ours_hex {
+        Some(h) => Some(gix::ObjectId::from_hex(h.as_bytes()).map_err(FetchError::repository)?),
+        None => None,
+    };
+    if let Some(r) = lock(&memo.resolved).get(&(offered, ours)) {
+        return Ok(r.clone());
+    }
+    if let Some(why) = lock(refusals()).get(&(rid, offered, ours)) {
+        return Err(ValidationError::Refused(why.clone()).into());
+    }
+    let budget = Budget::new(cob::budget::IDENTITY, cancel.clone());
+    let resolved = resolve_uncached(cfg, git, rid, q, offered, ours, &budget);
+    match &resolved {
+        Ok(r) => {
+            lock(&memo.resolved).insert((offered, ours), r.clone());
+        }
+        Err(FetchError::Invalid(ValidationError::IdentityHistory(e))) if e.is_permanent() => {
+            let mut refused = lock(refusals());
+            if refused.len() >= MAX_REFUSALS {
+                refused.clear();
+            }
+            refused.insert((rid, offered, ours), e.to_string());
+        }
+        Err(_) => {}
+    }
+    resolved
+}
+
+fn resolve_uncached(
+    cfg: &FetchConfig,
+    git: &gix::Repository,
+    rid: RepoId,
+    q: &Path,
+    offered: gix::ObjectId,
+    ours: Option<gix::ObjectId>,
+    budget: &Budget,
+) -> Result<Resolved, FetchError> {
+    let offered_hex = offered.to_string();
+    let Some(ours) = ours else {
+        let ident =
+            cob::verify_identity(git, rid, offered, budget).map_err(ValidationError::from)?;
         return Ok(Resolved { ident, adopt: true });
     };
-    let ours = gix::ObjectId::from_hex(ours_hex.as_bytes()).map_err(FetchError::repository)?;
+    let ours_hex = ours.to_string();
     // Ours was verified when it was adopted; its document is read as stored.
+    let ours_ident = identity::read(git, ours).map_err(ValidationError::from)?;
     let keep = |why: &'static str| -> Result<Resolved, FetchError> {
         if ours != offered {
             tracing::info!(%rid, ours = %ours, offered = %offered, why, "keeping our identity revision");
         }
-        let ident = identity::read(git, ours).map_err(ValidationError::from)?;
         Ok(Resolved {
-            ident,
+            ident: ours_ident.clone(),
             adopt: false,
         })
     };
-    if offered == ours || is_ancestor(cfg, q, offered_hex, &ours_hex)? {
+    if offered == ours || is_ancestor(cfg, q, &offered_hex, &ours_hex)? {
         return keep("the offered identity is behind ours");
     }
-    let merged =
-        cob::verify_identity_heads(git, rid, &[offered, ours]).map_err(ValidationError::from)?;
+    let Some(merged) = cob::verify_successor(git, rid, ours, &ours_ident.doc, offered, budget)
+        .map_err(ValidationError::from)?
+    else {
+        return keep("the merged history adopts a revision that diverges from ours without the accepts of our current delegates");
+    };
     let merged_hex = merged.head.to_string();
     if merged.head == ours || is_ancestor(cfg, q, &merged_hex, &ours_hex)? {
         return keep("the identity rules adopt no revision ahead of ours");
     }
     if !is_ancestor(cfg, q, &ours_hex, &merged_hex)? {
-        tracing::info!(%rid, ours = %ours, adopted = %merged.head, "identity histories diverged; adopting the revision the merged history accepts");
+        tracing::info!(%rid, ours = %ours, adopted = %merged.head, "identity histories diverged; adopting the revision the merged history and our current delegates accept");
     }
     Ok(Resolved {
         ident: merged,
@@ -222,6 +319,7 @@ pub(super) struct Hooks<'a> {
 /// Validates what the fetch put under the quarantine refs of `q` (the fetch's quarantine
 /// repository) and applies it to `live`: the accepted objects are migrated, then every ref is
 /// written in one transaction. On any error nothing reaches `live`.
+#[allow(clippy::too_many_arguments)]
 pub(super) fn validate_and_apply(
     cfg: &FetchConfig,
     rid: RepoId,
@@ -229,6 +327,8 @@ pub(super) fn validate_and_apply(
     live: &Path,
     local: &NodeId,
     hooks: &Hooks<'_>,
+    memo: &IdentityMemo,
+    cancel: &Cancel,
 ) -> Result<Outcome, FetchError> {
     let Hooks {
         on_prune,
@@ -244,7 +344,7 @@ pub(super) fn validate_and_apply(
     // of the refs it writes moved meanwhile (another writer, or this apply outliving its fetch's
     // deadline while a newer fetch ran) — never a step back.
     let before = snapshot(live)?;
-    let resolved = resolve_identity(cfg, &gix_repo, rid, q, live, &fetched)?;
+    let resolved = resolve_identity(cfg, &gix_repo, rid, q, live, &fetched, memo, cancel)?;
     let ident = &resolved.ident;
     let doc = &ident.doc;
     let threshold = if doc.delegates.contains(local) {
@@ -581,8 +681,133 @@ fn canonical_refs(
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
+    use std::time::{Duration, Instant};
+
+    fn cfg(dir: &Path) -> FetchConfig {
+        FetchConfig {
+            max_concurrent: 1,
+            max_per_peer: 1,
+            max_pack_bytes: 1 << 20,
+            timeout: Duration::from_secs(5),
+            deadline: Duration::from_secs(5),
+            git: "git".into(),
+            git_home: dir.to_owned(),
+            work_dir: dir.join("fetch"),
+        }
+    }
+
+    fn offering(head: gix::ObjectId) -> BTreeMap<String, String> {
+        BTreeMap::from([(format!("{QUARANTINE}/rad/id"), head.to_string())])
+    }
+
+    /// Issue 25 §2 at the fetch: an offered identity history of 1,000 changes naming one signed
+    /// tree of 256 × 64 KiB actions is refused at once (within the fetch's identity budget),
+    /// then remembered by tips for the next fetch; a cancelled verification stops and is not
+    /// remembered; within one fetch the identity is resolved once.
+    #[test]
+    fn identity_histories_are_verified_once_per_fetch_within_a_budget() {
+        let (tmp, rid, good, forged) = crate::storage::cob::tests::identity_reusing_one_tree();
+        let home = tempfile::tempdir().unwrap();
+        let cfg = cfg(home.path());
+        let live = tempfile::tempdir().unwrap(); // no refs/rad/id: a clone
+        let status = std::process::Command::new("git")
+            .args(["init", "-q", "--bare"])
+            .arg(live.path())
+            .status()
+            .unwrap();
+        assert!(status.success());
+        let git = gix::open(tmp.path()).unwrap();
+        let q = tmp.path();
+        let resolve = |head, memo: &IdentityMemo, cancel: &Cancel| {
+            resolve_identity(
+                &cfg,
+                &git,
+                rid,
+                q,
+                live.path(),
+                &offering(head),
+                memo,
+                cancel,
+            )
+        };
+
+        let started = Instant::now();
+        let err = resolve(forged, &IdentityMemo::default(), &Cancel::new()).unwrap_err();
+        assert!(
+            matches!(
+                &err,
+                FetchError::Invalid(ValidationError::IdentityHistory(
+                    cob::CobError::OverBudget { .. }
+                ))
+            ),
+            "{err}"
+        );
+        assert!(started.elapsed() < Duration::from_secs(5));
+        let err = resolve(forged, &IdentityMemo::default(), &Cancel::new()).unwrap_err();
+        assert!(
+            matches!(&err, FetchError::Invalid(ValidationError::Refused(_))),
+            "{err}"
+        );
+
+        // Cancelled: stops, and is not remembered.
+        let cancelled = Cancel::new();
+        cancelled.cancel();
+        let err = resolve(good, &IdentityMemo::default(), &cancelled).unwrap_err();
+        assert!(
+            matches!(
+                &err,
+                FetchError::Invalid(ValidationError::IdentityHistory(cob::CobError::Cancelled))
+            ),
+            "{err}"
+        );
+        let memo = IdentityMemo::default();
+        let first = resolve(good, &memo, &Cancel::new()).unwrap();
+        assert!(first.adopt);
+        // The fetch's later steps get the same answer without verifying again (a cancelled
+        // flag would stop a verification).
+        let again = resolve(good, &memo, &cancelled).unwrap();
+        assert_eq!(again.ident.head, first.ident.head);
+    }
+
+    /// Issue 25 §5 at the fetch: our `refs/rad/id` is R2 (alice alone, after bob and carol were
+    /// rotated out); a peer offers a back-dated fork of R1 accepted by bob and carol. Ours
+    /// stands. A successor of R2 by alice is adopted.
+    #[test]
+    fn a_back_dated_fork_by_retired_delegates_does_not_move_our_identity() {
+        let f = crate::storage::cob::tests::retired_fork();
+        let home = tempfile::tempdir().unwrap();
+        let cfg = cfg(home.path());
+        let dir = f.tmp.path();
+        let status = std::process::Command::new("git")
+            .arg("--git-dir")
+            .arg(dir)
+            .args(["update-ref", "refs/rad/id", &f.ours.to_string()])
+            .status()
+            .unwrap();
+        assert!(status.success());
+        let git = gix::open(dir).unwrap();
+        let resolve = |head| {
+            resolve_identity(
+                &cfg,
+                &git,
+                f.rid,
+                dir,
+                dir,
+                &offering(head),
+                &IdentityMemo::default(),
+                &Cancel::new(),
+            )
+        };
+        let r = resolve(f.fork_head).unwrap();
+        assert!(!r.adopt);
+        assert_eq!(r.ident.head, f.ours);
+        let r = resolve(f.successor).unwrap();
+        assert!(r.adopt);
+        assert_eq!(r.ident.head, f.successor);
+    }
 
     /// History c1 ← c2 ← c3 (c1 oldest); `x` diverges from c1.
     fn anc(a: &str, b: &str) -> bool {

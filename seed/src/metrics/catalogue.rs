@@ -491,4 +491,10 @@ pub const CATALOGUE: &[MetricDoc] = &[
         labels: &["bound"],
         help: "JSON API and /raw answers cut by a response bound (bound: diff_truncated, a file diff answered without hunks; blob_omitted, a blob left out of a diff's files; too_large, an answer refused with 413 (tree, diff, commit, blob or file over its limit); cancelled, git work stopped because nobody waited; archive_output, an archive cut past its output bound; archive_deadline, an archive cut at its deadline).",
     },
+    MetricDoc {
+        name: "seedd_cob_budget_exceeded_total",
+        kind: "counter",
+        labels: &["kind"],
+        help: "COB evaluations (web API issues, patches, jobs) and fetched identity histories refused for passing their total work budget (kind: bytes, actions, changes, walk).",
+    },
 ];

@@ -184,6 +184,7 @@ fn label_lists_name_every_variant() {
         ValidationError::IdentityHistory(crate::storage::cob::CobError::NoHeads),
         ValidationError::IdentityDocument(crate::storage::IdentityError::Missing),
         ValidationError::DelegateDiverged(nid),
+        ValidationError::Refused(String::new()),
         ValidationError::Threshold {
             valid: 0,
             threshold: 1,
@@ -195,6 +196,7 @@ fn label_lists_name_every_variant() {
             | ValidationError::IdentityHistory(_)
             | ValidationError::IdentityDocument(_)
             | ValidationError::DelegateDiverged(_)
+            | ValidationError::Refused(_)
             | ValidationError::Threshold { .. } => {}
         }
     }
@@ -228,6 +230,7 @@ fn label_lists_name_every_variant() {
         FetchError::Journal(crate::index::IndexError::MissingCf("meta")),
         FetchError::Task(cancelled),
         FetchError::NoResult,
+        FetchError::Step(String::new()),
     ];
     for e in &samples {
         match e {
@@ -246,7 +249,8 @@ fn label_lists_name_every_variant() {
             | FetchError::Io(_)
             | FetchError::Journal(_)
             | FetchError::Task(_)
-            | FetchError::NoResult => {}
+            | FetchError::NoResult
+            | FetchError::Step(_) => {}
         }
     }
     same_labels(&samples.each_ref().map(|e| e.label()), labels::FETCH_ERRORS);

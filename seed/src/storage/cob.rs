@@ -10,6 +10,7 @@
 //! signature, an unauthorised or badly signed action), this module rejects the whole identity: a
 //! peer announcing a head whose history contains a forgery is not trusted at all.
 
+pub(crate) mod budget;
 pub(crate) mod evaluate;
 pub(crate) mod graph;
 pub(crate) mod issue;
@@ -19,7 +20,9 @@ pub(crate) mod read;
 mod rules;
 pub(crate) mod thread;
 
-use super::identity::{Identity, IdentityError};
+use budget::{Budget, BudgetKind};
+
+use super::identity::{Doc, Identity, IdentityError};
 use crate::crypto::{NodeId, RepoId};
 
 /// COB type name of identities.
@@ -202,6 +205,29 @@ pub(crate) enum CobError {
     },
     #[error("change {commit} holds more than one revision")]
     MultipleRevisions { commit: gix::ObjectId },
+    /// The evaluation passed its total work budget ([`budget`]).
+    #[error("over the evaluation budget: more than {limit} {}", .kind.label())]
+    OverBudget { kind: BudgetKind, limit: u64 },
+    /// Nobody waits for the evaluation any longer.
+    #[error("cancelled: nobody waits for this evaluation any longer")]
+    Cancelled,
+}
+
+impl CobError {
+    /// Whether the same objects would fail the same way again, so that the failure may be
+    /// remembered by tips: not for git read errors (an object may arrive later) or
+    /// cancellation.
+    pub(crate) fn is_permanent(&self) -> bool {
+        !matches!(self, CobError::Git(_) | CobError::Cancelled)
+    }
+
+    /// Which budget was exceeded, if that is why the evaluation stopped.
+    pub(crate) fn over_budget(&self) -> Option<BudgetKind> {
+        match self {
+            CobError::OverBudget { kind, .. } => Some(*kind),
+            _ => None,
+        }
+    }
 }
 
 /// Why a commit's `gpgsig` is no usable SSH signature.
@@ -235,13 +261,15 @@ fn opt(id: &Option<gix::ObjectId>) -> String {
 ///
 /// Every change reachable from `head` through history parents must be a signed `xyz.radicle.id`
 /// change; the history must have exactly one root, whose document is the RID; every action must
-/// be authorised and correctly signed (see the module documentation and protocol.md §1.4).
+/// be authorised and correctly signed (see the module documentation and protocol.md §1.4). The
+/// work is charged to `budget` ([`budget::IDENTITY`] for a fetch).
 pub(crate) fn verify_identity(
     git: &gix::Repository,
     rid: RepoId,
     head: gix::ObjectId,
+    budget: &Budget,
 ) -> Result<Identity, CobError> {
-    verify_identity_heads(git, rid, &[head])
+    verify_identity_heads(git, rid, &[head], budget)
 }
 
 /// [`verify_identity`] over the union of several heads' histories (ours and a peer's, say):
@@ -252,12 +280,46 @@ pub(crate) fn verify_identity_heads(
     git: &gix::Repository,
     rid: RepoId,
     heads: &[gix::ObjectId],
+    budget: &Budget,
 ) -> Result<Identity, CobError> {
+    replay_heads(git, rid, heads, budget).map(|r| r.identity)
+}
+
+fn replay_heads(
+    git: &gix::Repository,
+    rid: RepoId,
+    heads: &[gix::ObjectId],
+    budget: &Budget,
+) -> Result<rules::Replayed, CobError> {
     let head = *heads.first().ok_or(CobError::NoHeads)?;
-    let changes = read::load_history(git, heads)?;
-    rules::replay(git, rid, head, changes)
+    let memo = read::Memo::default();
+    let changes = read::load_history(git, heads, budget, &memo)?;
+    let docs = read::GitDocs::new(git, budget, &memo);
+    rules::replay(&docs, rid, head, changes, budget)
+}
+
+/// The revision the merged history of `offered` and `ours` (our adopted revision, whose
+/// document is `ours_doc`) adopts, if we may adopt it: one that descends from ours, or one
+/// that diverges from ours but carries the accepts of a majority of *our current* delegates.
+/// `None`: it diverges without them — a fork from an older revision, say, back-dated so that
+/// the replay's timestamp order visits it first and signed by a majority of a delegate set
+/// that was since retired; ours stands (issue 25 §5).
+pub(crate) fn verify_successor(
+    git: &gix::Repository,
+    rid: RepoId,
+    ours: gix::ObjectId,
+    ours_doc: &Doc,
+    offered: gix::ObjectId,
+    budget: &Budget,
+) -> Result<Option<Identity>, CobError> {
+    let merged = replay_heads(git, rid, &[offered, ours], budget)?;
+    if merged.lineage.contains(&ours) || rules::quorum_of(ours_doc, &merged.accepted_by) {
+        Ok(Some(merged.identity))
+    } else {
+        Ok(None)
+    }
 }
 
 #[cfg(test)]
 #[allow(clippy::unwrap_used, clippy::expect_used)]
-mod tests;
+pub(crate) mod tests;

@@ -4,6 +4,13 @@
 //! remembers the tips it was built from (for patches also the repository's ref fingerprint, as
 //! merges and revision refs read other refs); a fetch that moves a COB's tips makes the next
 //! request rebuild it. Nothing else invalidates: a stale key is simply never asked for again.
+//!
+//! Each COB is evaluated within its own work budget (`storage::cob::budget::EVALUATION`); one
+//! that passes it is remembered by its tips as over budget (left out of lists, 413 alone,
+//! `seedd_cob_budget_exceeded_total`), like an invalid one. The blocking work holds its heavy
+//! permit until it stops, and stops between changes when the request stops waiting (client
+//! gone, [`super::WORK_DEADLINE`]); what it built until then is cached, so a repeated request
+//! goes on from there.
 
 mod cache;
 mod shapes;
@@ -22,6 +29,7 @@ use super::{Scope, WebError};
 use crate::crypto::NodeId;
 use crate::http::HttpState;
 use crate::index::RepoRecord;
+use crate::storage::cob::budget::{self, Budget, BudgetKind};
 use crate::storage::cob::evaluate::{evaluate, GitRepo};
 use crate::storage::cob::issue::{self, Issue};
 use crate::storage::cob::job::{self, Job};
@@ -42,6 +50,14 @@ pub(crate) enum Kind {
 }
 
 impl Kind {
+    fn noun(self) -> &'static str {
+        match self {
+            Kind::Issue => "issue",
+            Kind::Patch => "patch",
+            Kind::Job => "job",
+        }
+    }
+
     fn type_name(self) -> &'static str {
         match self {
             Kind::Issue => issue::TYPE_NAME,
@@ -59,6 +75,25 @@ pub(crate) struct View {
     /// When it was opened: lists are newest first by this.
     pub(crate) timestamp: u64,
     pub(crate) json: Value,
+}
+
+/// What evaluating one COB gave (cached by its tips).
+#[derive(Debug, Clone)]
+pub(crate) enum Built {
+    View(Arc<View>),
+    /// Its root does not verify or initialise.
+    Invalid,
+    /// Its evaluation passed its work budget.
+    OverBudget(BudgetKind),
+}
+
+impl Built {
+    fn view(&self) -> Option<Arc<View>> {
+        match self {
+            Built::View(v) => Some(v.clone()),
+            Built::Invalid | Built::OverBudget(_) => None,
+        }
+    }
 }
 
 /// COB id → its tips (sorted) over the verified namespaces, from the index's ref listing
@@ -102,16 +137,20 @@ pub(crate) async fn views(
     r: &RepoRecord,
     kind: Kind,
 ) -> Result<Vec<(gix::ObjectId, Arc<View>)>, WebError> {
-    views_of(state, r, kind, None).await
+    Ok(views_of(state, r, kind, None)
+        .await?
+        .into_iter()
+        .filter_map(|(id, b)| Some((id, b.view()?)))
+        .collect())
 }
 
-/// [`views`], of COB `only` alone when given.
+/// What each COB of `kind` in `r` (COB `only` alone when given) evaluates to.
 async fn views_of(
     state: &HttpState,
     r: &RepoRecord,
     kind: Kind,
     only: Option<gix::ObjectId>,
-) -> Result<Vec<(gix::ObjectId, Arc<View>)>, WebError> {
+) -> Result<Vec<(gix::ObjectId, Built)>, WebError> {
     let refs = state.index.refs(&r.rid).map_err(WebError::index)?;
     let mut heads = heads(&refs, &r.namespaces, kind);
     if let Some(id) = only {
@@ -122,7 +161,7 @@ async fn views_of(
         Kind::Patch => r.fingerprint.clone(),
     };
     let cache = &state.web.cobs;
-    let mut found: BTreeMap<gix::ObjectId, Option<Arc<View>>> = BTreeMap::new();
+    let mut found: BTreeMap<gix::ObjectId, Built> = BTreeMap::new();
     let mut missing: Vec<(gix::ObjectId, Vec<gix::ObjectId>)> = Vec::new();
     for (id, tips) in heads {
         let key = Key {
@@ -131,8 +170,8 @@ async fn views_of(
             id,
         };
         match cache.get(&key, &tips, &salt) {
-            Some(view) => {
-                found.insert(id, view);
+            Some(built) => {
+                found.insert(id, built);
             }
             None => missing.push((id, tips)),
         }
@@ -142,45 +181,60 @@ async fn views_of(
         let rid = r.rid;
         let started = Instant::now();
         let count = missing.len();
-        let built = super::heavy(state, move || {
+        let cache = cache.clone();
+        let metrics = state.metrics.clone();
+        let permit = super::counted_permit(state, &state.web.heavy).await?;
+        // The permit moves into the work: it is held until the work itself stops, which it does
+        // between changes once this request stops waiting (deadline or client gone).
+        let built = crate::blocking::run_cancellable(super::WORK_DEADLINE, move |cancel| {
+            let _permit = permit;
             let git = super::source::open(&storage, rid)?;
-            let repo = GitRepo::new(&git);
-            Ok(missing
-                .into_iter()
-                .map(|(id, tips)| {
-                    let view = materialise(&repo, kind, id, &tips, &refs);
-                    (id, tips, view)
-                })
-                .collect::<Vec<_>>())
+            let mut out = Vec::with_capacity(missing.len());
+            for (id, tips) in missing {
+                if cancel.is_cancelled() {
+                    break;
+                }
+                let budget = Budget::new(budget::EVALUATION, cancel.clone());
+                let Some(built) = materialise(&git, &budget, kind, id, &tips, &refs) else {
+                    break; // cancelled: nothing to remember
+                };
+                if let Built::OverBudget(k) = &built {
+                    metrics
+                        .cob_budget_exceeded
+                        .with_label_values(&[k.label()])
+                        .inc();
+                }
+                cache.put(Key { rid, kind, id }, tips, salt.clone(), built.clone());
+                out.push((id, built));
+            }
+            Ok::<_, WebError>(out)
         })
-        .await?;
+        .await
+        .map_err(WebError::Blocking)??;
         let elapsed_ms = started.elapsed().as_millis() as u64;
         if elapsed_ms >= 1000 {
             tracing::info!(rid = %rid, kind = kind.type_name(), count, elapsed_ms, "materialised COBs");
         } else {
             tracing::debug!(rid = %rid, kind = kind.type_name(), count, elapsed_ms, "materialised COBs");
         }
-        for (id, tips, view) in built {
-            cache.put(Key { rid, kind, id }, tips, salt.clone(), view.clone());
-            found.insert(id, view);
-        }
+        found.extend(built);
     }
-    Ok(found
-        .into_iter()
-        .filter_map(|(id, v)| Some((id, v?)))
-        .collect())
+    Ok(found.into_iter().collect())
 }
 
-/// One COB → its view; `None` (logged) if it is invalid.
+/// One COB → what it evaluates to (invalid ones logged); `None` if the evaluation was
+/// cancelled.
 fn materialise(
-    repo: &GitRepo<'_>,
+    git: &gix::Repository,
+    budget: &Budget,
     kind: Kind,
     id: gix::ObjectId,
     tips: &[gix::ObjectId],
     refs: &[(String, RefTarget)],
-) -> Option<Arc<View>> {
+) -> Option<Built> {
+    let repo = GitRepo::new(git, budget);
     let view = match kind {
-        Kind::Issue => evaluate::<Issue>(repo, id, tips).map(|i| View {
+        Kind::Issue => evaluate::<Issue>(&repo, id, tips, budget).map(|i| View {
             status: match i.state {
                 issue::State::Open => "open",
                 issue::State::Closed { .. } => "closed",
@@ -188,7 +242,7 @@ fn materialise(
             timestamp: i.timestamp(),
             json: issue_json(&id, &i),
         }),
-        Kind::Patch => evaluate::<Patch>(repo, id, tips).map(|p| View {
+        Kind::Patch => evaluate::<Patch>(&repo, id, tips, budget).map(|p| View {
             status: match p.state {
                 patch::State::Draft => "draft",
                 patch::State::Open { .. } => "open",
@@ -198,7 +252,7 @@ fn materialise(
             timestamp: p.timestamp(),
             json: patch_json(&id, &p, refs),
         }),
-        Kind::Job => evaluate::<Job>(repo, id, tips).map(|j| View {
+        Kind::Job => evaluate::<Job>(&repo, id, tips, budget).map(|j| View {
             // Jobs have no status filter; `has_runs` decides whether one is shown.
             status: if j.has_runs() { "runs" } else { "empty" },
             timestamp: 0,
@@ -206,10 +260,23 @@ fn materialise(
         }),
     };
     match view {
-        Ok(v) => Some(Arc::new(v)),
+        Ok(v) => Some(Built::View(Arc::new(v))),
+        Err(e) if !e.is_permanent() => {
+            tracing::debug!(cob = %id, kind = kind.type_name(), error = %e, "COB evaluation stopped");
+            // Cancelled: not remembered. A git read error is not permanent either, but this
+            // request still answers without the COB.
+            if budget.check().is_err() {
+                None
+            } else {
+                Some(Built::Invalid)
+            }
+        }
         Err(e) => {
             tracing::debug!(cob = %id, kind = kind.type_name(), error = %e, "invalid COB left out");
-            None
+            Some(match e.over_budget() {
+                Some(k) => Built::OverBudget(k),
+                None => Built::Invalid,
+            })
         }
     }
 }
@@ -363,16 +430,24 @@ async fn one(
 ) -> Result<Response, WebError> {
     let r = super::repo(state, scope, rid)?;
     let id = cob_id(id)?;
-    views_of(state, &r, kind, Some(id))
+    let built = views_of(state, &r, kind, Some(id))
         .await?
         .into_iter()
         .find(|(i, _)| *i == id)
-        .map(|(_, v)| Json(v.json.clone()).into_response())
-        .ok_or(match kind {
+        .map(|(_, b)| b);
+    match built {
+        Some(Built::View(v)) => Ok(Json(v.json.clone()).into_response()),
+        Some(Built::OverBudget(k)) => Err(WebError::OverBudget(format!(
+            "this {} is over the evaluation budget ({})",
+            kind.noun(),
+            k.label()
+        ))),
+        Some(Built::Invalid) | None => Err(match kind {
             Kind::Issue => WebError::NotFound("issue not found"),
             Kind::Patch => WebError::NotFound("patch not found"),
             Kind::Job => WebError::NotFound("job not found"),
-        })
+        }),
+    }
 }
 
 /// `GET /repos/{rid}/issues/{id}`.
@@ -403,8 +478,8 @@ mod tests {
         gix::ObjectId::from_bytes_or_panic(&[n; 20])
     }
 
-    fn view(status: &'static str) -> Option<Arc<View>> {
-        Some(Arc::new(View {
+    fn view(status: &'static str) -> Built {
+        Built::View(Arc::new(View {
             status,
             timestamp: 1,
             json: json!({}),
@@ -426,8 +501,22 @@ mod tests {
         assert!(cache.get(&key(1), &[oid(101)], "").is_none());
         assert!(cache.get(&key(1), &[oid(100)], "x").is_none());
         // Invalid COBs are remembered as such.
-        cache.put(key(2), vec![oid(102)], String::new(), None);
-        assert!(matches!(cache.get(&key(2), &[oid(102)], ""), Some(None)));
+        cache.put(key(2), vec![oid(102)], String::new(), Built::Invalid);
+        assert!(matches!(
+            cache.get(&key(2), &[oid(102)], ""),
+            Some(Built::Invalid)
+        ));
+        // So are COBs over their evaluation budget.
+        cache.put(
+            key(3),
+            vec![oid(103)],
+            String::new(),
+            Built::OverBudget(BudgetKind::Bytes),
+        );
+        assert!(matches!(
+            cache.get(&key(3), &[oid(103)], ""),
+            Some(Built::OverBudget(BudgetKind::Bytes))
+        ));
         for n in 3..=10 {
             cache.put(key(n), vec![oid(n)], String::new(), view("open"));
         }

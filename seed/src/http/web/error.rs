@@ -31,6 +31,9 @@ pub(crate) enum WebError {
     Git(String),
     #[error("git work")]
     Blocking(#[source] BlockingError),
+    /// The object's evaluation passed its work budget (413).
+    #[error("{0}")]
+    OverBudget(String),
 }
 
 impl WebError {
@@ -50,7 +53,7 @@ impl WebError {
             WebError::RateLimited(_) | WebError::EgressExhausted(_) => {
                 StatusCode::TOO_MANY_REQUESTS
             }
-            WebError::TooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
+            WebError::TooLarge { .. } | WebError::OverBudget(_) => StatusCode::PAYLOAD_TOO_LARGE,
             WebError::Busy | WebError::Blocking(BlockingError::Deadline(_)) => {
                 StatusCode::SERVICE_UNAVAILABLE
             }

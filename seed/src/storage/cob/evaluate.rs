@@ -11,8 +11,9 @@ use std::sync::Arc;
 
 use serde::de::DeserializeOwned;
 
+use super::budget::{Budget, BudgetKind};
 use super::graph::Dag;
-use super::read::{load_entry, Entry};
+use super::read::{load_entry, Entry, Memo};
 use super::{CobError, MAX_CHANGES};
 use crate::crypto::NodeId;
 use crate::storage::identity::Doc;
@@ -54,6 +55,9 @@ pub(crate) enum OpError {
     Init(&'static str),
     #[error("git: {0}")]
     Git(String),
+    /// The evaluation as a whole must stop (budget spent, cancelled): not a pruned change.
+    #[error(transparent)]
+    Stop(CobError),
 }
 
 /// Why a COB could not be materialised at all.
@@ -65,6 +69,24 @@ pub(crate) enum EvalError {
     Root { id: gix::ObjectId, source: OpError },
     #[error(transparent)]
     Load(#[from] CobError),
+}
+
+impl EvalError {
+    /// Whether the same tips would fail the same way again (see [`CobError::is_permanent`]).
+    pub(crate) fn is_permanent(&self) -> bool {
+        match self {
+            EvalError::Load(e) => e.is_permanent(),
+            EvalError::NoRoot(_) | EvalError::Root { .. } => true,
+        }
+    }
+
+    /// Which budget was exceeded, if that is why the evaluation stopped.
+    pub(crate) fn over_budget(&self) -> Option<super::budget::BudgetKind> {
+        match self {
+            EvalError::Load(e) => e.over_budget(),
+            _ => None,
+        }
+    }
 }
 
 /// One change's operation: its actions decoded as the COB type's actions.
@@ -129,43 +151,54 @@ pub(crate) trait Cob: Sized {
     fn apply(&mut self, op: Op<Self::Action>, repo: &dyn Repo) -> Result<(), OpError>;
 }
 
-/// Materialise COB `id` from the change graph reachable from `tips`.
+/// Materialise COB `id` from the change graph reachable from `tips`. `budget` (the one the
+/// repository charges its reads to) is checked for cancellation between changes; a spent budget
+/// or cancellation stops the evaluation as a whole.
 pub(crate) fn evaluate<T: Cob>(
     repo: &dyn Repo,
     id: gix::ObjectId,
     tips: &[gix::ObjectId],
+    budget: &Budget,
 ) -> Result<T, EvalError> {
-    let entries = load(repo, tips)?;
+    let entries = load(repo, tips, budget)?;
     let dag = Dag::new(
         entries
             .values()
             .map(|e| (e.id, e.timestamp, e.parents.clone())),
     );
     let root = entries.get(&id).ok_or(EvalError::NoRoot(id))?;
-    let mut object = Op::decode(root)
-        .and_then(|op| T::from_root(op, repo))
-        .map_err(|source| EvalError::Root { id, source })?;
+    let mut object = match Op::decode(root).and_then(|op| T::from_root(op, repo)) {
+        Ok(o) => o,
+        Err(OpError::Stop(e)) => return Err(EvalError::Load(e)),
+        Err(source) => return Err(EvalError::Root { id, source }),
+    };
     let mut pruned: BTreeSet<gix::ObjectId> = BTreeSet::new();
     for next in dag.order(&id) {
+        budget.check()?;
         if pruned.contains(&next) {
             continue;
         }
         let Some(entry) = entries.get(&next) else {
             continue;
         };
-        if let Err(e) = Op::decode(entry).and_then(|op| object.apply(op, repo)) {
-            tracing::debug!(cob = %id, change = %next, error = %e, "COB change pruned");
-            pruned.extend(dag.descendants(&next));
+        match Op::decode(entry).and_then(|op| object.apply(op, repo)) {
+            Ok(()) => {}
+            Err(OpError::Stop(e)) => return Err(EvalError::Load(e)),
+            Err(e) => {
+                tracing::debug!(cob = %id, change = %next, error = %e, "COB change pruned");
+                pruned.extend(dag.descendants(&next));
+            }
         }
     }
     Ok(object)
 }
 
 /// Every change reachable from `tips` through history parents that loads and verifies (at most
-/// `MAX_CHANGES` are read).
+/// `MAX_CHANGES` are read). A spent budget or cancellation stops the load as a whole.
 fn load(
     repo: &dyn Repo,
     tips: &[gix::ObjectId],
+    budget: &Budget,
 ) -> Result<BTreeMap<gix::ObjectId, Entry>, CobError> {
     let mut entries = BTreeMap::new();
     let mut seen = BTreeSet::new();
@@ -177,11 +210,13 @@ fn load(
         if seen.len() > MAX_CHANGES {
             return Err(CobError::TooLong);
         }
+        budget.check()?;
         match repo.entry(id) {
             Ok(entry) => {
                 stack.extend(entry.parents.iter().copied());
                 entries.insert(id, entry);
             }
+            Err(e @ (CobError::OverBudget { .. } | CobError::Cancelled)) => return Err(e),
             // radicle leaves a change it cannot load out of the graph.
             Err(e) => tracing::debug!(change = %id, error = %e, "COB change does not load"),
         }
@@ -189,18 +224,29 @@ fn load(
     Ok(entries)
 }
 
-/// [`Repo`] over a git repository in storage, caching identity documents.
+/// [`Repo`] over a git repository in storage for one evaluation: reads are charged to its
+/// [`Budget`], trees and blobs read once ([`Memo`]), identity documents cached.
 pub(crate) struct GitRepo<'a> {
     git: &'a gix::Repository,
+    budget: &'a Budget,
+    memo: Memo,
     docs: RefCell<HashMap<gix::ObjectId, Arc<Doc>>>,
 }
 
 impl<'a> GitRepo<'a> {
-    pub(crate) fn new(git: &'a gix::Repository) -> Self {
+    pub(crate) fn new(git: &'a gix::Repository, budget: &'a Budget) -> Self {
         GitRepo {
             git,
+            budget,
+            memo: Memo::default(),
             docs: RefCell::new(HashMap::new()),
         }
+    }
+
+    /// Trees read from git so far.
+    #[cfg(test)]
+    pub(crate) fn tree_reads(&self) -> usize {
+        self.memo.tree_reads()
     }
 }
 
@@ -210,7 +256,7 @@ fn git_error(e: impl std::fmt::Display) -> OpError {
 
 impl Repo for GitRepo<'_> {
     fn entry(&self, id: gix::ObjectId) -> Result<Entry, CobError> {
-        load_entry(self.git, id, None)
+        load_entry(self.git, id, None, self.budget, &self.memo)
     }
 
     fn doc_at(&self, commit: gix::ObjectId) -> Result<Arc<Doc>, OpError> {
@@ -245,6 +291,9 @@ impl Repo for GitRepo<'_> {
                     "ancestry walk over {MAX_ANCESTRY_WALK} commits"
                 )));
             }
+            self.budget
+                .charge(BudgetKind::Walk, 1)
+                .map_err(OpError::Stop)?;
             let commit = self.git.find_commit(id).map_err(git_error)?;
             for parent in commit.parent_ids() {
                 if seen.insert(parent.detach()) {

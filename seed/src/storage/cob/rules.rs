@@ -7,6 +7,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use serde::Deserialize;
 
+use super::budget::Budget;
 use super::graph::Dag;
 use super::CobError;
 use crate::crypto::{NodeId, RepoId};
@@ -604,14 +605,30 @@ struct Graph {
     dag: Dag,
 }
 
+/// The outcome of a replay: the adopted revision, who accepted it, and its lineage.
+pub(super) struct Replayed {
+    pub(super) identity: Identity,
+    /// Delegates whose accept the adopted revision carries.
+    pub(super) accepted_by: BTreeSet<NodeId>,
+    /// The adopted revision and its ancestors, back to the root.
+    pub(super) lineage: BTreeSet<gix::ObjectId>,
+}
+
+/// `Doc::majority` of `doc`, met by the delegates of `doc` among `keys`.
+pub(super) fn quorum_of(doc: &Doc, keys: &BTreeSet<NodeId>) -> bool {
+    keys.iter().filter(|k| doc.delegates.contains(k)).count() >= majority(doc)
+}
+
 /// Replays the history `changes` (ending at `head`) by the identity rules and returns the
-/// latest adopted revision: one root, visited in `radicle-cob`'s order.
+/// latest adopted revision: one root, visited in `radicle-cob`'s order. `budget` is checked
+/// for cancellation between changes.
 pub(super) fn replay(
     docs: &dyn Docs,
     rid: RepoId,
     head: gix::ObjectId,
     changes: BTreeMap<gix::ObjectId, Change>,
-) -> Result<Identity, CobError> {
+    budget: &Budget,
+) -> Result<Replayed, CobError> {
     let roots: Vec<gix::ObjectId> = changes
         .values()
         .filter(|c| c.parents.is_empty())
@@ -632,6 +649,7 @@ pub(super) fn replay(
     let root_change = graph.changes.get(&root).ok_or(CobError::NoRoot { head })?;
     let mut eval = Evaluation::from_root(docs, rid, root_change)?;
     for id in graph.dag.order(&root) {
+        budget.check()?;
         let Some(change) = graph.changes.get(&id) else {
             continue;
         };
@@ -645,6 +663,14 @@ pub(super) fn replay(
         }
     }
 
+    let mut lineage = BTreeSet::new();
+    let mut next = Some(eval.current);
+    while let Some(id) = next {
+        if !lineage.insert(id) {
+            break;
+        }
+        next = eval.revisions.get(&id).and_then(|r| r.parent);
+    }
     let current = eval
         .revisions
         .remove(&eval.current)
@@ -652,9 +678,14 @@ pub(super) fn replay(
             commit: head,
             revision: eval.current,
         })?;
-    Ok(Identity {
-        doc: current.doc,
-        head: eval.current,
-        blob: current.blob,
+    let accepted_by = current.accepts().copied().collect();
+    Ok(Replayed {
+        identity: Identity {
+            doc: current.doc,
+            head: eval.current,
+            blob: current.blob,
+        },
+        accepted_by,
+        lineage,
     })
 }

@@ -14,6 +14,24 @@ use super::read::parse_sshsig;
 use super::*;
 use crate::storage::identity;
 
+/// [`super::verify_identity`] within a fetch's identity budget.
+fn verify_identity(
+    git: &gix::Repository,
+    rid: RepoId,
+    head: gix::ObjectId,
+) -> Result<Identity, CobError> {
+    super::verify_identity(git, rid, head, &Budget::with(budget::IDENTITY))
+}
+
+/// [`super::verify_identity_heads`] within a fetch's identity budget.
+fn verify_identity_heads(
+    git: &gix::Repository,
+    rid: RepoId,
+    heads: &[gix::ObjectId],
+) -> Result<Identity, CobError> {
+    super::verify_identity_heads(git, rid, heads, &Budget::with(budget::IDENTITY))
+}
+
 const HEARTWOOD: &str = "heartwood-fixture";
 const SECRET: &str = "secret-fixture";
 const SMALL: &str = "small-fixture";
@@ -804,4 +822,316 @@ fn sshsig_parsing() {
     assert!(
         parse_sshsig(b"-----BEGIN SSH SIGNATURE-----\n!!!\n-----END SSH SIGNATURE-----").is_err()
     );
+}
+
+/// A tree of another COB type: `manifest` and the given blobs as actions `0`, `1`, … (names
+/// past 127 wrap to negative `i8` names, as 256 actions need).
+fn cob_tree(git: &gix::Repository, type_name: &str, actions: &[gix::ObjectId]) -> gix::ObjectId {
+    let manifest = format!(r#"{{"typeName":"{type_name}","version":1}}"#);
+    let mut entries = vec![Entry {
+        mode: EntryKind::Blob.into(),
+        filename: "manifest".into(),
+        oid: git.write_blob(manifest.as_bytes()).unwrap().detach(),
+    }];
+    for (i, blob) in actions.iter().enumerate() {
+        entries.push(Entry {
+            mode: EntryKind::Blob.into(),
+            filename: (i as u8 as i8).to_string().into(),
+            oid: *blob,
+        });
+    }
+    entries.sort();
+    git.write_object(&gix::objs::Tree { entries })
+        .unwrap()
+        .detach()
+}
+
+/// An issue whose root is a real one-comment change and whose `n` later changes are one signed
+/// tree of 256 copies of a comment of `body_bytes`, reused by every commit (the signature
+/// covers only the tree). Returns the root and the tip.
+fn issue_reusing_one_tree(
+    git: &gix::Repository,
+    fx: &Fixture,
+    n: usize,
+    body_bytes: usize,
+) -> (gix::ObjectId, gix::ObjectId) {
+    use super::issue::TYPE_NAME as ISSUE;
+    let alice = key("alice");
+    let message = format!("Change\n\nRad-Resource: {}\n", fx.identity_head);
+    let open = git
+        .write_blob(serde_json::to_vec(&json!({"type": "comment", "body": "Open"})).unwrap())
+        .unwrap()
+        .detach();
+    let tree = cob_tree(git, ISSUE, &[open]);
+    let root = write_commit(git, tree, &[], Some(&sshsig(&alice, tree)), LATER, &message);
+    let body = "x".repeat(body_bytes);
+    let comment = json!({"type": "comment", "body": body, "replyTo": root.to_string()});
+    let blob = git
+        .write_blob(serde_json::to_vec(&comment).unwrap())
+        .unwrap()
+        .detach();
+    let tree = cob_tree(git, ISSUE, &[blob; 256]);
+    let pem = sshsig(&alice, tree);
+    let mut tip = root;
+    for i in 0..n {
+        tip = write_commit(
+            git,
+            tree,
+            &[tip],
+            Some(&pem),
+            LATER + 1 + i as i64,
+            &message,
+        );
+    }
+    (root, tip)
+}
+
+/// Issue 25 §2: one signed tree of 256 actions reused by many commits. The evaluation stops at
+/// its budget with a clear error instead of parsing every copy, reads the shared tree once, and
+/// stops at once when cancelled.
+#[test]
+fn an_evaluation_reusing_one_tree_stops_at_its_budget_and_when_cancelled() {
+    use super::budget::{BudgetKind, EVALUATION};
+    use super::evaluate::{evaluate, EvalError, GitRepo};
+    use super::issue::Issue;
+    let fx = fixture(HEARTWOOD);
+    let (_tmp, git) = copy(&fx);
+
+    // Small actions: 300 changes × 256 actions pass the action budget (50,000).
+    let (root, tip) = issue_reusing_one_tree(&git, &fx, 300, 16);
+    let budget = Budget::with(EVALUATION);
+    let repo = GitRepo::new(&git, &budget);
+    let started = std::time::Instant::now();
+    let err = evaluate::<Issue>(&repo, root, &[tip], &budget)
+        .err()
+        .unwrap();
+    assert!(
+        matches!(
+            err,
+            EvalError::Load(CobError::OverBudget {
+                kind: BudgetKind::Actions,
+                limit: 50_000
+            })
+        ),
+        "{err}"
+    );
+    assert!(
+        err.to_string().contains("over the evaluation budget"),
+        "{err}"
+    );
+    assert!(budget.used(BudgetKind::Changes) < 300);
+    // Loading (from the tip) stopped before the root: the shared tree was read from git once
+    // for ~196 changes.
+    assert_eq!(repo.tree_reads(), 1);
+    assert!(started.elapsed() < std::time::Duration::from_secs(10));
+
+    // Large actions: 256 × 64 KiB per change passes the byte budget (16 MiB) at the second
+    // change, before its blobs are parsed again.
+    let (root, tip) = issue_reusing_one_tree(&git, &fx, 50, 64 * 1024);
+    let budget = Budget::with(EVALUATION);
+    let repo = GitRepo::new(&git, &budget);
+    let err = evaluate::<Issue>(&repo, root, &[tip], &budget)
+        .err()
+        .unwrap();
+    assert_eq!(err.over_budget(), Some(BudgetKind::Bytes), "{err}");
+    assert!(budget.used(BudgetKind::Changes) <= 3);
+    assert!(err.is_permanent());
+
+    // A cancelled evaluation stops before the next change and is not a permanent result.
+    let cancel = crate::blocking::Cancel::new();
+    let budget = Budget::new(EVALUATION, cancel.clone());
+    cancel.cancel();
+    let repo = GitRepo::new(&git, &budget);
+    let err = evaluate::<Issue>(&repo, root, &[tip], &budget)
+        .err()
+        .unwrap();
+    assert!(matches!(err, EvalError::Load(CobError::Cancelled)), "{err}");
+    assert!(!err.is_permanent());
+    assert_eq!(budget.used(BudgetKind::Changes), 0);
+
+    // Within its budget the same graph evaluates (3 changes of 256 small comments).
+    let (root, tip) = issue_reusing_one_tree(&git, &fx, 3, 16);
+    let budget = Budget::with(EVALUATION);
+    let repo = GitRepo::new(&git, &budget);
+    let issue = evaluate::<Issue>(&repo, root, &[tip], &budget).unwrap();
+    assert!(issue.thread.comments().count() >= 1);
+    // The root's tree and the shared one, each read once.
+    assert_eq!(repo.tree_reads(), 2);
+}
+
+/// A copy of the heartwood fixture whose identity head gains 1,000 changes that all name one
+/// signed tree of 256 action blobs of 64 KiB (issue 25 §2): (the copy, its RID, the fixture's
+/// identity head, the forged tip).
+pub(crate) fn identity_reusing_one_tree(
+) -> (tempfile::TempDir, RepoId, gix::ObjectId, gix::ObjectId) {
+    let fx = fixture(HEARTWOOD);
+    let (tmp, git) = copy(&fx);
+    let alice = key("alice");
+    let pad = "x".repeat(64 * 1024);
+    let edit =
+        json!({"type": "RevisionEdit", "revision": fx.identity_head.to_string(), "title": pad});
+    let blob = git
+        .write_blob(serde_json::to_vec(&edit).unwrap())
+        .unwrap()
+        .detach();
+    let tree = cob_tree(&git, TYPE_NAME, &[blob; 256]);
+    let pem = sshsig(&alice, tree);
+    let mut tip = fx.identity_head;
+    for i in 0..1000 {
+        tip = write_commit(&git, tree, &[tip], Some(&pem), LATER + i, "Change\n");
+    }
+    (tmp, fx.rid, fx.identity_head, tip)
+}
+
+/// The same trick in an identity history: verification stops at the fetch's identity budget.
+#[test]
+fn an_identity_history_reusing_one_tree_stops_at_the_fetch_budget() {
+    use super::budget::{BudgetKind, IDENTITY};
+    let (tmp, rid, _, tip) = identity_reusing_one_tree();
+    let git = gix::open(tmp.path()).unwrap();
+    let budget = Budget::with(IDENTITY);
+    let started = std::time::Instant::now();
+    let err = super::verify_identity(&git, rid, tip, &budget).unwrap_err();
+    assert_eq!(err.over_budget(), Some(BudgetKind::Bytes), "{err}");
+    assert!(budget.used(BudgetKind::Changes) <= 2);
+    assert!(started.elapsed() < std::time::Duration::from_secs(10));
+    // Cancelled: stops before reading anything.
+    let cancel = crate::blocking::Cancel::new();
+    cancel.cancel();
+    let err = super::verify_identity(&git, rid, tip, &Budget::new(IDENTITY, cancel)).unwrap_err();
+    assert!(matches!(err, CobError::Cancelled), "{err}");
+}
+
+/// The forged fork of issue 25 §5 in a copy of the heartwood fixture ([`retired_fork`]).
+pub(crate) struct RetiredFork {
+    pub(crate) tmp: tempfile::TempDir,
+    pub(crate) rid: RepoId,
+    /// R2, our adopted revision (alice alone).
+    pub(crate) ours: gix::ObjectId,
+    /// The COB head after R2's accept.
+    pub(crate) ours_head: gix::ObjectId,
+    /// The forged revision and its accepted head.
+    pub(crate) fork: gix::ObjectId,
+    pub(crate) fork_head: gix::ObjectId,
+    /// R3, a successor of R2 by alice.
+    pub(crate) successor: gix::ObjectId,
+}
+
+/// Builds [`RetiredFork`].
+pub(crate) fn retired_fork() -> RetiredFork {
+    let fx = fixture(HEARTWOOD);
+    let (tmp, git) = copy(&fx);
+    let (alice, bob) = (key("alice"), key("bob"));
+    let carol = SigningKey::from_bytes(&[7; 32]);
+    let did = |k: &SigningKey| json!(nid(k).to_did());
+    let head = fx.identity_head;
+
+    // R1: alice, bob, carol (majority 2), accepted by alice and bob.
+    let blob1 = edited_doc(&git, head, |doc| {
+        doc["delegates"] = json!([did(&alice), did(&bob), did(&carol)]);
+    });
+    let r1 = change(
+        &git,
+        &alice,
+        &[head],
+        &[revision(blob1, Some(head), sign_blob(&alice, blob1))],
+        Some(blob1),
+        LATER,
+    );
+    let a1 = change(
+        &git,
+        &bob,
+        &[r1],
+        &[accept(r1, sign_blob(&bob, blob1))],
+        None,
+        LATER + 1,
+    );
+    // R2: alice alone, accepted by alice and bob (2 of R1's 3).
+    let blob2 = edited_doc(&git, r1, |doc| doc["delegates"] = json!([did(&alice)]));
+    let r2 = change(
+        &git,
+        &alice,
+        &[a1],
+        &[revision(blob2, Some(r1), sign_blob(&alice, blob2))],
+        Some(blob2),
+        LATER + 10,
+    );
+    let a2 = change(
+        &git,
+        &bob,
+        &[r2],
+        &[accept(r2, sign_blob(&bob, blob2))],
+        None,
+        LATER + 11,
+    );
+    // The fork: bob and carol, both retired, from R1, dated before R2.
+    let forged = edited_doc(&git, r1, |doc| {
+        doc["delegates"] = json!([did(&bob), did(&carol)]);
+    });
+    let fork = change(
+        &git,
+        &bob,
+        &[a1],
+        &[revision(forged, Some(r1), sign_blob(&bob, forged))],
+        Some(forged),
+        LATER + 5,
+    );
+    let fork_accepted = change(
+        &git,
+        &carol,
+        &[fork],
+        &[accept(fork, sign_blob(&carol, forged))],
+        None,
+        LATER + 6,
+    );
+    // A successor of ours by our current delegate (alice alone).
+    let blob3 = edited_doc(&git, r2, |doc| doc["threshold"] = json!(1));
+    let blob3 = if blob3 == blob2 {
+        edited_doc(&git, r2, |doc| {
+            doc["payload"]["xyz.radicle.project"]["description"] = json!("rotated")
+        })
+    } else {
+        blob3
+    };
+    let r3 = change(
+        &git,
+        &alice,
+        &[a2],
+        &[revision(blob3, Some(r2), sign_blob(&alice, blob3))],
+        Some(blob3),
+        LATER + 20,
+    );
+    RetiredFork {
+        tmp,
+        rid: fx.rid,
+        ours: r2,
+        ours_head: a2,
+        fork,
+        fork_head: fork_accepted,
+        successor: r3,
+    }
+}
+
+/// Issue 25 §5: delegates {alice, bob} add carol, then rotate bob and carol out (alice alone).
+/// Bob forges a fork of the revision that named all three, back-dated before the rotation and
+/// accepted by carol: a majority of that retired set. The replay (timestamp order) adopts the
+/// fork; [`verify_successor`] does not, because our current delegates (alice) never accepted it.
+#[test]
+fn a_back_dated_fork_by_a_retired_delegate_set_is_not_adopted() {
+    let f = retired_fork();
+    let git = gix::open(f.tmp.path()).unwrap();
+    let ours = verify_identity(&git, f.rid, f.ours_head).unwrap();
+    assert_eq!(ours.head, f.ours);
+    assert_eq!(ours.doc.delegates, vec![nid(&key("alice"))]);
+    // The rules alone adopt it (it comes first in timestamp order; R2 becomes a late fork).
+    let merged = verify_identity_heads(&git, f.rid, &[f.fork_head, f.ours]).unwrap();
+    assert_eq!(merged.head, f.fork);
+    // Against our current document it is not adopted.
+    let budget = Budget::with(budget::IDENTITY);
+    let got = verify_successor(&git, f.rid, f.ours, &ours.doc, f.fork_head, &budget).unwrap();
+    assert!(got.is_none(), "{:?}", got.map(|i| i.head));
+    // A successor of ours, accepted by our current delegates, is.
+    let budget = Budget::with(budget::IDENTITY);
+    let got = verify_successor(&git, f.rid, f.ours, &ours.doc, f.successor, &budget).unwrap();
+    assert_eq!(got.map(|i| i.head), Some(f.successor));
 }

@@ -6,7 +6,7 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
-use super::{Kind, View};
+use super::{Built, Kind};
 use crate::crypto::RepoId;
 
 /// Materialised COBs kept at most (the least recently used go first).
@@ -23,13 +23,20 @@ pub(super) struct Key {
 struct Cached {
     tips: Vec<gix::ObjectId>,
     salt: String,
-    /// `None`: the COB is invalid (its root does not verify or initialise).
-    view: Option<Arc<View>>,
+    /// The view, or why there is none (invalid, over its budget): refusals are remembered
+    /// by tips too, so that a repeated request is answered at once.
+    view: Built,
     used: u64,
 }
 
-/// Materialised COBs by repository, type and id.
+/// Materialised COBs by repository, type and id. Cloning shares the one cache (the blocking
+/// work that builds entries puts each in as soon as it is built).
+#[derive(Clone)]
 pub(crate) struct CobCache {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
     entries: Mutex<HashMap<Key, Cached>>,
     tick: AtomicU64,
     capacity: usize,
@@ -44,26 +51,24 @@ impl Default for CobCache {
 impl CobCache {
     pub(crate) fn new(capacity: usize) -> Self {
         CobCache {
-            entries: Mutex::new(HashMap::new()),
-            tick: AtomicU64::new(0),
-            capacity: capacity.max(1),
+            inner: Arc::new(Inner {
+                entries: Mutex::new(HashMap::new()),
+                tick: AtomicU64::new(0),
+                capacity: capacity.max(1),
+            }),
         }
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<Key, Cached>> {
-        self.entries
+        self.inner
+            .entries
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
     /// The cached view of `key` if it was built from these tips (and salt).
-    pub(super) fn get(
-        &self,
-        key: &Key,
-        tips: &[gix::ObjectId],
-        salt: &str,
-    ) -> Option<Option<Arc<View>>> {
-        let tick = self.tick.fetch_add(1, Ordering::Relaxed);
+    pub(super) fn get(&self, key: &Key, tips: &[gix::ObjectId], salt: &str) -> Option<Built> {
+        let tick = self.inner.tick.fetch_add(1, Ordering::Relaxed);
         let mut entries = self.lock();
         let e = entries.get_mut(key)?;
         if e.tips != tips || e.salt != salt {
@@ -73,23 +78,15 @@ impl CobCache {
         Some(e.view.clone())
     }
 
-    pub(super) fn put(
-        &self,
-        key: Key,
-        tips: Vec<gix::ObjectId>,
-        salt: String,
-        view: Option<Arc<View>>,
-    ) {
-        let used = self.tick.fetch_add(1, Ordering::Relaxed);
+    pub(super) fn put(&self, key: Key, tips: Vec<gix::ObjectId>, salt: String, view: Built) {
+        let used = self.inner.tick.fetch_add(1, Ordering::Relaxed);
+        let capacity = self.inner.capacity;
         let mut entries = self.lock();
-        if entries.len() >= self.capacity && !entries.contains_key(&key) {
+        if entries.len() >= capacity && !entries.contains_key(&key) {
             // Drop the least recently used tenth (at least one) in one pass.
             let mut ticks: Vec<u64> = entries.values().map(|e| e.used).collect();
             ticks.sort_unstable();
-            let cut = ticks
-                .get((self.capacity / 10).max(1) - 1)
-                .copied()
-                .unwrap_or(0);
+            let cut = ticks.get((capacity / 10).max(1) - 1).copied().unwrap_or(0);
             entries.retain(|_, e| e.used > cut);
         }
         entries.insert(

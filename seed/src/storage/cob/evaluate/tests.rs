@@ -11,6 +11,11 @@ use crate::storage::cob::issue::{self, Issue};
 use crate::storage::cob::patch::{self, Patch};
 use crate::storage::identity::Visibility;
 
+/// The evaluation budget (these graphs are far inside it).
+fn unlimited() -> Budget {
+    Budget::with(super::super::budget::EVALUATION)
+}
+
 fn oid(n: u8) -> gix::ObjectId {
     gix::ObjectId::from_bytes_or_panic(&[n; 20])
 }
@@ -62,9 +67,9 @@ impl Fake {
                 actions: actions
                     .iter()
                     .enumerate()
-                    .map(|(i, a)| (i as i8, serde_json::to_vec(a).unwrap()))
+                    .map(|(i, a)| (i as i8, serde_json::to_vec(a).unwrap().into()))
                     .collect(),
-                tree: oid(0),
+                embed: None,
             },
         );
     }
@@ -84,11 +89,11 @@ impl Fake {
     }
 
     fn issue(&self, root: u8) -> Issue {
-        evaluate::<Issue>(self, oid(root), &self.tips()).unwrap()
+        evaluate::<Issue>(self, oid(root), &self.tips(), &unlimited()).unwrap()
     }
 
     fn patch(&self, root: u8) -> Patch {
-        evaluate::<Patch>(self, oid(root), &self.tips()).unwrap()
+        evaluate::<Patch>(self, oid(root), &self.tips(), &unlimited()).unwrap()
     }
 }
 
@@ -105,7 +110,7 @@ impl Repo for Fake {
             parents: e.parents.clone(),
             resource: e.resource,
             actions: e.actions.clone(),
-            tree: e.tree,
+            embed: e.embed,
         })
     }
 
@@ -320,12 +325,12 @@ fn bad_roots_and_undecodable_changes() {
         &[json!({ "type": "edit", "title": "x" })],
     );
     assert!(matches!(
-        evaluate::<Issue>(&f, oid(10), &f.tips()),
+        evaluate::<Issue>(&f, oid(10), &f.tips(), &unlimited()),
         Err(EvalError::Root { .. })
     ));
     // Unknown root.
     assert!(matches!(
-        evaluate::<Issue>(&f, oid(99), &f.tips()),
+        evaluate::<Issue>(&f, oid(99), &f.tips(), &unlimited()),
         Err(EvalError::NoRoot(_))
     ));
     // An action that does not decode (unknown reaction, a title with a newline, a reply to a
@@ -513,7 +518,7 @@ fn patch_lifecycle_and_authorisation() {
     // A root without the title edit makes no patch.
     let mut f = Fake::new();
     f.change(10, ALICE, 100, &[], &[revision(0xb0, 0xc0, "x")]);
-    assert!(evaluate::<Patch>(&f, oid(10), &f.tips()).is_err());
+    assert!(evaluate::<Patch>(&f, oid(10), &f.tips(), &unlimited()).is_err());
 }
 
 #[test]
@@ -572,7 +577,7 @@ fn a_job_collects_every_nodes_runs_and_drops_undecodable_changes() {
         &[14],
         &[json!({ "Finished": { "uuid": u2, "reason": "Failed" } })],
     );
-    let job = evaluate::<Job>(&f, oid(10), &f.tips()).unwrap();
+    let job = evaluate::<Job>(&f, oid(10), &f.tips(), &unlimited()).unwrap();
     assert_eq!(job.commit, oid(0x42));
     let alice = &job.runs[&nid(ALICE)];
     assert_eq!(alice.len(), 1);
@@ -594,7 +599,7 @@ fn a_job_collects_every_nodes_runs_and_drops_undecodable_changes() {
         &[json!({ "Run": { "uuid": u1, "log": "https://ci/1" } })],
     );
     assert!(matches!(
-        evaluate::<Job>(&f, oid(10), &f.tips()),
+        evaluate::<Job>(&f, oid(10), &f.tips(), &unlimited()),
         Err(EvalError::Root { .. })
     ));
 }
