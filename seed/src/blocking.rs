@@ -122,7 +122,10 @@ mod tests {
             let _ = tx.send(());
         });
         let _ = tokio::time::timeout(Duration::from_millis(50), fut).await;
-        assert!(rx.recv_timeout(Duration::from_secs(2)).is_ok(), "dropping did not cancel");
+        assert!(
+            rx.recv_timeout(Duration::from_secs(2)).is_ok(),
+            "dropping did not cancel"
+        );
     }
 
     /// On a single-threaded runtime other tasks keep running while the work blocks.

@@ -207,8 +207,8 @@ pub struct PackCacheMetrics {
     pub served_bytes: IntCounter,
     /// Part of `served_bytes` sent with `sendfile` (plain HTTP/1.1 hits).
     pub sendfile_bytes: IntCounter,
-    /// Part of `served_bytes` handed to the body as windows of a mapped file (no copy).
-    pub mapped_bytes: IntCounter,
+    /// Part of `served_bytes` read into seedd's buffers with positional reads (no mapping).
+    pub read_bytes: IntCounter,
     pub evictions: IntCounter,
     pub generation: Histogram,
     pub bytes: IntGauge,
@@ -238,7 +238,7 @@ impl PackCacheMetrics {
             misses: counter("seedd_pack_cache_misses_total")?,
             served_bytes: counter("seedd_pack_cache_served_bytes_total")?,
             sendfile_bytes: counter("seedd_pack_cache_sendfile_bytes_total")?,
-            mapped_bytes: counter("seedd_pack_cache_mapped_bytes_total")?,
+            read_bytes: counter("seedd_pack_cache_read_bytes_total")?,
             evictions: counter("seedd_pack_cache_evictions_total")?,
             generation,
             bytes,

@@ -35,8 +35,8 @@
 //! reader in `packcache::tail`) is first read on the blocking pool. Cache files were just
 //! written or are hot, so that is the exception.
 //!
-//! TLS connections, HTTP/2 and Radicle streams get the reading follower (a finished file's
-//! mapping, or copies of a growing one's bytes): their bytes are encrypted or framed in user
+//! TLS connections, HTTP/2 and Radicle streams get the reading follower (positional reads of
+//! the file, finished or growing): their bytes are encrypted or framed in user
 //! space anyway. So does an HTTP/1.0 request for a file still being written (no chunks).
 
 use std::fs::File;

@@ -432,10 +432,10 @@ pub const CATALOGUE: &[MetricDoc] = &[
         help: "Part of seedd_pack_cache_served_bytes_total sent with sendfile over plain HTTP/1 (finished entries with their length, entries still being generated chunked over HTTP/1.1), without a copy through seedd.",
     },
     MetricDoc {
-        name: "seedd_pack_cache_mapped_bytes_total",
+        name: "seedd_pack_cache_read_bytes_total",
         kind: "counter",
         labels: &[],
-        help: "Part of seedd_pack_cache_served_bytes_total handed on as windows of the mapped file (finished entries over TLS, HTTP/2 and Radicle streams), without a copy into seedd's buffers.",
+        help: "Part of seedd_pack_cache_served_bytes_total read from the file with positional reads (TLS, HTTP/2, Radicle streams, HTTP/1.0 followers); never mapped, so a disk error is an error, not a SIGBUS.",
     },
     MetricDoc {
         name: "seedd_pack_cache_evictions_total",

@@ -28,7 +28,6 @@
 
 pub(crate) mod generate;
 pub(crate) mod key;
-pub(crate) mod mapped;
 pub(crate) mod tail;
 
 use std::collections::HashMap;
@@ -40,7 +39,6 @@ use std::time::{Duration, Instant};
 use tokio::sync::watch;
 
 pub(crate) use key::{Key, Normalised, MAX_CACHEABLE_REQUEST};
-use mapped::MapSlot;
 use tail::Progress;
 pub(crate) use tail::Tail;
 
@@ -71,8 +69,6 @@ struct Entry {
     last_used: u64,
     /// Bytes of a complete entry (0 while written).
     bytes: u64,
-    /// The finished file's mapping, shared by its readers.
-    map: Arc<MapSlot>,
 }
 
 impl Entry {
@@ -189,12 +185,7 @@ impl PackCache {
                 match std::fs::File::open(&e.path) {
                     Ok(file) => {
                         e.last_used = now;
-                        let tail = Tail::new(
-                            file,
-                            e.progress.clone(),
-                            e.map.clone(),
-                            self.metrics.clone(),
-                        );
+                        let tail = Tail::new(file, e.progress.clone(), self.metrics.clone());
                         return if complete {
                             Lookup::Hit(tail)
                         } else {
@@ -245,7 +236,6 @@ impl PackCache {
             }
         };
         let (tx, rx) = watch::channel(Progress::Writing(0));
-        let map = Arc::new(MapSlot::default());
         inner.entries.insert(
             key,
             Entry {
@@ -255,7 +245,6 @@ impl PackCache {
                 since: Instant::now(),
                 last_used: now,
                 bytes: 0,
-                map: map.clone(),
             },
         );
         let claim = Claim {
@@ -267,7 +256,7 @@ impl PackCache {
             written: 0,
             settled: false,
         };
-        Lookup::Claim(claim, Tail::new(reader, rx, map, self.metrics.clone()))
+        Lookup::Claim(claim, Tail::new(reader, rx, self.metrics.clone()))
     }
 
     fn count(&self, f: impl FnOnce(&Metrics)) {

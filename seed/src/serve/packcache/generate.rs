@@ -106,7 +106,7 @@ async fn run(claim: &mut Claim, job: Job) -> Result<u64, GenError> {
 /// Publishes the growth of the claim's file, which `child` writes (its stdout), until the
 /// child exits: the bytes written if it succeeded. git writes the file itself, so a generation
 /// costs seedd no pipe read, no copy and no write; readers take the bytes from the page cache
-/// (`sendfile` or a mapping once finished, positional reads while written). The file's length
+/// (`sendfile`, or positional reads). The file's length
 /// is looked at every [`PAUSE_MIN`] while it grows, less often while it does not (up to
 /// [`PAUSE_MAX`]), and published to the readers by [`PUBLISH_BYTES`] or after
 /// [`PUBLISH_EVERY`] (each publication wakes every follower: a few large steps cost them less
