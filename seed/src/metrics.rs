@@ -66,6 +66,11 @@ const TENANT_QUOTAS: &[&str] = &["repos", "bytes", "egress"];
 const HTTP_RATE_SCOPES: &[&str] = &["ip", "tenant", "repo"];
 /// `reason` of `seedd_web_rejected_total` (`busy`: no expensive-request permit in time).
 const WEB_REJECTED: &[&str] = &["busy"];
+/// `reason` of `seedd_http_connections_refused_total` (`per_ip`: over `http.max_connections_per_ip`).
+const HTTP_CONNECTIONS_REFUSED: &[&str] = &["per_ip"];
+/// `reason` of `seedd_http_connections_cut_total` (`write_timeout`: the client took no byte of a
+/// response for `http.write_timeout_secs`).
+const HTTP_CONNECTIONS_CUT: &[&str] = &["write_timeout"];
 /// `state` of `seedd_p2p_sessions`.
 const SESSION_STATES: &[&str] = &["handshake", "connected"];
 /// `result` of `seedd_p2p_handshakes_total`.
@@ -195,6 +200,10 @@ pub struct Metrics {
     pub web_rejected: IntCounterVec,
     pub maintenance: MaintenanceMetrics,
     pub pack_cache: PackCacheMetrics,
+    /// HTTP connections refused at accept (`http::conn`).
+    pub http_connections_refused: IntCounterVec,
+    /// HTTP connections cut while a response was written (`http::conn`).
+    pub http_connections_cut: IntCounterVec,
     /// Per-repository request counts (not exported): what an identity over its inventory cap
     /// announces first.
     pub demand: demand::Demand,
@@ -540,6 +549,12 @@ impl Metrics {
         let data_dir_free = gauge("seedd_data_dir_free_bytes")?;
         let data_dir_capacity = gauge("seedd_data_dir_capacity_bytes")?;
         let maintenance = MaintenanceMetrics::new(&registry)?;
+        let http_connections_refused =
+            IntCounterVec::new(opts("seedd_http_connections_refused_total"), &["reason"])?;
+        registry.register(Box::new(http_connections_refused.clone()))?;
+        let http_connections_cut =
+            IntCounterVec::new(opts("seedd_http_connections_cut_total"), &["reason"])?;
+        registry.register(Box::new(http_connections_cut.clone()))?;
 
         build_info
             .with_label_values(&[env!("CARGO_PKG_VERSION")])
@@ -576,6 +591,8 @@ impl Metrics {
             web_rejected,
             pack_cache,
             maintenance,
+            http_connections_refused,
+            http_connections_cut,
             demand: demand::Demand::default(),
         };
         metrics.zero_known()?;
@@ -606,6 +623,8 @@ impl Metrics {
         )?;
         zero(&self.web_duration, &[labels::WEB_GROUPS])?;
         zero(&self.web_rejected, &[WEB_REJECTED])?;
+        zero(&self.http_connections_refused, &[HTTP_CONNECTIONS_REFUSED])?;
+        zero(&self.http_connections_cut, &[HTTP_CONNECTIONS_CUT])?;
 
         let p = &self.p2p;
         let links = plus(&[], &[Link::Inbound, Link::Outbound], link_label);

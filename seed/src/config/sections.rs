@@ -177,6 +177,14 @@ pub struct HttpConfig {
     /// Single-flight cache of upload-pack responses (`http.pack_cache.*`).
     #[serde(default)]
     pub pack_cache: PackCacheConfig,
+    /// A connection whose client takes no byte of a response for this long is closed
+    /// (`http::conn`; sendfile and pack-cache responses included).
+    #[serde(rename = "write_timeout_secs", with = "fields::secs_nonzero")]
+    pub write_timeout: Duration,
+    /// Open connections one client address may hold (IPv6: per `rate.ipv6_prefix`; trusted
+    /// proxies exempt); beyond: 429 and closed.
+    #[serde(deserialize_with = "fields::at_least_one")]
+    pub max_connections_per_ip: usize,
 }
 
 /// The pack cache (`seed/src/serve/packcache.rs`): responses to cacheable upload-pack requests
@@ -354,6 +362,8 @@ impl Default for HttpConfig {
             rate: HttpRateConfig::default(),
             unknown_hosts: UnknownHosts::All,
             pack_cache: PackCacheConfig::default(),
+            write_timeout: Duration::from_secs(60),
+            max_connections_per_ip: 512,
         }
     }
 }

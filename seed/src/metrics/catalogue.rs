@@ -485,4 +485,16 @@ pub const CATALOGUE: &[MetricDoc] = &[
         labels: &[],
         help: "Pack files per repository, observed each time a repository's debt is measured (sweep, before and after maintenance).",
     },
+    MetricDoc {
+        name: "seedd_http_connections_refused_total",
+        kind: "counter",
+        labels: &["reason"],
+        help: "HTTP connections refused at accept (per_ip: the client address, IPv6 by prefix, already holds http.max_connections_per_ip open connections; answered 429 and closed).",
+    },
+    MetricDoc {
+        name: "seedd_http_connections_cut_total",
+        kind: "counter",
+        labels: &["reason"],
+        help: "HTTP connections closed while a response was written (write_timeout: the client took no byte for http.write_timeout_secs; sendfile and pack-cache responses included).",
+    },
 ];

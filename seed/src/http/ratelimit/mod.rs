@@ -38,6 +38,7 @@ use axum::http::HeaderMap;
 
 pub use client::ClientIp;
 pub use layer::{IpRateLimit, IpRateLimitLayer};
+pub(crate) use per_ip::bucket_key;
 pub use per_repo::{PackPermit, Shed};
 pub use response::{retry_after_secs, shed_response, too_many_requests};
 
