@@ -71,6 +71,10 @@ const HTTP_CONNECTIONS_REFUSED: &[&str] = &["per_ip"];
 /// `reason` of `seedd_http_connections_cut_total` (`write_timeout`: the client took no byte of a
 /// response for `http.write_timeout_secs`).
 const HTTP_CONNECTIONS_CUT: &[&str] = &["write_timeout"];
+/// `reason` of `seedd_pack_cache_generations_refused_total` (`per_client`: the client address
+/// runs `http.pack_cache.max_generations_per_client` already; `budget`: files being written fill
+/// `max_bytes`).
+const PACK_CACHE_REFUSED: &[&str] = &["per_client", "budget"];
 /// `state` of `seedd_p2p_sessions`.
 const SESSION_STATES: &[&str] = &["handshake", "connected"];
 /// `result` of `seedd_p2p_handshakes_total`.
@@ -219,6 +223,10 @@ pub struct PackCacheMetrics {
     /// Part of `served_bytes` read into seedd's buffers with positional reads (no mapping).
     pub read_bytes: IntCounter,
     pub evictions: IntCounter,
+    /// New generations answered directly instead (`reason`: `per_client`, `budget`).
+    pub generations_refused: IntCounterVec,
+    /// Generations killed because every reader left (and none followed).
+    pub generations_abandoned: IntCounter,
     pub generation: Histogram,
     pub bytes: IntGauge,
 }
@@ -242,6 +250,14 @@ impl PackCacheMetrics {
         registry.register(Box::new(generation.clone()))?;
         let bytes = IntGauge::with_opts(opts("seedd_pack_cache_bytes"))?;
         registry.register(Box::new(bytes.clone()))?;
+        let generations_refused = IntCounterVec::new(
+            opts("seedd_pack_cache_generations_refused_total"),
+            &["reason"],
+        )?;
+        registry.register(Box::new(generations_refused.clone()))?;
+        for reason in PACK_CACHE_REFUSED {
+            generations_refused.with_label_values(&[reason]);
+        }
         Ok(Self {
             hits: counter("seedd_pack_cache_hits_total")?,
             misses: counter("seedd_pack_cache_misses_total")?,
@@ -249,6 +265,8 @@ impl PackCacheMetrics {
             sendfile_bytes: counter("seedd_pack_cache_sendfile_bytes_total")?,
             read_bytes: counter("seedd_pack_cache_read_bytes_total")?,
             evictions: counter("seedd_pack_cache_evictions_total")?,
+            generations_refused,
+            generations_abandoned: counter("seedd_pack_cache_generations_abandoned_total")?,
             generation,
             bytes,
         })

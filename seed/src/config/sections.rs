@@ -202,6 +202,10 @@ pub struct PackCacheConfig {
     /// When a response is cached: on the `first` request, or on the `second` sighting of the
     /// same request within `max_age`.
     pub admission: PackCacheAdmission,
+    /// Generations one client address (IPv6: per `http.rate.ipv6_prefix`) may have running at
+    /// once; its further new keys are answered directly.
+    #[serde(deserialize_with = "fields::at_least_one")]
+    pub max_generations_per_client: usize,
 }
 
 impl Default for PackCacheConfig {
@@ -211,6 +215,7 @@ impl Default for PackCacheConfig {
             max_bytes: 1 << 30,
             max_age: Duration::from_secs(3_600),
             admission: PackCacheAdmission::Second,
+            max_generations_per_client: 2,
         }
     }
 }

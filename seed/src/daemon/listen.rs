@@ -255,6 +255,7 @@ pub(super) fn open_pack_cache(
         max_bytes: c.max_bytes,
         max_age: c.max_age,
         admit_first: c.admission == crate::config::PackCacheAdmission::First,
+        max_generations_per_client: c.max_generations_per_client,
     };
     match crate::serve::packcache::PackCache::open(dir.clone(), settings, Some(metrics.clone())) {
         Ok(cache) => {

@@ -497,4 +497,16 @@ pub const CATALOGUE: &[MetricDoc] = &[
         labels: &["reason"],
         help: "HTTP connections closed while a response was written (write_timeout: the client took no byte for http.write_timeout_secs; sendfile and pack-cache responses included).",
     },
+    MetricDoc {
+        name: "seedd_pack_cache_generations_refused_total",
+        kind: "counter",
+        labels: &["reason"],
+        help: "Pack-cache generations not started, the request answered directly instead (per_client: the client address already runs http.pack_cache.max_generations_per_client; budget: files being written fill max_bytes).",
+    },
+    MetricDoc {
+        name: "seedd_pack_cache_generations_abandoned_total",
+        kind: "counter",
+        labels: &[],
+        help: "Pack-cache generations killed (process group) and their file removed because every reader left and no second reader had followed.",
+    },
 ];

@@ -45,6 +45,7 @@ pub(super) async fn serve(
     body: &[u8],
     egress: Egress,
     splice: Option<&Splice>,
+    client: Option<std::net::IpAddr>,
 ) -> Result<Option<Response>, Refusal> {
     let started = Instant::now();
     let v2 = serve::is_v2(protocol);
@@ -69,7 +70,10 @@ pub(super) async fn serve(
     };
     // A claim takes this repository's pack permit, then a global pack slot (as a direct answer).
     let permits = || pack_permits(state, &rid);
-    let Some(tail) = packcache::reader(cache, key, job, permits).await? else {
+    // New generations are admitted per client address (IPv6 by prefix), as the rate limiter
+    // keys it.
+    let client = client.map(|ip| crate::http::ratelimit::bucket_key(ip, state.rate.ipv6_prefix()));
+    let Some(tail) = packcache::reader(cache, key, client, job, permits).await? else {
         return Ok(None);
     };
     let label = if v2 { "v2" } else { "v0" };

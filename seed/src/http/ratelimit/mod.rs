@@ -70,6 +70,11 @@ impl std::fmt::Debug for HttpLimiter {
 }
 
 impl HttpLimiter {
+    /// The prefix IPv6 clients are keyed by (`http.rate.ipv6_prefix`).
+    pub(crate) fn ipv6_prefix(&self) -> u8 {
+        self.inner.ip.v6_prefix()
+    }
+
     pub fn new(cfg: &HttpRateConfig) -> Self {
         HttpLimiter {
             inner: Arc::new(Inner {

@@ -71,6 +71,11 @@ pub(super) struct IpLimiter {
 }
 
 impl IpLimiter {
+    /// The prefix IPv6 clients are keyed by.
+    pub(super) fn v6_prefix(&self) -> u8 {
+        self.state.load().v6_prefix
+    }
+
     pub(super) fn new(cfg: &HttpRateConfig) -> Self {
         IpLimiter {
             state: ArcSwap::from_pointee(IpState::new(cfg, keyed(cfg))),

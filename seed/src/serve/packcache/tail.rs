@@ -56,6 +56,16 @@ pub(crate) struct Tail {
     offset: u64,
     ended: bool,
     metrics: Option<Arc<Metrics>>,
+    /// The entry's readers, which this one leaves when dropped.
+    audience: Option<Arc<super::Audience>>,
+}
+
+impl Drop for Tail {
+    fn drop(&mut self) {
+        if let Some(a) = self.audience.take() {
+            a.leave();
+        }
+    }
 }
 
 impl Tail {
@@ -70,7 +80,14 @@ impl Tail {
             offset: 0,
             ended: false,
             metrics,
+            audience: None,
         }
+    }
+
+    /// This reader counts in `audience` (joined by the caller) until dropped.
+    pub(crate) fn with_audience(mut self, audience: Arc<super::Audience>) -> Self {
+        self.audience = Some(audience);
+        self
     }
 
     /// Waits until there is something to send (or the writer finished): `Err` when the writer
