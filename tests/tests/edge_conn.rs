@@ -145,6 +145,10 @@ fn stalled_clients_hold_one_buffer_and_are_cut_after_the_write_timeout() {
     let rss_open = status_kib(pid, "VmRSS:");
     let still_open = opened.elapsed() < Duration::from_secs(3);
     let held = deleted_cache_fds(pid);
+    eprintln!(
+        "{STALLED} stalled: RSS {rss_before} → {rss_open} KiB, {held} descriptors on evicted files, {:?} after opening",
+        opened.elapsed()
+    );
     assert!(
         rss_open.saturating_sub(rss_before) < 128 * 1024,
         "{STALLED} stalled clients cost {} KiB of RSS",
@@ -169,7 +173,7 @@ fn stalled_clients_hold_one_buffer_and_are_cut_after_the_write_timeout() {
     });
     if still_open {
         // The eviction happened while they were held (else the check above proves nothing).
-        assert!(held > 0 || seed.metric("seedd_pack_cache_evictions_total", &[]) == 0.0);
+        assert!(held > 0, "no stalled client held the evicted file");
     }
     // A client sees the end of the connection once it reads what was buffered.
     let mut s = stalled.into_iter().next().unwrap();

@@ -73,7 +73,22 @@ pub(super) async fn serve(
     // New generations are admitted per client address (IPv6 by prefix), as the rate limiter
     // keys it.
     let client = client.map(|ip| crate::http::ratelimit::bucket_key(ip, state.rate.ipv6_prefix()));
-    let Some(tail) = packcache::reader(cache, key, client, job, permits).await? else {
+    let lookup = packcache::reader(cache, key, client, job, permits);
+    // A client that leaves while the answer waits for git's first byte drops its reader (so an
+    // unpopular generation is cancelled) instead of holding it until the first write fails.
+    let found = match splice {
+        Some(s) => tokio::select! {
+            r = lookup => r?,
+            () = s.splicer.client_gone() => {
+                tracing::debug!(%rid, "client left before the response started");
+                let mut gone = Response::new(Body::empty());
+                *gone.status_mut() = CLIENT_GONE;
+                return Ok(Some(gone));
+            }
+        },
+        None => lookup.await?,
+    };
+    let Some(tail) = found else {
         return Ok(None);
     };
     let label = if v2 { "v2" } else { "v0" };
@@ -119,6 +134,13 @@ pub(super) async fn serve(
     no_cache(h);
     Ok(Some(resp))
 }
+
+/// The status of an answer nobody receives: the client closed its connection first (nginx's
+/// 499, for the request metrics).
+const CLIENT_GONE: axum::http::StatusCode = match axum::http::StatusCode::from_u16(499) {
+    Ok(s) => s,
+    Err(_) => axum::http::StatusCode::BAD_REQUEST,
+};
 
 type BodyStream = Pin<Box<dyn Stream<Item = Result<Bytes, std::io::Error>> + Send>>;
 
