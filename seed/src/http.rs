@@ -1,6 +1,7 @@
 //! HTTP(S) front: hyper (HTTP/1.1 + HTTP/2) with optional rustls, serving git smart-HTTP.
 //! The accept loop here is shared with the admin listener.
 
+pub mod conn;
 pub mod git;
 pub mod ratelimit;
 mod refusal;
@@ -110,13 +111,15 @@ pub fn router(state: Arc<HttpState>, limiter: ratelimit::HttpLimiter) -> Router 
 }
 
 /// Accept connections until `shutdown` flips to true, then let in-flight connections finish
-/// for at most `grace`.
+/// for at most `grace`. Every connection is held to `limits` (`conn`): a per-IP cap at accept,
+/// a write timeout while it answers.
 pub async fn serve(
     listener: TcpListener,
     tls: Option<Arc<rustls::ServerConfig>>,
     app: Router,
     mut shutdown: watch::Receiver<bool>,
     grace: Duration,
+    limits: conn::ConnLimits,
 ) {
     let local = listener
         .local_addr()
@@ -143,6 +146,14 @@ pub async fn serve(
             },
             _ = shutdown.changed() => break,
         };
+        // Over the per-IP cap: refused before any work (plain HTTP gets a 429 if the socket
+        // takes it at once). The slot is released when the connection's task ends.
+        let Some(slot) = limits.admit(peer.ip()) else {
+            if acceptor.is_none() {
+                conn::ConnLimits::refuse(&stream);
+            }
+            continue;
+        };
         let _ = stream.set_nodelay(true);
         // Plain TCP connections can send cache files with sendfile (`splice`).
         let splicer = splice::Splicer::default();
@@ -161,10 +172,11 @@ pub async fn serve(
         let builder = builder.clone();
         match &acceptor {
             None => {
-                let io = TokioIo::new(splicer.io(stream));
+                let io = TokioIo::new(limits.watch(splicer.io(stream)));
                 let conn = builder.serve_connection_with_upgrades(io, service);
                 let conn = graceful.watch(conn.into_owned());
                 tokio::spawn(async move {
+                    let _slot = slot;
                     if let Err(e) = conn.await {
                         tracing::debug!(%peer, error = %e, "http connection ended with error");
                     }
@@ -173,7 +185,9 @@ pub async fn serve(
             Some(acceptor) => {
                 let acceptor = acceptor.clone();
                 let watcher = graceful.watcher();
+                let stream = limits.watch(stream);
                 tokio::spawn(async move {
+                    let _slot = slot;
                     let tls =
                         match tokio::time::timeout(TLS_HANDSHAKE_TIMEOUT, acceptor.accept(stream))
                             .await

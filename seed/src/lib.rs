@@ -4,9 +4,7 @@
 //! configuration, the daemon, logging, the `bridge` helper process, the HTTP rate limiter and
 //! metrics (benchmarked on their own), and the protocol crates' `crypto` and `wire`. Every
 //! other room is private to the crate; [`bench_index`] lends the index to its benchmark.
-// `deny`, not `forbid`: `serve::packcache::mapped` maps finished cache files (issue 13 §3) and
-// is the one module allowed `unsafe`.
-#![deny(unsafe_code)]
+#![forbid(unsafe_code)]
 #![warn(unreachable_pub)]
 
 mod admin;

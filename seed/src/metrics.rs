@@ -75,6 +75,15 @@ pub(crate) const WEB_BOUNDS: &[&str] = &[
     "archive_output",
     "archive_deadline",
 ];
+/// `reason` of `seedd_http_connections_refused_total` (`per_ip`: over `http.max_connections_per_ip`).
+const HTTP_CONNECTIONS_REFUSED: &[&str] = &["per_ip"];
+/// `reason` of `seedd_http_connections_cut_total` (`write_timeout`: the client took no byte of a
+/// response for `http.write_timeout_secs`).
+const HTTP_CONNECTIONS_CUT: &[&str] = &["write_timeout"];
+/// `reason` of `seedd_pack_cache_generations_refused_total` (`per_client`: the client address
+/// runs `http.pack_cache.max_generations_per_client` already; `budget`: files being written fill
+/// `max_bytes`).
+const PACK_CACHE_REFUSED: &[&str] = &["per_client", "budget"];
 /// `state` of `seedd_p2p_sessions`.
 const SESSION_STATES: &[&str] = &["handshake", "connected"];
 /// `result` of `seedd_p2p_handshakes_total`.
@@ -205,6 +214,10 @@ pub struct Metrics {
     pub web_bounded: IntCounterVec,
     pub maintenance: MaintenanceMetrics,
     pub pack_cache: PackCacheMetrics,
+    /// HTTP connections refused at accept (`http::conn`).
+    pub http_connections_refused: IntCounterVec,
+    /// HTTP connections cut while a response was written (`http::conn`).
+    pub http_connections_cut: IntCounterVec,
     /// Per-repository request counts (not exported): what an identity over its inventory cap
     /// announces first.
     pub demand: demand::Demand,
@@ -219,9 +232,13 @@ pub struct PackCacheMetrics {
     pub served_bytes: IntCounter,
     /// Part of `served_bytes` sent with `sendfile` (plain HTTP/1.1 hits).
     pub sendfile_bytes: IntCounter,
-    /// Part of `served_bytes` handed to the body as windows of a mapped file (no copy).
-    pub mapped_bytes: IntCounter,
+    /// Part of `served_bytes` read into seedd's buffers with positional reads (no mapping).
+    pub read_bytes: IntCounter,
     pub evictions: IntCounter,
+    /// New generations answered directly instead (`reason`: `per_client`, `budget`).
+    pub generations_refused: IntCounterVec,
+    /// Generations killed because every reader left (and none followed).
+    pub generations_abandoned: IntCounter,
     pub generation: Histogram,
     pub bytes: IntGauge,
 }
@@ -245,13 +262,23 @@ impl PackCacheMetrics {
         registry.register(Box::new(generation.clone()))?;
         let bytes = IntGauge::with_opts(opts("seedd_pack_cache_bytes"))?;
         registry.register(Box::new(bytes.clone()))?;
+        let generations_refused = IntCounterVec::new(
+            opts("seedd_pack_cache_generations_refused_total"),
+            &["reason"],
+        )?;
+        registry.register(Box::new(generations_refused.clone()))?;
+        for reason in PACK_CACHE_REFUSED {
+            generations_refused.with_label_values(&[reason]);
+        }
         Ok(Self {
             hits: counter("seedd_pack_cache_hits_total")?,
             misses: counter("seedd_pack_cache_misses_total")?,
             served_bytes: counter("seedd_pack_cache_served_bytes_total")?,
             sendfile_bytes: counter("seedd_pack_cache_sendfile_bytes_total")?,
-            mapped_bytes: counter("seedd_pack_cache_mapped_bytes_total")?,
+            read_bytes: counter("seedd_pack_cache_read_bytes_total")?,
             evictions: counter("seedd_pack_cache_evictions_total")?,
+            generations_refused,
+            generations_abandoned: counter("seedd_pack_cache_generations_abandoned_total")?,
             generation,
             bytes,
         })
@@ -557,6 +584,12 @@ impl Metrics {
         let data_dir_free = gauge("seedd_data_dir_free_bytes")?;
         let data_dir_capacity = gauge("seedd_data_dir_capacity_bytes")?;
         let maintenance = MaintenanceMetrics::new(&registry)?;
+        let http_connections_refused =
+            IntCounterVec::new(opts("seedd_http_connections_refused_total"), &["reason"])?;
+        registry.register(Box::new(http_connections_refused.clone()))?;
+        let http_connections_cut =
+            IntCounterVec::new(opts("seedd_http_connections_cut_total"), &["reason"])?;
+        registry.register(Box::new(http_connections_cut.clone()))?;
 
         build_info
             .with_label_values(&[env!("CARGO_PKG_VERSION")])
@@ -594,6 +627,8 @@ impl Metrics {
             web_bounded,
             pack_cache,
             maintenance,
+            http_connections_refused,
+            http_connections_cut,
             demand: demand::Demand::default(),
             cob_budget_exceeded,
         };
@@ -630,6 +665,8 @@ impl Metrics {
             &self.cob_budget_exceeded,
             &[crate::storage::cob::budget::BUDGET_KINDS],
         )?;
+        zero(&self.http_connections_refused, &[HTTP_CONNECTIONS_REFUSED])?;
+        zero(&self.http_connections_cut, &[HTTP_CONNECTIONS_CUT])?;
 
         let p = &self.p2p;
         let links = plus(&[], &[Link::Inbound, Link::Outbound], link_label);

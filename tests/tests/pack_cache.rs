@@ -144,7 +144,7 @@ fn clones_from_the_cache_equal_direct_ones() {
 }
 
 #[test]
-fn hits_over_tls_are_mapped_not_sendfiled() {
+fn hits_over_tls_are_read_not_sendfiled() {
     let certs = tempfile::tempdir().unwrap();
     let (ca, cert, key) = write_certs(certs.path(), "one");
     let seed = Seed::start(SeedOptions {
@@ -376,10 +376,11 @@ fn the_cache_stays_within_its_budget() {
     assert!(files.iter().all(|(n, _)| n.ends_with(".pack")), "{files:?}");
 }
 
-/// A client that goes away mid-response does not stop the generation: it completes and the
-/// next identical request is a hit.
+/// A popular generation (a second client followed it) does not stop when its clients go away
+/// mid-response: it completes and the next identical request is a hit. (An unpopular one is
+/// cancelled: `abandoned_deepen_requests_stop_and_the_cache_stays_within_its_budget`.)
 #[test]
-fn a_generation_completes_after_its_client_left() {
+fn a_popular_generation_completes_after_its_clients_left() {
     use std::io::Read;
     let seed = cached_seed("first", 1 << 30, vec![]);
     let (rid, path) = big_repo(&seed.storage(), 16, 1);
@@ -400,11 +401,15 @@ fn a_generation_completes_after_its_client_left() {
         "POST /{rid}.git/git-upload-pack HTTP/1.1\r\nHost: x\r\nGit-Protocol: version=2\r\nContent-Type: application/x-git-upload-pack-request\r\nContent-Length: {}\r\n\r\n{body}",
         body.len()
     );
-    let mut s = raw_request(seed.http, req.as_bytes());
-    let mut buf = vec![0u8; 64 * 1024];
-    let n = s.read(&mut buf).unwrap();
-    assert!(String::from_utf8_lossy(&buf[..n]).starts_with("HTTP/1.1 200"));
-    drop(s);
+    let mut clients = Vec::new();
+    for _ in 0..2 {
+        let mut s = raw_request(seed.http, req.as_bytes());
+        let mut buf = vec![0u8; 64 * 1024];
+        let n = s.read(&mut buf).unwrap();
+        assert!(String::from_utf8_lossy(&buf[..n]).starts_with("HTTP/1.1 200"));
+        clients.push(s);
+    }
+    drop(clients);
     wait_for(
         "the generation to complete",
         Duration::from_secs(30),
@@ -418,7 +423,7 @@ fn a_generation_completes_after_its_client_left() {
     let mut response = Vec::new();
     s.read_to_end(&mut response).unwrap();
     assert!(response.starts_with(b"HTTP/1.1 200"));
-    assert_eq!(counters(&seed), (1.0, 1.0), "the second request was a hit");
+    assert_eq!(counters(&seed), (2.0, 1.0), "the later requests were hits");
     // A hit is the whole file, framed by its length (and sent with sendfile).
     let head_end = response.windows(4).position(|w| w == b"\r\n\r\n").unwrap() + 4;
     let head = String::from_utf8_lossy(&response[..head_end]).to_lowercase();
@@ -438,4 +443,103 @@ fn a_generation_completes_after_its_client_left() {
     assert_eq!(sendfile_bytes(&seed) - spliced_before, cached);
     let files = cache_files(&seed);
     assert_eq!(files.len(), 1, "{files:?}");
+}
+
+/// Issue 25 §4: 64 distinct `deepen N` requests, each sent and abandoned (the POST body, then
+/// the connection closed). One client starts at most `max_generations_per_client` generations,
+/// the rest are answered directly (and killed as their client is gone); generations whose only
+/// reader left are killed and removed. Then a real clone succeeds at once, no git is left
+/// running, and `cache/packs` stays within `max_bytes` plus one generation throughout.
+#[test]
+fn abandoned_deepen_requests_stop_and_the_cache_stays_within_its_budget() {
+    // Each `deepen N` pack is about N MiB, so that generations outlast their clients.
+    const COMMITS: usize = 32;
+    const BLOB: usize = 1024 * 1024;
+    let budget: u64 = 4 * 1024 * 1024;
+    let seed = Seed::start(SeedOptions {
+        extra_config: format!(
+            "[http.pack_cache]\nenabled = true\nadmission = \"first\"\nmax_bytes = {budget}\n[http.rate]\nper_ip_requests_per_second = 0.0\n"
+        ),
+        ..SeedOptions::default()
+    });
+    let (rid, path) = synthetic_repo(&seed.storage(), "deep", |work, g| {
+        let mut x: u64 = 0x243f6a8885a308d3;
+        for c in 0..COMMITS {
+            let mut data = vec![0u8; BLOB];
+            for chunk in data.chunks_mut(8) {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                chunk.copy_from_slice(&x.to_le_bytes()[..chunk.len()]);
+            }
+            std::fs::write(work.join(format!("blob{c}.bin")), &data).unwrap();
+            g(&["add", "."]);
+            g(&["commit", "-q", "-m", &format!("commit {c}")]);
+        }
+    });
+    seed.rescan();
+    let head = stdout(&run(git(seed.dir.path())
+        .arg("--git-dir")
+        .arg(&path)
+        .args(["rev-parse", "HEAD"])));
+    // The largest generation: the whole history.
+    let one_generation = (COMMITS * BLOB) as u64 + 1024 * 1024;
+    let on_disk = || -> u64 { cache_files(&seed).iter().map(|(_, n)| n).sum() };
+    let mut peak = 0u64;
+    for n in 1..=64 {
+        let mut body = String::new();
+        body.push_str(&pkt("command=fetch\n"));
+        body.push_str(&pkt("object-format=sha1\n"));
+        body.push_str("0001");
+        body.push_str(&pkt("no-progress\n"));
+        body.push_str(&pkt(&format!("want {head}\n")));
+        body.push_str(&pkt(&format!("deepen {n}\n")));
+        body.push_str(&pkt("done\n"));
+        body.push_str("0000");
+        let req = format!(
+            "POST /{rid}.git/git-upload-pack HTTP/1.1\r\nHost: x\r\nGit-Protocol: version=2\r\nContent-Type: application/x-git-upload-pack-request\r\nContent-Length: {}\r\n\r\n{body}",
+            body.len()
+        );
+        drop(raw_request(seed.http, req.as_bytes()));
+        peak = peak.max(on_disk());
+    }
+    // A real clone, at once.
+    let tmp = tempfile::tempdir().unwrap();
+    let h = tmp.path();
+    let url = seed.url(&format!("{rid}.git"));
+    let started = std::time::Instant::now();
+    let (got, ..) = clone(h, &url, "2", &[], &h.join("full"));
+    assert_eq!(got, head);
+    assert!(
+        started.elapsed() < Duration::from_secs(30),
+        "the clone took {:?}",
+        started.elapsed()
+    );
+    peak = peak.max(on_disk());
+    // Nothing runs on for the clients that left.
+    wait_for(
+        "no generation left running",
+        Duration::from_secs(30),
+        || {
+            peak = peak.max(on_disk());
+            (seed.metric("seedd_git_packs_in_flight", &[]) == 0.0).then_some(())
+        },
+    );
+    wait_for(
+        "the cache within its budget",
+        Duration::from_secs(10),
+        || (on_disk() <= budget + one_generation).then_some(()),
+    );
+    assert!(
+        peak <= budget + one_generation,
+        "cache/packs held {peak} bytes (budget {budget}, one generation {one_generation})"
+    );
+    let refused = seed.metric("seedd_pack_cache_generations_refused_total", &[]);
+    let abandoned = seed.metric("seedd_pack_cache_generations_abandoned_total", &[]);
+    assert!(
+        refused + abandoned >= 1.0,
+        "{refused} generations refused, {abandoned} abandoned"
+    );
+    let files = cache_files(&seed);
+    assert!(files.iter().all(|(n, _)| n.ends_with(".pack")), "{files:?}");
 }

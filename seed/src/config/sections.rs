@@ -177,6 +177,14 @@ pub struct HttpConfig {
     /// Single-flight cache of upload-pack responses (`http.pack_cache.*`).
     #[serde(default)]
     pub pack_cache: PackCacheConfig,
+    /// A connection whose client takes no byte of a response for this long is closed
+    /// (`http::conn`; sendfile and pack-cache responses included).
+    #[serde(rename = "write_timeout_secs", with = "fields::secs_nonzero")]
+    pub write_timeout: Duration,
+    /// Open connections one client address may hold (IPv6: per `rate.ipv6_prefix`; trusted
+    /// proxies exempt); beyond: 429 and closed.
+    #[serde(deserialize_with = "fields::at_least_one")]
+    pub max_connections_per_ip: usize,
 }
 
 /// The pack cache (`seed/src/serve/packcache.rs`): responses to cacheable upload-pack requests
@@ -194,6 +202,10 @@ pub struct PackCacheConfig {
     /// When a response is cached: on the `first` request, or on the `second` sighting of the
     /// same request within `max_age`.
     pub admission: PackCacheAdmission,
+    /// Generations one client address (IPv6: per `http.rate.ipv6_prefix`) may have running at
+    /// once; its further new keys are answered directly.
+    #[serde(deserialize_with = "fields::at_least_one")]
+    pub max_generations_per_client: usize,
 }
 
 impl Default for PackCacheConfig {
@@ -203,6 +215,7 @@ impl Default for PackCacheConfig {
             max_bytes: 1 << 30,
             max_age: Duration::from_secs(3_600),
             admission: PackCacheAdmission::Second,
+            max_generations_per_client: 2,
         }
     }
 }
@@ -354,6 +367,8 @@ impl Default for HttpConfig {
             rate: HttpRateConfig::default(),
             unknown_hosts: UnknownHosts::All,
             pack_cache: PackCacheConfig::default(),
+            write_timeout: Duration::from_secs(60),
+            max_connections_per_ip: 512,
         }
     }
 }

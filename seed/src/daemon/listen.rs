@@ -140,6 +140,7 @@ pub(super) fn start_admin(
         admin::router(state),
         shutdown.clone(),
         ADMIN_GRACE,
+        http::conn::ConnLimits::admin(),
     ));
     if let Some(cert) = certs.admin.clone() {
         every(TLS_POLL, shutdown, move || {
@@ -208,12 +209,22 @@ pub(super) fn start_http(
     });
     let listen = listener.local_addr().map_err(ListenError::LocalAddr)?;
     tracing::info!(listen = %listen, tls = certs.http.is_some(), "http listening (git clone)");
+    let limits = http::conn::ConnLimits {
+        write_timeout: h.write_timeout,
+        per_ip: Some(http::conn::PerIpConns::new(
+            h.max_connections_per_ip,
+            h.rate.ipv6_prefix,
+            h.rate.trusted_proxies.clone(),
+        )),
+        metrics: Some(metrics.clone()),
+    };
     let task = tokio::spawn(http::serve(
         listener,
         certs.http.as_ref().map(|c| c.server_config()),
         http::router(state, parts.limiter),
         shutdown.clone(),
         SHUTDOWN_GRACE,
+        limits,
     ));
     if let Some(cert) = &certs.http {
         if let Some(t) = cert.not_after() {
@@ -244,6 +255,7 @@ pub(super) fn open_pack_cache(
         max_bytes: c.max_bytes,
         max_age: c.max_age,
         admit_first: c.admission == crate::config::PackCacheAdmission::First,
+        max_generations_per_client: c.max_generations_per_client,
     };
     match crate::serve::packcache::PackCache::open(dir.clone(), settings, Some(metrics.clone())) {
         Ok(cache) => {

@@ -419,6 +419,11 @@ async fn upload_pack(
 ) -> Result<Response, Refusal> {
     let headers = req.headers().clone();
     let headers = &headers;
+    // The client (behind trusted proxies, the forwarded one): pack-cache admission per client.
+    let client = req
+        .extensions()
+        .get::<crate::http::ratelimit::ClientIp>()
+        .map(|c| c.0);
     // Cache files on a plain HTTP/1 connection go out with sendfile (a growing one only over
     // HTTP/1.1, which can frame it in chunks).
     let splicer = match req.version() {
@@ -524,6 +529,7 @@ async fn upload_pack(
                 &head,
                 egress.clone(),
                 splicer.as_ref(),
+                client,
             )
             .await?
             {

@@ -35,8 +35,8 @@
 //! reader in `packcache::tail`) is first read on the blocking pool. Cache files were just
 //! written or are hot, so that is the exception.
 //!
-//! TLS connections, HTTP/2 and Radicle streams get the reading follower (a finished file's
-//! mapping, or copies of a growing one's bytes): their bytes are encrypted or framed in user
+//! TLS connections, HTTP/2 and Radicle streams get the reading follower (positional reads of
+//! the file, finished or growing): their bytes are encrypted or framed in user
 //! space anyway. So does an HTTP/1.0 request for a file still being written (no chunks).
 
 use std::fs::File;
@@ -79,6 +79,9 @@ struct Slot {
     armed: Option<u64>,
     /// A splice was abandoned part-way: nothing more may be written on this connection.
     broken: bool,
+    /// A second descriptor of the connection's socket, to see the client leave while a
+    /// response waits for its first byte ([`Splicer::client_gone`]).
+    peer: Option<std::os::fd::OwnedFd>,
 }
 
 struct Pending {
@@ -139,8 +142,34 @@ impl Splicer {
         }
     }
 
+    /// Resolves once the client closed (or reset) its connection, seen without reading from it:
+    /// hyper does not read while a response is pending, so a client that sent its request and
+    /// left would otherwise be noticed only at the first write (issue 25 §4: a pack-cache
+    /// generation waiting for git's first byte is abandoned when its reader goes). Never
+    /// resolves when the client sent more (a pipelined request) or the socket cannot be watched.
+    pub(crate) async fn client_gone(&self) {
+        let fd = lock(&self.slot)
+            .peer
+            .as_ref()
+            .and_then(|f| f.try_clone().ok());
+        let watched = fd.and_then(|fd| {
+            let s = std::net::TcpStream::from(fd);
+            s.set_nonblocking(true).ok()?;
+            TcpStream::from_std(s).ok()
+        });
+        if let Some(s) = watched {
+            let mut byte = [0u8; 1];
+            match s.peek(&mut byte).await {
+                Ok(0) | Err(_) => return,
+                Ok(_) => {}
+            }
+        }
+        std::future::pending::<()>().await;
+    }
+
     /// The connection's IO over `stream`, sharing this slot.
     pub(crate) fn io(&self, stream: TcpStream) -> SpliceIo {
+        lock(&self.slot).peer = std::os::fd::AsFd::as_fd(&stream).try_clone_to_owned().ok();
         SpliceIo {
             stream,
             slot: self.slot.clone(),
@@ -399,6 +428,13 @@ pub(crate) struct SpliceIo {
     active: Option<Active>,
     /// Reading a range the page cache did not hold, on the blocking pool.
     warming: Option<JoinHandle<io::Result<()>>>,
+}
+
+impl Drop for SpliceIo {
+    /// The connection ends: its watching descriptor must not keep the socket open.
+    fn drop(&mut self) {
+        lock(&self.slot).peer = None;
+    }
 }
 
 impl SpliceIo {

@@ -432,10 +432,10 @@ pub const CATALOGUE: &[MetricDoc] = &[
         help: "Part of seedd_pack_cache_served_bytes_total sent with sendfile over plain HTTP/1 (finished entries with their length, entries still being generated chunked over HTTP/1.1), without a copy through seedd.",
     },
     MetricDoc {
-        name: "seedd_pack_cache_mapped_bytes_total",
+        name: "seedd_pack_cache_read_bytes_total",
         kind: "counter",
         labels: &[],
-        help: "Part of seedd_pack_cache_served_bytes_total handed on as windows of the mapped file (finished entries over TLS, HTTP/2 and Radicle streams), without a copy into seedd's buffers.",
+        help: "Part of seedd_pack_cache_served_bytes_total read from the file with positional reads (TLS, HTTP/2, Radicle streams, HTTP/1.0 followers); never mapped, so a disk error is an error, not a SIGBUS.",
     },
     MetricDoc {
         name: "seedd_pack_cache_evictions_total",
@@ -496,5 +496,29 @@ pub const CATALOGUE: &[MetricDoc] = &[
         kind: "counter",
         labels: &["kind"],
         help: "COB evaluations (web API issues, patches, jobs) and fetched identity histories refused for passing their total work budget (kind: bytes, actions, changes, walk).",
+    },
+    MetricDoc {
+        name: "seedd_http_connections_refused_total",
+        kind: "counter",
+        labels: &["reason"],
+        help: "HTTP connections refused at accept (per_ip: the client address, IPv6 by prefix, already holds http.max_connections_per_ip open connections; answered 429 and closed).",
+    },
+    MetricDoc {
+        name: "seedd_http_connections_cut_total",
+        kind: "counter",
+        labels: &["reason"],
+        help: "HTTP connections closed while a response was written (write_timeout: the client took no byte for http.write_timeout_secs; sendfile and pack-cache responses included).",
+    },
+    MetricDoc {
+        name: "seedd_pack_cache_generations_refused_total",
+        kind: "counter",
+        labels: &["reason"],
+        help: "Pack-cache generations not started, the request answered directly instead (per_client: the client address already runs http.pack_cache.max_generations_per_client; budget: files being written fill max_bytes).",
+    },
+    MetricDoc {
+        name: "seedd_pack_cache_generations_abandoned_total",
+        kind: "counter",
+        labels: &[],
+        help: "Pack-cache generations killed (process group) and their file removed because every reader left and no second reader had followed.",
     },
 ];

@@ -636,7 +636,7 @@ impl Answerer<'_> {
                 None => serve_slot(shared).await.ok_or("refused_busy"),
             }
         };
-        let Some(mut tail) = packcache::reader(cache, key, job, slot).await? else {
+        let Some(mut tail) = packcache::reader(cache, key, None, job, slot).await? else {
             return Ok(false);
         };
         self.count("pack_cache");

@@ -14,9 +14,20 @@
 //!   finished file. A finished file is renamed to its final name and marked `Complete`
 //!   atomically; a failed one (git error, write error such as a full disk, timeout) is marked
 //!   `Failed` and removed, and readers that had not sent anything yet fall back to git.
-//! - **Budget**: `max_bytes` of finished files (least recently used out), none older than
-//!   `max_age`; a response larger than the budget is served to its readers and not kept. An
-//!   evicted file is unlinked at once; readers still sending it keep its blocks until they end.
+//! - **Budget**: `max_bytes` of finished files *and files being written* (least recently used
+//!   finished ones out as generations grow), none older than `max_age`; a response larger than
+//!   the budget is served to its readers and not kept. While files being written alone fill the
+//!   budget, a new key is not generated but answered directly (issue 25 §4). An evicted file is
+//!   unlinked at once; readers still sending it keep its blocks until they end (a stalled one is
+//!   cut by the HTTP write timeout, `http::conn`).
+//! - **Fair admission** (issue 25 §4): one client address (IPv6 by /64) may have at most
+//!   `max_generations_per_client` generations running; past that its new keys are answered
+//!   directly (git killed when the client goes). Refusals counted in
+//!   `seedd_pack_cache_generations_refused_total{reason}`.
+//! - **Abandoned generations** (issue 25 §4): a generation whose readers all left is killed
+//!   (process group) and its file removed, unless it was *popular* — a second reader followed
+//!   it — so that one client's abandoned requests cost nothing after it leaves
+//!   (`seedd_pack_cache_generations_abandoned_total`).
 //! - **Admission**: cache on the first request, or on the second sighting within `max_age`
 //!   (a one-off clone is then served directly and never written).
 //! - **Restart**: the directory is emptied when the cache opens (nothing on disk is trusted).
@@ -28,19 +39,18 @@
 
 pub(crate) mod generate;
 pub(crate) mod key;
-pub(crate) mod mapped;
 pub(crate) mod tail;
 
 use std::collections::HashMap;
 use std::future::Future;
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use tokio::sync::watch;
 
 pub(crate) use key::{Key, Normalised, MAX_CACHEABLE_REQUEST};
-use mapped::MapSlot;
 use tail::Progress;
 pub(crate) use tail::Tail;
 
@@ -58,6 +68,48 @@ pub(crate) struct Settings {
     pub max_age: Duration,
     /// Cache on the first request (else on the second sighting).
     pub admit_first: bool,
+    /// Generations one client address may have running at once
+    /// (`http.pack_cache.max_generations_per_client`).
+    pub max_generations_per_client: usize,
+}
+
+/// Who reads an entry while it is generated: when the last reader goes and no second reader
+/// ever followed, the generation is abandoned (its git killed, its file removed).
+#[derive(Default)]
+pub(crate) struct Audience {
+    readers: AtomicUsize,
+    ever: AtomicUsize,
+    gone: tokio::sync::Notify,
+}
+
+impl Audience {
+    fn join(self: &Arc<Self>) -> Arc<Self> {
+        self.readers.fetch_add(1, Ordering::SeqCst);
+        self.ever.fetch_add(1, Ordering::SeqCst);
+        self.clone()
+    }
+
+    /// A reader left.
+    pub(crate) fn leave(&self) {
+        if self.readers.fetch_sub(1, Ordering::SeqCst) == 1 && !self.popular() {
+            self.gone.notify_one();
+        }
+    }
+
+    /// More than one reader came: the generation runs on for later ones.
+    fn popular(&self) -> bool {
+        self.ever.load(Ordering::SeqCst) >= 2
+    }
+
+    /// Resolves once every reader left an unpopular generation.
+    pub(crate) async fn abandoned(&self) {
+        loop {
+            self.gone.notified().await;
+            if self.readers.load(Ordering::SeqCst) == 0 && !self.popular() {
+                return;
+            }
+        }
+    }
 }
 
 struct Entry {
@@ -71,8 +123,8 @@ struct Entry {
     last_used: u64,
     /// Bytes of a complete entry (0 while written).
     bytes: u64,
-    /// The finished file's mapping, shared by its readers.
-    map: Arc<MapSlot>,
+    /// Its readers while it is generated.
+    audience: Arc<Audience>,
 }
 
 impl Entry {
@@ -86,6 +138,10 @@ struct Inner {
     sightings: HashMap<Key, Instant>,
     /// Bytes of complete entries.
     bytes: u64,
+    /// Bytes in files still being written.
+    inflight: u64,
+    /// Generations running per client key (`http::ratelimit::bucket_key`).
+    generating: HashMap<u128, usize>,
     clock: u64,
     next_id: u64,
     last_sweep: Instant,
@@ -133,6 +189,8 @@ impl PackCache {
                 entries: HashMap::new(),
                 sightings: HashMap::new(),
                 bytes: 0,
+                inflight: 0,
+                generating: HashMap::new(),
                 clock: 0,
                 next_id: 0,
                 last_sweep: Instant::now(),
@@ -160,9 +218,15 @@ impl PackCache {
     }
 
     /// The entry of `key`: a reader of it, a claim to generate it, or `Bypass`.
+    #[cfg(test)]
     pub(crate) fn lookup(self: &Arc<Self>, key: Key) -> Lookup {
+        self.lookup_for(key, None)
+    }
+
+    /// [`lookup`](Self::lookup) for `client` (a `bucket_key`; `None`: not counted per client).
+    pub(crate) fn lookup_for(self: &Arc<Self>, key: Key, client: Option<u128>) -> Lookup {
         let mut dead = Vec::new();
-        let found = self.lookup_locked(key, &mut dead);
+        let found = self.lookup_locked(key, client, &mut dead);
         remove_files(dead);
         match &found {
             Lookup::Hit(_) | Lookup::Follow(_) => self.count(|m| m.pack_cache.hits.inc()),
@@ -171,7 +235,12 @@ impl PackCache {
         found
     }
 
-    fn lookup_locked(self: &Arc<Self>, key: Key, dead: &mut Vec<PathBuf>) -> Lookup {
+    fn lookup_locked(
+        self: &Arc<Self>,
+        key: Key,
+        client: Option<u128>,
+        dead: &mut Vec<PathBuf>,
+    ) -> Lookup {
         let mut inner = self.lock();
         inner.clock += 1;
         let now = inner.clock;
@@ -189,12 +258,8 @@ impl PackCache {
                 match std::fs::File::open(&e.path) {
                     Ok(file) => {
                         e.last_used = now;
-                        let tail = Tail::new(
-                            file,
-                            e.progress.clone(),
-                            e.map.clone(),
-                            self.metrics.clone(),
-                        );
+                        let tail = Tail::new(file, e.progress.clone(), self.metrics.clone())
+                            .with_audience(e.audience.join());
                         return if complete {
                             Lookup::Hit(tail)
                         } else {
@@ -228,6 +293,28 @@ impl PackCache {
                 return Lookup::Bypass;
             }
         }
+        // Files being written fill the budget: answer directly.
+        if inner.inflight >= self.settings.max_bytes {
+            self.count(|m| {
+                m.pack_cache
+                    .generations_refused
+                    .with_label_values(&["budget"])
+                    .inc()
+            });
+            return Lookup::Bypass;
+        }
+        if let Some(c) = client {
+            let running = inner.generating.get(&c).copied().unwrap_or(0);
+            if running >= self.settings.max_generations_per_client {
+                self.count(|m| {
+                    m.pack_cache
+                        .generations_refused
+                        .with_label_values(&["per_client"])
+                        .inc()
+                });
+                return Lookup::Bypass;
+            }
+        }
         inner.next_id += 1;
         let id = inner.next_id;
         let path = self.dir.join(format!("{}.tmp-{id}", key.hex()));
@@ -245,7 +332,10 @@ impl PackCache {
             }
         };
         let (tx, rx) = watch::channel(Progress::Writing(0));
-        let map = Arc::new(MapSlot::default());
+        if let Some(c) = client {
+            *inner.generating.entry(c).or_insert(0) += 1;
+        }
+        let audience = Arc::new(Audience::default());
         inner.entries.insert(
             key,
             Entry {
@@ -255,7 +345,7 @@ impl PackCache {
                 since: Instant::now(),
                 last_used: now,
                 bytes: 0,
-                map: map.clone(),
+                audience: audience.clone(),
             },
         );
         let claim = Claim {
@@ -265,9 +355,13 @@ impl PackCache {
             file: Arc::new(writer),
             progress: tx,
             written: 0,
+            counted: 0,
+            client,
+            audience: audience.clone(),
             settled: false,
         };
-        Lookup::Claim(claim, Tail::new(reader, rx, map, self.metrics.clone()))
+        let tail = Tail::new(reader, rx, self.metrics.clone()).with_audience(audience.join());
+        Lookup::Claim(claim, tail)
     }
 
     fn count(&self, f: impl FnOnce(&Metrics)) {
@@ -300,9 +394,10 @@ impl PackCache {
         }
     }
 
-    /// Drops least recently used complete entries until within the budget.
+    /// Drops least recently used complete entries until they and the files being written are
+    /// within the budget.
     fn fit(&self, inner: &mut Inner, dead: &mut Vec<PathBuf>) {
-        while inner.bytes > self.settings.max_bytes {
+        while inner.bytes + inner.inflight > self.settings.max_bytes {
             let Some(victim) = inner
                 .entries
                 .iter()
@@ -324,12 +419,46 @@ impl PackCache {
         });
     }
 
+    /// A generation wrote `n` more bytes: finished entries make room for them.
+    fn grew(&self, n: u64) {
+        let mut dead = Vec::new();
+        {
+            let mut inner = self.lock();
+            inner.inflight += n;
+            self.fit(&mut inner, &mut dead);
+        }
+        remove_files(dead);
+    }
+
+    /// A generation ended: its `counted` bytes are no longer being written, its client runs one
+    /// generation less.
+    fn ended(&self, counted: u64, client: Option<u128>) {
+        let mut inner = self.lock();
+        inner.inflight = inner.inflight.saturating_sub(counted);
+        if let Some(c) = client {
+            if let Some(n) = inner.generating.get_mut(&c) {
+                *n = n.saturating_sub(1);
+                if *n == 0 {
+                    inner.generating.remove(&c);
+                }
+            }
+        }
+    }
+
+    /// Bytes in files being written.
+    #[cfg(test)]
+    pub(crate) fn inflight(&self) -> u64 {
+        self.lock().inflight
+    }
+
     /// The generation of `claim` finished with `len` bytes: name the file, keep it within the
     /// budget, and only then tell the readers it is complete.
     fn complete(&self, key: Key, id: u64, len: u64) -> bool {
         let mut dead = Vec::new();
         let ok = {
             let mut inner = self.lock();
+            // No longer being written: counted as finished below, or not at all.
+            inner.inflight = inner.inflight.saturating_sub(len);
             match inner.entries.get_mut(&key) {
                 Some(e) if e.id == id => {
                     let done = self.dir.join(format!("{}.pack", key.hex()));
@@ -405,6 +534,7 @@ impl PackCache {
 pub(crate) async fn reader<P, E, F, Fut>(
     cache: &Arc<PackCache>,
     key: Key,
+    client: Option<u128>,
     job: impl FnOnce() -> generate::Job,
     permits: F,
 ) -> Result<Option<Tail>, E>
@@ -413,7 +543,7 @@ where
     F: FnOnce() -> Fut,
     Fut: Future<Output = Result<P, E>>,
 {
-    let mut tail = match cache.lookup(key) {
+    let mut tail = match cache.lookup_for(key, client) {
         Lookup::Bypass => return Ok(None),
         Lookup::Hit(tail) | Lookup::Follow(tail) => tail,
         Lookup::Claim(claim, tail) => {
@@ -453,6 +583,11 @@ pub(crate) struct Claim {
     file: Arc<std::fs::File>,
     progress: watch::Sender<Progress>,
     written: u64,
+    /// Bytes counted as being written (`Inner::inflight`) until the generation ends.
+    counted: u64,
+    /// Who started it (counted in `Inner::generating` until it ends).
+    client: Option<u128>,
+    audience: Arc<Audience>,
     settled: bool,
 }
 
@@ -469,12 +604,21 @@ impl Claim {
     /// `n` more bytes are in the file.
     pub(crate) fn wrote(&mut self, n: u64) {
         self.written += n;
+        self.counted += n;
+        self.cache.grew(n);
         self.progress.send_replace(Progress::Writing(self.written));
+    }
+
+    /// Its readers, to see when they all left ([`Audience::abandoned`]).
+    pub(crate) fn audience(&self) -> Arc<Audience> {
+        self.audience.clone()
     }
 
     /// The response is whole.
     pub(crate) fn complete(mut self, elapsed: Duration) {
         self.settled = true;
+        // `complete` moves them from being written to finished.
+        self.counted = 0;
         if self.cache.complete(self.key, self.id, self.written) {
             self.progress.send_replace(Progress::Complete(self.written));
             self.cache
@@ -496,6 +640,7 @@ impl Claim {
 
 impl Drop for Claim {
     fn drop(&mut self) {
+        self.cache.ended(self.counted, self.client.take());
         if !self.settled {
             self.progress.send_replace(Progress::Failed);
             self.cache.fail(self.key, self.id);

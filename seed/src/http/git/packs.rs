@@ -45,6 +45,7 @@ pub(super) async fn serve(
     body: &[u8],
     egress: Egress,
     splice: Option<&Splice>,
+    client: Option<std::net::IpAddr>,
 ) -> Result<Option<Response>, Refusal> {
     let started = Instant::now();
     let v2 = serve::is_v2(protocol);
@@ -69,7 +70,25 @@ pub(super) async fn serve(
     };
     // A claim takes this repository's pack permit, then a global pack slot (as a direct answer).
     let permits = || pack_permits(state, &rid);
-    let Some(tail) = packcache::reader(cache, key, job, permits).await? else {
+    // New generations are admitted per client address (IPv6 by prefix), as the rate limiter
+    // keys it.
+    let client = client.map(|ip| crate::http::ratelimit::bucket_key(ip, state.rate.ipv6_prefix()));
+    let lookup = packcache::reader(cache, key, client, job, permits);
+    // A client that leaves while the answer waits for git's first byte drops its reader (so an
+    // unpopular generation is cancelled) instead of holding it until the first write fails.
+    let found = match splice {
+        Some(s) => tokio::select! {
+            r = lookup => r?,
+            () = s.splicer.client_gone() => {
+                tracing::debug!(%rid, "client left before the response started");
+                let mut gone = Response::new(Body::empty());
+                *gone.status_mut() = CLIENT_GONE;
+                return Ok(Some(gone));
+            }
+        },
+        None => lookup.await?,
+    };
+    let Some(tail) = found else {
         return Ok(None);
     };
     let label = if v2 { "v2" } else { "v0" };
@@ -115,6 +134,13 @@ pub(super) async fn serve(
     no_cache(h);
     Ok(Some(resp))
 }
+
+/// The status of an answer nobody receives: the client closed its connection first (nginx's
+/// 499, for the request metrics).
+const CLIENT_GONE: axum::http::StatusCode = match axum::http::StatusCode::from_u16(499) {
+    Ok(s) => s,
+    Err(_) => axum::http::StatusCode::BAD_REQUEST,
+};
 
 type BodyStream = Pin<Box<dyn Stream<Item = Result<Bytes, std::io::Error>> + Send>>;
 

@@ -38,6 +38,7 @@ use axum::http::HeaderMap;
 
 pub use client::ClientIp;
 pub use layer::{IpRateLimit, IpRateLimitLayer};
+pub(crate) use per_ip::bucket_key;
 pub use per_repo::{PackPermit, Shed};
 pub use response::{retry_after_secs, shed_response, too_many_requests};
 
@@ -69,6 +70,11 @@ impl std::fmt::Debug for HttpLimiter {
 }
 
 impl HttpLimiter {
+    /// The prefix IPv6 clients are keyed by (`http.rate.ipv6_prefix`).
+    pub(crate) fn ipv6_prefix(&self) -> u8 {
+        self.inner.ip.v6_prefix()
+    }
+
     pub fn new(cfg: &HttpRateConfig) -> Self {
         HttpLimiter {
             inner: Arc::new(Inner {

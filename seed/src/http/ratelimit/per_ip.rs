@@ -53,7 +53,7 @@ fn keyed(cfg: &HttpRateConfig) -> Option<Arc<KeyedLimiter>> {
 }
 
 /// The rate-limiting key of a client: IPv4 (or IPv4-mapped) as is, IPv6 masked to `v6_prefix`.
-fn bucket_key(ip: IpAddr, v6_prefix: u8) -> u128 {
+pub(crate) fn bucket_key(ip: IpAddr, v6_prefix: u8) -> u128 {
     match ip {
         IpAddr::V4(v4) => u128::from(v4.to_ipv6_mapped()),
         IpAddr::V6(v6) if v6.to_ipv4_mapped().is_some() => u128::from(v6),
@@ -71,6 +71,11 @@ pub(super) struct IpLimiter {
 }
 
 impl IpLimiter {
+    /// The prefix IPv6 clients are keyed by.
+    pub(super) fn v6_prefix(&self) -> u8 {
+        self.state.load().v6_prefix
+    }
+
     pub(super) fn new(cfg: &HttpRateConfig) -> Self {
         IpLimiter {
             state: ArcSwap::from_pointee(IpState::new(cfg, keyed(cfg))),

@@ -46,6 +46,8 @@ pub(super) enum GenError {
     Write(std::io::Error),
     #[error("git upload-pack failed: {0}")]
     Git(String),
+    #[error("every reader left")]
+    Abandoned,
 }
 
 /// Runs `job` into `claim`'s file in the background; `permits` are dropped when git is done.
@@ -64,6 +66,11 @@ pub(crate) fn spawn<P: Send + 'static>(claim: Claim, job: Job, permits: P) {
             Ok(bytes) => {
                 tracing::info!(key = %key, bytes, elapsed_ms = started.elapsed().as_millis() as u64, "pack cache: response generated");
                 claim.complete(started.elapsed());
+            }
+            Err(GenError::Abandoned) => {
+                tracing::debug!(key = %key, "pack cache: every reader left; generation cancelled");
+                metrics.pack_cache.generations_abandoned.inc();
+                claim.fail();
             }
             Err(e) => {
                 tracing::warn!(key = %key, error = %e, "pack cache: generation failed; the response is not kept");
@@ -106,7 +113,7 @@ async fn run(claim: &mut Claim, job: Job) -> Result<u64, GenError> {
 /// Publishes the growth of the claim's file, which `child` writes (its stdout), until the
 /// child exits: the bytes written if it succeeded. git writes the file itself, so a generation
 /// costs seedd no pipe read, no copy and no write; readers take the bytes from the page cache
-/// (`sendfile` or a mapping once finished, positional reads while written). The file's length
+/// (`sendfile`, or positional reads). The file's length
 /// is looked at every [`PAUSE_MIN`] while it grows, less often while it does not (up to
 /// [`PAUSE_MAX`]), and published to the readers by [`PUBLISH_BYTES`] or after
 /// [`PUBLISH_EVERY`] (each publication wakes every follower: a few large steps cost them less
@@ -118,6 +125,9 @@ pub(super) async fn follow(
     total: Duration,
 ) -> Result<u64, GenError> {
     let file = claim.file();
+    let audience = claim.audience();
+    let abandoned = audience.abandoned();
+    tokio::pin!(abandoned);
     let started = Instant::now();
     let (mut grew, mut published_at) = (started, started);
     let mut pause = PAUSE_MIN;
@@ -126,6 +136,7 @@ pub(super) async fn follow(
         let exited = tokio::select! {
             status = child.wait() => Some(status),
             () = tokio::time::sleep(pause) => None,
+            () = &mut abandoned => return Err(GenError::Abandoned),
         };
         let len = file.metadata().map_err(GenError::Write)?.len();
         if len > seen {

@@ -7,9 +7,10 @@
 //! positional reads in large chunks into owned buffers handed to the body as `Bytes` (one copy
 //! out of the page cache). A chunk is read on the reader's own task when the page cache holds
 //! it (`preadv2` with `RWF_NOWAIT`, which never waits for the disk: the file was just written,
-//! or is hot), and only the part that is not cached is read on the blocking pool. Once the file is finished, chunks are windows of its mapping ([`super::mapped`]),
-//! shared by the entry's readers: no copy, and pages the page cache lost are faulted in on the
-//! blocking pool first, never on the reader's task. A wave of identical clones reads the same
+//! or is hot), and only the part that is not cached is read on the blocking pool. A finished
+//! file is read the same way: it is never mapped (issue 25 §5), since a disk error on a mapped
+//! page is a `SIGBUS` that takes the daemon down, where a positional read returns an error
+//! that ends this one response (and a file cut short is [`TailError::Short`]). A wave of identical clones reads the same
 //! hot file sixteen times over; handing every 512 KiB chunk to the blocking pool and back was
 //! a third of what each follower cost (scheduler switches and wake-ups, in `perf`).
 
@@ -21,7 +22,6 @@ use bytes::Bytes;
 use futures_util::Stream;
 use tokio::sync::watch;
 
-use super::mapped::{MapSlot, Mapped};
 use crate::metrics::Metrics;
 
 /// Bytes read from the file at once (and handed to the body as one chunk).
@@ -56,18 +56,22 @@ pub(crate) struct Tail {
     offset: u64,
     ended: bool,
     metrics: Option<Arc<Metrics>>,
-    /// The entry's mapping slot, shared with its other readers.
-    map: Arc<MapSlot>,
-    mapped: Option<Arc<Mapped>>,
-    /// Mapping failed: read instead.
-    unmappable: bool,
+    /// The entry's readers, which this one leaves when dropped.
+    audience: Option<Arc<super::Audience>>,
+}
+
+impl Drop for Tail {
+    fn drop(&mut self) {
+        if let Some(a) = self.audience.take() {
+            a.leave();
+        }
+    }
 }
 
 impl Tail {
     pub(crate) fn new(
         file: std::fs::File,
         progress: watch::Receiver<Progress>,
-        map: Arc<MapSlot>,
         metrics: Option<Arc<Metrics>>,
     ) -> Self {
         Self {
@@ -76,10 +80,14 @@ impl Tail {
             offset: 0,
             ended: false,
             metrics,
-            map,
-            mapped: None,
-            unmappable: false,
+            audience: None,
         }
+    }
+
+    /// This reader counts in `audience` (joined by the caller) until dropped.
+    pub(crate) fn with_audience(mut self, audience: Arc<super::Audience>) -> Self {
+        self.audience = Some(audience);
+        self
     }
 
     /// Waits until there is something to send (or the writer finished): `Err` when the writer
@@ -126,15 +134,7 @@ impl Tail {
             };
             if self.offset < available {
                 let len = (available - self.offset).min(CHUNK);
-                // A finished file from its mapping; else read.
-                let mapped = match complete {
-                    true => self.mapped_chunk(available, len).await,
-                    false => None,
-                };
-                let chunk = match mapped {
-                    Some(c) => c,
-                    None => read_chunk(&self.file, self.offset, len, read_cached).await,
-                };
+                let chunk = read_chunk(&self.file, self.offset, len, read_cached).await;
                 let chunk = match chunk {
                     Ok(c) => c,
                     Err(e) => return Some(Err(e)),
@@ -142,6 +142,7 @@ impl Tail {
                 self.offset += chunk.len() as u64;
                 if let Some(m) = &self.metrics {
                     m.pack_cache.served_bytes.inc_by(chunk.len() as u64);
+                    m.pack_cache.read_bytes.inc_by(chunk.len() as u64);
                 }
                 return Some(Ok(chunk));
             }
@@ -169,34 +170,6 @@ impl Tail {
             Progress::Complete(n) if self.offset == 0 => Some((self.file.clone(), n)),
             _ => None,
         }
-    }
-
-    /// `len` bytes at the reader's offset as a window of the finished file's mapping (`total`
-    /// bytes); `None` to read them instead (empty file, or mapping failed).
-    async fn mapped_chunk(&mut self, total: u64, len: u64) -> Option<Result<Bytes, TailError>> {
-        if self.mapped.is_none() && !self.unmappable {
-            match self.map.get(&self.file, total) {
-                Ok(m) => self.mapped = m,
-                Err(e) => {
-                    tracing::debug!(error = %e, "pack cache: mapping a finished file failed; reading it");
-                    self.unmappable = true;
-                }
-            }
-        }
-        let map = self.mapped.clone()?;
-        let start = usize::try_from(self.offset).ok()?;
-        let end = usize::try_from(self.offset + len).ok()?;
-        if !resident(&self.file, self.offset, len) {
-            // A page the page cache lost would be read from disk by the fault: not here.
-            let m = map.clone();
-            if let Err(e) = tokio::task::spawn_blocking(move || m.touch(start, end)).await {
-                return Some(Err(TailError::Read(io::Error::other(e))));
-            }
-        }
-        if let Some(m) = &self.metrics {
-            m.pack_cache.mapped_bytes.inc_by(len);
-        }
-        Some(Ok(map.chunk(start, end)))
     }
 
     /// How much of the file is written, each time that grows, with whether it is whole; an
@@ -309,12 +282,7 @@ mod tests {
         let path = dir.join("f");
         let writer = std::fs::File::create(&path).unwrap();
         let (tx, rx) = watch::channel(Progress::Writing(0));
-        let tail = Tail::new(
-            std::fs::File::open(&path).unwrap(),
-            rx,
-            Arc::default(),
-            None,
-        );
+        let tail = Tail::new(std::fs::File::open(&path).unwrap(), rx, None);
         (writer, tail, tx)
     }
 
@@ -460,7 +428,7 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn a_finished_file_is_mapped_and_lost_pages_come_back() {
+    async fn a_finished_file_the_page_cache_lost_is_read_back() {
         let dir = tempfile::tempdir().unwrap();
         let (mut writer, mut tail, tx) = pair(dir.path());
         let data: Vec<u8> = (0..3 * CHUNK + 5).map(|i| (i % 249) as u8).collect();
@@ -475,7 +443,25 @@ mod tests {
         let (got, err) = drain(&mut tail).await;
         assert!(err.is_none(), "{err:?}");
         assert!(got == data);
-        assert!(tail.mapped.is_some(), "read from the mapping");
+    }
+
+    /// Issue 25 §5: a finished file truncated under a reader (what a disk error or an operator
+    /// does to it) ends that reader with an error. A mapping would have raised `SIGBUS` on the
+    /// pages past the new end and killed the process, this test with it.
+    #[tokio::test]
+    async fn a_finished_file_truncated_under_a_reader_is_an_error_not_a_crash() {
+        let dir = tempfile::tempdir().unwrap();
+        let (mut writer, mut tail, tx) = pair(dir.path());
+        let data: Vec<u8> = (0..4 * CHUNK).map(|i| (i % 247) as u8).collect();
+        writer.write_all(&data).unwrap();
+        tx.send_replace(Progress::Complete(data.len() as u64));
+        let first = tail.next_chunk().await.unwrap().unwrap();
+        assert_eq!(&first[..], &data[..CHUNK as usize]);
+        writer.set_len(CHUNK + 100).unwrap();
+        let (got, err) = drain(&mut tail).await;
+        assert!(matches!(err, Some(TailError::Short)), "{err:?}");
+        assert!(got.len() <= 100, "{} bytes past the new end", got.len());
+        assert!(tail.next_chunk().await.is_none(), "ended");
     }
 
     #[tokio::test]

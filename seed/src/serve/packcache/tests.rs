@@ -34,6 +34,7 @@ fn settings(max_bytes: u64, admit_first: bool) -> Settings {
         max_bytes,
         max_age: Duration::from_secs(3600),
         admit_first,
+        max_generations_per_client: 2,
     }
 }
 
@@ -98,10 +99,10 @@ async fn followers_share_one_generation_and_later_requests_hit() {
     let Lookup::Hit(hit) = cache.lookup(key(1)) else {
         panic!("expected a hit");
     };
-    let mapped = metrics.pack_cache.mapped_bytes.get();
+    let read = metrics.pack_cache.read_bytes.get();
     assert_eq!(read_all(hit).await.unwrap(), b"hello world");
-    // A finished file is handed on from its mapping, not read.
-    assert_eq!(metrics.pack_cache.mapped_bytes.get() - mapped, 11);
+    // A finished file is read with positional reads (never mapped).
+    assert_eq!(metrics.pack_cache.read_bytes.get() - read, 11);
     let m = &metrics.pack_cache;
     assert_eq!((m.misses.get(), m.hits.get()), (1, 2));
     assert_eq!(m.served_bytes.get(), 33);
@@ -315,16 +316,56 @@ async fn a_write_error_fails_the_generation_cleanly() {
     assert!(matches!(cache.lookup(key(1)), Lookup::Claim(..)));
 }
 
-/// Every reader gone (the client left): the generation still completes, for later requests.
+/// Issue 25 §4: every reader gone (the client left) before a second one followed: git is
+/// killed, the file removed, the next request claims again. A generation a second reader
+/// followed is popular: it completes after both left, for later requests.
 #[tokio::test]
-async fn a_generation_outlives_its_readers() {
+async fn an_abandoned_generation_is_cancelled_unless_a_second_reader_followed() {
     let dir = tempfile::tempdir().unwrap();
     let (repo, head) = git_repo(dir.path());
     let (cache, metrics) = open(dir.path(), settings(1 << 20, true));
+    // A process that would run for a minute: cut as soon as its only reader goes.
+    let (mut claim, tail, mut child) = claim_and_write(&cache, 9, "printf abc; sleep 60");
+    let started = std::time::Instant::now();
+    let reader = tokio::spawn(async move {
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        drop(tail);
+    });
+    let r = follow(&mut child, &mut claim, Duration::from_secs(30)).await;
+    assert!(matches!(r, Err(generate::GenError::Abandoned)), "{r:?}");
+    assert!(started.elapsed() < Duration::from_secs(20));
+    reader.await.unwrap();
+    claim.fail();
+    assert!(files(&cache).is_empty(), "{:?}", files(&cache));
+
+    // Through `generate::spawn`: the process group is killed, counted, the file removed.
     let Lookup::Claim(claim, tail) = cache.lookup(key(1)) else {
         panic!("expected a claim");
     };
     drop(tail);
+    generate::spawn(
+        claim,
+        job(dir.path(), repo.clone(), &head, metrics.clone()),
+        (),
+    );
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    while metrics.pack_cache.generations_abandoned.get() == 0 {
+        assert!(std::time::Instant::now() < deadline, "never abandoned");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    assert!(files(&cache).is_empty(), "{:?}", files(&cache));
+    assert_eq!(cache.inflight(), 0);
+    assert_eq!(metrics.pack_cache.generation.get_sample_count(), 0);
+
+    // Popular: a follower came; both leave; it completes.
+    let Lookup::Claim(claim, first) = cache.lookup(key(1)) else {
+        panic!("expected a claim again");
+    };
+    let Lookup::Follow(second) = cache.lookup(key(1)) else {
+        panic!("expected a follower");
+    };
+    drop((first, second));
     generate::spawn(claim, job(dir.path(), repo, &head, metrics.clone()), ());
     let deadline = std::time::Instant::now() + Duration::from_secs(20);
     while metrics.pack_cache.generation.get_sample_count() == 0 {
@@ -338,6 +379,65 @@ async fn a_generation_outlives_its_readers() {
         panic!("expected a hit");
     };
     assert!(read_all(hit).await.unwrap().starts_with(b"000dpackfile\n"));
+    assert_eq!(metrics.pack_cache.generations_abandoned.get(), 1);
+}
+
+/// Issue 25 §4: one client may run `max_generations_per_client` generations; past that its new
+/// keys are answered directly (counted), others' are not affected, and an ended generation
+/// frees its place.
+#[tokio::test]
+async fn a_client_runs_a_bounded_number_of_generations() {
+    let dir = tempfile::tempdir().unwrap();
+    let (cache, metrics) = open(dir.path(), settings(1 << 20, true));
+    let claim = |k: u8, client: u128| match cache.lookup_for(key(k), Some(client)) {
+        Lookup::Claim(c, t) => Some((c, t)),
+        Lookup::Bypass => None,
+        _ => panic!("unexpected lookup"),
+    };
+    let a = claim(1, 7).unwrap();
+    let _b = claim(2, 7).unwrap();
+    assert!(claim(3, 7).is_none(), "a third generation of one client");
+    assert!(claim(4, 8).is_some(), "another client");
+    let refused = &metrics.pack_cache.generations_refused;
+    assert_eq!(refused.with_label_values(&["per_client"]).get(), 1);
+    // A follower of a running generation is not a new one.
+    assert!(matches!(
+        cache.lookup_for(key(1), Some(7)),
+        Lookup::Follow(_)
+    ));
+    drop(a);
+    assert!(claim(3, 7).is_some(), "a place freed");
+}
+
+/// Issue 25 §4: files being written count in `max_bytes`: finished entries make room for them,
+/// and while they alone fill the budget no new generation starts (answered directly).
+#[tokio::test]
+async fn files_being_written_count_in_the_budget() {
+    let dir = tempfile::tempdir().unwrap();
+    let (cache, metrics) = open(dir.path(), settings(100, true));
+    fill(&cache, key(1), &[1; 60]);
+    assert_eq!(cache.bytes(), 60);
+    let Lookup::Claim(mut claim, _reader) = cache.lookup(key(2)) else {
+        panic!("expected a claim");
+    };
+    claim.file().as_ref().write_all(&[2; 50]).unwrap();
+    claim.wrote(50);
+    // 60 finished + 50 being written > 100: the finished one goes.
+    assert_eq!(cache.bytes(), 0);
+    assert_eq!(cache.inflight(), 50);
+    assert!(matches!(cache.lookup(key(1)), Lookup::Claim(..)), "evicted");
+    claim.file().as_ref().write_all(&[2; 50]).unwrap();
+    claim.wrote(50);
+    assert!(
+        matches!(cache.lookup(key(3)), Lookup::Bypass),
+        "budget full"
+    );
+    let refused = &metrics.pack_cache.generations_refused;
+    assert_eq!(refused.with_label_values(&["budget"]).get(), 1);
+    claim.complete(Duration::from_millis(1));
+    assert_eq!(cache.inflight(), 0);
+    assert_eq!(cache.bytes(), 100);
+    assert!(matches!(cache.lookup(key(3)), Lookup::Claim(..)));
 }
 
 /// The flow HTTP and streams share: a claim runs the job once its permits come (held until
@@ -353,6 +453,7 @@ async fn reader_claims_with_permits_and_refusals_fail_the_entry() {
     let refused = reader(
         &cache,
         key(1),
+        None,
         || -> generate::Job { panic!("no job without permits") },
         || async { Err::<(), _>("busy") },
     )
@@ -365,7 +466,10 @@ async fn reader_claims_with_permits_and_refusals_fail_the_entry() {
         Ok::<_, &str>(p)
     };
     let job = || job(dir.path(), repo.clone(), &head, metrics.clone());
-    let tail = reader(&cache, key(1), job, permits).await.unwrap().unwrap();
+    let tail = reader(&cache, key(1), None, job, permits)
+        .await
+        .unwrap()
+        .unwrap();
     let body = read_all(tail).await.unwrap();
     assert!(body.starts_with(b"000dpackfile\n"));
     let deadline = std::time::Instant::now() + Duration::from_secs(10);
@@ -380,6 +484,7 @@ async fn reader_claims_with_permits_and_refusals_fail_the_entry() {
     let tail = reader(
         &cache,
         key(1),
+        None,
         || -> generate::Job { panic!("a hit runs nothing") },
         || async { Err::<(), &str>("a hit takes no permit") },
     )
@@ -393,6 +498,7 @@ async fn reader_claims_with_permits_and_refusals_fail_the_entry() {
     let first = reader(
         &cache,
         key(2),
+        None,
         || -> generate::Job { panic!("not admitted") },
         || async { Ok::<(), &str>(()) },
     )
@@ -429,7 +535,7 @@ async fn the_generation_follows_what_git_writes_and_gives_up_on_silence() {
     assert!(rest.iter().all(|b| *b == b'x'));
 
     // Silent for longer than `idle`.
-    let (mut claim, _, mut child) = claim_and_write(&cache, 2, "printf abc; sleep 30");
+    let (mut claim, _reader, mut child) = claim_and_write(&cache, 2, "printf abc; sleep 30");
     let started = std::time::Instant::now();
     let r = follow(&mut child, &mut claim, Duration::from_millis(300)).await;
     assert!(matches!(r, Err(generate::GenError::Idle(_))), "{r:?}");
@@ -437,7 +543,7 @@ async fn the_generation_follows_what_git_writes_and_gives_up_on_silence() {
     assert!(started.elapsed() < Duration::from_secs(20));
 
     // A failing process.
-    let (mut claim, _, mut child) = claim_and_write(&cache, 3, "printf abc; exit 3");
+    let (mut claim, _reader, mut child) = claim_and_write(&cache, 3, "printf abc; exit 3");
     let r = follow(&mut child, &mut claim, Duration::from_secs(10)).await;
     assert!(matches!(r, Err(generate::GenError::Git(_))), "{r:?}");
 }
