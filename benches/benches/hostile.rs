@@ -252,15 +252,7 @@ fn tree_cpu_ticks(pid: u32) -> u64 {
                 procfs::cpu_ticks(p)
             } else {
                 // A live child's own time (its cutime reaches seedd when it is reaped).
-                procfs::stat_fields(p)
-                    .map(|f| {
-                        f.iter()
-                            .skip(11)
-                            .take(2)
-                            .map(|v| v.parse::<u64>().unwrap_or(0))
-                            .sum()
-                    })
-                    .unwrap_or(0)
+                procfs::own_ticks(p)
             }
         })
         .sum()

@@ -45,7 +45,7 @@ use std::time::{Duration, Instant};
 
 use seedd_benches::generate::{generate, Spec};
 use seedd_benches::peers::{gossip_rounds, ramp, wait_settled, Shared};
-use seedd_benches::procfs::{alive, clk_tck, cpu_ticks, loadavg, settle, stat_fields, status_kib};
+use seedd_benches::procfs::{alive, clk_tck, cpu_ticks, loadavg, own_ticks, settle, status_kib};
 use seedd_benches::{ensure_seedd, fmt, profile_dir, radicle_version, write_table, TableLine};
 use seedd_proto::crypto::{Keypair, NodeId, RepoId};
 use seedd_tests::{free_port, http_get, radicle_bin, RadNode, RadNodeOptions};
@@ -999,19 +999,6 @@ fn cpu_ms_between(
     ns as f64 / 1e6
 }
 
-/// utime + stime of `pid` itself (no children), in clock ticks.
-fn self_ticks(pid: u32) -> u64 {
-    stat_fields(pid)
-        .map(|f| {
-            f.iter()
-                .skip(11)
-                .take(2)
-                .map(|v| v.parse::<u64>().unwrap_or(0))
-                .sum()
-        })
-        .unwrap_or(0)
-}
-
 /// Repository directories of a storage.
 fn repo_dirs(storage: &Path) -> std::collections::BTreeSet<String> {
     std::fs::read_dir(storage)
@@ -1160,7 +1147,7 @@ fn push_phase(
         settle(pid);
         let (n0, c0, a0, t0) = (
             thread_ns(pid),
-            self_ticks(pid),
+            own_ticks(pid),
             cpu_ticks(pid),
             Instant::now(),
         );
@@ -1171,7 +1158,7 @@ fn push_phase(
         wait(&oid, 1 + k)?;
         let w = t0.elapsed().as_secs_f64() * 1e3;
         settle(pid);
-        let (n1, c1, a1) = (thread_ns(pid), self_ticks(pid), cpu_ticks(pid));
+        let (n1, c1, a1) = (thread_ns(pid), own_ticks(pid), cpu_ticks(pid));
         let ms = |a: u64, b: u64| b.saturating_sub(a) as f64 / tck * 1e3;
         let own = cpu_ms_between(&n0, &n1);
         cpu.push(own);

@@ -45,6 +45,19 @@ pub mod procfs {
         })
     }
 
+    /// utime + stime of `pid` itself (not its reaped children), in clock ticks (0 once gone).
+    pub fn own_ticks(pid: u32) -> u64 {
+        stat_fields(pid)
+            .map(|f| {
+                f.iter()
+                    .skip(11)
+                    .take(2)
+                    .map(|v| v.parse::<u64>().unwrap_or(0))
+                    .sum()
+            })
+            .unwrap_or(0)
+    }
+
     /// utime + stime + cutime + cstime of `pid`, in clock ticks (0 once the process is gone).
     pub fn cpu_ticks(pid: u32) -> u64 {
         try_cpu_ticks(pid).unwrap_or(0)

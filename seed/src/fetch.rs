@@ -195,6 +195,23 @@ pub(crate) struct FetchConfig {
     pub work_dir: PathBuf,
 }
 
+#[cfg(test)]
+impl FetchConfig {
+    /// One fetch at a time, 1 MiB, 5 s limits; work directories under `work_dir`.
+    pub(crate) fn for_tests(git_home: PathBuf, work_dir: PathBuf) -> Self {
+        FetchConfig {
+            max_concurrent: 1,
+            max_per_peer: 1,
+            max_pack_bytes: 1 << 20,
+            timeout: Duration::from_secs(5),
+            deadline: Duration::from_secs(5),
+            git: "git".into(),
+            git_home,
+            work_dir,
+        }
+    }
+}
+
 /// Runs fetches: one per repository at a time, `max_concurrent` overall.
 #[derive(Clone)]
 pub(crate) struct Fetcher {

@@ -86,15 +86,7 @@ pub fn export_subst(
 /// A commit with one file `big.bin` of `bytes` pseudo-random (incompressible) bytes.
 pub fn big_file(storage: &Path, name: &str, bytes: usize) -> Attack {
     let (rid, path) = synthetic_repo(storage, name, |work, g| {
-        let mut data = Vec::with_capacity(bytes);
-        let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
-        while data.len() < bytes {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            data.extend_from_slice(&x.to_le_bytes());
-        }
-        data.truncate(bytes);
+        let data = crate::incompressible(0x9e37_79b9_7f4a_7c15, bytes);
         std::fs::write(work.join("big.bin"), data).unwrap();
         g(&["add", "."]);
         g(&["commit", "-q", "-m", "big file"]);

@@ -13,7 +13,9 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
+pub mod cob;
 pub mod hostile;
+pub mod proc;
 pub mod raw;
 
 /// The workspace root (parent of the running package's directory). Cargo sets
@@ -191,6 +193,11 @@ impl Seed {
 
     pub fn storage(&self) -> PathBuf {
         self.data_dir().join("storage")
+    }
+
+    /// Where the seed keeps repository `rid` (`rad:z…` or `z…`).
+    pub fn repo_path(&self, rid: &str) -> PathBuf {
+        self.storage().join(rid.trim_start_matches("rad:"))
     }
 
     pub fn token_file(&self) -> PathBuf {
@@ -565,9 +572,108 @@ pub fn raw_request(addr: SocketAddr, request: &[u8]) -> TcpStream {
     s
 }
 
+/// GETs a URL every 200 ms on its own thread while a test does something else: is the seed
+/// still serving meanwhile?
+pub struct Prober {
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    thread: std::thread::JoinHandle<Vec<(Result<u16, String>, Duration)>>,
+}
+
+impl Prober {
+    pub fn start(url: String) -> Self {
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let flag = stop.clone();
+        let thread = std::thread::spawn(move || {
+            let mut answers = Vec::new();
+            while !flag.load(std::sync::atomic::Ordering::Relaxed) {
+                let started = Instant::now();
+                let status = http_get(&url, &[]).map(|(s, _)| s);
+                answers.push((status, started.elapsed()));
+                std::thread::sleep(Duration::from_millis(200));
+            }
+            answers
+        });
+        Prober { stop, thread }
+    }
+
+    /// Stops and asserts that there was an answer and every answer was 200 within `within`.
+    pub fn assert_all_ok(self, within: Duration) {
+        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        let answers = self.thread.join().unwrap();
+        assert!(!answers.is_empty());
+        for (status, took) in &answers {
+            assert_eq!(status.as_ref().ok(), Some(&200), "{answers:?}");
+            assert!(*took < within, "{answers:?}");
+        }
+    }
+}
+
+/// A command's stdout and stderr, as text.
+pub fn output_text(out: &Output) -> String {
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    )
+}
+
+/// Asserts that a command succeeded (`what` failed: its output) and returns its output.
+pub fn succeeded(out: Output, what: &str) -> String {
+    let t = output_text(&out);
+    assert!(out.status.success(), "{what} failed:\n{t}");
+    t
+}
+
+/// `git -C repo <args>`'s trimmed stdout (HOME = `repo`).
+pub fn git_at(repo: &Path, args: &[&str]) -> String {
+    stdout(&run(git(repo).arg("-C").arg(repo).args(args)))
+        .trim()
+        .to_owned()
+}
+
 /// Encode one pkt-line.
 pub fn pkt(line: &str) -> String {
     format!("{:04x}{line}", line.len() + 4)
+}
+
+/// `len` pseudo-random bytes that do not compress (xorshift from `seed`, deterministic).
+pub fn incompressible(seed: u64, len: usize) -> Vec<u8> {
+    let mut x = seed;
+    let mut data = Vec::with_capacity(len + 8);
+    while data.len() < len {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        data.extend_from_slice(&x.to_le_bytes());
+    }
+    data.truncate(len);
+    data
+}
+
+/// The body of a protocol v2 `fetch` of `want` without `have`s (a pack-cache key), with
+/// `extra` argument lines (e.g. `"deepen 3"`) before `done`.
+pub fn v2_fetch_body(want: &str, extra: &[&str]) -> String {
+    let mut body = String::new();
+    body.push_str(&pkt("command=fetch\n"));
+    body.push_str(&pkt("object-format=sha1\n"));
+    body.push_str("0001");
+    body.push_str(&pkt("no-progress\n"));
+    body.push_str(&pkt(&format!("want {want}\n")));
+    for line in extra {
+        body.push_str(&pkt(&format!("{line}\n")));
+    }
+    body.push_str(&pkt("done\n"));
+    body.push_str("0000");
+    body
+}
+
+/// One HTTP/1.1 `git-upload-pack` POST of a v2 `body` for `rid` (`Connection: close` if `close`).
+pub fn v2_upload_pack_request(rid: &str, body: &str, close: bool) -> String {
+    let connection = if close { "Connection: close\r\n" } else { "" };
+    format!(
+        "POST /{rid}.git/git-upload-pack HTTP/1.1\r\nHost: x\r\n{connection}Git-Protocol: version=2\r\nContent-Type: application/x-git-upload-pack-request\r\nContent-Length: {}\r\n\r\n{body}",
+        body.len()
+    )
 }
 
 /// A valid-looking identity document for synthetic repositories (delegate = key of seed 0x01).
@@ -932,6 +1038,42 @@ impl RadNode {
     }
 
     /// Runs `git` as this node's user in `dir` (git-remote-rad on PATH); returns the output.
+    /// Where this node keeps repository `rid` (`rad:z…` or `z…`).
+    pub fn repo_path(&self, rid: &str) -> PathBuf {
+        self.home
+            .join("storage")
+            .join(rid.trim_start_matches("rad:"))
+    }
+
+    /// A public project of one empty commit on `main`, made with `git init` and `rad init`
+    /// under `dir/proj`: its working copy and RID.
+    pub fn project(&self, dir: &Path, name: &str) -> (PathBuf, String) {
+        let proj = dir.join("proj");
+        std::fs::create_dir_all(&proj).unwrap();
+        succeeded(
+            self.git_in(&proj, &["init", "-q", "-b", "main"]),
+            "git init",
+        );
+        succeeded(
+            self.git_in(&proj, &["commit", "-q", "--allow-empty", "-m", "one"]),
+            "git commit",
+        );
+        let init = [
+            "init",
+            "--name",
+            name,
+            "--description",
+            name,
+            "--default-branch",
+            "main",
+            "--public",
+            "--no-confirm",
+        ];
+        succeeded(self.rad_in(&proj, &init), "rad init");
+        let rid = stdout(&self.rad_in(&proj, &["."])).trim().to_owned();
+        (proj, rid)
+    }
+
     pub fn git_in(&self, dir: &Path, args: &[&str]) -> Output {
         Command::new("git")
             .args(args)

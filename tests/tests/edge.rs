@@ -154,22 +154,6 @@ fn an_open_radicle_stream_is_authorised_again_for_every_request() {
     assert_eq!(refused(), 1.0);
 }
 
-fn ok(out: std::process::Output, what: &str) -> String {
-    let t = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    assert!(out.status.success(), "{what} failed:\n{t}");
-    t
-}
-
-fn git_at(repo: &std::path::Path, args: &[&str]) -> String {
-    stdout(&run(git(repo).arg("-C").arg(repo).args(args)))
-        .trim()
-        .to_owned()
-}
-
 /// A real user makes a public repository private with `rad id update` and pushes a new commit
 /// in the same announcement. From the moment the fetch moves the refs on the seed — held here
 /// for 5 s before the re-index (`SEEDD_TEST_PAUSE_AFTER_APPLY_MS`, test builds only) — the
@@ -184,45 +168,15 @@ fn a_repository_made_private_serves_nothing_of_that_fetch() {
     let seed_did = format!("did:key:{}", seed.nid());
     let gina = RadNode::start("gina", &[seed.p2p_peer()]);
     let tmp = tempfile::tempdir().unwrap();
-    let proj = tmp.path().join("proj");
-    std::fs::create_dir_all(&proj).unwrap();
-    ok(
-        gina.git_in(&proj, &["init", "-q", "-b", "main"]),
-        "git init",
-    );
-    ok(
-        gina.git_in(&proj, &["commit", "-q", "--allow-empty", "-m", "one"]),
-        "git commit",
-    );
-    ok(
-        gina.rad_in(
-            &proj,
-            &[
-                "init",
-                "--name",
-                "going-private",
-                "--description",
-                "x",
-                "--default-branch",
-                "main",
-                "--public",
-                "--no-confirm",
-            ],
-        ),
-        "rad init",
-    );
-    let rid = stdout(&gina.rad_in(&proj, &["."])).trim().to_owned();
-    let held = seed.storage().join(rid.trim_start_matches("rad:"));
+    let (proj, rid) = gina.project(tmp.path(), "going-private");
+    let held = seed.repo_path(&rid);
     let info_refs = seed.url(&format!("/{rid}.git/info/refs?service=git-upload-pack"));
     wait_for("replicated and served", Duration::from_secs(60), || {
         (http_get(&info_refs, &[]).unwrap().0 == 200).then_some(())
     });
-    let theirs = gina
-        .home
-        .join("storage")
-        .join(rid.trim_start_matches("rad:"));
+    let theirs = gina.repo_path(&rid);
     // Private (the seed allowed) and a new commit, announced together.
-    ok(
+    succeeded(
         gina.rad_in(
             &proj,
             &[
@@ -239,11 +193,11 @@ fn a_repository_made_private_serves_nothing_of_that_fetch() {
         ),
         "rad id update",
     );
-    ok(
+    succeeded(
         gina.git_in(&proj, &["commit", "-q", "--allow-empty", "-m", "secret"]),
         "git commit",
     );
-    ok(
+    succeeded(
         gina.git_in(&proj, &["push", "-q", "rad", "main"]),
         "git push",
     );

@@ -1,8 +1,8 @@
 //! Issue 25 §3 with seedd as a process: slow and stalled clients hold one buffer, not a
-//! response. Clients that ask for a 10 MiB pack-cache hit and never read cost little memory
-//! and are cut after `http.write_timeout_secs`, releasing evicted cache files; a real `git
-//! clone` succeeds meanwhile; connections over `http.max_connections_per_ip` are refused and
-//! counted.
+//! response. Clients that ask for a 10 MiB raw file or a 10 MiB pack-cache hit and never read
+//! cost little memory and are cut after `http.write_timeout_secs` (releasing evicted cache
+//! files); a real `git clone` succeeds meanwhile; connections over
+//! `http.max_connections_per_ip` are refused and counted.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::io::{Read, Write};
@@ -10,20 +10,13 @@ use std::net::TcpStream;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
+use seedd_tests::proc::status_kib;
 use seedd_tests::*;
 
 /// A synthetic repository of one incompressible blob of `mib` MiB.
 fn big_repo(storage: &Path, mib: usize) -> (String, PathBuf) {
     synthetic_repo(storage, "big", |work, g| {
-        let mut x: u64 = 0x9e3779b97f4a7c15;
-        let mut data = vec![0u8; mib * 1024 * 1024];
-        for chunk in data.chunks_mut(8) {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            let b = x.to_le_bytes();
-            chunk.copy_from_slice(&b[..chunk.len()]);
-        }
+        let data = incompressible(0x9e3779b97f4a7c15, mib * 1024 * 1024);
         std::fs::write(work.join("blob.bin"), &data).unwrap();
         g(&["add", "."]);
         g(&["commit", "-q", "-m", "big"]);
@@ -32,29 +25,7 @@ fn big_repo(storage: &Path, mib: usize) -> (String, PathBuf) {
 
 /// A v2 `fetch` of `head` without `have`s (a pack-cache key), as one HTTP/1.1 request.
 fn fetch_request(rid: &str, head: &str, close: bool) -> String {
-    let mut body = String::new();
-    body.push_str(&pkt("command=fetch\n"));
-    body.push_str(&pkt("object-format=sha1\n"));
-    body.push_str("0001");
-    body.push_str(&pkt("no-progress\n"));
-    body.push_str(&pkt(&format!("want {head}\n")));
-    body.push_str(&pkt("done\n"));
-    body.push_str("0000");
-    let connection = if close { "Connection: close\r\n" } else { "" };
-    format!(
-        "POST /{rid}.git/git-upload-pack HTTP/1.1\r\nHost: x\r\n{connection}Git-Protocol: version=2\r\nContent-Type: application/x-git-upload-pack-request\r\nContent-Length: {}\r\n\r\n{body}",
-        body.len()
-    )
-}
-
-/// A `/proc/<pid>/status` field in KiB.
-fn status_kib(pid: u32, field: &str) -> u64 {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix(field))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-        .unwrap_or_else(|| panic!("{field} not in {status}"))
+    v2_upload_pack_request(rid, &v2_fetch_body(head, &[]), close)
 }
 
 /// Descriptors of `pid` open on cache files that were unlinked.
@@ -191,6 +162,103 @@ fn stalled_clients_hold_one_buffer_and_are_cut_after_the_write_timeout() {
         status_kib(pid, "VmHWM:").saturating_sub(rss_before) < 256 * 1024,
         "peak RSS"
     );
+}
+
+/// The issue's own test: 400 connections ask for a 10 MiB file under `/raw/` and never read.
+/// They share one buffer of the blob (`RAW_CACHE_BYTES`), so they hold < 128 MiB of extra RSS;
+/// a real `git clone` succeeds while they are open; each is cut after the write timeout.
+#[test]
+fn stalled_raw_file_clients_share_one_buffer_and_are_cut() {
+    const STALLED: usize = 400;
+    let seed = Seed::start(SeedOptions {
+        extra_config: "[http.rate]\nper_ip_requests_per_second = 0.0\n".into(),
+        env: vec![
+            ("SEEDD_HTTP__WRITE_TIMEOUT_SECS".into(), "5".into()),
+            ("SEEDD_HTTP__MAX_CONNECTIONS_PER_IP".into(), "1000".into()),
+        ],
+        ..SeedOptions::default()
+    });
+    let (rid, path) = big_repo(&seed.storage(), 10);
+    seed.rescan();
+    let pid = seed.child.id();
+    let head = stdout(&run(git(seed.dir.path())
+        .arg("--git-dir")
+        .arg(&path)
+        .args(["rev-parse", "HEAD"])));
+    let raw = format!("/raw/{rid}/{head}/blob.bin");
+    // Warm: one whole read (the blob is read once into the shared buffer).
+    let mut s = raw_request(
+        seed.http,
+        format!("GET {raw} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n").as_bytes(),
+    );
+    let mut whole = Vec::new();
+    s.read_to_end(&mut whole).unwrap();
+    assert!(whole.starts_with(b"HTTP/1.1 200"));
+    assert!(whole.len() > 10 * 1024 * 1024, "{} bytes", whole.len());
+    let rss_before = status_kib(pid, "VmRSS:");
+    let ok_before = seed.metric(
+        "seedd_web_requests_total",
+        &["group=\"raw\"", "status=\"200\""],
+    );
+
+    let request = format!("GET {raw} HTTP/1.1\r\nHost: x\r\n\r\n");
+    let stalled: Vec<TcpStream> = (0..STALLED)
+        .map(|_| {
+            let mut s = TcpStream::connect(seed.http).unwrap();
+            s.write_all(request.as_bytes()).unwrap();
+            s
+        })
+        .collect();
+    let opened = Instant::now();
+    wait_for(
+        "the stalled answers to start",
+        Duration::from_secs(30),
+        || {
+            let answered = seed.metric(
+                "seedd_web_requests_total",
+                &["group=\"raw\"", "status=\"200\""],
+            );
+            (answered - ok_before >= STALLED as f64).then_some(())
+        },
+    );
+
+    let tmp = tempfile::tempdir().unwrap();
+    let h = tmp.path();
+    run(git(h)
+        .args(["clone", "-q", "--bare", &seed.url(&format!("{rid}.git"))])
+        .arg(h.join("clone")));
+    let got = stdout(&run(git(h)
+        .arg("--git-dir")
+        .arg(h.join("clone"))
+        .args(["rev-parse", "HEAD"])));
+    assert_eq!(got, head);
+    let rss_open = status_kib(pid, "VmRSS:");
+    eprintln!(
+        "{STALLED} stalled on /raw: RSS {rss_before} → {rss_open} KiB, {:?} after opening",
+        opened.elapsed()
+    );
+    assert!(
+        opened.elapsed() < Duration::from_secs(5),
+        "the clone ran after the timeout: the check proves nothing"
+    );
+    assert!(
+        rss_open.saturating_sub(rss_before) < 128 * 1024,
+        "{STALLED} stalled clients cost {} KiB of RSS",
+        rss_open - rss_before
+    );
+    wait_for(
+        "the stalled clients to be cut",
+        Duration::from_secs(60),
+        || {
+            (seed.metric("seedd_http_connections_cut_total", &["write_timeout"]) >= STALLED as f64)
+                .then_some(())
+        },
+    );
+    assert!(
+        opened.elapsed() >= Duration::from_secs(5),
+        "cut before the timeout"
+    );
+    drop(stalled);
 }
 
 #[test]

@@ -383,16 +383,7 @@ fn push_private_unknown_and_malformed_requests_are_refused() {
 /// A synthetic repository with one large incompressible blob, so a clone takes a while.
 fn big_repo(storage: &Path, mib: usize) -> String {
     let (rid, _) = synthetic_repo(storage, "big", |work, g| {
-        let mut data = vec![0u8; mib * 1024 * 1024];
-        // xorshift: incompressible and deterministic.
-        let mut x: u64 = 0x9e3779b97f4a7c15;
-        for chunk in data.chunks_mut(8) {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            let b = x.to_le_bytes();
-            chunk.copy_from_slice(&b[..chunk.len()]);
-        }
+        let data = incompressible(0x9e3779b97f4a7c15, mib * 1024 * 1024);
         std::fs::write(work.join("big.bin"), &data).unwrap();
         g(&["add", "big.bin"]);
         g(&["commit", "-q", "-m", "big"]);
@@ -435,26 +426,8 @@ fn big_repo_fetch(seed: &Seed, mib: usize) -> (String, std::path::PathBuf, Vec<u
         .arg("--git-dir")
         .arg(&repo_path)
         .args(["rev-parse", "HEAD"])));
-    let body = v2_fetch_body(&head);
-    let mut req = format!(
-        "POST /{rid}.git/git-upload-pack HTTP/1.1\r\nHost: x\r\nGit-Protocol: version=2\r\nContent-Type: application/x-git-upload-pack-request\r\nContent-Length: {}\r\n\r\n",
-        body.len()
-    )
-    .into_bytes();
-    req.extend_from_slice(&body);
+    let req = v2_upload_pack_request(&rid, &v2_fetch_body(&head, &[]), false).into_bytes();
     (rid, repo_path, req)
-}
-
-fn v2_fetch_body(want: &str) -> Vec<u8> {
-    let mut body = String::new();
-    body.push_str(&pkt("command=fetch\n"));
-    body.push_str(&pkt("object-format=sha1\n"));
-    body.push_str("0001");
-    body.push_str(&pkt("no-progress\n"));
-    body.push_str(&pkt(&format!("want {want}\n")));
-    body.push_str(&pkt("done\n"));
-    body.push_str("0000");
-    body.into_bytes()
 }
 
 fn seedd_children(pid: u32) -> Vec<String> {

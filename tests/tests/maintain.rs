@@ -33,15 +33,11 @@ fn many_packs(storage: &Path, name: &str, pushes: usize, bytes: usize) -> (Strin
         .arg("--git-dir")
         .arg(&path)
         .args(["config", "receive.unpackLimit", "1"]));
-    let mut x: u64 = 0x9e37_79b9_7f4a_7c15 ^ name.len() as u64;
     for i in 0..pushes {
-        let mut data = vec![0u8; bytes];
-        for chunk in data.chunks_mut(8) {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            chunk.copy_from_slice(&x.to_le_bytes()[..chunk.len()]);
-        }
+        let data = seedd_tests::incompressible(
+            0x9e37_79b9_7f4a_7c15 ^ ((name.len() as u64) << 32) ^ i as u64,
+            bytes,
+        );
         std::fs::write(work.join(format!("data-{i}.bin")), &data).unwrap();
         let wg = |args: &[&str]| run(git(home).arg("-C").arg(&work).args(args));
         wg(&["add", "."]);

@@ -328,16 +328,13 @@ fn exercise_replication() -> (Seed, RadNode) {
         ..Default::default()
     });
     let alice = RadNode::start("alice", &[seed.p2p_peer()]);
-    let held = seed.storage().join(heartwood.trim_start_matches("rad:"));
+    let held = seed.repo_path(&heartwood);
     wait_for("heartwood fetched", Duration::from_secs(40), || {
         (held.join("HEAD").exists()
             && seed.metric("seedd_fetches_total", &["result=\"ok\""]) >= 1.0)
             .then_some(())
     });
-    let theirs = alice
-        .home
-        .join("storage")
-        .join(heartwood.trim_start_matches("rad:"));
+    let theirs = alice.repo_path(&heartwood);
     let at = |args: &[&str]| {
         stdout(&run(git(&theirs).arg("-C").arg(&theirs).args(args)))
             .trim()

@@ -964,11 +964,7 @@ fn private_repository_is_announced_only_to_allowed_nodes() {
             "{}'s node database mentions the private repository",
             node.name
         );
-        assert!(!node
-            .home
-            .join("storage")
-            .join(secret.trim_start_matches("rad:"))
-            .exists());
+        assert!(!node.repo_path(&secret).exists());
     }
     assert_eq!(
         seed.metric(

@@ -249,16 +249,11 @@ fn a_ref_change_is_a_new_key_and_incremental_fetches_go_to_git() {
 /// A synthetic repository whose clone takes a while (one incompressible blob of `mib` MiB).
 fn big_repo(storage: &Path, mib: usize, commits: usize) -> (String, PathBuf) {
     synthetic_repo(storage, "big", |work, g| {
-        let mut x: u64 = 0x9e3779b97f4a7c15;
         for c in 0..commits {
-            let mut data = vec![0u8; mib * 1024 * 1024 / commits.max(1)];
-            for chunk in data.chunks_mut(8) {
-                x ^= x << 13;
-                x ^= x >> 7;
-                x ^= x << 17;
-                let b = x.to_le_bytes();
-                chunk.copy_from_slice(&b[..chunk.len()]);
-            }
+            let data = incompressible(
+                0x9e3779b97f4a7c15 ^ c as u64,
+                mib * 1024 * 1024 / commits.max(1),
+            );
             std::fs::write(work.join(format!("blob{c}.bin")), &data).unwrap();
             g(&["add", "."]);
             g(&["commit", "-q", "-m", &format!("commit {c}")]);
@@ -337,15 +332,8 @@ fn the_cache_stays_within_its_budget() {
     let budget: u64 = 300 * 1024;
     let seed = cached_seed("first", budget, vec![]);
     let (rid, _) = synthetic_repo(&seed.storage(), "steps", |work, g| {
-        let mut x: u64 = 0x243f6a8885a308d3;
         for c in 0..8 {
-            let mut data = vec![0u8; 64 * 1024];
-            for chunk in data.chunks_mut(8) {
-                x ^= x << 13;
-                x ^= x >> 7;
-                x ^= x << 17;
-                chunk.copy_from_slice(&x.to_le_bytes()[..chunk.len()]);
-            }
+            let data = incompressible(0x243f6a8885a308d3 ^ c as u64, 64 * 1024);
             std::fs::write(work.join("blob.bin"), &data).unwrap();
             g(&["add", "."]);
             g(&["commit", "-q", "-m", &format!("commit {c}")]);
@@ -389,18 +377,7 @@ fn a_popular_generation_completes_after_its_clients_left() {
         .arg("--git-dir")
         .arg(&path)
         .args(["rev-parse", "HEAD"])));
-    let mut body = String::new();
-    body.push_str(&pkt("command=fetch\n"));
-    body.push_str(&pkt("object-format=sha1\n"));
-    body.push_str("0001");
-    body.push_str(&pkt("no-progress\n"));
-    body.push_str(&pkt(&format!("want {head}\n")));
-    body.push_str(&pkt("done\n"));
-    body.push_str("0000");
-    let req = format!(
-        "POST /{rid}.git/git-upload-pack HTTP/1.1\r\nHost: x\r\nGit-Protocol: version=2\r\nContent-Type: application/x-git-upload-pack-request\r\nContent-Length: {}\r\n\r\n{body}",
-        body.len()
-    );
+    let req = v2_upload_pack_request(&rid, &v2_fetch_body(&head, &[]), false);
     let mut clients = Vec::new();
     for _ in 0..2 {
         let mut s = raw_request(seed.http, req.as_bytes());
@@ -463,15 +440,8 @@ fn abandoned_deepen_requests_stop_and_the_cache_stays_within_its_budget() {
         ..SeedOptions::default()
     });
     let (rid, path) = synthetic_repo(&seed.storage(), "deep", |work, g| {
-        let mut x: u64 = 0x243f6a8885a308d3;
         for c in 0..COMMITS {
-            let mut data = vec![0u8; BLOB];
-            for chunk in data.chunks_mut(8) {
-                x ^= x << 13;
-                x ^= x >> 7;
-                x ^= x << 17;
-                chunk.copy_from_slice(&x.to_le_bytes()[..chunk.len()]);
-            }
+            let data = incompressible(0x243f6a8885a308d3 ^ c as u64, BLOB);
             std::fs::write(work.join(format!("blob{c}.bin")), &data).unwrap();
             g(&["add", "."]);
             g(&["commit", "-q", "-m", &format!("commit {c}")]);
@@ -487,19 +457,8 @@ fn abandoned_deepen_requests_stop_and_the_cache_stays_within_its_budget() {
     let on_disk = || -> u64 { cache_files(&seed).iter().map(|(_, n)| n).sum() };
     let mut peak = 0u64;
     for n in 1..=64 {
-        let mut body = String::new();
-        body.push_str(&pkt("command=fetch\n"));
-        body.push_str(&pkt("object-format=sha1\n"));
-        body.push_str("0001");
-        body.push_str(&pkt("no-progress\n"));
-        body.push_str(&pkt(&format!("want {head}\n")));
-        body.push_str(&pkt(&format!("deepen {n}\n")));
-        body.push_str(&pkt("done\n"));
-        body.push_str("0000");
-        let req = format!(
-            "POST /{rid}.git/git-upload-pack HTTP/1.1\r\nHost: x\r\nGit-Protocol: version=2\r\nContent-Type: application/x-git-upload-pack-request\r\nContent-Length: {}\r\n\r\n{body}",
-            body.len()
-        );
+        let deepen = format!("deepen {n}");
+        let req = v2_upload_pack_request(&rid, &v2_fetch_body(&head, &[&deepen]), false);
         drop(raw_request(seed.http, req.as_bytes()));
         peak = peak.max(on_disk());
     }

@@ -6,19 +6,11 @@
 use std::process::Command;
 use std::time::Duration;
 
-use seedd_tests::{bin, run, stdout, wait_for, RadNode, RadNodeOptions, Seed, SeedOptions};
+use seedd_tests::{
+    bin, run, stdout, succeeded, wait_for, RadNode, RadNodeOptions, Seed, SeedOptions,
+};
 
 const HELD: usize = 2_000;
-
-fn ok(out: std::process::Output, what: &str) -> String {
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    assert!(out.status.success(), "{what} failed:\n{text}");
-    text
-}
 
 #[test]
 fn a_fetch_among_thousands_of_repositories_touches_only_that_repository() {
@@ -55,13 +47,13 @@ fn a_fetch_among_thousands_of_repositories_touches_only_that_repository() {
     let tmp = tempfile::tempdir().unwrap();
     let proj = tmp.path().join("proj");
     std::fs::create_dir_all(&proj).unwrap();
-    ok(
+    succeeded(
         dave.git_in(&proj, &["init", "-q", "-b", "main"]),
         "git init",
     );
     std::fs::write(proj.join("README"), "hello\n").unwrap();
-    ok(dave.git_in(&proj, &["add", "README"]), "git add");
-    ok(
+    succeeded(dave.git_in(&proj, &["add", "README"]), "git add");
+    succeeded(
         dave.git_in(&proj, &["commit", "-q", "-m", "first"]),
         "git commit",
     );
@@ -73,7 +65,7 @@ fn a_fetch_among_thousands_of_repositories_touches_only_that_repository() {
             .any(|p| p["nid"] == dave.nid.as_str() && p["state"] == "connected")
             .then_some(())
     });
-    let init = ok(
+    let init = succeeded(
         dave.rad_in(
             &proj,
             &[
@@ -128,11 +120,11 @@ fn a_fetch_among_thousands_of_repositories_touches_only_that_repository() {
     // A push to it: exactly one more re-index, of that repository, verifying dave's namespace
     // only and writing only the refs that moved (not all of them, nor any other repository's).
     std::fs::write(proj.join("README"), "hello again\n").unwrap();
-    ok(
+    succeeded(
         dave.git_in(&proj, &["commit", "-qam", "second"]),
         "git commit",
     );
-    let push = ok(dave.git_in(&proj, &["push", "rad", "main"]), "git push rad");
+    let push = succeeded(dave.git_in(&proj, &["push", "rad", "main"]), "git push rad");
     let second = stdout(&dave.git_in(&proj, &["rev-parse", "HEAD"]))
         .trim()
         .to_owned();

@@ -123,7 +123,7 @@ fn forged_signed_refs_are_rejected_and_that_peer_is_not_served() {
     ));
     assert_eq!(http_get(&peer_url, &[]).unwrap().0, 200);
     let tmp = tempfile::tempdir().unwrap();
-    let repo = seed.storage().join(rid.trim_start_matches("rad:"));
+    let repo = seed.repo_path(&rid);
     forge_sigrefs(tmp.path(), &repo, &alice);
     let report = seed.rescan();
     assert_eq!(report["updated"], 1, "{report}");

@@ -9,20 +9,12 @@ use std::path::Path;
 use std::process::Output;
 use std::time::Duration;
 
-use seedd_tests::{git, run, stdout, wait_for, RadNode, Seed, SeedOptions};
+use seedd_tests::{git, output_text, run, stdout, wait_for, RadNode, Seed, SeedOptions};
 
 const HEARTWOOD: &str = "heartwood-fixture";
 
-fn text(out: &Output) -> String {
-    format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    )
-}
-
 fn ok(out: Output, what: &str, seed: &Seed) -> String {
-    let t = text(&out);
+    let t = output_text(&out);
     assert!(
         out.status.success(),
         "{what} failed:\n{t}\nseedd log:\n{}",
@@ -50,7 +42,11 @@ fn fsck(repo: &Path) {
         .args(["fsck", "--full", "--no-dangling"])
         .output()
         .unwrap();
-    assert!(out.status.success(), "git fsck {repo:?}: {}", text(&out));
+    assert!(
+        out.status.success(),
+        "git fsck {repo:?}: {}",
+        output_text(&out)
+    );
 }
 
 fn requests(seed: &Seed, answer: &str) -> f64 {
@@ -90,7 +86,7 @@ fn radicle_clones_use_the_pack_cache_and_ls_refs_needs_no_process() {
             .into(),
         ..Default::default()
     });
-    let held = seed.storage().join(rid.trim_start_matches("rad:"));
+    let held = seed.repo_path(&rid);
     // A tenant owns the repository: what streams send is charged to it.
     let (status, v) = seed.admin(
         "POST",
@@ -125,10 +121,7 @@ fn radicle_clones_use_the_pack_cache_and_ls_refs_needs_no_process() {
     assert!(misses >= 1.0);
     assert!(seed.metric("seedd_pack_cache_generation_seconds_count", &[]) >= 1.0);
     assert!(seed.metric("seedd_p2p_git_serves_total", &["result=\"ok\""]) >= 1.0);
-    let carol_repo = carol
-        .home
-        .join("storage")
-        .join(rid.trim_start_matches("rad:"));
+    let carol_repo = carol.repo_path(&rid);
     fsck(&carol_repo);
 
     // 2. Another fresh node clones the same: answered from the cache file.
@@ -155,10 +148,7 @@ fn radicle_clones_use_the_pack_cache_and_ls_refs_needs_no_process() {
         seed.metric("seedd_p2p_git_served_bytes_total", &[]),
         "radicle egress"
     );
-    let dave_repo = dave
-        .home
-        .join("storage")
-        .join(rid.trim_start_matches("rad:"));
+    let dave_repo = dave.repo_path(&rid);
     fsck(&dave_repo);
     // Both clones hold the seed's refs: identity, every namespace's signed refs and branches.
     let signed = |repo: &Path| -> Vec<String> {
@@ -359,12 +349,9 @@ fn without_probed_capabilities_streams_are_served_by_one_stateful_upload_pack() 
     let carol = RadNode::start("carol", &[seed.p2p_peer()]);
     let work = tempfile::tempdir().unwrap();
     rad_clone(&carol, &seed, &rid, work.path());
-    let cloned = carol
-        .home
-        .join("storage")
-        .join(rid.trim_start_matches("rad:"));
+    let cloned = carol.repo_path(&rid);
     fsck(&cloned);
-    let held = seed.storage().join(rid.trim_start_matches("rad:"));
+    let held = seed.repo_path(&rid);
     let sigrefs = |repo: &Path| -> Vec<String> {
         refs(repo, "")
             .into_iter()
@@ -389,6 +376,6 @@ fn without_probed_capabilities_streams_are_served_by_one_stateful_upload_pack() 
         .env("GIT_TERMINAL_PROMPT", "0")
         .output()
         .unwrap();
-    assert!(out.status.success(), "{}", text(&out));
+    assert!(out.status.success(), "{}", output_text(&out));
     assert!(String::from_utf8_lossy(&out.stdout).contains("refs/heads/"));
 }

@@ -14,14 +14,6 @@ use std::time::{Duration, Instant};
 use seedd_tests::*;
 use serde_json::{json, Value};
 
-fn text(out: &Output) -> String {
-    format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    )
-}
-
 /// `git clone` of `http://<host>:<port><path>` with the host resolved to the seed.
 fn clone_via(seed: &Seed, host: &str, path: &str, into: &Path, env: &[(&str, &str)]) -> Output {
     let port = seed.http.port();
@@ -124,7 +116,7 @@ fn tenants_share_storage_hosts_filter_aliases_and_last_unseed_purges() {
     assert_eq!(v["owner"], false, "the first claim owns the repository");
 
     // Stored once: one directory, charged in full to both tenants.
-    let hw_dir = seed.storage().join(hw.trim_start_matches("rad:"));
+    let hw_dir = seed.repo_path(&hw);
     assert!(hw_dir.join("HEAD").exists());
     let usage = seed.admin_ok("GET", "/api/v1/usage", None);
     let bytes = |t: &str| {
@@ -157,7 +149,7 @@ fn tenants_share_storage_hosts_filter_aliases_and_last_unseed_purges() {
         &t.join("a1"),
         &[("GIT_TRACE_CURL", trace.to_str().unwrap())],
     );
-    assert!(out.status.success(), "{}", text(&out));
+    assert!(out.status.success(), "{}", output_text(&out));
     // Egress: what the tenant is charged equals the body bytes the real git clone received.
     let got = received_body_bytes(&trace);
     assert!(got > 0);
@@ -201,9 +193,9 @@ fn tenants_share_storage_hosts_filter_aliases_and_last_unseed_purges() {
         "beta's host must not show acme's repo"
     );
     assert!(
-        text(&out).contains("404") || text(&out).contains("not found"),
+        output_text(&out).contains("404") || output_text(&out).contains("not found"),
         "{}",
-        text(&out)
+        output_text(&out)
     );
     // Hosts no tenant claims get the operator's default (all public repositories).
     assert!(clones(
@@ -266,7 +258,7 @@ fn tenants_share_storage_hosts_filter_aliases_and_last_unseed_purges() {
         &[],
     );
     assert!(!out.status.success());
-    assert!(text(&out).contains("403"), "{}", text(&out));
+    assert!(output_text(&out).contains("403"), "{}", output_text(&out));
     seed.admin_ok("POST", "/api/v1/tenants/acme/resume", None);
     assert!(clones(
         &seed,
@@ -366,7 +358,7 @@ fn quotas_refuse_seeding_and_stop_a_fetch_with_nothing_written() {
     wait_for("fetch stopped by quota", Duration::from_secs(60), || {
         (seed.metric("seedd_fetches_total", &["result=\"quota\""]) >= 1.0).then_some(())
     });
-    assert!(!seed.storage().join(hw.trim_start_matches("rad:")).exists());
+    assert!(!seed.repo_path(&hw).exists());
     assert_eq!(
         seed.admin("GET", &format!("/api/v1/repos/{hw}"), None).0,
         404
@@ -741,7 +733,11 @@ fn reload_applies_valid_changes_keeps_the_old_config_when_broken_and_picks_up_a_
         .output()
         .unwrap();
     assert!(!out.status.success());
-    assert!(text(&out).contains("not found"), "{}", text(&out));
+    assert!(
+        output_text(&out).contains("not found"),
+        "{}",
+        output_text(&out)
+    );
     assert_eq!(
         seed.metric("seedd_config_reloads_total", &["result=\"ok\""]),
         1.0
@@ -753,9 +749,13 @@ fn ctl(seed: &Seed, args: &[&str]) -> Value {
     let mut all = vec!["-o", "json"];
     all.extend_from_slice(args);
     let out = run_unchecked(seed, &all);
-    assert!(out.status.success(), "seedctl {args:?}: {}", text(&out));
+    assert!(
+        out.status.success(),
+        "seedctl {args:?}: {}",
+        output_text(&out)
+    );
     serde_json::from_slice(&out.stdout)
-        .unwrap_or_else(|e| panic!("seedctl {args:?}: not JSON ({e}): {}", text(&out)))
+        .unwrap_or_else(|e| panic!("seedctl {args:?}: not JSON ({e}): {}", output_text(&out)))
 }
 
 #[test]
@@ -905,10 +905,14 @@ fn seedctl_drives_every_tenant_command_with_json_output() {
     let again = ctl(&seed, &["apply", "-f", yaml.to_str().unwrap()]);
     assert_eq!(again["changes"], json!([]), "apply is idempotent: {again}");
     let out = run_unchecked(&seed, &["apply", "-f", yaml.to_str().unwrap()]);
-    assert!(text(&out).contains("no changes"), "{}", text(&out));
+    assert!(
+        output_text(&out).contains("no changes"),
+        "{}",
+        output_text(&out)
+    );
     let backup = dir.path().join("backup.json");
     let out = run_unchecked(&seed, &["backup", "-f", backup.to_str().unwrap()]);
-    assert!(out.status.success(), "{}", text(&out));
+    assert!(out.status.success(), "{}", output_text(&out));
     let b: Value = serde_json::from_str(&std::fs::read_to_string(&backup).unwrap()).unwrap();
     assert!(b["keys"]["default"]
         .as_str()
@@ -927,7 +931,7 @@ fn seedctl_drives_every_tenant_command_with_json_output() {
     assert_eq!(v["purged"], false, "beta still holds it: {v}");
     let v = ctl(&seed, &["repo", "purge", &hw]);
     assert_eq!(v["purged"], true);
-    assert!(!seed.storage().join(hw.trim_start_matches("rad:")).exists());
+    assert!(!seed.repo_path(&hw).exists());
     assert_eq!(ctl(&seed, &["tenant", "rm", "acme"])["removed"], true);
     // Errors: one line, non-zero exit.
     let out = run_unchecked(&seed, &["tenant", "show", "nope"]);
@@ -966,7 +970,7 @@ fn backup_then_restore_into_a_fresh_data_dir_keeps_nids_tenants_and_policies() {
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("backup.json");
     let out = run_unchecked(&seed, &["backup", "-f", file.to_str().unwrap()]);
-    assert!(out.status.success(), "{}", text(&out));
+    assert!(out.status.success(), "{}", output_text(&out));
     let policies_before = seed.api("/api/v1/policies");
     let tenant_before = seed.admin_ok("GET", "/api/v1/tenants/acme", None);
     drop(seed);
@@ -980,7 +984,7 @@ fn backup_then_restore_into_a_fresh_data_dir_keeps_nids_tenants_and_policies() {
             .unwrap()
     };
     let out = restore_offline();
-    assert!(out.status.success(), "{}", text(&out));
+    assert!(out.status.success(), "{}", output_text(&out));
     let restored = Seed::start(SeedOptions {
         data_dir: Some(fresh.clone()),
         ..SeedOptions::default()

@@ -461,14 +461,7 @@ fn a_client_that_goes_away_stops_git_archive() {
     let seed = Seed::start(SeedOptions::default());
     let (rid, path) = seedd_tests::synthetic_repo(&seed.storage(), "big", |work, g| {
         // 32 MiB that do not compress: git archive cannot finish into the pipe alone.
-        let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
-        let mut data = Vec::with_capacity(32 << 20);
-        while data.len() < 32 << 20 {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            data.extend_from_slice(&x.to_le_bytes());
-        }
+        let data = seedd_tests::incompressible(0x9e37_79b9_7f4a_7c15, 32 << 20);
         std::fs::write(work.join("noise.bin"), data).unwrap();
         g(&["add", "."]);
         g(&["commit", "-q", "-m", "noise"]);

@@ -10,24 +10,9 @@ use std::net::TcpStream;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
+use seedd_tests::proc::{reset_peak, status_kib};
 use seedd_tests::{git_with_input, run, stdout, synthetic_repo, Seed, SeedOptions};
 use serde_json::Value;
-
-/// A `VmHWM`/`VmRSS` line of /proc/<pid>/status, in KiB.
-fn status_kib(pid: u32, field: &str) -> u64 {
-    let s = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
-    s.lines()
-        .find_map(|l| l.strip_prefix(field))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-        .unwrap_or_else(|| panic!("no {field} in /proc/{pid}/status"))
-}
-
-/// Resets the process's peak RSS to its current RSS (`clear_refs` 5), so that a later `VmHWM`
-/// is the peak since now. Returns the RSS (KiB) it starts from.
-fn reset_peak(pid: u32) -> u64 {
-    std::fs::write(format!("/proc/{pid}/clear_refs"), "5").unwrap();
-    status_kib(pid, "VmHWM:")
-}
 
 /// GET `path`: status, body and how long it took; the peak RSS rise (KiB) it caused.
 fn measured_get(seed: &Seed, path: &str) -> (u16, Vec<u8>, Duration, u64) {
@@ -311,4 +296,55 @@ fn history_walks_stop_when_the_client_goes_away() {
         used < 0.5,
         "seedd used {used} s of CPU after the client left"
     );
+}
+
+/// Issue 25 §4: listing endpoints decode every index record, so they take a heavy permit like
+/// a tree walk. With one permit (test builds: `SEEDD_TEST_HEAVY_PERMITS`) held 5 s by a tree
+/// request (`SEEDD_TEST_HEAVY_HOLD_MS`), every listing waits its 2 s and answers 503 (counted
+/// as `busy`) while one repository's record, read by key, answers 200; once the permit is free
+/// the listing answers 200.
+#[test]
+fn listings_take_a_heavy_permit() {
+    let f = seedd_tests::fixtures();
+    let seed = Seed::start(SeedOptions {
+        repos: vec!["small-fixture".into()],
+        env: vec![
+            ("SEEDD_TEST_HEAVY_PERMITS".into(), "1".into()),
+            ("SEEDD_TEST_HEAVY_HOLD_MS".into(), "5000".into()),
+        ],
+        ..SeedOptions::default()
+    });
+    let rid = f.rid("small-fixture");
+    let fixture = f.repo("small-fixture");
+    let head = fixture["head"].as_str().unwrap().to_owned();
+    let delegate = fixture["delegates"][0].as_str().unwrap().to_owned();
+    let busy = || seed.metric("seedd_web_rejected_total", &["reason=\"busy\""]);
+    assert_eq!(busy(), 0.0);
+
+    let holder = {
+        let url = seed.url(&format!("/api/v1/repos/{rid}/tree/{head}/"));
+        std::thread::spawn(move || seedd_tests::http_get(&url, &[]).unwrap().0)
+    };
+    std::thread::sleep(Duration::from_millis(500));
+    let listings = [
+        "/api/v1/repos".to_owned(),
+        "/api/v1/repos/search?q=small".to_owned(),
+        "/api/v1/node/policies/repos".to_owned(),
+        format!("/api/v1/delegates/{delegate}/repos"),
+    ];
+    let waiting: Vec<_> = listings
+        .iter()
+        .map(|path| {
+            let url = seed.url(path);
+            std::thread::spawn(move || seedd_tests::http_get(&url, &[]).unwrap().0)
+        })
+        .collect();
+    let (one, _) = seedd_tests::http_get(&seed.url(&format!("/api/v1/repos/{rid}")), &[]).unwrap();
+    assert_eq!(one, 200, "one record needs no permit");
+    let statuses: Vec<u16> = waiting.into_iter().map(|t| t.join().unwrap()).collect();
+    assert_eq!(statuses, vec![503; listings.len()], "{listings:?}");
+    assert_eq!(busy(), listings.len() as f64);
+    assert_eq!(holder.join().unwrap(), 200);
+    let (status, _) = seedd_tests::http_get(&seed.url("/api/v1/repos"), &[]).unwrap();
+    assert_eq!(status, 200);
 }

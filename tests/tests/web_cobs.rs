@@ -8,7 +8,10 @@ use std::path::Path;
 use std::process::Output;
 use std::time::Duration;
 
-use seedd_tests::{fixtures, http_get, stdout, wait_for, RadNode, Seed, SeedOptions};
+use seedd_tests::cob::{change_signature, signed_commit};
+use seedd_tests::{
+    fixtures, http_get, output_text, stdout, wait_for, Prober, RadNode, Seed, SeedOptions,
+};
 use serde_json::{json, Value};
 
 fn get(seed: &Seed, path: &str, headers: &[(&str, &str)]) -> (u16, Value) {
@@ -335,26 +338,15 @@ fn fixture_issue_and_patch_are_listed_shown_and_counted() {
     assert_eq!((s, v), (200, json!([])));
 }
 
-fn text(out: &Output) -> String {
-    format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    )
-}
-
 fn run_ok(out: Output, what: &str) -> String {
-    let t = text(&out);
+    let t = output_text(&out);
     assert!(out.status.success(), "{what} failed:\n{t}");
     t
 }
 
 /// The ids of `node`'s COBs of `type_name` in repository `rid` (its own namespace).
 fn cob_ids(node: &RadNode, rid: &str, type_name: &str) -> Vec<String> {
-    let repo = node
-        .home
-        .join("storage")
-        .join(rid.trim_start_matches("rad:"));
+    let repo = node.repo_path(rid);
     let out = std::process::Command::new("git")
         .arg("-C")
         .arg(&repo)
@@ -659,53 +651,6 @@ fn issues_and_patches_made_with_rad_are_served_after_replication() {
     );
 }
 
-/// The `gpgsig` rad puts on a COB change: an SSHSIG PEM whose signature is plain Ed25519 by
-/// `key` over the 20 raw bytes of the tree id.
-fn cob_signature(key: &seedd_proto::crypto::Keypair, tree: &str) -> String {
-    let raw: Vec<u8> = (0..tree.len())
-        .step_by(2)
-        .map(|i| u8::from_str_radix(&tree[i..i + 2], 16).unwrap())
-        .collect();
-    let sig = key.sign(&raw);
-    ssh_key::SshSig::new(
-        ssh_key::public::KeyData::Ed25519(ssh_key::public::Ed25519PublicKey(*key.nid().as_bytes())),
-        "radicle",
-        ssh_key::HashAlg::Sha256,
-        ssh_key::Signature::new(ssh_key::Algorithm::Ed25519, sig.to_vec()).unwrap(),
-    )
-    .unwrap()
-    .to_pem(ssh_key::LineEnding::LF)
-    .unwrap()
-}
-
-/// A commit object's text with a `gpgsig` header.
-fn signed_commit(tree: &str, parents: &[String], pem: &str, time: u64, resource: &str) -> String {
-    let mut c = format!("tree {tree}\n");
-    for p in parents {
-        c.push_str(&format!("parent {p}\n"));
-    }
-    c.push_str(&format!(
-        "author alice <alice@example.invalid> {time} +0000\ncommitter alice <alice@example.invalid> {time} +0000\n"
-    ));
-    let mut lines = pem.trim_end().lines();
-    c.push_str(&format!("gpgsig {}\n", lines.next().unwrap()));
-    for l in lines {
-        c.push_str(&format!(" {l}\n"));
-    }
-    c.push_str(&format!("\nChange\n\nRad-Resource: {resource}\n"));
-    c
-}
-
-/// CPU time (user + system, in clock ticks) of process `pid`.
-fn cpu_ticks(pid: u32) -> u64 {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
-    // Fields after the command (which may hold spaces) in parentheses: utime is the 14th field
-    // of the line, the 12th after `)`.
-    let rest = &stat[stat.rfind(')').unwrap() + 2..];
-    let f: Vec<&str> = rest.split(' ').collect();
-    f[11].parse::<u64>().unwrap() + f[12].parse::<u64>().unwrap()
-}
-
 /// Issue 25 §2: an issue of 10,000 changes that all name one signed tree of 256 action blobs of
 /// 1 MiB (one blob, so the repository stays a few MB), signed with the real key of a `rad`
 /// profile, in a repository seedd serves. Unbounded, evaluating it parses terabytes. The API
@@ -732,6 +677,7 @@ fn an_issue_reusing_one_signed_tree_is_refused_within_budget_and_the_seed_goes_i
         .as_str()
         .unwrap()
         .to_owned();
+    let message = format!("Change\n\nRad-Resource: {identity}");
     let key =
         seedd_proto::crypto::Keypair::load(&f.dir.join("homes/alice/keys/radicle"), None).unwrap();
     let alice = key.nid();
@@ -749,10 +695,10 @@ fn an_issue_reusing_one_signed_tree_is_refused_within_budget_and_the_seed_goes_i
         &["mktree"],
         format!("100644 blob {manifest}\tmanifest\n100644 blob {open}\t0\n").as_bytes(),
     );
-    let pem = cob_signature(&key, &root_tree);
+    let pem = change_signature(&key, &root_tree);
     let root = git(
         &["hash-object", "-w", "-t", "commit", "--stdin"],
-        signed_commit(&root_tree, &[], &pem, 1_800_000_000, &identity).as_bytes(),
+        signed_commit(&root_tree, &[], &pem, 1_800_000_000, &message).as_bytes(),
     );
     // One 1 MiB comment, named 256 times by one tree.
     let big = format!(
@@ -765,7 +711,7 @@ fn an_issue_reusing_one_signed_tree_is_refused_within_budget_and_the_seed_goes_i
         listing.push_str(&format!("100644 blob {big}\t{}\n", i - 128));
     }
     let tree = git(&["mktree"], listing.as_bytes());
-    let pem = cob_signature(&key, &tree);
+    let pem = change_signature(&key, &tree);
     // 10,000 changes on the root, each its own commit of that one tree, then one change that
     // merges them all: written with one git process.
     let dir = tempfile::tempdir().unwrap();
@@ -777,7 +723,7 @@ fn an_issue_reusing_one_signed_tree_is_refused_within_budget_and_the_seed_goes_i
             std::slice::from_ref(&root),
             &pem,
             1_800_000_001 + i,
-            &identity,
+            &message,
         );
         std::fs::write(&path, text).unwrap();
         paths.push_str(&format!("{}\n", path.display()));
@@ -796,7 +742,7 @@ fn an_issue_reusing_one_signed_tree_is_refused_within_budget_and_the_seed_goes_i
     assert_eq!(changes.len(), 10_000);
     let tip = git(
         &["hash-object", "-w", "-t", "commit", "--stdin"],
-        signed_commit(&tree, &changes, &pem, 1_800_020_000, &identity).as_bytes(),
+        signed_commit(&tree, &changes, &pem, 1_800_020_000, &message).as_bytes(),
     );
     git(
         &[
@@ -815,23 +761,7 @@ fn an_issue_reusing_one_signed_tree_is_refused_within_budget_and_the_seed_goes_i
     let small = f.rid("small-fixture");
     let small_head = f.repo("small-fixture")["head"].as_str().unwrap().to_owned();
     // Another repository's tree, asked for all along.
-    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
-    let trees = {
-        let (stop, url) = (
-            stop.clone(),
-            seed.url(&format!("/api/v1/repos/{small}/tree/{small_head}/")),
-        );
-        std::thread::spawn(move || {
-            let mut answers = Vec::new();
-            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
-                let started = std::time::Instant::now();
-                let (status, _) = http_get(&url, &[]).unwrap();
-                answers.push((status, started.elapsed()));
-                std::thread::sleep(Duration::from_millis(200));
-            }
-            answers
-        })
-    };
+    let trees = Prober::start(seed.url(&format!("/api/v1/repos/{small}/tree/{small_head}/")));
 
     let started = std::time::Instant::now();
     let (status, body) = get(&seed, &format!("/api/v1/repos/{rid}/issues/{root}"), &[]);
@@ -872,21 +802,7 @@ fn an_issue_reusing_one_signed_tree_is_refused_within_budget_and_the_seed_goes_i
         1.0
     );
 
-    // Idle 5 s later: at most 0.5 s of CPU over the next 2 s.
-    std::thread::sleep(Duration::from_secs(5));
-    let before = cpu_ticks(pid);
-    std::thread::sleep(Duration::from_secs(2));
-    let used = cpu_ticks(pid) - before;
-    assert!(
-        used <= 50,
-        "seedd used {used} ticks of CPU in 2 s after the answer"
-    );
+    seedd_tests::proc::assert_goes_idle(pid, Duration::from_secs(5), "the answer");
 
-    stop.store(true, std::sync::atomic::Ordering::Relaxed);
-    let answers = trees.join().unwrap();
-    assert!(!answers.is_empty());
-    for (status, took) in &answers {
-        assert_eq!(*status, 200, "{answers:?}");
-        assert!(*took < Duration::from_secs(5), "{answers:?}");
-    }
+    trees.assert_all_ok(Duration::from_secs(5));
 }

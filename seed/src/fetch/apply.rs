@@ -687,16 +687,7 @@ mod tests {
     use std::time::{Duration, Instant};
 
     fn cfg(dir: &Path) -> FetchConfig {
-        FetchConfig {
-            max_concurrent: 1,
-            max_per_peer: 1,
-            max_pack_bytes: 1 << 20,
-            timeout: Duration::from_secs(5),
-            deadline: Duration::from_secs(5),
-            git: "git".into(),
-            git_home: dir.to_owned(),
-            work_dir: dir.join("fetch"),
-        }
+        FetchConfig::for_tests(dir.to_owned(), dir.join("fetch"))
     }
 
     fn offering(head: gix::ObjectId) -> BTreeMap<String, String> {

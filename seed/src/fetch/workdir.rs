@@ -125,7 +125,6 @@ fn sweep_legacy_quarantine(cfg: &FetchConfig, storage: &Storage) {
 
 #[cfg(test)]
 mod tests {
-    use std::time::Duration;
 
     use crate::crypto::RepoId;
     use crate::git::testing::{ok, run};
@@ -150,16 +149,8 @@ mod tests {
         let blob = String::from_utf8(out.stdout).unwrap();
         let blob = blob.trim();
         git(&["update-ref", "refs/seedd-fetch/old", blob]);
-        let cfg = super::FetchConfig {
-            max_concurrent: 1,
-            max_per_peer: 1,
-            max_pack_bytes: 1 << 20,
-            timeout: Duration::from_secs(5),
-            deadline: Duration::from_secs(5),
-            git: "git".into(),
-            git_home: dir.path().join("git-home"),
-            work_dir: dir.path().join("fetch"),
-        };
+        let cfg =
+            super::FetchConfig::for_tests(dir.path().join("git-home"), dir.path().join("fetch"));
         std::fs::create_dir_all(cfg.work_dir.join("fetch-1-1")).unwrap();
         std::fs::create_dir_all(&cfg.git_home).unwrap();
         let index = Index::open(&dir.path().join("index")).unwrap();

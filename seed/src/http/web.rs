@@ -50,6 +50,31 @@ pub(crate) const HEAVY_WAIT: Duration = Duration::from_secs(2);
 /// How long blocking git work may take before the request gets 503.
 pub(crate) const WORK_DEADLINE: Duration = Duration::from_secs(20);
 
+/// Test builds only: `SEEDD_TEST_HEAVY_PERMITS` replaces [`HEAVY_PERMITS`] and
+/// `SEEDD_TEST_HEAVY_HOLD_MS` keeps every heavy permit that long before its work starts, so
+/// that an integration test can show which requests need a permit. Release builds read neither.
+mod test_seam {
+    #[cfg(debug_assertions)]
+    fn var(name: &str) -> Option<u64> {
+        std::env::var(name).ok().and_then(|v| v.parse().ok())
+    }
+
+    pub(super) fn heavy_permits() -> usize {
+        #[cfg(debug_assertions)]
+        if let Some(n) = var("SEEDD_TEST_HEAVY_PERMITS") {
+            return n as usize;
+        }
+        super::HEAVY_PERMITS
+    }
+
+    pub(super) fn hold_heavy() {
+        #[cfg(debug_assertions)]
+        if let Some(ms) = var("SEEDD_TEST_HEAVY_HOLD_MS") {
+            std::thread::sleep(std::time::Duration::from_millis(ms));
+        }
+    }
+}
+
 /// Which node id serves a host (argument: the host's tenant, if any).
 pub(crate) type NodeOf = Box<dyn Fn(Option<&str>) -> NodeId + Send + Sync>;
 
@@ -82,7 +107,7 @@ impl Web {
         Self {
             node_of: Box::new(node_of),
             alias,
-            heavy: Arc::new(tokio::sync::Semaphore::new(HEAVY_PERMITS)),
+            heavy: Arc::new(tokio::sync::Semaphore::new(test_seam::heavy_permits())),
             cobs: cobs::CobCache::default(),
             archives: archive::Archives::default(),
             trees: trees::TreeCache::default(),
@@ -470,6 +495,7 @@ pub(crate) async fn heavy_cancellable<T: Send + 'static>(
     let metrics = state.metrics.clone();
     crate::blocking::run_cancellable(WORK_DEADLINE, move |cancel| {
         let _permit = permit;
+        test_seam::hold_heavy();
         let r = f(cancel);
         if cancel.is_cancelled() && r.is_err() {
             metrics.web_bounded.with_label_values(&["cancelled"]).inc();

@@ -590,17 +590,7 @@ mod tests {
     fn repo_with_files() -> (tempfile::TempDir, ObjectId) {
         let tmp = tempfile::tempdir().unwrap();
         let dir = tmp.path();
-        let git = |args: &[&str]| {
-            let out = crate::git::command("git", dir)
-                .arg("-C")
-                .arg(dir)
-                .args(["-c", "user.name=t", "-c", "user.email=t@example.com"])
-                .args(args)
-                .output()
-                .unwrap();
-            assert!(out.status.success(), "{args:?}: {out:?}");
-            String::from_utf8(out.stdout).unwrap().trim().to_owned()
-        };
+        let git = |args: &[&str]| crate::git::testing::ok(dir, args);
         git(&["init", "-q"]);
         std::fs::create_dir_all(dir.join("d/e")).unwrap();
         std::fs::write(dir.join("a"), "aaa").unwrap();
@@ -659,17 +649,7 @@ mod tests {
     fn export_subst_attributes_are_noticed() {
         let tmp = tempfile::tempdir().unwrap();
         let dir = tmp.path();
-        let git = |args: &[&str]| {
-            let out = crate::git::command("git", dir)
-                .arg("-C")
-                .arg(dir)
-                .args(["-c", "user.name=t", "-c", "user.email=t@example.com"])
-                .args(args)
-                .output()
-                .unwrap();
-            assert!(out.status.success(), "{args:?}: {out:?}");
-            String::from_utf8(out.stdout).unwrap().trim().to_owned()
-        };
+        let git = |args: &[&str]| crate::git::testing::ok(dir, args);
         git(&["init", "-q"]);
         std::fs::create_dir_all(dir.join("d")).unwrap();
         std::fs::write(dir.join(".gitattributes"), "*.txt text\n").unwrap();

@@ -836,17 +836,7 @@ mod tests {
     fn history(n: usize) -> (tempfile::TempDir, gix::Repository, ObjectId) {
         let tmp = tempfile::tempdir().unwrap();
         let dir = tmp.path();
-        let git = |args: &[&str]| {
-            let out = crate::git::command("git", dir)
-                .arg("-C")
-                .arg(dir)
-                .args(["-c", "user.name=t", "-c", "user.email=t@example.com"])
-                .args(args)
-                .output()
-                .unwrap();
-            assert!(out.status.success(), "{args:?}: {out:?}");
-            String::from_utf8(out.stdout).unwrap().trim().to_owned()
-        };
+        let git = |args: &[&str]| crate::git::testing::ok(dir, args);
         git(&["init", "-q"]);
         for i in 0..n {
             std::fs::write(dir.join("f"), format!("{i}\n")).unwrap();

@@ -35,21 +35,7 @@ fn read_blob(
     what: &'static str,
     limit: u64,
 ) -> Result<Vec<u8>, CobError> {
-    let header = git.find_header(id).map_err(git_err)?;
-    if header.kind() != gix::objs::Kind::Blob {
-        return Err(CobError::NotABlob {
-            what,
-            id,
-            kind: header.kind(),
-        });
-    }
-    if header.size() > limit {
-        return Err(CobError::TooLarge {
-            commit,
-            what,
-            size: header.size(),
-        });
-    }
+    blob_size(git, commit, id, what, limit)?;
     let blob = git.find_blob(id).map_err(git_err)?;
     Ok(blob.data.clone())
 }

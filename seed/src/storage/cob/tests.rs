@@ -145,37 +145,15 @@ fn write_tree(
     actions: &[Value],
     doc: Option<gix::ObjectId>,
 ) -> gix::ObjectId {
-    let blob = |bytes: &[u8]| git.write_blob(bytes).unwrap().detach();
-    let mut entries = vec![Entry {
-        mode: EntryKind::Blob.into(),
-        filename: "manifest".into(),
-        oid: blob(br#"{"typeName":"xyz.radicle.id","version":1}"#),
-    }];
-    for (i, action) in actions.iter().enumerate() {
-        entries.push(Entry {
-            mode: EntryKind::Blob.into(),
-            filename: i.to_string().into(),
-            oid: blob(&serde_json::to_vec(action).unwrap()),
-        });
-    }
-    if let Some(doc) = doc {
-        let embeds = gix::objs::Tree {
-            entries: vec![Entry {
-                mode: EntryKind::Blob.into(),
-                filename: "radicle.json".into(),
-                oid: doc,
-            }],
-        };
-        entries.push(Entry {
-            mode: EntryKind::Tree.into(),
-            filename: "embeds".into(),
-            oid: git.write_object(&embeds).unwrap().detach(),
-        });
-    }
-    entries.sort();
-    git.write_object(&gix::objs::Tree { entries })
-        .unwrap()
-        .detach()
+    let blobs: Vec<gix::ObjectId> = actions
+        .iter()
+        .map(|a| {
+            git.write_blob(serde_json::to_vec(a).unwrap())
+                .unwrap()
+                .detach()
+        })
+        .collect();
+    cob_tree_embedding(git, "xyz.radicle.id", &blobs, doc)
 }
 
 fn write_commit(
@@ -234,6 +212,32 @@ fn revision(blob: gix::ObjectId, parent: Option<gix::ObjectId>, signature: Strin
 
 fn accept(revision: gix::ObjectId, signature: String) -> Value {
     json!({"type": "revision.accept", "revision": revision.to_string(), "signature": signature})
+}
+
+/// A change on `parents` in which `by` proposes `blob` as the revision after `parent`.
+fn propose(
+    git: &gix::Repository,
+    by: &SigningKey,
+    parents: &[gix::ObjectId],
+    blob: gix::ObjectId,
+    parent: Option<gix::ObjectId>,
+    time: i64,
+) -> gix::ObjectId {
+    let action = revision(blob, parent, sign_blob(by, blob));
+    change(git, by, parents, &[action], Some(blob), time)
+}
+
+/// A change on `parent` in which `by` accepts `revision` (of `blob`).
+fn accepts(
+    git: &gix::Repository,
+    by: &SigningKey,
+    parent: gix::ObjectId,
+    revision: gix::ObjectId,
+    blob: gix::ObjectId,
+    time: i64,
+) -> gix::ObjectId {
+    let action = accept(revision, sign_blob(by, blob));
+    change(git, by, &[parent], &[action], None, time)
 }
 
 /// The document at `commit` as JSON, and a new blob with `edit` applied to it.
@@ -343,14 +347,7 @@ fn changed_document_with_the_old_signature_is_refused() {
         "{err}"
     );
     // Control: the same change with a fresh signature is adopted.
-    let good = change(
-        &git,
-        &alice,
-        &[root],
-        &[revision(forged, Some(root), sign_blob(&alice, forged))],
-        Some(forged),
-        LATER,
-    );
+    let good = propose(&git, &alice, &[root], forged, Some(root), LATER);
     let ok = verify_identity(&git, fx.rid, good).unwrap();
     assert_eq!((ok.head, ok.blob, ok.doc.threshold), (good, forged, 2));
     // The embedded document must be the one the action names.
@@ -396,14 +393,7 @@ fn commit_signature_must_cover_the_tree() {
     // A forged ancestor taints every descendant.
     let alice = key("alice");
     let third = edited_doc(&git, head, |doc| doc["threshold"] = json!(1));
-    let child = change(
-        &git,
-        &alice,
-        &[forged],
-        &[revision(third, Some(forged), sign_blob(&alice, third))],
-        Some(third),
-        LATER + 1,
-    );
+    let child = propose(&git, &alice, &[forged], third, Some(forged), LATER + 1);
     let err = verify_identity(&git, fx.rid, child).unwrap_err();
     assert!(
         matches!(err, CobError::CommitSignature { commit, .. } if commit == forged),
@@ -416,14 +406,7 @@ fn commit_signature_must_cover_the_tree() {
     assert!(matches!(err, CobError::Unsigned { .. }), "{err}");
     // Signed by bob, who is not a delegate of the root revision it builds on.
     let bob = key("bob");
-    let by_bob = change(
-        &git,
-        &bob,
-        &[root],
-        &[revision(other, Some(root), sign_blob(&bob, other))],
-        Some(other),
-        LATER,
-    );
+    let by_bob = propose(&git, &bob, &[root], other, Some(root), LATER);
     let err = verify_identity(&git, fx.rid, by_bob).unwrap_err();
     assert!(
         matches!(err, CobError::NotDelegate { author, .. } if author == nid(&bob)),
@@ -535,48 +518,20 @@ fn revisions_are_adopted_by_a_majority_of_the_parent_delegates() {
     let carol = SigningKey::from_bytes(&[7; 32]);
     let head = fx.identity_head; // delegates alice and bob: majority 2
     let blob = edited_doc(&git, head, |doc| doc["threshold"] = json!(2));
-    let proposal = change(
-        &git,
-        &alice,
-        &[head],
-        &[revision(blob, Some(head), sign_blob(&alice, blob))],
-        Some(blob),
-        LATER,
-    );
+    let proposal = propose(&git, &alice, &[head], blob, Some(head), LATER);
     // Alice's own accept is one of two needed: the current identity stays.
     let id = verify_identity(&git, fx.rid, proposal).unwrap();
     assert_eq!((id.head, id.doc.threshold), (head, 1));
     // Bob accepts: adopted.
-    let accepted = change(
-        &git,
-        &bob,
-        &[proposal],
-        &[accept(proposal, sign_blob(&bob, blob))],
-        None,
-        LATER + 1,
-    );
+    let accepted = accepts(&git, &bob, proposal, proposal, blob, LATER + 1);
     let id = verify_identity(&git, fx.rid, accepted).unwrap();
     assert_eq!((id.head, id.blob, id.doc.threshold), (proposal, blob, 2));
     // Bob's accept with a signature over another blob.
-    let bad = change(
-        &git,
-        &bob,
-        &[proposal],
-        &[accept(proposal, sign_blob(&bob, head))],
-        None,
-        LATER + 1,
-    );
+    let bad = accepts(&git, &bob, proposal, proposal, head, LATER + 1);
     let err = verify_identity(&git, fx.rid, bad).unwrap_err();
     assert!(matches!(err, CobError::ActionSignature { .. }), "{err}");
     // Carol is no delegate: her accept does not count, it is refused.
-    let by_carol = change(
-        &git,
-        &carol,
-        &[proposal],
-        &[accept(proposal, sign_blob(&carol, blob))],
-        None,
-        LATER + 1,
-    );
+    let by_carol = accepts(&git, &carol, proposal, proposal, blob, LATER + 1);
     let err = verify_identity(&git, fx.rid, by_carol).unwrap_err();
     assert!(
         matches!(err, CobError::NotDelegate { author, .. } if author == nid(&carol)),
@@ -602,14 +557,7 @@ fn revisions_are_adopted_by_a_majority_of_the_parent_delegates() {
     assert!(matches!(err, CobError::NotDelegate { .. }), "{err}");
     // A revision must change the document.
     let same = identity::read(&git, head).unwrap().blob;
-    let unchanged = change(
-        &git,
-        &alice,
-        &[head],
-        &[revision(same, Some(head), sign_blob(&alice, same))],
-        Some(same),
-        LATER,
-    );
+    let unchanged = propose(&git, &alice, &[head], same, Some(head), LATER);
     let err = verify_identity(&git, fx.rid, unchanged).unwrap_err();
     assert!(matches!(err, CobError::DocUnchanged { .. }), "{err}");
     // Bob rejects instead: more than n - majority = 0 rejections reject it; a later accept
@@ -623,24 +571,10 @@ fn revisions_are_adopted_by_a_majority_of_the_parent_delegates() {
         LATER + 1,
     );
     assert_eq!(verify_identity(&git, fx.rid, rejected).unwrap().head, head);
-    let late = change(
-        &git,
-        &alice,
-        &[rejected],
-        &[accept(proposal, sign_blob(&alice, blob))],
-        None,
-        LATER + 2,
-    );
+    let late = accepts(&git, &alice, rejected, proposal, blob, LATER + 2);
     assert_eq!(verify_identity(&git, fx.rid, late).unwrap().head, head);
     // An accept of a revision outside the history is a missing dependency.
-    let dangling = change(
-        &git,
-        &bob,
-        &[head],
-        &[accept(proposal, sign_blob(&bob, blob))],
-        None,
-        LATER + 1,
-    );
+    let dangling = accepts(&git, &bob, head, proposal, blob, LATER + 1);
     let err = verify_identity(&git, fx.rid, dangling).unwrap_err();
     assert!(matches!(err, CobError::MissingRevision { .. }), "{err}");
 }
@@ -652,22 +586,8 @@ fn merged_heads_are_decided_by_the_identity_rules_not_by_order() {
     let (alice, bob) = (key("alice"), key("bob"));
     let head = fx.identity_head; // delegates alice and bob: majority 2
     let blob = edited_doc(&git, head, |doc| doc["threshold"] = json!(2));
-    let proposal = change(
-        &git,
-        &alice,
-        &[head],
-        &[revision(blob, Some(head), sign_blob(&alice, blob))],
-        Some(blob),
-        LATER,
-    );
-    let accepted = change(
-        &git,
-        &bob,
-        &[proposal],
-        &[accept(proposal, sign_blob(&bob, blob))],
-        None,
-        LATER + 1,
-    );
+    let proposal = propose(&git, &alice, &[head], blob, Some(head), LATER);
+    let accepted = accepts(&git, &bob, proposal, proposal, blob, LATER + 1);
     // Ours behind the accepted revision, in either order: the accepted one.
     for heads in [[head, accepted], [accepted, head]] {
         let id = verify_identity_heads(&git, fx.rid, &heads).unwrap();
@@ -682,14 +602,7 @@ fn merged_heads_are_decided_by_the_identity_rules_not_by_order() {
     }
     // A forged change in one head's history fails the merge as a whole.
     let carol = SigningKey::from_bytes(&[7; 32]);
-    let by_carol = change(
-        &git,
-        &carol,
-        &[proposal],
-        &[accept(proposal, sign_blob(&carol, blob))],
-        None,
-        LATER + 1,
-    );
+    let by_carol = accepts(&git, &carol, proposal, proposal, blob, LATER + 1);
     assert!(verify_identity_heads(&git, fx.rid, &[accepted, by_carol]).is_err());
     assert!(matches!(
         verify_identity_heads(&git, fx.rid, &[]),
@@ -746,22 +659,8 @@ fn a_delegate_accepts_one_active_sibling_and_stale_edits_need_concurrency() {
     let blob2 = edited_doc(&git, head, |doc| {
         doc["payload"]["xyz.radicle.project"]["description"] = json!("bob's")
     });
-    let p1 = change(
-        &git,
-        &alice,
-        &[head],
-        &[revision(blob1, Some(head), sign_blob(&alice, blob1))],
-        Some(blob1),
-        LATER,
-    );
-    let p2 = change(
-        &git,
-        &bob,
-        &[head],
-        &[revision(blob2, Some(head), sign_blob(&bob, blob2))],
-        Some(blob2),
-        LATER + 1,
-    );
+    let p1 = propose(&git, &alice, &[head], blob1, Some(head), LATER);
+    let p2 = propose(&git, &bob, &[head], blob2, Some(head), LATER + 1);
     // Bob's own proposal p2 carries his accept, so his accept of the sibling p1 is skipped.
     let merge = change(
         &git,
@@ -773,14 +672,7 @@ fn a_delegate_accepts_one_active_sibling_and_stale_edits_need_concurrency() {
     );
     assert_eq!(verify_identity(&git, fx.rid, merge).unwrap().head, head);
     // Alice's accept of p2 is skipped too: her own p1 is active and carries her accept.
-    let skipped = change(
-        &git,
-        &alice,
-        &[merge],
-        &[accept(p2, sign_blob(&alice, blob2))],
-        None,
-        LATER + 3,
-    );
+    let skipped = accepts(&git, &alice, merge, p2, blob2, LATER + 3);
     assert_eq!(verify_identity(&git, fx.rid, skipped).unwrap().head, head);
     // Once she redacts p1, her accept counts and p2 (bob's accept + alice's) is adopted.
     let redact = json!({"type": "revision.redact", "revision": p1.to_string()});
@@ -827,6 +719,16 @@ fn sshsig_parsing() {
 /// A tree of another COB type: `manifest` and the given blobs as actions `0`, `1`, … (names
 /// past 127 wrap to negative `i8` names, as 256 actions need).
 fn cob_tree(git: &gix::Repository, type_name: &str, actions: &[gix::ObjectId]) -> gix::ObjectId {
+    cob_tree_embedding(git, type_name, actions, None)
+}
+
+/// A COB tree: `manifest`, the actions, and `embeds/radicle.json` = `doc` when given.
+fn cob_tree_embedding(
+    git: &gix::Repository,
+    type_name: &str,
+    actions: &[gix::ObjectId],
+    doc: Option<gix::ObjectId>,
+) -> gix::ObjectId {
     let manifest = format!(r#"{{"typeName":"{type_name}","version":1}}"#);
     let mut entries = vec![Entry {
         mode: EntryKind::Blob.into(),
@@ -838,6 +740,20 @@ fn cob_tree(git: &gix::Repository, type_name: &str, actions: &[gix::ObjectId]) -
             mode: EntryKind::Blob.into(),
             filename: (i as u8 as i8).to_string().into(),
             oid: *blob,
+        });
+    }
+    if let Some(doc) = doc {
+        let embeds = gix::objs::Tree {
+            entries: vec![Entry {
+                mode: EntryKind::Blob.into(),
+                filename: "radicle.json".into(),
+                oid: doc,
+            }],
+        };
+        entries.push(Entry {
+            mode: EntryKind::Tree.into(),
+            filename: "embeds".into(),
+            oid: git.write_object(&embeds).unwrap().detach(),
         });
     }
     entries.sort();
@@ -1030,60 +946,18 @@ pub(crate) fn retired_fork() -> RetiredFork {
     let blob1 = edited_doc(&git, head, |doc| {
         doc["delegates"] = json!([did(&alice), did(&bob), did(&carol)]);
     });
-    let r1 = change(
-        &git,
-        &alice,
-        &[head],
-        &[revision(blob1, Some(head), sign_blob(&alice, blob1))],
-        Some(blob1),
-        LATER,
-    );
-    let a1 = change(
-        &git,
-        &bob,
-        &[r1],
-        &[accept(r1, sign_blob(&bob, blob1))],
-        None,
-        LATER + 1,
-    );
+    let r1 = propose(&git, &alice, &[head], blob1, Some(head), LATER);
+    let a1 = accepts(&git, &bob, r1, r1, blob1, LATER + 1);
     // R2: alice alone, accepted by alice and bob (2 of R1's 3).
     let blob2 = edited_doc(&git, r1, |doc| doc["delegates"] = json!([did(&alice)]));
-    let r2 = change(
-        &git,
-        &alice,
-        &[a1],
-        &[revision(blob2, Some(r1), sign_blob(&alice, blob2))],
-        Some(blob2),
-        LATER + 10,
-    );
-    let a2 = change(
-        &git,
-        &bob,
-        &[r2],
-        &[accept(r2, sign_blob(&bob, blob2))],
-        None,
-        LATER + 11,
-    );
+    let r2 = propose(&git, &alice, &[a1], blob2, Some(r1), LATER + 10);
+    let a2 = accepts(&git, &bob, r2, r2, blob2, LATER + 11);
     // The fork: bob and carol, both retired, from R1, dated before R2.
     let forged = edited_doc(&git, r1, |doc| {
         doc["delegates"] = json!([did(&bob), did(&carol)]);
     });
-    let fork = change(
-        &git,
-        &bob,
-        &[a1],
-        &[revision(forged, Some(r1), sign_blob(&bob, forged))],
-        Some(forged),
-        LATER + 5,
-    );
-    let fork_accepted = change(
-        &git,
-        &carol,
-        &[fork],
-        &[accept(fork, sign_blob(&carol, forged))],
-        None,
-        LATER + 6,
-    );
+    let fork = propose(&git, &bob, &[a1], forged, Some(r1), LATER + 5);
+    let fork_accepted = accepts(&git, &carol, fork, fork, forged, LATER + 6);
     // A successor of ours by our current delegate (alice alone).
     let blob3 = edited_doc(&git, r2, |doc| doc["threshold"] = json!(1));
     let blob3 = if blob3 == blob2 {
@@ -1093,14 +967,7 @@ pub(crate) fn retired_fork() -> RetiredFork {
     } else {
         blob3
     };
-    let r3 = change(
-        &git,
-        &alice,
-        &[a2],
-        &[revision(blob3, Some(r2), sign_blob(&alice, blob3))],
-        Some(blob3),
-        LATER + 20,
-    );
+    let r3 = propose(&git, &alice, &[a2], blob3, Some(r2), LATER + 20);
     RetiredFork {
         tmp,
         rid: fx.rid,
