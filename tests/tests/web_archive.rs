@@ -496,3 +496,60 @@ fn a_client_that_goes_away_stops_git_archive() {
     // The slot came back: the next download works.
     assert_eq!(get(&seed, &format!("/raw/{rid}/{head}.zip")).status, 200);
 }
+
+/// Issue 25 §4: an archive holds its slot for at most its deadline — `http.request_timeout_secs`
+/// where shorter than 10 minutes (here 3 s). A client that stops reading a 32 MiB archive is cut
+/// at the deadline, not at the write timeout (60 s): counted as `archive_deadline`, `git
+/// archive` killed, the slot free for the next download.
+#[test]
+fn a_stalled_archive_download_ends_at_its_deadline() {
+    let seed = Seed::start(SeedOptions {
+        env: vec![("SEEDD_HTTP__REQUEST_TIMEOUT_SECS".into(), "3".into())],
+        ..SeedOptions::default()
+    });
+    let (rid, path) = seedd_tests::synthetic_repo(&seed.storage(), "big", |work, g| {
+        let data = seedd_tests::incompressible(0x9e37_79b9_7f4a_7c15, 32 << 20);
+        std::fs::write(work.join("noise.bin"), data).unwrap();
+        g(&["add", "."]);
+        g(&["commit", "-q", "-m", "noise"]);
+    });
+    seed.rescan();
+    let head = stdout(&run(Command::new("git")
+        .arg("--git-dir")
+        .arg(&path)
+        .args(["rev-parse", "HEAD"])));
+    let deadline = || seed.metric("seedd_web_bounded_total", &["bound=\"archive_deadline\""]);
+    assert_eq!(deadline(), 0.0);
+    let req = format!(
+        "GET /raw/{rid}/{head}.tar HTTP/1.1\r\nHost: {}\r\nConnection: close\r\n\r\n",
+        seed.http
+    );
+    let started = std::time::Instant::now();
+    let mut conn = seedd_tests::raw_request(seed.http, req.as_bytes());
+    let mut first = [0u8; 4096];
+    let n = std::io::Read::read(&mut conn, &mut first).unwrap();
+    assert!(String::from_utf8_lossy(&first[..n]).starts_with("HTTP/1.1 200"));
+    // The client stops reading; the deadline passes.
+    wait_for("the archive deadline", Duration::from_secs(20), || {
+        (deadline() >= 1.0).then_some(())
+    });
+    let took = started.elapsed();
+    assert!(
+        took >= Duration::from_secs(3) && took < Duration::from_secs(15),
+        "cut after {took:?}"
+    );
+    let running = || {
+        seedd_tests::processes_mentioning(&head)
+            .into_iter()
+            .filter(|p| p.contains("archive"))
+            .collect::<Vec<_>>()
+    };
+    wait_for("git archive killed", Duration::from_secs(10), || {
+        running().is_empty().then_some(())
+    });
+    // What the client reads now ends short of the whole tar.
+    let mut rest = Vec::new();
+    let _ = std::io::Read::read_to_end(&mut conn, &mut rest);
+    assert!(n + rest.len() < 32 << 20, "{} bytes", n + rest.len());
+    assert_eq!(get(&seed, &format!("/raw/{rid}/{head}.zip")).status, 200);
+}
