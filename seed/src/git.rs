@@ -41,6 +41,31 @@ fn resolve(program: &OsStr, path: &OsStr) -> PathBuf {
         .unwrap_or_else(|| PathBuf::from(program))
 }
 
+/// `cmd` (a [`command`]) run by `/bin/sh` under `ulimit -d`: its data segment (heap and
+/// private writable mappings; not the read-only mappings of pack files) limited to `bytes`,
+/// so that a malloc past it fails and git dies instead of taking the machine's memory. The
+/// shell sets the limit and `exec`s the program: no `unsafe` `pre_exec` in the daemon.
+pub(crate) fn with_data_limit(cmd: &std::process::Command, bytes: u64) -> std::process::Command {
+    let mut limited = std::process::Command::new("/bin/sh");
+    limited.env_clear();
+    for (k, v) in cmd.get_envs() {
+        match v {
+            Some(v) => limited.env(k, v),
+            None => limited.env_remove(k),
+        };
+    }
+    if let Some(dir) = cmd.get_current_dir() {
+        limited.current_dir(dir);
+    }
+    limited
+        .arg("-c")
+        .arg("ulimit -d \"$0\" && exec \"$@\"")
+        .arg((bytes / 1024).max(1).to_string())
+        .arg(cmd.get_program())
+        .args(cmd.get_args());
+    limited
+}
+
 /// [`command`] for async callers.
 pub(crate) fn async_command(git: impl AsRef<OsStr>, home: &Path) -> tokio::process::Command {
     tokio::process::Command::from(command(git, home))
@@ -83,6 +108,34 @@ pub(crate) mod testing {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_data_limit_stops_a_program_that_allocates_past_it() {
+        let home = tempfile::tempdir().unwrap();
+        // git's own allocation of a 64 MiB buffer fails under a 32 MiB limit…
+        let mut cmd = command("git", home.path());
+        cmd.args(["-c", "core.bigFileThreshold=1g", "hash-object", "--stdin"]);
+        let big = vec![b'x'; 64 << 20];
+        let run = |cmd: &mut std::process::Command| {
+            use std::io::Write as _;
+            let mut child = cmd
+                .stdin(std::process::Stdio::piped())
+                .stdout(std::process::Stdio::piped())
+                .stderr(std::process::Stdio::piped())
+                .spawn()
+                .unwrap();
+            let mut stdin = child.stdin.take().unwrap();
+            let _ = stdin.write_all(&big);
+            drop(stdin);
+            child.wait_with_output().unwrap()
+        };
+        let out = run(&mut with_data_limit(&cmd, 32 << 20));
+        assert!(!out.status.success(), "{out:?}");
+        // …and succeeds under 512 MiB, with the same environment and arguments.
+        let out = run(&mut with_data_limit(&cmd, 512 << 20));
+        assert!(out.status.success(), "{out:?}");
+        assert_eq!(String::from_utf8_lossy(&out.stdout).trim().len(), 40);
+    }
 
     #[test]
     fn git_runs_with_a_clean_environment() {

@@ -74,6 +74,7 @@ pub(crate) const WEB_BOUNDS: &[&str] = &[
     "cancelled",
     "archive_output",
     "archive_deadline",
+    "archive_memory",
 ];
 /// `reason` of `seedd_http_connections_refused_total` (`per_ip`: over `http.max_connections_per_ip`).
 const HTTP_CONNECTIONS_REFUSED: &[&str] = &["per_ip"];

@@ -230,6 +230,42 @@ fn export_subst_archives_are_cut_at_their_bound() {
     }
 }
 
+/// The hostile bench's archive: 4,096 `$Format:%B$` of a 64 KiB message, which git expands
+/// in memory (256 MiB) before writing a byte of the file. The git of an `export-subst` tree
+/// runs under a data limit (64 MiB + 3 × its largest blob): it stops there, the download fails
+/// rather than ending short and clean, and `archive_memory` counts it; a plain archive of the
+/// same seed is whole.
+#[test]
+fn an_export_subst_expansion_stops_at_the_data_limit() {
+    let seed = Seed::start(SeedOptions::default());
+    let attack = seedd_tests::hostile::export_subst(&seed.storage(), "subst-mem", 4096, 64 << 10);
+    let (plain, plain_path) = synthetic_repo(&seed.storage(), "plain", |work, g| {
+        std::fs::write(work.join("plain.txt"), "plain\n").unwrap();
+        g(&["add", "."]);
+        g(&["commit", "-q", "-m", "plain"]);
+    });
+    let plain_head = gd(&plain_path, &["rev-parse", "refs/heads/main"]);
+    seed.rescan();
+    let memory = || seed.metric("seedd_web_bounded_total", &["bound=\"archive_memory\""]);
+    assert_eq!(memory(), 0.0);
+    let started = Instant::now();
+    let (status, complete, len) =
+        raw_get(&seed, &format!("/raw/{}/{}.tar", attack.rid, attack.commit));
+    assert!(status.contains(" 200 "), "{status}");
+    assert!(!complete, "the archive ended clean ({len} bytes)");
+    assert!(started.elapsed() < Duration::from_secs(30));
+    seedd_tests::wait_for("the stop counted", Duration::from_secs(5), || {
+        (memory() >= 1.0).then_some(())
+    });
+    assert!(
+        seed.logs().contains("git exited unsuccessfully"),
+        "{}",
+        seed.logs()
+    );
+    let (status, complete, _) = raw_get(&seed, &format!("/raw/{plain}/{plain_head}.tar"));
+    assert!(status.contains(" 200 ") && complete, "{status}");
+}
+
 /// CPU seconds (user + system) the process has used.
 fn cpu_seconds(pid: u32) -> f64 {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();

@@ -3,6 +3,7 @@
 //! deadline; on drop (client gone, timeout, shutdown) the child's whole process group is killed
 //! and the child reaped.
 
+use std::future::Future;
 use std::io;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -82,6 +83,10 @@ pub(crate) struct GitOutput {
     finished: bool,
     read_error: bool,
     shared: Arc<Shared>,
+    /// [`GitOutput::failing_on_exit`]: the end of the output waits for git's exit status.
+    check_exit: bool,
+    /// That wait, once git closed its output.
+    exit: Option<tokio::task::JoinHandle<Option<std::process::ExitStatus>>>,
 }
 
 impl GitOutput {
@@ -120,6 +125,72 @@ impl GitOutput {
             finished: false,
             read_error: false,
             shared,
+            check_exit: false,
+            exit: None,
+        }
+    }
+
+    /// The output ends only once git has exited, and fails (`git_failed`) when git did not
+    /// exit 0: a `git archive` that dies midway (out of memory, a corrupt object) is a failed
+    /// download, not a short file that looks complete. (Upload-pack responses carry their own
+    /// framing and keep the plain end.)
+    pub(crate) fn failing_on_exit(mut self) -> Self {
+        self.check_exit = true;
+        self
+    }
+
+    /// After EOF: the exit status decides between a clean end and an error.
+    fn poll_exit(&mut self, cx: &mut Context<'_>) -> Poll<Option<io::Result<Bytes>>> {
+        if self.exit.is_none() {
+            let child = self
+                .shared
+                .state
+                .lock()
+                .ok()
+                .and_then(|mut st| st.child.take());
+            let Some(mut child) = child else {
+                // The watchdog took it (aborted) or the lock is poisoned: the plain end below.
+                return self.end();
+            };
+            self.exit = Some(tokio::spawn(async move {
+                match tokio::time::timeout(EXIT_GRACE, child.wait()).await {
+                    Ok(Ok(status)) => Some(status),
+                    Ok(Err(_)) => None,
+                    Err(_) => {
+                        kill_group(&child);
+                        None
+                    }
+                }
+            }));
+        }
+        let Some(exit) = self.exit.as_mut() else {
+            return self.end();
+        };
+        match Pin::new(exit).poll(cx) {
+            Poll::Pending => Poll::Pending,
+            Poll::Ready(status) => {
+                self.exit = None;
+                let ok = matches!(status, Ok(Some(s)) if s.success());
+                if !ok {
+                    tracing::warn!(?status, "git exited unsuccessfully; failing the response");
+                    if let Ok(mut st) = self.shared.state.lock() {
+                        st.aborted.get_or_insert("git_failed");
+                    }
+                }
+                self.end()
+            }
+        }
+    }
+
+    /// EOF: a clean end unless the response was aborted.
+    fn end(&mut self) -> Poll<Option<io::Result<Bytes>>> {
+        self.finished = true;
+        // EOF after the watchdog killed git is a truncated response: fail the body so the
+        // client sees an error rather than a clean end.
+        let aborted = self.shared.state.lock().ok().and_then(|s| s.aborted);
+        match aborted {
+            Some(reason) => Poll::Ready(Some(Err(io::Error::new(io::ErrorKind::TimedOut, reason)))),
+            None => Poll::Ready(None),
         }
     }
 }
@@ -176,18 +247,8 @@ impl Stream for GitOutput {
             this.buf.reserve(CHUNK);
         }
         match tokio_util::io::poll_read_buf(Pin::new(&mut this.stdout), cx, &mut this.buf) {
-            Poll::Ready(Ok(0)) => {
-                this.finished = true;
-                // EOF after the watchdog killed git is a truncated response: fail the body so
-                // the client sees an error rather than a clean end.
-                let aborted = this.shared.state.lock().ok().and_then(|s| s.aborted);
-                match aborted {
-                    Some(reason) => {
-                        Poll::Ready(Some(Err(io::Error::new(io::ErrorKind::TimedOut, reason))))
-                    }
-                    None => Poll::Ready(None),
-                }
-            }
+            Poll::Ready(Ok(0)) if this.check_exit => this.poll_exit(cx),
+            Poll::Ready(Ok(0)) => this.end(),
             Poll::Ready(Ok(n)) => {
                 this.shared.bytes.fetch_add(n as u64, Ordering::Relaxed);
                 if let Ok(mut p) = this.shared.progress.lock() {

@@ -23,6 +23,8 @@
 //! The whole download ends at [`ARCHIVE_DEADLINE`] (or `http.request_timeout_secs` if
 //! shorter), counted as `archive_deadline`. Zip output is deflated by git per file, so a tree
 //! whose `.gitattributes` names `export-subst` is zipped stored (`-0`) for its bytes to count.
+//! git expands a file in memory before writing it, so the git of such a tree also runs under a
+//! data limit ([`subst_data_limit`]); past it git fails, the body fails (`archive_memory`).
 
 use std::collections::HashMap;
 use std::process::Stdio;
@@ -57,6 +59,15 @@ pub(crate) const OUTPUT_FACTOR: u64 = 4;
 pub(crate) const OUTPUT_PER_ENTRY: u64 = 4 << 10;
 /// Room for the archive's own headers and trailers.
 pub(crate) const OUTPUT_SLACK: u64 = 1 << 20;
+/// Data (heap) a `git archive` of an `export-subst` tree may use besides three copies of its
+/// largest blob (read, converted, expanded): see [`subst_data_limit`].
+pub(crate) const SUBST_DATA_BASE: u64 = 64 << 20;
+
+/// `RLIMIT_DATA` of a `git archive` whose tree names `export-subst`.
+pub(crate) fn subst_data_limit(largest: u64) -> u64 {
+    SUBST_DATA_BASE.saturating_add(largest.saturating_mul(3))
+}
+
 /// The longest one archive download may take (the slot is free again after it).
 pub(crate) const ARCHIVE_DEADLINE: std::time::Duration = std::time::Duration::from_secs(600);
 
@@ -286,6 +297,8 @@ pub(crate) struct TreeSize {
     /// Some `.gitattributes` names `export-subst` (or is too big to tell): git may write
     /// more than the blobs hold.
     pub subst: bool,
+    /// The largest blob.
+    pub largest: u64,
 }
 
 /// `.gitattributes` files larger than this are not read: taken as naming `export-subst`.
@@ -304,6 +317,7 @@ pub(crate) fn tree_size(
     let mut total = 0u64;
     let mut entries = 0u64;
     let mut subst = false;
+    let mut largest = 0u64;
     let mut stack = vec![tree];
     while let Some(id) = stack.pop() {
         super::source::check_tree_size(repo, id)?;
@@ -322,6 +336,7 @@ pub(crate) fn tree_size(
             } else if !e.mode.is_commit() {
                 let h = repo.find_header(e.oid).map_err(WebError::git)?;
                 total = total.saturating_add(h.size());
+                largest = largest.max(h.size());
                 if !subst && e.filename == ".gitattributes" {
                     subst = h.size() > MAX_ATTRIBUTES_READ
                         || repo
@@ -344,6 +359,7 @@ pub(crate) fn tree_size(
         bytes: total,
         entries,
         subst,
+        largest,
     })
 }
 
@@ -418,9 +434,24 @@ async fn serve(
     if use_prefix {
         cmd.arg(format!("--prefix={stem}/"));
     }
-    cmd.arg(id.to_string())
-        .arg("--")
-        .stdin(Stdio::null())
+    cmd.arg(id.to_string()).arg("--");
+    let mut cmd = if size.subst {
+        // git expands a file's placeholders in memory before it writes a byte of it (4,096
+        // `$Format:%B$` of a 64 KiB message: 256 MiB from a 48 KiB tree), so the output bound
+        // comes too late: such a tree's git runs under a data limit (and a small delta-base
+        // cache), and a malloc past it ends git, counted as `archive_memory`.
+        cmd.as_std_mut()
+            .env("GIT_CONFIG_COUNT", "1")
+            .env("GIT_CONFIG_KEY_0", "core.deltaBaseCacheLimit")
+            .env("GIT_CONFIG_VALUE_0", "16m");
+        tokio::process::Command::from(crate::git::with_data_limit(
+            cmd.as_std(),
+            subst_data_limit(size.largest),
+        ))
+    } else {
+        cmd
+    };
+    cmd.stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .kill_on_drop(true)
@@ -439,6 +470,7 @@ async fn serve(
         Scope::Tenant(t) => Some((state.clone(), t.clone())),
         Scope::All => None,
     };
+    let limited = size.subst;
     let mut limits = state.git.limits;
     limits.total = limits.total.min(ARCHIVE_DEADLINE);
     let metrics = state.metrics.clone();
@@ -455,16 +487,19 @@ async fn serve(
                 state.tenancy.tenants.add_egress(&t, "http", s.bytes);
             }
             if let Some(reason) = s.aborted {
-                if reason == "request_timeout" {
-                    metrics
-                        .web_bounded
-                        .with_label_values(&["archive_deadline"])
-                        .inc();
+                let bound = match reason {
+                    "request_timeout" => Some("archive_deadline"),
+                    "git_failed" if limited => Some("archive_memory"),
+                    _ => None,
+                };
+                if let Some(bound) = bound {
+                    metrics.web_bounded.with_label_values(&[bound]).inc();
                 }
                 tracing::info!(%rid, reason, bytes = s.bytes, "archive aborted");
             }
         }),
-    );
+    )
+    .failing_on_exit();
     let metrics = state.metrics.clone();
     let bounded = Bounded::new(out, bound, move || {
         metrics
@@ -610,6 +645,7 @@ mod tests {
             bytes: 15,
             entries: 5,
             subst: false,
+            largest: 7,
         };
         assert_eq!(tree_size(&repo, tree, 100, 100).unwrap(), size);
         assert_eq!(tree_size(&repo, tree, 15, 100).unwrap(), size);
