@@ -28,6 +28,40 @@ fn fetch_request(rid: &str, head: &str, close: bool) -> String {
     v2_upload_pack_request(rid, &v2_fetch_body(head, &[]), close)
 }
 
+/// `n` connections that each send `request` and never read.
+fn open_stalled(seed: &Seed, request: &str, n: usize) -> Vec<TcpStream> {
+    (0..n)
+        .map(|_| {
+            let mut s = TcpStream::connect(seed.http).unwrap();
+            s.write_all(request.as_bytes()).unwrap();
+            s
+        })
+        .collect()
+}
+
+/// Waits until `n` connections were cut by the write timeout, and checks that it was not
+/// before `timeout` since `opened`.
+fn assert_cut_after(seed: &Seed, n: usize, opened: Instant, timeout: Duration) {
+    wait_for(
+        "the stalled clients to be cut",
+        Duration::from_secs(60),
+        || {
+            (seed.metric("seedd_http_connections_cut_total", &["write_timeout"]) >= n as f64)
+                .then_some(())
+        },
+    );
+    assert!(opened.elapsed() >= timeout, "cut before the timeout");
+}
+
+/// The stalled clients raised RSS (KiB) by less than `limit` KiB.
+fn assert_rss_rise_below(before: u64, after: u64, limit: u64) {
+    assert!(
+        after.saturating_sub(before) < limit,
+        "the stalled clients cost {} KiB of RSS",
+        after.saturating_sub(before)
+    );
+}
+
 /// Descriptors of `pid` open on cache files that were unlinked.
 fn deleted_cache_fds(pid: u32) -> usize {
     std::fs::read_dir(format!("/proc/{pid}/fd"))
@@ -75,13 +109,7 @@ fn stalled_clients_hold_one_buffer_and_are_cut_after_the_write_timeout() {
 
     // 400 clients ask for the hit and never read.
     let request = fetch_request(&rid, &head, false);
-    let stalled: Vec<TcpStream> = (0..STALLED)
-        .map(|_| {
-            let mut s = TcpStream::connect(seed.http).unwrap();
-            s.write_all(request.as_bytes()).unwrap();
-            s
-        })
-        .collect();
+    let stalled = open_stalled(&seed, &request, STALLED);
     let opened = Instant::now();
     wait_for(
         "the stalled responses to start",
@@ -120,25 +148,10 @@ fn stalled_clients_hold_one_buffer_and_are_cut_after_the_write_timeout() {
         "{STALLED} stalled: RSS {rss_before} → {rss_open} KiB, {held} descriptors on evicted files, {:?} after opening",
         opened.elapsed()
     );
-    assert!(
-        rss_open.saturating_sub(rss_before) < 128 * 1024,
-        "{STALLED} stalled clients cost {} KiB of RSS",
-        rss_open - rss_before
-    );
+    assert_rss_rise_below(rss_before, rss_open, 128 * 1024);
 
     // Cut after the timeout: counted, and the evicted file is released.
-    wait_for(
-        "the stalled clients to be cut",
-        Duration::from_secs(60),
-        || {
-            (seed.metric("seedd_http_connections_cut_total", &["write_timeout"]) >= STALLED as f64)
-                .then_some(())
-        },
-    );
-    assert!(
-        opened.elapsed() >= Duration::from_secs(3),
-        "cut before the timeout"
-    );
+    assert_cut_after(&seed, STALLED, opened, Duration::from_secs(3));
     wait_for("evicted files released", Duration::from_secs(30), || {
         (deleted_cache_fds(pid) == 0).then_some(())
     });
@@ -202,13 +215,7 @@ fn stalled_raw_file_clients_share_one_buffer_and_are_cut() {
     );
 
     let request = format!("GET {raw} HTTP/1.1\r\nHost: x\r\n\r\n");
-    let stalled: Vec<TcpStream> = (0..STALLED)
-        .map(|_| {
-            let mut s = TcpStream::connect(seed.http).unwrap();
-            s.write_all(request.as_bytes()).unwrap();
-            s
-        })
-        .collect();
+    let stalled = open_stalled(&seed, &request, STALLED);
     let opened = Instant::now();
     wait_for(
         "the stalled answers to start",
@@ -241,23 +248,8 @@ fn stalled_raw_file_clients_share_one_buffer_and_are_cut() {
         opened.elapsed() < Duration::from_secs(5),
         "the clone ran after the timeout: the check proves nothing"
     );
-    assert!(
-        rss_open.saturating_sub(rss_before) < 128 * 1024,
-        "{STALLED} stalled clients cost {} KiB of RSS",
-        rss_open - rss_before
-    );
-    wait_for(
-        "the stalled clients to be cut",
-        Duration::from_secs(60),
-        || {
-            (seed.metric("seedd_http_connections_cut_total", &["write_timeout"]) >= STALLED as f64)
-                .then_some(())
-        },
-    );
-    assert!(
-        opened.elapsed() >= Duration::from_secs(5),
-        "cut before the timeout"
-    );
+    assert_rss_rise_below(rss_before, rss_open, 128 * 1024);
+    assert_cut_after(&seed, STALLED, opened, Duration::from_secs(5));
     drop(stalled);
 }
 

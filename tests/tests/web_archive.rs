@@ -456,11 +456,10 @@ fn a_tenant_host_downloads_only_its_archives_and_pays_their_egress() {
     );
 }
 
-#[test]
-fn a_client_that_goes_away_stops_git_archive() {
-    let seed = Seed::start(SeedOptions::default());
+/// A repository of 32 MiB that do not compress (git archive cannot finish into the pipe alone),
+/// indexed: its RID and head.
+fn noise_repo(seed: &Seed) -> (String, String) {
     let (rid, path) = seedd_tests::synthetic_repo(&seed.storage(), "big", |work, g| {
-        // 32 MiB that do not compress: git archive cannot finish into the pipe alone.
         let data = seedd_tests::incompressible(0x9e37_79b9_7f4a_7c15, 32 << 20);
         std::fs::write(work.join("noise.bin"), data).unwrap();
         g(&["add", "."]);
@@ -471,6 +470,13 @@ fn a_client_that_goes_away_stops_git_archive() {
         .arg("--git-dir")
         .arg(&path)
         .args(["rev-parse", "HEAD"])));
+    (rid, head)
+}
+
+#[test]
+fn a_client_that_goes_away_stops_git_archive() {
+    let seed = Seed::start(SeedOptions::default());
+    let (rid, head) = noise_repo(&seed);
     let req = format!(
         "GET /raw/{rid}/{head}.tar.gz HTTP/1.1\r\nHost: {}\r\nConnection: close\r\n\r\n",
         seed.http
@@ -507,17 +513,7 @@ fn a_stalled_archive_download_ends_at_its_deadline() {
         env: vec![("SEEDD_HTTP__REQUEST_TIMEOUT_SECS".into(), "3".into())],
         ..SeedOptions::default()
     });
-    let (rid, path) = seedd_tests::synthetic_repo(&seed.storage(), "big", |work, g| {
-        let data = seedd_tests::incompressible(0x9e37_79b9_7f4a_7c15, 32 << 20);
-        std::fs::write(work.join("noise.bin"), data).unwrap();
-        g(&["add", "."]);
-        g(&["commit", "-q", "-m", "noise"]);
-    });
-    seed.rescan();
-    let head = stdout(&run(Command::new("git")
-        .arg("--git-dir")
-        .arg(&path)
-        .args(["rev-parse", "HEAD"])));
+    let (rid, head) = noise_repo(&seed);
     let deadline = || seed.metric("seedd_web_bounded_total", &["bound=\"archive_deadline\""]);
     assert_eq!(deadline(), 0.0);
     let req = format!(
