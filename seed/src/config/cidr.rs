@@ -92,6 +92,17 @@ fn ip_bits(ip: IpAddr) -> u128 {
     }
 }
 
+/// The key of one client for per-client limits (rates, connections, pack-cache generations):
+/// IPv4 (or IPv4-mapped) as is, IPv6 masked to `v6_prefix` (one host usually holds a whole
+/// prefix).
+pub fn client_key(ip: IpAddr, v6_prefix: u8) -> u128 {
+    match ip {
+        IpAddr::V4(v4) => u128::from(v4.to_ipv6_mapped()),
+        IpAddr::V6(v6) if v6.to_ipv4_mapped().is_some() => u128::from(v6),
+        IpAddr::V6(v6) => u128::from(v6) & mask(v6_prefix),
+    }
+}
+
 /// The top `len` bits set (a prefix of that length in IPv6 space).
 pub fn mask(len: u8) -> u128 {
     match len {

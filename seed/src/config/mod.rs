@@ -26,7 +26,7 @@ use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
 
-pub use cidr::{mask, Cidr};
+pub use cidr::{client_key, mask, Cidr};
 pub use load::{env_name, Overrides, Sources};
 pub use sections::{
     AdminConfig, AdminTlsConfig, BanConfig, HttpConfig, HttpRateConfig, IndexConfig, KeysConfig,

@@ -358,6 +358,7 @@ async fn session(
             link,
             outbox: streams_outbox,
             budget: Arc::new(Semaphore::new(GIT_OUTBOX_BYTES)),
+            client: crate::config::client_key(addr.ip(), 64),
         },
         open: HashMap::new(),
         done: mpsc::unbounded_channel(),

@@ -104,6 +104,10 @@ pub(crate) struct StreamCtx {
     pub outbox: mpsc::Sender<Outgoing>,
     /// Byte budget for git output queued on this session.
     pub budget: Arc<Semaphore>,
+    /// The peer's address as a per-client key (`config::client_key`, IPv6 by /64): its
+    /// pack-cache generations count against `http.pack_cache.max_generations_per_client`
+    /// like an HTTP client's.
+    pub client: u128,
 }
 
 impl StreamCtx {
@@ -628,6 +632,7 @@ impl Answerer<'_> {
             protocol: Some("version=2".to_owned()),
             request: Bytes::copy_from_slice(request),
         };
+        let client = self.out.ctx.client;
         // A generation holds the stream's serve slot (or a new one) while git runs.
         let held = &mut self.slot;
         let slot = || async move {
@@ -636,7 +641,7 @@ impl Answerer<'_> {
                 None => serve_slot(shared).await.ok_or("refused_busy"),
             }
         };
-        let Some(mut tail) = packcache::reader(cache, key, None, job, slot).await? else {
+        let Some(mut tail) = packcache::reader(cache, key, Some(client), job, slot).await? else {
             return Ok(false);
         };
         self.count("pack_cache");

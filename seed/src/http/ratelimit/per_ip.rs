@@ -12,7 +12,7 @@ use governor::clock::Clock as _;
 use governor::{DefaultKeyedRateLimiter, RateLimiter};
 
 use super::quota::quota;
-use crate::config::{mask, Cidr, HttpRateConfig};
+use crate::config::{Cidr, HttpRateConfig};
 
 /// Checks between two sweeps of idle IP keys, at least (more when many keys are live).
 pub(super) const SWEEP_EVERY: u64 = 8192;
@@ -52,14 +52,8 @@ fn keyed(cfg: &HttpRateConfig) -> Option<Arc<KeyedLimiter>> {
         .map(|q| Arc::new(RateLimiter::dashmap(q)))
 }
 
-/// The rate-limiting key of a client: IPv4 (or IPv4-mapped) as is, IPv6 masked to `v6_prefix`.
-pub(crate) fn bucket_key(ip: IpAddr, v6_prefix: u8) -> u128 {
-    match ip {
-        IpAddr::V4(v4) => u128::from(v4.to_ipv6_mapped()),
-        IpAddr::V6(v6) if v6.to_ipv4_mapped().is_some() => u128::from(v6),
-        IpAddr::V6(v6) => u128::from(v6) & mask(v6_prefix),
-    }
-}
+/// The rate-limiting key of a client (also its pack-cache admission key).
+pub(crate) use crate::config::client_key as bucket_key;
 
 /// The per-IP limiter and the trusted proxy list.
 pub(super) struct IpLimiter {
