@@ -51,6 +51,19 @@ pub struct RadNode {
     pub log: PathBuf,
 }
 
+/// A project a node made and a seed replicated ([`RadNode::publish_to`]).
+pub struct Published {
+    /// Holds the working copy: keep it as long as `proj` is used.
+    pub dir: tempfile::TempDir,
+    /// The working copy.
+    pub proj: PathBuf,
+    pub rid: String,
+    /// The seed's copy.
+    pub held: PathBuf,
+    /// The node's copy.
+    pub theirs: PathBuf,
+}
+
 /// How [`RadNode::start_with`] sets up and runs `radicle-node`; the default is what
 /// [`RadNode::start`] does.
 pub struct RadNodeOptions {
@@ -215,6 +228,25 @@ impl RadNode {
         self.home
             .join("storage")
             .join(rid.trim_start_matches("rad:"))
+    }
+
+    /// [`project`](Self::project) in a fresh directory, then waits (30 s) until `seed`
+    /// holds it.
+    pub fn publish_to(&self, seed: &Seed, name: &str) -> Published {
+        let dir = tempfile::tempdir().unwrap();
+        let (proj, rid) = self.project(dir.path(), name);
+        let held = seed.repo_path(&rid);
+        wait_for("replicated", Duration::from_secs(30), || {
+            held.join("HEAD").exists().then_some(())
+        });
+        let theirs = self.repo_path(&rid);
+        Published {
+            dir,
+            proj,
+            rid,
+            held,
+            theirs,
+        }
     }
 
     /// A public project of one empty commit on `main`, made with `git init` and `rad init`

@@ -34,6 +34,16 @@ pub struct SeedOptions {
     pub admin_tls: Option<(PathBuf, PathBuf, PathBuf)>,
 }
 
+impl SeedOptions {
+    /// A seed whose policy seeds every repository it hears of (`policy.default = "allow"`).
+    pub fn allowing() -> Self {
+        SeedOptions {
+            extra_config: "[policy]\ndefault = \"allow\"\n".into(),
+            ..SeedOptions::default()
+        }
+    }
+}
+
 /// A running seedd.
 pub struct Seed {
     pub child: Child,

@@ -79,9 +79,8 @@ fn an_open_radicle_stream_is_authorised_again_for_every_request() {
     let rid = f.rid("heartwood-fixture");
     let seed = Seed::start(SeedOptions {
         repos: vec!["heartwood-fixture".into()],
-        extra_config: "[policy]\ndefault = \"allow\"\n".into(),
         p2p_config: "stream_idle_timeout_secs = 30\n".into(),
-        ..SeedOptions::default()
+        ..SeedOptions::allowing()
     });
     let (status, v) = seed.admin(
         "POST",
@@ -161,9 +160,8 @@ fn an_open_radicle_stream_is_authorised_again_for_every_request() {
 #[test]
 fn a_repository_made_private_serves_nothing_of_that_fetch() {
     let seed = Seed::start(SeedOptions {
-        extra_config: "[policy]\ndefault = \"allow\"\n".into(),
         env: vec![("SEEDD_TEST_PAUSE_AFTER_APPLY_MS".into(), "5000".into())],
-        ..Default::default()
+        ..SeedOptions::allowing()
     });
     let seed_did = format!("did:key:{}", seed.nid());
     let gina = RadNode::start("gina", &[seed.p2p_peer()]);

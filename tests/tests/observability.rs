@@ -323,10 +323,7 @@ fn exercise_p2p(seed: &Seed) -> Vec<TcpStream> {
 fn exercise_replication() -> (Seed, RadNode) {
     let heartwood = fixtures().rid("heartwood-fixture");
     let alice_nid = "z6MkeYAdpK8EPmUhABhVB2k6Bd6kSGzrh3e6QoUjxM4U48jz";
-    let seed = Seed::start(SeedOptions {
-        extra_config: "[policy]\ndefault = \"allow\"\n".into(),
-        ..Default::default()
-    });
+    let seed = Seed::start(SeedOptions::allowing());
     let alice = RadNode::start("alice", &[seed.p2p_peer()]);
     let held = seed.repo_path(&heartwood);
     wait_for("heartwood fetched", Duration::from_secs(40), || {
@@ -374,9 +371,8 @@ fn every_metric_in_dashboards_and_alert_rules_is_exported() {
             ("SEEDD_HTTP__MAX_CONCURRENT_PACKS".into(), "1".into()),
             ("SEEDD_HTTP__PACK_QUEUE".into(), "0".into()),
         ],
-        extra_config: "[policy]\ndefault = \"allow\"\n".into(),
         p2p_config: "relay = \"always\"\n[p2p.rate]\nexempt_local = false\ninbound = { fill_rate = 0.5, capacity = 5.0 }\nconnect = { fill_rate = 0.1, capacity = 3.0 }\n".into(),
-        ..Default::default()
+        ..SeedOptions::allowing()
     });
     exercise_http(&seed, &rid);
     exercise_tenants(&seed, &rid);

@@ -26,10 +26,9 @@ fn seed_in(repos: &[&str], p2p: &str, data_dir: Option<std::path::PathBuf>) -> S
     Seed::start(SeedOptions {
         repos: repos.iter().map(|s| s.to_string()).collect(),
         top_config: String::new(),
-        extra_config: "[policy]\ndefault = \"allow\"\n".into(),
         p2p_config: format!("relay = \"always\"\n{p2p}"),
         data_dir,
-        ..Default::default()
+        ..SeedOptions::allowing()
     })
 }
 

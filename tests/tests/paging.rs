@@ -32,9 +32,8 @@ fn seed_with(n: usize, p2p_config: &str) -> (Seed, Vec<String>, tempfile::TempDi
     let rids = many_repos(&data.join("storage"), n);
     let seed = Seed::start(SeedOptions {
         data_dir: Some(data),
-        extra_config: "[policy]\ndefault = \"allow\"\n".into(),
         p2p_config: p2p_config.into(),
-        ..Default::default()
+        ..SeedOptions::allowing()
     });
     (seed, rids, keep)
 }

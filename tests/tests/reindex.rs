@@ -21,9 +21,8 @@ fn a_fetch_among_thousands_of_repositories_touches_only_that_repository() {
         .args(["--count", &HELD.to_string(), "--out"])
         .arg(&storage));
     let seed = Seed::start(SeedOptions {
-        extra_config: "[policy]\ndefault = \"allow\"\n".into(),
         data_dir: Some(data.path().to_owned()),
-        ..Default::default()
+        ..SeedOptions::allowing()
     });
     let status = seed.api("/api/v1/status");
     assert_eq!(

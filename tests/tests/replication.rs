@@ -10,7 +10,8 @@ use std::time::Duration;
 
 use seedd_tests::cob::{blob_signature, change_signature, signed_commit};
 use seedd_tests::{
-    git, git_at, output_text, run, stdout, succeeded, wait_for, Prober, RadNode, Seed, SeedOptions,
+    git, git_at, output_text, run, stdout, succeeded, wait_for, Prober, Published, RadNode, Seed,
+    SeedOptions,
 };
 
 /// The commit an HTTP clone of `rid` from the seed checks out, if the clone works.
@@ -44,9 +45,8 @@ fn rand_suffix() -> u128 {
 #[test]
 fn push_to_real_node_is_replicated_acknowledged_and_served() {
     let seed = Seed::start(SeedOptions {
-        extra_config: "[policy]\ndefault = \"allow\"\n".into(),
         p2p_config: "relay = \"always\"\n".into(),
-        ..Default::default()
+        ..SeedOptions::allowing()
     });
     let seed_nid = seed.nid();
     let dave = RadNode::start("dave", &[seed.p2p_peer()]);
@@ -256,10 +256,7 @@ fn tampered_peer_storage_is_rejected_and_nothing_unsigned_is_written() {
     let heartwood = f.rid("heartwood-fixture");
     let alice_nid = "z6MkeYAdpK8EPmUhABhVB2k6Bd6kSGzrh3e6QoUjxM4U48jz";
     let bob_nid = "z6MkiCRcNkMLR1HFy2j6ih12FuEtDbWTLJJKzMRpoUj4yjgf";
-    let seed = Seed::start(SeedOptions {
-        extra_config: "[policy]\ndefault = \"allow\"\n".into(),
-        ..Default::default()
-    });
+    let seed = Seed::start(SeedOptions::allowing());
     // Tampered copies of the fixture homes, prepared before the nodes start: alice serves
     // heartwood only, bob serves small-fixture only (a copy of alice's).
     let homes = tempfile::Builder::new()
@@ -394,10 +391,9 @@ fn kill_9_during_a_fetch_leaves_storage_consistent_and_the_fetch_is_retried() {
     let data = tmp.path().join("data");
     let port = seedd_tests::free_port();
     let opts = || SeedOptions {
-        extra_config: "[policy]\ndefault = \"allow\"\n".into(),
         data_dir: Some(data.clone()),
         p2p_port: Some(port),
-        ..Default::default()
+        ..SeedOptions::allowing()
     };
     let seed = Seed::start(opts());
     let frank = RadNode::start("frank", &[seed.p2p_peer()]);
@@ -595,10 +591,7 @@ fn replayed_and_diverged_delegate_sigrefs_are_rejected() {
     let f = seedd_tests::fixtures();
     let heartwood = f.rid("heartwood-fixture");
     let alice_nid = "z6MkeYAdpK8EPmUhABhVB2k6Bd6kSGzrh3e6QoUjxM4U48jz";
-    let seed = Seed::start(SeedOptions {
-        extra_config: "[policy]\ndefault = \"allow\"\n".into(),
-        ..Default::default()
-    });
+    let seed = Seed::start(SeedOptions::allowing());
     let alice = RadNode::start("alice", &[seed.p2p_peer()]);
     let held = seed.repo_path(&heartwood);
     wait_for("heartwood fetched", Duration::from_secs(30), || {
@@ -660,9 +653,8 @@ fn fetch_over_the_size_cap_is_stopped_and_nothing_written() {
     let f = seedd_tests::fixtures();
     let heartwood = f.rid("heartwood-fixture");
     let seed = Seed::start(SeedOptions {
-        extra_config: "[policy]\ndefault = \"allow\"\n".into(),
         p2p_config: "max_fetch_bytes = 2000\n".into(),
-        ..Default::default()
+        ..SeedOptions::allowing()
     });
     let _alice = RadNode::start("alice", &[seed.p2p_peer()]);
     wait_for("fetches refused for size", Duration::from_secs(30), || {
@@ -729,17 +721,15 @@ fn concurrent_admin_fetches_of_one_repository_are_coalesced() {
 /// `refs/tags/*` an HTTP clone sees), and the identity update itself replicates.
 #[test]
 fn crefs_rules_publish_canonical_tags() {
-    let seed = Seed::start(SeedOptions {
-        extra_config: "[policy]\ndefault = \"allow\"\n".into(),
-        ..Default::default()
-    });
+    let seed = Seed::start(SeedOptions::allowing());
     let gina = RadNode::start("gina", &[seed.p2p_peer()]);
-    let tmp = tempfile::tempdir().unwrap();
-    let (proj, rid) = gina.project(tmp.path(), "tags");
-    let held = seed.repo_path(&rid);
-    wait_for("replicated", Duration::from_secs(30), || {
-        held.join("HEAD").exists().then_some(())
-    });
+    let Published {
+        dir: tmp,
+        proj,
+        rid,
+        held,
+        ..
+    } = gina.publish_to(&seed, "tags");
     succeeded(
         gina.rad_in(
             &proj,
@@ -785,10 +775,7 @@ fn crefs_rules_publish_canonical_tags() {
 /// Two delegates, threshold 2: seedd's canonical branch moves only when both agree.
 #[test]
 fn threshold_two_canonical_branch_moves_when_both_delegates_agree() {
-    let seed = Seed::start(SeedOptions {
-        extra_config: "[policy]\ndefault = \"allow\"\n".into(),
-        ..Default::default()
-    });
+    let seed = Seed::start(SeedOptions::allowing());
     let hank = RadNode::start("hank", &[seed.p2p_peer()]);
     let ines = RadNode::start("ines", &[seed.p2p_peer()]);
     let tmp = tempfile::tempdir().unwrap();
@@ -949,10 +936,7 @@ fn validly_signed_refs_with_a_wrong_rad_root_are_pruned() {
     let heartwood = f.rid("heartwood-fixture");
     let alice_nid = "z6MkeYAdpK8EPmUhABhVB2k6Bd6kSGzrh3e6QoUjxM4U48jz";
     let bob_nid = "z6MkiCRcNkMLR1HFy2j6ih12FuEtDbWTLJJKzMRpoUj4yjgf";
-    let seed = Seed::start(SeedOptions {
-        extra_config: "[policy]\ndefault = \"allow\"\n".into(),
-        ..Default::default()
-    });
+    let seed = Seed::start(SeedOptions::allowing());
     let home = tempfile::Builder::new()
         .prefix("root")
         .tempdir_in("/tmp")
@@ -1088,9 +1072,8 @@ fn a_rejected_fetch_leaves_no_objects_in_storage() {
     let heartwood = f.rid("heartwood-fixture");
     let alice_nid = "z6MkeYAdpK8EPmUhABhVB2k6Bd6kSGzrh3e6QoUjxM4U48jz";
     let seed = Seed::start(SeedOptions {
-        extra_config: "[policy]\ndefault = \"allow\"\n".into(),
         p2p_config: "max_fetch_bytes = 1000000\n".into(),
-        ..Default::default()
+        ..SeedOptions::allowing()
     });
     let alice = RadNode::start("alice", &[seed.p2p_peer()]);
     let alice_key = Keypair::load(&alice.home.join("keys").join("radicle"), None).unwrap();
@@ -1232,20 +1215,17 @@ fn identity_and_visible(seed: &Seed, held: &Path, rid: &str, tmp: &Path) -> (Str
 #[test]
 fn a_stale_or_rewound_identity_never_rolls_the_seed_back() {
     use seedd_proto::crypto::Keypair;
-    let seed = Seed::start(SeedOptions {
-        extra_config: "[policy]\ndefault = \"allow\"\n".into(),
-        ..Default::default()
-    });
+    let seed = Seed::start(SeedOptions::allowing());
     let seed_did = format!("did:key:{}", seed.nid());
     let reader = format!("did:key:{}", Keypair::mock(411).nid());
     let gina = RadNode::start("gina", &[seed.p2p_peer()]);
-    let tmp = tempfile::tempdir().unwrap();
-    let (proj, rid) = gina.project(tmp.path(), "rollback");
-    let held = seed.repo_path(&rid);
-    let theirs = gina.repo_path(&rid);
-    wait_for("replicated", Duration::from_secs(30), || {
-        held.join("HEAD").exists().then_some(())
-    });
+    let Published {
+        dir: tmp,
+        proj,
+        rid,
+        held,
+        theirs,
+    } = gina.publish_to(&seed, "rollback");
     let public = git_at(&theirs, &["rev-parse", "refs/rad/id"]);
     wait_for(
         "the public revision on the seed",
@@ -1433,9 +1413,8 @@ fn a_fetch_cut_by_its_deadline_leaves_no_objects_in_storage() {
     let heartwood = f.rid("heartwood-fixture");
     let alice_nid = "z6MkeYAdpK8EPmUhABhVB2k6Bd6kSGzrh3e6QoUjxM4U48jz";
     let seed = Seed::start(SeedOptions {
-        extra_config: "[policy]\ndefault = \"allow\"\n".into(),
         p2p_config: "fetch_deadline_secs = 6\n".into(),
-        ..Default::default()
+        ..SeedOptions::allowing()
     });
     // Alice reaches the seed only through the slow link.
     let link = slow_link(seed.p2p);
@@ -1568,18 +1547,15 @@ fn commit_time(repo: &Path, commit: &str) -> u64 {
 #[test]
 fn a_back_dated_fork_signed_by_retired_delegates_is_not_adopted() {
     use seedd_proto::crypto::Keypair;
-    let seed = Seed::start(SeedOptions {
-        extra_config: "[policy]\ndefault = \"allow\"\n".into(),
-        ..Default::default()
-    });
+    let seed = Seed::start(SeedOptions::allowing());
     let gina = RadNode::start("gina", &[seed.p2p_peer()]);
-    let tmp = tempfile::tempdir().unwrap();
-    let (proj, rid) = gina.project(tmp.path(), "retired");
-    let held = seed.repo_path(&rid);
-    let theirs = gina.repo_path(&rid);
-    wait_for("replicated", Duration::from_secs(30), || {
-        held.join("HEAD").exists().then_some(())
-    });
+    let Published {
+        dir: _tmp,
+        proj,
+        rid,
+        held,
+        theirs,
+    } = gina.publish_to(&seed, "retired");
     let fetch = || {
         let out =
             seedd_tests::run_unchecked(&seed, &["-o", "json", "fetch", &rid, "--from", &gina.nid]);
@@ -1715,19 +1691,18 @@ fn a_back_dated_fork_signed_by_retired_delegates_is_not_adopted() {
 fn an_identity_history_reusing_one_tree_is_refused_within_the_fetch_deadline() {
     let f = seedd_tests::fixtures();
     let seed = Seed::start(SeedOptions {
-        extra_config: "[policy]\ndefault = \"allow\"\n".into(),
         p2p_config: "fetch_deadline_secs = 60\n".into(),
         repos: vec!["small-fixture".into()],
-        ..Default::default()
+        ..SeedOptions::allowing()
     });
     let gina = RadNode::start("gina", &[seed.p2p_peer()]);
-    let tmp = tempfile::tempdir().unwrap();
-    let (_proj, rid) = gina.project(tmp.path(), "heavyid");
-    let held = seed.repo_path(&rid);
-    let theirs = gina.repo_path(&rid);
-    wait_for("replicated", Duration::from_secs(30), || {
-        held.join("HEAD").exists().then_some(())
-    });
+    let Published {
+        dir: _tmp,
+        rid,
+        held,
+        theirs,
+        ..
+    } = gina.publish_to(&seed, "heavyid");
     let ours = wait_for("the identity on the seed", Duration::from_secs(30), || {
         let out = std::process::Command::new("git")
             .arg("--git-dir")

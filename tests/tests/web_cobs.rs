@@ -370,9 +370,8 @@ fn git_line(node: &RadNode, dir: &Path, args: &[&str]) -> String {
 #[test]
 fn issues_and_patches_made_with_rad_are_served_after_replication() {
     let seed = Seed::start(SeedOptions {
-        extra_config: "[policy]\ndefault = \"allow\"\n".into(),
         p2p_config: "relay = \"always\"\n".into(),
-        ..Default::default()
+        ..SeedOptions::allowing()
     });
     let user = RadNode::start("cobuser", &[seed.p2p_peer()]);
     wait_for(
