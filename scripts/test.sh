@@ -14,7 +14,7 @@ echo "== cargo fmt --check"
 cargo fmt --all -- --check
 echo "== cargo clippy"
 cargo clippy --workspace --all-targets --locked -- -D warnings
-echo "== rooms of seed/src: no import cycles"
+echo "== crates and rooms: floors kept, no import cycles"
 python3 scripts/check-rooms.py
 echo "== cargo test"
 log="$(mktemp)"

@@ -1,5 +1,5 @@
-//! The RocksDB index in process (`seed/src/index.rs`, options in `seed/src/index/tuning.rs`,
-//! value encoding in `seed/src/index/values.rs`): the tuned options with binary values and the
+//! The RocksDB index in process (`core/src/index.rs`, options in `core/src/index/tuning.rs`,
+//! value encoding in `core/src/index/values.rs`): the tuned options with binary values and the
 //! index from before tuning (RocksDB's defaults plus the prefix extractors, JSON values) side by
 //! side, in one run, on the same generated data; then the record values alone, binary vs JSON. Targets from issue 14:
 //! ≥ 200k point lookups/s and a 1k-ref batch commit p99 ≤ 5 ms. Prints a table and writes
@@ -27,12 +27,12 @@ use std::hint::black_box;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use seedd::bench_index::{
+use seedd_benches::{env_usize, fmt, write_table, TableLine};
+use seedd_core::bench_index::{
     oid_target, repo_from_value, repo_value, Index, RefTarget, RepoRecord, SigrefsRecord, Tuning,
     ValueEncoding, Visibility,
 };
-use seedd::crypto::{NodeId, RepoId};
-use seedd_benches::{env_usize, fmt, write_table, TableLine};
+use seedd_proto::crypto::{NodeId, RepoId};
 use serde_json::json;
 
 const TARGET_LOOKUPS: f64 = 200_000.0;

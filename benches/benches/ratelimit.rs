@@ -1,4 +1,4 @@
-//! Per-request cost of seedd's HTTP rate limiting (`seed/src/http/ratelimit/`), in process,
+//! Per-request cost of seedd's HTTP rate limiting (`http/src/ratelimit/`), in process,
 //! no sockets: `HttpLimiter::check_ip` (one hot client, 100k distinct clients, rejected
 //! requests, two threads), `client_ip` with and without a trusted proxy's `X-Forwarded-For`,
 //! and the whole `IpRateLimit` tower layer around a trivial service and around the axum router
@@ -21,10 +21,10 @@ use axum::extract::ConnectInfo;
 use axum::http::{HeaderMap, HeaderValue, Request, StatusCode};
 use axum::response::{IntoResponse, Response};
 use futures_util::FutureExt as _;
-use seedd::config::HttpRateConfig;
-use seedd::http::ratelimit::{HttpLimiter, IpRateLimitLayer};
-use seedd::metrics::Metrics;
 use seedd_benches::{fmt, write_table, TableLine};
+use seedd_core::config::HttpRateConfig;
+use seedd_core::metrics::Metrics;
+use seedd_http::ratelimit::{HttpLimiter, IpRateLimitLayer};
 use tower::{Layer, Service};
 
 /// Target from the issue: rate-limiter overhead per request.

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Every metric name used by the Grafana dashboards (panel and variable queries) and the
-Prometheus rules must be in README.md's "Metrics" table (seed/src/metrics.rs `CATALOGUE`) — a
+Prometheus rules must be in README.md's "Metrics" table (core/src/metrics.rs `CATALOGUE`) — a
 histogram also as `_bucket`, `_sum`, `_count` — or be one Prometheus makes itself (`up`,
 `scrape_*`, `ALERTS`, ...).
 

@@ -3,7 +3,7 @@
 source). Run `python3 ops/tools/gen_dashboards.py` after editing, or `--check` to verify that the
 committed JSON is what this script produces (scripts/check-observability.sh does).
 
-Every query uses only metrics from README.md's "Metrics" table (seed/src/metrics.rs `CATALOGUE`)
+Every query uses only metrics from README.md's "Metrics" table (core/src/metrics.rs `CATALOGUE`)
 and the Prometheus built-in `up`; ops/tools/check_metric_names.py enforces that.
 """
 import json

@@ -15,10 +15,10 @@ use sha2::{Digest, Sha256};
 
 use seedd_api as api;
 
-use crate::crypto::NodeId;
-use crate::index::scan::ScanReport;
-use crate::index::Index;
-use crate::metrics::Metrics;
+use seedd_core::index::scan::ScanReport;
+use seedd_core::index::Index;
+use seedd_core::metrics::Metrics;
+use seedd_proto::crypto::NodeId;
 
 mod convert;
 mod maintain;
@@ -44,17 +44,17 @@ pub(crate) struct AdminState {
     pub tls: bool,
     pub rescan: Rescan,
     /// The default identity's p2p shell.
-    pub net: crate::net::Net,
-    pub policies: crate::policy::Policies,
-    pub fetcher: crate::fetch::Fetcher,
+    pub net: seedd_p2p::net::Net,
+    pub policies: seedd_core::policy::Policies,
+    pub fetcher: seedd_p2p::fetch::Fetcher,
     pub control: crate::control::Control,
-    pub identities: crate::identity::Identities,
+    pub identities: seedd_p2p::identity::Identities,
     pub reload: Reload,
     pub data_dir: std::path::PathBuf,
     /// The default identity's key file (backup).
     pub key_path: std::path::PathBuf,
     /// Repository maintenance (`seedctl repo maintain`, `seedctl maintenance ls`).
-    pub maintainer: crate::maintain::Maintainer,
+    pub maintainer: seedd_core::maintain::Maintainer,
 }
 
 pub(crate) fn router(state: Arc<AdminState>) -> Router {
@@ -162,7 +162,7 @@ async fn status(State(state): State<Arc<AdminState>>) -> Response {
         admin: api::AdminStatus {
             listen: state.admin_listen.clone(),
         },
-        p2p: Some(state.net.status()),
+        p2p: Some(convert::p2p_status(state.net.status())),
     })
     .into_response()
 }
@@ -234,7 +234,7 @@ async fn repos(
                 rids.dedup();
                 Some(rids)
             }
-            None => return error(404, crate::tenant::TenantError::Unknown(t.clone())),
+            None => return error(404, seedd_core::tenant::TenantError::Unknown(t.clone())),
         },
         None => None,
     };
@@ -258,7 +258,7 @@ async fn repos(
                 }
             })
             .collect::<Vec<_>>();
-        Ok::<_, crate::index::IndexError>(api::ReposResponse {
+        Ok::<_, seedd_core::index::IndexError>(api::ReposResponse {
             repos,
             next: page.next.map(|r| r.to_string()),
             total,
@@ -281,7 +281,7 @@ async fn repo(State(state): State<Arc<AdminState>>, Path(rid): Path<String>) -> 
     let found = tokio::task::spawn_blocking(move || {
         let record = index.repo(&rid)?;
         let sigrefs = index.sigrefs(&rid)?;
-        Ok::<_, crate::index::IndexError>(record.map(|r| (r, sigrefs)))
+        Ok::<_, seedd_core::index::IndexError>(record.map(|r| (r, sigrefs)))
     })
     .await;
     match found {
@@ -312,7 +312,7 @@ async fn peers_connect(
     let Ok(Json(body)) = body else {
         return bad_request("expected JSON {\"addr\": \"z6Mk…@host:port\"}".into());
     };
-    match crate::net::parse_peer(&body.addr) {
+    match seedd_p2p::net::parse_peer(&body.addr) {
         Ok((nid, addr)) => {
             if nid == state.nid {
                 return bad_request(format!("{nid} is this node"));
@@ -359,7 +359,9 @@ struct RoutingQuery {
 }
 
 /// A routing-table cursor: `<rid>/<nid>` of the last entry of the previous page.
-fn parse_route_cursor(cursor: &str) -> Result<(crate::crypto::RepoId, NodeId), Box<Response>> {
+fn parse_route_cursor(
+    cursor: &str,
+) -> Result<(seedd_proto::crypto::RepoId, NodeId), Box<Response>> {
     let bad = || {
         Box::new(bad_request(format!(
             "invalid cursor {cursor:?}: pass the `next` of the previous page"
@@ -378,7 +380,11 @@ async fn routing(
     State(state): State<Arc<AdminState>>,
     axum::extract::Query(q): axum::extract::Query<RoutingQuery>,
 ) -> Response {
-    let rid = match q.rid.as_deref().map(str::parse::<crate::crypto::RepoId>) {
+    let rid = match q
+        .rid
+        .as_deref()
+        .map(str::parse::<seedd_proto::crypto::RepoId>)
+    {
         None => None,
         Some(Ok(r)) => Some(r),
         Some(Err(e)) => return bad_request(format!("invalid rid: {e}")),
@@ -439,7 +445,7 @@ async fn bans(State(state): State<Arc<AdminState>>) -> Response {
     Json(api::BansResponse { bans }).into_response()
 }
 
-fn parse_rid(rid: &str) -> Result<crate::crypto::RepoId, Box<Response>> {
+fn parse_rid(rid: &str) -> Result<seedd_proto::crypto::RepoId, Box<Response>> {
     rid.parse()
         .map_err(|e| Box::new(bad_request(format!("invalid repository id {rid:?}: {e}"))))
 }
@@ -450,8 +456,10 @@ fn parse_nid(nid: &str) -> Result<NodeId, Box<Response>> {
 }
 
 /// A policies cursor: `node/<nid>` or `repo/<rid>`.
-fn parse_policy_cursor(cursor: &str) -> Result<crate::index::policy::PolicyCursor, Box<Response>> {
-    use crate::index::policy::PolicyCursor;
+fn parse_policy_cursor(
+    cursor: &str,
+) -> Result<seedd_core::index::policy::PolicyCursor, Box<Response>> {
+    use seedd_core::index::policy::PolicyCursor;
     match cursor.split_once('/') {
         Some(("node", nid)) => parse_nid(nid).map(PolicyCursor::Node),
         Some(("repo", rid)) => parse_rid(rid).map(PolicyCursor::Repo),
@@ -467,7 +475,7 @@ async fn policies(
     State(state): State<Arc<AdminState>>,
     axum::extract::Query(q): axum::extract::Query<PageQuery>,
 ) -> Response {
-    use crate::index::policy::PolicyCursor;
+    use seedd_core::index::policy::PolicyCursor;
     let limit = match page_limit(q.limit) {
         Ok(l) => l,
         Err(r) => return *r,
@@ -478,7 +486,7 @@ async fn policies(
     };
     let p = state.policies.clone();
     match tokio::task::spawn_blocking(move || p.index().policies_page(after, limit)).await {
-        Ok(Ok(crate::index::policy::PoliciesPage { repos, nodes, next })) => {
+        Ok(Ok(seedd_core::index::policy::PoliciesPage { repos, nodes, next })) => {
             Json(api::PoliciesResponse {
                 next: next.map(|c| match c {
                     PolicyCursor::Node(nid) => format!("node/{nid}"),
@@ -527,8 +535,8 @@ async fn repo_seed(
     };
     let body = body.map(|Json(b)| b).unwrap_or_default();
     let scope = match body.scope.as_deref() {
-        None if body.tenant.is_some() => crate::index::policy::Scope::Followed,
-        None => crate::index::policy::Scope::All,
+        None if body.tenant.is_some() => seedd_core::index::policy::Scope::Followed,
+        None => seedd_core::index::policy::Scope::All,
         Some(s) => match s.parse() {
             Ok(scope) => scope,
             Err(e) => return bad_request(format!("scope {e}")),
@@ -536,7 +544,7 @@ async fn repo_seed(
     };
     let from = match body.from.as_deref() {
         None => None,
-        Some(f) if f.contains('@') => match crate::net::parse_peer(f) {
+        Some(f) if f.contains('@') => match seedd_p2p::net::parse_peer(f) {
             Ok((nid, addr)) => {
                 state.net.connect(nid, addr);
                 Some(nid)
@@ -601,7 +609,7 @@ async fn node_policy(
         Ok(n) => n,
         Err(r) => return *r,
     };
-    use crate::index::policy::NodePolicy;
+    use seedd_core::index::policy::NodePolicy;
     let policy = match action.as_str() {
         "follow" => Some(NodePolicy::Allow {
             alias: body.and_then(|Json(b)| b.alias),

@@ -13,12 +13,12 @@ use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
-use crate::crypto::{NodeId, RepoId};
-use crate::index::policy::{NodePolicy, RepoPolicy};
-use crate::index::tenants::Kind;
-use crate::index::Index;
-use crate::policy::Policies;
-use crate::tenant::{Tenant, Tenants};
+use seedd_core::index::policy::{NodePolicy, RepoPolicy};
+use seedd_core::index::tenants::Kind;
+use seedd_core::index::Index;
+use seedd_core::policy::Policies;
+use seedd_core::tenant::{Tenant, Tenants};
+use seedd_proto::crypto::{NodeId, RepoId};
 
 pub(crate) const VERSION: u32 = 1;
 
@@ -56,7 +56,7 @@ pub(crate) struct Backup {
     #[serde(default)]
     pub keys: std::collections::BTreeMap<String, String>,
     #[serde(default)]
-    pub identities: Vec<crate::identity::IdentitySpec>,
+    pub identities: Vec<seedd_p2p::identity::IdentitySpec>,
     #[serde(default)]
     pub tenants: Vec<Tenant>,
     #[serde(default)]
@@ -84,16 +84,16 @@ pub enum BackupError {
     #[error("backup is not valid JSON: {0}")]
     Json(#[from] serde_json::Error),
     #[error(transparent)]
-    Index(#[from] crate::index::IndexError),
+    Index(#[from] seedd_core::index::IndexError),
     #[error(transparent)]
-    Tenant(#[from] crate::tenant::TenantError),
+    Tenant(#[from] seedd_core::tenant::TenantError),
 }
 
 /// Gather a backup. `keys` are (identity name, key file path).
 pub(crate) fn export(
     nid: &NodeId,
     keys: &[(String, std::path::PathBuf)],
-    identities: Vec<crate::identity::IdentitySpec>,
+    identities: Vec<seedd_p2p::identity::IdentitySpec>,
     index: &Index,
     tenants: &Tenants,
 ) -> Result<Backup, BackupError> {
@@ -114,7 +114,7 @@ pub(crate) fn export(
         .collect();
     Ok(Backup {
         version: VERSION,
-        created_at: crate::tenant::now_ms() / 1000,
+        created_at: seedd_core::tenant::now_ms() / 1000,
         nid: nid.to_string(),
         keys: key_texts,
         identities,
@@ -157,7 +157,8 @@ pub(crate) fn restore_state(
         }
         tenants.set_identity(
             &spec.name,
-            spec.inventory_cap.unwrap_or(crate::config::INVENTORY_LIMIT),
+            spec.inventory_cap
+                .unwrap_or(seedd_core::config::INVENTORY_LIMIT),
         );
     }
     for t in &b.tenants {

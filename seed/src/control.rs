@@ -10,14 +10,14 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use crate::crypto::{NodeId, RepoId};
-use crate::fetch::Fetcher;
-use crate::identity::Identities;
-use crate::index::policy::{RepoPolicy, Scope};
-use crate::index::Index;
-use crate::policy::Policies;
-use crate::storage::Storage;
-use crate::tenant::{Quotas, Rate, State, Tenant, TenantError, Tenants};
+use seedd_core::index::policy::{RepoPolicy, Scope};
+use seedd_core::index::Index;
+use seedd_core::policy::Policies;
+use seedd_core::storage::Storage;
+use seedd_core::tenant::{Quotas, Rate, State, Tenant, TenantError, Tenants};
+use seedd_p2p::fetch::Fetcher;
+use seedd_p2p::identity::Identities;
+use seedd_proto::crypto::{NodeId, RepoId};
 
 #[derive(Debug, thiserror::Error)]
 pub(crate) enum ControlError {
@@ -28,7 +28,7 @@ pub(crate) enum ControlError {
     #[error("purging {rid} failed: {source}")]
     Purge { rid: RepoId, source: std::io::Error },
     #[error("index: {0}")]
-    Index(#[from] crate::index::IndexError),
+    Index(#[from] seedd_core::index::IndexError),
     #[error("{0}")]
     Invalid(String),
 }
@@ -63,7 +63,7 @@ pub(crate) struct UnseedOutcome {
     pub purged: bool,
 }
 
-pub(crate) use crate::config::TenantSpec;
+pub(crate) use seedd_core::config::TenantSpec;
 
 #[derive(Debug, Clone, Deserialize)]
 pub(crate) struct ApplyRequest {
@@ -162,7 +162,7 @@ impl Control {
                 let path = self.storage.path_of(&rid);
                 if path.join("HEAD").exists() {
                     self.tenants
-                        .set_size(rid, Some(crate::tenant::dir_size(&path)));
+                        .set_size(rid, Some(seedd_core::tenant::dir_size(&path)));
                     self.tenants.refresh_metrics();
                 }
                 tracing::info!(tenant = %name, %rid, ?scope, owner, "tenant seeds repository");
@@ -248,10 +248,12 @@ impl Control {
         let fail = |source| ControlError::Purge { rid: *rid, source };
         let src = self.storage.path_of(rid);
         if src.exists() {
-            crate::fsutil::create_private_dir(&self.trash).map_err(fail)?;
-            let dst = self
-                .trash
-                .join(format!("{}-{}", rid.canonical(), crate::tenant::now_ms()));
+            seedd_core::fsutil::create_private_dir(&self.trash).map_err(fail)?;
+            let dst = self.trash.join(format!(
+                "{}-{}",
+                rid.canonical(),
+                seedd_core::tenant::now_ms()
+            ));
             std::fs::rename(&src, &dst).map_err(fail)?;
             self.index.remove_repo(rid)?;
             if let Err(e) = std::fs::remove_dir_all(&dst) {
@@ -395,7 +397,8 @@ fn plan(
     let n = spec.name.clone();
     let mut hosts: Vec<String> = Vec::new();
     for h in &spec.hosts {
-        let h = crate::tenant::normalise_host(h).ok_or_else(|| TenantError::BadHost(h.clone()))?;
+        let h =
+            seedd_core::tenant::normalise_host(h).ok_or_else(|| TenantError::BadHost(h.clone()))?;
         if !hosts.contains(&h) {
             hosts.push(h);
         }
@@ -404,7 +407,7 @@ fn plan(
         Some(t) => t,
         None => {
             let mut t = Tenant::new(&n);
-            if !crate::config::valid_name(&n) {
+            if !seedd_core::config::valid_name(&n) {
                 return Err(TenantError::BadName(n).into());
             }
             t.hosts = hosts.clone();

@@ -13,9 +13,9 @@ mod listen;
 mod reload;
 mod rescan;
 
-use crate::serve::advertiser::Advertiser;
-use crate::serve::packcache::PackCache;
-use crate::serve::refcache::{self, RefCache};
+use seedd_core::serve::advertiser::Advertiser;
+use seedd_core::serve::packcache::PackCache;
+use seedd_core::serve::refcache::{self, RefCache};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
@@ -31,23 +31,23 @@ pub use listen::ListenError;
 
 use crate::admin::AdminState;
 use crate::backup::{self, BackupError};
-use crate::config::{Config, Overrides};
 use crate::control::{ApplyRequest, Control};
-use crate::crypto::Keypair;
-use crate::fetch::{AfterFetch, FetchConfig, Fetcher};
-use crate::http::ratelimit::HttpLimiter;
-use crate::identity::{Identities, IdentityError, Launch};
-use crate::index::{Index, IndexError, Tuning};
-use crate::maintain::{self, Maintainer};
-use crate::metrics::Metrics;
-use crate::net::{Net, NetConfig, NetDeps};
-use crate::policy::Policies;
-use crate::serve::{GitServer, StreamLimits};
-use crate::storage::{Storage, StorageError};
-use crate::tenant::{TenantError, Tenants};
 use listen::{Certs, HttpParts, Listeners};
 use reload::Reloader;
 use rescan::Rescanner;
+use seedd_core::config::{Config, Overrides};
+use seedd_core::index::{Index, IndexError, Tuning};
+use seedd_core::maintain::{self, Maintainer};
+use seedd_core::metrics::Metrics;
+use seedd_core::policy::Policies;
+use seedd_core::serve::{GitServer, StreamLimits};
+use seedd_core::storage::{Storage, StorageError};
+use seedd_core::tenant::{TenantError, Tenants};
+use seedd_http::ratelimit::HttpLimiter;
+use seedd_p2p::fetch::{AfterFetch, FetchConfig, Fetcher};
+use seedd_p2p::identity::{Identities, IdentityError, Launch};
+use seedd_p2p::net::{Net, NetConfig, NetDeps};
+use seedd_proto::crypto::Keypair;
 
 /// Why the daemon could not start.
 #[derive(Debug, thiserror::Error)]
@@ -171,7 +171,7 @@ impl Daemon {
         let (shutdown, shutdown_rx) = watch::channel(false);
         let limiter = HttpLimiter::new(&cfg.http.rate);
         let unknown_hosts_all = Arc::new(AtomicBool::new(
-            cfg.http.unknown_hosts == crate::config::UnknownHosts::All,
+            cfg.http.unknown_hosts == seedd_core::config::UnknownHosts::All,
         ));
         let tokens = Arc::new(RwLock::new(files::admin_tokens(&cfg, token)?));
         let reloader = Reloader {
@@ -396,7 +396,7 @@ fn start_replication(
         git_home: cfg.cache_dir().join("git-home"),
         work_dir: cfg.cache_dir().join("fetch"),
     };
-    crate::fetch::recover(&fetch_cfg, &core.storage, &core.index);
+    seedd_p2p::fetch::recover(&fetch_cfg, &core.storage, &core.index);
     let after = AfterFetch::new(
         core.storage.clone(),
         core.index.clone(),
@@ -489,9 +489,9 @@ fn start_initial_index(rescanner: Rescanner, ready: Arc<AtomicBool>) {
 
 /// The JSON API's node lookup: a tenant's host is served by the identity the tenant is placed
 /// on, any other host by the default identity.
-fn web_state(cfg: &Config, identities: &Identities, tenants: &Tenants) -> crate::http::web::Web {
+fn web_state(cfg: &Config, identities: &Identities, tenants: &Tenants) -> seedd_http::web::Web {
     let (identities, tenants) = (identities.clone(), tenants.clone());
-    crate::http::web::Web::new(cfg.alias.clone(), move |tenant| {
+    seedd_http::web::Web::new(cfg.alias.clone(), move |tenant| {
         let default = identities.default_net().nid();
         let Some(identity) = tenant.and_then(|name| tenants.identity_of(name)) else {
             return default;

@@ -6,7 +6,7 @@ use std::process::ExitCode;
 
 use clap::builder::{PossibleValuesParser, TypedValueParser as _};
 use clap::{Parser, Subcommand, ValueEnum};
-use seedd::config::{Config, LogFormat, Overrides};
+use seedd_core::config::{Config, LogFormat, Overrides};
 
 #[derive(Parser)]
 #[command(name = "seedd", version, about = "A Radicle seed node for operators")]
@@ -99,7 +99,7 @@ fn real_main() -> anyhow::Result<()> {
                 log_level,
             };
             let (cfg, _) = Config::load(config.as_deref(), &overrides)?;
-            seedd::logging::init(cfg.log.format, &cfg.log.level);
+            seedd_core::logging::init(cfg.log.format, &cfg.log.level);
             let runtime = tokio::runtime::Builder::new_multi_thread()
                 .enable_all()
                 .thread_name("seedd")
@@ -123,7 +123,7 @@ fn real_main() -> anyhow::Result<()> {
                 ..Overrides::default()
             };
             let (cfg, _) = Config::load(config.as_deref(), &overrides)?;
-            seedd::logging::init(LogFormat::Text, "warn");
+            seedd_core::logging::init(LogFormat::Text, "warn");
             let key = seedd::daemon::load_identity(&cfg)?;
             let nid = key.nid();
             let text = if output == Output::Json {

@@ -427,7 +427,7 @@ fn every_metric_in_dashboards_and_alert_rules_is_exported() {
 
 /// Families named in grafana/ and ops/alerts/ that a fresh seed does not export, and why. Every
 /// other one is there from the start (labelled families with every known label value at 0;
-/// `seed/src/metrics.rs`), so a new seed's dashboards show 0 rather than "No data". Per-tenant
+/// `core/src/metrics.rs`), so a new seed's dashboards show 0 rather than "No data". Per-tenant
 /// families (`seedd_tenant_*`) are skipped as well: their labels are tenant names.
 const RUNTIME_ONLY: &[(&str, &str)] = &[(
     "seedd_fetch_last_success_timestamp_seconds",

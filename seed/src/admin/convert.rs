@@ -6,10 +6,10 @@ use seedd_api as api;
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 
-use crate::index::policy::{NodePolicy, RepoPolicy, Scope};
-use crate::storage::identity::Visibility;
-use crate::storage::sigrefs::FeatureLevel;
-use crate::tenant::{DenyList, Quotas, Rate, State, Tenant, TenantRepo, Usage};
+use seedd_core::index::policy::{NodePolicy, RepoPolicy, Scope};
+use seedd_core::storage::identity::Visibility;
+use seedd_core::storage::sigrefs::FeatureLevel;
+use seedd_core::tenant::{DenyList, Quotas, Rate, State, Tenant, TenantRepo, Usage};
 
 /// An API request body as the daemon's type, checked by that type's `Deserialize` (ids parsed,
 /// names and limits validated) — one set of rules for the config file, backups and the API.
@@ -42,7 +42,7 @@ pub(super) fn node_policy(p: NodePolicy) -> api::NodePolicy {
     }
 }
 
-pub(super) fn scan_report(r: crate::index::scan::ScanReport) -> api::ScanReport {
+pub(super) fn scan_report(r: seedd_core::index::scan::ScanReport) -> api::ScanReport {
     api::ScanReport {
         scanned: r.scanned,
         added: r.added,
@@ -64,7 +64,7 @@ fn visibility(v: Visibility) -> api::Visibility {
     }
 }
 
-pub(super) fn repo_record(r: crate::index::RepoRecord) -> api::RepoRecord {
+pub(super) fn repo_record(r: seedd_core::index::RepoRecord) -> api::RepoRecord {
     api::RepoRecord {
         rid: r.rid.to_string(),
         name: r.name,
@@ -83,7 +83,7 @@ pub(super) fn repo_record(r: crate::index::RepoRecord) -> api::RepoRecord {
     }
 }
 
-pub(super) fn sigrefs(s: crate::index::SigrefsRecord) -> api::Sigrefs {
+pub(super) fn sigrefs(s: seedd_core::index::SigrefsRecord) -> api::Sigrefs {
     api::Sigrefs {
         nid: s.nid.to_string(),
         commit: s.commit,
@@ -96,7 +96,7 @@ pub(super) fn sigrefs(s: crate::index::SigrefsRecord) -> api::Sigrefs {
     }
 }
 
-pub(super) fn peer(p: crate::net::PeerInfo) -> api::Peer {
+pub(super) fn peer(p: seedd_p2p::net::PeerInfo) -> api::Peer {
     api::Peer {
         nid: p.nid.to_string(),
         link: p.link.to_owned(),
@@ -110,7 +110,19 @@ pub(super) fn peer(p: crate::net::PeerInfo) -> api::Peer {
     }
 }
 
-pub(super) fn route(r: crate::net::RouteInfo) -> api::Route {
+pub(super) fn p2p_status(s: seedd_p2p::net::P2pStatus) -> api::P2pStatus {
+    api::P2pStatus {
+        listen: s.listen,
+        relay: s.relay,
+        sessions: s.sessions,
+        inventory: s.inventory,
+        routing_entries: s.routing_entries,
+        known_nodes: s.known_nodes,
+        node_announcement_timestamp: s.node_announcement_timestamp,
+    }
+}
+
+pub(super) fn route(r: seedd_p2p::net::RouteInfo) -> api::Route {
     api::Route {
         rid: r.rid.to_string(),
         nid: r.nid.to_string(),
@@ -131,7 +143,7 @@ pub(super) fn node(n: seedd_proto::gossip::NodeRecord) -> api::NodeRecord {
     }
 }
 
-pub(super) fn ban(b: crate::index::gossip::BanRecord) -> api::Ban {
+pub(super) fn ban(b: seedd_core::index::gossip::BanRecord) -> api::Ban {
     api::Ban {
         ip: b.ip.to_string(),
         penalty: b.penalty,
@@ -141,7 +153,7 @@ pub(super) fn ban(b: crate::index::gossip::BanRecord) -> api::Ban {
     }
 }
 
-pub(super) fn identity(i: crate::identity::IdentityInfo) -> api::IdentityInfo {
+pub(super) fn identity(i: seedd_p2p::identity::IdentityInfo) -> api::IdentityInfo {
     api::IdentityInfo {
         name: i.name,
         nid: i.nid,
@@ -153,8 +165,8 @@ pub(super) fn identity(i: crate::identity::IdentityInfo) -> api::IdentityInfo {
     }
 }
 
-pub(super) fn identity_spec(s: api::IdentityCreate) -> crate::identity::IdentitySpec {
-    crate::identity::IdentitySpec {
+pub(super) fn identity_spec(s: api::IdentityCreate) -> seedd_p2p::identity::IdentitySpec {
+    seedd_p2p::identity::IdentitySpec {
         name: s.name,
         listen: s.listen,
         external_addresses: s.external_addresses,
@@ -162,7 +174,7 @@ pub(super) fn identity_spec(s: api::IdentityCreate) -> crate::identity::Identity
     }
 }
 
-fn backup_identity(s: crate::identity::IdentitySpec) -> api::BackupIdentity {
+fn backup_identity(s: seedd_p2p::identity::IdentitySpec) -> api::BackupIdentity {
     api::BackupIdentity {
         name: s.name,
         listen: s.listen,

@@ -10,7 +10,7 @@ use axum::{Json, Router};
 use seedd_api as api;
 
 use super::{error, parse_rid, AdminState};
-use crate::maintain::{MaintainError, Record, Run};
+use seedd_core::maintain::{MaintainError, Record, Run};
 
 pub(super) fn routes() -> Router<Arc<AdminState>> {
     Router::new()
@@ -77,7 +77,7 @@ struct ListQuery {
 }
 
 /// A maintenance cursor: `<score>/<rid>` of the previous page's last entry.
-fn parse_cursor(cursor: &str) -> Result<(u64, crate::crypto::RepoId), Box<Response>> {
+fn parse_cursor(cursor: &str) -> Result<(u64, seedd_proto::crypto::RepoId), Box<Response>> {
     cursor
         .split_once('/')
         .and_then(|(score, rid)| Some((score.parse().ok()?, rid.parse().ok()?)))

@@ -5,8 +5,8 @@ use axum::http::StatusCode;
 use axum::response::Response;
 
 use crate::control::ControlError;
-use crate::identity::IdentityError;
-use crate::tenant::TenantError;
+use seedd_core::tenant::TenantError;
+use seedd_p2p::identity::IdentityError;
 
 /// The status an admin answer carries for a domain error.
 pub(crate) trait HttpStatus: std::fmt::Display {

@@ -13,7 +13,7 @@ use seedd_api as api;
 use super::status::error_response;
 use super::{convert, error, internal, parse_nid, parse_rid, AdminState};
 use crate::control::Control;
-use crate::tenant::{State as TenantState, Tenant};
+use seedd_core::tenant::{State as TenantState, Tenant};
 
 pub(super) fn routes() -> Router<Arc<AdminState>> {
     Router::new()
@@ -104,7 +104,7 @@ async fn create(
     match tokio::task::spawn_blocking(move || {
         ctl.tenants.create(t)?;
         ctl.changed();
-        Ok::<_, crate::tenant::TenantError>(tenant_view(&ctl, &name))
+        Ok::<_, seedd_core::tenant::TenantError>(tenant_view(&ctl, &name))
     })
     .await
     {
@@ -118,7 +118,7 @@ async fn create(
 async fn show(State(state): State<Arc<AdminState>>, Path(name): Path<String>) -> Response {
     match tenant_view(&state.control, &name) {
         Some(v) => Json(v).into_response(),
-        None => error(404, crate::tenant::TenantError::Unknown(name)),
+        None => error(404, seedd_core::tenant::TenantError::Unknown(name)),
     }
 }
 
@@ -187,7 +187,7 @@ async fn quota(
     Json(body): Json<serde_json::Value>,
 ) -> Response {
     let Some((t, _)) = state.control.tenants.get(&name) else {
-        return error(404, crate::tenant::TenantError::Unknown(name));
+        return error(404, seedd_core::tenant::TenantError::Unknown(name));
     };
     let p: api::QuotasPatch = match patch(body, &["repos", "bytes", "egress_bytes_per_day"]) {
         Ok(p) => p,
@@ -206,7 +206,7 @@ async fn rate(
     Json(body): Json<serde_json::Value>,
 ) -> Response {
     let Some((t, _)) = state.control.tenants.get(&name) else {
-        return error(404, crate::tenant::TenantError::Unknown(name));
+        return error(404, seedd_core::tenant::TenantError::Unknown(name));
     };
     let p: api::RatePatch = match patch(body, &["requests_per_second", "burst"]) {
         Ok(p) => p,
@@ -271,7 +271,7 @@ async fn deny_ls(State(state): State<Arc<AdminState>>) -> Response {
     entries.repos.extend(
         repos
             .into_iter()
-            .filter(|(_, p)| matches!(p, crate::index::policy::RepoPolicy::Block))
+            .filter(|(_, p)| matches!(p, seedd_core::index::policy::RepoPolicy::Block))
             .map(|(rid, _)| api::DenyRepoEntry {
                 rid: rid.to_string(),
                 tenant: None,
@@ -280,7 +280,7 @@ async fn deny_ls(State(state): State<Arc<AdminState>>) -> Response {
     entries.nodes.extend(
         nodes
             .into_iter()
-            .filter(|(_, p)| matches!(p, crate::index::policy::NodePolicy::Block))
+            .filter(|(_, p)| matches!(p, seedd_core::index::policy::NodePolicy::Block))
             .map(|(nid, _)| api::DenyNodeEntry {
                 nid: nid.to_string(),
                 tenant: None,
@@ -312,7 +312,7 @@ struct TenantQuery {
 /// the repository stops being served and fetched; `seedctl repo purge` frees the disk).
 fn deny_repo(
     ctl: &Control,
-    rid: crate::crypto::RepoId,
+    rid: seedd_proto::crypto::RepoId,
     tenant: Option<&str>,
     deny: bool,
 ) -> Result<api::DenyRepoChange, crate::control::ControlError> {
@@ -323,7 +323,7 @@ fn deny_repo(
         None => {
             if deny {
                 ctl.policies
-                    .set_repo(&rid, Some(crate::index::policy::RepoPolicy::Block))?;
+                    .set_repo(&rid, Some(seedd_core::index::policy::RepoPolicy::Block))?;
             } else if ctl.policies.denied(&rid) {
                 ctl.policies.set_repo(&rid, None)?;
             }
@@ -339,8 +339,8 @@ fn deny_repo(
 
 fn deny_node(
     ctl: &Control,
-    net: &crate::net::Net,
-    nid: crate::crypto::NodeId,
+    net: &seedd_p2p::net::Net,
+    nid: seedd_proto::crypto::NodeId,
     tenant: Option<&str>,
     deny: bool,
 ) -> Result<api::DenyNodeChange, crate::control::ControlError> {
@@ -349,7 +349,7 @@ fn deny_node(
             ctl.tenants.deny_node(t, nid, deny)?;
         }
         None => {
-            use crate::index::policy::NodePolicy;
+            use seedd_core::index::policy::NodePolicy;
             if deny {
                 ctl.policies.set_node(&nid, Some(NodePolicy::Block))?;
                 net.disconnect(nid);
@@ -471,7 +471,7 @@ async fn usage(State(state): State<Arc<AdminState>>, Query(q): Query<TenantQuery
         .collect();
     if let Some(n) = &q.tenant {
         if usage.is_empty() {
-            return error(404, crate::tenant::TenantError::Unknown(n.clone()));
+            return error(404, seedd_core::tenant::TenantError::Unknown(n.clone()));
         }
     }
     Json(api::UsageResponse { usage }).into_response()
@@ -528,7 +528,7 @@ async fn backup(State(state): State<Arc<AdminState>>) -> Response {
     let specs = state.identities.specs();
     let keys_dir = state.data_dir.join("keys");
     let mut keys = vec![(
-        crate::config::DEFAULT_IDENTITY.to_owned(),
+        seedd_core::config::DEFAULT_IDENTITY.to_owned(),
         state.key_path.clone(),
     )];
     for s in &specs {

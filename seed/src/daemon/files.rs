@@ -4,9 +4,9 @@
 use std::path::{Path, PathBuf};
 
 use crate::admin;
-use crate::config::Config;
-use crate::crypto::{CryptoError, Keypair};
-use crate::fsutil::{self, Tightened};
+use seedd_core::config::Config;
+use seedd_core::fsutil::{self, Tightened};
+use seedd_proto::crypto::{CryptoError, Keypair};
 
 #[derive(Debug, thiserror::Error)]
 pub enum FileError {
@@ -114,12 +114,10 @@ pub fn load_identity(cfg: &Config) -> Result<Keypair, FileError> {
             .map_err(|source| FileError::Secret { path, source });
     }
     let dir = path.parent().unwrap_or(Path::new("."));
-    let (key, created) =
-        crate::crypto::load_or_generate(dir, passphrase.as_deref()).map_err(|source| {
-            FileError::NodeKey {
-                dir: dir.to_owned(),
-                source,
-            }
+    let (key, created) = seedd_proto::crypto::load_or_generate(dir, passphrase.as_deref())
+        .map_err(|source| FileError::NodeKey {
+            dir: dir.to_owned(),
+            source,
         })?;
     if created {
         tracing::info!(nid = %key.nid(), path = %path.display(), "generated a new node key");

@@ -13,16 +13,16 @@ use tokio::task::JoinHandle;
 
 use super::reload::{reload_admin_cert, reload_http_cert};
 use crate::admin::{self, AdminState};
-use crate::config::Config;
-use crate::http::ratelimit::HttpLimiter;
-use crate::http::tls::{ReloadingCert, TlsError};
-use crate::http::{self, HttpState, Tenancy};
-use crate::index::Index;
-use crate::metrics::Metrics;
-use crate::policy::Policies;
-use crate::serve::{GitServer, PackLimiter, StreamLimits};
-use crate::storage::Storage;
-use crate::tenant::Tenants;
+use seedd_core::config::Config;
+use seedd_core::index::Index;
+use seedd_core::metrics::Metrics;
+use seedd_core::policy::Policies;
+use seedd_core::serve::{GitServer, PackLimiter, StreamLimits};
+use seedd_core::storage::Storage;
+use seedd_core::tenant::Tenants;
+use seedd_http::ratelimit::HttpLimiter;
+use seedd_http::tls::{ReloadingCert, TlsError};
+use seedd_http::{HttpState, Tenancy};
 
 /// How often TLS files are checked for changes.
 const TLS_POLL: Duration = Duration::from_secs(10);
@@ -134,13 +134,13 @@ pub(super) fn start_admin(
         client_certs = cfg.admin.tls.as_ref().is_some_and(|t| t.client_ca.is_some()),
         "admin listening (/metrics, /healthz, /readyz, /api/v1)"
     );
-    let task = tokio::spawn(http::serve(
+    let task = tokio::spawn(seedd_http::serve(
         listener,
         certs.admin_tls.clone(),
         admin::router(state),
         shutdown.clone(),
         ADMIN_GRACE,
-        http::conn::ConnLimits::admin(),
+        seedd_http::conn::ConnLimits::admin(),
     ));
     if let Some(cert) = certs.admin.clone() {
         every(TLS_POLL, shutdown, move || {
@@ -152,8 +152,8 @@ pub(super) fn start_admin(
 
 /// What the git listener shares with its handlers.
 pub(super) struct HttpParts {
-    pub(super) advertiser: Arc<crate::serve::advertiser::Advertiser>,
-    pub(super) pack_cache: Option<Arc<crate::serve::packcache::PackCache>>,
+    pub(super) advertiser: Arc<seedd_core::serve::advertiser::Advertiser>,
+    pub(super) pack_cache: Option<Arc<seedd_core::serve::packcache::PackCache>>,
     pub(super) storage: Storage,
     pub(super) index: Index,
     pub(super) metrics: Arc<Metrics>,
@@ -162,7 +162,7 @@ pub(super) struct HttpParts {
     pub(super) limiter: HttpLimiter,
     pub(super) unknown_hosts_all: Arc<AtomicBool>,
     /// The JSON API: node ids by tenant, alias, expensive-request permits.
-    pub(super) web: crate::http::web::Web,
+    pub(super) web: seedd_http::web::Web,
 }
 
 /// Serve git over HTTP(S); re-read its certificate every [`TLS_POLL`].
@@ -209,19 +209,19 @@ pub(super) fn start_http(
     });
     let listen = listener.local_addr().map_err(ListenError::LocalAddr)?;
     tracing::info!(listen = %listen, tls = certs.http.is_some(), "http listening (git clone)");
-    let limits = http::conn::ConnLimits {
+    let limits = seedd_http::conn::ConnLimits {
         write_timeout: h.write_timeout,
-        per_ip: Some(http::conn::PerIpConns::new(
+        per_ip: Some(seedd_http::conn::PerIpConns::new(
             h.max_connections_per_ip,
             h.rate.ipv6_prefix,
             h.rate.trusted_proxies.clone(),
         )),
         metrics: Some(metrics.clone()),
     };
-    let task = tokio::spawn(http::serve(
+    let task = tokio::spawn(seedd_http::serve(
         listener,
         certs.http.as_ref().map(|c| c.server_config()),
-        http::router(state, parts.limiter),
+        seedd_http::router(state, parts.limiter),
         shutdown.clone(),
         SHUTDOWN_GRACE,
         limits,
@@ -245,19 +245,23 @@ pub(super) fn start_http(
 pub(super) fn open_pack_cache(
     cfg: &Config,
     metrics: &Arc<Metrics>,
-) -> Option<Arc<crate::serve::packcache::PackCache>> {
+) -> Option<Arc<seedd_core::serve::packcache::PackCache>> {
     let c = &cfg.http.pack_cache;
     if !c.enabled {
         return None;
     }
     let dir = cfg.cache_dir().join("packs");
-    let settings = crate::serve::packcache::Settings {
+    let settings = seedd_core::serve::packcache::Settings {
         max_bytes: c.max_bytes,
         max_age: c.max_age,
-        admit_first: c.admission == crate::config::PackCacheAdmission::First,
+        admit_first: c.admission == seedd_core::config::PackCacheAdmission::First,
         max_generations_per_client: c.max_generations_per_client,
     };
-    match crate::serve::packcache::PackCache::open(dir.clone(), settings, Some(metrics.clone())) {
+    match seedd_core::serve::packcache::PackCache::open(
+        dir.clone(),
+        settings,
+        Some(metrics.clone()),
+    ) {
         Ok(cache) => {
             tracing::info!(dir = %dir.display(), max_bytes = c.max_bytes, admission = %c.admission, "pack cache enabled");
             Some(Arc::new(cache))

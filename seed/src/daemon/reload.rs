@@ -4,19 +4,19 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 
 use super::files::admin_tokens;
-use crate::config::{Config, Overrides};
 use crate::control::{ApplyRequest, Control};
-use crate::http::ratelimit::HttpLimiter;
-use crate::http::tls::ReloadingCert;
-use crate::identity::Identities;
-use crate::index::policy::Scope;
-use crate::metrics::Metrics;
-use crate::policy::Policies;
+use seedd_core::config::{Config, Overrides};
+use seedd_core::index::policy::Scope;
+use seedd_core::metrics::Metrics;
+use seedd_core::policy::Policies;
+use seedd_http::ratelimit::HttpLimiter;
+use seedd_http::tls::ReloadingCert;
+use seedd_p2p::identity::Identities;
 
 /// The default policy's `(allow, scope)` from `policy.default` / `policy.scope`.
 pub(super) fn default_policy(cfg: &Config) -> (bool, Scope) {
     (
-        cfg.policy.default == crate::config::DefaultPolicy::Allow,
+        cfg.policy.default == seedd_core::config::DefaultPolicy::Allow,
         cfg.policy.scope,
     )
 }
@@ -63,7 +63,7 @@ impl Reloader {
         let keep = "; keeping the previous configuration";
         let (new, _) = Config::load(self.file.as_deref(), &self.overrides)
             .map_err(|e| format!("{e}{keep}"))?;
-        if !crate::logging::valid_level(&new.log.level) {
+        if !seedd_core::logging::valid_level(&new.log.level) {
             return Err(format!(
                 "log.level {:?} is not a valid filter{keep}",
                 new.log.level
@@ -77,7 +77,7 @@ impl Reloader {
             .map_err(|_| "reload lock poisoned".to_owned())?;
         let mut changes = Vec::new();
         if new.log.level != cur.log.level {
-            crate::logging::set_level(&new.log.level).map_err(|e| format!("{e}{keep}"))?;
+            seedd_core::logging::set_level(&new.log.level).map_err(|e| format!("{e}{keep}"))?;
             changes.push(format!("log.level: {} → {}", cur.log.level, new.log.level));
         }
         if new.policy != cur.policy {
@@ -94,7 +94,7 @@ impl Reloader {
         }
         if new.http.unknown_hosts != cur.http.unknown_hosts {
             self.unknown_hosts_all.store(
-                new.http.unknown_hosts == crate::config::UnknownHosts::All,
+                new.http.unknown_hosts == seedd_core::config::UnknownHosts::All,
                 Ordering::Relaxed,
             );
             changes.push(format!(

@@ -6,13 +6,13 @@ use std::collections::BTreeSet;
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
-use crate::identity::Identities;
-use crate::index::scan::{self, ScanReport};
-use crate::index::Index;
-use crate::metrics::Metrics;
-use crate::serve::refcache::RefCache;
-use crate::storage::Storage;
-use crate::tenant::Tenants;
+use seedd_core::index::scan::{self, ScanReport};
+use seedd_core::index::Index;
+use seedd_core::metrics::Metrics;
+use seedd_core::serve::refcache::RefCache;
+use seedd_core::storage::Storage;
+use seedd_core::tenant::Tenants;
+use seedd_p2p::identity::Identities;
 
 /// One rescan at a time. Cheap to clone.
 #[derive(Clone)]
@@ -160,7 +160,7 @@ pub(super) fn measure_tenant_repos(
         let size = path
             .join("HEAD")
             .exists()
-            .then(|| crate::tenant::dir_size(&path));
+            .then(|| seedd_core::tenant::dir_size(&path));
         match size {
             Some(_) => sizes.measured += 1,
             None => sizes.gone += 1,

@@ -1,0 +1,479 @@
+//! The sections of the configuration (`[p2p]`, `[http]`, …) with their defaults. Each field has
+//! its final type; values that need a check carry it in their `deserialize_with` (see
+//! [`super::fields`]), so a section that deserialised is valid on its own.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+use super::cidr::Cidr;
+use super::fields;
+use super::values::{
+    Bucket, DefaultPolicy, LogFormat, PackCacheAdmission, PeerAddr, Relay, Scope, UnknownHosts,
+};
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(default)]
+pub struct P2pConfig {
+    #[serde(deserialize_with = "fields::socket_addrs")]
+    pub listen: Vec<SocketAddr>,
+    /// `host:port` we are reachable at (announced).
+    #[serde(deserialize_with = "fields::external_addresses")]
+    pub external_addresses: Vec<String>,
+    /// Persistent peers, `z6Mk…@host:port`.
+    #[serde(deserialize_with = "fields::peers")]
+    pub connect: Vec<PeerAddr>,
+    pub bootstrap: bool,
+    /// Relay other nodes' gossip: "auto" (iff external_addresses is set), "always", "never".
+    pub relay: Relay,
+    /// Most inbound sessions (loopback peers are not counted against it).
+    pub max_inbound: usize,
+    /// Most outbound sessions.
+    pub max_outbound: usize,
+    /// A dialer or listener that has not finished the handshake by then is dropped.
+    #[serde(rename = "handshake_timeout_secs", with = "fields::secs_nonzero")]
+    pub handshake_timeout: Duration,
+    /// Git streams served to peers at once (fetching has its own budget).
+    #[serde(deserialize_with = "fields::at_least_one")]
+    pub max_concurrent_serves: usize,
+    /// How long a peer's fetch waits for a serve slot before its stream is closed.
+    #[serde(rename = "serve_queue_timeout_secs", with = "fields::secs")]
+    pub serve_queue_timeout: Duration,
+    /// A git stream silent in both directions for this long is closed (upload-pack killed).
+    #[serde(rename = "stream_idle_timeout_secs", with = "fields::secs_nonzero")]
+    pub stream_idle_timeout: Duration,
+    /// Largest request a peer may send on one git stream.
+    #[serde(deserialize_with = "fields::at_least_one")]
+    pub max_stream_request_bytes: u64,
+    /// Fetches from peers at once (a budget separate from serving).
+    #[serde(deserialize_with = "fields::at_least_one")]
+    pub max_concurrent_fetches: usize,
+    /// Of those, at most this many from one peer (the others wait without taking a slot).
+    #[serde(deserialize_with = "fields::at_least_one")]
+    pub max_fetches_per_peer: usize,
+    /// Largest amount of git data one fetch may receive.
+    #[serde(deserialize_with = "fields::at_least_one")]
+    pub max_fetch_bytes: u64,
+    /// A fetch that receives nothing for this long is aborted.
+    #[serde(rename = "fetch_timeout_secs", with = "fields::secs_nonzero")]
+    pub fetch_timeout: Duration,
+    /// A fetch not finished after this long is aborted, however active.
+    #[serde(rename = "fetch_deadline_secs", with = "fields::secs_nonzero")]
+    pub fetch_deadline: Duration,
+    /// Most repositories the default identity announces (≤ 2,973, the inventory limit).
+    #[serde(deserialize_with = "fields::inventory_cap")]
+    pub inventory_cap: usize,
+    pub rate: RateConfig,
+    pub ban: BanConfig,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(default)]
+pub struct RateConfig {
+    /// Per remote IP, before the handshake: one token per connection attempt.
+    #[serde(deserialize_with = "fields::bucket")]
+    pub connect: Bucket,
+    /// Per node id after the handshake, inbound sessions: one token per gossip message.
+    #[serde(deserialize_with = "fields::bucket")]
+    pub inbound: Bucket,
+    /// Per node id, outbound sessions.
+    #[serde(deserialize_with = "fields::bucket")]
+    pub outbound: Bucket,
+    /// Per remote host, shared by all its sessions and node ids (on top of the per-node
+    /// buckets, so fresh keys from one host share one budget): one token per gossip message.
+    #[serde(deserialize_with = "fields::bucket")]
+    pub host: Bucket,
+    /// IPv6 peers share a host bucket per prefix of this length (one host usually holds a /64).
+    #[serde(deserialize_with = "fields::ipv6_prefix")]
+    pub ipv6_prefix: u8,
+    /// Loopback addresses (127.0.0.0/8, ::1) are not limited (configured `connect` peers
+    /// never are). Private ranges are ordinary peers unless listed in `exempt_cidrs`.
+    pub exempt_local: bool,
+    /// Trusted address blocks (e.g. `10.0.0.0/8`, a cluster's pod CIDR) not limited either.
+    #[serde(deserialize_with = "fields::cidrs")]
+    pub exempt_cidrs: Vec<Cidr>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(default)]
+pub struct BanConfig {
+    /// Penalty points at which an IP is banned (a malformed frame costs 16, an invalid
+    /// signature or a far-future timestamp 32).
+    #[serde(deserialize_with = "fields::at_least_one")]
+    pub threshold: u32,
+    /// How long a ban lasts.
+    #[serde(rename = "duration_secs", with = "fields::secs")]
+    pub duration: Duration,
+}
+
+impl Default for RateConfig {
+    fn default() -> Self {
+        Self {
+            connect: Bucket {
+                fill_rate: 1.0,
+                capacity: 32.0,
+            },
+            inbound: Bucket {
+                fill_rate: 5.0,
+                capacity: 1024.0,
+            },
+            outbound: Bucket {
+                fill_rate: 10.0,
+                capacity: 2048.0,
+            },
+            // Room for a few honest nodes behind one address (each at most `outbound`).
+            host: Bucket {
+                fill_rate: 20.0,
+                capacity: 4096.0,
+            },
+            ipv6_prefix: 64,
+            exempt_local: true,
+            exempt_cidrs: Vec::new(),
+        }
+    }
+}
+
+impl Default for BanConfig {
+    fn default() -> Self {
+        Self {
+            threshold: 64,
+            duration: Duration::from_secs(3600),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(default)]
+pub struct HttpConfig {
+    #[serde(deserialize_with = "fields::socket_addr")]
+    pub listen: SocketAddr,
+    pub tls: Option<TlsConfig>,
+    /// Concurrent pack generations (git upload-pack POSTs) across all repos.
+    #[serde(deserialize_with = "fields::at_least_one")]
+    pub max_concurrent_packs: usize,
+    /// Requests that may wait for a pack slot; beyond that: 503 + Retry-After.
+    pub pack_queue: usize,
+    /// How long a queued request waits for a slot before 503.
+    #[serde(rename = "pack_queue_timeout_ms", with = "fields::millis")]
+    pub pack_queue_timeout: Duration,
+    /// A git response that produces no bytes for this long is aborted.
+    #[serde(rename = "idle_timeout_secs", with = "fields::secs_nonzero")]
+    pub idle_timeout: Duration,
+    /// Hard cap on one git request's total duration.
+    #[serde(rename = "request_timeout_secs", with = "fields::secs_nonzero")]
+    pub request_timeout: Duration,
+    /// Largest accepted (decompressed) upload-pack request body.
+    #[serde(deserialize_with = "fields::max_request_bytes")]
+    pub max_request_bytes: u64,
+    /// Path to the `git` executable used for pack generation.
+    pub git_binary: String,
+    /// Per-client-IP rate limit and per-repository admission (`http.rate.*`).
+    #[serde(default)]
+    pub rate: HttpRateConfig,
+    /// Hosts no tenant claims: `all` (every public repository) or `none` (404).
+    pub unknown_hosts: UnknownHosts,
+    /// Single-flight cache of upload-pack responses (`http.pack_cache.*`).
+    #[serde(default)]
+    pub pack_cache: PackCacheConfig,
+    /// A connection whose client takes no byte of a response for this long is closed
+    /// (`http::conn`; sendfile and pack-cache responses included).
+    #[serde(rename = "write_timeout_secs", with = "fields::secs_nonzero")]
+    pub write_timeout: Duration,
+    /// Open connections one client address may hold (IPv6: per `rate.ipv6_prefix`; trusted
+    /// proxies exempt); beyond: 429 and closed.
+    #[serde(deserialize_with = "fields::at_least_one")]
+    pub max_connections_per_ip: usize,
+}
+
+/// The pack cache (`core/src/serve/packcache.rs`): responses to cacheable upload-pack requests
+/// (no `have` lines) kept on disk under `<data_dir>/cache/packs`, discarded at start.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(default)]
+pub struct PackCacheConfig {
+    pub enabled: bool,
+    /// Bytes of cached responses kept on disk; older (least recently used) ones go first.
+    #[serde(deserialize_with = "fields::at_least_one")]
+    pub max_bytes: u64,
+    /// A cached response older than this is not served again.
+    #[serde(rename = "max_age_secs", with = "fields::secs_nonzero")]
+    pub max_age: Duration,
+    /// When a response is cached: on the `first` request, or on the `second` sighting of the
+    /// same request within `max_age`.
+    pub admission: PackCacheAdmission,
+    /// Generations one client address (IPv6: per `http.rate.ipv6_prefix`) may have running at
+    /// once; its further new keys are answered directly.
+    #[serde(deserialize_with = "fields::at_least_one")]
+    pub max_generations_per_client: usize,
+}
+
+impl Default for PackCacheConfig {
+    fn default() -> Self {
+        Self {
+            enabled: true,
+            max_bytes: 1 << 30,
+            max_age: Duration::from_secs(3_600),
+            admission: PackCacheAdmission::Second,
+            max_generations_per_client: 2,
+        }
+    }
+}
+
+/// HTTP rate limits and per-repository pack admission (`http/src/ratelimit/`).
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(default)]
+pub struct HttpRateConfig {
+    /// Requests per second per client IP (IPv6: per prefix); fractional allowed; 0 = off.
+    #[serde(deserialize_with = "fields::requests_per_second")]
+    pub per_ip_requests_per_second: f64,
+    /// Requests a client may make at once above the rate.
+    #[serde(deserialize_with = "fields::at_least_one")]
+    pub per_ip_burst: u32,
+    /// IPv6 clients are limited per prefix of this length.
+    #[serde(deserialize_with = "fields::ipv6_prefix")]
+    pub ipv6_prefix: u8,
+    /// Proxies (CIDRs or addresses) whose `Forwarded` / `X-Forwarded-For` is believed.
+    #[serde(deserialize_with = "fields::cidrs")]
+    pub trusted_proxies: Vec<Cidr>,
+    /// Concurrent pack generations per repository; 0 = no per-repository limit.
+    pub per_repo_concurrent_packs: usize,
+    /// Requests that may wait for a repository's pack slot; beyond that: 503 + Retry-After.
+    pub per_repo_queue: usize,
+    /// How long a request waits in a repository's queue before 503.
+    #[serde(rename = "per_repo_queue_timeout_ms", with = "fields::millis_nonzero")]
+    pub per_repo_queue_timeout: Duration,
+    /// While every pack slot is busy and a clone waits (globally or for the repository), refuse
+    /// new clones at their ref advertisement (503 + Retry-After) instead of queueing them.
+    pub shed_new_clones: bool,
+}
+
+impl Default for HttpRateConfig {
+    fn default() -> Self {
+        Self {
+            per_ip_requests_per_second: 50.0,
+            per_ip_burst: 100,
+            ipv6_prefix: 64,
+            trusted_proxies: Vec::new(),
+            per_repo_concurrent_packs: 2,
+            per_repo_queue: 4,
+            per_repo_queue_timeout: Duration::from_millis(2_000),
+            shed_new_clones: true,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct TlsConfig {
+    pub cert: PathBuf,
+    pub key: PathBuf,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(default)]
+pub struct AdminConfig {
+    #[serde(deserialize_with = "fields::socket_addr")]
+    pub listen: SocketAddr,
+    /// Bearer token file. Unset: a token is generated once at `<data_dir>/admin-token`.
+    pub token_file: Option<PathBuf>,
+    /// More token files, each accepted too (rotation: add the new file, reload, drop the old).
+    pub token_files: Vec<PathBuf>,
+    /// Serve the admin API over HTTPS; with `client_ca`, also require a client certificate
+    /// (mutual TLS, in addition to the bearer token).
+    pub tls: Option<AdminTlsConfig>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct AdminTlsConfig {
+    pub cert: PathBuf,
+    pub key: PathBuf,
+    /// PEM file of the CA(s) that sign accepted client certificates. Unset: no client
+    /// certificate is asked for.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub client_ca: Option<PathBuf>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(default)]
+pub struct PolicyConfig {
+    pub default: DefaultPolicy,
+    pub scope: Scope,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(default)]
+pub struct LogConfig {
+    pub format: LogFormat,
+    /// A level or filter such as `info` or `seedd=debug,info`.
+    #[serde(deserialize_with = "fields::log_filter")]
+    pub level: String,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default)]
+#[serde(default)]
+pub struct KeysConfig {
+    /// Secret key file of the default identity (OpenSSH, as `rad auth` writes), e.g. a mounted
+    /// Secret. Unset: `<data_dir>/keys/default/radicle`, generated on first start.
+    pub secret: Option<PathBuf>,
+    /// File holding the key's passphrase, for an encrypted key (`rad auth` with a passphrase).
+    pub passphrase_file: Option<PathBuf>,
+}
+
+impl Default for P2pConfig {
+    fn default() -> Self {
+        Self {
+            listen: vec![SocketAddr::from(([0, 0, 0, 0], 8776))],
+            external_addresses: Vec::new(),
+            connect: Vec::new(),
+            bootstrap: false,
+            relay: Relay::Auto,
+            max_inbound: 128,
+            max_outbound: 16,
+            handshake_timeout: Duration::from_secs(10),
+            max_concurrent_serves: std::thread::available_parallelism()
+                .map_or(2, |n| n.get())
+                .max(2)
+                * 2,
+            serve_queue_timeout: Duration::from_secs(10),
+            stream_idle_timeout: Duration::from_secs(30),
+            max_stream_request_bytes: 64 * 1024 * 1024,
+            max_concurrent_fetches: 4,
+            max_fetches_per_peer: 2,
+            max_fetch_bytes: 500 * 1024 * 1024,
+            fetch_timeout: Duration::from_secs(30),
+            fetch_deadline: Duration::from_secs(600),
+            inventory_cap: super::INVENTORY_LIMIT,
+            rate: RateConfig::default(),
+            ban: BanConfig::default(),
+        }
+    }
+}
+
+impl Default for HttpConfig {
+    fn default() -> Self {
+        let cpus = std::thread::available_parallelism().map_or(2, |n| n.get());
+        Self {
+            listen: SocketAddr::from(([0, 0, 0, 0], 8080)),
+            tls: None,
+            max_concurrent_packs: cpus.max(2),
+            pack_queue: 32,
+            pack_queue_timeout: Duration::from_millis(5_000),
+            idle_timeout: Duration::from_secs(120),
+            request_timeout: Duration::from_secs(3_600),
+            max_request_bytes: 64 * 1024 * 1024,
+            git_binary: "git".to_owned(),
+            rate: HttpRateConfig::default(),
+            unknown_hosts: UnknownHosts::All,
+            pack_cache: PackCacheConfig::default(),
+            write_timeout: Duration::from_secs(60),
+            max_connections_per_ip: 512,
+        }
+    }
+}
+
+impl Default for AdminConfig {
+    fn default() -> Self {
+        Self {
+            listen: SocketAddr::from(([127, 0, 0, 1], 9776)),
+            token_file: None,
+            token_files: Vec::new(),
+            tls: None,
+        }
+    }
+}
+
+impl Default for PolicyConfig {
+    fn default() -> Self {
+        Self {
+            default: DefaultPolicy::Block,
+            scope: Scope::All,
+        }
+    }
+}
+
+impl Default for LogConfig {
+    fn default() -> Self {
+        Self {
+            format: LogFormat::Text,
+            level: "info".to_owned(),
+        }
+    }
+}
+
+/// `[maintenance]`: background repository maintenance (repacks with a multi-pack index and
+/// bitmaps, packed refs, commit-graphs), with its own budget separate from serving and fetching.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(default)]
+pub struct MaintenanceConfig {
+    /// Background maintenance after fetches and by the sweep (`seedctl repo maintain` works
+    /// either way).
+    pub enabled: bool,
+    /// Repositories maintained at once.
+    #[serde(deserialize_with = "fields::at_least_one")]
+    pub concurrency: usize,
+    /// How often every held repository's debt is measured (and the due ones maintained).
+    #[serde(rename = "sweep_interval_secs", with = "fields::secs_nonzero")]
+    pub sweep_interval: Duration,
+    /// A fetched repository is looked at once no fetch changed it for this long.
+    #[serde(rename = "debounce_secs", with = "fields::secs_nonzero")]
+    pub debounce: Duration,
+    /// One git step not done after this long is killed (the repository stays as it was).
+    #[serde(rename = "timeout_secs", with = "fields::secs_nonzero")]
+    pub timeout: Duration,
+    /// Due at this many packs.
+    #[serde(deserialize_with = "fields::at_least_two")]
+    pub max_packs: u64,
+    /// Due at this many loose objects.
+    #[serde(deserialize_with = "fields::at_least_one")]
+    pub max_loose_objects: u64,
+    /// Due at this many loose refs.
+    #[serde(deserialize_with = "fields::at_least_one")]
+    pub max_loose_refs: u64,
+    /// Due without a bitmap once its packs hold this many bytes.
+    pub bitmap_min_bytes: u64,
+    /// Below this many bytes of packs everything is rewritten into one pack (best deltas,
+    /// cheap); at or above it, a geometric repack rolls up only the small packs.
+    pub full_repack_below_bytes: u64,
+}
+
+impl Default for MaintenanceConfig {
+    fn default() -> Self {
+        Self {
+            enabled: true,
+            concurrency: 1,
+            sweep_interval: Duration::from_secs(3_600),
+            debounce: Duration::from_secs(60),
+            timeout: Duration::from_secs(3_600),
+            max_packs: 4,
+            max_loose_objects: 1_000,
+            max_loose_refs: 200,
+            bitmap_min_bytes: 1 << 20,
+            full_repack_below_bytes: 256 << 20,
+        }
+    }
+}
+
+/// `[index]`: the RocksDB index (`index/tuning.rs`). Needs a restart.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(default)]
+pub struct IndexConfig {
+    /// One block cache shared by every column family, with index and filter blocks and (up to
+    /// half of it) the memtables charged to it: the index's memory beyond the OS page cache.
+    #[serde(deserialize_with = "fields::cache_mib")]
+    pub cache_mib: u64,
+}
+
+impl Default for IndexConfig {
+    fn default() -> Self {
+        Self { cache_mib: 64 }
+    }
+}
+
+impl IndexConfig {
+    /// The cache size in bytes.
+    pub fn cache_bytes(&self) -> usize {
+        usize::try_from(self.cache_mib << 20).unwrap_or(usize::MAX)
+    }
+}

@@ -1,0 +1,1174 @@
+//! The RocksDB index: typed accessors over column families. Never the only copy of git data:
+//! everything in `repos`, `refs` and `sigrefs` can be rebuilt from storage (see `scan`).
+//!
+//! Schema (documented in ARCHITECTURE.md; keys are binary; values JSON unless noted, `repos`
+//! and `sigrefs` in the versioned binary encoding of [`values`], JSON still read there):
+//!
+//! | CF | key | value |
+//! |---|---|---|
+//! | `meta` | `schema_version`; `own_ts/<type>` | utf-8; u64 BE |
+//! | `repos` | rid (20 bytes) | [`RepoRecord`] |
+//! | `refs` | rid (20) ‖ ref name | oid (20) ‖ `0x00` (not an annotated tag), oid ‖ peeled oid (40: an annotated tag and the first non-tag object it leads to), a bare oid (20: not known whether it is a tag: written before peeled targets were kept, or peeling failed), or `ref: <target>` for symbolic refs ([`adverts`]) |
+//! | `sigrefs` | rid (20) ‖ nid (32) | [`SigrefsRecord`] |
+//! | `routing` | rid (20) ‖ nid (32) | u64 BE timestamp (see [`gossip`]) |
+//! | `nodes` | nid (32) | address-book record |
+//! | `announcements` | nid (32) ‖ kind (2) ‖ rid (20, refs only) | u64 BE received-at ‖ message |
+//! | `policies` | `repo/` rid · `node/` nid | policy (replication issue) |
+//! | `tenants` | tenant name | tenant record (operators issue) |
+//! | `fetch_state` | `size/` ‖ rid (20) | u64 BE bytes on disk, measured after the last fetch ([`Index::put_repo_size`]) |
+//! | `pack_cache` | cache key | pack cache entry metadata (performance issue) |
+//! | `bans` | ip (text) | penalty/ban record |
+//! | `maintenance` | rid (20) | maintenance record: debt, last run and outcome (`maintain`) |
+//!
+//! Durability: every write goes through [`Index::commit`]. Writes touching a column family that
+//! cannot be rebuilt from storage or the network ([`durable`]: `meta`, `policies`, `tenants`,
+//! `bans`) are synced (WAL fsync) before the accessor returns, so the admin API answers success
+//! only for state that survives a power loss; the rest is rebuilt by the rescan or re-learnt
+//! from gossip and is written without a sync.
+
+pub(crate) mod adverts;
+pub mod gossip;
+pub(crate) mod maintenance;
+pub(crate) mod page;
+pub mod policy;
+pub mod scan;
+pub mod tenants;
+pub(crate) mod tuning;
+pub(crate) mod values;
+
+use std::collections::{BTreeSet, HashMap};
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+
+use rocksdb::{ColumnFamilyDescriptor, Options, WriteBatch, WriteOptions, DB};
+use serde::{Deserialize, Serialize};
+
+use crate::storage::{FeatureLevel, RefTarget, Visibility};
+pub(crate) use adverts::{Peel, Peels};
+use seedd_proto::crypto::{NodeId, RepoId};
+pub use tuning::Tuning;
+pub use values::ValueEncoding;
+
+pub(crate) const SCHEMA_VERSION: &str = "1";
+
+pub(crate) const CF_META: &str = "meta";
+pub(crate) const CF_REPOS: &str = "repos";
+pub(crate) const CF_REFS: &str = "refs";
+pub(crate) const CF_SIGREFS: &str = "sigrefs";
+/// Rebuildable per-repository fetch bookkeeping (not synced): repository sizes.
+pub(crate) const CF_FETCH_STATE: &str = "fetch_state";
+/// Every column family, in creation order.
+pub(crate) const COLUMN_FAMILIES: &[&str] = &[
+    CF_META,
+    CF_REPOS,
+    CF_REFS,
+    CF_SIGREFS,
+    gossip::CF_ROUTING,
+    gossip::CF_NODES,
+    gossip::CF_ANNOUNCEMENTS,
+    policy::CF_POLICIES,
+    tenants::CF_TENANTS,
+    CF_FETCH_STATE,
+    "pack_cache",
+    gossip::CF_BANS,
+    maintenance::CF_MAINTENANCE,
+];
+
+#[derive(Debug, thiserror::Error)]
+pub enum IndexError {
+    #[error("index at {path}: {source}")]
+    Open {
+        path: std::path::PathBuf,
+        source: rocksdb::Error,
+    },
+    #[error("index: {0}")]
+    Db(#[from] rocksdb::Error),
+    #[error("index: column family {0} missing")]
+    MissingCf(&'static str),
+    /// A record that does not decode (or does not belong to its key); `key` names it when
+    /// the record has one (`rad:z…`, `rad:z…/z6Mk…`, else hex).
+    #[error("index: corrupt record in {cf}{}: {reason}", at_key(.key.as_deref()))]
+    Corrupt {
+        cf: &'static str,
+        key: Option<String>,
+        reason: String,
+    },
+    #[error(
+        "index schema version {found:?} is not {SCHEMA_VERSION}: delete the index directory to rebuild it from storage"
+    )]
+    Schema { found: String },
+}
+
+/// ` at key …` for [`IndexError::Corrupt`], or nothing.
+fn at_key(key: Option<&str>) -> String {
+    key.map(|k| format!(" at key {k}")).unwrap_or_default()
+}
+
+/// What the index knows about one repository.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RepoRecord {
+    pub rid: RepoId,
+    pub name: String,
+    pub description: String,
+    pub default_branch: String,
+    pub delegates: Vec<NodeId>,
+    pub threshold: usize,
+    pub visibility: Visibility,
+    /// Identity COB head at top-level `refs/rad/id`.
+    pub identity_head: String,
+    /// Canonical default branch tip, if any.
+    pub head: Option<String>,
+    /// Hash over the repository's ref listing; unchanged → no reindex.
+    pub fingerprint: String,
+    pub ref_count: usize,
+    /// Namespaces with valid signed refs.
+    pub namespaces: Vec<NodeId>,
+    /// Unix seconds of the last (re)index.
+    pub indexed_at: u64,
+}
+
+impl RepoRecord {
+    pub fn is_public(&self) -> bool {
+        self.visibility.is_public()
+    }
+}
+
+/// Verification outcome for one namespace's signed refs.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SigrefsRecord {
+    pub nid: NodeId,
+    pub commit: Option<String>,
+    pub level: Option<FeatureLevel>,
+    /// `None` when verified; otherwise why verification failed.
+    pub error: Option<String>,
+}
+
+/// What changed in an indexed repository ([`Index::update_repo`]).
+#[derive(Debug)]
+pub struct RepoDelta<'a> {
+    pub record: &'a RepoRecord,
+    pub refs: &'a [(String, RefTarget)],
+    /// What the direct refs of `refs` peel to ([`Peel::Unknown`] when absent).
+    pub(crate) peels: &'a Peels,
+    pub gone: &'a [String],
+    pub sigrefs: &'a [SigrefsRecord],
+    pub gone_namespaces: &'a [NodeId],
+}
+
+/// Whether writes to `cf` must reach the disk (WAL fsync) before they are acknowledged: state
+/// that exists nowhere else — the operator's policies, tenants and identities, our own
+/// announcement timestamps (peers drop announcements that are not strictly newer), bans.
+/// Repositories, refs and signed refs are rebuilt from storage by the rescan; routing, nodes
+/// and announcements are re-learnt from gossip.
+pub(crate) fn durable(cf: &str) -> bool {
+    matches!(
+        cf,
+        CF_META | policy::CF_POLICIES | tenants::CF_TENANTS | gossip::CF_BANS
+    )
+}
+
+/// The write options for a batch: synced iff it touches a [`durable`] column family.
+fn write_options(sync: bool) -> WriteOptions {
+    let mut o = WriteOptions::default();
+    o.set_sync(sync);
+    o
+}
+
+/// A write batch that remembers whether it touched a [`durable`] column family.
+pub(crate) struct Batch<'a> {
+    index: &'a Index,
+    batch: WriteBatch,
+    sync: bool,
+}
+
+impl Batch<'_> {
+    pub(crate) fn put(
+        &mut self,
+        cf: &'static str,
+        key: impl AsRef<[u8]>,
+        value: impl AsRef<[u8]>,
+    ) -> Result<(), IndexError> {
+        self.sync |= durable(cf);
+        self.batch.put_cf(self.index.cf(cf)?, key, value);
+        Ok(())
+    }
+
+    pub(crate) fn delete(
+        &mut self,
+        cf: &'static str,
+        key: impl AsRef<[u8]>,
+    ) -> Result<(), IndexError> {
+        self.sync |= durable(cf);
+        self.batch.delete_cf(self.index.cf(cf)?, key);
+        Ok(())
+    }
+
+    /// Whether committing this batch syncs the WAL.
+    #[cfg(test)]
+    fn is_synced(&self) -> bool {
+        self.sync
+    }
+}
+
+/// Handle to the index database. Cheap to clone.
+#[derive(Clone)]
+pub struct Index {
+    db: Arc<DB>,
+    /// Every indexed repository and whether it is public, kept with the records (read once at
+    /// open, then updated by each write under this lock), so counts are O(1).
+    census: Arc<Mutex<Census>>,
+    /// How records are written ([`values`]): binary, except in compatibility tests and the
+    /// bench's baseline.
+    values: ValueEncoding,
+}
+
+/// Indexed repositories, their visibility, names and when each was indexed, with the public
+/// ones counted and the repositories of each name listed (tenant aliases resolve names without
+/// reading records; the over-the-cap inventory ranks by `indexed_at` without decoding
+/// records). One entry per repository, kept small: at 100,000 repositories it is resident.
+#[derive(Default)]
+struct Census {
+    repos: HashMap<RepoId, CensusEntry>,
+    public: usize,
+    by_name: HashMap<Arc<str>, Named>,
+}
+
+struct CensusEntry {
+    public: bool,
+    indexed_at: u64,
+    name: Arc<str>,
+}
+
+/// The repositories of one name: almost always one, so no set is allocated for it (a
+/// one-element `BTreeSet` costs a whole B-tree node, ~200 bytes, per repository).
+enum Named {
+    One(RepoId),
+    Many(BTreeSet<RepoId>),
+}
+
+impl Named {
+    fn insert(&mut self, rid: RepoId) {
+        match self {
+            Named::One(one) if *one == rid => {}
+            Named::One(one) => *self = Named::Many(BTreeSet::from([*one, rid])),
+            Named::Many(set) => {
+                set.insert(rid);
+            }
+        }
+    }
+
+    /// Removes `rid`; whether none is left.
+    fn remove(&mut self, rid: &RepoId) -> bool {
+        match self {
+            Named::One(one) => one == rid,
+            Named::Many(set) => {
+                set.remove(rid);
+                set.is_empty()
+            }
+        }
+    }
+
+    fn to_set(&self) -> BTreeSet<RepoId> {
+        match self {
+            Named::One(one) => BTreeSet::from([*one]),
+            Named::Many(set) => set.clone(),
+        }
+    }
+}
+
+impl Census {
+    fn insert(&mut self, record: &RepoRecord) {
+        let rid = record.rid;
+        let public = record.is_public();
+        let name = record.name.as_str();
+        let same_name = self.repos.get(&rid).is_some_and(|e| &*e.name == name);
+        if !same_name {
+            self.forget_name(&rid);
+        }
+        let name: Arc<str> = match self.by_name.get_key_value(name) {
+            Some((n, _)) => n.clone(),
+            None => Arc::from(name),
+        };
+        if !same_name {
+            match self.by_name.get_mut(&name) {
+                Some(named) => named.insert(rid),
+                None => {
+                    self.by_name.insert(name.clone(), Named::One(rid));
+                }
+            }
+        }
+        let entry = CensusEntry {
+            public,
+            indexed_at: record.indexed_at,
+            name,
+        };
+        if self.repos.insert(rid, entry).is_some_and(|old| old.public) {
+            self.public -= 1;
+        }
+        if public {
+            self.public += 1;
+        }
+    }
+
+    fn remove(&mut self, rid: &RepoId) {
+        self.forget_name(rid);
+        if self.repos.remove(rid).is_some_and(|old| old.public) {
+            self.public -= 1;
+        }
+    }
+
+    fn forget_name(&mut self, rid: &RepoId) {
+        let Some(old) = self.repos.get(rid).map(|e| e.name.clone()) else {
+            return;
+        };
+        if let Some(named) = self.by_name.get_mut(&old) {
+            if named.remove(rid) {
+                self.by_name.remove(&old);
+            }
+        }
+    }
+}
+
+/// Repository counts of the index ([`Index::repo_counts`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct RepoCounts {
+    pub total: usize,
+    pub public: usize,
+}
+
+impl Index {
+    /// Opens (or creates) the index with the default [`Tuning`].
+    pub fn open(path: &Path) -> Result<Self, IndexError> {
+        Self::open_tuned(path, Tuning::default())
+    }
+
+    /// Opens (or creates) the index with the given RocksDB options ([`tuning`]).
+    pub fn open_tuned(path: &Path, tuning: Tuning) -> Result<Self, IndexError> {
+        Self::open_with(path, Options::default(), tuning)
+    }
+
+    /// [`Index::open_tuned`] with base options (tests enable statistics through them).
+    fn open_with(path: &Path, mut opts: Options, tuning: Tuning) -> Result<Self, IndexError> {
+        let shared = tuning.apply(&mut opts);
+        let cfs = COLUMN_FAMILIES
+            .iter()
+            .map(|name| ColumnFamilyDescriptor::new(*name, tuning.cf_options(name, &shared)));
+        let db = DB::open_cf_descriptors(&opts, path, cfs).map_err(|source| IndexError::Open {
+            path: path.to_owned(),
+            source,
+        })?;
+        let mut index = Self {
+            db: Arc::new(db),
+            census: Arc::default(),
+            values: ValueEncoding::default(),
+        };
+        index.check_schema()?;
+        let mut census = Census::default();
+        index.for_each_repo(|r| census.insert(&r))?;
+        index.census = Arc::new(Mutex::new(census));
+        Ok(index)
+    }
+
+    fn cf(&self, name: &'static str) -> Result<&rocksdb::ColumnFamily, IndexError> {
+        self.db.cf_handle(name).ok_or(IndexError::MissingCf(name))
+    }
+
+    /// A new batch; write it with [`Index::commit`].
+    pub(crate) fn batch(&self) -> Batch<'_> {
+        Batch {
+            index: self,
+            batch: WriteBatch::default(),
+            sync: false,
+        }
+    }
+
+    /// The one write path: atomically, synced when the batch touched a [`durable`] CF.
+    pub(crate) fn commit(&self, batch: Batch<'_>) -> Result<(), IndexError> {
+        self.db.write_opt(batch.batch, &write_options(batch.sync))?;
+        Ok(())
+    }
+
+    /// One put, through [`Index::commit`].
+    pub(crate) fn put(
+        &self,
+        cf: &'static str,
+        key: impl AsRef<[u8]>,
+        value: impl AsRef<[u8]>,
+    ) -> Result<(), IndexError> {
+        let mut b = self.batch();
+        b.put(cf, key, value)?;
+        self.commit(b)
+    }
+
+    /// One delete, through [`Index::commit`].
+    pub(crate) fn delete(&self, cf: &'static str, key: impl AsRef<[u8]>) -> Result<(), IndexError> {
+        let mut b = self.batch();
+        b.delete(cf, key)?;
+        self.commit(b)
+    }
+
+    fn check_schema(&self) -> Result<(), IndexError> {
+        let meta = self.cf(CF_META)?;
+        match self.db.get_cf(meta, b"schema_version")? {
+            None => self.put(CF_META, b"schema_version", SCHEMA_VERSION)?,
+            Some(v) if v == SCHEMA_VERSION.as_bytes() => {}
+            Some(v) => {
+                return Err(IndexError::Schema {
+                    found: String::from_utf8_lossy(&v).into_owned(),
+                })
+            }
+        }
+        Ok(())
+    }
+
+    pub fn repo(&self, rid: &RepoId) -> Result<Option<RepoRecord>, IndexError> {
+        match self.db.get_pinned_cf(self.cf(CF_REPOS)?, rid.as_bytes())? {
+            None => Ok(None),
+            Some(v) => values::decode(rid.as_bytes(), &v).map(Some),
+        }
+    }
+
+    pub fn repos(&self) -> Result<Vec<RepoRecord>, IndexError> {
+        let mut out = Vec::new();
+        self.for_each_repo(|r| out.push(r))?;
+        Ok(out)
+    }
+
+    /// Every record in RID order, decoded one at a time and handed to `f`: what needs to see
+    /// every repository without holding them all (the census at open, the inventories), so
+    /// the start's peak memory is one record, not 100,000 of them.
+    pub fn for_each_repo(&self, mut f: impl FnMut(RepoRecord)) -> Result<(), IndexError> {
+        for item in self
+            .db
+            .iterator_cf(self.cf(CF_REPOS)?, rocksdb::IteratorMode::Start)
+        {
+            let (k, v) = item?;
+            f(values::decode(&k, &v)?);
+        }
+        Ok(())
+    }
+
+    pub fn repo_count(&self) -> Result<usize, IndexError> {
+        Ok(self.repo_counts().total)
+    }
+
+    /// How many repositories are indexed, and how many of them are public: O(1).
+    pub fn repo_counts(&self) -> RepoCounts {
+        let census = self.census();
+        RepoCounts {
+            total: census.repos.len(),
+            public: census.public,
+        }
+    }
+
+    /// The indexed repositories named `name` (the identity document's name), from memory.
+    pub fn repos_named(&self, name: &str) -> BTreeSet<RepoId> {
+        self.census()
+            .by_name
+            .get(name)
+            .map(Named::to_set)
+            .unwrap_or_default()
+    }
+
+    /// The name of an indexed repository, from memory.
+    pub fn repo_name(&self, rid: &RepoId) -> Option<String> {
+        self.census().repos.get(rid).map(|e| e.name.to_string())
+    }
+
+    /// When an indexed repository was last indexed (its record's `indexed_at`), from memory.
+    pub fn indexed_at(&self, rid: &RepoId) -> Option<u64> {
+        self.census().repos.get(rid).map(|e| e.indexed_at)
+    }
+
+    fn census(&self) -> std::sync::MutexGuard<'_, Census> {
+        self.census.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The stored ref snapshot of a repository.
+    pub fn refs(&self, rid: &RepoId) -> Result<Vec<(String, RefTarget)>, IndexError> {
+        self.refs_under(rid, "")
+    }
+
+    /// The refs of `rid` whose names start with `prefix` (e.g. `refs/heads/`), read from the
+    /// first such key on: the scan costs those refs, not the repository's namespaces.
+    pub fn refs_under(
+        &self,
+        rid: &RepoId,
+        prefix: &str,
+    ) -> Result<Vec<(String, RefTarget)>, IndexError> {
+        let start = [rid.as_bytes().as_slice(), prefix.as_bytes()].concat();
+        let mut out = Vec::new();
+        for item in self.db.prefix_iterator_cf(self.cf(CF_REFS)?, &start) {
+            let (k, v) = item?;
+            if !k.starts_with(&start) {
+                break;
+            }
+            let name = String::from_utf8_lossy(&k[20..]).into_owned();
+            out.push((name, decode_target(&v)?));
+        }
+        Ok(out)
+    }
+
+    /// Every ref of `rid` with what it peels to ([`Peel::Unknown`] for symbolic refs), the
+    /// name's bytes as stored, in key (bytewise name) order.
+    pub(crate) fn refs_peeled(
+        &self,
+        rid: &RepoId,
+    ) -> Result<Vec<(Vec<u8>, RefTarget, Peel)>, IndexError> {
+        let mut out = Vec::new();
+        for item in self
+            .db
+            .prefix_iterator_cf(self.cf(CF_REFS)?, rid.as_bytes())
+        {
+            let (k, v) = item?;
+            if !k.starts_with(rid.as_bytes()) {
+                break;
+            }
+            let (target, peel) = decode_peeled(&v)?;
+            out.push((k[20..].to_vec(), target, peel));
+        }
+        Ok(out)
+    }
+
+    /// Whether `rid` is marked by [`Index::mark_dirty`] (its refs may be ahead of the index).
+    pub fn is_dirty(&self, rid: &RepoId) -> Result<bool, IndexError> {
+        Ok(self
+            .db
+            .get_pinned_cf(self.cf(CF_META)?, dirty_key(rid))?
+            .is_some())
+    }
+
+    /// Whether `rid` is indexed (from memory).
+    pub fn holds(&self, rid: &RepoId) -> bool {
+        self.census().repos.contains_key(rid)
+    }
+
+    pub fn sigrefs(&self, rid: &RepoId) -> Result<Vec<SigrefsRecord>, IndexError> {
+        let mut out = Vec::new();
+        for item in self
+            .db
+            .prefix_iterator_cf(self.cf(CF_SIGREFS)?, rid.as_bytes())
+        {
+            let (k, v) = item?;
+            if !k.starts_with(rid.as_bytes()) {
+                break;
+            }
+            out.push(values::decode(&k, &v)?);
+        }
+        Ok(out)
+    }
+
+    /// Replace everything known about `record.rid` in one atomic batch.
+    pub fn put_repo(
+        &self,
+        record: &RepoRecord,
+        refs: &[(String, RefTarget)],
+        sigrefs: &[SigrefsRecord],
+    ) -> Result<(), IndexError> {
+        self.put_repo_peeled(record, refs, &Peels::new(), sigrefs)
+    }
+
+    /// [`Index::put_repo`], with what the direct refs peel to ([`Peel::Unknown`] when absent).
+    pub(crate) fn put_repo_peeled(
+        &self,
+        record: &RepoRecord,
+        refs: &[(String, RefTarget)],
+        peels: &Peels,
+        sigrefs: &[SigrefsRecord],
+    ) -> Result<(), IndexError> {
+        let rid = record.rid;
+        let mut batch = self.batch();
+        self.delete_repo_into(&mut batch, &rid)?;
+        let value = values::encode(rid.as_bytes(), record, self.values)?;
+        batch.put(CF_REPOS, rid.as_bytes(), value)?;
+        for (name, target) in refs {
+            let mut key = rid.as_bytes().to_vec();
+            key.extend_from_slice(name.as_bytes());
+            batch.put(CF_REFS, key, encode_target(target, peel_of(peels, name)))?;
+        }
+        for s in sigrefs {
+            let mut key = rid.as_bytes().to_vec();
+            key.extend_from_slice(s.nid.as_bytes());
+            let value = values::encode(&key, s, self.values)?;
+            batch.put(CF_SIGREFS, key, value)?;
+        }
+        let mut census = self.census();
+        self.commit(batch)?;
+        census.insert(record);
+        Ok(())
+    }
+
+    /// Apply what changed in a repository already indexed, in one atomic batch: its record,
+    /// the refs that moved or appeared (`refs`), the refs that went (`gone`), the signed refs
+    /// outcomes of the namespaces re-verified (`sigrefs`) and of those that went
+    /// (`gone_namespaces`). Nothing else of the repository is rewritten.
+    pub fn update_repo(&self, delta: &RepoDelta<'_>) -> Result<(), IndexError> {
+        let rid = delta.record.rid;
+        let mut batch = self.batch();
+        let value = values::encode(rid.as_bytes(), delta.record, self.values)?;
+        batch.put(CF_REPOS, rid.as_bytes(), value)?;
+        let key = |suffix: &[u8]| {
+            let mut key = rid.as_bytes().to_vec();
+            key.extend_from_slice(suffix);
+            key
+        };
+        for name in delta.gone {
+            batch.delete(CF_REFS, key(name.as_bytes()))?;
+        }
+        for (name, target) in delta.refs {
+            let peel = peel_of(delta.peels, name);
+            batch.put(CF_REFS, key(name.as_bytes()), encode_target(target, peel))?;
+        }
+        for nid in delta.gone_namespaces {
+            batch.delete(CF_SIGREFS, key(nid.as_bytes()))?;
+        }
+        for s in delta.sigrefs {
+            let k = key(s.nid.as_bytes());
+            let value = values::encode(&k, s, self.values)?;
+            batch.put(CF_SIGREFS, k, value)?;
+        }
+        let mut census = self.census();
+        self.commit(batch)?;
+        census.insert(delta.record);
+        Ok(())
+    }
+
+    /// Before a fetch moves the refs of a repository whose new identity document is private:
+    /// the record takes that visibility now, so that nothing the same fetch brings is served
+    /// as public between the refs moving and the re-index (which writes the whole record).
+    /// Only ever narrows: nothing for a public `visibility` or an unknown repository. Returns
+    /// whether the record changed.
+    pub fn narrow_visibility(
+        &self,
+        rid: &RepoId,
+        visibility: &crate::storage::Visibility,
+    ) -> Result<bool, IndexError> {
+        if visibility.is_public() {
+            return Ok(false);
+        }
+        let Some(mut record) = self.repo(rid)? else {
+            return Ok(false);
+        };
+        if record.visibility == *visibility {
+            return Ok(false);
+        }
+        record.visibility = visibility.clone();
+        self.update_repo(&RepoDelta {
+            record: &record,
+            refs: &[],
+            peels: &Peels::new(),
+            gone: &[],
+            sigrefs: &[],
+            gone_namespaces: &[],
+        })?;
+        Ok(true)
+    }
+
+    /// Journal a repository whose refs are about to change (a fetch applies refs, then
+    /// re-indexes it and clears the mark): a crash in between leaves the mark, and the next
+    /// start re-reads that repository. Synced (CF `meta`), so it is on disk before the refs move.
+    pub fn mark_dirty(&self, rid: &RepoId) -> Result<(), IndexError> {
+        self.put(CF_META, dirty_key(rid), [])
+    }
+
+    /// Whether the one-off step `name` is recorded as done (CF `meta`, key `done/<name>`).
+    pub fn done(&self, name: &str) -> Result<bool, IndexError> {
+        Ok(self
+            .db
+            .get_pinned_cf(self.cf(CF_META)?, done_key(name))?
+            .is_some())
+    }
+
+    /// Records the one-off step `name` as done (synced: it is not redone after a crash).
+    pub fn set_done(&self, name: &str) -> Result<(), IndexError> {
+        self.put(CF_META, done_key(name), [])
+    }
+
+    /// The repository is indexed as it is on disk ([`Index::mark_dirty`]).
+    pub fn clear_dirty(&self, rid: &RepoId) -> Result<(), IndexError> {
+        self.delete(CF_META, dirty_key(rid))
+    }
+
+    /// Repositories marked by [`Index::mark_dirty`] and not cleared since.
+    pub fn dirty(&self) -> Result<Vec<RepoId>, IndexError> {
+        let mut out = Vec::new();
+        let iter = self.db.iterator_cf(
+            self.cf(CF_META)?,
+            rocksdb::IteratorMode::From(DIRTY_PREFIX, rocksdb::Direction::Forward),
+        );
+        for item in iter {
+            let (k, _) = item?;
+            let Some(rid) = k.strip_prefix(DIRTY_PREFIX) else {
+                break;
+            };
+            let bytes: [u8; 20] = rid.try_into().map_err(|_| IndexError::Corrupt {
+                cf: CF_META,
+                key: None,
+                reason: format!("dirty mark of {} bytes", rid.len()),
+            })?;
+            out.push(RepoId::from_oid_bytes(bytes));
+        }
+        Ok(out)
+    }
+
+    /// Remember the bytes on disk of a repository (tenant quotas), so a start reads it instead
+    /// of walking the directory. Not synced: a size lost in a crash is measured again.
+    pub fn put_repo_size(&self, rid: &RepoId, bytes: u64) -> Result<(), IndexError> {
+        self.put(CF_FETCH_STATE, size_key(rid), bytes.to_be_bytes())
+    }
+
+    pub fn delete_repo_size(&self, rid: &RepoId) -> Result<(), IndexError> {
+        self.delete(CF_FETCH_STATE, size_key(rid))
+    }
+
+    /// Every remembered repository size ([`Index::put_repo_size`]).
+    pub fn repo_sizes(&self) -> Result<HashMap<RepoId, u64>, IndexError> {
+        let mut opts = rocksdb::ReadOptions::default();
+        opts.set_total_order_seek(true);
+        let mut out = HashMap::new();
+        let iter = self.db.iterator_cf_opt(
+            self.cf(CF_FETCH_STATE)?,
+            opts,
+            rocksdb::IteratorMode::From(SIZE_PREFIX, rocksdb::Direction::Forward),
+        );
+        for item in iter {
+            let (k, v) = item?;
+            let Some(rid) = k.strip_prefix(SIZE_PREFIX) else {
+                break;
+            };
+            let corrupt = |what: &str| IndexError::Corrupt {
+                cf: CF_FETCH_STATE,
+                key: None,
+                reason: format!("size record: {what}"),
+            };
+            let rid: [u8; 20] = rid.try_into().map_err(|_| corrupt("key"))?;
+            let bytes: [u8; 8] = (*v).try_into().map_err(|_| corrupt("value"))?;
+            out.insert(RepoId::from_oid_bytes(rid), u64::from_be_bytes(bytes));
+        }
+        Ok(out)
+    }
+
+    /// Every repository the index holds (from memory).
+    pub fn indexed(&self) -> Vec<RepoId> {
+        self.census().repos.keys().copied().collect()
+    }
+
+    /// Forget a repository (it left storage).
+    pub fn remove_repo(&self, rid: &RepoId) -> Result<(), IndexError> {
+        let mut batch = self.batch();
+        self.delete_repo_into(&mut batch, rid)?;
+        let mut census = self.census();
+        self.commit(batch)?;
+        census.remove(rid);
+        Ok(())
+    }
+
+    /// Deletes, in `batch`, the record of `rid` and every ref and signed refs entry it has,
+    /// key by key. Not RocksDB range deletions: the index writes one per repository when it is
+    /// rebuilt, and every prefix scan then had to step through range tombstones until a
+    /// compaction dropped them — at 100,000 repositories the largest index cost of a fetch.
+    /// A repository's keys are few (its refs); finding them is one prefix scan per family (a
+    /// new repository's answered by the prefix bloom filter).
+    fn delete_repo_into(&self, batch: &mut Batch<'_>, rid: &RepoId) -> Result<(), IndexError> {
+        batch.delete(CF_REPOS, rid.as_bytes())?;
+        for cf in [CF_REFS, CF_SIGREFS] {
+            for item in self.db.prefix_iterator_cf(self.cf(cf)?, rid.as_bytes()) {
+                let (k, _) = item?;
+                if !k.starts_with(rid.as_bytes()) {
+                    break;
+                }
+                batch.delete(cf, &k)?;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Key in CF `meta` of a one-off step recorded by [`Index::set_done`].
+fn done_key(name: &str) -> Vec<u8> {
+    [b"done/".as_slice(), name.as_bytes()].concat()
+}
+
+/// Key prefix of [`Index::mark_dirty`] marks in CF `meta` (followed by the 20-byte RID).
+const DIRTY_PREFIX: &[u8] = b"dirty/";
+
+/// Key prefix of [`Index::put_repo_size`] records in CF `fetch_state` (then the 20-byte RID).
+const SIZE_PREFIX: &[u8] = b"size/";
+
+fn size_key(rid: &RepoId) -> Vec<u8> {
+    [SIZE_PREFIX, &rid.as_bytes()[..]].concat()
+}
+
+fn dirty_key(rid: &RepoId) -> Vec<u8> {
+    let mut key = DIRTY_PREFIX.to_vec();
+    key.extend_from_slice(rid.as_bytes());
+    key
+}
+
+fn peel_of<'a>(peels: &'a Peels, name: &str) -> &'a Peel {
+    peels.get(name).unwrap_or(&Peel::Unknown)
+}
+
+/// A `refs` value (see the schema above).
+fn encode_target(t: &RefTarget, peel: &Peel) -> Vec<u8> {
+    match (t, peel) {
+        (RefTarget::Oid(oid), Peel::Unknown) => oid.as_bytes().to_vec(),
+        (RefTarget::Oid(oid), Peel::Plain) => [oid.as_bytes(), &[0u8][..]].concat(),
+        (RefTarget::Oid(oid), Peel::Tag(peeled)) => [oid.as_bytes(), peeled.as_bytes()].concat(),
+        (RefTarget::Symbolic(name), _) => format!("ref: {name}").into_bytes(),
+    }
+}
+
+fn decode_target(v: &[u8]) -> Result<RefTarget, IndexError> {
+    decode_peeled(v).map(|(t, _)| t)
+}
+
+fn decode_peeled(v: &[u8]) -> Result<(RefTarget, Peel), IndexError> {
+    if let Some(name) = v.strip_prefix(b"ref: ") {
+        return Ok((
+            RefTarget::Symbolic(String::from_utf8_lossy(name).into_owned()),
+            Peel::Unknown,
+        ));
+    }
+    let corrupt = |reason: String| IndexError::Corrupt {
+        cf: CF_REFS,
+        key: None,
+        reason,
+    };
+    let oid = |b: &[u8]| gix::ObjectId::try_from(b).map_err(|e| corrupt(e.to_string()));
+    match v.len() {
+        20 => Ok((RefTarget::Oid(oid(v)?), Peel::Unknown)),
+        21 if v.get(20) == Some(&0) => Ok((RefTarget::Oid(oid(&v[..20])?), Peel::Plain)),
+        40 => Ok((RefTarget::Oid(oid(&v[..20])?), Peel::Tag(oid(&v[20..])?))),
+        n => Err(corrupt(format!("a ref value of {n} bytes"))),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn record(rid: RepoId) -> RepoRecord {
+        RepoRecord {
+            rid,
+            name: "x".into(),
+            description: String::new(),
+            default_branch: "main".into(),
+            delegates: vec![],
+            threshold: 1,
+            visibility: Visibility::Public,
+            identity_head: "00".into(),
+            head: None,
+            fingerprint: "f".into(),
+            ref_count: 1,
+            namespaces: vec![],
+            indexed_at: 0,
+        }
+    }
+
+    #[test]
+    fn refs_under_reads_one_prefix_of_one_repository() {
+        let dir = tempfile::tempdir().unwrap();
+        let index = Index::open(dir.path()).unwrap();
+        let (a, b) = (
+            RepoId::from_oid_bytes([1; 20]),
+            RepoId::from_oid_bytes([2; 20]),
+        );
+        let oid = gix::ObjectId::from_bytes_or_panic(&[7; 20]);
+        let names = [
+            "HEAD",
+            "refs/heads/main",
+            "refs/heads/x",
+            "refs/namespaces/z6Mk/refs/heads/main",
+            "refs/tags/v1",
+        ];
+        let refs: Vec<_> = names
+            .iter()
+            .map(|n| (n.to_string(), RefTarget::Oid(oid)))
+            .collect();
+        index.put_repo(&record(a), &refs, &[]).unwrap();
+        index.put_repo(&record(b), &refs, &[]).unwrap();
+        let got = |p: &str| -> Vec<String> {
+            index
+                .refs_under(&a, p)
+                .unwrap()
+                .into_iter()
+                .map(|r| r.0)
+                .collect()
+        };
+        assert_eq!(got("refs/heads/"), ["refs/heads/main", "refs/heads/x"]);
+        assert_eq!(got("refs/tags/"), ["refs/tags/v1"]);
+        assert!(got("refs/remotes/").is_empty());
+        assert_eq!(
+            got("").len(),
+            5,
+            "the empty prefix is every ref of the repository"
+        );
+    }
+
+    #[test]
+    fn put_replace_and_remove_are_atomic_per_repo() {
+        let dir = tempfile::tempdir().unwrap();
+        let index = Index::open(dir.path()).unwrap();
+        let a = RepoId::from_oid_bytes([1; 20]);
+        let b = RepoId::from_oid_bytes([2; 20]);
+        let oid = gix::ObjectId::from_bytes_or_panic(&[7; 20]);
+        let refs = vec![
+            ("refs/heads/main".to_owned(), RefTarget::Oid(oid)),
+            (
+                "HEAD".to_owned(),
+                RefTarget::Symbolic("refs/heads/main".into()),
+            ),
+        ];
+        index.put_repo(&record(a), &refs, &[]).unwrap();
+        index.put_repo(&record(b), &refs[..1], &[]).unwrap();
+        assert_eq!(index.refs(&a).unwrap().len(), 2);
+        assert_eq!(index.refs(&b).unwrap().len(), 1);
+        // Replacing drops refs that disappeared.
+        index.put_repo(&record(a), &refs[1..], &[]).unwrap();
+        assert_eq!(index.refs(&a).unwrap(), refs[1..].to_vec());
+        index.remove_repo(&a).unwrap();
+        assert!(index.repo(&a).unwrap().is_none());
+        assert!(index.refs(&a).unwrap().is_empty());
+        assert_eq!(index.repo_count().unwrap(), 1);
+    }
+
+    /// Names follow every write (put, update, rename, removal) and are read back at open.
+    #[test]
+    fn names_follow_writes_and_survive_reopen() {
+        let dir = tempfile::tempdir().unwrap();
+        let (a, b) = (
+            RepoId::from_oid_bytes([1; 20]),
+            RepoId::from_oid_bytes([2; 20]),
+        );
+        {
+            let index = Index::open(dir.path()).unwrap();
+            index.put_repo(&record(a), &[], &[]).unwrap();
+            index.put_repo(&record(b), &[], &[]).unwrap();
+            assert_eq!(index.repos_named("x"), BTreeSet::from([a, b]));
+            // Written again unchanged: still once under its name, counted once.
+            index.put_repo(&record(a), &[], &[]).unwrap();
+            assert_eq!(index.repos_named("x"), BTreeSet::from([a, b]));
+            assert_eq!(index.repo_counts().total, 2);
+            let mut renamed = record(b);
+            renamed.name = "y".into();
+            renamed.indexed_at = 42;
+            let delta = RepoDelta {
+                record: &renamed,
+                refs: &[],
+                peels: &Default::default(),
+                gone: &[],
+                sigrefs: &[],
+                gone_namespaces: &[],
+            };
+            index.update_repo(&delta).unwrap();
+            assert_eq!(index.repos_named("x"), BTreeSet::from([a]));
+            assert_eq!(index.repo_name(&b).as_deref(), Some("y"));
+            assert_eq!(index.indexed_at(&b), Some(42));
+            index.remove_repo(&a).unwrap();
+            assert!(index.repos_named("x").is_empty());
+            assert_eq!(index.repo_name(&a), None);
+            assert_eq!(index.indexed_at(&a), None);
+        }
+        let index = Index::open(dir.path()).unwrap();
+        assert_eq!(index.repos_named("y"), BTreeSet::from([b]));
+        assert_eq!(index.indexed_at(&b), Some(42), "read back at open");
+        assert!(index.repos_named("x").is_empty());
+    }
+
+    /// Sizes are read back after a reopen; deleting one forgets it; not synced.
+    #[test]
+    fn repo_sizes_survive_reopen() {
+        let dir = tempfile::tempdir().unwrap();
+        let (a, b) = (
+            RepoId::from_oid_bytes([1; 20]),
+            RepoId::from_oid_bytes([2; 20]),
+        );
+        {
+            let index = Index::open(dir.path()).unwrap();
+            index.put_repo_size(&a, 1234).unwrap();
+            index.put_repo_size(&b, 5).unwrap();
+            index.put_repo_size(&b, 6).unwrap();
+            index.mark_dirty(&a).unwrap();
+            assert!(!durable(CF_FETCH_STATE));
+        }
+        let index = Index::open(dir.path()).unwrap();
+        assert_eq!(
+            index.repo_sizes().unwrap(),
+            HashMap::from([(a, 1234), (b, 6)])
+        );
+        index.delete_repo_size(&a).unwrap();
+        assert_eq!(index.repo_sizes().unwrap(), HashMap::from([(b, 6)]));
+    }
+
+    /// Counts follow every write (a repository turning private, one leaving) and are read
+    /// back from the records when the index is opened again.
+    #[test]
+    fn repo_counts_follow_writes_and_survive_reopen() {
+        let dir = tempfile::tempdir().unwrap();
+        let rids: Vec<RepoId> = (1..=5u8).map(|n| RepoId::from_oid_bytes([n; 20])).collect();
+        {
+            let index = Index::open(dir.path()).unwrap();
+            for rid in &rids {
+                index.put_repo(&record(*rid), &[], &[]).unwrap();
+            }
+            let mut private = record(rids[0]);
+            private.visibility = Visibility::Private { allow: vec![] };
+            index.put_repo(&private, &[], &[]).unwrap();
+            index.put_repo(&private, &[], &[]).unwrap();
+            index.remove_repo(&rids[1]).unwrap();
+            index.remove_repo(&rids[1]).unwrap();
+            let counts = index.repo_counts();
+            assert_eq!(
+                counts,
+                RepoCounts {
+                    total: 4,
+                    public: 3
+                }
+            );
+            assert_eq!(index.repos().unwrap().len(), counts.total);
+        }
+        let index = Index::open(dir.path()).unwrap();
+        assert_eq!(
+            index.repo_counts(),
+            RepoCounts {
+                total: 4,
+                public: 3
+            }
+        );
+    }
+
+    #[test]
+    fn survives_reopen_and_checks_schema() {
+        let dir = tempfile::tempdir().unwrap();
+        let rid = RepoId::from_oid_bytes([9; 20]);
+        {
+            let index = Index::open(dir.path()).unwrap();
+            index.put_repo(&record(rid), &[], &[]).unwrap();
+        }
+        let index = Index::open(dir.path()).unwrap();
+        assert_eq!(index.repo(&rid).unwrap().unwrap().name, "x");
+    }
+
+    #[test]
+    fn only_state_that_cannot_be_rebuilt_is_synced() {
+        let synced: Vec<&str> = COLUMN_FAMILIES
+            .iter()
+            .copied()
+            .filter(|cf| durable(cf))
+            .collect();
+        assert_eq!(synced, ["meta", "policies", "tenants", "bans"]);
+        let dir = tempfile::tempdir().unwrap();
+        let index = Index::open(dir.path()).unwrap();
+        let mut b = index.batch();
+        b.put(CF_REPOS, b"k", b"v").unwrap();
+        b.delete(CF_REFS, b"a").unwrap();
+        assert!(!b.is_synced(), "rebuildable data is not synced");
+        b.delete(gossip::CF_BANS, b"k").unwrap();
+        assert!(b.is_synced(), "one durable CF syncs the whole batch");
+    }
+
+    type Write<'a> = Box<dyn Fn() -> Result<(), IndexError> + 'a>;
+
+    /// Every accessor of a durable CF syncs the WAL (RocksDB's own `rocksdb.wal.synced`
+    /// ticker); the accessors of rebuildable data do not.
+    #[test]
+    fn durable_accessors_sync_the_wal() {
+        use crate::index::policy::{NodePolicy, RepoPolicy, Scope};
+        use crate::index::tenants::Kind;
+        use rocksdb::statistics::Ticker;
+        use seedd_proto::gossip::Change;
+        use seedd_proto::wire::MessageType;
+
+        let dir = tempfile::tempdir().unwrap();
+        let mut opts = Options::default();
+        opts.enable_statistics();
+        let index = Index::open_with(dir.path(), opts.clone(), Tuning::default()).unwrap();
+        let syncs = || opts.get_ticker_count(Ticker::WalFileSynced);
+        let rid = RepoId::from_oid_bytes([4; 20]);
+        let nid = NodeId::from_bytes([5; 32]);
+        let ban = gossip::BanRecord {
+            ip: "192.0.2.1".parse().unwrap(),
+            penalty: 64,
+            banned_until: Some(1),
+            reason: "x".into(),
+            updated_at: 0,
+        };
+
+        let synced: Vec<(&str, Write<'_>)> = vec![
+            (
+                "set_repo_policy",
+                Box::new(|| {
+                    index.set_repo_policy(&rid, Some(RepoPolicy::Allow { scope: Scope::All }))
+                }),
+            ),
+            (
+                "clear repo policy",
+                Box::new(|| index.set_repo_policy(&rid, None)),
+            ),
+            (
+                "set_node_policy",
+                Box::new(|| index.set_node_policy(&nid, Some(NodePolicy::Block))),
+            ),
+            (
+                "put_tenant_record",
+                Box::new(|| index.put_tenant_record(Kind::Tenant, "acme", b"{}")),
+            ),
+            (
+                "put_tenant_records",
+                Box::new(|| {
+                    index.put_tenant_records(Kind::Egress, &[("acme".into(), b"1".to_vec())])
+                }),
+            ),
+            (
+                "delete_tenant_record",
+                Box::new(|| index.delete_tenant_record(Kind::Identity, "shard")),
+            ),
+            (
+                "delete_tenant_records",
+                Box::new(|| index.delete_tenant_records("acme")),
+            ),
+            ("put_meta", Box::new(|| index.put_meta(b"k", b"v"))),
+            (
+                "own announcement timestamp",
+                Box::new(|| {
+                    index.apply_gossip(&[
+                        Change::Routing {
+                            rid,
+                            nid,
+                            timestamp: 1,
+                        },
+                        Change::OwnTimestamp {
+                            kind: MessageType::InventoryAnnouncement,
+                            timestamp: 2,
+                        },
+                    ])
+                }),
+            ),
+            ("put_ban", Box::new(|| index.put_ban(&ban))),
+            ("remove_ban", Box::new(|| index.remove_ban(&ban.ip))),
+        ];
+        for (name, write) in synced {
+            let before = syncs();
+            write().unwrap();
+            assert!(syncs() > before, "{name} must sync the WAL");
+        }
+
+        let unsynced: Vec<(&str, Write<'_>)> = vec![
+            (
+                "put_repo",
+                Box::new(|| index.put_repo(&record(rid), &[], &[])),
+            ),
+            ("remove_repo", Box::new(|| index.remove_repo(&rid))),
+            (
+                "routing",
+                Box::new(|| index.apply_gossip(&[Change::RoutingRemoved { rid, nid }])),
+            ),
+        ];
+        for (name, write) in unsynced {
+            let before = syncs();
+            write().unwrap();
+            assert_eq!(syncs(), before, "{name} is rebuildable and not synced");
+        }
+    }
+}

@@ -1,0 +1,308 @@
+//! Repository listing and `RepoInfo` (http-api.md §1.3, §1.6), from the index only.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use axum::extract::{Path, Query, State};
+use axum::response::{IntoResponse, Response};
+use axum::{Extension, Json};
+use serde::Deserialize;
+use serde_json::{json, Value};
+
+use super::cobs::{counts, Counts};
+use super::{author, visible_repos, Paging, Scope, WebError, MAX_PER_PAGE};
+use crate::HttpState;
+use seedd_core::index::RepoRecord;
+use seedd_core::storage::RefTarget;
+use seedd_proto::crypto::{NodeId, RepoId};
+
+/// The `xyz.radicle.project` payload id.
+const PROJECT: &str = "xyz.radicle.project";
+
+#[derive(Debug, Default, Clone, Copy, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub(super) enum Show {
+    /// seedd has no pinned repositories: the explorer then asks for `show=all`.
+    #[default]
+    Pinned,
+    All,
+}
+
+#[derive(Debug, Default, Clone, Copy, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub(super) enum Sort {
+    #[default]
+    Rid,
+    /// Falls back to RID order, as httpd does for `show=all` without its search backend.
+    Activity,
+    Seeding,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub(super) struct ListQuery {
+    #[serde(default)]
+    show: Show,
+    #[serde(default)]
+    sort: Sort,
+    // Not `#[serde(flatten)]`: flattened numbers fail to parse from query strings.
+    page: Option<usize>,
+    per_page: Option<usize>,
+}
+
+/// Repositories this host lists: visible, with a project payload and a canonical head
+/// (anything else would fail the explorer's schema for the whole list).
+pub(super) async fn listable(
+    state: &Arc<HttpState>,
+    scope: &Scope,
+) -> Result<Vec<RepoRecord>, WebError> {
+    Ok(visible_repos(state, scope)
+        .await?
+        .into_iter()
+        .filter(|r| !r.name.is_empty() && r.head.is_some())
+        .collect())
+}
+
+/// How many seeds the routing table knows for a repository (at least us).
+fn seeding(state: &HttpState, r: &RepoRecord) -> usize {
+    state.index.seed_count(&r.rid).unwrap_or(0).max(1)
+}
+
+/// `RepoInfo` (zod `repoSchema`), with the repository's issue and patch counts.
+pub(super) fn repo_info(
+    r: &RepoRecord,
+    seeds: usize,
+    alias: Option<&String>,
+    counts: &Counts,
+) -> Option<Value> {
+    let head = r.head.as_ref()?;
+    if r.name.is_empty() {
+        return None;
+    }
+    let mut v = json!({
+        "rid": r.rid.to_string(),
+        "payloads": {
+            PROJECT: {
+                "data": {
+                    "name": r.name,
+                    "description": r.description,
+                    "defaultBranch": r.default_branch,
+                },
+                "meta": {
+                    "head": head,
+                    "issues": counts.issues_json(),
+                    "patches": counts.patches_json(),
+                },
+            },
+        },
+        "delegates": r.delegates.iter().map(author).collect::<Vec<_>>(),
+        "threshold": r.threshold,
+        "visibility": r.visibility,
+        "seeding": seeds,
+    });
+    if let (Some(a), Some(o)) = (alias, v.as_object_mut()) {
+        // The explorer then shows `git clone https://<host>/<alias>.git`.
+        o.insert("alias".into(), json!(a));
+    }
+    Some(v)
+}
+
+/// The tenant's short aliases on its hostname (`RepoInfo.alias`); none elsewhere.
+fn aliases(state: &HttpState, scope: &Scope) -> HashMap<RepoId, String> {
+    scope
+        .tenant()
+        .map(|t| state.tenancy.tenants.aliases(t))
+        .unwrap_or_default()
+}
+
+async fn page(
+    state: &HttpState,
+    scope: &Scope,
+    mut repos: Vec<RepoRecord>,
+    q: &ListQuery,
+) -> Result<Vec<Value>, WebError> {
+    if q.show == Show::Pinned {
+        return Ok(Vec::new());
+    }
+    let paging = Paging::new(q.page, q.per_page);
+    let (skip, take) = paging.window(10, MAX_PER_PAGE);
+    let aliases = aliases(state, scope);
+    let mut seeded: Vec<(RepoRecord, usize)> = repos
+        .drain(..)
+        .map(|r| {
+            let s = seeding(state, &r);
+            (r, s)
+        })
+        .collect();
+    if q.sort == Sort::Seeding {
+        // Most seeded first, then RID (stable sort keeps the index's RID order).
+        seeded.sort_by_key(|a| std::cmp::Reverse(a.1));
+    }
+    let mut out = Vec::new();
+    let mut refs = Vec::new();
+    for (r, s) in seeded.iter().skip(skip).take(take) {
+        let counts = counts(state, r).await?;
+        if let Some(info) = repo_info(r, *s, aliases.get(&r.rid), &counts) {
+            out.push(info);
+            refs.push((r.rid, top_level_refs(state, &r.rid)?));
+        }
+    }
+    // `refs` as `one` gives them (httpd lists them too), peeled in one blocking pass per page.
+    let storage = state.storage.clone();
+    let canonical = super::blocking(move || {
+        refs.into_iter()
+            .map(|(rid, refs)| canonical_refs(&storage, rid, refs))
+            .collect::<Result<Vec<_>, _>>()
+    })
+    .await?;
+    for (info, refs) in out.iter_mut().zip(canonical) {
+        if let Some(o) = info.as_object_mut() {
+            o.insert("refs".into(), refs);
+        }
+    }
+    Ok(out)
+}
+
+/// `GET /api/v1/repos?show&sort&page&perPage`.
+pub(super) async fn list(
+    State(state): State<Arc<HttpState>>,
+    Extension(scope): Extension<Scope>,
+    Query(q): Query<ListQuery>,
+) -> Result<Response, WebError> {
+    let repos = listable(&state, &scope).await?;
+    Ok(Json(page(&state, &scope, repos, &q).await?).into_response())
+}
+
+/// `GET /api/v1/repos/{rid}`.
+pub(super) async fn one(
+    State(state): State<Arc<HttpState>>,
+    Extension(scope): Extension<Scope>,
+    Path(rid): Path<String>,
+) -> Result<Response, WebError> {
+    let r = super::repo(&state, &scope, &rid)?;
+    let alias = aliases(&state, &scope).remove(&r.rid);
+    let counts = counts(&state, &r).await?;
+    let mut info = repo_info(&r, seeding(&state, &r), alias.as_ref(), &counts).ok_or(
+        WebError::NotFound("repository has no project or no default branch"),
+    )?;
+    let refs = top_level_refs(&state, &r.rid)?;
+    let storage = state.storage.clone();
+    let canonical = super::blocking(move || canonical_refs(&storage, r.rid, refs)).await?;
+    if let Some(o) = info.as_object_mut() {
+        o.insert("refs".into(), canonical);
+    }
+    Ok(Json(info).into_response())
+}
+
+/// The canonical branches and tags of `rid` from the index (namespaces are not read).
+fn top_level_refs(state: &HttpState, rid: &RepoId) -> Result<Vec<(String, RefTarget)>, WebError> {
+    let mut refs = state
+        .index
+        .refs_under(rid, "refs/heads/")
+        .map_err(WebError::index)?;
+    refs.extend(
+        state
+            .index
+            .refs_under(rid, "refs/tags/")
+            .map_err(WebError::index)?,
+    );
+    Ok(refs)
+}
+
+/// `refs` of `RepoInfo`: the canonical (top-level) branches and tags, peeled to commits.
+fn canonical_refs(
+    storage: &seedd_core::storage::Storage,
+    rid: seedd_proto::crypto::RepoId,
+    refs: Vec<(String, RefTarget)>,
+) -> Result<Value, WebError> {
+    let repo = super::source::open(storage, rid)?;
+    let (mut heads, mut tags) = (serde_json::Map::new(), serde_json::Map::new());
+    for (name, target) in refs {
+        let RefTarget::Oid(id) = target else { continue };
+        let is_tag = name.starts_with("refs/tags/");
+        if !is_tag && !name.starts_with("refs/heads/") {
+            continue;
+        }
+        // A ref whose object is missing or does not peel to a commit is left out.
+        let Some(commit) = repo
+            .find_object(id)
+            .ok()
+            .and_then(|o| o.peel_to_kind(gix::object::Kind::Commit).ok())
+        else {
+            continue;
+        };
+        if is_tag {
+            tags.insert(name, json!({ "commit": commit.id.to_string() }));
+        } else {
+            heads.insert(name, json!(commit.id.to_string()));
+        }
+    }
+    Ok(json!({ "refs": heads, "tags": tags }))
+}
+
+/// `GET /api/v1/delegates/{did}/repos?show&page&perPage`: repositories `did` delegates.
+pub(super) async fn delegate_repos(
+    State(state): State<Arc<HttpState>>,
+    Extension(scope): Extension<Scope>,
+    Path(did): Path<String>,
+    Query(q): Query<ListQuery>,
+) -> Result<Response, WebError> {
+    let nid = NodeId::from_did(&did)
+        .or_else(|_| did.parse())
+        .map_err(|_| WebError::BadRequest("invalid delegate: expected did:key:z6Mk…".into()))?;
+    let repos = listable(&state, &scope)
+        .await?
+        .into_iter()
+        .filter(|r| r.delegates.contains(&nid))
+        .collect();
+    Ok(Json(page(&state, &scope, repos, &q).await?).into_response())
+}
+
+/// `q` of `/repos/search` is cut to this many characters (httpd's limit).
+const MAX_QUERY_CHARS: usize = 256;
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub(super) struct SearchQuery {
+    #[serde(default)]
+    q: String,
+    page: Option<usize>,
+    per_page: Option<usize>,
+}
+
+/// `GET /api/v1/repos/search?q&page&perPage`: a case-sensitive substring match on the project
+/// name, as httpd's storage walk does; names starting with `q` first, then most seeded, then
+/// RID. `SearchResult` carries the raw project payload (no `data`/`meta`) and `seeds`.
+pub(super) async fn search(
+    State(state): State<Arc<HttpState>>,
+    Extension(scope): Extension<Scope>,
+    Query(q): Query<SearchQuery>,
+) -> Result<Response, WebError> {
+    let needle: String = q.q.chars().take(MAX_QUERY_CHARS).collect();
+    let mut hits: Vec<(bool, usize, RepoRecord)> = listable(&state, &scope)
+        .await?
+        .into_iter()
+        .filter(|r| r.name.contains(&needle))
+        .map(|r| (!r.name.starts_with(&needle), seeding(&state, &r), r))
+        .collect();
+    hits.sort_by_key(|h| (h.0, std::cmp::Reverse(h.1)));
+    let (skip, take) = Paging::new(q.page, q.per_page).window(10, MAX_PER_PAGE);
+    let out: Vec<Value> = hits
+        .iter()
+        .skip(skip)
+        .take(take)
+        .map(|(_, seeds, r)| {
+            json!({
+                "rid": r.rid.to_string(),
+                "payloads": { PROJECT: {
+                    "name": r.name,
+                    "description": r.description,
+                    "defaultBranch": r.default_branch,
+                } },
+                "delegates": r.delegates.iter().map(author).collect::<Vec<_>>(),
+                "seeds": seeds,
+            })
+        })
+        .collect();
+    Ok(super::cached(super::TEN_MINUTES, &out))
+}

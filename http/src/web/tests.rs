@@ -1,0 +1,183 @@
+//! Unit tests of the web API: path groups, paging, RID forms, object ids, line diffs,
+//! content types.
+
+use super::diff::{edit_script, lines, Op};
+use super::raw::{by_extension, sniff};
+use super::source::oid;
+use super::*;
+
+const RID: &str = "z3gqcJUoA1n9HaHKufZs5FCSGazv5";
+
+#[test]
+fn paths_fall_in_bounded_groups() {
+    let cases = [
+        ("/api/v1", Group::Node),
+        ("/api/v1/node", Group::Node),
+        ("/api/v1/stats", Group::Node),
+        ("/api/v1/nodes/z6Mk", Group::Node),
+        ("/api/v1/repos", Group::Repos),
+        ("/api/v1/repos/rad:z3", Group::Repos),
+        ("/api/v1/delegates/did:key:z6/repos", Group::Repos),
+        ("/api/v1/repos/z3/tree/abc/src", Group::Tree),
+        ("/api/v1/repos/z3/stats/commits/abc", Group::Tree),
+        ("/api/v1/repos/z3/blob/abc/a.rs", Group::Blob),
+        ("/api/v1/repos/z3/readme/abc", Group::Blob),
+        ("/api/v1/repos/z3/commits", Group::History),
+        ("/api/v1/repos/z3/commits/", Group::History),
+        ("/api/v1/repos/z3/activity", Group::History),
+        ("/api/v1/repos/z3/commits/abc", Group::Commit),
+        ("/api/v1/repos/z3/diff/abc/def", Group::Commit),
+        ("/api/v1/repos/z3/diff/abc/def/stats", Group::Commit),
+        ("/api/v1/repos/z3/remotes/z6", Group::Remotes),
+        ("/raw/z3/abc/a.png", Group::Raw),
+        ("/api", Group::Node),
+        ("/api/v2/x", Group::Other),
+        ("/api/v1/repos/z3/issues", Group::Cobs),
+        ("/api/v1/repos/z3/patches/abc", Group::Cobs),
+        ("/api/v1/repos/z3/jobs/abc", Group::Cobs),
+        ("/api/v1/repos/z3/unknown/abc", Group::Other),
+        ("/raw/z3/archive/main", Group::Archive),
+        ("/raw/z3/archive/feature/x.zip", Group::Archive),
+        ("/raw/z3/abc.tar.gz", Group::Archive),
+        ("/raw/z3/abc.zip", Group::Archive),
+        ("/raw/z3/abc.tar", Group::Archive),
+        ("/raw/z3/abc.tar.gz/x", Group::Raw),
+        ("/raw/z3/blobs/abc", Group::Raw),
+    ];
+    for (path, group) in cases {
+        assert_eq!(Group::of(path), group, "{path}");
+    }
+    // Every label is distinct (metrics zero-initialise each).
+    let labels: std::collections::BTreeSet<_> = Group::ALL.iter().map(|g| g.label()).collect();
+    assert_eq!(labels.len(), Group::ALL.len());
+}
+
+#[test]
+fn only_api_and_raw_paths_leave_the_git_routes() {
+    for p in ["/api", "/api/", "/api/v1/node", "/raw/z3/abc/x"] {
+        assert!(is_web_path(p), "{p}");
+    }
+    for p in [
+        "/",
+        "/apix",
+        "/raw",
+        &format!("/{RID}.git/info/refs"),
+        &format!("/rad:{RID}/git-upload-pack"),
+    ] {
+        assert!(!is_web_path(p), "{p}");
+    }
+}
+
+#[test]
+fn paging_defaults_and_clamps_per_page() {
+    let p = Paging::new;
+    assert_eq!(p(None, None).window(10, MAX_PER_PAGE), (0, 10));
+    assert_eq!(p(Some(2), Some(24)).window(10, MAX_PER_PAGE), (48, 24));
+    assert_eq!(p(Some(1), Some(1000)).window(10, MAX_PER_PAGE), (100, 100));
+    assert_eq!(
+        p(Some(usize::MAX), Some(100)).window(10, MAX_PER_PAGE).0,
+        usize::MAX
+    );
+    // Unknown query parameters are ignored; numbers arrive as strings.
+    let uri: axum::http::Uri = "/api/v1/repos?page=3&perPage=7&deployment_id=abc"
+        .parse()
+        .unwrap();
+    let q = axum::extract::Query::<Paging>::try_from_uri(&uri)
+        .unwrap()
+        .0;
+    assert_eq!((q.page, q.per_page), (Some(3), Some(7)));
+}
+
+#[test]
+fn object_ids_must_be_full_hex() {
+    let full = "bb7698e78dbfc780c69b1c7319f86ee289c57742";
+    assert_eq!(oid(full).unwrap().to_string(), full);
+    for bad in ["bb7698e", "", &format!("{full}0"), &"z".repeat(40)] {
+        assert!(matches!(oid(bad), Err(WebError::BadRequest(_))), "{bad}");
+    }
+}
+
+#[test]
+fn rid_forms_parse_and_private_errors_are_404_json() {
+    let bare: seedd_proto::crypto::RepoId = RID.parse().unwrap();
+    let prefixed: seedd_proto::crypto::RepoId = format!("rad:{RID}").parse().unwrap();
+    assert_eq!(bare, prefixed);
+    let e = WebError::NotFound("repository not found");
+    assert_eq!(e.status(), axum::http::StatusCode::NOT_FOUND);
+    let e = WebError::Git("secret path /var/lib/x".into());
+    assert_eq!(e.status(), axum::http::StatusCode::INTERNAL_SERVER_ERROR);
+}
+
+/// Apply an edit script to `a`, which must give `b`.
+fn apply(a: &[&[u8]], b: &[&[u8]], ops: &[Op]) -> Vec<Vec<u8>> {
+    let mut out = Vec::new();
+    for op in ops {
+        match *op {
+            Op::Eq(i, j) => {
+                assert_eq!(a[i], b[j]);
+                out.push(a[i].to_vec());
+            }
+            Op::Del(_) => {}
+            Op::Ins(j) => out.push(b[j].to_vec()),
+        }
+    }
+    out
+}
+
+#[test]
+fn line_diffs_are_minimal_and_reproduce_the_new_side() {
+    let cases: [(&str, &str, usize); 6] = [
+        ("", "a\n", 1),
+        ("a\n", "", 1),
+        ("a\nb\nc\n", "a\nb\nc\n", 0),
+        ("a\nb\nc\n", "a\nx\nc\n", 2),
+        ("a\nb\nc\nd\n", "b\nc\nd\ne\n", 2),
+        ("1\n2\n3\n4\n5\n6\n", "1\n3\n4\n7\n5\n6\n", 2),
+    ];
+    for (a, b, edits) in cases {
+        let (al, bl) = (lines(a.as_bytes()), lines(b.as_bytes()));
+        let ops = edit_script(&al, &bl).unwrap();
+        let changed = ops.iter().filter(|o| !matches!(o, Op::Eq(..))).count();
+        assert_eq!(changed, edits, "{a:?} → {b:?}: {ops:?}");
+        let got = apply(&al, &bl, &ops);
+        let want: Vec<Vec<u8>> = bl.iter().map(|l| l.to_vec()).collect();
+        assert_eq!(got, want, "{a:?} → {b:?}");
+    }
+}
+
+#[test]
+fn raw_content_types_come_from_the_name_then_the_bytes() {
+    assert_eq!(by_extension("docs/logo.PNG"), Some("image/png"));
+    assert_eq!(by_extension("a.svg"), Some("image/svg+xml"));
+    assert_eq!(
+        by_extension("index.html"),
+        Some("text/plain; charset=utf-8")
+    );
+    assert_eq!(by_extension("Makefile"), None);
+    assert_eq!(sniff(b"\x89PNG\r\n\x1a\n...."), "image/png");
+    assert_eq!(sniff(b"%PDF-1.7"), "application/pdf");
+    assert_eq!(sniff(b"hello\n"), "text/plain; charset=utf-8");
+    assert_eq!(sniff(&[0, 159, 146, 150]), "application/octet-stream");
+}
+
+#[tokio::test]
+async fn expensive_requests_wait_briefly_for_a_slot_then_get_503() {
+    let slots = Arc::new(tokio::sync::Semaphore::new(1));
+    let held = permit(&slots, Duration::from_millis(50)).await.unwrap();
+    let started = std::time::Instant::now();
+    let busy = permit(&slots, Duration::from_millis(50)).await;
+    assert!(matches!(busy, Err(WebError::Busy)), "{busy:?}");
+    assert!(started.elapsed() >= Duration::from_millis(50));
+    assert_eq!(
+        WebError::Busy.status(),
+        axum::http::StatusCode::SERVICE_UNAVAILABLE
+    );
+    // A slot freed while waiting is taken.
+    let waiter = tokio::spawn({
+        let slots = slots.clone();
+        async move { permit(&slots, Duration::from_secs(5)).await.is_ok() }
+    });
+    tokio::time::sleep(Duration::from_millis(20)).await;
+    drop(held);
+    assert!(waiter.await.unwrap());
+}

@@ -1,0 +1,500 @@
+//! Seed identities: one daemon serves several Radicle identities, each with its own key and its
+//! own p2p listener (the Noise XK handshake cannot be virtual-hosted, operators.md §3.1). The
+//! `default` identity is the node key; others are declared in the config (`[[identities]]`) or
+//! created at runtime (`seedctl identity create`, persisted in the index). Each identity
+//! announces the inventory of the tenants placed on it; the default one also announces the
+//! operator's own repositories and those of tenants without a dedicated identity. Replication
+//! follows every identity's hints and fetches through the identity the peer is connected to:
+//! it reads [`Identities::nets`] and learns of identities started later from
+//! [`Identities::started`], so identities know nothing of replication.
+
+use std::collections::{BTreeSet, HashMap};
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use serde::Serialize;
+use tokio::sync::watch;
+use tokio_util::sync::CancellationToken;
+
+use crate::net::{Net, NetConfig, NetDeps};
+pub use seedd_core::config::IdentitySpec;
+use seedd_core::config::{valid_name, DEFAULT_IDENTITY, INVENTORY_LIMIT};
+use seedd_core::index::tenants::Kind;
+use seedd_core::index::Index;
+use seedd_core::policy::Policies;
+use seedd_core::tenant::Tenants;
+use seedd_proto::crypto::RepoId;
+
+mod announce;
+
+#[derive(Debug, thiserror::Error)]
+pub enum IdentityError {
+    #[error("invalid identity name `{0}`: use 1-63 of a-z, 0-9 and `-`")]
+    BadName(String),
+    #[error("identity `{0}` already exists")]
+    Exists(String),
+    #[error("identity `{name}`: {reason}")]
+    Start { name: String, reason: String },
+}
+
+struct Running {
+    spec: IdentitySpec,
+    net: Net,
+}
+
+/// What starting another identity's p2p layer needs.
+#[derive(Clone)]
+pub struct Launch {
+    pub keys_dir: PathBuf,
+    pub passphrase: Option<String>,
+    pub base: NetConfig,
+    pub deps: NetDeps,
+    pub shutdown: CancellationToken,
+}
+
+/// The identities of this daemon. Cheap to clone.
+#[derive(Clone)]
+pub struct Identities {
+    default: Net,
+    default_cap: usize,
+    others: Arc<Mutex<Vec<Running>>>,
+    launch: Launch,
+    tenants: Tenants,
+    policies: Policies,
+    index: Index,
+    metrics: Arc<seedd_core::metrics::Metrics>,
+    /// Bumped whenever an identity starts (replication follows the new identity's hints).
+    started: Arc<watch::Sender<()>>,
+    /// What each identity announces (before its cap), by name: what [`Identities::refresh`]
+    /// computed, kept current repository by repository by [`Identities::repo_changed`]. The lock
+    /// also orders the two, so an older full refresh never overwrites a newer change.
+    inventories: Arc<Mutex<HashMap<String, BTreeSet<RepoId>>>>,
+    /// A debounced [`Identities::refresh_soon`] is waiting.
+    refresh_pending: Arc<AtomicBool>,
+}
+
+/// How long [`Identities::refresh_soon`] gathers changes before one full refresh.
+const REFRESH_DEBOUNCE: Duration = Duration::from_millis(250);
+
+/// `seedctl identity ls` row.
+#[derive(Debug, Clone, Serialize)]
+pub struct IdentityInfo {
+    pub name: String,
+    pub nid: String,
+    pub listen: Vec<String>,
+    pub external_addresses: Vec<String>,
+    pub tenants: Vec<String>,
+    pub inventory: usize,
+    pub cap: usize,
+}
+
+impl Identities {
+    pub fn new(
+        default: Net,
+        default_cap: usize,
+        launch: Launch,
+        tenants: Tenants,
+        policies: Policies,
+        index: Index,
+        metrics: Arc<seedd_core::metrics::Metrics>,
+    ) -> Self {
+        tenants.set_identity(DEFAULT_IDENTITY, default_cap);
+        Self {
+            default,
+            default_cap: default_cap.min(INVENTORY_LIMIT),
+            others: Arc::new(Mutex::new(Vec::new())),
+            launch,
+            tenants,
+            policies,
+            index,
+            metrics,
+            started: Arc::new(watch::channel(()).0),
+            inventories: Arc::default(),
+            refresh_pending: Arc::default(),
+        }
+    }
+
+    /// Every identity's p2p layer, the default first.
+    pub(crate) fn nets(&self) -> Vec<Net> {
+        let mut nets = vec![self.default.clone()];
+        nets.extend(self.lock().iter().map(|r| r.net.clone()));
+        nets
+    }
+
+    /// Changes each time an identity starts: read [`nets`](Self::nets) again then.
+    pub(crate) fn started(&self) -> watch::Receiver<()> {
+        self.started.subscribe()
+    }
+
+    pub fn default_net(&self) -> &Net {
+        &self.default
+    }
+
+    /// Identities created at runtime (persisted in the index).
+    pub fn persisted(&self) -> Vec<IdentitySpec> {
+        self.index
+            .tenant_records(Kind::Identity)
+            .unwrap_or_default()
+            .into_iter()
+            .filter_map(|(_, v)| serde_json::from_slice(&v).ok())
+            .collect()
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Vec<Running>> {
+        self.others.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Start an identity: load or generate its key under `keys/<name>/`, listen, announce.
+    /// `persist` records it in the index (runtime creation).
+    pub async fn start(
+        &self,
+        spec: IdentitySpec,
+        persist: bool,
+    ) -> Result<IdentityInfo, IdentityError> {
+        if !valid_name(&spec.name) || spec.name == DEFAULT_IDENTITY {
+            return Err(IdentityError::BadName(spec.name));
+        }
+        if self.lock().iter().any(|r| r.spec.name == spec.name) {
+            return Err(IdentityError::Exists(spec.name));
+        }
+        let fail = |reason: String| IdentityError::Start {
+            name: spec.name.clone(),
+            reason,
+        };
+        let dir = self.launch.keys_dir.join(&spec.name);
+        let (key, created) =
+            seedd_proto::crypto::load_or_generate(&dir, self.launch.passphrase.as_deref())
+                .map_err(|e| fail(format!("key in {}: {e}", dir.display())))?;
+        if created {
+            tracing::info!(identity = %spec.name, nid = %key.nid(), "generated a new identity key");
+        }
+        let mut cfg = self.launch.base.clone();
+        cfg.listen = spec
+            .listen
+            .iter()
+            .map(|l| {
+                l.parse()
+                    .map_err(|e| fail(format!("listen address {l:?}: {e}")))
+            })
+            .collect::<Result<_, _>>()?;
+        let mut ext = Vec::new();
+        for a in &spec.external_addresses {
+            ext.push(
+                a.parse()
+                    .map_err(|e| fail(format!("external address {a:?}: {e}")))?,
+            );
+        }
+        cfg.gossip.external_addresses = ext;
+        let net = Net::start(
+            key,
+            cfg,
+            self.launch.deps.clone(),
+            self.launch.shutdown.clone(),
+        )
+        .await
+        .map_err(|e| fail(format!("{e:#}")))?;
+        if persist {
+            let bytes = serde_json::to_vec(&spec).map_err(|e| fail(e.to_string()))?;
+            self.index
+                .put_tenant_record(Kind::Identity, &spec.name, &bytes)
+                .map_err(|e| fail(e.to_string()))?;
+        }
+        let cap = spec
+            .inventory_cap
+            .unwrap_or(INVENTORY_LIMIT)
+            .min(INVENTORY_LIMIT);
+        self.tenants.set_identity(&spec.name, cap);
+        tracing::info!(identity = %spec.name, nid = %net.nid(), listen = ?net.local_addrs(), "seed identity started");
+        self.lock().push(Running {
+            spec: spec.clone(),
+            net,
+        });
+        self.started.send_replace(());
+        // Reads every index record: on the blocking pool, not an async worker.
+        let this = self.clone();
+        if let Err(e) =
+            seedd_core::blocking::run(Duration::from_secs(60), move || this.refresh()).await
+        {
+            tracing::warn!(identity = %spec.name, error = %e, "announcing the inventories after starting an identity");
+        }
+        self.list()
+            .into_iter()
+            .find(|i| i.name == spec.name)
+            .ok_or_else(|| fail("vanished".into()))
+    }
+
+    /// Announce each identity's inventory and subscription filter, from every index record:
+    /// at start, after rescans and when policies or tenants change. A fetch changes one
+    /// repository and goes through [`Identities::repo_changed`] instead.
+    pub fn refresh(&self) {
+        // Records one at a time: only their visibility is kept, not 100,000 decoded records.
+        let visibility = match crate::net::visibility_map(&self.index) {
+            Ok(v) => v,
+            Err(e) => {
+                tracing::error!(error = %e, "reading the index for the inventory failed");
+                return;
+            }
+        };
+        let public: BTreeSet<_> = visibility
+            .iter()
+            .filter(|(_, v)| **v == seedd_proto::gossip::Visibility::Public)
+            .map(|(rid, _)| *rid)
+            .collect();
+        let mut inventories = self.inventories();
+        // Every identity first learns who may see which repository (private ones: delegates
+        // and allow list only), then its inventory.
+        let visibility = Arc::new(visibility);
+        self.default.set_visibility(visibility.clone());
+        for r in self.lock().iter() {
+            r.net.set_visibility(visibility.clone());
+        }
+        let p = &self.policies;
+        let seeded: Vec<_> = p.explicitly_seeded().into_iter().map(|(r, _)| r).collect();
+        let dedicated = self.tenants.dedicated_only();
+        // Default: public, seeded, not held only by tenants on dedicated identities.
+        let default_inv: BTreeSet<_> = public
+            .iter()
+            .filter(|rid| p.seeding(rid).is_some() && !dedicated.contains(rid))
+            .copied()
+            .collect();
+        self.publish(
+            DEFAULT_IDENTITY,
+            &self.default,
+            default_inv.iter().copied().collect(),
+            self.default_cap,
+        );
+        inventories.clear();
+        inventories.insert(DEFAULT_IDENTITY.to_owned(), default_inv);
+        self.default.set_seeding(p.seeds_by_default(), seeded);
+        for r in self.lock().iter() {
+            let mine = self.tenants.identity_repos(&r.spec.name);
+            let inv: BTreeSet<_> = mine
+                .iter()
+                .filter(|rid| public.contains(rid) && p.seeding(rid).is_some())
+                .copied()
+                .collect();
+            let cap = r.spec.inventory_cap.unwrap_or(INVENTORY_LIMIT);
+            self.publish(&r.spec.name, &r.net, inv.iter().copied().collect(), cap);
+            inventories.insert(r.spec.name.clone(), inv);
+            r.net.set_seeding(false, mine.into_iter().collect());
+        }
+    }
+
+    /// [`Identities::refresh`] within [`REFRESH_DEBOUNCE`], once for all the calls made
+    /// meanwhile, on the blocking pool (tenant and policy changes come in bursts: `apply`).
+    /// Without a runtime (tests, shutdown) it refreshes at once.
+    pub fn refresh_soon(&self) {
+        let Ok(rt) = tokio::runtime::Handle::try_current() else {
+            self.refresh();
+            return;
+        };
+        if self.refresh_pending.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        let this = self.clone();
+        rt.spawn(async move {
+            tokio::time::sleep(REFRESH_DEBOUNCE).await;
+            this.refresh_pending.store(false, Ordering::Release);
+            let run = this.clone();
+            if let Err(e) =
+                seedd_core::blocking::run(Duration::from_secs(120), move || run.refresh()).await
+            {
+                tracing::warn!(error = %e, "announcing the inventories after a change");
+            }
+        });
+    }
+
+    /// One repository changed (fetched, re-indexed): its visibility goes to every identity and
+    /// it joins or leaves their inventories, at the cost of this repository only (an inventory
+    /// is announced again only when its membership changed). Blocking (one index read).
+    pub(crate) fn repo_changed(&self, rid: RepoId) {
+        let record = match self.index.repo(&rid) {
+            Ok(r) => r,
+            Err(e) => {
+                tracing::warn!(%rid, error = %e, "reading the index after a change; refreshing every inventory");
+                self.refresh_soon();
+                return;
+            }
+        };
+        let visibility = record.as_ref().map(crate::net::visibility_of);
+        let mut inventories = self.inventories();
+        self.default.set_repo_visibility(rid, visibility.clone());
+        for r in self.lock().iter() {
+            r.net.set_repo_visibility(rid, visibility.clone());
+        }
+        let wanted =
+            record.as_ref().is_some_and(|r| r.is_public()) && self.policies.seeding(&rid).is_some();
+        let holders = self.tenants.identities_of(&rid);
+        let dedicated_only = !holders.is_empty() && !holders.contains(DEFAULT_IDENTITY);
+        let mut update = |name: &str, member: bool, net: &Net, cap: usize| {
+            let inv = inventories.entry(name.to_owned()).or_default();
+            let changed = if member {
+                inv.insert(rid)
+            } else {
+                inv.remove(&rid)
+            };
+            if changed {
+                self.publish(name, net, inv.iter().copied().collect(), cap);
+            }
+        };
+        update(
+            DEFAULT_IDENTITY,
+            wanted && !dedicated_only,
+            &self.default,
+            self.default_cap,
+        );
+        for r in self.lock().iter() {
+            let member = wanted && holders.contains(&r.spec.name);
+            let cap = r.spec.inventory_cap.unwrap_or(INVENTORY_LIMIT);
+            update(&r.spec.name, member, &r.net, cap);
+        }
+    }
+
+    fn inventories(&self) -> std::sync::MutexGuard<'_, HashMap<String, BTreeSet<RepoId>>> {
+        self.inventories.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Announces `inv` on `net`, or, when it holds more than `cap` (at most one message's
+    /// 2,973), the `cap` most wanted of them (`announce::select`), counting the rest in
+    /// `seedd_identity_inventory_unannounced_repos` and warning when that starts.
+    fn publish(&self, name: &str, net: &Net, inv: Vec<seedd_proto::crypto::RepoId>, cap: usize) {
+        let cap = cap.min(INVENTORY_LIMIT);
+        let held = inv.len();
+        let inv = if held > cap {
+            self.most_wanted(net, inv, cap)
+        } else {
+            inv
+        };
+        let unannounced = held.saturating_sub(inv.len());
+        let m = &self.metrics.tenant;
+        let gauge = m.identity_unannounced.with_label_values(&[name]);
+        if unannounced > 0 && gauge.get() == 0 {
+            let remedy = if name == DEFAULT_IDENTITY {
+                "raise p2p.inventory_cap (at most 2973), or place tenants on identities of their own ([[identities]], `seedctl identity create`, tenant `identity`)"
+            } else {
+                "raise this identity's inventory_cap (at most 2973), or move some of its tenants to another identity"
+            };
+            tracing::warn!(
+                identity = %name,
+                held,
+                announced = inv.len(),
+                cap,
+                "identity holds more repositories than its inventory cap: announcing the most wanted; {remedy}"
+            );
+        } else if unannounced == 0 && gauge.get() > 0 {
+            tracing::info!(identity = %name, held, "identity announces its whole inventory again");
+        }
+        gauge.set(unannounced as i64);
+        m.identity_inventory
+            .with_label_values(&[name])
+            .set(inv.len() as i64);
+        m.identity_cap.with_label_values(&[name]).set(cap as i64);
+        net.set_inventory(inv);
+    }
+
+    /// The `cap` repositories of `inv` to announce: most requested, then most recently updated,
+    /// keeping what `net` announces now where that ties (see `announce`). Reads each
+    /// candidate's record for its update time: only while over the cap.
+    fn most_wanted(
+        &self,
+        net: &Net,
+        inv: Vec<seedd_proto::crypto::RepoId>,
+        cap: usize,
+    ) -> Vec<seedd_proto::crypto::RepoId> {
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs());
+        let demand = self.metrics.demand.scores_at(&inv, now);
+        let candidates = inv
+            .into_iter()
+            .zip(demand)
+            .map(|(rid, demand)| announce::Candidate {
+                rid,
+                demand,
+                // From the index's memory: this runs over every held repository.
+                updated: self.index.indexed_at(&rid).unwrap_or(0),
+            })
+            .collect();
+        let previous = net.inventory().into_iter().collect();
+        announce::select(candidates, cap, &previous, now)
+    }
+
+    pub fn list(&self) -> Vec<IdentityInfo> {
+        let tenants = self.tenants.list();
+        let on = |name: &str| -> Vec<String> {
+            tenants
+                .iter()
+                .filter(|(t, _)| t.identity == name)
+                .map(|(t, _)| t.name.clone())
+                .collect()
+        };
+        let mut out = vec![IdentityInfo {
+            name: DEFAULT_IDENTITY.to_owned(),
+            nid: self.default.nid().to_string(),
+            listen: self
+                .default
+                .local_addrs()
+                .iter()
+                .map(ToString::to_string)
+                .collect(),
+            external_addresses: Vec::new(),
+            tenants: on(DEFAULT_IDENTITY),
+            inventory: self
+                .metrics
+                .tenant
+                .identity_inventory
+                .with_label_values(&[DEFAULT_IDENTITY])
+                .get() as usize,
+            cap: self.default_cap,
+        }];
+        for r in self.lock().iter() {
+            out.push(IdentityInfo {
+                name: r.spec.name.clone(),
+                nid: r.net.nid().to_string(),
+                listen: r
+                    .net
+                    .local_addrs()
+                    .iter()
+                    .map(ToString::to_string)
+                    .collect(),
+                external_addresses: r.spec.external_addresses.clone(),
+                tenants: on(&r.spec.name),
+                inventory: self
+                    .metrics
+                    .tenant
+                    .identity_inventory
+                    .with_label_values(&[&r.spec.name])
+                    .get() as usize,
+                cap: r.spec.inventory_cap.unwrap_or(INVENTORY_LIMIT),
+            });
+        }
+        out
+    }
+
+    /// New p2p rate limits and ban settings for every identity (config reload).
+    pub fn set_p2p_limits(
+        &self,
+        rate: &seedd_core::config::RateConfig,
+        ban: &seedd_core::config::BanConfig,
+    ) {
+        self.default.set_limits(rate.clone(), ban.clone());
+        for r in self.lock().iter() {
+            r.net.set_limits(rate.clone(), ban.clone());
+        }
+    }
+
+    /// Every running identity's spec (backup).
+    pub fn specs(&self) -> Vec<IdentitySpec> {
+        self.lock().iter().map(|r| r.spec.clone()).collect()
+    }
+
+    pub async fn shutdown(&self) {
+        let nets: Vec<Net> = self.lock().iter().map(|r| r.net.clone()).collect();
+        for n in nets {
+            n.shutdown().await;
+        }
+        self.default.shutdown().await;
+    }
+}
