@@ -121,8 +121,15 @@ if [ "$all_ok" -eq 0 ]; then
     read -r crate version _ <<<"$pin"
     specs+=("$crate@$version")
   done
-  log "running: cargo install --locked ${force[*]} --root $RADICLE_ROOT ${specs[*]}"
-  cargo install --locked "${force[@]}" --root "$RADICLE_ROOT" "${specs[@]}" >&2
+  # One target dir for the three crates: cargo install otherwise builds each in a temporary
+  # dir of its own, compiling the dependencies they share (radicle, libgit2, sqlite, ...) three
+  # times. Kept afterwards, so a re-install (a new pin) rebuilds only what changed.
+  local_target="${RADICLE_TARGET_DIR:-$RADICLE_ROOT/target}"
+  log "running: CARGO_TARGET_DIR=$local_target cargo install --locked ${force[*]} --root $RADICLE_ROOT ${specs[*]}"
+  t0=$SECONDS
+  CARGO_TARGET_DIR="$local_target" cargo install --locked "${force[@]}" --root "$RADICLE_ROOT" \
+    "${specs[@]}" >&2
+  log "built and installed in $((SECONDS - t0)) s"
   for pin in "${PINS[@]}"; do
     read -r crate version bin <<<"$pin"
     if ! pinned_ok "$crate" "$version" "$bin"; then
