@@ -20,7 +20,10 @@ use seedd_core::index::Index;
 use seedd_core::metrics::Metrics;
 use seedd_proto::crypto::NodeId;
 
+use failure::Failure;
+
 mod convert;
+mod failure;
 mod maintain;
 mod status;
 mod tenants;
@@ -167,17 +170,12 @@ async fn status(State(state): State<Arc<AdminState>>) -> Response {
     .into_response()
 }
 
-async fn rescan(State(state): State<Arc<AdminState>>) -> Response {
+async fn rescan(State(state): State<Arc<AdminState>>) -> Result<Json<api::ScanReport>, Failure> {
     let f = state.rescan.clone();
-    match tokio::task::spawn_blocking(move || f()).await {
-        Ok(Ok(report)) => Json(convert::scan_report(report)).into_response(),
-        Ok(Err(e)) => internal(e),
-        Err(e) => internal(e),
-    }
-}
-
-fn internal(e: impl std::fmt::Display) -> Response {
-    error(500, e)
+    let report = tokio::task::spawn_blocking(move || f())
+        .await?
+        .map_err(Failure::internal)?;
+    Ok(Json(convert::scan_report(report)))
 }
 
 #[derive(serde::Deserialize, Default)]
@@ -203,10 +201,10 @@ fn split_page<T>(
 }
 
 /// A page size from the query: the default when absent, at most `api::PAGE_MAX_LIMIT`.
-pub(super) fn page_limit(limit: Option<usize>) -> Result<usize, Box<Response>> {
+pub(super) fn page_limit(limit: Option<usize>) -> Result<usize, Failure> {
     match limit {
         None => Ok(api::PAGE_DEFAULT_LIMIT),
-        Some(0) => Err(Box::new(bad_request("limit must be at least 1".to_owned()))),
+        Some(0) => Err(Failure::bad_request("limit must be at least 1")),
         Some(n) => Ok(n.min(api::PAGE_MAX_LIMIT)),
     }
 }
@@ -216,15 +214,9 @@ pub(super) fn page_limit(limit: Option<usize>) -> Result<usize, Box<Response>> {
 async fn repos(
     State(state): State<Arc<AdminState>>,
     axum::extract::Query(q): axum::extract::Query<ReposQuery>,
-) -> Response {
-    let limit = match page_limit(q.limit) {
-        Ok(l) => l,
-        Err(r) => return *r,
-    };
-    let after = match q.after.as_deref().map(parse_rid).transpose() {
-        Ok(a) => a,
-        Err(r) => return *r,
-    };
+) -> Result<Json<api::ReposResponse>, Failure> {
+    let limit = page_limit(q.limit)?;
+    let after = q.after.as_deref().map(parse_rid).transpose()?;
     let index = state.index.clone();
     let only = match &q.tenant {
         Some(t) => match state.control.tenants.get(t) {
@@ -234,7 +226,7 @@ async fn repos(
                 rids.dedup();
                 Some(rids)
             }
-            None => return error(404, seedd_core::tenant::TenantError::Unknown(t.clone())),
+            None => return Err(seedd_core::tenant::TenantError::Unknown(t.clone()).into()),
         },
         None => None,
     };
@@ -242,7 +234,7 @@ async fn repos(
         .as_ref()
         .map_or_else(|| index.repo_counts().total, Vec::len);
     let tenants = state.control.tenants.clone();
-    let result = tokio::task::spawn_blocking(move || {
+    let body = tokio::task::spawn_blocking(move || {
         let page = match &only {
             Some(rids) => index.repos_of_page(rids, after.as_ref(), limit)?,
             None => index.repos_page(after.as_ref(), limit)?,
@@ -264,40 +256,33 @@ async fn repos(
             total,
         })
     })
-    .await;
-    match result {
-        Ok(Ok(body)) => Json(body).into_response(),
-        Ok(Err(e)) => internal(e),
-        Err(e) => internal(e),
-    }
+    .await?
+    .map_err(Failure::internal)?;
+    Ok(Json(body))
 }
 
-async fn repo(State(state): State<Arc<AdminState>>, Path(rid): Path<String>) -> Response {
-    let rid = match parse_rid(&rid) {
-        Ok(r) => r,
-        Err(r) => return *r,
-    };
+async fn repo(
+    State(state): State<Arc<AdminState>>,
+    Path(rid): Path<String>,
+) -> Result<Json<api::RepoResponse>, Failure> {
+    let rid = parse_rid(&rid)?;
     let index = state.index.clone();
     let found = tokio::task::spawn_blocking(move || {
         let record = index.repo(&rid)?;
         let sigrefs = index.sigrefs(&rid)?;
         Ok::<_, seedd_core::index::IndexError>(record.map(|r| (r, sigrefs)))
     })
-    .await;
-    match found {
-        Ok(Ok(Some((record, sigrefs)))) => Json(api::RepoResponse {
-            repo: convert::repo_record(record),
-            sigrefs: sigrefs.into_iter().map(convert::sigrefs).collect(),
-        })
-        .into_response(),
-        Ok(Ok(None)) => error(404, format!("repository {rid} is not in the index")),
-        Ok(Err(e)) => internal(e),
-        Err(e) => internal(e),
-    }
-}
-
-pub(super) fn bad_request(msg: String) -> Response {
-    error(400, msg)
+    .await?
+    .map_err(Failure::internal)?;
+    let Some((record, sigrefs)) = found else {
+        return Err(Failure::not_found(format!(
+            "repository {rid} is not in the index"
+        )));
+    };
+    Ok(Json(api::RepoResponse {
+        repo: convert::repo_record(record),
+        sigrefs: sigrefs.into_iter().map(convert::sigrefs).collect(),
+    }))
 }
 
 async fn peers(State(state): State<Arc<AdminState>>) -> Response {
@@ -308,46 +293,42 @@ async fn peers(State(state): State<Arc<AdminState>>) -> Response {
 async fn peers_connect(
     State(state): State<Arc<AdminState>>,
     body: Result<Json<api::ConnectRequest>, axum::extract::rejection::JsonRejection>,
-) -> Response {
+) -> Result<Json<api::ConnectResponse>, Failure> {
     let Ok(Json(body)) = body else {
-        return bad_request("expected JSON {\"addr\": \"z6Mk…@host:port\"}".into());
+        return Err(Failure::bad_request(
+            "expected JSON {\"addr\": \"z6Mk…@host:port\"}",
+        ));
     };
-    match seedd_p2p::net::parse_peer(&body.addr) {
-        Ok((nid, addr)) => {
-            if nid == state.nid {
-                return bad_request(format!("{nid} is this node"));
-            }
-            let new = state.net.connect(nid, addr.clone());
-            Json(api::ConnectResponse {
-                nid: nid.to_string(),
-                addr,
-                dialing: true,
-                new,
-            })
-            .into_response()
-        }
-        Err(e) => bad_request(format!("invalid peer {:?}: {e}", body.addr)),
+    let (nid, addr) = seedd_p2p::net::parse_peer(&body.addr)
+        .map_err(|e| Failure::bad_request(format!("invalid peer {:?}: {e}", body.addr)))?;
+    if nid == state.nid {
+        return Err(Failure::bad_request(format!("{nid} is this node")));
     }
+    let new = state.net.connect(nid, addr.clone());
+    Ok(Json(api::ConnectResponse {
+        nid: nid.to_string(),
+        addr,
+        dialing: true,
+        new,
+    }))
 }
 
 async fn peers_disconnect(
     State(state): State<Arc<AdminState>>,
     body: Result<Json<api::DisconnectRequest>, axum::extract::rejection::JsonRejection>,
-) -> Response {
+) -> Result<Json<api::DisconnectResponse>, Failure> {
     let Ok(Json(body)) = body else {
-        return bad_request("expected JSON {\"nid\": \"z6Mk…\"}".into());
+        return Err(Failure::bad_request("expected JSON {\"nid\": \"z6Mk…\"}"));
     };
-    match body.nid.parse::<NodeId>() {
-        Ok(nid) => {
-            let sessions_closed = state.net.disconnect(nid);
-            Json(api::DisconnectResponse {
-                nid: nid.to_string(),
-                sessions_closed,
-            })
-            .into_response()
-        }
-        Err(e) => bad_request(format!("invalid node id {:?}: {e}", body.nid)),
-    }
+    let nid = body
+        .nid
+        .parse::<NodeId>()
+        .map_err(|e| Failure::bad_request(format!("invalid node id {:?}: {e}", body.nid)))?;
+    let sessions_closed = state.net.disconnect(nid);
+    Ok(Json(api::DisconnectResponse {
+        nid: nid.to_string(),
+        sessions_closed,
+    }))
 }
 
 #[derive(serde::Deserialize)]
@@ -359,13 +340,11 @@ struct RoutingQuery {
 }
 
 /// A routing-table cursor: `<rid>/<nid>` of the last entry of the previous page.
-fn parse_route_cursor(
-    cursor: &str,
-) -> Result<(seedd_proto::crypto::RepoId, NodeId), Box<Response>> {
+fn parse_route_cursor(cursor: &str) -> Result<(seedd_proto::crypto::RepoId, NodeId), Failure> {
     let bad = || {
-        Box::new(bad_request(format!(
+        Failure::bad_request(format!(
             "invalid cursor {cursor:?}: pass the `next` of the previous page"
-        )))
+        ))
     };
     let (rid, nid) = cursor.split_once('/').ok_or_else(bad)?;
     Ok((
@@ -379,40 +358,31 @@ fn parse_route_cursor(
 async fn routing(
     State(state): State<Arc<AdminState>>,
     axum::extract::Query(q): axum::extract::Query<RoutingQuery>,
-) -> Response {
-    let rid = match q
+) -> Result<Json<api::RoutingResponse>, Failure> {
+    let rid = q
         .rid
         .as_deref()
         .map(str::parse::<seedd_proto::crypto::RepoId>)
-    {
-        None => None,
-        Some(Ok(r)) => Some(r),
-        Some(Err(e)) => return bad_request(format!("invalid rid: {e}")),
-    };
-    let nid = match q.nid.as_deref().map(str::parse::<NodeId>) {
-        None => None,
-        Some(Ok(r)) => Some(r),
-        Some(Err(e)) => return bad_request(format!("invalid nid: {e}")),
-    };
-    let limit = match page_limit(q.limit) {
-        Ok(l) => l,
-        Err(r) => return *r,
-    };
-    let after = match q.after.as_deref().map(parse_route_cursor).transpose() {
-        Ok(a) => a,
-        Err(r) => return *r,
-    };
+        .transpose()
+        .map_err(|e| Failure::bad_request(format!("invalid rid: {e}")))?;
+    let nid = q
+        .nid
+        .as_deref()
+        .map(str::parse::<NodeId>)
+        .transpose()
+        .map_err(|e| Failure::bad_request(format!("invalid nid: {e}")))?;
+    let limit = page_limit(q.limit)?;
+    let after = q.after.as_deref().map(parse_route_cursor).transpose()?;
     let (rows, total) = state
         .net
         .routing_page(rid, nid, after, limit.saturating_add(1));
     let (rows, next) = split_page(rows, limit, |r| format!("{}/{}", r.rid, r.nid));
     let routes = rows.into_iter().map(convert::route).collect();
-    Json(api::RoutingResponse {
+    Ok(Json(api::RoutingResponse {
         routes,
         next,
         total,
-    })
-    .into_response()
+    }))
 }
 
 #[derive(serde::Deserialize)]
@@ -425,19 +395,13 @@ struct PageQuery {
 async fn nodes(
     State(state): State<Arc<AdminState>>,
     axum::extract::Query(q): axum::extract::Query<PageQuery>,
-) -> Response {
-    let limit = match page_limit(q.limit) {
-        Ok(l) => l,
-        Err(r) => return *r,
-    };
-    let after = match q.after.as_deref().map(parse_nid).transpose() {
-        Ok(a) => a,
-        Err(r) => return *r,
-    };
+) -> Result<Json<api::NodesResponse>, Failure> {
+    let limit = page_limit(q.limit)?;
+    let after = q.after.as_deref().map(parse_nid).transpose()?;
     let (rows, total) = state.net.nodes_page(after, limit.saturating_add(1));
     let (rows, next) = split_page(rows, limit, |n| n.nid.to_string());
     let nodes = rows.into_iter().map(convert::node).collect();
-    Json(api::NodesResponse { nodes, next, total }).into_response()
+    Ok(Json(api::NodesResponse { nodes, next, total }))
 }
 
 async fn bans(State(state): State<Arc<AdminState>>) -> Response {
@@ -445,27 +409,25 @@ async fn bans(State(state): State<Arc<AdminState>>) -> Response {
     Json(api::BansResponse { bans }).into_response()
 }
 
-fn parse_rid(rid: &str) -> Result<seedd_proto::crypto::RepoId, Box<Response>> {
+fn parse_rid(rid: &str) -> Result<seedd_proto::crypto::RepoId, Failure> {
     rid.parse()
-        .map_err(|e| Box::new(bad_request(format!("invalid repository id {rid:?}: {e}"))))
+        .map_err(|e| Failure::bad_request(format!("invalid repository id {rid:?}: {e}")))
 }
 
-fn parse_nid(nid: &str) -> Result<NodeId, Box<Response>> {
+fn parse_nid(nid: &str) -> Result<NodeId, Failure> {
     nid.parse()
-        .map_err(|e| Box::new(bad_request(format!("invalid node id {nid:?}: {e}"))))
+        .map_err(|e| Failure::bad_request(format!("invalid node id {nid:?}: {e}")))
 }
 
 /// A policies cursor: `node/<nid>` or `repo/<rid>`.
-fn parse_policy_cursor(
-    cursor: &str,
-) -> Result<seedd_core::index::policy::PolicyCursor, Box<Response>> {
+fn parse_policy_cursor(cursor: &str) -> Result<seedd_core::index::policy::PolicyCursor, Failure> {
     use seedd_core::index::policy::PolicyCursor;
     match cursor.split_once('/') {
         Some(("node", nid)) => parse_nid(nid).map(PolicyCursor::Node),
         Some(("repo", rid)) => parse_rid(rid).map(PolicyCursor::Repo),
-        _ => Err(Box::new(bad_request(format!(
+        _ => Err(Failure::bad_request(format!(
             "invalid cursor {cursor:?}: expected node/<nid> or repo/<rid> (a page's `next`)"
-        )))),
+        ))),
     }
 }
 
@@ -474,141 +436,103 @@ fn parse_policy_cursor(
 async fn policies(
     State(state): State<Arc<AdminState>>,
     axum::extract::Query(q): axum::extract::Query<PageQuery>,
-) -> Response {
-    use seedd_core::index::policy::PolicyCursor;
-    let limit = match page_limit(q.limit) {
-        Ok(l) => l,
-        Err(r) => return *r,
-    };
-    let after = match q.after.as_deref().map(parse_policy_cursor).transpose() {
-        Ok(a) => a,
-        Err(r) => return *r,
-    };
+) -> Result<Json<api::PoliciesResponse>, Failure> {
+    use seedd_core::index::policy::{PoliciesPage, PolicyCursor};
+    let limit = page_limit(q.limit)?;
+    let after = q.after.as_deref().map(parse_policy_cursor).transpose()?;
     let p = state.policies.clone();
-    match tokio::task::spawn_blocking(move || p.index().policies_page(after, limit)).await {
-        Ok(Ok(seedd_core::index::policy::PoliciesPage { repos, nodes, next })) => {
-            Json(api::PoliciesResponse {
-                next: next.map(|c| match c {
-                    PolicyCursor::Node(nid) => format!("node/{nid}"),
-                    PolicyCursor::Repo(rid) => format!("repo/{rid}"),
-                }),
-                repos: repos
-                    .into_iter()
-                    .map(|(rid, p)| api::RepoPolicyEntry {
-                        rid: rid.to_string(),
-                        policy: convert::repo_policy(p),
-                    })
-                    .collect(),
-                nodes: nodes
-                    .into_iter()
-                    .map(|(nid, p)| api::NodePolicyEntry {
-                        nid: nid.to_string(),
-                        policy: convert::node_policy(p),
-                    })
-                    .collect(),
+    let PoliciesPage { repos, nodes, next } =
+        tokio::task::spawn_blocking(move || p.index().policies_page(after, limit))
+            .await?
+            .map_err(Failure::internal)?;
+    Ok(Json(api::PoliciesResponse {
+        next: next.map(|c| match c {
+            PolicyCursor::Node(nid) => format!("node/{nid}"),
+            PolicyCursor::Repo(rid) => format!("repo/{rid}"),
+        }),
+        repos: repos
+            .into_iter()
+            .map(|(rid, p)| api::RepoPolicyEntry {
+                rid: rid.to_string(),
+                policy: convert::repo_policy(p),
             })
-            .into_response()
-        }
-        Ok(Err(e)) => internal(e),
-        Err(e) => internal(e),
-    }
-}
-
-/// A one-line JSON error with the given status.
-pub(crate) fn error(status: u16, msg: impl std::fmt::Display) -> Response {
-    (
-        StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR),
-        Json(api::ErrorBody::new(msg)),
-    )
-        .into_response()
+            .collect(),
+        nodes: nodes
+            .into_iter()
+            .map(|(nid, p)| api::NodePolicyEntry {
+                nid: nid.to_string(),
+                policy: convert::node_policy(p),
+            })
+            .collect(),
+    }))
 }
 
 async fn repo_seed(
     State(state): State<Arc<AdminState>>,
     Path(rid): Path<String>,
     body: Option<Json<api::SeedRequest>>,
-) -> Response {
+) -> Result<Json<api::SeedResponse>, Failure> {
     let ctl = state.control.clone();
-    let rid = match parse_rid(&rid) {
-        Ok(r) => r,
-        Err(r) => return *r,
-    };
+    let rid = parse_rid(&rid)?;
     let body = body.map(|Json(b)| b).unwrap_or_default();
     let scope = match body.scope.as_deref() {
         None if body.tenant.is_some() => seedd_core::index::policy::Scope::Followed,
         None => seedd_core::index::policy::Scope::All,
-        Some(s) => match s.parse() {
-            Ok(scope) => scope,
-            Err(e) => return bad_request(format!("scope {e}")),
-        },
+        Some(s) => s
+            .parse()
+            .map_err(|e| Failure::bad_request(format!("scope {e}")))?,
     };
     let from = match body.from.as_deref() {
         None => None,
-        Some(f) if f.contains('@') => match seedd_p2p::net::parse_peer(f) {
-            Ok((nid, addr)) => {
-                state.net.connect(nid, addr);
-                Some(nid)
-            }
-            Err(e) => return bad_request(format!("from: {e}")),
-        },
-        Some(f) => match f.parse::<NodeId>() {
-            Ok(n) => Some(n),
-            Err(e) => return bad_request(format!("from: {e}")),
-        },
+        Some(f) if f.contains('@') => {
+            let (nid, addr) = seedd_p2p::net::parse_peer(f)
+                .map_err(|e| Failure::bad_request(format!("from: {e}")))?;
+            state.net.connect(nid, addr);
+            Some(nid)
+        }
+        Some(f) => Some(
+            f.parse::<NodeId>()
+                .map_err(|e| Failure::bad_request(format!("from: {e}")))?,
+        ),
     };
     let tenant = body.tenant.clone();
     let alias = body.alias.clone();
-    let result =
+    let o =
         tokio::task::spawn_blocking(move || ctl.seed(tenant.as_deref(), rid, scope, alias, from))
-            .await;
-    match result {
-        Ok(Ok(o)) => Json(api::SeedResponse {
-            rid: o.rid.to_string(),
-            seeded: o.seeded,
-            tenant: o.tenant,
-            owner: o.owner,
-            policy: "allow".to_owned(),
-            scope: convert::scope(scope),
-            fetching_from: from.map(|n| n.to_string()),
-        })
-        .into_response(),
-        Ok(Err(e)) => status::error_response(e),
-        Err(e) => internal(e),
-    }
+            .await??;
+    Ok(Json(api::SeedResponse {
+        rid: o.rid.to_string(),
+        seeded: o.seeded,
+        tenant: o.tenant,
+        owner: o.owner,
+        policy: "allow".to_owned(),
+        scope: convert::scope(scope),
+        fetching_from: from.map(|n| n.to_string()),
+    }))
 }
 
 async fn repo_unseed(
     State(state): State<Arc<AdminState>>,
     Path(rid): Path<String>,
     body: Option<Json<api::UnseedRequest>>,
-) -> Response {
+) -> Result<Json<api::UnseedResponse>, Failure> {
     let ctl = state.control.clone();
-    let rid = match parse_rid(&rid) {
-        Ok(r) => r,
-        Err(r) => return *r,
-    };
+    let rid = parse_rid(&rid)?;
     let tenant = body.and_then(|Json(b)| b.tenant);
-    match tokio::task::spawn_blocking(move || ctl.unseed(tenant.as_deref(), rid)).await {
-        Ok(Ok(o)) => Json(api::UnseedResponse {
-            rid: o.rid.to_string(),
-            unseeded: o.unseeded,
-            purged: o.purged,
-        })
-        .into_response(),
-        Ok(Err(e)) => status::error_response(e),
-        Err(e) => internal(e),
-    }
+    let o = tokio::task::spawn_blocking(move || ctl.unseed(tenant.as_deref(), rid)).await??;
+    Ok(Json(api::UnseedResponse {
+        rid: o.rid.to_string(),
+        unseeded: o.unseeded,
+        purged: o.purged,
+    }))
 }
 
 async fn node_policy(
     State(state): State<Arc<AdminState>>,
     Path((nid, action)): Path<(String, String)>,
     body: Option<Json<api::NodePolicyRequest>>,
-) -> Response {
-    let nid = match parse_nid(&nid) {
-        Ok(n) => n,
-        Err(r) => return *r,
-    };
+) -> Result<Json<api::NodePolicyResponse>, Failure> {
+    let nid = parse_nid(&nid)?;
     use seedd_core::index::policy::NodePolicy;
     let policy = match action.as_str() {
         "follow" => Some(NodePolicy::Allow {
@@ -617,82 +541,74 @@ async fn node_policy(
         "block" => Some(NodePolicy::Block),
         "unblock" | "unfollow" => None,
         other => {
-            return bad_request(format!(
+            return Err(Failure::bad_request(format!(
                 "unknown action {other:?}: follow, unfollow, block, unblock"
-            ))
+            )))
         }
     };
-    if let Err(e) = state.policies.set_node(&nid, policy.clone()) {
-        return internal(e);
-    }
+    state
+        .policies
+        .set_node(&nid, policy.clone())
+        .map_err(Failure::internal)?;
     let mut sessions_closed = 0;
     if matches!(policy, Some(NodePolicy::Block)) {
         sessions_closed = state.net.disconnect(nid);
     }
-    Json(api::NodePolicyResponse {
+    Ok(Json(api::NodePolicyResponse {
         nid: nid.to_string(),
         policy: policy.map(convert::node_policy),
         sessions_closed,
-    })
-    .into_response()
+    }))
 }
 
 async fn fetch(
     State(state): State<Arc<AdminState>>,
     body: Result<Json<api::FetchRequest>, axum::extract::rejection::JsonRejection>,
-) -> Response {
+) -> Result<Json<api::FetchResponse>, Failure> {
     let fetcher = &state.fetcher;
     let Ok(Json(body)) = body else {
-        return bad_request("expected JSON {\"rid\": \"rad:…\", \"from\": \"z6Mk…\"}".into());
+        return Err(Failure::bad_request(
+            "expected JSON {\"rid\": \"rad:…\", \"from\": \"z6Mk…\"}",
+        ));
     };
-    let rid = match parse_rid(&body.rid) {
-        Ok(r) => r,
-        Err(r) => return *r,
-    };
+    let rid = parse_rid(&body.rid)?;
     let connected = fetcher.connected();
-    let from = match body.from.as_deref().map(str::parse::<NodeId>) {
-        Some(Ok(n)) => n,
-        Some(Err(e)) => return bad_request(format!("from: {e}")),
-        None => match fetcher
+    let from = match body.from.as_deref() {
+        Some(f) => f
+            .parse::<NodeId>()
+            .map_err(|e| Failure::bad_request(format!("from: {e}")))?,
+        None => fetcher
             .routing(Some(rid))
             .into_iter()
             .map(|r| r.nid)
             .find(|n| connected.contains(n))
-        {
-            Some(n) => n,
-            None => {
-                return error(
-                    409,
-                    format!("no connected peer is known to seed {rid}; pass --from"),
-                )
-            }
-        },
+            .ok_or_else(|| {
+                Failure::conflict(format!(
+                    "no connected peer is known to seed {rid}; pass --from"
+                ))
+            })?,
     };
-    match fetcher.fetch_now(rid, from).await {
-        Ok(o) => Json(api::FetchResponse {
-            rid: rid.to_string(),
-            from: from.to_string(),
-            cloned: o.cloned,
-            updated: o.updated.iter().map(|(n, _)| n.to_string()).collect(),
-            pruned: o
-                .pruned
-                .iter()
-                .map(|(n, l, r)| api::Pruned {
-                    nid: n.to_string(),
-                    reason: (*l).to_owned(),
-                    detail: r.clone(),
-                })
-                .collect(),
-            refs_written: o.refs_written,
-        })
-        .into_response(),
-        Err(e) => (
+    let o = fetcher.fetch_now(rid, from).await.map_err(|e| {
+        Failure::new(
             StatusCode::BAD_GATEWAY,
-            Json(api::ErrorBody {
-                error: format!("fetching {rid} from {from}: {e}"),
-                reason: Some(e.label().to_owned()),
-            }),
+            format!("fetching {rid} from {from}: {e}"),
         )
-            .into_response(),
-    }
+        .with_reason(e.label())
+    })?;
+    Ok(Json(api::FetchResponse {
+        rid: rid.to_string(),
+        from: from.to_string(),
+        cloned: o.cloned,
+        updated: o.updated.iter().map(|(n, _)| n.to_string()).collect(),
+        pruned: o
+            .pruned
+            .iter()
+            .map(|(n, l, r)| api::Pruned {
+                nid: n.to_string(),
+                reason: (*l).to_owned(),
+                detail: r.clone(),
+            })
+            .collect(),
+        refs_written: o.refs_written,
+    }))
 }

@@ -4,13 +4,13 @@
 use std::sync::Arc;
 
 use axum::extract::{Path, State};
-use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
 use seedd_api as api;
 
-use super::{error, parse_rid, AdminState};
-use seedd_core::maintain::{MaintainError, Record, Run};
+use super::failure::Failure;
+use super::{parse_rid, AdminState};
+use seedd_core::maintain::{Record, Run};
 
 pub(super) fn routes() -> Router<Arc<AdminState>> {
     Router::new()
@@ -45,29 +45,19 @@ fn run(r: &Run) -> api::MaintenanceRun {
     }
 }
 
-fn failure(e: MaintainError) -> Response {
-    match e {
-        MaintainError::NotHeld(_) => error(404, e),
-        _ => error(500, e),
-    }
-}
-
 /// Runs maintenance of one repository now and waits for it (after a running fetch of it).
-async fn maintain(State(state): State<Arc<AdminState>>, Path(rid): Path<String>) -> Response {
-    let rid = match parse_rid(&rid) {
-        Ok(r) => r,
-        Err(r) => return *r,
-    };
-    match state.maintainer.run_now(rid).await {
-        Ok(report) => Json(api::MaintainResponse {
-            rid: report.rid.to_string(),
-            run: run(&report.run),
-            before: debt(&report.before),
-            after: debt(&report.after),
-        })
-        .into_response(),
-        Err(e) => failure(e),
-    }
+async fn maintain(
+    State(state): State<Arc<AdminState>>,
+    Path(rid): Path<String>,
+) -> Result<Json<api::MaintainResponse>, Failure> {
+    let rid = parse_rid(&rid)?;
+    let report = state.maintainer.run_now(rid).await?;
+    Ok(Json(api::MaintainResponse {
+        rid: report.rid.to_string(),
+        run: run(&report.run),
+        before: debt(&report.before),
+        after: debt(&report.after),
+    }))
 }
 
 #[derive(serde::Deserialize)]
@@ -77,14 +67,14 @@ struct ListQuery {
 }
 
 /// A maintenance cursor: `<score>/<rid>` of the previous page's last entry.
-fn parse_cursor(cursor: &str) -> Result<(u64, seedd_proto::crypto::RepoId), Box<Response>> {
+fn parse_cursor(cursor: &str) -> Result<(u64, seedd_proto::crypto::RepoId), Failure> {
     cursor
         .split_once('/')
         .and_then(|(score, rid)| Some((score.parse().ok()?, rid.parse().ok()?)))
         .ok_or_else(|| {
-            Box::new(super::bad_request(format!(
+            Failure::bad_request(format!(
                 "invalid cursor {cursor:?}: expected <score>/<rid> (a page's `next`)"
-            )))
+            ))
         })
 }
 
@@ -94,51 +84,38 @@ fn parse_cursor(cursor: &str) -> Result<(u64, seedd_proto::crypto::RepoId), Box<
 async fn list(
     State(state): State<Arc<AdminState>>,
     axum::extract::Query(q): axum::extract::Query<ListQuery>,
-) -> Response {
-    let limit = match super::page_limit(q.limit) {
-        Ok(l) => l,
-        Err(r) => return *r,
-    };
-    let after = match q.after.as_deref().map(parse_cursor).transpose() {
-        Ok(a) => a,
-        Err(r) => return *r,
-    };
+) -> Result<Json<api::MaintenanceResponse>, Failure> {
+    let limit = super::page_limit(q.limit)?;
+    let after = q.after.as_deref().map(parse_cursor).transpose()?;
     let m = &state.maintainer;
-    match m.list().await {
-        Ok(mut statuses) => {
-            statuses.sort_by(|a, b| b.record.score.cmp(&a.record.score).then(a.rid.cmp(&b.rid)));
-            let total = statuses.len();
-            let start = after.map_or(0, |(score, rid)| {
-                statuses
-                    .iter()
-                    .position(|s| {
-                        s.record.score < score || (s.record.score == score && s.rid > rid)
-                    })
-                    .unwrap_or(total)
-            });
-            let page = &statuses[start..(start + limit).min(total)];
-            let next = (start + limit < total)
-                .then(|| page.last().map(|s| format!("{}/{}", s.record.score, s.rid)))
-                .flatten();
-            let (queued, waiting) = m.pending();
-            Json(api::MaintenanceResponse {
-                enabled: m.enabled(),
-                queued,
-                waiting,
-                next,
-                total,
-                repos: page
-                    .iter()
-                    .map(|s| api::MaintenanceEntry {
-                        rid: s.rid.to_string(),
-                        debt: debt(&s.record),
-                        due: s.due.map(str::to_owned),
-                        last_run: s.record.last_run.as_ref().map(run),
-                    })
-                    .collect(),
+    let mut statuses = m.list().await?;
+    statuses.sort_by(|a, b| b.record.score.cmp(&a.record.score).then(a.rid.cmp(&b.rid)));
+    let total = statuses.len();
+    let start = after.map_or(0, |(score, rid)| {
+        statuses
+            .iter()
+            .position(|s| s.record.score < score || (s.record.score == score && s.rid > rid))
+            .unwrap_or(total)
+    });
+    let page = &statuses[start..(start + limit).min(total)];
+    let next = (start + limit < total)
+        .then(|| page.last().map(|s| format!("{}/{}", s.record.score, s.rid)))
+        .flatten();
+    let (queued, waiting) = m.pending();
+    Ok(Json(api::MaintenanceResponse {
+        enabled: m.enabled(),
+        queued,
+        waiting,
+        next,
+        total,
+        repos: page
+            .iter()
+            .map(|s| api::MaintenanceEntry {
+                rid: s.rid.to_string(),
+                debt: debt(&s.record),
+                due: s.due.map(str::to_owned),
+                last_run: s.record.last_run.as_ref().map(run),
             })
-            .into_response()
-        }
-        Err(e) => failure(e),
-    }
+            .collect(),
+    }))
 }

@@ -2,20 +2,16 @@
 //! know nothing of HTTP; the mapping lives here, at the edge.
 
 use axum::http::StatusCode;
-use axum::response::Response;
 
 use crate::control::ControlError;
+use seedd_core::maintain::MaintainError;
 use seedd_core::tenant::TenantError;
 use seedd_p2p::identity::IdentityError;
 
-/// The status an admin answer carries for a domain error.
+/// The status an admin answer carries for a domain error (the answer itself is a
+/// [`super::failure::Failure`], made from the error with `?`).
 pub(crate) trait HttpStatus: std::fmt::Display {
     fn http_status(&self) -> StatusCode;
-}
-
-/// A one-line JSON error (`{"error": …}`) with the error's status.
-pub(crate) fn error_response(e: impl HttpStatus) -> Response {
-    super::error(e.http_status().as_u16(), e)
 }
 
 impl HttpStatus for TenantError {
@@ -57,6 +53,18 @@ impl HttpStatus for IdentityError {
             IdentityError::BadName(_) => StatusCode::BAD_REQUEST,
             IdentityError::Exists(_) => StatusCode::CONFLICT,
             IdentityError::Start { .. } => StatusCode::UNPROCESSABLE_ENTITY,
+        }
+    }
+}
+
+impl HttpStatus for MaintainError {
+    fn http_status(&self) -> StatusCode {
+        match self {
+            MaintainError::NotHeld(_) => StatusCode::NOT_FOUND,
+            MaintainError::Measure { .. }
+            | MaintainError::Index(_)
+            | MaintainError::Storage(_)
+            | MaintainError::Task(_) => StatusCode::INTERNAL_SERVER_ERROR,
         }
     }
 }

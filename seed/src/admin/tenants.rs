@@ -5,15 +5,14 @@ use std::sync::Arc;
 
 use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
-use axum::response::{IntoResponse, Response};
 use axum::routing::{delete, get, post, put};
 use axum::{Json, Router};
 use seedd_api as api;
 
-use super::status::error_response;
-use super::{convert, error, internal, parse_nid, parse_rid, AdminState};
+use super::failure::Failure;
+use super::{convert, parse_nid, parse_rid, AdminState};
 use crate::control::Control;
-use seedd_core::tenant::{State as TenantState, Tenant};
+use seedd_core::tenant::{State as TenantState, Tenant, TenantError};
 
 pub(super) fn routes() -> Router<Arc<AdminState>> {
     Router::new()
@@ -45,19 +44,15 @@ async fn tenant_op(
     state: &AdminState,
     name: String,
     f: impl FnOnce(&Control, &str) -> Result<(), crate::control::ControlError> + Send + 'static,
-) -> Response {
+) -> Result<Json<api::Tenant>, Failure> {
     let ctl = state.control.clone();
-    let r = tokio::task::spawn_blocking(move || {
+    tokio::task::spawn_blocking(move || {
         f(&ctl, &name)?;
         Ok::<_, crate::control::ControlError>(tenant_view(&ctl, &name))
     })
-    .await;
-    match r {
-        Ok(Ok(Some(v))) => Json(v).into_response(),
-        Ok(Ok(None)) => error(404, "tenant vanished"),
-        Ok(Err(e)) => error_response(e),
-        Err(e) => internal(e),
-    }
+    .await??
+    .map(Json)
+    .ok_or_else(|| Failure::not_found("tenant vanished"))
 }
 
 /// A tenant as the API shows it: the record, its usage, and per repository whether it owns it.
@@ -68,7 +63,7 @@ fn tenant_view(ctl: &Control, name: &str) -> Option<api::Tenant> {
     }))
 }
 
-async fn list(State(state): State<Arc<AdminState>>) -> Response {
+async fn list(State(state): State<Arc<AdminState>>) -> Json<api::TenantList> {
     let ctl = &state.control;
     let tenants = ctl
         .tenants
@@ -76,23 +71,17 @@ async fn list(State(state): State<Arc<AdminState>>) -> Response {
         .iter()
         .filter_map(|(t, _)| tenant_view(ctl, &t.name))
         .collect();
-    Json(api::TenantList { tenants }).into_response()
+    Json(api::TenantList { tenants })
 }
 
 async fn create(
     State(state): State<Arc<AdminState>>,
     body: Result<Json<api::TenantCreate>, axum::extract::rejection::JsonRejection>,
-) -> Response {
+) -> Result<(StatusCode, Json<api::Tenant>), Failure> {
     let ctl = state.control.clone();
-    let Json(b) = match body {
-        Ok(b) => b,
-        Err(e) => {
-            return error(
-                400,
-                format!("expected {{\"name\": …, \"hosts\": [...]}}: {e}"),
-            )
-        }
-    };
+    let Json(b) = body.map_err(|e| {
+        Failure::bad_request(format!("expected {{\"name\": …, \"hosts\": [...]}}: {e}"))
+    })?;
     let mut t = Tenant::new(&b.name);
     t.hosts = b.hosts;
     if let Some(i) = b.identity {
@@ -101,46 +90,46 @@ async fn create(
     t.quotas = b.quotas.map(convert::quotas_in).unwrap_or_default();
     t.rate = b.rate.map(convert::rate_in).unwrap_or_default();
     let name = b.name.clone();
-    match tokio::task::spawn_blocking(move || {
+    let v = tokio::task::spawn_blocking(move || {
         ctl.tenants.create(t)?;
         ctl.changed();
-        Ok::<_, seedd_core::tenant::TenantError>(tenant_view(&ctl, &name))
+        Ok::<_, TenantError>(tenant_view(&ctl, &name))
     })
-    .await
-    {
-        Ok(Ok(Some(v))) => (StatusCode::CREATED, Json(v)).into_response(),
-        Ok(Ok(None)) => error(404, "tenant vanished"),
-        Ok(Err(e)) => error_response(e),
-        Err(e) => internal(e),
-    }
+    .await??
+    .ok_or_else(|| Failure::not_found("tenant vanished"))?;
+    Ok((StatusCode::CREATED, Json(v)))
 }
 
-async fn show(State(state): State<Arc<AdminState>>, Path(name): Path<String>) -> Response {
+async fn show(
+    State(state): State<Arc<AdminState>>,
+    Path(name): Path<String>,
+) -> Result<Json<api::Tenant>, Failure> {
     match tenant_view(&state.control, &name) {
-        Some(v) => Json(v).into_response(),
-        None => error(404, seedd_core::tenant::TenantError::Unknown(name)),
+        Some(v) => Ok(Json(v)),
+        None => Err(TenantError::Unknown(name).into()),
     }
 }
 
-async fn remove(State(state): State<Arc<AdminState>>, Path(name): Path<String>) -> Response {
+async fn remove(
+    State(state): State<Arc<AdminState>>,
+    Path(name): Path<String>,
+) -> Result<Json<api::TenantRemoved>, Failure> {
     let ctl = state.control.clone();
     let limiter_name = name.clone();
-    match tokio::task::spawn_blocking(move || ctl.remove_tenant(&name).map(|p| (name, p))).await {
-        Ok(Ok((name, purged))) => {
-            tracing::info!(tenant = %limiter_name, purged = purged.len(), "tenant removed via admin API");
-            Json(api::TenantRemoved {
-                name,
-                removed: true,
-                purged: purged.iter().map(ToString::to_string).collect(),
-            })
-            .into_response()
-        }
-        Ok(Err(e)) => error_response(e),
-        Err(e) => internal(e),
-    }
+    let (name, purged) =
+        tokio::task::spawn_blocking(move || ctl.remove_tenant(&name).map(|p| (name, p))).await??;
+    tracing::info!(tenant = %limiter_name, purged = purged.len(), "tenant removed via admin API");
+    Ok(Json(api::TenantRemoved {
+        name,
+        removed: true,
+        purged: purged.iter().map(ToString::to_string).collect(),
+    }))
 }
 
-async fn suspend(State(state): State<Arc<AdminState>>, Path(name): Path<String>) -> Response {
+async fn suspend(
+    State(state): State<Arc<AdminState>>,
+    Path(name): Path<String>,
+) -> Result<Json<api::Tenant>, Failure> {
     tenant_op(&state, name, |c, n| {
         c.tenants.set_state(n, TenantState::Suspended)?;
         c.changed();
@@ -149,7 +138,10 @@ async fn suspend(State(state): State<Arc<AdminState>>, Path(name): Path<String>)
     .await
 }
 
-async fn resume(State(state): State<Arc<AdminState>>, Path(name): Path<String>) -> Response {
+async fn resume(
+    State(state): State<Arc<AdminState>>,
+    Path(name): Path<String>,
+) -> Result<Json<api::Tenant>, Failure> {
     tenant_op(&state, name, |c, n| {
         c.tenants.set_state(n, TenantState::Active)?;
         c.changed();
@@ -163,16 +155,12 @@ async fn resume(State(state): State<Arc<AdminState>>, Path(name): Path<String>) 
 fn patch<T: serde::de::DeserializeOwned + Default>(
     body: serde_json::Value,
     keys: &[&str],
-) -> Result<T, Box<Response>> {
+) -> Result<T, Failure> {
     if !body.is_object() {
         return Ok(T::default());
     }
-    let bad = |key: &str| {
-        Box::new(error(
-            400,
-            format!("{key}: expected a non-negative integer or null"),
-        ))
-    };
+    let bad =
+        |key: &str| Failure::bad_request(format!("{key}: expected a non-negative integer or null"));
     for key in keys {
         if body.get(key).is_some_and(|v| !(v.is_null() || v.is_u64())) {
             return Err(bad(key));
@@ -185,14 +173,11 @@ async fn quota(
     State(state): State<Arc<AdminState>>,
     Path(name): Path<String>,
     Json(body): Json<serde_json::Value>,
-) -> Response {
+) -> Result<Json<api::Tenant>, Failure> {
     let Some((t, _)) = state.control.tenants.get(&name) else {
-        return error(404, seedd_core::tenant::TenantError::Unknown(name));
+        return Err(TenantError::Unknown(name).into());
     };
-    let p: api::QuotasPatch = match patch(body, &["repos", "bytes", "egress_bytes_per_day"]) {
-        Ok(p) => p,
-        Err(r) => return *r,
-    };
+    let p: api::QuotasPatch = patch(body, &["repos", "bytes", "egress_bytes_per_day"])?;
     let q = convert::quotas_in(p.apply(convert::quotas(t.quotas)));
     tenant_op(&state, name, move |c, n| {
         Ok(c.tenants.set_quotas(n, q).map(|_| ())?)
@@ -204,14 +189,11 @@ async fn rate(
     State(state): State<Arc<AdminState>>,
     Path(name): Path<String>,
     Json(body): Json<serde_json::Value>,
-) -> Response {
+) -> Result<Json<api::Tenant>, Failure> {
     let Some((t, _)) = state.control.tenants.get(&name) else {
-        return error(404, seedd_core::tenant::TenantError::Unknown(name));
+        return Err(TenantError::Unknown(name).into());
     };
-    let p: api::RatePatch = match patch(body, &["requests_per_second", "burst"]) {
-        Ok(p) => p,
-        Err(r) => return *r,
-    };
+    let p: api::RatePatch = patch(body, &["requests_per_second", "burst"])?;
     let r = convert::rate_in(p.apply(convert::rate(t.rate)));
     tenant_op(&state, name, move |c, n| {
         Ok(c.tenants.set_rate(n, r).map(|_| ())?)
@@ -223,9 +205,11 @@ async fn host_add(
     State(state): State<Arc<AdminState>>,
     Path(name): Path<String>,
     body: Result<Json<api::HostRequest>, axum::extract::rejection::JsonRejection>,
-) -> Response {
+) -> Result<Json<api::Tenant>, Failure> {
     let Ok(Json(b)) = body else {
-        return error(400, "expected {\"host\": \"acme.seed.example\"}");
+        return Err(Failure::bad_request(
+            "expected {\"host\": \"acme.seed.example\"}",
+        ));
     };
     tenant_op(&state, name, move |c, n| {
         Ok(c.tenants.add_host(n, &b.host).map(|_| ())?)
@@ -236,37 +220,30 @@ async fn host_add(
 async fn host_rm(
     State(state): State<Arc<AdminState>>,
     Path((name, host)): Path<(String, String)>,
-) -> Response {
+) -> Result<Json<api::Tenant>, Failure> {
     tenant_op(&state, name, move |c, n| {
         Ok(c.tenants.remove_host(n, &host).map(|_| ())?)
     })
     .await
 }
 
-async fn purge(State(state): State<Arc<AdminState>>, Path(rid): Path<String>) -> Response {
+async fn purge(
+    State(state): State<Arc<AdminState>>,
+    Path(rid): Path<String>,
+) -> Result<Json<api::PurgeResponse>, Failure> {
     let ctl = state.control.clone();
-    let rid = match parse_rid(&rid) {
-        Ok(r) => r,
-        Err(r) => return *r,
-    };
-    match tokio::task::spawn_blocking(move || ctl.purge(rid)).await {
-        Ok(Ok(tenants)) => Json(api::PurgeResponse {
-            rid: rid.to_string(),
-            purged: true,
-            tenants,
-        })
-        .into_response(),
-        Ok(Err(e)) => error_response(e),
-        Err(e) => internal(e),
-    }
+    let rid = parse_rid(&rid)?;
+    let tenants = tokio::task::spawn_blocking(move || ctl.purge(rid)).await??;
+    Ok(Json(api::PurgeResponse {
+        rid: rid.to_string(),
+        purged: true,
+        tenants,
+    }))
 }
 
-async fn deny_ls(State(state): State<Arc<AdminState>>) -> Response {
+async fn deny_ls(State(state): State<Arc<AdminState>>) -> Result<Json<api::DenyEntries>, Failure> {
     let ctl = &state.control;
-    let (repos, nodes) = match ctl.index.policies() {
-        Ok(p) => p,
-        Err(e) => return internal(e),
-    };
+    let (repos, nodes) = ctl.index.policies().map_err(Failure::internal)?;
     let mut entries = api::DenyEntries::default();
     entries.repos.extend(
         repos
@@ -300,7 +277,7 @@ async fn deny_ls(State(state): State<Arc<AdminState>>) -> Response {
                 tenant: Some(t.name.clone()),
             }));
     }
-    Json(entries).into_response()
+    Ok(Json(entries))
 }
 
 #[derive(serde::Deserialize, Default)]
@@ -365,33 +342,38 @@ fn deny_node(
     })
 }
 
-fn answer<T: serde::Serialize>(r: Result<T, crate::control::ControlError>) -> Response {
-    match r {
-        Ok(v) => Json(v).into_response(),
-        Err(e) => error_response(e),
-    }
-}
-
 /// Parse the repository id of a deny-list request and apply it.
-fn deny_repo_request(state: &AdminState, rid: &str, tenant: Option<&str>, deny: bool) -> Response {
-    match parse_rid(rid) {
-        Ok(rid) => answer(deny_repo(&state.control, rid, tenant, deny)),
-        Err(r) => *r,
-    }
+fn deny_repo_request(
+    state: &AdminState,
+    rid: &str,
+    tenant: Option<&str>,
+    deny: bool,
+) -> Result<Json<api::DenyRepoChange>, Failure> {
+    let rid = parse_rid(rid)?;
+    Ok(Json(deny_repo(&state.control, rid, tenant, deny)?))
 }
 
 /// Parse the node id of a deny-list request and apply it.
-fn deny_node_request(state: &AdminState, nid: &str, tenant: Option<&str>, deny: bool) -> Response {
-    match parse_nid(nid) {
-        Ok(nid) => answer(deny_node(&state.control, &state.net, nid, tenant, deny)),
-        Err(r) => *r,
-    }
+fn deny_node_request(
+    state: &AdminState,
+    nid: &str,
+    tenant: Option<&str>,
+    deny: bool,
+) -> Result<Json<api::DenyNodeChange>, Failure> {
+    let nid = parse_nid(nid)?;
+    Ok(Json(deny_node(
+        &state.control,
+        &state.net,
+        nid,
+        tenant,
+        deny,
+    )?))
 }
 
 async fn deny_repo_add(
     State(state): State<Arc<AdminState>>,
     Json(b): Json<api::DenyRequest>,
-) -> Response {
+) -> Result<Json<api::DenyRepoChange>, Failure> {
     deny_repo_request(
         &state,
         b.rid.as_deref().unwrap_or(""),
@@ -404,14 +386,14 @@ async fn deny_repo_rm(
     State(state): State<Arc<AdminState>>,
     Path(rid): Path<String>,
     Query(q): Query<TenantQuery>,
-) -> Response {
+) -> Result<Json<api::DenyRepoChange>, Failure> {
     deny_repo_request(&state, &rid, q.tenant.as_deref(), false)
 }
 
 async fn deny_node_add(
     State(state): State<Arc<AdminState>>,
     Json(b): Json<api::DenyRequest>,
-) -> Response {
+) -> Result<Json<api::DenyNodeChange>, Failure> {
     deny_node_request(
         &state,
         b.nid.as_deref().unwrap_or(""),
@@ -424,11 +406,11 @@ async fn deny_node_rm(
     State(state): State<Arc<AdminState>>,
     Path(nid): Path<String>,
     Query(q): Query<TenantQuery>,
-) -> Response {
+) -> Result<Json<api::DenyNodeChange>, Failure> {
     deny_node_request(&state, &nid, q.tenant.as_deref(), false)
 }
 
-async fn queue(State(state): State<Arc<AdminState>>) -> Response {
+async fn queue(State(state): State<Arc<AdminState>>) -> Json<api::QueueResponse> {
     let (running, queued) = state.fetcher.queue();
     Json(api::QueueResponse {
         active: running
@@ -447,10 +429,12 @@ async fn queue(State(state): State<Arc<AdminState>>) -> Response {
             })
             .collect(),
     })
-    .into_response()
 }
 
-async fn usage(State(state): State<Arc<AdminState>>, Query(q): Query<TenantQuery>) -> Response {
+async fn usage(
+    State(state): State<Arc<AdminState>>,
+    Query(q): Query<TenantQuery>,
+) -> Result<Json<api::UsageResponse>, Failure> {
     let usage: Vec<api::TenantUsage> = state
         .control
         .tenants
@@ -471,59 +455,52 @@ async fn usage(State(state): State<Arc<AdminState>>, Query(q): Query<TenantQuery
         .collect();
     if let Some(n) = &q.tenant {
         if usage.is_empty() {
-            return error(404, seedd_core::tenant::TenantError::Unknown(n.clone()));
+            return Err(TenantError::Unknown(n.clone()).into());
         }
     }
-    Json(api::UsageResponse { usage }).into_response()
+    Ok(Json(api::UsageResponse { usage }))
 }
 
-async fn identities(State(state): State<Arc<AdminState>>) -> Response {
+async fn identities(State(state): State<Arc<AdminState>>) -> Json<api::IdentitiesResponse> {
     let identities = state
         .identities
         .list()
         .into_iter()
         .map(convert::identity)
         .collect();
-    Json(api::IdentitiesResponse { identities }).into_response()
+    Json(api::IdentitiesResponse { identities })
 }
 
 async fn identity_create(
     State(state): State<Arc<AdminState>>,
     body: Result<Json<api::IdentityCreate>, axum::extract::rejection::JsonRejection>,
-) -> Response {
-    let Json(spec) = match body {
-        Ok(b) => b,
-        Err(e) => {
-            return error(
-                400,
-                format!("expected {{\"name\": …, \"listen\": [\"ip:port\"]}}: {e}"),
-            )
-        }
-    };
-    match state
+) -> Result<(StatusCode, Json<api::IdentityInfo>), Failure> {
+    let Json(spec) = body.map_err(|e| {
+        Failure::bad_request(format!(
+            "expected {{\"name\": …, \"listen\": [\"ip:port\"]}}: {e}"
+        ))
+    })?;
+    let info = state
         .identities
         .start(convert::identity_spec(spec), true)
-        .await
-    {
-        Ok(info) => (StatusCode::CREATED, Json(convert::identity(info))).into_response(),
-        Err(e) => error_response(e),
-    }
+        .await?;
+    Ok((StatusCode::CREATED, Json(convert::identity(info))))
 }
 
-async fn reload(State(state): State<Arc<AdminState>>) -> Response {
+async fn reload(
+    State(state): State<Arc<AdminState>>,
+) -> Result<Json<api::ReloadResponse>, Failure> {
     let r = state.reload.clone();
-    match tokio::task::spawn_blocking(move || r()).await {
-        Ok(Ok(changes)) => Json(api::ReloadResponse {
-            reloaded: true,
-            changes,
-        })
-        .into_response(),
-        Ok(Err(e)) => error(400, e),
-        Err(e) => internal(e),
-    }
+    let changes = tokio::task::spawn_blocking(move || r())
+        .await?
+        .map_err(Failure::bad_request)?;
+    Ok(Json(api::ReloadResponse {
+        reloaded: true,
+        changes,
+    }))
 }
 
-async fn backup(State(state): State<Arc<AdminState>>) -> Response {
+async fn backup(State(state): State<Arc<AdminState>>) -> Result<Json<api::Backup>, Failure> {
     let ctl = state.control.clone();
     let specs = state.identities.specs();
     let keys_dir = state.data_dir.join("keys");
@@ -535,36 +512,28 @@ async fn backup(State(state): State<Arc<AdminState>>) -> Response {
         keys.push((s.name.clone(), keys_dir.join(&s.name).join("radicle")));
     }
     let nid = state.nid;
-    match tokio::task::spawn_blocking(move || {
+    let b = tokio::task::spawn_blocking(move || {
         crate::backup::export(&nid, &keys, specs, &ctl.index, &ctl.tenants)
     })
-    .await
-    {
-        Ok(Ok(b)) => {
-            tracing::info!(
-                tenants = b.tenants.len(),
-                keys = b.keys.len(),
-                "backup taken"
-            );
-            Json(convert::backup(b)).into_response()
-        }
-        Ok(Err(e)) => internal(e),
-        Err(e) => internal(e),
-    }
+    .await?
+    .map_err(Failure::internal)?;
+    tracing::info!(
+        tenants = b.tenants.len(),
+        keys = b.keys.len(),
+        "backup taken"
+    );
+    Ok(Json(convert::backup(b)))
 }
 
 async fn restore(
     State(state): State<Arc<AdminState>>,
     body: Result<Json<api::Backup>, axum::extract::rejection::JsonRejection>,
-) -> Response {
+) -> Result<Json<api::RestoreResponse>, Failure> {
     let ctl = state.control.clone();
-    let b: crate::backup::Backup = match body
+    let b: crate::backup::Backup = body
         .map_err(|e| e.body_text())
         .and_then(|Json(b)| convert::checked(b).map_err(|e| e.to_string()))
-    {
-        Ok(b) => b,
-        Err(e) => return error(400, format!("not a seedd backup: {e}")),
-    };
+        .map_err(|e| Failure::bad_request(format!("not a seedd backup: {e}")))?;
     let mut warnings = Vec::new();
     if b.nid != state.nid.to_string() {
         warnings.push(format!(
@@ -572,43 +541,32 @@ async fn restore(
             b.nid, state.nid
         ));
     }
-    match tokio::task::spawn_blocking(move || {
+    let r = tokio::task::spawn_blocking(move || {
         let r = crate::backup::restore_state(&b, &ctl.index, &ctl.tenants, &ctl.policies, false);
         ctl.changed();
         r
     })
-    .await
-    {
-        Ok(Ok(r)) => Json(api::RestoreResponse {
-            restored: convert::restored(r),
-            warnings,
-        })
-        .into_response(),
-        Ok(Err(e)) => error(400, e),
-        Err(e) => internal(e),
-    }
+    .await?
+    .map_err(Failure::bad_request)?;
+    Ok(Json(api::RestoreResponse {
+        restored: convert::restored(r),
+        warnings,
+    }))
 }
 
 async fn apply(
     State(state): State<Arc<AdminState>>,
     body: Result<Json<api::ApplyRequest>, axum::extract::rejection::JsonRejection>,
-) -> Response {
+) -> Result<Json<api::ApplyResponse>, Failure> {
     let ctl = state.control.clone();
-    let req: crate::control::ApplyRequest = match body
+    let req: crate::control::ApplyRequest = body
         .map_err(|e| e.body_text())
         .and_then(|Json(b)| convert::checked(b).map_err(|e| e.to_string()))
-    {
-        Ok(r) => r,
-        Err(e) => return error(400, format!("expected {{\"tenants\": [...]}}: {e}")),
-    };
+        .map_err(|e| Failure::bad_request(format!("expected {{\"tenants\": [...]}}: {e}")))?;
     let dry = req.dry_run;
-    match tokio::task::spawn_blocking(move || ctl.apply(&req)).await {
-        Ok(Ok(changes)) => Json(api::ApplyResponse {
-            changes,
-            applied: !dry,
-        })
-        .into_response(),
-        Ok(Err(e)) => error_response(e),
-        Err(e) => internal(e),
-    }
+    let changes = tokio::task::spawn_blocking(move || ctl.apply(&req)).await??;
+    Ok(Json(api::ApplyResponse {
+        changes,
+        applied: !dry,
+    }))
 }
