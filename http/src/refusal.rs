@@ -1,6 +1,11 @@
-//! Every refusal the smart-HTTP route gives, as one type: its status, its one-line text body,
-//! its `Retry-After`, its bounded label and the counters it moves. Handlers return it; the
-//! response is built in one place ([`IntoResponse`]).
+//! Every refusal the smart-HTTP routes and the per-IP limit in front of them give, as one type:
+//! its status, its one-line text body, its `Retry-After`, its bounded label and the counters it
+//! moves. Handlers return it; the response is built in one place ([`IntoResponse`]).
+//!
+//! The convention every answer type of the crate follows (the web API's `WebError` too, and the
+//! admin API's `Failure` in `seedd`): one type says status, body, label and `Retry-After`, is
+//! `IntoResponse`, and handlers return `Result<_, It>` and use `?`. `Retry-After` is set by
+//! [`with_retry_after`] only.
 
 use axum::http::{header, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
@@ -50,6 +55,8 @@ pub(crate) enum Refusal {
     BodyTooLarge { max: u64 },
     /// A request body that does not start with a pkt-line.
     MalformedRequest,
+    /// The client address is over its request rate (`http.rate`), before any routing.
+    IpRateLimited { retry_after_secs: u64 },
 }
 
 impl Refusal {
@@ -76,6 +83,7 @@ impl Refusal {
             Refusal::UnsupportedEncoding => "unsupported_encoding",
             Refusal::BodyTooLarge { .. } => "body_too_large",
             Refusal::MalformedRequest => "malformed_request",
+            Refusal::IpRateLimited { .. } => "ip_rate_limited",
         }
     }
 
@@ -86,9 +94,9 @@ impl Refusal {
             }
             Refusal::BadRepoId | Refusal::MalformedRequest => StatusCode::BAD_REQUEST,
             Refusal::Push | Refusal::TenantSuspended | Refusal::DumbHttp => StatusCode::FORBIDDEN,
-            Refusal::TenantRateLimited { .. } | Refusal::EgressExhausted { .. } => {
-                StatusCode::TOO_MANY_REQUESTS
-            }
+            Refusal::TenantRateLimited { .. }
+            | Refusal::EgressExhausted { .. }
+            | Refusal::IpRateLimited { .. } => StatusCode::TOO_MANY_REQUESTS,
             Refusal::IndexUnavailable | Refusal::GitUnavailable => {
                 StatusCode::INTERNAL_SERVER_ERROR
             }
@@ -142,6 +150,10 @@ impl Refusal {
             Refusal::UnsupportedEncoding => "unsupported Content-Encoding (gzip or none)".into(),
             Refusal::BodyTooLarge { max } => format!("request body over {max} bytes"),
             Refusal::MalformedRequest => "malformed git request: expected pkt-lines".into(),
+            Refusal::IpRateLimited { retry_after_secs } => format!(
+                "too many requests: slow down; retry after {} s",
+                (*retry_after_secs).max(1)
+            ),
         }
     }
 
@@ -149,7 +161,8 @@ impl Refusal {
     pub(crate) fn retry_after_secs(&self) -> Option<u64> {
         match self {
             Refusal::TenantRateLimited { retry_after_secs }
-            | Refusal::EgressExhausted { retry_after_secs } => Some((*retry_after_secs).max(1)),
+            | Refusal::EgressExhausted { retry_after_secs }
+            | Refusal::IpRateLimited { retry_after_secs } => Some((*retry_after_secs).max(1)),
             Refusal::ClonesBacklogged | Refusal::GitBusy { .. } | Refusal::RepoBusy => Some(1),
             _ => None,
         }
@@ -180,19 +193,24 @@ impl Refusal {
 
 impl IntoResponse for Refusal {
     fn into_response(self) -> Response {
-        let mut r = (
+        let r = (
             self.status(),
             [(header::CONTENT_TYPE, "text/plain; charset=utf-8")],
             format!("{}\n", self.message()),
         )
             .into_response();
-        if let Some(secs) = self.retry_after_secs() {
-            if let Ok(v) = HeaderValue::from_str(&secs.to_string()) {
-                r.headers_mut().insert(header::RETRY_AFTER, v);
-            }
-        }
-        r
+        with_retry_after(r, self.retry_after_secs())
     }
+}
+
+/// `r` with `Retry-After: secs` (at least 1) when a retry can pass; the one place the crate's
+/// answers set the header.
+pub(crate) fn with_retry_after(mut r: Response, secs: Option<u64>) -> Response {
+    if let Some(secs) = secs {
+        r.headers_mut()
+            .insert(header::RETRY_AFTER, HeaderValue::from(secs.max(1)));
+    }
+    r
 }
 
 #[cfg(test)]
@@ -218,6 +236,12 @@ mod tests {
         .into_response();
         assert_eq!(r.status(), StatusCode::SERVICE_UNAVAILABLE);
         assert_eq!(r.headers()[header::RETRY_AFTER], "1");
+        let r = Refusal::IpRateLimited {
+            retry_after_secs: 7,
+        }
+        .into_response();
+        assert_eq!(r.status(), StatusCode::TOO_MANY_REQUESTS);
+        assert_eq!(r.headers()[header::RETRY_AFTER], "7");
         let r = Refusal::RepoNotFound.into_response();
         assert_eq!(r.status(), StatusCode::NOT_FOUND);
         assert!(r.headers().get(header::RETRY_AFTER).is_none());
@@ -254,6 +278,9 @@ mod tests {
             Refusal::UnsupportedEncoding,
             Refusal::BodyTooLarge { max: 1 },
             Refusal::MalformedRequest,
+            Refusal::IpRateLimited {
+                retry_after_secs: 1,
+            },
         ];
         let labels: std::collections::BTreeSet<&str> = all.iter().map(Refusal::label).collect();
         assert_eq!(labels.len(), all.len(), "labels are distinct");

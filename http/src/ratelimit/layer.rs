@@ -5,12 +5,12 @@ use std::task::{Context, Poll};
 
 use axum::extract::ConnectInfo;
 use axum::http::Request;
-use axum::response::Response;
+use axum::response::{IntoResponse as _, Response};
 use futures_util::future::{ready, Either, Ready};
 
 use super::client::ClientIp;
-use super::response::too_many_requests;
-use super::HttpLimiter;
+use super::{retry_after_secs, HttpLimiter};
+use crate::refusal::Refusal;
 use seedd_core::metrics::Metrics;
 
 /// Tower layer: per-client-IP rate limit in front of a service (see [`IpRateLimit`]).
@@ -68,7 +68,10 @@ where
             let ip = self.limiter.client_ip(*peer, req.headers());
             if let Err(wait) = self.limiter.check_ip(ip) {
                 self.rejected.inc();
-                return Either::Right(ready(Ok(too_many_requests(wait))));
+                let refusal = Refusal::IpRateLimited {
+                    retry_after_secs: retry_after_secs(wait),
+                };
+                return Either::Right(ready(Ok(refusal.into_response())));
             }
             req.extensions_mut().insert(ClientIp(ip));
         }

@@ -6,14 +6,15 @@
 //!   (`client.rs`) is the TCP peer, unless the peer is a configured trusted proxy
 //!   (`http.rate.trusted_proxies`): then the right-most address of `Forwarded` /
 //!   `X-Forwarded-For` that is not itself a trusted proxy. Over the limit: 429 + `Retry-After`
-//!   from [`IpRateLimit`] (`layer.rs`), before the inner service runs.
+//!   from [`IpRateLimit`] (`layer.rs`, a `Refusal::IpRateLimited`), before the inner service
+//!   runs.
 //! * **Per tenant** (`per_tenant.rs`): one GCRA limiter per tenant
 //!   ([`HttpLimiter::check_tenant`]), replaced when the tenant's quota changes.
 //! * **Per repository** (`per_repo.rs`): concurrent pack generations per repository with a
 //!   short bounded queue ([`HttpLimiter::repo_permit`], one
 //!   [`PackLimiter`](seedd_core::serve::PackLimiter) per busy repository; idle ones are dropped so
-//!   the map only holds repositories with requests in flight). Over it: 503 + `Retry-After`
-//!   ([`shed_response`], `response.rs`).
+//!   the map only holds repositories with requests in flight). Over it: the git route's
+//!   `Refusal::RepoBusy` (503 + `Retry-After`).
 //!
 //! Memory stays bounded under a flood of distinct addresses: every so many checks, keys whose
 //! bucket is full again are dropped (`retain_recent`) and the map is shrunk; the interval grows
@@ -25,7 +26,6 @@ mod per_ip;
 mod per_repo;
 mod per_tenant;
 mod quota;
-mod response;
 #[cfg(test)]
 mod tests;
 
@@ -40,9 +40,14 @@ pub use client::ClientIp;
 pub use layer::{IpRateLimit, IpRateLimitLayer};
 pub(crate) use per_ip::bucket_key;
 pub use per_repo::{PackPermit, Shed};
-pub use response::{retry_after_secs, shed_response, too_many_requests};
 
 use per_ip::IpLimiter;
+
+/// Whole seconds for `Retry-After`, rounded up, at least 1.
+pub fn retry_after_secs(wait: Duration) -> u64 {
+    let secs = wait.as_secs() + u64::from(wait.subsec_nanos() > 0);
+    secs.max(1)
+}
 use per_repo::RepoPermits;
 use per_tenant::TenantLimiter;
 use seedd_core::config::HttpRateConfig;

@@ -175,7 +175,8 @@ async fn repo_permits_queue_then_shed_and_entries_go_when_idle() {
     // Queue full: shed at once.
     let shed = l.repo_permit("rad:a").await.unwrap_err();
     assert_eq!(shed.reason, Admission::QueueFull);
-    let resp = shed_response(&shed);
+    // The git route answers a shed request with `Refusal::RepoBusy`.
+    let resp = crate::refusal::Refusal::RepoBusy.into_response();
     assert_eq!(resp.status(), StatusCode::SERVICE_UNAVAILABLE);
     assert_eq!(resp.headers()[header::RETRY_AFTER], "1");
     drop(first);
