@@ -55,6 +55,7 @@ export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$HOME/.cache/seedd/target}"
 step "cargo fmt --check" cargo fmt --all -- --check
 step "cargo clippy" cargo clippy --workspace --all-targets --locked -- -D warnings
 step "crates and rooms: floors kept, no import cycles" python3 scripts/check-rooms.py
+step "error types: a source printed or returned, never both" python3 scripts/check-errors.py
 
 log="$(mktemp)"
 trap 'kill "$radicle_pid" 2>/dev/null; rm -f "$log" "$radicle_log" "$radicle_out"; print_times' EXIT

@@ -38,15 +38,15 @@ const TIME_BASE: i64 = 1_735_689_600;
 
 #[derive(Debug, thiserror::Error)]
 pub enum GenError {
-    #[error("{path}: {source}")]
+    #[error("{path}: {cause}")]
     Io {
         path: PathBuf,
-        source: std::io::Error,
+        cause: std::io::Error,
     },
     #[error("repository {0} exists already")]
     Exists(PathBuf),
     #[error("SSH signature: {0}")]
-    Ssh(#[from] ssh_key::Error),
+    Ssh(ssh_key::Error),
     #[error("at least one key is needed")]
     NoKeys,
 }
@@ -524,6 +524,12 @@ fn pack(objects: &Objects) -> Result<Packed, GenError> {
         idx,
         checksum,
     })
+}
+
+impl From<ssh_key::Error> for GenError {
+    fn from(e: ssh_key::Error) -> Self {
+        GenError::Ssh(e)
+    }
 }
 
 #[cfg(test)]

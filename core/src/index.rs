@@ -78,13 +78,13 @@ pub(crate) const COLUMN_FAMILIES: &[&str] = &[
 
 #[derive(Debug, thiserror::Error)]
 pub enum IndexError {
-    #[error("index at {path}: {source}")]
+    #[error("index at {path}: {cause}")]
     Open {
         path: std::path::PathBuf,
-        source: rocksdb::Error,
+        cause: rocksdb::Error,
     },
     #[error("index: {0}")]
-    Db(#[from] rocksdb::Error),
+    Db(rocksdb::Error),
     #[error("index: column family {0} missing")]
     MissingCf(&'static str),
     /// A record that does not decode (or does not belong to its key); `key` names it when
@@ -250,7 +250,7 @@ impl Index {
             .map(|name| ColumnFamilyDescriptor::new(*name, tuning.cf_options(name, &shared)));
         let db = DB::open_cf_descriptors(&opts, path, cfs).map_err(|source| IndexError::Open {
             path: path.to_owned(),
-            source,
+            cause: source,
         })?;
         let mut index = Self {
             db: Arc::new(db),
@@ -730,12 +730,20 @@ fn decode_peeled(v: &[u8]) -> Result<(RefTarget, Peel), IndexError> {
         key: None,
         reason,
     };
-    let oid = |b: &[u8]| gix::ObjectId::try_from(b).map_err(|e| corrupt(e.to_string()));
+    let oid = |b: &[u8]| {
+        gix::ObjectId::try_from(b).map_err(|e| corrupt(crate::logging::chain(&e).to_string()))
+    };
     match v.len() {
         20 => Ok((RefTarget::Oid(oid(v)?), Peel::Unknown)),
         21 if v.get(20) == Some(&0) => Ok((RefTarget::Oid(oid(&v[..20])?), Peel::Plain)),
         40 => Ok((RefTarget::Oid(oid(&v[..20])?), Peel::Tag(oid(&v[20..])?))),
         n => Err(corrupt(format!("a ref value of {n} bytes"))),
+    }
+}
+
+impl From<rocksdb::Error> for IndexError {
+    fn from(e: rocksdb::Error) -> Self {
+        IndexError::Db(e)
     }
 }
 

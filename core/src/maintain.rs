@@ -52,14 +52,14 @@ const FIRST_SWEEP: Duration = Duration::from_secs(300);
 pub enum MaintainError {
     #[error("{0} is not held in storage")]
     NotHeld(RepoId),
-    #[error("measuring {rid}: {source}")]
-    Measure { rid: RepoId, source: std::io::Error },
+    #[error("measuring {rid}: {cause}")]
+    Measure { rid: RepoId, cause: std::io::Error },
     #[error("index: {0}")]
-    Index(#[from] crate::index::IndexError),
+    Index(crate::index::IndexError),
     #[error("storage: {0}")]
-    Storage(#[from] crate::storage::StorageError),
+    Storage(crate::storage::StorageError),
     #[error("a maintenance step did not finish: {0}")]
-    Task(#[from] tokio::task::JoinError),
+    Task(tokio::task::JoinError),
 }
 
 /// Settings of the maintenance worker (`[maintenance]` plus the git binary).
@@ -332,11 +332,11 @@ impl Maintainer {
         let statuses = match measured {
             Ok(Ok(s)) => s,
             Ok(Err(e)) => {
-                tracing::error!(error = %e, "maintenance sweep failed");
+                tracing::error!(error = %crate::logging::chain(&e), "maintenance sweep failed");
                 return;
             }
             Err(e) => {
-                tracing::error!(error = %e, "maintenance sweep did not finish");
+                tracing::error!(error = %crate::logging::chain(&e), "maintenance sweep did not finish");
                 return;
             }
         };
@@ -375,7 +375,9 @@ impl Maintainer {
                     out.push(Status { rid, record, due });
                 }
                 // A repository purged meanwhile, or unreadable: logged, the others go on.
-                Err(e) => tracing::warn!(%rid, error = %e, "measuring maintenance debt failed"),
+                Err(e) => {
+                    tracing::warn!(%rid, error = %crate::logging::chain(&e), "measuring maintenance debt failed")
+                }
             }
         }
         Ok(out)
@@ -388,7 +390,8 @@ impl Maintainer {
         if !path.join("HEAD").exists() && !path.join("refs").is_dir() {
             return Err(MaintainError::NotHeld(rid));
         }
-        let debt = Debt::measure(&path).map_err(|source| MaintainError::Measure { rid, source })?;
+        let debt =
+            Debt::measure(&path).map_err(|source| MaintainError::Measure { rid, cause: source })?;
         let last_run = self.record(&rid)?.and_then(|r| r.last_run);
         let now = unix_now();
         let since = last_run
@@ -418,7 +421,7 @@ impl Maintainer {
         let bytes = serde_json::to_vec(record).map_err(|e| crate::index::IndexError::Corrupt {
             cf: crate::index::maintenance::CF_MAINTENANCE,
             key: None,
-            reason: e.to_string(),
+            reason: crate::logging::chain(&e).to_string(),
         })?;
         inner.index.put_maintenance_record(rid, &bytes)?;
         let m = &inner.metrics.maintenance;
@@ -469,11 +472,11 @@ impl Maintainer {
             Ok(Ok(r)) => r,
             Ok(Err(MaintainError::NotHeld(_))) => return,
             Ok(Err(e)) => {
-                tracing::warn!(%rid, error = %e, "measuring maintenance debt failed");
+                tracing::warn!(%rid, error = %crate::logging::chain(&e), "measuring maintenance debt failed");
                 return;
             }
             Err(e) => {
-                tracing::warn!(%rid, error = %e, "measuring maintenance debt did not finish");
+                tracing::warn!(%rid, error = %crate::logging::chain(&e), "measuring maintenance debt did not finish");
                 return;
             }
         };
@@ -483,7 +486,7 @@ impl Maintainer {
         };
         tracing::info!(%rid, trigger = why, due = due.label(), score = before.score, packs = before.debt.packs, "maintaining repository");
         if let Err(e) = self.run_locked(rid, &guard, before).await {
-            tracing::warn!(%rid, error = %e, "maintenance failed");
+            tracing::warn!(%rid, error = %crate::logging::chain(&e), "maintenance failed");
         }
     }
 
@@ -528,8 +531,10 @@ impl Maintainer {
         let mut after = tokio::task::spawn_blocking(move || this.measure(rid)).await??;
         let (result, error) = match &outcome {
             Ok(()) => ("ok", None),
-            Err(e @ steps::StepError::Timeout { .. }) => ("timeout", Some(e.to_string())),
-            Err(e) => ("error", Some(e.to_string())),
+            Err(e @ steps::StepError::Timeout { .. }) => {
+                ("timeout", Some(crate::logging::chain(&e).to_string()))
+            }
+            Err(e) => ("error", Some(crate::logging::chain(&e).to_string())),
         };
         m.runs.with_label_values(&[result]).inc();
         m.duration.observe(duration.as_secs_f64());
@@ -603,6 +608,24 @@ impl Maintainer {
             .unwrap_or_else(|e| e.into_inner())
             .len();
         (queued, waiting)
+    }
+}
+
+impl From<crate::index::IndexError> for MaintainError {
+    fn from(e: crate::index::IndexError) -> Self {
+        MaintainError::Index(e)
+    }
+}
+
+impl From<crate::storage::StorageError> for MaintainError {
+    fn from(e: crate::storage::StorageError) -> Self {
+        MaintainError::Storage(e)
+    }
+}
+
+impl From<tokio::task::JoinError> for MaintainError {
+    fn from(e: tokio::task::JoinError) -> Self {
+        MaintainError::Task(e)
     }
 }
 

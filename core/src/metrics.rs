@@ -700,7 +700,7 @@ impl Metrics {
         let mut buf = Vec::new();
         let families = self.registry.gather();
         if let Err(e) = TextEncoder::new().encode(&families, &mut buf) {
-            tracing::error!(error = %e, "encoding metrics failed");
+            tracing::error!(error = %crate::logging::chain(&e), "encoding metrics failed");
         }
         buf
     }

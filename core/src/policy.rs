@@ -77,7 +77,7 @@ impl Policies {
                 None => self.default_policy(),
             },
             Err(e) => {
-                tracing::error!(%rid, error = %e, "reading repository policy failed; treating as blocked");
+                tracing::error!(%rid, error = %crate::logging::chain(&e), "reading repository policy failed; treating as blocked");
                 RepoPolicy::Block
             }
         }
@@ -165,7 +165,7 @@ impl Policies {
         delegates: &[NodeId],
     ) -> NamespaceFilter {
         let nodes = self.index.node_policies().unwrap_or_else(|e| {
-            tracing::warn!(error = %e, "cannot read node policies; fetching without them");
+            tracing::warn!(error = %crate::logging::chain(&e), "cannot read node policies; fetching without them");
             Vec::new()
         });
         let (deny, follows) = self

@@ -25,8 +25,8 @@ use seedd_proto::crypto::NodeId;
 
 #[derive(Debug, thiserror::Error)]
 pub enum ServeError {
-    #[error("could not start `{git} upload-pack`: {source}; is git installed and on PATH?")]
-    Spawn { git: String, source: std::io::Error },
+    #[error("could not start `{git} upload-pack`: {cause}; is git installed and on PATH?")]
+    Spawn { git: String, cause: std::io::Error },
     #[error("git child has no {0} pipe")]
     Pipe(&'static str),
 }
@@ -224,7 +224,7 @@ impl GitServer {
             .process_group(0);
         let mut child = cmd.spawn().map_err(|source| ServeError::Spawn {
             git: self.git.clone(),
-            source,
+            cause: source,
         })?;
         let stdout = child.stdout.take();
         let stdin = child.stdin.take();

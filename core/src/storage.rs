@@ -31,17 +31,17 @@ impl GitError {
 
 #[derive(Debug, thiserror::Error)]
 pub enum StorageError {
-    #[error("storage {path}: {source}")]
+    #[error("storage {path}: {cause}")]
     Io {
         path: PathBuf,
-        source: std::io::Error,
+        cause: std::io::Error,
     },
     #[error("repository {rid} not found in storage")]
     NotFound { rid: RepoId },
-    #[error("repository {rid}: {source}")]
-    Git { rid: RepoId, source: GitError },
-    #[error("repository {rid}: identity: {source}")]
-    Identity { rid: RepoId, source: IdentityError },
+    #[error("repository {rid}: {cause}")]
+    Git { rid: RepoId, cause: GitError },
+    #[error("repository {rid}: identity: {cause}")]
+    Identity { rid: RepoId, cause: IdentityError },
 }
 
 /// A ref as stored: direct to an object, or symbolic to another ref.
@@ -62,7 +62,7 @@ impl Storage {
         let root = root.into();
         crate::fsutil::create_private_dir(&root).map_err(|source| StorageError::Io {
             path: root.clone(),
-            source,
+            cause: source,
         })?;
         Ok(Self { root })
     }
@@ -79,7 +79,7 @@ impl Storage {
     pub fn list(&self) -> Result<Vec<RepoId>, StorageError> {
         let io = |source| StorageError::Io {
             path: self.root.clone(),
-            source,
+            cause: source,
         };
         let mut out = Vec::new();
         for entry in std::fs::read_dir(&self.root).map_err(io)? {
@@ -116,7 +116,7 @@ impl Storage {
         let git = gix::open_opts(&path, gix::open::Options::isolated()).map_err(|e| {
             StorageError::Git {
                 rid,
-                source: GitError::new(e),
+                cause: GitError::new(e),
             }
         })?;
         Ok(Repo { rid, path, git })
@@ -142,7 +142,7 @@ impl Repo {
     fn err(&self, e: impl Into<Box<dyn std::error::Error + Send + Sync>>) -> StorageError {
         StorageError::Git {
             rid: self.rid,
-            source: GitError::new(e),
+            cause: GitError::new(e),
         }
     }
 
@@ -179,13 +179,13 @@ impl Repo {
             None => {
                 return Err(StorageError::Identity {
                     rid: self.rid,
-                    source: IdentityError::Missing,
+                    cause: IdentityError::Missing,
                 })
             }
         };
         identity::read(&self.git, head).map_err(|source| StorageError::Identity {
             rid: self.rid,
-            source,
+            cause: source,
         })
     }
 

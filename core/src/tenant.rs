@@ -351,8 +351,9 @@ impl Tenants {
     pub fn load(index: Index, metrics: Arc<Metrics>) -> Result<Self, TenantError> {
         let mut inner = Inner::default();
         for (name, bytes) in index.tenant_records(Kind::Tenant)? {
-            let t: Tenant = serde_json::from_slice(&bytes)
-                .map_err(|e| TenantError::Corrupt(name.clone(), e.to_string()))?;
+            let t: Tenant = serde_json::from_slice(&bytes).map_err(|e| {
+                TenantError::Corrupt(name.clone(), crate::logging::chain(&e).to_string())
+            })?;
             inner.tenants.insert(name, t);
         }
         for (name, bytes) in index.tenant_records(Kind::Egress)? {
@@ -385,8 +386,9 @@ impl Tenants {
     }
 
     fn persist(&self, t: &Tenant) -> Result<(), TenantError> {
-        let bytes = serde_json::to_vec(t)
-            .map_err(|e| TenantError::Corrupt(t.name.clone(), e.to_string()))?;
+        let bytes = serde_json::to_vec(t).map_err(|e| {
+            TenantError::Corrupt(t.name.clone(), crate::logging::chain(&e).to_string())
+        })?;
         self.index
             .put_tenant_record(Kind::Tenant, &t.name, &bytes)?;
         Ok(())

@@ -225,7 +225,7 @@ async fn route_request(
         Ok(Some(r)) if r.is_public() => r,
         Ok(_) => return Err(Refusal::RepoNotFound),
         Err(e) => {
-            tracing::error!(rid = %path.rid, error = %e, "index lookup failed");
+            tracing::error!(rid = %path.rid, error = %seedd_core::logging::chain(&e), "index lookup failed");
             return Err(Refusal::IndexUnavailable);
         }
     };
@@ -389,7 +389,7 @@ async fn advertise(
     {
         Ok(p) => p,
         Err(e) => {
-            tracing::error!(error = %e, "spawning git failed");
+            tracing::error!(error = %seedd_core::logging::chain(&e), "spawning git failed");
             return Err(Refusal::GitUnavailable);
         }
     };
@@ -547,7 +547,7 @@ async fn upload_pack(
     {
         Ok(p) => p,
         Err(e) => {
-            tracing::error!(error = %e, "spawning git failed");
+            tracing::error!(error = %seedd_core::logging::chain(&e), "spawning git failed");
             return Err(Refusal::GitUnavailable);
         }
     };
@@ -577,7 +577,9 @@ async fn upload_pack(
                     );
                 }
                 Ok(_) => {}
-                Err(e) => tracing::debug!(error = %e, "upload-pack request body ended early"),
+                Err(e) => {
+                    tracing::debug!(error = %seedd_core::logging::chain(&e), "upload-pack request body ended early")
+                }
             }
             // Dropping stdin closes it: upload-pack sees the end of the request.
         });

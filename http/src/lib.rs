@@ -150,7 +150,7 @@ pub async fn serve(
                 Ok(x) => x,
                 Err(e) => {
                     // EMFILE and friends: back off instead of spinning.
-                    tracing::warn!(listen = %local, error = %e, "accept failed");
+                    tracing::warn!(listen = %local, error = %seedd_core::logging::chain(&e), "accept failed");
                     tokio::time::sleep(Duration::from_millis(100)).await;
                     continue;
                 }
@@ -189,7 +189,7 @@ pub async fn serve(
                 tokio::spawn(async move {
                     let _slot = slot;
                     if let Err(e) = conn.await {
-                        tracing::debug!(%peer, error = %e, "http connection ended with error");
+                        tracing::debug!(%peer, error = %seedd_core::logging::chain(&*e), "http connection ended with error");
                     }
                 });
             }
@@ -199,23 +199,25 @@ pub async fn serve(
                 let stream = limits.watch(stream);
                 tokio::spawn(async move {
                     let _slot = slot;
-                    let tls =
-                        match tokio::time::timeout(TLS_HANDSHAKE_TIMEOUT, acceptor.accept(stream))
-                            .await
-                        {
-                            Ok(Ok(s)) => s,
-                            Ok(Err(e)) => {
-                                tracing::debug!(%peer, error = %e, "TLS handshake failed");
-                                return;
-                            }
-                            Err(_) => {
-                                tracing::debug!(%peer, "TLS handshake timed out");
-                                return;
-                            }
-                        };
+                    let tls = match tokio::time::timeout(
+                        TLS_HANDSHAKE_TIMEOUT,
+                        acceptor.accept(stream),
+                    )
+                    .await
+                    {
+                        Ok(Ok(s)) => s,
+                        Ok(Err(e)) => {
+                            tracing::debug!(%peer, error = %seedd_core::logging::chain(&e), "TLS handshake failed");
+                            return;
+                        }
+                        Err(_) => {
+                            tracing::debug!(%peer, "TLS handshake timed out");
+                            return;
+                        }
+                    };
                     let conn = builder.serve_connection_with_upgrades(TokioIo::new(tls), service);
                     if let Err(e) = watcher.watch(conn.into_owned()).await {
-                        tracing::debug!(%peer, error = %e, "https connection ended with error");
+                        tracing::debug!(%peer, error = %seedd_core::logging::chain(&*e), "https connection ended with error");
                     }
                 });
             }

@@ -11,10 +11,10 @@ use rustls::sign::CertifiedKey;
 
 #[derive(Debug, thiserror::Error)]
 pub enum TlsError {
-    #[error("TLS file {path}: {source}")]
+    #[error("TLS file {path}: {cause}")]
     Io {
         path: PathBuf,
-        source: std::io::Error,
+        cause: std::io::Error,
     },
     #[error("TLS certificate {0}: no certificate found in the PEM file")]
     NoCertificate(PathBuf),
@@ -25,7 +25,7 @@ pub enum TlsError {
     #[error("TLS client CA {path}: {reason}")]
     ClientCa { path: PathBuf, reason: String },
     #[error("TLS: {0}")]
-    Rustls(#[from] rustls::Error),
+    Rustls(rustls::Error),
 }
 
 /// Serves the current certificate; swapped atomically on reload.
@@ -46,7 +46,10 @@ fn mtime(path: &Path) -> Option<SystemTime> {
 fn load(cert: &Path, key: &Path) -> Result<CertifiedKey, TlsError> {
     let io = |path: &Path| {
         let path = path.to_owned();
-        move |source| TlsError::Io { path, source }
+        move |source| TlsError::Io {
+            path,
+            cause: source,
+        }
     };
     let cert_pem = std::fs::read(cert).map_err(io(cert))?;
     let certs = rustls_pemfile::certs(&mut cert_pem.as_slice())
@@ -71,7 +74,7 @@ fn load(cert: &Path, key: &Path) -> Result<CertifiedKey, TlsError> {
 fn client_roots(ca: &Path) -> Result<rustls::RootCertStore, TlsError> {
     let io = |source| TlsError::Io {
         path: ca.to_owned(),
-        source,
+        cause: source,
     };
     let pem = std::fs::read(ca).map_err(io)?;
     let certs = rustls_pemfile::certs(&mut pem.as_slice())
@@ -156,7 +159,7 @@ impl ReloadingCert {
             Ok(b) => b.with_no_client_auth().with_cert_resolver(self.clone()),
             // The ring provider always supports the default versions.
             Err(e) => {
-                tracing::error!(error = %e, "TLS provider rejected default protocol versions");
+                tracing::error!(error = %seedd_core::logging::chain(&e), "TLS provider rejected default protocol versions");
                 rustls::ServerConfig::builder()
                     .with_no_client_auth()
                     .with_cert_resolver(self.clone())
@@ -196,5 +199,11 @@ impl ReloadingCert {
 impl ResolvesServerCert for ReloadingCert {
     fn resolve(&self, _hello: ClientHello<'_>) -> Option<Arc<CertifiedKey>> {
         self.current.read().ok().map(|c| c.clone())
+    }
+}
+
+impl From<rustls::Error> for TlsError {
+    fn from(e: rustls::Error) -> Self {
+        TlsError::Rustls(e)
     }
 }

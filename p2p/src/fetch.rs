@@ -63,7 +63,7 @@ pub(crate) const QUARANTINE: &str = "refs/seedd-fetch";
 #[derive(Debug, thiserror::Error)]
 pub enum FetchError {
     #[error("cannot open a stream to {0}: {1}")]
-    Stream(NodeId, #[source] crate::net::OpenError),
+    Stream(NodeId, crate::net::OpenError),
     /// The session carrying the stream ended before the transfer did.
     #[error("the session to the peer closed during the fetch")]
     SessionClosed,
@@ -71,13 +71,13 @@ pub enum FetchError {
     #[error("git fetch failed: {0}")]
     Git(String),
     #[error("git fetch failed: spawning git: {0}")]
-    Spawn(#[source] std::io::Error),
+    Spawn(std::io::Error),
     /// `git fetch` hung up on the bridge before the peer's answer ended.
     #[error("git fetch failed: git closed the connection")]
     GitClosed,
     /// Reading what arrived in the quarantine (gix).
     #[error("git fetch failed: {0}")]
-    Repository(#[source] seedd_core::storage::GitError),
+    Repository(seedd_core::storage::GitError),
     #[error("received more than {0} bytes; aborted")]
     TooLarge(u64),
     #[error("a tenant's storage quota allows only {0} more bytes; fetch stopped (raise it with `seedctl quota set`)")]
@@ -87,18 +87,18 @@ pub enum FetchError {
     #[error("not finished within {0:?} (p2p.fetch_deadline_secs); aborted")]
     Deadline(Duration),
     #[error("validation failed: {0}")]
-    Invalid(#[from] ValidationError),
+    Invalid(ValidationError),
     /// The repository was purged while its clone was fetched; the purge wins.
     #[error("the repository was purged while it was fetched; clone discarded")]
     Purged,
-    #[error("{0}")]
+    #[error(transparent)]
     Io(#[from] std::io::Error),
     /// The refs change could not be journaled in the index before it was made.
     #[error("journaling the refs change in the index: {0}")]
     Journal(seedd_core::index::IndexError),
     /// A blocking step of the fetch panicked or was cancelled.
     #[error("a fetch step did not finish: {0}")]
-    Task(#[from] tokio::task::JoinError),
+    Task(tokio::task::JoinError),
     /// A blocking step of the fetch panicked.
     #[error("a fetch step did not finish: {0}")]
     Step(String),
@@ -556,7 +556,7 @@ impl Fetcher {
                             .inc();
                     }
                 }
-                tracing::warn!(%rid, peer = %from, error = %e, "fetch failed");
+                tracing::warn!(%rid, peer = %from, error = %seedd_core::logging::chain(&e), "fetch failed");
             }
         }
         result
@@ -798,3 +798,15 @@ async fn pause_after_apply() {
 
 #[cfg(not(debug_assertions))]
 async fn pause_after_apply() {}
+
+impl From<ValidationError> for FetchError {
+    fn from(e: ValidationError) -> Self {
+        FetchError::Invalid(e)
+    }
+}
+
+impl From<tokio::task::JoinError> for FetchError {
+    fn from(e: tokio::task::JoinError) -> Self {
+        FetchError::Task(e)
+    }
+}

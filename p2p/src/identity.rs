@@ -217,7 +217,7 @@ impl Identities {
         if let Err(e) =
             seedd_core::blocking::run(Duration::from_secs(60), move || this.refresh()).await
         {
-            tracing::warn!(identity = %spec.name, error = %e, "announcing the inventories after starting an identity");
+            tracing::warn!(identity = %spec.name, error = %seedd_core::logging::chain(&e), "announcing the inventories after starting an identity");
         }
         self.list()
             .into_iter()
@@ -233,7 +233,7 @@ impl Identities {
         let visibility = match crate::net::visibility_map(&self.index) {
             Ok(v) => v,
             Err(e) => {
-                tracing::error!(error = %e, "reading the index for the inventory failed");
+                tracing::error!(error = %seedd_core::logging::chain(&e), "reading the index for the inventory failed");
                 return;
             }
         };
@@ -301,7 +301,7 @@ impl Identities {
             if let Err(e) =
                 seedd_core::blocking::run(Duration::from_secs(120), move || run.refresh()).await
             {
-                tracing::warn!(error = %e, "announcing the inventories after a change");
+                tracing::warn!(error = %seedd_core::logging::chain(&e), "announcing the inventories after a change");
             }
         });
     }
@@ -313,7 +313,7 @@ impl Identities {
         let record = match self.index.repo(&rid) {
             Ok(r) => r,
             Err(e) => {
-                tracing::warn!(%rid, error = %e, "reading the index after a change; refreshing every inventory");
+                tracing::warn!(%rid, error = %seedd_core::logging::chain(&e), "reading the index after a change; refreshing every inventory");
                 self.refresh_soon();
                 return;
             }

@@ -28,6 +28,24 @@ mod codec;
 
 #[cfg(test)]
 mod proptests;
+impl From<AliasError> for DecodeError {
+    fn from(e: AliasError) -> Self {
+        DecodeError::InvalidAlias(e)
+    }
+}
+
+impl From<address::OnionError> for DecodeError {
+    fn from(e: address::OnionError) -> Self {
+        DecodeError::InvalidOnion(e)
+    }
+}
+
+impl From<address::I2pError> for DecodeError {
+    fn from(e: address::I2pError) -> Self {
+        DecodeError::InvalidI2p(e)
+    }
+}
+
 #[cfg(test)]
 mod tests;
 
@@ -81,7 +99,7 @@ pub enum DecodeError {
     InvalidUtf8,
     /// An invalid node alias.
     #[error("invalid alias: {0}")]
-    InvalidAlias(#[from] AliasError),
+    InvalidAlias(AliasError),
     /// An invalid user agent string.
     #[error("invalid user agent {0:?}")]
     InvalidUserAgent(String),
@@ -90,10 +108,10 @@ pub enum DecodeError {
     InvalidTimestamp(u64),
     /// An invalid Tor v3 onion address.
     #[error("invalid onion address: {0}")]
-    InvalidOnion(#[from] address::OnionError),
+    InvalidOnion(address::OnionError),
     /// An invalid I2P address.
     #[error("invalid i2p address: {0}")]
-    InvalidI2p(#[from] address::I2pError),
+    InvalidI2p(address::I2pError),
 }
 
 /// Errors while encoding; the codecs report these instead of panicking.

@@ -74,15 +74,12 @@ pub(crate) struct Restored {
 
 #[derive(Debug, thiserror::Error)]
 pub enum BackupError {
-    #[error("reading {path}: {source}")]
-    Read {
-        path: String,
-        source: std::io::Error,
-    },
+    #[error("reading {path}: {cause}")]
+    Read { path: String, cause: std::io::Error },
     #[error("backup version {0} is not supported (expected {VERSION})")]
     Version(u32),
     #[error("backup is not valid JSON: {0}")]
-    Json(#[from] serde_json::Error),
+    Json(serde_json::Error),
     #[error(transparent)]
     Index(#[from] seedd_core::index::IndexError),
     #[error(transparent)]
@@ -101,7 +98,7 @@ pub(crate) fn export(
     for (name, path) in keys {
         let text = std::fs::read_to_string(path).map_err(|source| BackupError::Read {
             path: path.display().to_string(),
-            source,
+            cause: source,
         })?;
         key_texts.insert(name.clone(), text);
     }
@@ -191,7 +188,7 @@ pub(crate) fn import_pending(
         Err(source) => {
             return Err(BackupError::Read {
                 path: path.display().to_string(),
-                source,
+                cause: source,
             })
         }
     };
@@ -199,7 +196,13 @@ pub(crate) fn import_pending(
     let r = restore_state(&b, index, tenants, policies, true)?;
     let done = path.with_extension("json.done");
     if let Err(e) = std::fs::rename(&path, &done) {
-        tracing::warn!(path = %path.display(), error = %e, "renaming restore.json failed; it will be imported again (idempotent)");
+        tracing::warn!(path = %path.display(), error = %seedd_core::logging::chain(&e), "renaming restore.json failed; it will be imported again (idempotent)");
     }
     Ok(Some(r))
+}
+
+impl From<serde_json::Error> for BackupError {
+    fn from(e: serde_json::Error) -> Self {
+        BackupError::Json(e)
+    }
 }

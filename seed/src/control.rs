@@ -25,10 +25,10 @@ pub(crate) enum ControlError {
     Tenant(#[from] TenantError),
     #[error("{rid} is on the operator's deny list: lift it with `seedctl deny repo rm {rid}`")]
     Denied { rid: RepoId },
-    #[error("purging {rid} failed: {source}")]
-    Purge { rid: RepoId, source: std::io::Error },
+    #[error("purging {rid} failed: {cause}")]
+    Purge { rid: RepoId, cause: std::io::Error },
     #[error("index: {0}")]
-    Index(#[from] seedd_core::index::IndexError),
+    Index(seedd_core::index::IndexError),
     #[error("{0}")]
     Invalid(String),
 }
@@ -245,7 +245,10 @@ impl Control {
         // Never under a running fetch or maintenance run of the repository: wait for it
         // (callers are on the blocking pool).
         let _repo = self.fetcher.locks().lock_blocking(*rid);
-        let fail = |source| ControlError::Purge { rid: *rid, source };
+        let fail = |source| ControlError::Purge {
+            rid: *rid,
+            cause: source,
+        };
         let src = self.storage.path_of(rid);
         if src.exists() {
             seedd_core::fsutil::create_private_dir(&self.trash).map_err(fail)?;
@@ -257,7 +260,7 @@ impl Control {
             std::fs::rename(&src, &dst).map_err(fail)?;
             self.index.remove_repo(rid)?;
             if let Err(e) = std::fs::remove_dir_all(&dst) {
-                tracing::warn!(%rid, path = %dst.display(), error = %e, "removing purged repository failed; it is removed on the next start");
+                tracing::warn!(%rid, path = %dst.display(), error = %seedd_core::logging::chain(&e), "removing purged repository failed; it is removed on the next start");
             }
         } else {
             self.index.remove_repo(rid)?;
@@ -272,7 +275,7 @@ impl Control {
     pub(crate) fn empty_trash(&self) {
         if self.trash.exists() {
             if let Err(e) = std::fs::remove_dir_all(&self.trash) {
-                tracing::warn!(path = %self.trash.display(), error = %e, "emptying the purge trash failed");
+                tracing::warn!(path = %self.trash.display(), error = %seedd_core::logging::chain(&e), "emptying the purge trash failed");
             }
         }
     }
@@ -552,5 +555,11 @@ fn scope_str(s: Scope) -> &'static str {
     match s {
         Scope::All => "all",
         Scope::Followed => "followed",
+    }
+}
+
+impl From<seedd_core::index::IndexError> for ControlError {
+    fn from(e: seedd_core::index::IndexError) -> Self {
+        ControlError::Index(e)
     }
 }

@@ -278,7 +278,9 @@ impl Daemon {
         tokio::task::spawn_blocking(move || {
             match reloader.reload() {
                 Ok(changes) => tracing::info!(?changes, "configuration reloaded"),
-                Err(e) => tracing::error!(error = %e, "configuration reload failed"),
+                Err(e) => {
+                    tracing::error!(error = %e, "configuration reload failed")
+                }
             }
             if let Err(e) = rescanner.rescan() {
                 tracing::error!(error = %e, "rescan failed");
@@ -369,7 +371,7 @@ async fn start_identities(
         }
         let name = spec.name.clone();
         if let Err(e) = identities.start(spec, false).await {
-            tracing::error!(identity = %name, error = %e, "starting a seed identity failed");
+            tracing::error!(identity = %name, error = %seedd_core::logging::chain(&e), "starting a seed identity failed");
         }
     }
     Ok(identities)
@@ -469,7 +471,7 @@ fn start_control(
                 }
             }
             Err(e) => {
-                tracing::error!(error = %e, "applying [[tenants]] from the config file failed")
+                tracing::error!(error = %seedd_core::logging::chain(&e), "applying [[tenants]] from the config file failed")
             }
         }
     }

@@ -55,14 +55,14 @@ impl RefSource for Index {
             Ok(false) => {}
             Ok(true) => return None,
             Err(e) => {
-                tracing::debug!(%rid, error = %e, "reading the re-index mark; reading the repository");
+                tracing::debug!(%rid, error = %crate::logging::chain(&e), "reading the re-index mark; reading the repository");
                 return None;
             }
         }
         let stored = match self.refs_peeled(rid) {
             Ok(s) => s,
             Err(e) => {
-                tracing::debug!(%rid, error = %e, "reading indexed refs; reading the repository");
+                tracing::debug!(%rid, error = %crate::logging::chain(&e), "reading indexed refs; reading the repository");
                 return None;
             }
         };

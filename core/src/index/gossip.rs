@@ -152,7 +152,9 @@ impl Index {
         for (_, value) in self.scan(CF_NODES)? {
             match serde_json::from_slice::<NodeRecord>(&value) {
                 Ok(n) => restored.nodes.push(n),
-                Err(e) => tracing::warn!(cf = CF_NODES, error = %e, "skipping corrupt node record"),
+                Err(e) => {
+                    tracing::warn!(cf = CF_NODES, error = %crate::logging::chain(&e), "skipping corrupt node record")
+                }
             }
         }
         for (key, value) in self.scan(CF_ANNOUNCEMENTS)? {
@@ -206,7 +208,9 @@ impl Index {
         for (_, value) in self.scan(CF_BANS)? {
             match serde_json::from_slice(&value) {
                 Ok(r) => out.push(r),
-                Err(e) => tracing::warn!(cf = CF_BANS, error = %e, "skipping corrupt ban record"),
+                Err(e) => {
+                    tracing::warn!(cf = CF_BANS, error = %crate::logging::chain(&e), "skipping corrupt ban record")
+                }
             }
         }
         Ok(out)

@@ -40,11 +40,11 @@ fn node_key(nid: &NodeId) -> Vec<u8> {
     [b"node/".as_slice(), nid.as_bytes()].concat()
 }
 
-fn corrupt(e: impl ToString) -> IndexError {
+fn corrupt(e: impl std::error::Error) -> IndexError {
     IndexError::Corrupt {
         cf: CF_POLICIES,
         key: None,
-        reason: e.to_string(),
+        reason: crate::logging::chain(&e).to_string(),
     }
 }
 

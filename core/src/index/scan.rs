@@ -147,7 +147,7 @@ fn pass(storage: &Storage, index: &Index, kind: Pass) -> Result<ScanReport, Scan
                         next.store(usize::MAX / 2, Ordering::Relaxed);
                     }
                     Err(e) => {
-                        tracing::warn!(rid = %rid, error = %e, "repository not indexed: fix or remove it, then rescan");
+                        tracing::warn!(rid = %rid, error = %crate::logging::chain(&e), "repository not indexed: fix or remove it, then rescan");
                         report.failed += 1;
                         report.errors.push(format!("{rid}: {e}"));
                         // A repository we cannot read must not keep being served from a
@@ -395,12 +395,12 @@ fn build_record(
                 });
             }
             Err(e) => {
-                tracing::warn!(rid = %rid, nid = %nid, error = %e, "signed refs do not verify; namespace not served");
+                tracing::warn!(rid = %rid, nid = %nid, error = %crate::logging::chain(&e), "signed refs do not verify; namespace not served");
                 sigrefs.push(SigrefsRecord {
                     nid,
                     commit: None,
                     level: None,
-                    error: Some(e.to_string()),
+                    error: Some(crate::logging::chain(&e).to_string()),
                 });
             }
         }

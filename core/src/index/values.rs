@@ -62,13 +62,17 @@ pub(crate) fn encode<T: Value + Serialize>(
     let failed = |reason: String| corrupt::<T>(key, format!("encoding: {reason}"));
     match encoding {
         ValueEncoding::Binary => {
-            let body = record.to_binary().map_err(|e| failed(e.to_string()))?;
+            let body = record
+                .to_binary()
+                .map_err(|e| failed(crate::logging::chain(&e).to_string()))?;
             let mut out = Vec::with_capacity(body.len() + 1);
             out.push(BINARY_V1);
             out.extend_from_slice(&body);
             Ok(out)
         }
-        ValueEncoding::Json => serde_json::to_vec(record).map_err(|e| failed(e.to_string())),
+        ValueEncoding::Json => {
+            serde_json::to_vec(record).map_err(|e| failed(crate::logging::chain(&e).to_string()))
+        }
     }
 }
 

@@ -13,10 +13,10 @@ use std::time::{Duration, SystemTime};
 /// Why a git step failed.
 #[derive(Debug, thiserror::Error)]
 pub(crate) enum StepError {
-    #[error("{step}: spawning git: {source}")]
+    #[error("{step}: spawning git: {cause}")]
     Spawn {
         step: &'static str,
-        source: std::io::Error,
+        cause: std::io::Error,
     },
     #[error("{step}: git failed: {stderr}")]
     Git { step: &'static str, stderr: String },
@@ -154,12 +154,16 @@ impl Git {
         let mut cmd = tokio::process::Command::from(cmd);
         cmd.kill_on_drop(true);
         let started = std::time::Instant::now();
-        let child = cmd
-            .spawn()
-            .map_err(|source| StepError::Spawn { step, source })?;
+        let child = cmd.spawn().map_err(|source| StepError::Spawn {
+            step,
+            cause: source,
+        })?;
         let pid = child.id();
         let out = match tokio::time::timeout(self.timeout, child.wait_with_output()).await {
-            Ok(r) => r.map_err(|source| StepError::Spawn { step, source })?,
+            Ok(r) => r.map_err(|source| StepError::Spawn {
+                step,
+                cause: source,
+            })?,
             Err(_) => {
                 if let Some(pid) = pid.and_then(|p| i32::try_from(p).ok()) {
                     let _ = nix::sys::signal::killpg(

@@ -23,12 +23,11 @@ use super::{GitServer, Service, View};
 #[derive(Debug, thiserror::Error)]
 pub enum AdvertError {
     #[error("reading refs: {0}")]
-    Refs(#[source] Box<dyn std::error::Error + Send + Sync>),
-    #[error("peeling {oid}: {source}")]
+    Refs(Box<dyn std::error::Error + Send + Sync>),
+    #[error("peeling {oid}: {cause}")]
     Peel {
         oid: ObjectId,
-        #[source]
-        source: Box<dyn std::error::Error + Send + Sync>,
+        cause: Box<dyn std::error::Error + Send + Sync>,
     },
     #[error("probing git's capabilities: {0}")]
     Probe(String),
@@ -230,11 +229,11 @@ pub(crate) fn peel(repo: &gix::Repository, oid: ObjectId) -> Result<Option<Objec
     }
     let object = repo.find_object(oid).map_err(|e| AdvertError::Peel {
         oid,
-        source: Box::new(e),
+        cause: Box::new(e),
     })?;
     let peeled = object.peel_tags_to_end().map_err(|e| AdvertError::Peel {
         oid,
-        source: Box::new(e),
+        cause: Box::new(e),
     })?;
     Ok(Some(peeled.id))
 }

@@ -46,7 +46,7 @@ impl Advertiser {
                 match Caps::probe(git, &self.probe_dir).await {
                     Ok(caps) => Some(caps),
                     Err(e) => {
-                        tracing::warn!(error = %e, "ref advertisements fall back to git upload-pack");
+                        tracing::warn!(error = %crate::logging::chain(&e), "ref advertisements fall back to git upload-pack");
                         None
                     }
                 }
@@ -102,11 +102,11 @@ impl Advertiser {
                 Some(bytes)
             }
             Ok(Err(e)) => {
-                tracing::warn!(%rid, error = %e, "reading refs failed; asking git");
+                tracing::warn!(%rid, error = %crate::logging::chain(&e), "reading refs failed; asking git");
                 None
             }
             Err(e) => {
-                tracing::warn!(%rid, error = %e, "reading refs is slow; asking git");
+                tracing::warn!(%rid, error = %crate::logging::chain(&e), "reading refs is slow; asking git");
                 None
             }
         }

@@ -267,7 +267,7 @@ impl PackCache {
                         };
                     }
                     Err(err) => {
-                        tracing::warn!(path = %e.path.display(), error = %err, "pack cache file vanished");
+                        tracing::warn!(path = %e.path.display(), error = %crate::logging::chain(&err), "pack cache file vanished");
                         stale = true;
                     }
                 }
@@ -326,7 +326,7 @@ impl PackCache {
         let (writer, reader) = match opened {
             Ok(files) => files,
             Err(err) => {
-                tracing::warn!(path = %path.display(), error = %err, "pack cache: cannot create a file; serving directly");
+                tracing::warn!(path = %path.display(), error = %crate::logging::chain(&err), "pack cache: cannot create a file; serving directly");
                 dead.push(path);
                 return Lookup::Bypass;
             }
@@ -471,7 +471,7 @@ impl PackCache {
                             true
                         }
                         Err(err) => {
-                            tracing::warn!(error = %err, "pack cache: naming a finished file failed");
+                            tracing::warn!(error = %crate::logging::chain(&err), "pack cache: naming a finished file failed");
                             false
                         }
                     }
@@ -555,7 +555,7 @@ where
     match tail.ready().await {
         Ok(()) => Ok(Some(tail)),
         Err(e) => {
-            tracing::debug!(key = %key.hex(), error = %e, "cached response unavailable; answering directly");
+            tracing::debug!(key = %key.hex(), error = %crate::logging::chain(&e), "cached response unavailable; answering directly");
             Ok(None)
         }
     }
@@ -567,7 +567,7 @@ fn remove_files(paths: Vec<PathBuf>) {
             Ok(()) => {}
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
             Err(e) => {
-                tracing::warn!(path = %p.display(), error = %e, "pack cache: removing a file failed")
+                tracing::warn!(path = %p.display(), error = %crate::logging::chain(&e), "pack cache: removing a file failed")
             }
         }
     }

@@ -102,7 +102,7 @@ impl GitOutput {
     ) -> Self {
         // Best effort: the system's `pipe-max-size` may refuse it.
         if let Err(e) = rustix::pipe::fcntl_setpipe_size(&stdout, PIPE) {
-            tracing::debug!(error = %e, "keeping git's default pipe size");
+            tracing::debug!(error = %crate::logging::chain(&e), "keeping git's default pipe size");
         }
         let started = Instant::now();
         let shared = Arc::new(Shared {
@@ -318,7 +318,9 @@ impl Drop for GitOutput {
                     aborted.get_or_insert("client_gone");
                     // kill_on_drop + tokio's orphan reaper collect the zombie.
                 }
-                Err(e) => tracing::debug!(error = %e, "could not poll git child"),
+                Err(e) => {
+                    tracing::debug!(error = %crate::logging::chain(&e), "could not poll git child")
+                }
             }
         }
         drop(permit);

@@ -41,17 +41,17 @@ const SSH_SIGNATURE_PEM: &[u8] = b"-----BEGIN SSH SIGNATURE-----";
 #[derive(Debug, thiserror::Error)]
 pub enum CobError {
     #[error("git: {0}")]
-    Git(#[source] super::GitError),
+    Git(super::GitError),
     #[error("git: {what} {id} is a {kind}, not a blob")]
     NotABlob {
         what: &'static str,
         id: gix::ObjectId,
         kind: gix::objs::Kind,
     },
-    #[error("git: commit {commit}: committer: {source}")]
+    #[error("git: commit {commit}: committer: {cause}")]
     Committer {
         commit: gix::ObjectId,
-        source: super::GitError,
+        cause: super::GitError,
     },
     #[error("identity history has more than {MAX_CHANGES} changes")]
     TooLong,
@@ -70,10 +70,10 @@ pub enum CobError {
     Unsigned { commit: gix::ObjectId },
     #[error("change {commit} has {count} gpgsig headers, expected exactly one")]
     MultipleSignatures { commit: gix::ObjectId, count: usize },
-    #[error("change {commit}: gpgsig is not a usable SSH signature: {source}")]
+    #[error("change {commit}: gpgsig is not a usable SSH signature: {cause}")]
     SshSignature {
         commit: gix::ObjectId,
-        source: SshSigError,
+        cause: SshSigError,
     },
     #[error("change {commit}: commit signature by {signer} does not verify over its tree {tree}")]
     CommitSignature {
@@ -91,10 +91,10 @@ pub enum CobError {
         commit: gix::ObjectId,
         reason: &'static str,
     },
-    #[error("change {commit}: manifest: {source}")]
+    #[error("change {commit}: manifest: {cause}")]
     ManifestJson {
         commit: gix::ObjectId,
-        source: serde_json::Error,
+        cause: serde_json::Error,
     },
     #[error("change {commit} is of COB type {found:?}, not {expected}")]
     WrongType {
@@ -106,11 +106,11 @@ pub enum CobError {
     NoActions { commit: gix::ObjectId },
     #[error("change {commit}: two action blobs for index {index}")]
     DuplicateAction { commit: gix::ObjectId, index: i8 },
-    #[error("change {commit}: action {index}: {source}")]
+    #[error("change {commit}: action {index}: {cause}")]
     ActionJson {
         commit: gix::ObjectId,
         index: i8,
-        source: serde_json::Error,
+        cause: serde_json::Error,
     },
     #[error("no identity head given")]
     NoHeads,
@@ -143,11 +143,11 @@ pub enum CobError {
         author: NodeId,
         founder: NodeId,
     },
-    #[error("change {commit}: document {blob}: {source}")]
+    #[error("change {commit}: document {blob}: {cause}")]
     Document {
         commit: gix::ObjectId,
         blob: gix::ObjectId,
-        source: IdentityError,
+        cause: IdentityError,
     },
     #[error("change {commit}: document blob {blob} is not embedded at {DOC_PATH} (found {})", opt(.embedded))]
     EmbedMismatch {
@@ -235,7 +235,7 @@ impl CobError {
 pub enum SshSigError {
     #[error("not an SSH signature PEM")]
     NotPem,
-    #[error("{0}")]
+    #[error(transparent)]
     Parse(#[from] ssh_key::Error),
     #[error("key type {0} is not ssh-ed25519")]
     KeyType(ssh_key::Algorithm),

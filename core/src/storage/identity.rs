@@ -13,23 +13,23 @@ pub enum IdentityError {
     #[error("no refs/rad/id")]
     Missing,
     #[error("git: {0}")]
-    Git(#[source] super::GitError),
+    Git(super::GitError),
     #[error("identity commit has no embeds/radicle.json")]
     NoDocument,
     #[error("document is {0} bytes, over the {MAX_DOC_BYTES}-byte limit")]
     TooLarge(usize),
     #[error("document is not valid JSON: {0}")]
-    Json(#[from] serde_json::Error),
+    Json(serde_json::Error),
     #[error("unsupported document version {0}")]
     Version(u64),
     #[error("delegates: {0} delegates; expected 1 to 255")]
     DelegateCount(usize),
-    #[error("delegates: {prefix}{did}: {source}")]
+    #[error("delegates: {prefix}{did}: {cause}")]
     BadDid {
         /// `allow ` for an entry of the allow list, empty for a delegate.
         prefix: &'static str,
         did: String,
-        source: Box<seedd_proto::crypto::CryptoError>,
+        cause: Box<seedd_proto::crypto::CryptoError>,
     },
     #[error("threshold {threshold} not within 1..={delegates}")]
     Threshold { threshold: usize, delegates: usize },
@@ -111,7 +111,7 @@ impl Doc {
             let nid = NodeId::from_did(d).map_err(|source| IdentityError::BadDid {
                 prefix: "",
                 did: d.clone(),
-                source: Box::new(source),
+                cause: Box::new(source),
             })?;
             if !delegates.contains(&nid) {
                 delegates.push(nid);
@@ -132,7 +132,7 @@ impl Doc {
                     allow.push(NodeId::from_did(d).map_err(|source| IdentityError::BadDid {
                         prefix: "allow ",
                         did: d.clone(),
-                        source: Box::new(source),
+                        cause: Box::new(source),
                     })?);
                 }
                 Visibility::Private { allow }
@@ -199,6 +199,12 @@ pub fn read(git: &gix::Repository, head: gix::ObjectId) -> Result<Identity, Iden
         head,
         blob: blob_id,
     })
+}
+
+impl From<serde_json::Error> for IdentityError {
+    fn from(e: serde_json::Error) -> Self {
+        IdentityError::Json(e)
+    }
 }
 
 #[cfg(test)]

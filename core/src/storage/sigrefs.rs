@@ -89,9 +89,9 @@ pub enum SigrefsError {
     #[error("no rad/sigrefs ref")]
     Missing,
     #[error("git: {0}")]
-    Git(#[source] super::GitError),
+    Git(super::GitError),
     #[error("git: {0}")]
-    Storage(#[source] Box<super::StorageError>),
+    Storage(Box<super::StorageError>),
     #[error("sigrefs commit {0} has more than one parent")]
     MultipleParents(gix::ObjectId),
     #[error("sigrefs commit {commit} lacks the `{blob}` blob")]
@@ -102,7 +102,7 @@ pub enum SigrefsError {
     #[error("malformed refs blob line {line}: {reason}")]
     Parse { line: usize, reason: &'static str },
     #[error("malformed refs blob line 0: {0}")]
-    NotUtf8(#[source] std::str::Utf8Error),
+    NotUtf8(std::str::Utf8Error),
     #[error("refs blob of {0} bytes is over the limit")]
     TooLarge(usize),
     #[error("signature is {0} bytes, expected 64")]

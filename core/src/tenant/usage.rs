@@ -68,7 +68,7 @@ impl Tenants {
             None => self.index.delete_repo_size(&rid),
         };
         if let Err(e) = saved {
-            tracing::warn!(%rid, error = %e, "saving the repository size failed; the next start measures it again");
+            tracing::warn!(%rid, error = %crate::logging::chain(&e), "saving the repository size failed; the next start measures it again");
         }
         let (old, new) = (old.unwrap_or(0), bytes.unwrap_or(0));
         let Inner { claims, views, .. } = &mut *inner;
@@ -154,7 +154,7 @@ impl Tenants {
             return;
         }
         if let Err(err) = self.index.put_tenant_records(Kind::Egress, &records) {
-            tracing::warn!(tenants = records.len(), error = %err, "saving egress counters failed; they are saved again in 15 s");
+            tracing::warn!(tenants = records.len(), error = %crate::logging::chain(&err), "saving egress counters failed; they are saved again in 15 s");
         }
     }
 

@@ -262,7 +262,7 @@ fn materialise(
     match view {
         Ok(v) => Some(Built::View(Arc::new(v))),
         Err(e) if !e.is_permanent() => {
-            tracing::debug!(cob = %id, kind = kind.type_name(), error = %e, "COB evaluation stopped");
+            tracing::debug!(cob = %id, kind = kind.type_name(), error = %seedd_core::logging::chain(&e), "COB evaluation stopped");
             // Cancelled: not remembered. A git read error is not permanent either, but this
             // request still answers without the COB.
             if budget.check().is_err() {
@@ -272,7 +272,7 @@ fn materialise(
             }
         }
         Err(e) => {
-            tracing::debug!(cob = %id, kind = kind.type_name(), error = %e, "invalid COB left out");
+            tracing::debug!(cob = %id, kind = kind.type_name(), error = %seedd_core::logging::chain(&e), "invalid COB left out");
             Some(match e.over_budget() {
                 Some(k) => Built::OverBudget(k),
                 None => Built::Invalid,

@@ -44,8 +44,8 @@ impl WebError {
         WebError::Index(e)
     }
 
-    pub(crate) fn git(e: impl std::fmt::Display) -> Self {
-        WebError::Git(e.to_string())
+    pub(crate) fn git(e: impl std::error::Error) -> Self {
+        WebError::Git(seedd_core::logging::chain(&e).to_string())
     }
 
     pub(crate) fn status(&self) -> StatusCode {

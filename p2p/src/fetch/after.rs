@@ -73,9 +73,11 @@ impl AfterFetch {
         match blocking::run(REINDEX_WAIT, steps).await {
             Ok(()) => {}
             Err(e @ BlockingError::Deadline(_)) => {
-                tracing::warn!(%rid, error = %e, "re-indexing after a fetch is slow; not waiting for it")
+                tracing::warn!(%rid, error = %seedd_core::logging::chain(&e), "re-indexing after a fetch is slow; not waiting for it")
             }
-            Err(e) => tracing::error!(%rid, error = %e, "re-indexing after a fetch failed"),
+            Err(e) => {
+                tracing::error!(%rid, error = %seedd_core::logging::chain(&e), "re-indexing after a fetch failed")
+            }
         }
         // Last: the fetch left a pack and loose refs; maintenance looks once fetches pause.
         self.inner.maintainer.after_fetch(rid);
@@ -103,7 +105,7 @@ impl AfterFetch {
         match scan::index_repo_counted(&p.storage, &p.index, rid) {
             Ok((indexed, work)) => {
                 if let Err(e) = p.index.clear_dirty(&rid) {
-                    tracing::warn!(%rid, error = %e, "clearing the re-index mark; the next start re-reads this repository");
+                    tracing::warn!(%rid, error = %seedd_core::logging::chain(&e), "clearing the re-index mark; the next start re-reads this repository");
                 }
                 if indexed == scan::Indexed::Unchanged {
                     return;
@@ -124,7 +126,9 @@ impl AfterFetch {
                     .with_label_values(&["private"])
                     .set(total - public);
             }
-            Err(e) => tracing::error!(%rid, error = %e, "re-indexing after fetch failed"),
+            Err(e) => {
+                tracing::error!(%rid, error = %seedd_core::logging::chain(&e), "re-indexing after fetch failed")
+            }
         }
     }
 

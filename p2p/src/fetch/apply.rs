@@ -22,10 +22,10 @@ pub enum ValidationError {
     MissingIdentity,
     /// The offered identity history breaks the identity rules.
     #[error("identity document: {0}")]
-    IdentityHistory(#[from] cob::CobError),
+    IdentityHistory(cob::CobError),
     /// The identity document cannot be read.
     #[error("identity document: {0}")]
-    IdentityDocument(#[from] identity::IdentityError),
+    IdentityDocument(identity::IdentityError),
     /// The same identity history was refused before (remembered by tips).
     #[error("identity document: refused before: {0}")]
     Refused(String),
@@ -384,7 +384,7 @@ pub(super) fn validate_and_apply(
         let signed = match sigrefs::verify_within(&gix_repo, rid, &nid, tip_id, &mut budget) {
             Ok(s) => s,
             Err(e) => {
-                tracing::warn!(%rid, namespace = %nid, error = %e, "pruning namespace: invalid signed refs");
+                tracing::warn!(%rid, namespace = %nid, error = %seedd_core::logging::chain(&e), "pruning namespace: invalid signed refs");
                 on_prune("invalid_sigrefs");
                 outcome.pruned.push((nid, "invalid_sigrefs", e.to_string()));
                 continue;
@@ -683,3 +683,15 @@ fn canonical_refs(
 #[cfg(test)]
 #[allow(clippy::unwrap_used)]
 mod tests;
+
+impl From<cob::CobError> for ValidationError {
+    fn from(e: cob::CobError) -> Self {
+        ValidationError::IdentityHistory(e)
+    }
+}
+
+impl From<identity::IdentityError> for ValidationError {
+    fn from(e: identity::IdentityError) -> Self {
+        ValidationError::IdentityDocument(e)
+    }
+}

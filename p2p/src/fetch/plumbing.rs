@@ -125,7 +125,7 @@ pub(crate) fn drop_quarantine(cfg: &FetchConfig, repo: &Path) {
         let lines: Vec<String> = refs.iter().map(|(n, _)| format!("delete {n}")).collect();
         if !lines.is_empty() {
             if let Err(e) = transaction(cfg, repo, &lines) {
-                tracing::error!(error = %e, repo = %repo.display(), "cannot remove quarantine refs");
+                tracing::error!(error = %seedd_core::logging::chain(&e), repo = %repo.display(), "cannot remove quarantine refs");
             }
         }
     }

@@ -100,12 +100,12 @@ pub fn recover(cfg: &FetchConfig, storage: &Storage, index: &Index) {
         Ok(true) => return,
         Ok(false) => {}
         Err(e) => {
-            tracing::warn!(error = %e, "reading the index; sweeping storage for old quarantine refs")
+            tracing::warn!(error = %seedd_core::logging::chain(&e), "reading the index; sweeping storage for old quarantine refs")
         }
     }
     sweep_legacy_quarantine(cfg, storage);
     if let Err(e) = index.set_done(LEGACY_QUARANTINE_SWEPT) {
-        tracing::warn!(error = %e, "cannot record the quarantine sweep; it runs again at the next start");
+        tracing::warn!(error = %seedd_core::logging::chain(&e), "cannot record the quarantine sweep; it runs again at the next start");
     }
 }
 

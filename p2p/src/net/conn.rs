@@ -42,7 +42,7 @@ pub(super) async fn accept_loop(shared: Arc<Shared>, listener: TcpListener) {
             Ok(x) => x,
             Err(e) => {
                 // EMFILE and friends: back off briefly instead of spinning.
-                tracing::warn!(error = %e, "p2p accept failed");
+                tracing::warn!(error = %seedd_core::logging::chain(&e), "p2p accept failed");
                 tokio::time::sleep(Duration::from_millis(100)).await;
                 continue;
             }
@@ -61,7 +61,7 @@ pub(super) async fn accept_loop(shared: Arc<Shared>, listener: TcpListener) {
         let shared = shared.clone();
         tokio::spawn(async move {
             if let Err(e) = run(shared, stream, addr, Link::Inbound, None).await {
-                tracing::debug!(%addr, error = %e, "inbound connection ended");
+                tracing::debug!(%addr, error = %seedd_core::logging::chain(&*e), "inbound connection ended");
             }
         });
     }
@@ -75,7 +75,7 @@ fn admit(shared: &Shared, addr: &SocketAddr) -> Option<&'static str> {
     let (banned, lifted) = core.guard.banned(&ip, now);
     if let Some(ip) = lifted {
         if let Err(e) = shared.index.remove_ban(&ip) {
-            tracing::error!(error = %e, %ip, "cannot lift ban in index");
+            tracing::error!(error = %seedd_core::logging::chain(&e), %ip, "cannot lift ban in index");
         }
         tracing::info!(%ip, "ban expired");
     }
@@ -146,7 +146,7 @@ pub(super) async fn dial_loop(
         match result {
             Ok(()) => tracing::info!(peer = %nid, %addr, "session with peer ended"),
             Err(e) => {
-                tracing::warn!(peer = %nid, %addr, error = %e, "connecting to peer failed; will retry")
+                tracing::warn!(peer = %nid, %addr, error = %seedd_core::logging::chain(&*e), "connecting to peer failed; will retry")
             }
         }
         if started.elapsed() >= STABLE {
@@ -228,9 +228,9 @@ async fn run(
 
 #[derive(Debug, thiserror::Error)]
 enum HandshakeFailure {
-    #[error("{0}")]
+    #[error(transparent)]
     Io(#[from] std::io::Error),
-    #[error("{0}")]
+    #[error(transparent)]
     Protocol(#[from] seedd_proto::wire::handshake::HandshakeError),
 }
 
@@ -486,7 +486,7 @@ fn decode_failure(
     addr: SocketAddr,
     e: &FrameError,
 ) -> &'static str {
-    tracing::warn!(peer = %remote, %addr, error = %e, "malformed frame; disconnecting peer");
+    tracing::warn!(peer = %remote, %addr, error = %seedd_core::logging::chain(&e), "malformed frame; disconnecting peer");
     let mut core = shared.lock();
     shared.penalise(&mut core, addr.ip(), Offence::DecodeError, &e.to_string());
     "decode_error"

@@ -124,7 +124,7 @@ impl Shared {
                         b
                     }
                     Err(e) => {
-                        tracing::error!(error = %e, kind = label, "cannot encode our own message; not sent");
+                        tracing::error!(error = %seedd_core::logging::chain(&e), kind = label, "cannot encode our own message; not sent");
                         return;
                     }
                 },
@@ -182,7 +182,7 @@ impl Shared {
             .with_label_values(&[offence.label()])
             .inc();
         if let Err(e) = self.index.put_ban(&p.record) {
-            tracing::error!(error = %e, %ip, "cannot persist penalty");
+            tracing::error!(error = %seedd_core::logging::chain(&e), %ip, "cannot persist penalty");
         }
         if p.newly_banned {
             self.metrics.p2p.bans.inc();
@@ -235,7 +235,7 @@ async fn stream_answer(
             let bytes = match Frame::gossip(link, message).encode() {
                 Ok(v) => Bytes::from(v),
                 Err(e) => {
-                    tracing::error!(error = %e, kind = label, "cannot encode a stored announcement; not sent");
+                    tracing::error!(error = %seedd_core::logging::chain(&e), kind = label, "cannot encode a stored announcement; not sent");
                     continue;
                 }
             };

@@ -168,8 +168,12 @@ async fn writer(index: Index, shared: Arc<Shared>, mut wake: mpsc::Receiver<()>)
                 tokio::task::spawn_blocking(move || write(&index, taken.routes, taken.other)).await;
             match result {
                 Ok(Ok(())) => {}
-                Ok(Err(e)) => tracing::error!(error = %e, "persisting gossip state failed"),
-                Err(e) => tracing::error!(error = %e, "persisting gossip state panicked"),
+                Ok(Err(e)) => {
+                    tracing::error!(error = %seedd_core::logging::chain(&e), "persisting gossip state failed")
+                }
+                Err(e) => {
+                    tracing::error!(error = %seedd_core::logging::chain(&e), "persisting gossip state panicked")
+                }
             }
         }
         shared.drained.notify_waiters();

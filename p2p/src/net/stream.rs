@@ -168,13 +168,13 @@ async fn serve_inner(ctx: &StreamCtx, stream: StreamId, input: &mut Input) -> &'
             Ok(Some((payload, used))) => match parse_header(payload) {
                 Ok(rid) => break (rid, used),
                 Err(e) => {
-                    tracing::info!(peer = %ctx.remote, %stream, error = %e, "refusing git stream: bad header");
+                    tracing::info!(peer = %ctx.remote, %stream, error = %seedd_core::logging::chain(&e), "refusing git stream: bad header");
                     return "bad_header";
                 }
             },
             Ok(None) => {}
             Err(e) => {
-                tracing::info!(peer = %ctx.remote, %stream, error = %e, "refusing git stream: bad header");
+                tracing::info!(peer = %ctx.remote, %stream, error = %seedd_core::logging::chain(&e), "refusing git stream: bad header");
                 return "bad_header";
             }
         }
@@ -331,7 +331,7 @@ async fn serve_stateful(
     {
         Ok(p) => p,
         Err(e) => {
-            tracing::error!(error = %e, %rid, "cannot start git upload-pack");
+            tracing::error!(error = %seedd_core::logging::chain(&e), %rid, "cannot start git upload-pack");
             return "error";
         }
     };
@@ -521,7 +521,7 @@ pub(crate) async fn command_loop(
                 Err(_) => return "timeout",
             },
             Err(e) => {
-                tracing::info!(error = %e, "bad git stream request; closing");
+                tracing::info!(error = %seedd_core::logging::chain(&e), "bad git stream request; closing");
                 return "bad_request";
             }
         };
@@ -651,7 +651,7 @@ impl Answerer<'_> {
                 Ok(Some(Ok(chunk))) => self.out.send(&chunk).await?,
                 Ok(None) => return Ok(true),
                 Ok(Some(Err(e))) => {
-                    tracing::warn!(rid = %self.rid, error = %e, "cached response failed while sent; closing");
+                    tracing::warn!(rid = %self.rid, error = %seedd_core::logging::chain(&e), "cached response failed while sent; closing");
                     return Err("error");
                 }
                 Err(_) => return Err("timeout"),
@@ -678,7 +678,7 @@ impl Answerer<'_> {
         ) {
             Ok(p) => p,
             Err(e) => {
-                tracing::error!(error = %e, rid = %self.rid, "cannot start git upload-pack");
+                tracing::error!(error = %seedd_core::logging::chain(&e), rid = %self.rid, "cannot start git upload-pack");
                 return Err("error");
             }
         };
@@ -686,7 +686,7 @@ impl Answerer<'_> {
         if let Some(mut stdin) = process.stdin.take() {
             tokio::spawn(async move {
                 if let Err(e) = stdin.write_all(&request).await {
-                    tracing::debug!(error = %e, "upload-pack request not fully written");
+                    tracing::debug!(error = %seedd_core::logging::chain(&e), "upload-pack request not fully written");
                 }
             });
         }

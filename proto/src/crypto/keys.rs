@@ -76,11 +76,11 @@ impl Keypair {
         let passphrase = passphrase.filter(|p| !p.is_empty());
         let text = fs::read_to_string(path).map_err(|source| CryptoError::Io {
             path: path.to_owned(),
-            source,
+            cause: source,
         })?;
         let key = PrivateKey::from_openssh(text.trim()).map_err(|source| CryptoError::KeyFile {
             path: path.to_owned(),
-            source,
+            cause: source,
         })?;
         let key = if key.is_encrypted() {
             let Some(passphrase) = passphrase else {
@@ -91,7 +91,7 @@ impl Keypair {
             key.decrypt(passphrase)
                 .map_err(|source| CryptoError::Decrypt {
                     path: path.to_owned(),
-                    source,
+                    cause: source,
                 })?
         } else {
             key
@@ -130,7 +130,7 @@ impl Keypair {
         let private_path = dir.join(PRIVATE_KEY_FILE);
         let encode_err = |source| CryptoError::Encode {
             path: private_path.clone(),
-            source,
+            cause: source,
         };
         let key = PrivateKey::new(
             KeypairData::Ed25519(Ed25519Keypair::from(&self.signing)),
@@ -171,7 +171,7 @@ pub fn load_or_generate(
         .try_exists()
         .map_err(|source| CryptoError::Io {
             path: private_path.clone(),
-            source,
+            cause: source,
         })?;
     if !exists {
         let keypair = Keypair::generate();
@@ -188,11 +188,16 @@ fn check_public_file(dir: &Path, keypair: &Keypair) -> Result<(), CryptoError> {
     let text = match fs::read_to_string(&path) {
         Ok(text) => text,
         Err(e) if e.kind() == io::ErrorKind::NotFound => return keypair.write_public(dir),
-        Err(source) => return Err(CryptoError::Io { path, source }),
+        Err(source) => {
+            return Err(CryptoError::Io {
+                path,
+                cause: source,
+            })
+        }
     };
     let public = PublicKey::from_openssh(text.trim()).map_err(|source| CryptoError::KeyFile {
         path: path.clone(),
-        source,
+        cause: source,
     })?;
     let expected = keypair.nid();
     match public.key_data() {
@@ -277,7 +282,7 @@ fn create_private_dir(dir: &Path) -> Result<(), CryptoError> {
     }
     builder.create(dir).map_err(|source| CryptoError::Io {
         path: dir.to_owned(),
-        source,
+        cause: source,
     })
 }
 
@@ -286,7 +291,10 @@ fn create_private_dir(dir: &Path) -> Result<(), CryptoError> {
 fn atomic_write(path: &Path, bytes: &[u8], mode: u32) -> Result<(), CryptoError> {
     let io_err = |path: &Path| {
         let path = path.to_owned();
-        move |source| CryptoError::Io { path, source }
+        move |source| CryptoError::Io {
+            path,
+            cause: source,
+        }
     };
     let dir = path.parent().unwrap_or_else(|| Path::new("."));
     let name = path

@@ -49,30 +49,27 @@ pub enum CryptoError {
     JsonTooDeep(usize),
     /// A value could not be converted to JSON.
     #[error("cannot convert value to JSON: {0}")]
-    Json(#[from] serde_json::Error),
+    Json(serde_json::Error),
     /// An I/O error on a key file.
-    #[error("{path}: {source}")]
+    #[error("{path}: {cause}")]
     Io {
         path: PathBuf,
-        #[source]
-        source: std::io::Error,
+        cause: std::io::Error,
     },
     /// A key file could not be parsed or encoded.
-    #[error("{path}: invalid OpenSSH key file: {source}")]
+    #[error("{path}: invalid OpenSSH key file: {cause}")]
     KeyFile {
         path: PathBuf,
-        #[source]
-        source: ssh_key::Error,
+        cause: ssh_key::Error,
     },
     /// The private key file is encrypted, but no passphrase was given.
     #[error("{path}: private key is encrypted; a passphrase is required (RAD_PASSPHRASE)")]
     PassphraseRequired { path: PathBuf },
     /// The private key could not be decrypted.
-    #[error("{path}: cannot decrypt private key (wrong passphrase?): {source}")]
+    #[error("{path}: cannot decrypt private key (wrong passphrase?): {cause}")]
     Decrypt {
         path: PathBuf,
-        #[source]
-        source: ssh_key::Error,
+        cause: ssh_key::Error,
     },
     /// The key file holds a key that is not Ed25519.
     #[error("{path}: unsupported key type {algorithm} (expected ssh-ed25519)")]
@@ -88,11 +85,10 @@ pub enum CryptoError {
         found: String,
     },
     /// Key generation or encryption failed.
-    #[error("{path}: cannot encode private key: {source}")]
+    #[error("{path}: cannot encode private key: {cause}")]
     Encode {
         path: PathBuf,
-        #[source]
-        source: ssh_key::Error,
+        cause: ssh_key::Error,
     },
 }
 
@@ -107,6 +103,12 @@ pub(crate) fn snippet(input: &str) -> String {
         end -= 1;
     }
     format!("{}…", &input[..end])
+}
+
+impl From<serde_json::Error> for CryptoError {
+    fn from(e: serde_json::Error) -> Self {
+        CryptoError::Json(e)
+    }
 }
 
 #[cfg(test)]

@@ -137,9 +137,9 @@ pub enum AddressParseError {
     #[error("{0:?}: invalid host")]
     InvalidHost(String),
     #[error("invalid onion address: {0}")]
-    Onion(#[from] OnionError),
+    Onion(OnionError),
     #[error("invalid i2p address: {0}")]
-    I2p(#[from] I2pError),
+    I2p(I2pError),
 }
 
 impl FromStr for Address {
@@ -433,5 +433,17 @@ mod base32 {
             emit(acc << (5 - bits));
         }
         out
+    }
+}
+
+impl From<OnionError> for AddressParseError {
+    fn from(e: OnionError) -> Self {
+        AddressParseError::Onion(e)
+    }
+}
+
+impl From<I2pError> for AddressParseError {
+    fn from(e: I2pError) -> Self {
+        AddressParseError::I2p(e)
     }
 }

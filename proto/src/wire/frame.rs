@@ -298,7 +298,7 @@ pub enum FrameError {
     FrameTooLarge { len: u64, max: usize },
     /// The gossip payload is not a valid message.
     #[error("invalid gossip message: {0}")]
-    Message(#[from] DecodeError),
+    Message(DecodeError),
 }
 
 /// Decodes one frame from the start of `buf`.
@@ -482,5 +482,11 @@ impl Iterator for FrameDecoder {
                 Some(Err(err))
             }
         }
+    }
+}
+
+impl From<DecodeError> for FrameError {
+    fn from(e: DecodeError) -> Self {
+        FrameError::Message(e)
     }
 }

@@ -80,7 +80,7 @@ pub(super) fn private_data_dirs(cfg: &Config) -> Result<(), FileError> {
             // is below is still private when seedd created it.
             Err(e) if dir.is_dir() => tracing::warn!(
                 path = %dir.display(),
-                error = %e,
+                error = %seedd_core::logging::chain(&e),
                 "cannot restrict directory to 0700: give it to seedd's user with mode 0700, or keep its parent private"
             ),
             Err(source) => return Err(FileError::DataDir { path: dir, source }),

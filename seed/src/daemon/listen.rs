@@ -35,12 +35,11 @@ const GAUGES_EVERY: Duration = Duration::from_secs(15);
 
 #[derive(Debug, thiserror::Error)]
 pub enum ListenError {
-    #[error("cannot listen on {addr} for {what}: {source}; pick another address with the `{what}.listen` key")]
+    #[error("cannot listen on {addr} for {what}: {cause}; pick another address with the `{what}.listen` key")]
     Bind {
         what: &'static str,
         addr: SocketAddr,
-        #[source]
-        source: std::io::Error,
+        cause: std::io::Error,
     },
     #[error("loading {what} certificate")]
     Cert {
@@ -77,7 +76,11 @@ impl Listeners {
 async fn bind(what: &'static str, addr: SocketAddr) -> Result<TcpListener, ListenError> {
     TcpListener::bind(addr)
         .await
-        .map_err(|source| ListenError::Bind { what, addr, source })
+        .map_err(|source| ListenError::Bind {
+            what,
+            addr,
+            cause: source,
+        })
 }
 
 /// The listeners' certificates (each reloaded when its files change).
@@ -267,7 +270,7 @@ pub(super) fn open_pack_cache(
             Some(Arc::new(cache))
         }
         Err(e) => {
-            tracing::error!(dir = %dir.display(), error = %e, "pack cache unusable; clones are served without it");
+            tracing::error!(dir = %dir.display(), error = %seedd_core::logging::chain(&e), "pack cache unusable; clones are served without it");
             None
         }
     }

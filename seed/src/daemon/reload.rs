@@ -181,7 +181,7 @@ pub(super) fn reload_http_cert(
         Ok(false) => None,
         Err(e) => {
             metrics.tls_reloads.with_label_values(&["error"]).inc();
-            tracing::error!(error = %e, "TLS reload failed; keeping the previous certificate");
+            tracing::error!(error = %seedd_core::logging::chain(&e), "TLS reload failed; keeping the previous certificate");
             Some(format!(
                 "http.tls: reload failed, previous certificate kept: {e}"
             ))
@@ -196,7 +196,7 @@ pub(super) fn reload_admin_cert(cert: &ReloadingCert, force: bool) -> Option<Str
         Ok(true) => Some("admin.tls: certificate reloaded".to_owned()),
         Ok(false) => None,
         Err(e) => {
-            tracing::error!(error = %e, "admin TLS reload failed; keeping the previous certificate");
+            tracing::error!(error = %seedd_core::logging::chain(&e), "admin TLS reload failed; keeping the previous certificate");
             Some(format!(
                 "admin.tls: reload failed, previous certificate kept: {e}"
             ))

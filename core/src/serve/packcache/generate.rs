@@ -73,7 +73,7 @@ pub(crate) fn spawn<P: Send + 'static>(claim: Claim, job: Job, permits: P) {
                 claim.fail();
             }
             Err(e) => {
-                tracing::warn!(key = %key, error = %e, "pack cache: generation failed; the response is not kept");
+                tracing::warn!(key = %key, error = %crate::logging::chain(&e), "pack cache: generation failed; the response is not kept");
                 claim.fail();
             }
         }
@@ -96,7 +96,7 @@ async fn run(claim: &mut Claim, job: Job) -> Result<u64, GenError> {
         let request = job.request;
         tokio::spawn(async move {
             if let Err(e) = stdin.write_all(&request).await {
-                tracing::debug!(error = %e, "upload-pack request not fully written");
+                tracing::debug!(error = %crate::logging::chain(&e), "upload-pack request not fully written");
             }
             // Dropping stdin closes it: upload-pack sees the end of the request.
         });
@@ -155,7 +155,7 @@ pub(super) async fn follow(
         match exited {
             Some(Ok(status)) if status.success() => return Ok(published),
             Some(Ok(status)) => return Err(GenError::Git(status.to_string())),
-            Some(Err(e)) => return Err(GenError::Git(e.to_string())),
+            Some(Err(e)) => return Err(GenError::Git(crate::logging::chain(&e).to_string())),
             None => {}
         }
         if grew.elapsed() >= idle {

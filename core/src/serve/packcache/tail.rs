@@ -46,7 +46,7 @@ pub enum TailError {
     #[error("the cache file is shorter than its writer said")]
     Short,
     #[error("reading the cache file: {0}")]
-    Read(#[from] io::Error),
+    Read(io::Error),
 }
 
 /// A reader of one cache file from its start.
@@ -271,6 +271,12 @@ fn read_rest(
         }
     }
     Ok(Bytes::from(buf))
+}
+
+impl From<io::Error> for TailError {
+    fn from(e: io::Error) -> Self {
+        TailError::Read(e)
+    }
 }
 
 #[cfg(test)]

@@ -24,11 +24,8 @@ const MAX_ANCESTRY_WALK: usize = 1_000_000;
 /// Why an op did not apply (its change is pruned) or a root did not initialise.
 #[derive(Debug, thiserror::Error)]
 pub enum OpError {
-    #[error("action {index} does not decode: {source}")]
-    Decode {
-        index: i8,
-        source: serde_json::Error,
-    },
+    #[error("action {index} does not decode: {cause}")]
+    Decode { index: i8, cause: serde_json::Error },
     #[error("the change commits to no identity (no Rad-Resource)")]
     MissingIdentity,
     #[error("identity document at {commit}: {reason}")]
@@ -65,8 +62,8 @@ pub enum OpError {
 pub enum EvalError {
     #[error("root change {0} is missing or does not verify")]
     NoRoot(gix::ObjectId),
-    #[error("root change {id}: {source}")]
-    Root { id: gix::ObjectId, source: OpError },
+    #[error("root change {id}: {cause}")]
+    Root { id: gix::ObjectId, cause: OpError },
     #[error(transparent)]
     Load(#[from] CobError),
 }
@@ -108,7 +105,7 @@ impl<A: DeserializeOwned> Op<A> {
             .map(|(index, bytes)| {
                 serde_json::from_slice(bytes).map_err(|source| OpError::Decode {
                     index: *index,
-                    source,
+                    cause: source,
                 })
             })
             .collect::<Result<Vec<A>, _>>()?;
@@ -170,7 +167,7 @@ pub fn evaluate<T: Cob>(
     let mut object = match Op::decode(root).and_then(|op| T::from_root(op, repo)) {
         Ok(o) => o,
         Err(OpError::Stop(e)) => return Err(EvalError::Load(e)),
-        Err(source) => return Err(EvalError::Root { id, source }),
+        Err(source) => return Err(EvalError::Root { id, cause: source }),
     };
     let mut pruned: BTreeSet<gix::ObjectId> = BTreeSet::new();
     for next in dag.order(&id) {
@@ -185,7 +182,7 @@ pub fn evaluate<T: Cob>(
             Ok(()) => {}
             Err(OpError::Stop(e)) => return Err(EvalError::Load(e)),
             Err(e) => {
-                tracing::debug!(cob = %id, change = %next, error = %e, "COB change pruned");
+                tracing::debug!(cob = %id, change = %next, error = %crate::logging::chain(&e), "COB change pruned");
                 pruned.extend(dag.descendants(&next));
             }
         }
@@ -218,7 +215,9 @@ fn load(
             }
             Err(e @ (CobError::OverBudget { .. } | CobError::Cancelled)) => return Err(e),
             // radicle leaves a change it cannot load out of the graph.
-            Err(e) => tracing::debug!(change = %id, error = %e, "COB change does not load"),
+            Err(e) => {
+                tracing::debug!(change = %id, error = %crate::logging::chain(&e), "COB change does not load")
+            }
         }
     }
     Ok(entries)
@@ -250,8 +249,8 @@ impl<'a> GitRepo<'a> {
     }
 }
 
-fn git_error(e: impl std::fmt::Display) -> OpError {
-    OpError::Git(e.to_string())
+fn git_error(e: impl std::error::Error) -> OpError {
+    OpError::Git(crate::logging::chain(&e).to_string())
 }
 
 impl Repo for GitRepo<'_> {
@@ -267,7 +266,7 @@ impl Repo for GitRepo<'_> {
             .map(|identity| Arc::new(identity.doc))
             .map_err(|e| OpError::Doc {
                 commit,
-                reason: e.to_string(),
+                reason: crate::logging::chain(&e).to_string(),
             })?;
         self.docs.borrow_mut().insert(commit, doc.clone());
         Ok(doc)

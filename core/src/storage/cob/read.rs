@@ -295,8 +295,11 @@ pub(crate) fn load_entry(
             })
         }
     };
-    let (author, signature) = parse_sshsig(pem.trim_ascii())
-        .map_err(|source| CobError::SshSignature { commit: id, source })?;
+    let (author, signature) =
+        parse_sshsig(pem.trim_ascii()).map_err(|source| CobError::SshSignature {
+            commit: id,
+            cause: source,
+        })?;
     let checked = (tree_id, author, signature);
     if !memo.signatures.borrow().contains(&checked) {
         author
@@ -314,7 +317,7 @@ pub(crate) fn load_entry(
         .and_then(|c| c.time())
         .map_err(|e| CobError::Committer {
             commit: id,
-            source: crate::storage::GitError::new(e),
+            cause: crate::storage::GitError::new(e),
         })?
         .seconds as u64;
 
@@ -366,8 +369,11 @@ pub(crate) fn load_entry(
             commit: id,
             reason: "no manifest blob",
         })?;
-    let manifest: Manifest = serde_json::from_slice(&bytes)
-        .map_err(|source| CobError::ManifestJson { commit: id, source })?;
+    let manifest: Manifest =
+        serde_json::from_slice(&bytes).map_err(|source| CobError::ManifestJson {
+            commit: id,
+            cause: source,
+        })?;
     if manifest.version == Some(0) {
         return Err(CobError::Manifest {
             commit: id,
@@ -421,7 +427,7 @@ fn load_change(
             serde_json::from_slice(bytes).map_err(|source| CobError::ActionJson {
                 commit: id,
                 index: *ix,
-                source,
+                cause: source,
             })?;
         actions.push(action);
     }
@@ -484,7 +490,7 @@ impl Docs for GitDocs<'_> {
         let doc = Doc::from_json(&bytes).map_err(|source| CobError::Document {
             commit,
             blob,
-            source,
+            cause: source,
         })?;
         self.docs.borrow_mut().insert(blob, doc.clone());
         Ok(doc)
