@@ -52,9 +52,9 @@ pub enum GenError {
 }
 
 fn io(path: &Path) -> impl FnOnce(std::io::Error) -> GenError + '_ {
-    move |source| GenError::Io {
+    move |cause| GenError::Io {
         path: path.to_owned(),
-        source,
+        cause,
     }
 }
 
