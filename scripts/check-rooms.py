@@ -29,13 +29,13 @@ TOP = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
 CRATES = [
     # (package, folder, seedd crates it may depend on)
     ("seedd-core", "core", {"seedd-proto"}),
-    ("seedd-http", "http", {"seedd-proto", "seedd-core"}),
+    ("seedd-http", "http", {"seedd-proto", "seedd-core", "seedd-web-api"}),
     ("seedd-p2p", "p2p", {"seedd-proto", "seedd-core", "seedd-bridge"}),
     ("seedd", "seed", {"seedd-proto", "seedd-core", "seedd-http", "seedd-p2p", "seedd-api",
                        "seedd-bridge"}),
 ]
-SEEDD_CRATES = {"seedd-proto", "seedd-api", "seedd-bridge", "seedd-core", "seedd-http",
-                "seedd-p2p", "seedd"}
+SEEDD_CRATES = {"seedd-proto", "seedd-api", "seedd-web-api", "seedd-bridge", "seedd-core",
+                "seedd-http", "seedd-p2p", "seedd"}
 
 
 def non_test_source(path):

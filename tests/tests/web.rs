@@ -10,6 +10,7 @@ use std::process::Command;
 use std::time::Duration;
 
 use seedd_tests::{fixtures, git, run, stdout, Seed, SeedOptions};
+use seedd_web_api as web;
 use serde_json::{json, Value};
 
 struct Reply {
@@ -71,6 +72,13 @@ fn get(seed: &Seed, path: &str) -> Reply {
 }
 
 /// GET that must answer 200 with JSON.
+/// `v` as the shared body type `T` (every field known, none missing): the contract both sides
+/// compile against.
+fn typed<T: serde::de::DeserializeOwned>(v: &Value) -> T {
+    serde_json::from_value(v.clone())
+        .unwrap_or_else(|e| panic!("not a {} ({e}): {v}", std::any::type_name::<T>()))
+}
+
 fn ok(seed: &Seed, path: &str) -> Value {
     let r = get(seed, path);
     assert_eq!(
@@ -171,6 +179,10 @@ fn explorer_endpoints_answer_in_the_httpd_shapes_and_private_repositories_stay_h
         .iter()
         .all(|l| l["type"] == "GET" && l["href"].is_string() && l["rel"].is_string()));
     assert_eq!(ok(&seed, "/api")["path"], "/api");
+    let v1: web::V1Root = typed(&v1);
+    assert_eq!(v1.api_version, "6.1.0");
+    let root: web::ApiRoot = typed(&ok(&seed, "/api"));
+    assert_eq!(root.links, vec![web::Link::get("/v1", "v1")]);
 
     // #1, #4: node info names the serving identity; 10-minute cache; CORS for any origin.
     let r = request(
@@ -193,12 +205,17 @@ fn explorer_endpoints_answer_in_the_httpd_shapes_and_private_repositories_stay_h
     let info = ok(&seed, "/api/v1/info");
     assert_eq!(info["node"], node);
     assert_eq!(info["httpd"]["searchAvailable"], false);
+    let typed_node: web::Node = typed(&node);
+    let typed_info: web::Info = typed(&info);
+    assert_eq!(typed_info.node, typed_node);
 
     // #2: the private repository is not counted.
     assert_eq!(
         ok(&seed, "/api/v1/stats"),
         json!({ "repos": { "total": 2 } })
     );
+    let stats: web::Stats = typed(&ok(&seed, "/api/v1/stats"));
+    assert_eq!(stats.repos.total, 2);
 
     // #5: listing; pinned (the default) is empty, so the explorer asks for `show=all`.
     assert_eq!(ok(&seed, "/api/v1/repos"), json!([]));
@@ -307,6 +324,10 @@ fn explorer_endpoints_answer_in_the_httpd_shapes_and_private_repositories_stay_h
     // operator's explicit one.
     let policy = format!("/api/v1/node/policies/repos/{rid}");
     assert_eq!(ok(&seed, &policy), json!({ "policy": "block" }));
+    assert_eq!(
+        typed::<web::SeedingPolicy>(&ok(&seed, &policy)),
+        web::SeedingPolicy::Block
+    );
     seed.admin_ok(
         "POST",
         &format!("/api/v1/repos/{rid}/seed"),
@@ -597,6 +618,15 @@ fn explorer_endpoints_answer_in_the_httpd_shapes_and_private_repositories_stay_h
     }
     let one = ok(&seed, &format!("/api/v1/repos/{rid}/remotes/{}", want[0]));
     assert_eq!(one["id"], want[0]);
+    let typed_remotes: Vec<web::Remote> = typed(&remotes);
+    assert_eq!(typed_remotes.len(), want.len());
+    assert_eq!(typed::<web::Remote>(&one), typed_remotes[0]);
+    let missing = get(
+        &seed,
+        &format!("/api/v1/repos/{rid}/remotes/{}", seed.nid()),
+    );
+    let e: web::ErrorBody = typed(&missing.json());
+    assert_eq!((e.code, e.error.as_str()), (404, "remote not found"));
     assert_eq!(
         get(
             &seed,

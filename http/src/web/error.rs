@@ -8,6 +8,8 @@ use axum::response::{IntoResponse, Response};
 use seedd_core::blocking::BlockingError;
 use seedd_core::index::IndexError;
 
+use seedd_web_api::ErrorBody;
+
 use crate::refusal::with_retry_after;
 
 #[derive(Debug, thiserror::Error)]
@@ -117,13 +119,6 @@ impl IntoResponse for WebError {
             self.retry_after_secs(),
         )
     }
-}
-
-/// httpd's error body.
-#[derive(Debug, serde::Serialize, serde::Deserialize, PartialEq, Eq)]
-pub(crate) struct ErrorBody {
-    pub(crate) error: String,
-    pub(crate) code: u16,
 }
 
 #[cfg(test)]

@@ -5,7 +5,11 @@ use std::sync::Arc;
 use axum::extract::{Path, State};
 use axum::response::{IntoResponse, Response};
 use axum::{Extension, Json};
-use serde_json::{json, Value};
+use seedd_core::index::policy::RepoPolicy;
+use seedd_web_api::{
+    ApiRoot, Httpd, Info, Link, Node, NodeIdentity, PolicyEntry, SeedingPolicy, Ssh, Stats, Total,
+    V1Root,
+};
 
 use super::{cached, visible_repos, Scope, WebError, API_VERSION, TEN_MINUTES};
 use crate::HttpState;
@@ -15,12 +19,12 @@ fn agent() -> String {
     format!("/seedd:{}/", env!("CARGO_PKG_VERSION"))
 }
 
-fn link(href: &str, rel: &str) -> Value {
-    json!({ "href": href, "rel": rel, "type": "GET" })
-}
-
 pub(super) async fn api_root() -> Response {
-    Json(json!({ "path": "/api", "links": [link("/v1", "v1")] })).into_response()
+    Json(ApiRoot {
+        path: "/api".to_owned(),
+        links: vec![Link::get("/v1", "v1")],
+    })
+    .into_response()
 }
 
 pub(super) async fn v1_root(
@@ -28,31 +32,36 @@ pub(super) async fn v1_root(
     Extension(scope): Extension<Scope>,
 ) -> Response {
     let nid = (state.web.node_of)(scope.tenant());
-    Json(json!({
-        "message": "Welcome!",
-        "service": "seedd",
-        "version": env!("CARGO_PKG_VERSION"),
-        "apiVersion": API_VERSION,
-        "nid": nid.to_string(),
-        "path": "/api/v1",
-        "links": [
-            link("/repos", "repos"),
-            link("/repos/:rid", "repo"),
-            link("/info", "info"),
-            link("/node", "node"),
-            link("/nodes/:nid", "node"),
-            link("/delegates/:did/repos", "repos"),
-            link("/stats", "stats"),
+    Json(V1Root {
+        message: "Welcome!".to_owned(),
+        service: "seedd".to_owned(),
+        version: env!("CARGO_PKG_VERSION").to_owned(),
+        api_version: API_VERSION.to_owned(),
+        nid: nid.to_string(),
+        path: "/api/v1".to_owned(),
+        links: vec![
+            Link::get("/repos", "repos"),
+            Link::get("/repos/:rid", "repo"),
+            Link::get("/info", "info"),
+            Link::get("/node", "node"),
+            Link::get("/nodes/:nid", "node"),
+            Link::get("/delegates/:did/repos", "repos"),
+            Link::get("/stats", "stats"),
         ],
-    }))
+    })
     .into_response()
 }
 
 /// The `/node` object. `config` is null (the explorer then only misses the node address and
 /// the policy explainer, http-api.md §1.2); seedd is running when it answers.
-fn node_json(state: &HttpState, scope: &Scope) -> Value {
+fn node_json(state: &HttpState, scope: &Scope) -> Node {
     let nid = (state.web.node_of)(scope.tenant());
-    json!({ "id": nid.to_string(), "agent": agent(), "config": null, "state": "running" })
+    Node {
+        id: nid.to_string(),
+        agent: agent(),
+        config: None,
+        state: "running".to_owned(),
+    }
 }
 
 pub(super) async fn node(
@@ -66,7 +75,12 @@ pub(super) async fn info(
     State(state): State<Arc<HttpState>>,
     Extension(scope): Extension<Scope>,
 ) -> Response {
-    let body = json!({ "node": node_json(&state, &scope), "httpd": { "searchAvailable": false } });
+    let body = Info {
+        node: node_json(&state, &scope),
+        httpd: Httpd {
+            search_available: false,
+        },
+    };
     cached(TEN_MINUTES, &body)
 }
 
@@ -77,7 +91,10 @@ pub(super) async fn stats(
     Extension(scope): Extension<Scope>,
 ) -> Result<Response, WebError> {
     let total = super::repos::listable(&state, &scope).await?.len();
-    Ok(Json(json!({ "repos": { "total": total } })).into_response())
+    Ok(Json(Stats {
+        repos: Total { total },
+    })
+    .into_response())
 }
 
 /// `{alias, did, ssh: {full, hash}}`; the alias is ours for the node serving this host, else
@@ -96,10 +113,12 @@ pub(super) async fn node_by_id(
         .map_err(|e| WebError::BadRequest(format!("invalid node key: {e}")))?;
     let hash = key.fingerprint(ssh_key::HashAlg::Sha256).to_string();
     let alias = ((state.web.node_of)(scope.tenant()) == nid).then(|| state.web.alias.clone());
-    Ok(
-        Json(json!({ "alias": alias, "did": nid.to_did(), "ssh": { "full": full, "hash": hash } }))
-            .into_response(),
-    )
+    Ok(Json(NodeIdentity {
+        alias,
+        did: nid.to_did(),
+        ssh: Ssh { full, hash },
+    })
+    .into_response())
 }
 
 /// The inventory of the node serving this host: the repositories it lists; other nodes' are
@@ -127,10 +146,13 @@ pub(super) async fn policies(
     State(state): State<Arc<HttpState>>,
     Extension(scope): Extension<Scope>,
 ) -> Result<Response, WebError> {
-    let out: Vec<Value> = visible_repos(&state, &scope)
+    let out: Vec<PolicyEntry> = visible_repos(&state, &scope)
         .await?
         .iter()
-        .map(|r| json!({ "rid": r.rid.to_string(), "policy": state.tenancy.policies.repo(&r.rid) }))
+        .map(|r| PolicyEntry {
+            rid: r.rid.to_string(),
+            policy: seeding_policy(state.tenancy.policies.repo(&r.rid)),
+        })
         .collect();
     Ok(Json(out).into_response())
 }
@@ -142,5 +164,39 @@ pub(super) async fn policy(
     Path(rid): Path<String>,
 ) -> Result<Response, WebError> {
     let r = super::repo(&state, &scope, &rid)?;
-    Ok(Json(state.tenancy.policies.repo(&r.rid)).into_response())
+    Ok(Json(seeding_policy(state.tenancy.policies.repo(&r.rid))).into_response())
+}
+
+/// The effective policy as the API shows it.
+fn seeding_policy(p: RepoPolicy) -> SeedingPolicy {
+    match p {
+        RepoPolicy::Allow { scope } => SeedingPolicy::Allow {
+            scope: scope.to_string(),
+        },
+        RepoPolicy::Block => SeedingPolicy::Block,
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+    use seedd_core::index::policy::Scope;
+
+    /// The API's policy body is the JSON the index's policy type has always serialised to.
+    #[test]
+    fn seeding_policies_keep_their_json() {
+        for p in [
+            RepoPolicy::Allow { scope: Scope::All },
+            RepoPolicy::Allow {
+                scope: Scope::Followed,
+            },
+            RepoPolicy::Block,
+        ] {
+            assert_eq!(
+                serde_json::to_value(seeding_policy(p)).unwrap(),
+                serde_json::to_value(p).unwrap()
+            );
+        }
+    }
 }

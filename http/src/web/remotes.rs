@@ -7,7 +7,7 @@ use std::sync::Arc;
 use axum::extract::{Path, State};
 use axum::response::{IntoResponse, Response};
 use axum::{Extension, Json};
-use serde_json::{json, Value};
+use seedd_web_api::Remote;
 
 use super::{Scope, WebError};
 use crate::HttpState;
@@ -16,32 +16,33 @@ use seedd_core::storage::RefTarget;
 use seedd_proto::crypto::NodeId;
 
 /// `Remote` = `{id, delegate, heads: {branch: oid}, refs: {"refs/heads/…"|"refs/tags/…": oid}}`.
-fn remotes(state: &HttpState, r: &RepoRecord) -> Result<BTreeMap<NodeId, Value>, WebError> {
+fn remotes(state: &HttpState, r: &RepoRecord) -> Result<BTreeMap<NodeId, Remote>, WebError> {
     let refs = state.index.refs(&r.rid).map_err(WebError::index)?;
     let mut out = BTreeMap::new();
     for nid in &r.namespaces {
         let prefix = format!("refs/namespaces/{nid}/");
-        let mut heads = serde_json::Map::new();
-        let mut all = serde_json::Map::new();
+        let mut heads = BTreeMap::new();
+        let mut all = BTreeMap::new();
         for (name, target) in &refs {
             let (Some(rest), RefTarget::Oid(id)) = (name.strip_prefix(&prefix), target) else {
                 continue;
             };
             if let Some(branch) = rest.strip_prefix("refs/heads/") {
-                heads.insert(branch.to_owned(), json!(id.to_string()));
+                heads.insert(branch.to_owned(), id.to_string());
             }
             if rest.starts_with("refs/heads/") || rest.starts_with("refs/tags/") {
-                all.insert(rest.to_owned(), json!(id.to_string()));
+                all.insert(rest.to_owned(), id.to_string());
             }
         }
         out.insert(
             *nid,
-            json!({
-                "id": nid.to_string(),
-                "delegate": r.delegates.contains(nid),
-                "heads": heads,
-                "refs": all,
-            }),
+            Remote {
+                id: nid.to_string(),
+                alias: None,
+                delegate: r.delegates.contains(nid),
+                heads,
+                refs: all,
+            },
         );
     }
     Ok(out)
@@ -54,7 +55,7 @@ pub(super) async fn list(
     Path(rid): Path<String>,
 ) -> Result<Response, WebError> {
     let r = super::repo(&state, &scope, &rid)?;
-    let mut all: Vec<(String, Value)> = remotes(&state, &r)?
+    let mut all: Vec<(String, Remote)> = remotes(&state, &r)?
         .into_iter()
         .map(|(nid, v)| (nid.to_string(), v))
         .collect();

@@ -1,0 +1,159 @@
+//! The bodies of the radicle-httpd JSON API (API 6.1.0, http-api.md) that seedd answers, as
+//! serde types: `seedd-http` serialises them, the explorer contract tests (`tests/tests/web.rs`)
+//! deserialise what a running seed answers into them, so a field renamed or added on one side
+//! fails there. Field names follow httpd's JSON (camelCase where httpd uses it); every type
+//! refuses unknown fields. No RocksDB, gix or tokio: ids are strings.
+//!
+//! Typed so far: the API roots, node documents (`/node`, `/info`, `/stats`, `/nodes/{nid}`),
+//! remotes, and the error body. The repository, source, diff and COB bodies are still built
+//! with `serde_json::json!` in `seedd-http` (issue 26 §2).
+#![forbid(unsafe_code)]
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+/// One entry of an API root's `links`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Link {
+    pub href: String,
+    pub rel: String,
+    /// Always `GET`.
+    #[serde(rename = "type")]
+    pub method: String,
+}
+
+impl Link {
+    /// A `GET` link.
+    pub fn get(href: &str, rel: &str) -> Self {
+        Link {
+            href: href.to_owned(),
+            rel: rel.to_owned(),
+            method: "GET".to_owned(),
+        }
+    }
+}
+
+/// `GET /api`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ApiRoot {
+    pub path: String,
+    pub links: Vec<Link>,
+}
+
+/// `GET /api/v1`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct V1Root {
+    pub message: String,
+    pub service: String,
+    pub version: String,
+    pub api_version: String,
+    pub nid: String,
+    pub path: String,
+    pub links: Vec<Link>,
+}
+
+/// `GET /api/v1/node` (and `node` of `/info`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Node {
+    pub id: String,
+    /// `/seedd:<version>/`, as nodes announce their agent.
+    pub agent: String,
+    /// The node's configuration; `null` from seedd so far (the explorer then shows no address
+    /// and no policy explainer).
+    pub config: Option<serde_json::Value>,
+    /// `running`.
+    pub state: String,
+}
+
+/// `GET /api/v1/info`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Info {
+    pub node: Node,
+    pub httpd: Httpd,
+}
+
+/// `httpd` of `/info`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct Httpd {
+    pub search_available: bool,
+}
+
+/// `GET /api/v1/stats`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Stats {
+    pub repos: Total,
+}
+
+/// A count.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Total {
+    pub total: usize,
+}
+
+/// `GET /api/v1/nodes/{nid}`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NodeIdentity {
+    /// The node's alias where the seed knows it, else `null`.
+    pub alias: Option<String>,
+    pub did: String,
+    pub ssh: Ssh,
+}
+
+/// A node's key in OpenSSH form and its SHA-256 fingerprint.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Ssh {
+    pub full: String,
+    pub hash: String,
+}
+
+/// One of `GET /api/v1/repos/{rid}/remotes`, or `…/remotes/{nid}`: a namespace with verified
+/// signed refs.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Remote {
+    pub id: String,
+    /// Omitted, never `null`, when unknown.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub alias: Option<String>,
+    pub delegate: bool,
+    /// Branch name → commit.
+    pub heads: BTreeMap<String, String>,
+    /// `refs/heads/…` and `refs/tags/…` → object.
+    pub refs: BTreeMap<String, String>,
+}
+
+/// Every error answer: `{error, code}`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ErrorBody {
+    pub error: String,
+    pub code: u16,
+}
+
+/// A repository's seeding policy: `{"policy": "allow", "scope": "all"|"followed"}` or
+/// `{"policy": "block"}` (`/repos/{rid}/policy`, entries of `/policies`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "policy", rename_all = "lowercase", deny_unknown_fields)]
+pub enum SeedingPolicy {
+    Allow { scope: String },
+    Block,
+}
+
+/// One entry of `GET /api/v1/node/policies/repos`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PolicyEntry {
+    pub rid: String,
+    pub policy: SeedingPolicy,
+}
