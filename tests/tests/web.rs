@@ -111,6 +111,7 @@ fn assert_commit_header(c: &Value) {
     assert!(c["committer"]["name"].is_string(), "{c}");
     assert!(c["committer"]["email"].is_string(), "{c}");
     assert!(c["committer"]["time"].is_i64(), "{c}");
+    let _: web::CommitHeader = typed(c);
 }
 
 /// zod `repoSchema` (with the project payload).
@@ -422,7 +423,10 @@ fn explorer_endpoints_answer_in_the_httpd_shapes_and_private_repositories_stay_h
     assert_eq!(blob["path"], "src/lib.rs");
     assert_commit_header(&blob["lastCommit"]);
     assert_eq!(blob["lastCommit"]["id"], last("src/lib.rs").as_str());
+    let typed_blob: web::Blob = typed(&blob);
+    assert_eq!(typed_blob.content.as_bytes(), expected.as_slice());
     let readme = ok(&seed, &format!("/api/v1/repos/{rid}/readme/{head}"));
+    let _: web::Blob = typed(&readme);
     assert_eq!(readme["path"], "README.md");
     assert_eq!(readme["lastCommit"]["id"], last("README.md").as_str());
     let expected = git_out(&storage, &["show", &format!("{head}:README.md")]);
@@ -581,7 +585,9 @@ fn explorer_endpoints_answer_in_the_httpd_shapes_and_private_repositories_stay_h
     // #12: commit counts.
     let count = ok(&seed, &format!("/api/v1/repos/{rid}/stats/commits/{head}"));
     assert_eq!(count, json!({ "commits": log.len() }));
+    assert_eq!(typed::<web::CommitCount>(&count).commits, log.len());
     let stats = ok(&seed, &format!("/api/v1/repos/{rid}/stats/tree/{head}"));
+    assert_eq!(typed::<web::TreeStats>(&stats).commits, log.len());
     assert_eq!(stats["commits"], log.len());
     assert!(
         stats["branches"].as_u64().unwrap() >= 1 && stats["contributors"].as_u64().unwrap() >= 1
@@ -594,6 +600,7 @@ fn explorer_endpoints_answer_in_the_httpd_shapes_and_private_repositories_stay_h
         Some("public, max-age=3600, must-revalidate")
     );
     assert_eq!(r.json(), json!({ "activity": [] }));
+    assert!(typed::<web::Activity>(&r.json()).activity.is_empty());
 
     // #14: remotes from the verified namespaces.
     let remotes = ok(&seed, &format!("/api/v1/repos/{rid}/remotes"));

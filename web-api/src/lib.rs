@@ -157,3 +157,67 @@ pub struct PolicyEntry {
     pub rid: String,
     pub policy: SeedingPolicy,
 }
+
+/// A commit's author.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Person {
+    pub name: String,
+    pub email: String,
+}
+
+/// A commit's committer, with the commit time (seconds since the epoch).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Committer {
+    pub name: String,
+    pub email: String,
+    pub time: i64,
+}
+
+/// The explorer's `commitHeaderSchema`: history entries, `lastCommit`, `commit` of a commit.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CommitHeader {
+    pub id: String,
+    pub author: Person,
+    pub summary: String,
+    pub description: String,
+    pub parents: Vec<String>,
+    pub committer: Committer,
+}
+
+/// `GET /api/v1/repos/{rid}/blob/{sha}/{path}` (and `/readme/{sha}`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct Blob {
+    /// The content is base64 (not UTF-8, or holds a NUL byte).
+    pub binary: bool,
+    pub name: String,
+    pub path: String,
+    pub content: String,
+    pub last_commit: CommitHeader,
+}
+
+/// `GET /api/v1/repos/{rid}/commits/{sha}/count`... and other commit counts: `{commits}`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CommitCount {
+    pub commits: usize,
+}
+
+/// `GET /api/v1/repos/{rid}/stats/tree/{sha}`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TreeStats {
+    pub commits: usize,
+    pub branches: usize,
+    pub contributors: usize,
+}
+
+/// `GET /api/v1/repos/{rid}/activity`: committer times (seconds) of the last 52 weeks.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Activity {
+    pub activity: Vec<i64>,
+}

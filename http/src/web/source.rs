@@ -12,6 +12,7 @@ use axum::extract::{Path, Query, State};
 use axum::response::{IntoResponse, Response};
 use axum::Extension;
 use gix::ObjectId;
+use seedd_web_api::{Activity, Blob, CommitCount, CommitHeader, Committer, Person, TreeStats};
 use serde::Deserialize;
 use serde_json::{json, Value};
 
@@ -77,7 +78,7 @@ pub(super) struct CommitInfo {
     pub parents: Vec<ObjectId>,
     pub time: i64,
     pub author_email: String,
-    pub header: Value,
+    pub header: CommitHeader,
 }
 
 pub(super) fn commit(repo: &gix::Repository, id: ObjectId) -> Result<CommitInfo, WebError> {
@@ -110,18 +111,21 @@ pub(super) fn commit(repo: &gix::Repository, id: ObjectId) -> Result<CommitInfo,
         .trim()
         .to_owned();
     let parents: Vec<ObjectId> = d.parents().collect();
-    let header = json!({
-        "id": id.to_string(),
-        "author": { "name": author.name.to_string(), "email": author.email.to_string() },
-        "summary": cut(&summary, MAX_MESSAGE),
-        "description": cut(&description, MAX_MESSAGE),
-        "parents": parents.iter().map(ToString::to_string).collect::<Vec<_>>(),
-        "committer": {
-            "name": committer.name.to_string(),
-            "email": committer.email.to_string(),
-            "time": time,
+    let header = CommitHeader {
+        id: id.to_string(),
+        author: Person {
+            name: author.name.to_string(),
+            email: author.email.to_string(),
         },
-    });
+        summary: cut(&summary, MAX_MESSAGE).to_owned(),
+        description: cut(&description, MAX_MESSAGE).to_owned(),
+        parents: parents.iter().map(ToString::to_string).collect(),
+        committer: Committer {
+            name: committer.name.to_string(),
+            email: committer.email.to_string(),
+            time,
+        },
+    };
     Ok(CommitInfo {
         tree: d.tree(),
         parents,
@@ -235,7 +239,7 @@ fn last_commit(
     path: &str,
     entry: ObjectId,
     cancel: &Cancel,
-) -> Result<Value, WebError> {
+) -> Result<CommitHeader, WebError> {
     let mut current = start;
     for _ in 0..MAX_LAST_COMMIT_WALK {
         cancel.check().map_err(cancelled)?;
@@ -270,7 +274,7 @@ struct TreeEntry<'a> {
 #[serde(rename_all = "camelCase")]
 struct TreeAnswer<'a> {
     entries: Vec<TreeEntry<'a>>,
-    last_commit: &'a Value,
+    last_commit: &'a CommitHeader,
     name: &'a str,
     path: &'a str,
 }
@@ -339,13 +343,13 @@ fn tree_json(repo: &gix::Repository, sha: ObjectId, path: &str) -> Result<bytes:
 /// async worker) and cached as immutable. The serialised answer is also kept in
 /// [`super::Web::answers`] under `(rid, sha, key)`: `key` names the endpoint and everything
 /// else the answer depends on.
-async fn at_commit(
+async fn at_commit<T: serde::Serialize>(
     state: &Arc<HttpState>,
     scope: &Scope,
     rid: &str,
     sha: &str,
     key: String,
-    f: impl FnOnce(&gix::Repository, ObjectId, &Cancel) -> Result<Value, WebError> + Send + 'static,
+    f: impl FnOnce(&gix::Repository, ObjectId, &Cancel) -> Result<T, WebError> + Send + 'static,
 ) -> Result<Response, WebError> {
     let sha = oid(sha)?;
     // Visibility first (a cached answer is served only where the repository is seen).
@@ -412,7 +416,7 @@ fn blob_json(
     sha: ObjectId,
     path: &str,
     cancel: &Cancel,
-) -> Result<Value, WebError> {
+) -> Result<Blob, WebError> {
     let c = commit(repo, sha)?;
     let path = path.trim_matches('/');
     let (id, mode) = lookup(repo, c.tree, path)?;
@@ -430,13 +434,13 @@ fn blob_json(
     let (binary, content) = encode(&bytes);
     drop(bytes);
     let last = last_commit(repo, c, path, id, cancel)?;
-    Ok(json!({
-        "binary": binary,
-        "name": path.rsplit('/').next().unwrap_or_default(),
-        "path": path,
-        "content": content,
-        "lastCommit": last,
-    }))
+    Ok(Blob {
+        binary,
+        name: path.rsplit('/').next().unwrap_or_default().to_owned(),
+        path: path.to_owned(),
+        content,
+        last_commit: last,
+    })
 }
 
 /// `GET /repos/{rid}/blob/{sha}/{*path}`.
@@ -631,7 +635,7 @@ pub(super) async fn commit_one(
             if !found {
                 // A branch whose history cannot be read is left out, not an error.
                 let walked = walk(repo, &[tip], MAX_WALK, cancel, |x| {
-                    found = x.header["id"] == sha_id.as_str();
+                    found = x.header.id == sha_id;
                     !found && x.time >= c.time
                 });
                 if walked.is_err() {
@@ -692,7 +696,7 @@ pub(super) async fn diff_between(
         let mut commits = Vec::new();
         let base_id = base.to_string();
         walk(repo, &[sha], MAX_WALK, cancel, |c| {
-            let more = c.header["id"] != base_id.as_str();
+            let more = c.header.id != base_id;
             if more {
                 commits.push(c.header.clone());
             }
@@ -737,7 +741,7 @@ pub(super) async fn commit_count(
                 n += 1;
                 true
             })?;
-            Ok(json!({ "commits": n }))
+            Ok(CommitCount { commits: n })
         },
     )
     .await
@@ -760,7 +764,11 @@ pub(super) async fn tree_stats(
             authors.insert(c.author_email.clone());
             true
         })?;
-        Ok(json!({ "commits": n, "branches": branch_count, "contributors": authors.len() }))
+        Ok(TreeStats {
+            commits: n,
+            branches: branch_count,
+            contributors: authors.len(),
+        })
     })
     .await
 }
@@ -787,7 +795,7 @@ pub(super) async fn activity(
                 c.time >= cutoff
             })?;
         }
-        to_json(&json!({ "activity": times }))
+        to_json(&Activity { activity: times })
     })
     .await?;
     Ok(cached_bytes(ONE_HOUR, v))

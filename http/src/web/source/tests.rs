@@ -47,7 +47,7 @@ fn walks_stop_between_commits_when_cancelled() {
     let c = commit(&repo, head).unwrap();
     let f = lookup(&repo, c.tree, "f").unwrap().0;
     let last = last_commit(&repo, c, "f", f, &Cancel::new()).unwrap();
-    assert_eq!(last["id"], head.to_string());
+    assert_eq!(last.id, head.to_string());
     let cancelled = Cancel::new();
     cancelled.cancel();
     let c = commit(&repo, head).unwrap();
