@@ -582,8 +582,11 @@ pub(crate) const TEN_MINUTES: &str = "public, max-age=600, must-revalidate";
 pub(crate) const ONE_HOUR: &str = "public, max-age=3600, must-revalidate";
 
 /// `{id: "did:key:…"}` (the `alias` key is omitted: the explorer's zod schema rejects `null`).
-pub(crate) fn author(nid: &NodeId) -> serde_json::Value {
-    serde_json::json!({ "id": nid.to_did() })
+pub(crate) fn author(nid: &NodeId) -> seedd_web_api::Author {
+    seedd_web_api::Author {
+        id: nid.to_did(),
+        alias: None,
+    }
 }
 
 #[cfg(test)]

@@ -142,6 +142,8 @@ fn assert_repo_info(r: &Value, fixture: &Value) {
     assert_eq!(r["threshold"], fixture["threshold"], "{r}");
     assert_eq!(r["visibility"], json!({ "type": "public" }), "{r}");
     assert!(r["seeding"].as_u64().unwrap() >= 1, "{r}");
+    let info: web::RepoInfo = typed(r);
+    assert_eq!(info.visibility, web::Visibility::Public);
 }
 
 fn git_out(dir: &PathBuf, args: &[&str]) -> Vec<u8> {
@@ -249,6 +251,7 @@ fn explorer_endpoints_answer_in_the_httpd_shapes_and_private_repositories_stay_h
     );
     // Search: substring of the name, prefix matches first; the private one never.
     let found = ok(&seed, "/api/v1/repos/search?q=heartwood");
+    let _: Vec<web::SearchResult> = typed(&found);
     assert_eq!(found.as_array().unwrap().len(), 1, "{found}");
     assert_eq!(found[0]["rid"], rid.as_str());
     assert_eq!(

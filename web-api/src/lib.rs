@@ -5,8 +5,10 @@
 //! refuses unknown fields. No RocksDB, gix or tokio: ids are strings.
 //!
 //! Typed so far: the API roots, node documents (`/node`, `/info`, `/stats`, `/nodes/{nid}`),
-//! remotes, and the error body. The repository, source, diff and COB bodies are still built
-//! with `serde_json::json!` in `seedd-http` (issue 26 §2).
+//! seeding policies, repositories (`RepoInfo`, listings, search), remotes, commit headers,
+//! blobs, counts, activity and the error body. Diffs, commits with their diff, comparisons
+//! and the COB bodies (issues, patches, jobs) are still built with `serde_json::json!` in
+//! `seedd-http` (issue 26 §2).
 #![forbid(unsafe_code)]
 
 use std::collections::BTreeMap;
@@ -220,4 +222,129 @@ pub struct TreeStats {
 #[serde(deny_unknown_fields)]
 pub struct Activity {
     pub activity: Vec<i64>,
+}
+
+/// A person by their DID (delegates, COB authors); `alias` where the seed knows it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Author {
+    /// `did:key:z6Mk…`.
+    pub id: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub alias: Option<String>,
+}
+
+/// Who may see a repository: `{"type": "public"}` or `{"type": "private", "allow": [nid…]}`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "camelCase", deny_unknown_fields)]
+pub enum Visibility {
+    Public,
+    Private {
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        allow: Vec<String>,
+    },
+}
+
+/// The project of a repository (`xyz.radicle.project`'s data).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct Project {
+    pub name: String,
+    pub description: String,
+    pub default_branch: String,
+}
+
+/// Issue counts of a repository.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct IssueCounts {
+    pub open: usize,
+    pub closed: usize,
+}
+
+/// Patch counts of a repository.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PatchCounts {
+    pub open: usize,
+    pub draft: usize,
+    pub archived: usize,
+    pub merged: usize,
+}
+
+/// `meta` of the project payload.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ProjectMeta {
+    /// The canonical head of the default branch.
+    pub head: String,
+    pub issues: IssueCounts,
+    pub patches: PatchCounts,
+}
+
+/// The project payload of `RepoInfo`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ProjectPayload {
+    pub data: Project,
+    pub meta: ProjectMeta,
+}
+
+/// `payloads` of `RepoInfo`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Payloads {
+    #[serde(rename = "xyz.radicle.project")]
+    pub project: ProjectPayload,
+}
+
+/// An annotated or lightweight tag, peeled to its commit.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TagRef {
+    pub commit: String,
+}
+
+/// The canonical branches (`refs/heads/…` → commit) and tags of a repository.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CanonicalRefs {
+    pub refs: BTreeMap<String, String>,
+    pub tags: BTreeMap<String, TagRef>,
+}
+
+/// The explorer's `repoSchema`: `GET /api/v1/repos/{rid}` and the entries of `/repos`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RepoInfo {
+    pub rid: String,
+    pub payloads: Payloads,
+    pub delegates: Vec<Author>,
+    pub threshold: usize,
+    pub visibility: Visibility,
+    /// Seeds the routing table knows (at least this one).
+    pub seeding: usize,
+    /// The tenant's short alias on its own hostname (`git clone https://<host>/<alias>.git`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub alias: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub refs: Option<CanonicalRefs>,
+}
+
+/// `payloads` of a search result: the project's data only.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SearchPayloads {
+    #[serde(rename = "xyz.radicle.project")]
+    pub project: Project,
+}
+
+/// One result of `GET /api/v1/repos/search?q=`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SearchResult {
+    pub rid: String,
+    pub payloads: SearchPayloads,
+    pub delegates: Vec<Author>,
+    pub seeds: usize,
 }

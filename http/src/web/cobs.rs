@@ -23,7 +23,7 @@ use axum::extract::{Path, Query, State};
 use axum::response::{IntoResponse, Response};
 use axum::{Extension, Json};
 use serde::Deserialize;
-use serde_json::{json, Value};
+use serde_json::Value;
 
 use super::{Scope, WebError};
 use crate::HttpState;
@@ -293,17 +293,20 @@ pub(crate) struct Counts {
 }
 
 impl Counts {
-    pub(crate) fn issues_json(&self) -> Value {
-        json!({ "open": self.open_issues, "closed": self.closed_issues })
+    pub(crate) fn issues(&self) -> seedd_web_api::IssueCounts {
+        seedd_web_api::IssueCounts {
+            open: self.open_issues,
+            closed: self.closed_issues,
+        }
     }
 
-    pub(crate) fn patches_json(&self) -> Value {
-        json!({
-            "open": self.open,
-            "draft": self.draft,
-            "archived": self.archived,
-            "merged": self.merged,
-        })
+    pub(crate) fn patches(&self) -> seedd_web_api::PatchCounts {
+        seedd_web_api::PatchCounts {
+            open: self.open,
+            draft: self.draft,
+            archived: self.archived,
+            merged: self.merged,
+        }
     }
 }
 
@@ -471,6 +474,8 @@ pub(super) async fn patch(
 #[cfg(test)]
 #[allow(clippy::unwrap_used, clippy::expect_used)]
 mod tests {
+    use serde_json::json;
+
     use super::*;
     use seedd_proto::crypto::RepoId;
 

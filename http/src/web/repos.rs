@@ -6,8 +6,11 @@ use std::sync::Arc;
 use axum::extract::{Path, Query, State};
 use axum::response::{IntoResponse, Response};
 use axum::{Extension, Json};
+use seedd_web_api::{
+    CanonicalRefs, Payloads, Project, ProjectMeta, ProjectPayload, RepoInfo, SearchPayloads,
+    SearchResult, TagRef, Visibility,
+};
 use serde::Deserialize;
-use serde_json::{json, Value};
 
 use super::cobs::{counts, Counts};
 use super::{author, visible_repos, Paging, Scope, WebError, MAX_PER_PAGE};
@@ -17,7 +20,6 @@ use seedd_core::storage::RefTarget;
 use seedd_proto::crypto::{NodeId, RepoId};
 
 /// The `xyz.radicle.project` payload id.
-const PROJECT: &str = "xyz.radicle.project";
 
 #[derive(Debug, Default, Clone, Copy, Deserialize, PartialEq, Eq)]
 #[serde(rename_all = "lowercase")]
@@ -74,37 +76,51 @@ pub(super) fn repo_info(
     seeds: usize,
     alias: Option<&String>,
     counts: &Counts,
-) -> Option<Value> {
+) -> Option<RepoInfo> {
     let head = r.head.as_ref()?;
     if r.name.is_empty() {
         return None;
     }
-    let mut v = json!({
-        "rid": r.rid.to_string(),
-        "payloads": {
-            PROJECT: {
-                "data": {
-                    "name": r.name,
-                    "description": r.description,
-                    "defaultBranch": r.default_branch,
-                },
-                "meta": {
-                    "head": head,
-                    "issues": counts.issues_json(),
-                    "patches": counts.patches_json(),
+    Some(RepoInfo {
+        rid: r.rid.to_string(),
+        payloads: Payloads {
+            project: ProjectPayload {
+                data: project(r),
+                meta: ProjectMeta {
+                    head: head.clone(),
+                    issues: counts.issues(),
+                    patches: counts.patches(),
                 },
             },
         },
-        "delegates": r.delegates.iter().map(author).collect::<Vec<_>>(),
-        "threshold": r.threshold,
-        "visibility": r.visibility,
-        "seeding": seeds,
-    });
-    if let (Some(a), Some(o)) = (alias, v.as_object_mut()) {
+        delegates: r.delegates.iter().map(author).collect(),
+        threshold: r.threshold,
+        visibility: visibility(&r.visibility),
+        seeding: seeds,
         // The explorer then shows `git clone https://<host>/<alias>.git`.
-        o.insert("alias".into(), json!(a));
+        alias: alias.cloned(),
+        refs: None,
+    })
+}
+
+/// The project of `r`'s identity document.
+fn project(r: &RepoRecord) -> Project {
+    Project {
+        name: r.name.clone(),
+        description: r.description.clone(),
+        default_branch: r.default_branch.clone(),
     }
-    Some(v)
+}
+
+/// Who may see `r` (node ids as the index serialises them).
+fn visibility(v: &seedd_core::storage::identity::Visibility) -> Visibility {
+    use seedd_core::storage::identity::Visibility as V;
+    match v {
+        V::Public => Visibility::Public,
+        V::Private { allow } => Visibility::Private {
+            allow: allow.iter().map(ToString::to_string).collect(),
+        },
+    }
 }
 
 /// The tenant's short aliases on its hostname (`RepoInfo.alias`); none elsewhere.
@@ -120,7 +136,7 @@ async fn page(
     scope: &Scope,
     mut repos: Vec<RepoRecord>,
     q: &ListQuery,
-) -> Result<Vec<Value>, WebError> {
+) -> Result<Vec<RepoInfo>, WebError> {
     if q.show == Show::Pinned {
         return Ok(Vec::new());
     }
@@ -156,9 +172,7 @@ async fn page(
     })
     .await?;
     for (info, refs) in out.iter_mut().zip(canonical) {
-        if let Some(o) = info.as_object_mut() {
-            o.insert("refs".into(), refs);
-        }
+        info.refs = Some(refs);
     }
     Ok(out)
 }
@@ -188,9 +202,7 @@ pub(super) async fn one(
     let refs = top_level_refs(&state, &r.rid)?;
     let storage = state.storage.clone();
     let canonical = super::blocking(move || canonical_refs(&storage, r.rid, refs)).await?;
-    if let Some(o) = info.as_object_mut() {
-        o.insert("refs".into(), canonical);
-    }
+    info.refs = Some(canonical);
     Ok(Json(info).into_response())
 }
 
@@ -214,9 +226,9 @@ fn canonical_refs(
     storage: &seedd_core::storage::Storage,
     rid: seedd_proto::crypto::RepoId,
     refs: Vec<(String, RefTarget)>,
-) -> Result<Value, WebError> {
+) -> Result<CanonicalRefs, WebError> {
     let repo = super::source::open(storage, rid)?;
-    let (mut heads, mut tags) = (serde_json::Map::new(), serde_json::Map::new());
+    let mut out = CanonicalRefs::default();
     for (name, target) in refs {
         let RefTarget::Oid(id) = target else { continue };
         let is_tag = name.starts_with("refs/tags/");
@@ -232,12 +244,17 @@ fn canonical_refs(
             continue;
         };
         if is_tag {
-            tags.insert(name, json!({ "commit": commit.id.to_string() }));
+            out.tags.insert(
+                name,
+                TagRef {
+                    commit: commit.id.to_string(),
+                },
+            );
         } else {
-            heads.insert(name, json!(commit.id.to_string()));
+            out.refs.insert(name, commit.id.to_string());
         }
     }
-    Ok(json!({ "refs": heads, "tags": tags }))
+    Ok(out)
 }
 
 /// `GET /api/v1/delegates/{did}/repos?show&page&perPage`: repositories `did` delegates.
@@ -287,21 +304,17 @@ pub(super) async fn search(
         .collect();
     hits.sort_by_key(|h| (h.0, std::cmp::Reverse(h.1)));
     let (skip, take) = Paging::new(q.page, q.per_page).window(10, MAX_PER_PAGE);
-    let out: Vec<Value> = hits
+    let out: Vec<SearchResult> = hits
         .iter()
         .skip(skip)
         .take(take)
-        .map(|(_, seeds, r)| {
-            json!({
-                "rid": r.rid.to_string(),
-                "payloads": { PROJECT: {
-                    "name": r.name,
-                    "description": r.description,
-                    "defaultBranch": r.default_branch,
-                } },
-                "delegates": r.delegates.iter().map(author).collect::<Vec<_>>(),
-                "seeds": seeds,
-            })
+        .map(|(_, seeds, r)| SearchResult {
+            rid: r.rid.to_string(),
+            payloads: SearchPayloads {
+                project: project(r),
+            },
+            delegates: r.delegates.iter().map(author).collect(),
+            seeds: *seeds,
         })
         .collect();
     Ok(super::cached(super::TEN_MINUTES, &out))

@@ -62,7 +62,7 @@ fn reactions_json(
     grouped
         .into_iter()
         .map(|(emoji, authors)| {
-            let authors: Vec<Value> = authors.iter().map(author).collect();
+            let authors: Vec<seedd_web_api::Author> = authors.iter().map(author).collect();
             let emoji = emoji.0.to_string();
             match location {
                 Some(l) => {
@@ -109,7 +109,7 @@ pub(super) fn issue_json(id: &gix::ObjectId, i: &Issue) -> Value {
     };
     json!({
         "id": id.to_string(),
-        "author": i.author().map_or(Value::Null, |a| author(&a)),
+        "author": i.author().map(|a| author(&a)),
         "title": i.title,
         "state": state,
         "assignees": i.assignees.iter().map(author).collect::<Vec<_>>(),
