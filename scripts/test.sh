@@ -18,15 +18,15 @@ step() {
   shift
   echo "== $name"
   "$@" || rc=$?
-  times+=("$(printf '%-44s %5ss%s' "$name" "$((SECONDS - t0))" "$([ "$rc" = 0 ] || echo "  (exit $rc)")")")
+  times+=("$(printf '%-72s %5ss%s' "$name" "$((SECONDS - t0))" "$([ "$rc" = 0 ] || echo "  (exit $rc)")")")
   echo "== $name: $((SECONDS - t0)) s"
   return "$rc"
 }
 print_times() {
   echo
-  echo "step                                         time"
+  printf '%-72s %6s\n' step time
   printf '%s\n' "${times[@]}"
-  printf '%-44s %5ss\n' "total" "$((SECONDS - started))"
+  printf '%-72s %5ss\n' "total" "$((SECONDS - started))"
 }
 trap print_times EXIT
 
@@ -60,8 +60,10 @@ step "error types: a source printed or returned, never both" python3 scripts/che
 log="$(mktemp)"
 trap 'kill "$radicle_pid" 2>/dev/null; rm -f "$log" "$radicle_log" "$radicle_out"; print_times' EXIT
 status=0
-# Integration tests run the seedd/seedctl binaries: build them first.
-step "cargo build (binaries)" cargo build --workspace --locked --bins
+# Integration tests run the seedd/seedctl binaries: build them first, together with the test
+# targets, so that both get the features cargo test resolves (dev-dependencies included) and
+# nothing is compiled twice.
+step "cargo build (binaries and tests)" cargo build --workspace --locked --bins --tests
 step "Radicle binaries (pinned; background install since the start)" wait_radicle
 export PATH="$RADICLE_BIN:$PATH"
 run_tests() { cargo test --workspace --locked --no-fail-fast 2>&1 | tee "$log"; }
