@@ -468,6 +468,8 @@ fn explorer_endpoints_answer_in_the_httpd_shapes_and_private_repositories_stay_h
     let c = ok(&seed, &format!("/api/v1/repos/{rid}/commits/{head}"));
     assert_commit_header(&c["commit"]);
     assert_eq!(c["commit"]["summary"], "Add test data");
+    let typed_commit: web::CommitAnswer = typed(&c);
+    assert_eq!(typed_commit.diff.files.len(), 1);
     let files = c["diff"]["files"].as_array().unwrap();
     assert_eq!(files.len(), 1, "{c}");
     assert_eq!(files[0]["status"], "added");
@@ -527,6 +529,7 @@ fn explorer_endpoints_answer_in_the_httpd_shapes_and_private_repositories_stay_h
     // patch and compare views call): the tree changes git sees, and the commits in between.
     let base = log[log.len() - 1];
     let d = ok(&seed, &format!("/api/v1/repos/{rid}/diff/{base}/{head}"));
+    let typed_diff: web::Comparison = typed(&d);
     let numstat =
         String::from_utf8(git_out(&storage, &["diff", "--numstat", base, &head])).unwrap();
     let (mut ins, mut del, mut paths) = (0u64, 0u64, Vec::new());
@@ -576,6 +579,7 @@ fn explorer_endpoints_answer_in_the_httpd_shapes_and_private_repositories_stay_h
         Some("public, max-age=604800, immutable")
     );
     assert_eq!(r.json(), expected_stats);
+    assert_eq!(typed::<web::DiffStats>(&r.json()), typed_diff.diff.stats);
     assert_eq!(
         get(
             &seed,
@@ -909,6 +913,7 @@ fn size_limits_binary_files_deletions_and_annotated_tags() {
 
     // A deletion; a root commit diffs against the empty tree (binary files have no hunks).
     let c = ok(&seed, &format!("/api/v1/repos/{rid}/commits/{head}"));
+    let _: web::CommitAnswer = typed(&c);
     let file = &c["diff"]["files"][0];
     assert_eq!(file["status"], "deleted", "{c}");
     assert_eq!(file["path"], "gone.txt");

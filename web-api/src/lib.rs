@@ -6,9 +6,9 @@
 //!
 //! Typed so far: the API roots, node documents (`/node`, `/info`, `/stats`, `/nodes/{nid}`),
 //! seeding policies, repositories (`RepoInfo`, listings, search), remotes, commit headers,
-//! blobs, counts, activity and the error body. Diffs, commits with their diff, comparisons
-//! and the COB bodies (issues, patches, jobs) are still built with `serde_json::json!` in
-//! `seedd-http` (issue 26 §2).
+//! blobs, counts, activity, diffs (files, hunks, lines, stats), a commit with its diff, a
+//! comparison, and the error body. The COB bodies (issues, patches, jobs) are still built with
+//! `serde_json::json!` in `seedd-http` (issue 26 §2).
 #![forbid(unsafe_code)]
 
 use std::collections::BTreeMap;
@@ -347,4 +347,140 @@ pub struct SearchResult {
     pub payloads: SearchPayloads,
     pub delegates: Vec<Author>,
     pub seeds: usize,
+}
+
+/// A blob embedded in a diff answer (`files` of a commit or comparison), by object id.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct BlobContent {
+    pub id: String,
+    pub binary: bool,
+    pub content: String,
+}
+
+/// One side of a changed file.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DiffFile {
+    pub oid: String,
+    /// `tree`, `blob`, `blobExecutable`, `link` or `commit`.
+    pub mode: String,
+}
+
+/// A line range of a hunk: `start..end`, 1-based (0 for an empty side at the top).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LineRange {
+    pub start: usize,
+    pub end: usize,
+}
+
+/// One line of a hunk.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "camelCase", deny_unknown_fields)]
+pub enum Line {
+    #[serde(rename_all = "camelCase")]
+    Context {
+        line: String,
+        line_no_old: usize,
+        line_no_new: usize,
+    },
+    #[serde(rename_all = "camelCase")]
+    Deletion { line: String, line_no: usize },
+    #[serde(rename_all = "camelCase")]
+    Addition { line: String, line_no: usize },
+}
+
+/// A hunk: its `@@` header, lines and ranges.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Hunk {
+    pub header: String,
+    pub lines: Vec<Line>,
+    pub old: LineRange,
+    pub new: LineRange,
+}
+
+/// Lines added and deleted in one file.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FileStats {
+    pub additions: usize,
+    pub deletions: usize,
+}
+
+/// A file's diff: binary, or plain text in hunks (`truncated` when over the answer's budget:
+/// stats only, no hunks).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "camelCase", deny_unknown_fields)]
+pub enum DiffContent {
+    Binary,
+    Plain {
+        hunks: Vec<Hunk>,
+        stats: FileStats,
+        /// `noneMissing`, `oldMissing`, `newMissing` or `bothMissing` (the final newline).
+        eof: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        truncated: Option<bool>,
+    },
+}
+
+/// One changed file of a diff.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "status", rename_all = "lowercase", deny_unknown_fields)]
+pub enum FileDiff {
+    Added {
+        path: String,
+        diff: DiffContent,
+        new: DiffFile,
+    },
+    Deleted {
+        path: String,
+        diff: DiffContent,
+        old: DiffFile,
+    },
+    Modified {
+        path: String,
+        diff: DiffContent,
+        old: DiffFile,
+        new: DiffFile,
+    },
+}
+
+/// What a diff changed in all.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct DiffStats {
+    pub files_changed: usize,
+    pub insertions: usize,
+    pub deletions: usize,
+}
+
+/// A diff: its files and stats.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Diff {
+    pub files: Vec<FileDiff>,
+    pub stats: DiffStats,
+}
+
+/// `GET /api/v1/repos/{rid}/commits/{sha}`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CommitAnswer {
+    pub commit: CommitHeader,
+    pub diff: Diff,
+    /// Blobs of the changed files, by object id (bounded).
+    pub files: BTreeMap<String, BlobContent>,
+    /// The canonical branches that contain the commit.
+    pub branches: Vec<String>,
+}
+
+/// `GET /api/v1/repos/{rid}/diff/{base}/{oid}`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Comparison {
+    pub diff: Diff,
+    pub files: BTreeMap<String, BlobContent>,
+    pub commits: Vec<CommitHeader>,
 }

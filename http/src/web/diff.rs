@@ -15,7 +15,9 @@
 use std::collections::BTreeMap;
 
 use gix::ObjectId;
-use serde_json::{json, Value};
+use seedd_web_api::{
+    BlobContent, Diff, DiffContent, DiffFile, DiffStats, FileDiff, FileStats, Hunk, Line, LineRange,
+};
 
 use super::WebError;
 use seedd_core::blocking::Cancel;
@@ -220,9 +222,9 @@ pub(super) fn render(
     how: Render,
     budget: &mut Budget,
     cancel: &Cancel,
-) -> Result<(Value, Value), WebError> {
+) -> Result<(Diff, BTreeMap<String, BlobContent>), WebError> {
     let mut files = Vec::new();
-    let mut blobs = serde_json::Map::new();
+    let mut blobs = BTreeMap::new();
     let (mut insertions, mut deletions) = (0usize, 0usize);
     let mut changed = 0usize;
     for c in changes {
@@ -256,31 +258,32 @@ pub(super) fn render(
             continue;
         }
         let file = |s: Option<(ObjectId, gix::objs::tree::EntryMode)>| {
-            s.map(|(id, m)| json!({ "oid": id.to_string(), "mode": mode(m) }))
+            s.map(|(id, m)| DiffFile {
+                oid: id.to_string(),
+                mode: mode(m).to_owned(),
+            })
         };
+        let Some(diff) = content.0 else { continue };
+        let path = c.path.clone();
         let entry = match (file(c.old), file(c.new)) {
-            (None, Some(n)) => {
-                json!({ "status": "added", "path": c.path, "diff": content.0, "new": n })
-            }
-            (Some(o), None) => {
-                json!({ "status": "deleted", "path": c.path, "diff": content.0, "old": o })
-            }
-            (Some(o), Some(n)) => json!({
-                "status": "modified", "path": c.path, "diff": content.0, "old": o, "new": n,
-            }),
+            (None, Some(new)) => FileDiff::Added { path, diff, new },
+            (Some(old), None) => FileDiff::Deleted { path, diff, old },
+            (Some(old), Some(new)) => FileDiff::Modified {
+                path,
+                diff,
+                old,
+                new,
+            },
             (None, None) => continue,
         };
         files.push(entry);
     }
-    let stats = json!({
-        "filesChanged": changed,
-        "insertions": insertions,
-        "deletions": deletions,
-    });
-    Ok((
-        json!({ "files": files, "stats": stats }),
-        Value::Object(blobs),
-    ))
+    let stats = DiffStats {
+        files_changed: changed,
+        insertions,
+        deletions,
+    };
+    Ok((Diff { files, stats }, blobs))
 }
 
 fn is_binary(b: &[u8]) -> bool {
@@ -319,10 +322,10 @@ fn content(
     new: Option<&[u8]>,
     how: Render,
     budget: &mut Budget,
-) -> (Value, Option<(usize, usize)>) {
+) -> (Option<DiffContent>, Option<(usize, usize)>) {
     let (a, b) = (old.unwrap_or_default(), new.unwrap_or_default());
     if is_binary(a) || is_binary(b) {
-        return (json!({ "type": "binary" }), None);
+        return (Some(DiffContent::Binary), None);
     }
     let missing = |x: &[u8]| !x.is_empty() && !x.ends_with(b"\n");
     let eof = match (missing(a), missing(b)) {
@@ -333,12 +336,14 @@ fn content(
     };
     let truncated = |budget: &mut Budget, additions: usize, deletions: usize| {
         budget.truncated += 1;
-        json!({
-            "type": "plain",
-            "hunks": [],
-            "stats": { "additions": additions, "deletions": deletions },
-            "eof": eof,
-            "truncated": true,
+        Some(DiffContent::Plain {
+            hunks: Vec::new(),
+            stats: FileStats {
+                additions,
+                deletions,
+            },
+            eof: eof.to_owned(),
+            truncated: Some(true),
         })
     };
     // Counted first: a file of millions of lines is never split into them.
@@ -347,7 +352,7 @@ fn content(
         let (additions, deletions) = coarse_stats(a, b, na, nb);
         let v = match how {
             Render::Full => truncated(budget, additions, deletions),
-            Render::Stats => Value::Null,
+            Render::Stats => None,
         };
         return (v, Some((additions, deletions)));
     }
@@ -364,7 +369,7 @@ fn content(
     let additions = ops.iter().filter(|o| matches!(o, Op::Ins(_))).count();
     let deletions = ops.iter().filter(|o| matches!(o, Op::Del(_))).count();
     if how == Render::Stats {
-        return (Value::Null, Some((additions, deletions)));
+        return (None, Some((additions, deletions)));
     }
     // What the hunks would hold, checked against the budget before any is built.
     let ranges = hunk_ranges(&ops);
@@ -385,11 +390,14 @@ fn content(
     }
     let hunks = hunks(&ops, &ranges, &a_lines, &b_lines);
     (
-        json!({
-            "type": "plain",
-            "hunks": hunks,
-            "stats": { "additions": additions, "deletions": deletions },
-            "eof": eof,
+        Some(DiffContent::Plain {
+            hunks,
+            stats: FileStats {
+                additions,
+                deletions,
+            },
+            eof: eof.to_owned(),
+            truncated: None,
         }),
         Some((additions, deletions)),
     )
@@ -530,7 +538,7 @@ fn hunk_ranges(ops: &[Op]) -> Vec<(usize, usize)> {
 }
 
 /// The hunks of `ranges` (ascending), positions found in one pass over the ops.
-fn hunks(ops: &[Op], ranges: &[(usize, usize)], a: &[&[u8]], b: &[&[u8]]) -> Vec<Value> {
+fn hunks(ops: &[Op], ranges: &[(usize, usize)], a: &[&[u8]], b: &[&[u8]]) -> Vec<Hunk> {
     let (mut at, mut pos) = (0usize, (0usize, 0usize));
     let mut out = Vec::with_capacity(ranges.len());
     for &(start, end) in ranges {
@@ -556,17 +564,25 @@ fn text(l: &[u8]) -> String {
     String::from_utf8_lossy(l).into_owned()
 }
 
-fn hunk(slice: &[Op], (os, ns): (usize, usize), a: &[&[u8]], b: &[&[u8]]) -> Value {
+fn hunk(slice: &[Op], (os, ns): (usize, usize), a: &[&[u8]], b: &[&[u8]]) -> Hunk {
     let old_len = slice.iter().filter(|o| !matches!(o, Op::Ins(_))).count();
     let new_len = slice.iter().filter(|o| !matches!(o, Op::Del(_))).count();
-    let lines: Vec<Value> = slice
+    let lines: Vec<Line> = slice
         .iter()
         .map(|o| match *o {
-            Op::Eq(i, j) => json!({
-                "type": "context", "line": text(a[i]), "lineNoOld": i + 1, "lineNoNew": j + 1,
-            }),
-            Op::Del(i) => json!({ "type": "deletion", "line": text(a[i]), "lineNo": i + 1 }),
-            Op::Ins(j) => json!({ "type": "addition", "line": text(b[j]), "lineNo": j + 1 }),
+            Op::Eq(i, j) => Line::Context {
+                line: text(a[i]),
+                line_no_old: i + 1,
+                line_no_new: j + 1,
+            },
+            Op::Del(i) => Line::Deletion {
+                line: text(a[i]),
+                line_no: i + 1,
+            },
+            Op::Ins(j) => Line::Addition {
+                line: text(b[j]),
+                line_no: j + 1,
+            },
         })
         .collect();
     // Unified-diff numbers as git and libgit2 give them: 1-based start (the line before, 0 at
@@ -576,24 +592,31 @@ fn hunk(slice: &[Op], (os, ns): (usize, usize), a: &[&[u8]], b: &[&[u8]]) -> Val
         1 => format!("{}", start(s, len)),
         _ => format!("{},{len}", start(s, len)),
     };
-    let range =
-        |s: usize, len: usize| json!({ "start": start(s, len), "end": start(s, len) + len });
-    json!({
-        "header": format!("@@ -{} +{} @@\n", side(os, old_len), side(ns, new_len)),
-        "lines": lines,
-        "old": range(os, old_len),
-        "new": range(ns, new_len),
-    })
+    let range = |s: usize, len: usize| LineRange {
+        start: start(s, len),
+        end: start(s, len) + len,
+    };
+    Hunk {
+        header: format!("@@ -{} +{} @@\n", side(os, old_len), side(ns, new_len)),
+        lines,
+        old: range(os, old_len),
+        new: range(ns, new_len),
+    }
 }
 
 #[cfg(test)]
 mod tests {
+    /// The content as the JSON it is answered as.
+    fn value<S>((c, s): (Option<seedd_web_api::DiffContent>, S)) -> (serde_json::Value, S) {
+        (serde_json::to_value(c).unwrap(), s)
+    }
+
     use serde_json::json;
 
     use super::{coarse_stats, count_lines, Budget, Render};
 
     fn content(a: Option<&[u8]>, b: Option<&[u8]>) -> (serde_json::Value, Option<(usize, usize)>) {
-        super::content(a, b, Render::Full, &mut Budget::default())
+        value(super::content(a, b, Render::Full, &mut Budget::default()))
     }
 
     /// Headers and ranges as `git diff` and libgit2 (httpd) give them, checked against
@@ -633,7 +656,7 @@ mod tests {
         let big = vec![b'\n'; 8 << 20];
         let started = std::time::Instant::now();
         let mut budget = Budget::default();
-        let (v, stats) = super::content(None, Some(&big), Render::Full, &mut budget);
+        let (v, stats) = value(super::content(None, Some(&big), Render::Full, &mut budget));
         assert_eq!(v["truncated"], true, "{v}");
         assert_eq!(v["type"], "plain");
         assert_eq!(v["hunks"], json!([]));
@@ -642,7 +665,12 @@ mod tests {
         assert_eq!(stats, Some((8 << 20, 0)));
         assert_eq!(budget.truncated, 1);
         // Stats only: the same counts, nothing built.
-        let (v, stats) = super::content(None, Some(&big), Render::Stats, &mut Budget::default());
+        let (v, stats) = value(super::content(
+            None,
+            Some(&big),
+            Render::Stats,
+            &mut Budget::default(),
+        ));
         assert_eq!((v, stats), (serde_json::Value::Null, Some((8 << 20, 0))));
         assert!(started.elapsed() < std::time::Duration::from_secs(10));
     }
@@ -670,17 +698,32 @@ mod tests {
     fn the_answer_budget_truncates_later_files() {
         let file = "line\n".repeat(super::MAX_RENDERED_LINES * 3 / 4);
         let mut budget = Budget::default();
-        let (v, _) = super::content(None, Some(file.as_bytes()), Render::Full, &mut budget);
+        let (v, _) = value(super::content(
+            None,
+            Some(file.as_bytes()),
+            Render::Full,
+            &mut budget,
+        ));
         assert!(v.get("truncated").is_none());
         assert_eq!(
             v["hunks"][0]["lines"].as_array().map(Vec::len),
             Some(15_000)
         );
-        let (v, stats) = super::content(None, Some(file.as_bytes()), Render::Full, &mut budget);
+        let (v, stats) = value(super::content(
+            None,
+            Some(file.as_bytes()),
+            Render::Full,
+            &mut budget,
+        ));
         assert_eq!(v["truncated"], true, "the second file is over the budget");
         assert_eq!(stats, Some((15_000, 0)));
         // A small one still fits.
-        let (v, _) = super::content(None, Some(b"x\n"), Render::Full, &mut budget);
+        let (v, _) = value(super::content(
+            None,
+            Some(b"x\n"),
+            Render::Full,
+            &mut budget,
+        ));
         assert!(v.get("truncated").is_none());
         assert_eq!(budget.truncated, 1);
         // Hunks are bounded too: files of 700 one-line changes far apart.
@@ -696,12 +739,12 @@ mod tests {
             .collect();
         let mut budget = Budget::default();
         for n in 0..3 {
-            let (v, stats) = super::content(
+            let (v, stats) = value(super::content(
                 Some(old.as_bytes()),
                 Some(new.as_bytes()),
                 Render::Full,
                 &mut budget,
-            );
+            ));
             assert_eq!(stats, Some((700, 700)));
             if n < 2 {
                 assert_eq!(v["hunks"].as_array().map(Vec::len), Some(700));

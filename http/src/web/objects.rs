@@ -3,7 +3,7 @@
 //! `{id, binary, content}`.
 
 use gix::ObjectId;
-use serde_json::{json, Value};
+use seedd_web_api::BlobContent;
 
 use super::WebError;
 
@@ -25,9 +25,13 @@ pub(super) fn check_tree_size(repo: &gix::Repository, id: ObjectId) -> Result<()
 }
 
 /// `{id, binary, content}`: text as is, other bytes base64.
-pub(super) fn blob_content(id: ObjectId, bytes: &[u8]) -> Value {
+pub(super) fn blob_content(id: ObjectId, bytes: &[u8]) -> BlobContent {
     let (binary, content) = encode(bytes);
-    json!({ "id": id.to_string(), "binary": binary, "content": content })
+    BlobContent {
+        id: id.to_string(),
+        binary,
+        content,
+    }
 }
 
 pub(super) fn encode(bytes: &[u8]) -> (bool, String) {

@@ -5,16 +5,18 @@
 //! kept it unchanged through merges (`git rev-list -1 <sha> -- <path>`), within
 //! [`MAX_LAST_COMMIT_WALK`] commits; of a tree, the commit it is read at (as httpd answers).
 
-use std::collections::{BTreeSet, BinaryHeap, HashMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet, BinaryHeap, HashMap, HashSet};
 use std::sync::Arc;
 
 use axum::extract::{Path, Query, State};
 use axum::response::{IntoResponse, Response};
 use axum::Extension;
 use gix::ObjectId;
-use seedd_web_api::{Activity, Blob, CommitCount, CommitHeader, Committer, Person, TreeStats};
+use seedd_web_api::{
+    Activity, Blob, BlobContent, CommitAnswer, CommitCount, CommitHeader, Committer, Comparison,
+    Diff, Person, TreeStats,
+};
 use serde::Deserialize;
-use serde_json::{json, Value};
 
 use super::diff::Render;
 use super::objects::{check_tree_size, encode};
@@ -646,7 +648,12 @@ pub(super) async fn commit_one(
                 containing.push(name);
             }
         }
-        Ok(json!({ "commit": c.header, "diff": diff, "files": files, "branches": containing }))
+        Ok(CommitAnswer {
+            commit: c.header,
+            diff,
+            files,
+            branches: containing,
+        })
     })
     .await
 }
@@ -659,7 +666,7 @@ fn render(
     changes: &[super::diff::Change],
     how: Render,
     cancel: &Cancel,
-) -> Result<(Value, Value), WebError> {
+) -> Result<(Diff, BTreeMap<String, BlobContent>), WebError> {
     let mut budget = super::diff::Budget::default();
     let out = super::diff::render(repo, changes, how, &mut budget, cancel);
     super::count_bound(state, "diff_truncated", budget.truncated);
@@ -675,7 +682,7 @@ fn diff_commits(
     head: ObjectId,
     how: Render,
     cancel: &Cancel,
-) -> Result<(Value, Value), WebError> {
+) -> Result<(Diff, BTreeMap<String, BlobContent>), WebError> {
     let (from, to) = (commit(repo, base)?, commit(repo, head)?);
     let changes = super::diff::tree_changes(repo, Some(from.tree), Some(to.tree), cancel)?;
     render(state, repo, &changes, how, cancel)
@@ -702,7 +709,11 @@ pub(super) async fn diff_between(
             }
             more
         })?;
-        Ok(json!({ "diff": diff, "files": files, "commits": commits }))
+        Ok(Comparison {
+            diff,
+            files,
+            commits,
+        })
     })
     .await
 }
@@ -718,7 +729,7 @@ pub(super) async fn diff_stats(
     let key = format!("diffstats:{base}");
     at_commit(&state, &scope, &rid, &sha, key, move |repo, sha, cancel| {
         let (diff, _) = diff_commits(&st, repo, base, sha, Render::Stats, cancel)?;
-        Ok(diff["stats"].clone())
+        Ok(diff.stats)
     })
     .await
 }
