@@ -62,8 +62,15 @@ fn assert_comment(c: &Value, patch: bool) {
     assert_eq!(c.get("location").is_some(), patch, "{c}");
 }
 
+/// `v` as the shared body type `T` (every field known, none missing).
+fn typed<T: serde::de::DeserializeOwned>(v: &Value) -> T {
+    serde_json::from_value(v.clone())
+        .unwrap_or_else(|e| panic!("not a {} ({e}): {v}", std::any::type_name::<T>()))
+}
+
 /// zod `issueSchema`.
 fn assert_issue(i: &Value) {
+    let _: seedd_web_api::Issue = typed(i);
     assert!(is_oid(&i["id"]), "{i}");
     assert_author(&i["author"]);
     assert!(i["title"].is_string(), "{i}");
@@ -88,6 +95,7 @@ fn assert_issue(i: &Value) {
 
 /// zod `patchSchema`.
 fn assert_patch(p: &Value) {
+    let _: seedd_web_api::Patch = typed(p);
     assert!(is_oid(&p["id"]), "{p}");
     assert_author(&p["author"]);
     assert!(p["title"].is_string(), "{p}");

@@ -4,11 +4,12 @@
 //! fails there. Field names follow httpd's JSON (camelCase where httpd uses it); every type
 //! refuses unknown fields. No RocksDB, gix or tokio: ids are strings.
 //!
-//! Typed so far: the API roots, node documents (`/node`, `/info`, `/stats`, `/nodes/{nid}`),
+//! Typed: the API roots, node documents (`/node`, `/info`, `/stats`, `/nodes/{nid}`),
 //! seeding policies, repositories (`RepoInfo`, listings, search), remotes, commit headers,
 //! blobs, counts, activity, diffs (files, hunks, lines, stats), a commit with its diff, a
-//! comparison, and the error body. The COB bodies (issues, patches, jobs) are still built with
-//! `serde_json::json!` in `seedd-http` (issue 26 §2).
+//! comparison, issues, patches (comments, reactions, code locations, revisions, reviews,
+//! merges), CI jobs, and the error body: every body the API answers. (`seedd-http` keeps the
+//! COB bodies in its cache as `serde_json::Value`, made from these types.)
 #![forbid(unsafe_code)]
 
 use std::collections::BTreeMap;
@@ -483,4 +484,187 @@ pub struct Comparison {
     pub diff: Diff,
     pub files: BTreeMap<String, BlobContent>,
     pub commits: Vec<CommitHeader>,
+}
+
+/// A file embedded in a comment.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Embed {
+    pub name: String,
+    pub content: String,
+}
+
+/// One edit of a comment or a revision's description.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Edit {
+    pub author: Author,
+    pub body: String,
+    pub timestamp: u64,
+    pub embeds: Vec<Embed>,
+}
+
+/// Lines or characters of a file a code comment is about.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "lowercase", deny_unknown_fields)]
+pub enum CodeRange {
+    Lines { range: LineRange },
+    Chars { line: usize, range: LineRange },
+}
+
+/// Where in the code a comment or reaction is.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CodeLocation {
+    pub commit: String,
+    pub path: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub old: Option<CodeRange>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub new: Option<CodeRange>,
+}
+
+/// One emoji and who reacted with it (at a code location, on a revision).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Reaction {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub location: Option<CodeLocation>,
+    pub emoji: String,
+    pub authors: Vec<Author>,
+}
+
+/// A comment of an issue's discussion, a revision's discussion or a review.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct Comment {
+    pub id: String,
+    pub author: Author,
+    pub body: String,
+    pub edits: Vec<Edit>,
+    pub embeds: Vec<Embed>,
+    pub reactions: Vec<Reaction>,
+    pub timestamp: u64,
+    pub reply_to: Option<String>,
+    pub resolved: bool,
+    /// Patch comments only: present, `null` when the comment is about no code; absent on
+    /// issue comments.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub location: Option<Option<CodeLocation>>,
+}
+
+/// An issue's state.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "status", rename_all = "lowercase", deny_unknown_fields)]
+pub enum IssueState {
+    Open,
+    /// `reason`: `other` or `solved`.
+    Closed {
+        reason: String,
+    },
+}
+
+/// The explorer's `issueSchema`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Issue {
+    pub id: String,
+    pub author: Option<Author>,
+    pub title: String,
+    pub state: IssueState,
+    pub assignees: Vec<Author>,
+    pub discussion: Vec<Comment>,
+    pub labels: Vec<String>,
+}
+
+/// A patch's state.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "status", rename_all = "lowercase", deny_unknown_fields)]
+pub enum PatchState {
+    Draft,
+    Archived,
+    Open {
+        /// `[revision, commit]` pairs that conflict; omitted when none.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        conflicts: Vec<(String, String)>,
+    },
+    Merged {
+        revision: String,
+        commit: String,
+    },
+}
+
+/// A review of a revision.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Review {
+    pub id: String,
+    pub author: Author,
+    /// `accept`, `reject` or `null`.
+    pub verdict: Option<String>,
+    pub summary: String,
+    pub comments: Vec<Comment>,
+    pub timestamp: u64,
+}
+
+/// A revision of a patch.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Revision {
+    pub id: String,
+    pub author: Author,
+    pub description: String,
+    pub edits: Vec<Edit>,
+    pub reactions: Vec<Reaction>,
+    pub base: String,
+    pub oid: String,
+    pub refs: Vec<String>,
+    pub discussions: Vec<Comment>,
+    pub timestamp: u64,
+    pub reviews: Vec<Review>,
+}
+
+/// A merge of a patch.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Merge {
+    pub author: Author,
+    pub commit: String,
+    pub timestamp: u64,
+    pub revision: String,
+}
+
+/// The explorer's `patchSchema`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Patch {
+    pub id: String,
+    pub author: Author,
+    pub title: String,
+    pub state: PatchState,
+    /// `delegates`.
+    pub target: String,
+    pub labels: Vec<String>,
+    pub merges: Vec<Merge>,
+    pub assignees: Vec<Author>,
+    pub revisions: Vec<Revision>,
+}
+
+/// One run of a CI job.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct JobRun {
+    pub run_id: String,
+    pub node: Author,
+    pub status: String,
+    pub log: String,
+}
+
+/// A CI job of a commit (`/repos/{rid}/jobs/{sha}`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct Job {
+    pub job_id: String,
+    pub commit: String,
+    pub runs: Vec<JobRun>,
 }

@@ -3,7 +3,7 @@
 
 use std::collections::BTreeMap;
 
-use serde_json::{json, Value};
+use serde_json::Value;
 
 use super::super::author;
 use seedd_core::storage::cob::issue::{self, Issue};
@@ -12,109 +12,108 @@ use seedd_core::storage::cob::patch::{self, Patch};
 use seedd_core::storage::cob::thread::{CodeLocation, CodeRange, Comment, Edit, Embed, Reaction};
 use seedd_core::storage::RefTarget;
 use seedd_proto::crypto::NodeId;
+use seedd_web_api as web;
 
-fn embeds_json(embeds: &[Embed]) -> Vec<Value> {
+/// A typed body as the `Value` the COB cache keeps.
+fn value<T: serde::Serialize>(body: &T) -> Value {
+    serde_json::to_value(body).unwrap_or(Value::Null)
+}
+
+fn embeds(embeds: &[Embed]) -> Vec<web::Embed> {
     embeds
         .iter()
-        .map(|e| json!({ "name": e.name, "content": e.content }))
+        .map(|e| web::Embed {
+            name: e.name.clone(),
+            content: e.content.clone(),
+        })
         .collect()
 }
 
-fn edit_json(e: &Edit) -> Value {
-    json!({
-        "author": author(&e.author),
-        "body": e.body,
-        "timestamp": e.timestamp,
-        "embeds": embeds_json(&e.embeds),
-    })
+fn edit(e: &Edit) -> web::Edit {
+    web::Edit {
+        author: author(&e.author),
+        body: e.body.clone(),
+        timestamp: e.timestamp,
+        embeds: embeds(&e.embeds),
+    }
 }
 
-fn range_json(r: &CodeRange) -> Value {
+fn range(r: &CodeRange) -> web::CodeRange {
+    let span = |s: &seedd_core::storage::cob::thread::Span| web::LineRange {
+        start: s.start,
+        end: s.end,
+    };
     match r {
-        CodeRange::Lines { range } => {
-            json!({ "type": "lines", "range": { "start": range.start, "end": range.end } })
-        }
-        CodeRange::Chars { line, range } => json!({
-            "type": "chars",
-            "line": line,
-            "range": { "start": range.start, "end": range.end },
-        }),
+        CodeRange::Lines { range } => web::CodeRange::Lines { range: span(range) },
+        CodeRange::Chars { line, range } => web::CodeRange::Chars {
+            line: *line,
+            range: span(range),
+        },
     }
 }
 
-fn location_json(l: &CodeLocation) -> Value {
-    let mut v = json!({ "commit": l.commit.0.to_string(), "path": l.path });
-    if let Some(o) = v.as_object_mut() {
-        if let Some(old) = &l.old {
-            o.insert("old".into(), range_json(old));
-        }
-        if let Some(new) = &l.new {
-            o.insert("new".into(), range_json(new));
-        }
+fn location(l: &CodeLocation) -> web::CodeLocation {
+    web::CodeLocation {
+        commit: l.commit.0.to_string(),
+        path: l.path.clone(),
+        old: l.old.as_ref().map(range),
+        new: l.new.as_ref().map(range),
     }
-    v
 }
 
-fn reactions_json(
+fn reactions(
     grouped: BTreeMap<Reaction, Vec<NodeId>>,
-    location: Option<&CodeLocation>,
-) -> Vec<Value> {
+    at: Option<&CodeLocation>,
+) -> Vec<web::Reaction> {
     grouped
         .into_iter()
-        .map(|(emoji, authors)| {
-            let authors: Vec<seedd_web_api::Author> = authors.iter().map(author).collect();
-            let emoji = emoji.0.to_string();
-            match location {
-                Some(l) => {
-                    json!({ "location": location_json(l), "emoji": emoji, "authors": authors })
-                }
-                None => json!({ "emoji": emoji, "authors": authors }),
-            }
+        .map(|(emoji, authors)| web::Reaction {
+            location: at.map(location),
+            emoji: emoji.0.to_string(),
+            authors: authors.iter().map(author).collect(),
         })
         .collect()
 }
 
 /// A comment; patch comments carry `location` (`null` when none).
-fn comment_json(id: &gix::ObjectId, c: &Comment, patch: bool) -> Value {
-    let mut v = json!({
-        "id": id.to_string(),
-        "author": author(&c.author),
-        "body": c.body(),
-        "edits": c.edits.iter().map(edit_json).collect::<Vec<_>>(),
-        "embeds": embeds_json(c.embeds()),
-        "reactions": reactions_json(c.reactions(), None),
-        "timestamp": c.timestamp(),
-        "replyTo": c.reply_to.map(|r| r.to_string()),
-        "resolved": c.resolved,
-    });
-    if let (true, Some(o)) = (patch, v.as_object_mut()) {
-        o.insert(
-            "location".into(),
-            c.location.as_ref().map_or(Value::Null, location_json),
-        );
+fn comment(id: &gix::ObjectId, c: &Comment, patch: bool) -> web::Comment {
+    web::Comment {
+        id: id.to_string(),
+        author: author(&c.author),
+        body: c.body().to_owned(),
+        edits: c.edits.iter().map(edit).collect(),
+        embeds: embeds(c.embeds()),
+        reactions: reactions(c.reactions(), None),
+        timestamp: c.timestamp(),
+        reply_to: c.reply_to.map(|r| r.to_string()),
+        resolved: c.resolved,
+        location: patch.then(|| c.location.as_ref().map(location)),
     }
-    v
 }
 
 pub(super) fn issue_json(id: &gix::ObjectId, i: &Issue) -> Value {
     let state = match i.state {
-        issue::State::Open => json!({ "status": "open" }),
-        issue::State::Closed { reason } => json!({
-            "status": "closed",
-            "reason": match reason {
+        issue::State::Open => web::IssueState::Open,
+        issue::State::Closed { reason } => web::IssueState::Closed {
+            reason: match reason {
                 issue::CloseReason::Other => "other",
                 issue::CloseReason::Solved => "solved",
-            },
-        }),
+            }
+            .to_owned(),
+        },
     };
-    json!({
-        "id": id.to_string(),
-        "author": i.author().map(|a| author(&a)),
-        "title": i.title,
-        "state": state,
-        "assignees": i.assignees.iter().map(author).collect::<Vec<_>>(),
-        "discussion": i.thread.comments().map(|(id, c)| comment_json(id, c, false)).collect::<Vec<_>>(),
-        "labels": i.labels,
+    value(&web::Issue {
+        id: id.to_string(),
+        author: i.author().map(|a| author(&a)),
+        title: i.title.clone(),
+        state,
+        assignees: i.assignees.iter().map(author).collect(),
+        discussion: i
+            .thread
+            .comments()
+            .map(|(id, c)| comment(id, c, false))
+            .collect(),
+        labels: i.labels.iter().cloned().collect(),
     })
 }
 
@@ -133,89 +132,105 @@ fn refs_at(refs: &[(String, RefTarget)], nid: &NodeId, oid: &gix::ObjectId) -> V
 
 pub(super) fn patch_json(id: &gix::ObjectId, p: &Patch, refs: &[(String, RefTarget)]) -> Value {
     let state = match &p.state {
-        patch::State::Draft => json!({ "status": "draft" }),
-        patch::State::Archived => json!({ "status": "archived" }),
-        patch::State::Open { conflicts } if conflicts.is_empty() => json!({ "status": "open" }),
-        patch::State::Open { conflicts } => json!({
-            "status": "open",
-            "conflicts": conflicts
+        patch::State::Draft => web::PatchState::Draft,
+        patch::State::Archived => web::PatchState::Archived,
+        patch::State::Open { conflicts } => web::PatchState::Open {
+            conflicts: conflicts
                 .iter()
-                .map(|(r, c)| json!([r.to_string(), c.to_string()]))
-                .collect::<Vec<_>>(),
-        }),
-        patch::State::Merged { revision, commit } => json!({
-            "status": "merged",
-            "revision": revision.to_string(),
-            "commit": commit.to_string(),
-        }),
+                .map(|(r, c)| (r.to_string(), c.to_string()))
+                .collect(),
+        },
+        patch::State::Merged { revision, commit } => web::PatchState::Merged {
+            revision: revision.to_string(),
+            commit: commit.to_string(),
+        },
     };
-    let revisions: Vec<Value> = p
+    let revisions = p
         .revisions()
-        .map(|(rid, r)| {
-            let reactions: Vec<Value> = r
+        .map(|(rid, r)| web::Revision {
+            id: rid.to_string(),
+            author: author(&r.author),
+            description: r.description().to_owned(),
+            edits: r.description.iter().map(edit).collect(),
+            reactions: r
                 .reactions
                 .iter()
                 .flat_map(|(loc, set)| {
-                    reactions_json(seedd_core::storage::cob::thread::group(set), loc.as_ref())
+                    reactions(seedd_core::storage::cob::thread::group(set), loc.as_ref())
                 })
-                .collect();
-            json!({
-                "id": rid.to_string(),
-                "author": author(&r.author),
-                "description": r.description(),
-                "edits": r.description.iter().map(edit_json).collect::<Vec<_>>(),
-                "reactions": reactions,
-                "base": r.base.to_string(),
-                "oid": r.oid.to_string(),
-                "refs": refs_at(refs, &r.author, &r.oid),
-                "discussions": r.discussion.comments().map(|(id, c)| comment_json(id, c, true)).collect::<Vec<_>>(),
-                "timestamp": r.timestamp,
-                "reviews": r.reviews.values().map(|rv| json!({
-                    "id": rv.id.to_string(),
-                    "author": author(&rv.author),
-                    "verdict": rv.verdict.map(|v| match v {
-                        patch::Verdict::Accept => "accept",
-                        patch::Verdict::Reject => "reject",
+                .collect(),
+            base: r.base.to_string(),
+            oid: r.oid.to_string(),
+            refs: refs_at(refs, &r.author, &r.oid),
+            discussions: r
+                .discussion
+                .comments()
+                .map(|(id, c)| comment(id, c, true))
+                .collect(),
+            timestamp: r.timestamp,
+            reviews: r
+                .reviews
+                .values()
+                .map(|rv| web::Review {
+                    id: rv.id.to_string(),
+                    author: author(&rv.author),
+                    verdict: rv.verdict.map(|v| {
+                        match v {
+                            patch::Verdict::Accept => "accept",
+                            patch::Verdict::Reject => "reject",
+                        }
+                        .to_owned()
                     }),
-                    "summary": rv.summary.as_deref().unwrap_or_default(),
-                    "comments": rv.comments.comments().map(|(id, c)| comment_json(id, c, true)).collect::<Vec<_>>(),
-                    "timestamp": rv.timestamp,
-                })).collect::<Vec<_>>(),
-            })
+                    summary: rv.summary.clone().unwrap_or_default(),
+                    comments: rv
+                        .comments
+                        .comments()
+                        .map(|(id, c)| comment(id, c, true))
+                        .collect(),
+                    timestamp: rv.timestamp,
+                })
+                .collect(),
         })
         .collect();
-    json!({
-        "id": id.to_string(),
-        "author": author(&p.author),
-        "title": p.title,
-        "state": state,
-        "target": "delegates",
-        "labels": p.labels,
-        "merges": p.merges.iter().map(|(nid, m)| json!({
-            "author": author(nid),
-            "commit": m.commit.to_string(),
-            "timestamp": m.timestamp,
-            "revision": m.revision.to_string(),
-        })).collect::<Vec<_>>(),
-        "assignees": p.assignees.iter().map(author).collect::<Vec<_>>(),
-        "revisions": revisions,
+    value(&web::Patch {
+        id: id.to_string(),
+        author: author(&p.author),
+        title: p.title.clone(),
+        state,
+        target: "delegates".to_owned(),
+        labels: p.labels.iter().cloned().collect(),
+        merges: p
+            .merges
+            .iter()
+            .map(|(nid, m)| web::Merge {
+                author: author(nid),
+                commit: m.commit.to_string(),
+                timestamp: m.timestamp,
+                revision: m.revision.to_string(),
+            })
+            .collect(),
+        assignees: p.assignees.iter().map(author).collect(),
+        revisions,
     })
 }
+
 /// One job as httpd 0.27 serialises it.
 pub(in crate::web) fn job_json(id: &gix::ObjectId, job: &Job) -> Value {
-    let runs: Vec<Value> = job
+    let runs = job
         .runs
         .iter()
         .flat_map(|(node, runs)| {
-            runs.iter().map(move |r| {
-                json!({
-                    "runId": r.id.as_str(),
-                    "node": author(node),
-                    "status": r.status.label(),
-                    "log": r.log,
-                })
+            runs.iter().map(move |r| web::JobRun {
+                run_id: r.id.as_str().to_owned(),
+                node: author(node),
+                status: r.status.label().to_owned(),
+                log: r.log.clone(),
             })
         })
         .collect();
-    json!({ "jobId": id.to_string(), "commit": job.commit.to_string(), "runs": runs })
+    value(&web::Job {
+        job_id: id.to_string(),
+        commit: job.commit.to_string(),
+        runs,
+    })
 }
