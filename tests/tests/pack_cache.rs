@@ -422,21 +422,31 @@ fn a_popular_generation_completes_after_its_clients_left() {
     assert_eq!(files.len(), 1, "{files:?}");
 }
 
-/// Issue 25 §4: 64 distinct `deepen N` requests, each sent and abandoned (the POST body, then
-/// the connection closed). One client starts at most `max_generations_per_client` generations,
-/// the rest are answered directly (and killed as their client is gone); generations whose only
-/// reader left are killed and removed. Then a real clone succeeds at once, no git is left
+/// Issue 25 §4: distinct `deepen N` requests, each sent and abandoned (the POST body, then the
+/// connection closed as soon as the cache has looked it up). One client starts at most
+/// `max_generations_per_client` generations, the rest are answered directly (and killed as
+/// their client is gone); generations whose only reader left are killed and removed. Then a real clone succeeds at once, no git is left
 /// running, and `cache/packs` stays within `max_bytes` plus one generation throughout.
+///
+/// The seed's git waits two seconds before answering a fetch (`http.git_binary` is a wrapper), so
+/// that every generation outlasts its client however fast the machine: without it, a fast
+/// generation may end before its client's departure is seen (neither abandoned nor refused).
 #[test]
 fn abandoned_deepen_requests_stop_and_the_cache_stays_within_its_budget() {
-    // Each `deepen N` pack is about N MiB, so that generations outlast their clients.
+    // Each `deepen N` pack is about N MiB.
     const COMMITS: usize = 32;
     const BLOB: usize = 1024 * 1024;
     let budget: u64 = 4 * 1024 * 1024;
+    let bin = tempfile::tempdir().unwrap();
+    let slow_git = slow_fetching_git(bin.path());
     let seed = Seed::start(SeedOptions {
         extra_config: format!(
             "[http.pack_cache]\nenabled = true\nadmission = \"first\"\nmax_bytes = {budget}\n[http.rate]\nper_ip_requests_per_second = 0.0\n"
         ),
+        env: vec![(
+            "SEEDD_HTTP__GIT_BINARY".into(),
+            slow_git.display().to_string(),
+        )],
         ..SeedOptions::default()
     });
     let (rid, path) = synthetic_repo(&seed.storage(), "deep", |work, g| {
@@ -456,10 +466,37 @@ fn abandoned_deepen_requests_stop_and_the_cache_stays_within_its_budget() {
     let one_generation = (COMMITS * BLOB) as u64 + 1024 * 1024;
     let on_disk = || -> u64 { cache_files(&seed).iter().map(|(_, n)| n).sum() };
     let mut peak = 0u64;
+    // Four at once, held until all are looked up: the first two claim (and their git waits),
+    // the next two are over the client's `max_generations_per_client` (2) and go to git.
+    let looked_up = seed.metric("seedd_pack_cache_misses_total", &[]);
+    let burst: Vec<_> = (65..=68)
+        .map(|n| {
+            let deepen = format!("deepen {n}");
+            let req = v2_upload_pack_request(&rid, &v2_fetch_body(&head, &[&deepen]), false);
+            raw_request(seed.http, req.as_bytes())
+        })
+        .collect();
+    wait_for("the burst looked up", Duration::from_secs(30), || {
+        (seed.metric("seedd_pack_cache_misses_total", &[]) >= looked_up + 4.0).then_some(())
+    });
+    drop(burst);
+    let per_client = seed.metric(
+        "seedd_pack_cache_generations_refused_total",
+        &["reason=\"per_client\""],
+    );
+    assert!(per_client >= 1.0, "{per_client} refused per client");
+    // Then one at a time.
     for n in 1..=64 {
         let deepen = format!("deepen {n}");
         let req = v2_upload_pack_request(&rid, &v2_fetch_body(&head, &[&deepen]), false);
-        drop(raw_request(seed.http, req.as_bytes()));
+        // The connection closes once the cache has looked the request up (a miss: claimed or
+        // refused); closed earlier, the request is dropped before it costs anything at all.
+        let looked_up = seed.metric("seedd_pack_cache_misses_total", &[]);
+        let client = raw_request(seed.http, req.as_bytes());
+        wait_for("the request looked up", Duration::from_secs(30), || {
+            (seed.metric("seedd_pack_cache_misses_total", &[]) > looked_up).then_some(())
+        });
+        drop(client);
         peak = peak.max(on_disk());
     }
     // A real clone, at once.
@@ -496,9 +533,27 @@ fn abandoned_deepen_requests_stop_and_the_cache_stays_within_its_budget() {
     let refused = seed.metric("seedd_pack_cache_generations_refused_total", &[]);
     let abandoned = seed.metric("seedd_pack_cache_generations_abandoned_total", &[]);
     assert!(
-        refused + abandoned >= 1.0,
+        abandoned >= 1.0,
         "{refused} generations refused, {abandoned} abandoned"
     );
     let files = cache_files(&seed);
     assert!(files.iter().all(|(n, _)| n.ends_with(".pack")), "{files:?}");
+}
+
+/// A `git` in `dir` that sleeps two seconds before an `upload-pack` that answers a request (not
+/// an advertisement), then runs the real git (as its own process, so that killing the process
+/// group ends the sleep too).
+fn slow_fetching_git(dir: &Path) -> PathBuf {
+    use std::os::unix::fs::PermissionsExt;
+    let real = stdout(&run(
+        std::process::Command::new("sh").args(["-c", "command -v git"])
+    ));
+    let script = format!(
+        "#!/bin/sh\ncase \" $* \" in\n  *\" --advertise-refs \"*) ;;\n  *\" upload-pack \"*) sleep 2 ;;\nesac\nexec {} \"$@\"\n",
+        real.trim()
+    );
+    let path = dir.join("git");
+    std::fs::write(&path, script).unwrap();
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+    path
 }
