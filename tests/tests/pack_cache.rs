@@ -425,12 +425,14 @@ fn a_popular_generation_completes_after_its_clients_left() {
 /// Issue 25 §4: distinct `deepen N` requests, each sent and abandoned (the POST body, then the
 /// connection closed as soon as the cache has looked it up). One client starts at most
 /// `max_generations_per_client` generations, the rest are answered directly (and killed as
-/// their client is gone); generations whose only reader left are killed and removed. Then a real clone succeeds at once, no git is left
-/// running, and `cache/packs` stays within `max_bytes` plus one generation throughout.
+/// their client is gone); generations whose only reader left are killed and removed. Then a
+/// real clone succeeds at once, no git is left running, and `cache/packs` stays within
+/// `max_bytes` plus one generation throughout.
 ///
-/// The seed's git waits two seconds before answering a fetch (`http.git_binary` is a wrapper), so
-/// that every generation outlasts its client however fast the machine: without it, a fast
-/// generation may end before its client's departure is seen (neither abandoned nor refused).
+/// The seed's git waits two seconds before answering a fetch (`http.git_binary` is a
+/// wrapper), so that every generation outlasts its client however fast the machine: without
+/// it, a fast generation may end before its client's departure is seen (neither abandoned nor
+/// refused).
 #[test]
 fn abandoned_deepen_requests_stop_and_the_cache_stays_within_its_budget() {
     // Each `deepen N` pack is about N MiB.
