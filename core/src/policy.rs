@@ -55,7 +55,8 @@ impl Policies {
         self.tenants.as_ref()
     }
 
-    fn default_policy(&self) -> RepoPolicy {
+    /// The default policy (`policy.default`, `policy.scope`, as last reloaded).
+    pub fn default_policy(&self) -> RepoPolicy {
         *self.default.read().unwrap_or_else(|e| e.into_inner())
     }
 

@@ -9,6 +9,7 @@
 //! repositories are 404 like unknown ones. Git work (trees, blobs, history, diffs) uses gix on
 //! the blocking pool; the expensive kinds hold a permit of [`Web::heavy`].
 
+mod aliases;
 mod archive;
 mod cobs;
 mod diff;
@@ -76,15 +77,49 @@ mod test_seam {
     }
 }
 
-/// Which node id serves a host (argument: the host's tenant, if any).
-pub(crate) type NodeOf = Box<dyn Fn(Option<&str>) -> NodeId + Send + Sync>;
+/// What the web API shows about the node serving a host (argument: the host's tenant, if
+/// any). Read per request, so a config reload shows at once.
+pub(crate) type NodeOf = Box<dyn Fn(Option<&str>) -> NodeFacts + Send + Sync>;
+
+/// The node serving a host, as `/node`, `/nodes/{nid}` and pinned listings show it.
+#[derive(Debug, Clone)]
+pub struct NodeFacts {
+    /// The identity the host's tenant is placed on, else the default one.
+    pub nid: NodeId,
+    /// The announced alias (config `alias`).
+    pub alias: String,
+    /// `config` of `/node` (its `seedingPolicy` is filled in from the live default policy).
+    pub config: NodeSettings,
+    /// `[web]` (or the tenant's `[[web.tenants]]` entry).
+    pub web: seedd_core::config::WebProfile,
+}
+
+/// The parts of `config` of `/node` that come from seedd's configuration.
+#[derive(Debug, Clone)]
+pub struct NodeSettings {
+    pub listen: Vec<String>,
+    pub external_addresses: Vec<String>,
+    /// `nid@host:port` of `p2p.connect`.
+    pub connect: Vec<String>,
+    /// `p2p.relay`: `always`, `never` or `auto`.
+    pub relay: String,
+    /// `ERROR`…`TRACE`.
+    pub log: &'static str,
+    /// The routing table's cap.
+    pub max_routes: usize,
+    pub max_concurrent_fetches: usize,
+    /// `p2p.rate.inbound` / `outbound`: (fill rate, capacity).
+    pub inbound_rate: (f64, f64),
+    pub outbound_rate: (f64, f64),
+    pub max_inbound: usize,
+    pub max_outbound: usize,
+    pub max_concurrent_serves: usize,
+}
 
 /// What the web API needs besides [`HttpState`]'s storage, index and tenancy.
 pub struct Web {
-    /// The node id that serves a host: the identity its tenant is placed on, else the default.
+    /// The node that serves a host.
     pub node_of: NodeOf,
-    /// The operator's node alias (config `alias`).
-    pub alias: String,
     /// Permits for expensive requests.
     pub heavy: Arc<tokio::sync::Semaphore>,
     /// Materialised issues and patches.
@@ -98,22 +133,21 @@ pub struct Web {
     pub(crate) answers: trees::TreeCache,
     /// Raw blob bytes shared by concurrent downloads (`raw.rs`).
     pub(crate) raw: raw::RawBlobs,
+    /// Nodes' aliases from their announcements (`aliases.rs`).
+    pub(crate) aliases: aliases::Aliases,
 }
 
 impl Web {
-    pub fn new(
-        alias: String,
-        node_of: impl Fn(Option<&str>) -> NodeId + Send + Sync + 'static,
-    ) -> Self {
+    pub fn new(node_of: impl Fn(Option<&str>) -> NodeFacts + Send + Sync + 'static) -> Self {
         Self {
             node_of: Box::new(node_of),
-            alias,
             heavy: Arc::new(tokio::sync::Semaphore::new(test_seam::heavy_permits())),
             cobs: cobs::CobCache::default(),
             archives: archive::Archives::default(),
             trees: trees::TreeCache::default(),
             answers: trees::TreeCache::default(),
             raw: raw::RawBlobs::default(),
+            aliases: aliases::Aliases::default(),
         }
     }
 }

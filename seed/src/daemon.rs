@@ -231,7 +231,7 @@ impl Daemon {
             policies,
             limiter,
             unknown_hosts_all,
-            web: web_state(&cfg, &identities, &tenants),
+            web: web_state(reloader.current.clone(), &identities, &tenants),
         };
         let http_task = listen::start_http(&cfg, listeners.http, &certs, http_parts, &shutdown_rx)?;
         start_initial_index(rescanner.clone(), ready);
@@ -490,19 +490,77 @@ fn start_initial_index(rescanner: Rescanner, ready: Arc<AtomicBool>) {
 }
 
 /// The JSON API's node lookup: a tenant's host is served by the identity the tenant is placed
-/// on, any other host by the default identity.
-fn web_state(cfg: &Config, identities: &Identities, tenants: &Tenants) -> seedd_http::web::Web {
+/// on, any other host by the default identity; what `/node` shows of it comes from the
+/// running configuration (`current`, replaced by reloads).
+fn web_state(
+    current: Arc<Mutex<Config>>,
+    identities: &Identities,
+    tenants: &Tenants,
+) -> seedd_http::web::Web {
     let (identities, tenants) = (identities.clone(), tenants.clone());
-    seedd_http::web::Web::new(cfg.alias.clone(), move |tenant| {
-        let default = identities.default_net().nid();
-        let Some(identity) = tenant.and_then(|name| tenants.identity_of(name)) else {
-            return default;
-        };
-        identities
-            .list()
-            .into_iter()
-            .find(|i| i.name == identity)
+    seedd_http::web::Web::new(move |tenant| {
+        let cfg = current.lock().unwrap_or_else(|e| e.into_inner()).clone();
+        let placed = tenant
+            .and_then(|name| tenants.identity_of(name))
+            .unwrap_or_else(|| seedd_core::config::DEFAULT_IDENTITY.to_owned());
+        let all = identities.list();
+        let identity = all.iter().find(|i| i.name == placed).or_else(|| {
+            all.iter()
+                .find(|i| i.name == seedd_core::config::DEFAULT_IDENTITY)
+        });
+        let nid = identity
             .and_then(|i| i.nid.parse().ok())
-            .unwrap_or(default)
+            .unwrap_or_else(|| identities.default_net().nid());
+        let (listen, mut external_addresses) = identity
+            .map(|i| (i.listen.clone(), i.external_addresses.clone()))
+            .unwrap_or_default();
+        if identity.is_none_or(|i| i.name == seedd_core::config::DEFAULT_IDENTITY) {
+            // The default identity announces `p2p.external_addresses`.
+            external_addresses.clone_from(&cfg.p2p.external_addresses);
+        }
+        node_facts(&cfg, nid, listen, external_addresses, tenant)
     })
+}
+
+/// `/node`'s view of the configuration for the node `nid` listening on `listen`.
+fn node_facts(
+    cfg: &Config,
+    nid: seedd_proto::crypto::NodeId,
+    listen: Vec<String>,
+    external_addresses: Vec<String>,
+    tenant: Option<&str>,
+) -> seedd_http::web::NodeFacts {
+    let p2p = &cfg.p2p;
+    seedd_http::web::NodeFacts {
+        nid,
+        alias: cfg.alias.clone(),
+        config: seedd_http::web::NodeSettings {
+            listen,
+            external_addresses,
+            connect: p2p.connect.iter().map(ToString::to_string).collect(),
+            relay: p2p.relay.to_string(),
+            log: log_level(&cfg.log.level),
+            max_routes: seedd_proto::gossip::Caps::default().max_routes,
+            max_concurrent_fetches: p2p.max_concurrent_fetches,
+            inbound_rate: (p2p.rate.inbound.fill_rate, p2p.rate.inbound.capacity),
+            outbound_rate: (p2p.rate.outbound.fill_rate, p2p.rate.outbound.capacity),
+            max_inbound: p2p.max_inbound,
+            max_outbound: p2p.max_outbound,
+            max_concurrent_serves: p2p.max_concurrent_serves,
+        },
+        web: cfg.web.profile(tenant),
+    }
+}
+
+/// The level a `log.level` filter starts with (`info,seedd=debug` → `INFO`), as radicle-node's
+/// `log` names it.
+fn log_level(filter: &str) -> &'static str {
+    let first = filter.split(',').next().unwrap_or_default().trim();
+    match first.to_ascii_lowercase().as_str() {
+        "error" => "ERROR",
+        "warn" => "WARN",
+        "debug" => "DEBUG",
+        "trace" => "TRACE",
+        _ => "INFO",
+    }
 }

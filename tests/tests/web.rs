@@ -154,12 +154,22 @@ fn git_out(dir: &PathBuf, args: &[&str]) -> Vec<u8> {
 #[test]
 fn explorer_endpoints_answer_in_the_httpd_shapes_and_private_repositories_stay_hidden() {
     let f = fixtures();
+    // Pinned: small first, then heartwood; the private one is named but never shown.
+    let pinned = [
+        f.rid("small-fixture"),
+        f.rid("secret-fixture"),
+        f.rid("heartwood-fixture"),
+    ];
     let seed = Seed::start(SeedOptions {
         repos: vec![
             "heartwood-fixture".into(),
             "small-fixture".into(),
             "secret-fixture".into(),
         ],
+        extra_config: format!(
+            "[web]\ndescription = \"A seed for tests\"\navatar_url = \"https://seed.example.test/a.png\"\npinned = {pinned:?}\n"
+        ),
+        p2p_config: "external_addresses = [\"seed.example.test:8776\"]\n".into(),
         ..SeedOptions::default()
     });
     let hw = f.repo("heartwood-fixture");
@@ -203,7 +213,36 @@ fn explorer_endpoints_answer_in_the_httpd_shapes_and_private_repositories_stay_h
     let node = r.json();
     assert_eq!(node["id"], seed.nid());
     assert!(node["agent"].as_str().unwrap().starts_with("/seedd:"));
-    assert_eq!(node["config"], Value::Null);
+    // Issue 27 §3: the config object the explorer's node page reads (its schema is
+    // `nodeConfigSchema`): the live default policy, external addresses, alias; and `[web]`.
+    let config = &node["config"];
+    assert_eq!(config["alias"], "test-seed");
+    assert_eq!(config["seedingPolicy"], json!({ "default": "block" }));
+    assert_eq!(
+        config["externalAddresses"],
+        json!(["seed.example.test:8776"])
+    );
+    assert_eq!(config["listen"].as_array().unwrap().len(), 1, "{config}");
+    assert_eq!(config["peers"], json!({ "type": "dynamic" }));
+    assert_eq!(config["network"], "main");
+    assert_eq!(config["relay"], "auto");
+    assert_eq!(config["log"], "INFO");
+    for key in [
+        "routingMaxSize",
+        "routingMaxAge",
+        "fetchConcurrency",
+        "gossipMaxAge",
+    ] {
+        assert!(
+            config["limits"][key].as_u64().unwrap() > 0,
+            "{key}: {config}"
+        );
+    }
+    assert!(config["limits"]["rate"]["inbound"]["fillRate"].is_number());
+    assert!(config["limits"]["connection"]["inbound"].as_u64().unwrap() > 0);
+    assert_eq!(node["description"], "A seed for tests");
+    assert_eq!(node["avatarUrl"], "https://seed.example.test/a.png");
+    assert!(node.get("bannerUrl").is_none(), "unset keys are left out");
     assert_eq!(node["state"], "running");
     let info = ok(&seed, "/api/v1/info");
     assert_eq!(info["node"], node);
@@ -220,8 +259,15 @@ fn explorer_endpoints_answer_in_the_httpd_shapes_and_private_repositories_stay_h
     let stats: web::Stats = typed(&ok(&seed, "/api/v1/stats"));
     assert_eq!(stats.repos.total, 2);
 
-    // #5: listing; pinned (the default) is empty, so the explorer asks for `show=all`.
-    assert_eq!(ok(&seed, "/api/v1/repos"), json!([]));
+    // #5: listing; pinned (the default) is `[web] pinned` in its order, as far as it is
+    // listed (the private one is left out).
+    let pins: Vec<web::RepoInfo> = typed(&ok(&seed, "/api/v1/repos"));
+    let pins: Vec<&str> = pins.iter().map(|r| r.rid.as_str()).collect();
+    assert_eq!(pins, vec![pinned[0].as_str(), pinned[2].as_str()]);
+    assert_eq!(
+        ok(&seed, "/api/v1/repos?show=pinned&sort=seeding"),
+        ok(&seed, "/api/v1/repos")
+    );
     let all = ok(&seed, "/api/v1/repos?show=all&perPage=1000&deployment_id=x");
     let rids: Vec<&str> = all
         .as_array()
@@ -747,12 +793,17 @@ fn explorer_endpoints_answer_in_the_httpd_shapes_and_private_repositories_stay_h
 #[test]
 fn a_tenant_host_lists_only_its_repositories_and_unknown_hosts_follow_the_policy() {
     let f = fixtures();
-    let seed = Seed::start(SeedOptions {
-        repos: vec!["heartwood-fixture".into(), "small-fixture".into()],
-        ..SeedOptions::default()
-    });
     let hw = f.rid("heartwood-fixture");
     let small = f.rid("small-fixture");
+    // The operator pins both; the tenant's hostname shows its own profile (issue 27 §3).
+    let seed = Seed::start(SeedOptions {
+        repos: vec!["heartwood-fixture".into(), "small-fixture".into()],
+        extra_config: format!(
+            "[web]\ndescription = \"The operator's seed\"\npinned = [{small:?}, {hw:?}]\n\
+             [[web.tenants]]\nname = \"acme\"\ndescription = \"Acme's code\"\npinned = [{small:?}, {hw:?}]\n"
+        ),
+        ..SeedOptions::default()
+    });
     let head = f.repo("small-fixture")["head"].as_str().unwrap().to_owned();
     let (s, v) = seed.admin(
         "POST",
@@ -798,6 +849,19 @@ fn a_tenant_host_lists_only_its_repositories_and_unknown_hosts_follow_the_policy
     let bare = small.trim_start_matches("rad:");
     assert_eq!(at(&format!("/raw/{bare}/{head}/README.md")).status, 404);
     assert_eq!(at("/api/v1/node").json()["id"], seed.nid());
+    // The tenant's profile: its description, its pins as far as its host lists them.
+    assert_eq!(at("/api/v1/node").json()["description"], "Acme's code");
+    let pins = at("/api/v1/repos").json();
+    assert_eq!(pins.as_array().unwrap().len(), 1, "{pins}");
+    assert_eq!(pins[0]["rid"], hw.as_str());
+    assert_eq!(
+        get(&seed, "/api/v1/node").json()["description"],
+        "The operator's seed"
+    );
+    assert_eq!(
+        get(&seed, "/api/v1/repos").json().as_array().unwrap().len(),
+        2
+    );
 
     // Other hosts see everything by default (no tenant aliases there) …
     let list = get(&seed, "/api/v1/repos?show=all").json();

@@ -224,7 +224,7 @@ fn archives_unpack_to_the_commit_tree_and_private_repositories_stay_hidden() {
         assert!(r.body.is_empty(), "{path}");
     }
 
-    // Refusals: unknown suffix 404, bad id 400, unknown ref or commit 404, peer refs unreachable.
+    // Refusals: unknown suffix 404, bad id 400, unknown ref or commit 404.
     assert_eq!(
         get(&seed, &format!("/raw/{rid}/{head}.tar.zst")).status,
         404
@@ -240,14 +240,26 @@ fn archives_unpack_to_the_commit_tree_and_private_repositories_stay_hidden() {
         .unwrap()
         .trim_start_matches("did:key:")
         .to_owned();
-    assert_eq!(
-        get(
-            &seed,
-            &format!("/raw/{rid}/archive/refs/namespaces/{peer}/refs/heads/main")
-        )
-        .status,
-        404
+    // A peer's branch, by its full name (the explorer's download button on a peer's view,
+    // issue 27 §2): its archive; the peer's other refs and unknown peers stay unreachable.
+    let by_peer = get(
+        &seed,
+        &format!("/raw/{rid}/archive/refs/namespaces/{peer}/refs/heads/main"),
     );
+    assert_eq!(by_peer.status, 200);
+    assert!(by_peer.body.starts_with(&[0x1f, 0x8b]), "a gzip stream");
+    let stranger = "z6MkrLMMsiPWUcNPHcRajuMi9mDfYckSoJyPwwnknocNYPm7";
+    for path in [
+        format!("refs/namespaces/{peer}/refs/rad/sigrefs"),
+        format!("refs/namespaces/{peer}/refs/heads/nope"),
+        format!("refs/namespaces/{stranger}/refs/heads/main"),
+    ] {
+        assert_eq!(
+            get(&seed, &format!("/raw/{rid}/archive/{path}")).status,
+            404,
+            "{path}"
+        );
+    }
     assert_eq!(
         request(&seed, "HEAD", &format!("/raw/{rid}/archive/nope")).status,
         404

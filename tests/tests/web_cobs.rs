@@ -462,6 +462,28 @@ fn issues_and_patches_made_with_rad_are_served_after_replication() {
     assert_eq!(issue["title"], "Replicated issue");
     assert_eq!(issue["discussion"][0]["body"], "Opened with rad.");
     assert_eq!(issue["author"]["id"], format!("did:key:{}", user.nid));
+    // Issue 27 §5: authors, delegates, remotes and `/nodes/{nid}` carry the alias the user's
+    // node announced when it connected (as httpd shows it from its node database).
+    let named = wait_for("the author's alias", Duration::from_secs(30), || {
+        let i = ok(&seed, &format!("/api/v1/repos/{rid}/issues/{issue_id}"));
+        i["author"].get("alias").cloned()
+    });
+    assert_eq!(named, "cobuser");
+    let repo = ok(&seed, &format!("/api/v1/repos/{rid}"));
+    assert_eq!(repo["delegates"][0]["alias"], "cobuser", "{repo}");
+    let remotes = ok(&seed, &format!("/api/v1/repos/{rid}/remotes"));
+    let mine = remotes
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["id"] == user.nid.as_str())
+        .cloned()
+        .unwrap_or_else(|| panic!("{remotes}"));
+    assert_eq!(mine["alias"], "cobuser", "{remotes}");
+    assert_eq!(
+        ok(&seed, &format!("/api/v1/nodes/{}", user.nid))["alias"],
+        "cobuser"
+    );
 
     // Comment on it: the new comment follows the description, replying to it.
     run_ok(

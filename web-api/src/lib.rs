@@ -61,16 +61,100 @@ pub struct V1Root {
 
 /// `GET /api/v1/node` (and `node` of `/info`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct Node {
     pub id: String,
     /// `/seedd:<version>/`, as nodes announce their agent.
     pub agent: String,
-    /// The node's configuration; `null` from seedd so far (the explorer then shows no address
-    /// and no policy explainer).
-    pub config: Option<serde_json::Value>,
+    /// The node's configuration as radicle-node's `Config` serialises (the explorer's
+    /// `nodeConfigSchema`): addresses, policy, limits.
+    pub config: Option<NodeConfig>,
     /// `running`.
     pub state: String,
+    /// `[web]` of seedd's configuration (httpd: the profile's `web` settings); left out when
+    /// not set.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub avatar_url: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub banner_url: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
+}
+
+/// `config` of `/node`: radicle-node's `Config` fields the explorer reads.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct NodeConfig {
+    pub alias: String,
+    pub peers: PeersConfig,
+    pub listen: Vec<String>,
+    /// `nid@host:port` of the persistent peers.
+    pub connect: Vec<String>,
+    pub external_addresses: Vec<String>,
+    /// `ERROR`…`TRACE`.
+    pub log: String,
+    /// `main` or `test`.
+    pub network: String,
+    /// `always`, `never` or `auto`.
+    pub relay: String,
+    pub limits: NodeLimits,
+    pub workers: usize,
+    pub seeding_policy: DefaultSeedingPolicy,
+}
+
+/// `peers` of a node's config: `{type: "static" | "dynamic"}`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "lowercase", deny_unknown_fields)]
+pub enum PeersConfig {
+    Static,
+    Dynamic,
+}
+
+/// `limits` of a node's config.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct NodeLimits {
+    pub routing_max_size: usize,
+    /// Seconds.
+    pub routing_max_age: u64,
+    pub fetch_concurrency: usize,
+    /// Seconds.
+    pub gossip_max_age: u64,
+    pub max_open_files: usize,
+    pub rate: RateLimits,
+    pub connection: ConnectionLimits,
+}
+
+/// `limits.rate`: token buckets for inbound and outbound gossip.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RateLimits {
+    pub inbound: RateLimit,
+    pub outbound: RateLimit,
+}
+
+/// One token bucket.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct RateLimit {
+    pub fill_rate: f64,
+    pub capacity: f64,
+}
+
+/// `limits.connection`: most sessions each way.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ConnectionLimits {
+    pub inbound: usize,
+    pub outbound: usize,
+}
+
+/// `seedingPolicy` of a node's config: `{default: "allow", scope}` or `{default: "block"}`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "default", rename_all = "lowercase", deny_unknown_fields)]
+pub enum DefaultSeedingPolicy {
+    Allow { scope: String },
+    Block,
 }
 
 /// `GET /api/v1/info`.

@@ -18,6 +18,7 @@ const ENV_LIST_KEYS: &[&str] = &[
     "p2p.connect",
     "http.rate.trusted_proxies",
     "p2p.rate.exempt_cidrs",
+    "web.pinned",
 ];
 
 /// Where the configuration came from, to name the origin of a bad value.

@@ -31,6 +31,7 @@ pub use load::{env_name, Overrides, Sources};
 pub use sections::{
     AdminConfig, AdminTlsConfig, BanConfig, HttpConfig, HttpRateConfig, IndexConfig, KeysConfig,
     LogConfig, MaintenanceConfig, P2pConfig, PackCacheConfig, PolicyConfig, RateConfig, TlsConfig,
+    WebConfig, WebProfile, WebTenant,
 };
 pub use specs::{DenyList, IdentitySpec, Quotas, Rate, RepoSpec, State, TenantSpec};
 pub use values::{
@@ -106,6 +107,8 @@ pub struct Config {
     pub maintenance: MaintenanceConfig,
     /// `[index]`: the RocksDB index's memory.
     pub index: IndexConfig,
+    /// `[web]`: the explorer's node page and pinned repositories.
+    pub web: WebConfig,
 }
 
 impl Default for Config {
@@ -123,6 +126,7 @@ impl Default for Config {
             tenants: Vec::new(),
             maintenance: MaintenanceConfig::default(),
             index: IndexConfig::default(),
+            web: WebConfig::default(),
         }
     }
 }

@@ -477,3 +477,72 @@ impl IndexConfig {
         usize::try_from(self.cache_mib << 20).unwrap_or(usize::MAX)
     }
 }
+
+/// `[web]`: what the Radicle explorer shows about this seed: its node page (description,
+/// avatar, banner) and the repositories pinned on it (`/repos?show=pinned`, the explorer's
+/// front page when search is off). An empty string is "not set".
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default)]
+#[serde(default)]
+pub struct WebConfig {
+    /// A line or two under the node on its explorer page.
+    pub description: String,
+    /// Image URLs the node page shows (httpd's `web.avatarUrl`, `web.bannerUrl`).
+    pub avatar_url: String,
+    pub banner_url: String,
+    /// Repositories shown first, in this order (RIDs, `rad:z…`); ones the host does not list
+    /// (private, blocked, another tenant's) are left out.
+    pub pinned: Vec<seedd_proto::crypto::RepoId>,
+    /// `[[web.tenants]]`: the same keys for a tenant's hostnames (`name` = the tenant); a
+    /// tenant without an entry shows no description and pins nothing.
+    pub tenants: Vec<WebTenant>,
+}
+
+/// `[[web.tenants]]`: what a tenant's hostnames show.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq, Default)]
+#[serde(deny_unknown_fields)]
+pub struct WebTenant {
+    pub name: String,
+    #[serde(default)]
+    pub description: String,
+    #[serde(default)]
+    pub avatar_url: String,
+    #[serde(default)]
+    pub banner_url: String,
+    #[serde(default)]
+    pub pinned: Vec<seedd_proto::crypto::RepoId>,
+}
+
+/// What one host's explorer pages show (`[web]`, or a tenant's `[[web.tenants]]` entry).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct WebProfile {
+    pub description: String,
+    pub avatar_url: String,
+    pub banner_url: String,
+    pub pinned: Vec<seedd_proto::crypto::RepoId>,
+}
+
+impl WebConfig {
+    /// The profile a host shows: its tenant's entry (none: an empty profile), or `[web]`
+    /// itself for hosts no tenant claims.
+    pub fn profile(&self, tenant: Option<&str>) -> WebProfile {
+        match tenant {
+            None => WebProfile {
+                description: self.description.clone(),
+                avatar_url: self.avatar_url.clone(),
+                banner_url: self.banner_url.clone(),
+                pinned: self.pinned.clone(),
+            },
+            Some(name) => self
+                .tenants
+                .iter()
+                .find(|t| t.name == name)
+                .map(|t| WebProfile {
+                    description: t.description.clone(),
+                    avatar_url: t.avatar_url.clone(),
+                    banner_url: t.banner_url.clone(),
+                    pinned: t.pinned.clone(),
+                })
+                .unwrap_or_default(),
+        }
+    }
+}

@@ -344,3 +344,41 @@ fn index_cache_loads_and_bad_values_are_named() {
     }
     assert_eq!(IndexConfig::default().cache_bytes(), 64 << 20);
 }
+
+/// Issue 27 §3: `[web]` and `[[web.tenants]]` load; typos, bad RIDs and duplicate tenants are
+/// named.
+#[test]
+fn web_profiles_load_and_bad_values_are_named() {
+    let dir = tempfile::tempdir().unwrap();
+    let rid = "rad:z3gqcJUoA1n9HaHKufZs5FCSGazv5";
+    let path = write(
+        dir.path(),
+        &format!(
+            "[web]\ndescription = \"Ours\"\npinned = [\"{rid}\"]\n\
+             [[web.tenants]]\nname = \"acme\"\ndescription = \"Acme\"\n"
+        ),
+    );
+    let (c, _) = Config::load(Some(&path), &Overrides::default()).unwrap();
+    let ours = c.web.profile(None);
+    assert_eq!(ours.description, "Ours");
+    assert_eq!(ours.pinned.len(), 1);
+    assert_eq!(ours.pinned[0].to_string(), rid);
+    assert_eq!(c.web.profile(Some("acme")).description, "Acme");
+    assert!(c.web.profile(Some("acme")).pinned.is_empty());
+    assert_eq!(c.web.profile(Some("other")), WebProfile::default());
+    for (text, key) in [
+        ("[web]\ndescripton = \"x\"\n", "web.descripton"),
+        ("[web]\npinned = [\"rad:nope\"]\n", "pinned"),
+        (
+            "[[web.tenants]]\nname = \"a\"\n[[web.tenants]]\nname = \"a\"\n",
+            "web.tenants",
+        ),
+        ("[[web.tenants]]\nname = \"a\"\npined = []\n", "pined"),
+    ] {
+        let path = write(dir.path(), text);
+        let err = Config::load(Some(&path), &Overrides::default())
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains(key), "{text}: {err}");
+    }
+}

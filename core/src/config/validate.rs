@@ -19,7 +19,22 @@ impl Config {
         let identities = self.identity_names().map_err(|r| bad("identities", r))?;
         self.tenant_identities(&identities)
             .map_err(|r| bad("tenants", r))?;
+        self.web_tenants().map_err(|r| bad("web.tenants", r))?;
         self.files_exist().map_err(|(key, r)| bad(key, r))
+    }
+
+    /// `[[web.tenants]]` names are tenant names, each at most once.
+    fn web_tenants(&self) -> Result<(), String> {
+        let mut names = BTreeSet::new();
+        for (i, t) in self.web.tenants.iter().enumerate() {
+            if !valid_name(&t.name) || !names.insert(&*t.name) {
+                return Err(format!(
+                    "entry {i}: name {:?} must be a tenant's name (1-63 of a-z, 0-9, -), once",
+                    t.name
+                ));
+            }
+        }
+        Ok(())
     }
 
     /// Identity names are unique, not `default`, and each identity listens somewhere.

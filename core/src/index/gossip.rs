@@ -17,7 +17,7 @@ use serde::{Deserialize, Serialize};
 use super::{Index, IndexError, CF_META};
 use seedd_proto::crypto::{NodeId, RepoId};
 use seedd_proto::gossip::{AnnouncementKey, Change, NodeRecord, Restored, StoredAnnouncement};
-use seedd_proto::wire::{Message, MessageType};
+use seedd_proto::wire::{AnnouncementMessage, Message, MessageType};
 
 pub(crate) const CF_ROUTING: &str = "routing";
 pub(crate) const CF_NODES: &str = "nodes";
@@ -189,6 +189,34 @@ impl Index {
             }
         }
         Ok(restored)
+    }
+
+    /// The alias `nid` gave in its latest node announcement we hold (from any node, seed or
+    /// not: a delegate's node announces itself when it connects to fetch or be fetched from).
+    /// One point lookup; `None` when we hold none (it ages out with the announcement).
+    pub fn node_alias(&self, nid: &NodeId) -> Result<Option<String>, IndexError> {
+        let key = AnnouncementKey {
+            node: *nid,
+            rid: None,
+            kind: MessageType::NodeAnnouncement as u16,
+        };
+        let cf = self.cf(CF_ANNOUNCEMENTS)?;
+        let Some(value) = self.db.get_cf(cf, key.to_bytes())? else {
+            return Ok(None);
+        };
+        match Message::decode(value.get(8..).unwrap_or_default()) {
+            Ok(Message::Announcement(ann)) if ann.node == *nid => match ann.message {
+                AnnouncementMessage::Node(node) => {
+                    let alias = node.alias.as_str().to_owned();
+                    Ok((!alias.is_empty()).then_some(alias))
+                }
+                _ => Ok(None),
+            },
+            _ => {
+                tracing::warn!(cf = CF_ANNOUNCEMENTS, %nid, "skipping a corrupt node announcement");
+                Ok(None)
+            }
+        }
     }
 
     /// Stores (replaces) an IP's misbehaviour record.

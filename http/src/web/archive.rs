@@ -36,6 +36,7 @@ use axum::http::{header, HeaderValue, Method};
 use axum::response::{IntoResponse, Response};
 use axum::Extension;
 use gix::ObjectId;
+use seedd_proto::crypto::NodeId;
 use serde::Deserialize;
 
 use super::source::oid;
@@ -241,11 +242,19 @@ pub(super) async fn by_ref(
     serve(&state, &scope, method, record, target, format, q.prefix).await
 }
 
-/// The commit (or tree) `target` names among the canonical refs, and its tree.
-fn resolve(repo: &gix::Repository, target: &Target) -> Result<(ObjectId, ObjectId), WebError> {
+/// The commit (or tree) `target` names among the canonical refs and the branches and tags of
+/// `peers` (the namespaces the explorer shows), and its tree.
+fn resolve(
+    repo: &gix::Repository,
+    target: &Target,
+    peers: &[NodeId],
+) -> Result<(ObjectId, ObjectId), WebError> {
     let id = match target {
         Target::Oid(id) => *id,
-        Target::Ref(name) => canonical_ref(repo, name)?,
+        Target::Ref(name) => match peer_ref(name, peers) {
+            Some(full) => direct_ref(repo, &full)?,
+            None => canonical_ref(repo, name)?,
+        },
     };
     let object = repo
         .find_object(id)
@@ -266,6 +275,31 @@ fn resolve(repo: &gix::Repository, target: &Target) -> Result<(ObjectId, ObjectI
     }
 }
 
+/// `refs/namespaces/<nid>/refs/heads|tags/<name>` of a peer in `peers` (the explorer's download
+/// button on a peer's branch asks for that full name, which httpd resolves as git does), as
+/// given; `None` for any other name (a namespace not listed, or not a branch or tag).
+fn peer_ref(name: &str, peers: &[NodeId]) -> Option<String> {
+    let rest = name.strip_prefix("refs/namespaces/")?;
+    let (nid, rest) = rest.split_once('/')?;
+    let nid: NodeId = nid.parse().ok()?;
+    let listed = peers.contains(&nid);
+    let branch_or_tag = rest.starts_with("refs/heads/") || rest.starts_with("refs/tags/");
+    (listed && branch_or_tag).then(|| name.to_owned())
+}
+
+/// The target of the ref `name` exactly (no shorthand).
+fn direct_ref(repo: &gix::Repository, name: &str) -> Result<ObjectId, WebError> {
+    // An invalid name (`..`, control characters) is simply not found.
+    match repo.try_find_reference(name) {
+        Ok(Some(r)) => r
+            .target()
+            .try_id()
+            .map(|id| id.to_owned())
+            .ok_or(WebError::NotFound("reference not found")),
+        _ => Err(WebError::NotFound("reference not found")),
+    }
+}
+
 /// A ref name → its target, looked up only among the top-level branches and tags (git's order:
 /// a full `refs/heads/…`/`refs/tags/…` name, then `refs/tags/<name>`, then `refs/heads/<name>`);
 /// peer namespaces and other refs are never reached.
@@ -276,15 +310,10 @@ fn canonical_ref(repo: &gix::Repository, name: &str) -> Result<ObjectId, WebErro
     }
     candidates.push(format!("refs/tags/{name}"));
     candidates.push(format!("refs/heads/{name}"));
-    for c in candidates {
-        // An invalid name (`..`, control characters) is simply not found.
-        if let Ok(Some(r)) = repo.try_find_reference(c.as_str()) {
-            if let Some(id) = r.target().try_id() {
-                return Ok(id.to_owned());
-            }
-        }
-    }
-    Err(WebError::NotFound("reference not found"))
+    candidates
+        .iter()
+        .find_map(|c| direct_ref(repo, c).ok())
+        .ok_or(WebError::NotFound("reference not found"))
 }
 
 /// What an archive of a tree holds, as far as its bounds go.
@@ -387,10 +416,11 @@ async fn serve(
     };
     let storage = state.storage.clone();
     let rid = record.rid;
+    let peers = record.namespaces.clone();
     let st = state.clone();
     let (id, size) = heavy(state, move || {
         let repo = super::source::open(&storage, rid)?;
-        let (id, tree) = resolve(&repo, &target)?;
+        let (id, tree) = resolve(&repo, &target, &peers)?;
         let size = match st.web.archives.size(&tree) {
             Some(size) => size,
             None => {
@@ -658,21 +688,55 @@ mod tests {
         // The tree resolves from the commit and from `refs/heads/<branch>`, not from elsewhere.
         let head = repo.head_id().unwrap().detach();
         let branch = repo.head_name().unwrap().unwrap().shorten().to_string();
-        assert_eq!(resolve(&repo, &Target::Oid(head)).unwrap(), (head, tree));
         assert_eq!(
-            resolve(&repo, &Target::Ref(branch.clone())).unwrap(),
+            resolve(&repo, &Target::Oid(head), &[]).unwrap(),
             (head, tree)
         );
         assert_eq!(
-            resolve(&repo, &Target::Ref(format!("refs/heads/{branch}"))).unwrap(),
+            resolve(&repo, &Target::Ref(branch.clone()), &[]).unwrap(),
+            (head, tree)
+        );
+        assert_eq!(
+            resolve(&repo, &Target::Ref(format!("refs/heads/{branch}")), &[]).unwrap(),
             (head, tree)
         );
         for bad in ["HEAD", "refs/remotes/x", "../heads/x", "nope"] {
-            assert!(resolve(&repo, &Target::Ref(bad.into())).is_err(), "{bad}");
+            assert!(
+                resolve(&repo, &Target::Ref(bad.into()), &[]).is_err(),
+                "{bad}"
+            );
+        }
+        // A listed peer's branches and tags resolve by their full names; an unlisted peer's,
+        // and a peer's other refs, do not.
+        let (peer, other) = (NodeId::from([7u8; 32]), NodeId::from([8u8; 32]));
+        for r in ["refs/heads/dev", "refs/tags/v1", "refs/rad/sigrefs"] {
+            let full = format!("refs/namespaces/{peer}/{r}");
+            seedd_core::git::testing::ok(tmp.path(), &["update-ref", &full, &head.to_string()]);
+        }
+        let peers = [peer];
+        for ok in ["refs/heads/dev", "refs/tags/v1"] {
+            let full = Target::Ref(format!("refs/namespaces/{peer}/{ok}"));
+            assert_eq!(resolve(&repo, &full, &peers).unwrap(), (head, tree), "{ok}");
+            assert!(
+                resolve(&repo, &full, &[]).is_err(),
+                "{ok} of an unlisted peer"
+            );
+        }
+        for bad in [
+            format!("refs/namespaces/{peer}/refs/rad/sigrefs"),
+            format!("refs/namespaces/{peer}/refs/heads/nope"),
+            format!("refs/namespaces/{peer}/refs/heads/../../../refs/heads/dev"),
+            format!("refs/namespaces/{other}/refs/heads/dev"),
+            "refs/namespaces/nonsense/refs/heads/dev".to_owned(),
+        ] {
+            assert!(
+                resolve(&repo, &Target::Ref(bad.clone()), &peers).is_err(),
+                "{bad}"
+            );
         }
         // A blob is not an archive.
         let blob = super::super::source::lookup(&repo, tree, "a").unwrap().0;
-        assert!(resolve(&repo, &Target::Oid(blob)).is_err());
+        assert!(resolve(&repo, &Target::Oid(blob), &[]).is_err());
     }
 
     fn serde_urlencoded_like(s: &str) -> PrefixQuery {

@@ -401,7 +401,9 @@ pub(super) async fn issues(
         IssueStatus::Open => s == "open",
         IssueStatus::Closed => s == "closed",
     };
-    Ok(Json(page(all, keep, q.page, q.per_page)).into_response())
+    let mut out = Value::Array(page(all, keep, q.page, q.per_page));
+    state.web.aliases.name_authors(&state.index, &mut out);
+    Ok(Json(out).into_response())
 }
 
 /// `GET /repos/{rid}/patches?status&page&perPage`.
@@ -421,7 +423,9 @@ pub(super) async fn patches(
         PatchStatus::Archived => s == "archived",
         PatchStatus::Merged => s == "merged",
     };
-    Ok(Json(page(all, keep, q.page, q.per_page)).into_response())
+    let mut out = Value::Array(page(all, keep, q.page, q.per_page));
+    state.web.aliases.name_authors(&state.index, &mut out);
+    Ok(Json(out).into_response())
 }
 
 async fn one(
@@ -439,7 +443,11 @@ async fn one(
         .find(|(i, _)| *i == id)
         .map(|(_, b)| b);
     match built {
-        Some(Built::View(v)) => Ok(Json(v.json.clone()).into_response()),
+        Some(Built::View(v)) => {
+            let mut out = v.json.clone();
+            state.web.aliases.name_authors(&state.index, &mut out);
+            Ok(Json(out).into_response())
+        }
         Some(Built::OverBudget(k)) => Err(WebError::OverBudget(format!(
             "this {} is over the evaluation budget ({})",
             kind.noun(),

@@ -7,8 +7,9 @@ use axum::response::{IntoResponse, Response};
 use axum::{Extension, Json};
 use seedd_core::index::policy::RepoPolicy;
 use seedd_web_api::{
-    ApiRoot, Httpd, Info, Link, Node, NodeIdentity, PolicyEntry, SeedingPolicy, Ssh, Stats, Total,
-    V1Root,
+    ApiRoot, ConnectionLimits, DefaultSeedingPolicy, Httpd, Info, Link, Node, NodeConfig,
+    NodeIdentity, NodeLimits, PeersConfig, PolicyEntry, RateLimit, RateLimits, SeedingPolicy, Ssh,
+    Stats, Total, V1Root,
 };
 
 use super::{cached, visible_repos, Scope, WebError, API_VERSION, TEN_MINUTES};
@@ -31,7 +32,7 @@ pub(super) async fn v1_root(
     State(state): State<Arc<HttpState>>,
     Extension(scope): Extension<Scope>,
 ) -> Response {
-    let nid = (state.web.node_of)(scope.tenant());
+    let nid = (state.web.node_of)(scope.tenant()).nid;
     Json(V1Root {
         message: "Welcome!".to_owned(),
         service: "seedd".to_owned(),
@@ -52,15 +53,65 @@ pub(super) async fn v1_root(
     .into_response()
 }
 
-/// The `/node` object. `config` is null (the explorer then only misses the node address and
-/// the policy explainer, http-api.md §1.2); seedd is running when it answers.
+/// How long routes are kept, as radicle-node's `limits.routingMaxAge` (one week, seconds).
+const ROUTING_MAX_AGE_SECS: u64 = 7 * 24 * 60 * 60;
+/// Gossip older than this is ignored, as radicle-node's `limits.gossipMaxAge` (two weeks).
+const GOSSIP_MAX_AGE_SECS: u64 = 14 * 24 * 60 * 60;
+/// radicle-node's `limits.maxOpenFiles` default (seedd has no such setting).
+const MAX_OPEN_FILES: usize = 4096;
+
+/// The `/node` object: the node serving this host, its configuration as radicle-node's
+/// `Config` serialises (addresses, the live default policy, limits) and the host's `[web]`
+/// profile; seedd is running when it answers.
 fn node_json(state: &HttpState, scope: &Scope) -> Node {
-    let nid = (state.web.node_of)(scope.tenant());
+    let facts = (state.web.node_of)(scope.tenant());
+    let seeding_policy = match state.tenancy.policies.default_policy() {
+        RepoPolicy::Allow { scope } => DefaultSeedingPolicy::Allow {
+            scope: scope.to_string(),
+        },
+        RepoPolicy::Block => DefaultSeedingPolicy::Block,
+    };
+    let c = facts.config;
+    let bucket = |(fill_rate, capacity): (f64, f64)| RateLimit {
+        fill_rate,
+        capacity,
+    };
+    let set = |s: String| (!s.is_empty()).then_some(s);
     Node {
-        id: nid.to_string(),
+        id: facts.nid.to_string(),
         agent: agent(),
-        config: None,
+        config: Some(NodeConfig {
+            alias: facts.alias,
+            // A seed accepts and dials peers it learns of, not only the configured ones.
+            peers: PeersConfig::Dynamic,
+            listen: c.listen,
+            connect: c.connect,
+            external_addresses: c.external_addresses,
+            log: c.log.to_owned(),
+            network: "main".to_owned(),
+            relay: c.relay,
+            limits: NodeLimits {
+                routing_max_size: c.max_routes,
+                routing_max_age: ROUTING_MAX_AGE_SECS,
+                fetch_concurrency: c.max_concurrent_fetches,
+                gossip_max_age: GOSSIP_MAX_AGE_SECS,
+                max_open_files: MAX_OPEN_FILES,
+                rate: RateLimits {
+                    inbound: bucket(c.inbound_rate),
+                    outbound: bucket(c.outbound_rate),
+                },
+                connection: ConnectionLimits {
+                    inbound: c.max_inbound,
+                    outbound: c.max_outbound,
+                },
+            },
+            workers: c.max_concurrent_serves,
+            seeding_policy,
+        }),
         state: "running".to_owned(),
+        avatar_url: set(facts.web.avatar_url),
+        banner_url: set(facts.web.banner_url),
+        description: set(facts.web.description),
     }
 }
 
@@ -98,7 +149,7 @@ pub(super) async fn stats(
 }
 
 /// `{alias, did, ssh: {full, hash}}`; the alias is ours for the node serving this host, else
-/// null (seedd keeps no alias per remote node here yet).
+/// the one the node announced (null when the seed holds no announcement of it).
 pub(super) async fn node_by_id(
     State(state): State<Arc<HttpState>>,
     Extension(scope): Extension<Scope>,
@@ -112,7 +163,12 @@ pub(super) async fn node_by_id(
         .to_openssh()
         .map_err(|e| WebError::BadRequest(format!("invalid node key: {e}")))?;
     let hash = key.fingerprint(ssh_key::HashAlg::Sha256).to_string();
-    let alias = ((state.web.node_of)(scope.tenant()) == nid).then(|| state.web.alias.clone());
+    let ours = (state.web.node_of)(scope.tenant());
+    let alias = if ours.nid == nid {
+        Some(ours.alias)
+    } else {
+        state.web.aliases.get(&state.index, &nid)
+    };
     Ok(Json(NodeIdentity {
         alias,
         did: nid.to_did(),
@@ -129,7 +185,7 @@ pub(super) async fn inventory(
     Path(nid): Path<String>,
 ) -> Result<Response, WebError> {
     let nid = super::parse_nid(&nid)?;
-    let rids: Vec<String> = if (state.web.node_of)(scope.tenant()) == nid {
+    let rids: Vec<String> = if (state.web.node_of)(scope.tenant()).nid == nid {
         visible_repos(&state, &scope)
             .await?
             .iter()

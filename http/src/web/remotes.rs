@@ -38,7 +38,7 @@ fn remotes(state: &HttpState, r: &RepoRecord) -> Result<BTreeMap<NodeId, Remote>
             *nid,
             Remote {
                 id: nid.to_string(),
-                alias: None,
+                alias: state.web.aliases.get(&state.index, nid),
                 delegate: r.delegates.contains(nid),
                 heads,
                 refs: all,

@@ -19,12 +19,18 @@ use seedd_core::index::RepoRecord;
 use seedd_core::storage::RefTarget;
 use seedd_proto::crypto::{NodeId, RepoId};
 
-/// The `xyz.radicle.project` payload id.
+/// `r`'s delegates with the aliases their nodes announced.
+fn named_delegates(state: &HttpState, r: &RepoRecord) -> Vec<seedd_web_api::Author> {
+    r.delegates
+        .iter()
+        .map(|d| state.web.aliases.author(&state.index, d))
+        .collect()
+}
 
 #[derive(Debug, Default, Clone, Copy, Deserialize, PartialEq, Eq)]
 #[serde(rename_all = "lowercase")]
 pub(super) enum Show {
-    /// seedd has no pinned repositories: the explorer then asks for `show=all`.
+    /// `[web] pinned` (a tenant's hostname: its `[[web.tenants]]` entry), in that order.
     #[default]
     Pinned,
     All,
@@ -138,7 +144,10 @@ async fn page(
     q: &ListQuery,
 ) -> Result<Vec<RepoInfo>, WebError> {
     if q.show == Show::Pinned {
-        return Ok(Vec::new());
+        // `[web] pinned` (or the tenant's), in its order, as far as this host lists them.
+        let pinned = (state.web.node_of)(scope.tenant()).web.pinned;
+        let mut by_rid: HashMap<RepoId, RepoRecord> = repos.drain(..).map(|r| (r.rid, r)).collect();
+        repos = pinned.iter().filter_map(|rid| by_rid.remove(rid)).collect();
     }
     let paging = Paging::new(q.page, q.per_page);
     let (skip, take) = paging.window(10, MAX_PER_PAGE);
@@ -150,7 +159,7 @@ async fn page(
             (r, s)
         })
         .collect();
-    if q.sort == Sort::Seeding {
+    if q.sort == Sort::Seeding && q.show == Show::All {
         // Most seeded first, then RID (stable sort keeps the index's RID order).
         seeded.sort_by_key(|a| std::cmp::Reverse(a.1));
     }
@@ -158,7 +167,8 @@ async fn page(
     let mut refs = Vec::new();
     for (r, s) in seeded.iter().skip(skip).take(take) {
         let counts = counts(state, r).await?;
-        if let Some(info) = repo_info(r, *s, aliases.get(&r.rid), &counts) {
+        if let Some(mut info) = repo_info(r, *s, aliases.get(&r.rid), &counts) {
+            info.delegates = named_delegates(state, r);
             out.push(info);
             refs.push((r.rid, top_level_refs(state, &r.rid)?));
         }
@@ -199,6 +209,7 @@ pub(super) async fn one(
     let mut info = repo_info(&r, seeding(&state, &r), alias.as_ref(), &counts).ok_or(
         WebError::NotFound("repository has no project or no default branch"),
     )?;
+    info.delegates = named_delegates(&state, &r);
     let refs = top_level_refs(&state, &r.rid)?;
     let storage = state.storage.clone();
     let canonical = super::blocking(move || canonical_refs(&storage, r.rid, refs)).await?;
@@ -313,7 +324,7 @@ pub(super) async fn search(
             payloads: SearchPayloads {
                 project: project(r),
             },
-            delegates: r.delegates.iter().map(author).collect(),
+            delegates: named_delegates(&state, r),
             seeds: *seeds,
         })
         .collect();

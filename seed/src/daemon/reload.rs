@@ -122,6 +122,10 @@ impl Reloader {
                 .map_err(|e| format!("[[tenants]]: {e}"))?;
             changes.extend(diff);
         }
+        if new.web != cur.web {
+            // Read per request from `current` (the web API's node profile).
+            changes.push("web: explorer profile replaced".to_owned());
+        }
         if let Some(cert) = &self.cert {
             changes.extend(reload_http_cert(cert, &self.metrics, true));
         }
