@@ -365,6 +365,27 @@ impl Index {
             .unwrap_or_default()
     }
 
+    /// Public indexed repositories whose name contains `needle` (case-sensitive, as httpd's
+    /// search), each with whether the name starts with it, from memory: one pass over the
+    /// distinct names, no record read. Sorted: prefix matches first, then by RID.
+    pub fn search_names(&self, needle: &str) -> Vec<(RepoId, bool)> {
+        let mut out: Vec<(RepoId, bool)> = {
+            let census = self.census();
+            census
+                .by_name
+                .iter()
+                .filter(|(name, _)| name.contains(needle))
+                .flat_map(|(name, named)| {
+                    let prefix = name.starts_with(needle);
+                    named.to_set().into_iter().map(move |rid| (rid, prefix))
+                })
+                .filter(|(rid, _)| census.repos.get(rid).is_some_and(|e| e.public))
+                .collect()
+        };
+        out.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
+        out
+    }
+
     /// The name of an indexed repository, from memory.
     pub fn repo_name(&self, rid: &RepoId) -> Option<String> {
         self.census().repos.get(rid).map(|e| e.name.to_string())

@@ -432,12 +432,17 @@ fn admit(
 /// Whether `scope` may see a repository: public, not denied by the operator, and held by the
 /// tenant (tenant host) or not held only by suspended tenants (other hosts).
 pub(crate) fn visible(state: &HttpState, scope: &Scope, r: &RepoRecord) -> bool {
+    r.is_public() && shown(state, scope, &r.rid)
+}
+
+/// Whether `scope` shows `rid` as far as policy and tenancy go ([`visible`] without the
+/// record's visibility).
+pub(crate) fn shown(state: &HttpState, scope: &Scope, rid: &RepoId) -> bool {
     let tenancy = &state.tenancy;
-    r.is_public()
-        && !tenancy.policies.denied(&r.rid)
+    !tenancy.policies.denied(rid)
         && match scope {
-            Scope::Tenant(t) => tenancy.tenants.shows(t, &r.rid),
-            Scope::All => !tenancy.tenants.only_suspended(&r.rid),
+            Scope::Tenant(t) => tenancy.tenants.shows(t, rid),
+            Scope::All => !tenancy.tenants.only_suspended(rid),
         }
 }
 

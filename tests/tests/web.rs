@@ -246,7 +246,10 @@ fn explorer_endpoints_answer_in_the_httpd_shapes_and_private_repositories_stay_h
     assert_eq!(node["state"], "running");
     let info = ok(&seed, "/api/v1/info");
     assert_eq!(info["node"], node);
-    assert_eq!(info["httpd"]["searchAvailable"], false);
+    assert_eq!(
+        info["httpd"]["searchAvailable"], true,
+        "search is served from the index"
+    );
     let typed_node: web::Node = typed(&node);
     let typed_info: web::Info = typed(&info);
     assert_eq!(typed_info.node, typed_node);

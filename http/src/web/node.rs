@@ -128,8 +128,10 @@ pub(super) async fn info(
 ) -> Response {
     let body = Info {
         node: node_json(&state, &scope),
+        // Name search is served from the index's census (`repos::search`); "most seeded" and
+        // "recently active" are listings the explorer then asks for.
         httpd: Httpd {
-            search_available: false,
+            search_available: true,
         },
     };
     cached(TEN_MINUTES, &body)

@@ -298,21 +298,44 @@ pub(super) struct SearchQuery {
     per_page: Option<usize>,
 }
 
+/// Search candidates ranked at most (prefix matches first, then RID order; later ones are not
+/// shown): bounds the records read and the routing scans for seed counts per search.
+pub(super) const MAX_SEARCH_RANKED: usize = 1_000;
+
 /// `GET /api/v1/repos/search?q&page&perPage`: a case-sensitive substring match on the project
 /// name, as httpd's storage walk does; names starting with `q` first, then most seeded, then
 /// RID. `SearchResult` carries the raw project payload (no `data`/`meta`) and `seeds`.
+///
+/// Served from the index's in-memory census of names (one pass over the distinct names, no
+/// record read); only candidates this host shows are read, at most [`MAX_SEARCH_RANKED`], on
+/// the blocking pool under a heavy permit.
 pub(super) async fn search(
     State(state): State<Arc<HttpState>>,
     Extension(scope): Extension<Scope>,
     Query(q): Query<SearchQuery>,
 ) -> Result<Response, WebError> {
     let needle: String = q.q.chars().take(MAX_QUERY_CHARS).collect();
-    let mut hits: Vec<(bool, usize, RepoRecord)> = listable(&state, &scope)
-        .await?
-        .into_iter()
-        .filter(|r| r.name.contains(&needle))
-        .map(|r| (!r.name.starts_with(&needle), seeding(&state, &r), r))
-        .collect();
+    let (st, sc) = (state.clone(), scope.clone());
+    let mut hits: Vec<(bool, usize, RepoRecord)> = super::heavy(&state, move || {
+        let mut hits = Vec::new();
+        for (rid, prefix) in st.index.search_names(&needle) {
+            if hits.len() >= MAX_SEARCH_RANKED {
+                break;
+            }
+            if !super::shown(&st, &sc, &rid) {
+                continue;
+            }
+            let Some(r) = st.index.repo(&rid).map_err(WebError::index)? else {
+                continue;
+            };
+            if r.name.is_empty() || r.head.is_none() || !super::visible(&st, &sc, &r) {
+                continue;
+            }
+            hits.push((!prefix, seeding(&st, &r), r));
+        }
+        Ok(hits)
+    })
+    .await?;
     hits.sort_by_key(|h| (h.0, std::cmp::Reverse(h.1)));
     let (skip, take) = Paging::new(q.page, q.per_page).window(10, MAX_PER_PAGE);
     let out: Vec<SearchResult> = hits
