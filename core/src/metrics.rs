@@ -75,6 +75,7 @@ pub(crate) const WEB_BOUNDS: &[&str] = &[
     "archive_output",
     "archive_deadline",
     "archive_memory",
+    "renames",
 ];
 /// `reason` of `seedd_http_connections_refused_total` (`per_ip`: over `http.max_connections_per_ip`).
 const HTTP_CONNECTIONS_REFUSED: &[&str] = &["per_ip"];

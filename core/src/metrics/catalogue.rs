@@ -489,7 +489,7 @@ pub const CATALOGUE: &[MetricDoc] = &[
         name: "seedd_web_bounded_total",
         kind: "counter",
         labels: &["bound"],
-        help: "JSON API and /raw answers cut by a response bound (bound: diff_truncated, a file diff answered without hunks; blob_omitted, a blob left out of a diff's files; too_large, an answer refused with 413 (tree, diff, commit, blob or file over its limit); cancelled, git work stopped because nobody waited; archive_output, an archive cut past its output bound; archive_deadline, an archive cut at its deadline; archive_memory, the git archive of an export-subst tree stopped at its data limit).",
+        help: "JSON API and /raw answers cut by a response bound (bound: diff_truncated, a file diff answered without hunks; blob_omitted, a blob left out of a diff's files; too_large, an answer refused with 413 (tree, diff, commit, blob or file over its limit); cancelled, git work stopped because nobody waited; archive_output, an archive cut past its output bound; archive_deadline, an archive cut at its deadline; archive_memory, the git archive of an export-subst tree stopped at its data limit; renames, a diff whose inexact rename and copy detection stopped at its byte, work or rename limit, identical files still paired).",
     },
     MetricDoc {
         name: "seedd_cob_budget_exceeded_total",

@@ -1,5 +1,7 @@
-//! Diffs in the explorer's shape (http-api.md §1.4 `Diff`): a recursive tree comparison
-//! (no rename detection) and a Myers line diff with 3 lines of context.
+//! Diffs in the explorer's shape (http-api.md §1.4 `Diff`): a recursive tree comparison,
+//! renames and copies found as `git diff -M -C` finds them ([`renames`], issue 27 §1, bounded
+//! by [`MAX_RENAME_BYTES`] and [`MAX_RENAME_WORK`]), and a Myers line diff with 3 lines of
+//! context.
 //!
 //! One answer costs bounded memory whatever the change (issue 25 §1). Hard limits answer 413:
 //! [`MAX_FILES`] files, [`MAX_DIFF_BYTES`] of blob content read, trees over
@@ -11,6 +13,8 @@
 //! `"truncated": true` (a key the explorer's schema ignores). Blob contents in `files` are
 //! embedded up to [`MAX_EMBEDDED_BLOB`] each and [`MAX_EMBEDDED_BYTES`] in all; bigger ones are
 //! left out of the map. Cuts are counted in `seedd_web_bounded_total`.
+
+pub(super) mod renames;
 
 use std::collections::BTreeMap;
 
@@ -108,6 +112,115 @@ pub(super) struct Change {
     pub path: String,
     pub old: Option<(ObjectId, gix::objs::tree::EntryMode)>,
     pub new: Option<(ObjectId, gix::objs::tree::EntryMode)>,
+    /// Moved or copied from this path (`old` is that path's blob) ([`find_renames`]).
+    pub from: Option<(String, Relation)>,
+}
+
+/// How a changed path relates to the path it came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Relation {
+    Moved,
+    Copied,
+}
+
+/// Blob bytes rename detection may read for one diff (each distinct blob once).
+pub(super) const MAX_RENAME_BYTES: u64 = 32 << 20;
+/// Similarity work rename detection may do for one diff (pairs compared plus the lengths of
+/// both span tables of each pair compared: about 50 ms of CPU).
+pub(super) const MAX_RENAME_WORK: u64 = 50_000_000;
+
+/// `changes` with renames and copies found as `git diff -M -C` finds them ([`renames`]): an
+/// added path that came from a deleted or modified one becomes one change from it; a deleted
+/// path that was moved or copied is no longer listed as deleted. Past [`MAX_RENAME_BYTES`],
+/// [`MAX_RENAME_WORK`] or git's rename limit only identical files are paired; the second
+/// value then says so (counted in `seedd_web_bounded_total{bound="renames"}`).
+pub(super) fn find_renames(
+    repo: &gix::Repository,
+    changes: Vec<Change>,
+    cancel: &Cancel,
+) -> Result<(Vec<Change>, bool), WebError> {
+    use renames::{Cut, Dest, Kind, Limits, Mode, Source};
+    let kind = |m: gix::objs::tree::EntryMode| {
+        use gix::objs::tree::EntryKind;
+        match m.kind() {
+            EntryKind::Blob | EntryKind::BlobExecutable => Some(Mode::File),
+            EntryKind::Link => Some(Mode::Symlink),
+            EntryKind::Commit => Some(Mode::Submodule),
+            EntryKind::Tree => None,
+        }
+    };
+    let size = |id: ObjectId, m: Mode| -> Result<u64, WebError> {
+        if m == Mode::Submodule {
+            return Ok(0);
+        }
+        Ok(repo.find_header(id).map_err(WebError::git)?.size())
+    };
+    let (mut sources, mut dests) = (Vec::new(), Vec::new());
+    let (mut source_of, mut dest_of) = (Vec::new(), Vec::new());
+    for (i, c) in changes.iter().enumerate() {
+        match (c.old, c.new) {
+            (None, Some((id, m))) => {
+                let Some(mode) = kind(m) else { continue };
+                dests.push(Dest {
+                    path: c.path.clone(),
+                    id,
+                    mode,
+                    size: size(id, mode)?,
+                });
+                dest_of.push(i);
+            }
+            (Some((id, m)), new) => {
+                let Some(mode) = kind(m) else { continue };
+                sources.push(Source {
+                    path: c.path.clone(),
+                    id,
+                    mode,
+                    size: size(id, mode)?,
+                    deleted: new.is_none(),
+                });
+                source_of.push(i);
+            }
+            (None, None) => {}
+        }
+    }
+    if sources.is_empty() || dests.is_empty() {
+        return Ok((changes, false));
+    }
+    let mut load = |id: &ObjectId| -> Result<Vec<u8>, WebError> {
+        Ok(repo.find_object(*id).map_err(WebError::git)?.detach().data)
+    };
+    let limits = Limits {
+        max_bytes: MAX_RENAME_BYTES,
+        max_work: MAX_RENAME_WORK,
+        ..Limits::default()
+    };
+    let (found, cut) = renames::detect(&sources, &dests, &mut load, limits, &|| {
+        cancel.is_cancelled()
+    })?;
+    if cut == Cut::Cancelled {
+        cancel.check().map_err(super::cancelled)?;
+    }
+    let mut out: Vec<Option<Change>> = changes.into_iter().map(Some).collect();
+    for f in &found {
+        let (s, d) = (&sources[f.source], source_of[f.source]);
+        let old = out[d].as_ref().and_then(|c| c.old);
+        let relation = match f.kind {
+            Kind::Rename => Relation::Moved,
+            Kind::Copy => Relation::Copied,
+        };
+        if let Some(c) = out[dest_of[f.dest]].as_mut() {
+            c.old = old;
+            c.from = Some((s.path.clone(), relation));
+        }
+    }
+    // A deleted source that was moved or copied is not a deletion any more.
+    for f in &found {
+        if sources[f.source].deleted {
+            out[source_of[f.source]] = None;
+        }
+    }
+    let cut = !matches!(cut, Cut::None);
+    Ok((out.into_iter().flatten().collect(), cut))
 }
 
 /// `mode` of a `DiffFile`.
@@ -188,6 +301,7 @@ fn walk(
                 path,
                 old: bo,
                 new: bn,
+                from: None,
             });
         }
     }
@@ -263,6 +377,37 @@ pub(super) fn render(
                 mode: mode(m).to_owned(),
             })
         };
+        if let (Some((from, relation)), Some(old), Some(new)) = (&c.from, file(c.old), file(c.new))
+        {
+            // httpd's two shapes: the same blob and mode → `current` only; else both sides and
+            // their diff.
+            let (current, old, new, diff) = if old == new {
+                (Some(new), None, None, None)
+            } else {
+                let Some(diff) = content.0 else { continue };
+                (None, Some(old), Some(new), Some(diff))
+            };
+            let (old_path, new_path) = (from.clone(), c.path.clone());
+            files.push(match relation {
+                Relation::Moved => FileDiff::Moved {
+                    old_path,
+                    new_path,
+                    current,
+                    old,
+                    new,
+                    diff,
+                },
+                Relation::Copied => FileDiff::Copied {
+                    old_path,
+                    new_path,
+                    current,
+                    old,
+                    new,
+                    diff,
+                },
+            });
+            continue;
+        }
         let Some(diff) = content.0 else { continue };
         let path = c.path.clone();
         let entry = match (file(c.old), file(c.new)) {

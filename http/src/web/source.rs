@@ -667,8 +667,10 @@ fn render(
     how: Render,
     cancel: &Cancel,
 ) -> Result<(Diff, BTreeMap<String, BlobContent>), WebError> {
+    let (changes, cut) = super::diff::find_renames(repo, changes.to_vec(), cancel)?;
+    super::count_bound(state, "renames", u64::from(cut));
     let mut budget = super::diff::Budget::default();
-    let out = super::diff::render(repo, changes, how, &mut budget, cancel);
+    let out = super::diff::render(repo, &changes, how, &mut budget, cancel);
     super::count_bound(state, "diff_truncated", budget.truncated);
     super::count_bound(state, "blob_omitted", budget.omitted);
     out

@@ -181,3 +181,69 @@ async fn expensive_requests_wait_briefly_for_a_slot_then_get_503() {
     drop(held);
     assert!(waiter.await.unwrap());
 }
+
+/// Issue 27 §1: a moved file and a copied one are answered in httpd's shapes (`moved` with
+/// `current` when unchanged; `copied` with both sides and the diff), counted once each, and
+/// the moved file's old path is no longer listed as deleted.
+#[test]
+fn moves_and_copies_render_as_httpd_shows_them() {
+    use super::diff::{find_renames, render, tree_changes, Budget, Render};
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    let git = |args: &[&str]| seedd_core::git::testing::ok(dir, args);
+    git(&["init", "-q"]);
+    let text: String = (0..20).map(|i| format!("line {i}\n")).collect();
+    std::fs::write(dir.join("a.txt"), &text).unwrap();
+    std::fs::write(dir.join("b.txt"), text.replace("line 1\n", "one\n")).unwrap();
+    git(&["add", "."]);
+    git(&["commit", "-q", "-m", "one"]);
+    let before = git(&["rev-parse", "HEAD^{tree}"]);
+    std::fs::create_dir(dir.join("moved")).unwrap();
+    git(&["mv", "a.txt", "moved/a.txt"]);
+    // b.txt is modified; c.txt is new, a near copy.
+    std::fs::write(dir.join("b.txt"), format!("{text}tail\n")).unwrap();
+    std::fs::write(dir.join("c.txt"), text.replace("line 2\n", "two\n")).unwrap();
+    git(&["add", "-A"]);
+    git(&["commit", "-q", "-m", "two"]);
+    let after = git(&["rev-parse", "HEAD^{tree}"]);
+    let want = git(&["diff", "-M", "-C", "--name-status", &before, &after]);
+    let status: Vec<&str> = want.lines().map(|l| &l[..1]).collect();
+    assert_eq!(status, ["M", "C", "R"], "git: {want}");
+
+    let repo = gix::open(dir).unwrap();
+    let id = |s: &str| gix::ObjectId::from_hex(s.as_bytes()).unwrap();
+    let cancel = seedd_core::blocking::Cancel::new();
+    let changes = tree_changes(&repo, Some(id(&before)), Some(id(&after)), &cancel).unwrap();
+    assert_eq!(changes.len(), 4, "a.txt, b.txt, c.txt, moved/a.txt");
+    let (changes, cut) = find_renames(&repo, changes, &cancel).unwrap();
+    assert!(!cut);
+    let (diff, _) = render(
+        &repo,
+        &changes,
+        Render::Full,
+        &mut Budget::default(),
+        &cancel,
+    )
+    .unwrap();
+    let json = serde_json::to_value(&diff).unwrap();
+    let files = json["files"].as_array().unwrap();
+    let by = |s: &str| files.iter().find(|f| f["status"] == s).cloned().unwrap();
+    assert_eq!(files.len(), 3, "{json}");
+    let moved = by("moved");
+    assert_eq!(moved["oldPath"], "a.txt");
+    assert_eq!(moved["newPath"], "moved/a.txt");
+    assert!(moved["current"]["oid"].is_string(), "{moved}");
+    assert!(moved.get("diff").is_none() && moved.get("path").is_none());
+    let copied = by("copied");
+    // c.txt is closer to a.txt than to b.txt: git copies it from a.txt (a deleted source used
+    // twice: the copy first in path order, the move last).
+    assert!(want.contains("a.txt\tc.txt"), "git: {want}");
+    assert_eq!(copied["oldPath"], "a.txt");
+    assert_eq!(copied["newPath"], "c.txt");
+    assert_eq!(copied["diff"]["type"], "plain");
+    assert!(copied["old"]["oid"].is_string() && copied["new"]["oid"].is_string());
+    assert_eq!(by("modified")["path"], "b.txt");
+    assert_eq!(json["stats"]["filesChanged"], 3);
+    let typed: seedd_web_api::Diff = serde_json::from_value(json).unwrap();
+    assert_eq!(typed.files.len(), 3);
+}
