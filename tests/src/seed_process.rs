@@ -54,6 +54,9 @@ pub struct Seed {
     pub p2p: SocketAddr,
     pub log: PathBuf,
     admin_tls: Option<(PathBuf, PathBuf, PathBuf)>,
+    /// Logs of earlier starts that lost a port (with a caller's data directory, the first
+    /// start's messages about it are only there).
+    earlier_logs: String,
 }
 
 impl Seed {
@@ -100,22 +103,27 @@ impl Seed {
     }
 
     pub fn logs(&self) -> String {
-        std::fs::read_to_string(&self.log).unwrap_or_default()
+        let now = std::fs::read_to_string(&self.log).unwrap_or_default();
+        format!("{}{now}", self.earlier_logs)
     }
 
     pub fn start(opts: SeedOptions) -> Seed {
         // `free_port` picks ports that another process may take before seedd binds them:
         // then seedd exits at once naming the address, and the seed starts again on others.
+        let mut earlier = String::new();
         for _ in 0..3 {
             let mut seed = Self::start_once(opts.clone());
+            seed.earlier_logs.clone_from(&earlier);
             if opts.p2p_port.is_none() && seed.lost_a_port() {
                 eprintln!("seedd lost a port to another process; starting it again");
+                earlier = seed.logs();
                 continue;
             }
             seed.wait_ready();
             return seed;
         }
-        let seed = Self::start_once(opts);
+        let mut seed = Self::start_once(opts);
+        seed.earlier_logs = earlier;
         seed.wait_ready();
         seed
     }
@@ -123,11 +131,13 @@ impl Seed {
     /// Whether seedd exited within its first second because an address was in use.
     fn lost_a_port(&mut self) -> bool {
         let deadline = Instant::now() + Duration::from_secs(1);
+        // This start's log only (not the earlier ones').
+        let log = || std::fs::read_to_string(&self.log).unwrap_or_default();
         while Instant::now() < deadline {
             if matches!(self.child.try_wait(), Ok(Some(_))) {
-                return self.logs().contains("Address already in use");
+                return log().contains("Address already in use");
             }
-            if self.logs().contains("http listening") {
+            if log().contains("http listening") {
                 return false;
             }
             std::thread::sleep(Duration::from_millis(10));
@@ -202,6 +212,7 @@ impl Seed {
             p2p: format!("127.0.0.1:{p2p}").parse().unwrap(),
             log,
             admin_tls: opts.admin_tls.clone(),
+            earlier_logs: String::new(),
         };
         seed
     }
