@@ -530,35 +530,27 @@ pub enum FileDiff {
         old: DiffFile,
         new: DiffFile,
     },
-    /// A rename (git's `R`): unchanged (same blob and mode), only `current`; changed, `old`,
-    /// `new` and `diff` (httpd's two shapes).
-    #[serde(rename_all = "camelCase")]
-    Moved {
-        old_path: String,
-        new_path: String,
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        current: Option<DiffFile>,
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        old: Option<DiffFile>,
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        new: Option<DiffFile>,
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        diff: Option<DiffContent>,
-    },
-    /// A copy (git's `C`), in the same two shapes.
-    #[serde(rename_all = "camelCase")]
-    Copied {
-        old_path: String,
-        new_path: String,
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        current: Option<DiffFile>,
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        old: Option<DiffFile>,
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        new: Option<DiffFile>,
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        diff: Option<DiffContent>,
-    },
+    /// A rename (git's `R`).
+    Moved(Relocation),
+    /// A copy (git's `C`).
+    Copied(Relocation),
+}
+
+/// A moved or copied file: unchanged (same blob and mode), only `current`; changed, `old`,
+/// `new` and `diff` (httpd's two shapes).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Relocation {
+    pub old_path: String,
+    pub new_path: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub current: Option<DiffFile>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub old: Option<DiffFile>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub new: Option<DiffFile>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub diff: Option<DiffContent>,
 }
 
 /// What a diff changed in all.

@@ -20,7 +20,8 @@ use std::collections::BTreeMap;
 
 use gix::ObjectId;
 use seedd_web_api::{
-    BlobContent, Diff, DiffContent, DiffFile, DiffStats, FileDiff, FileStats, Hunk, Line, LineRange,
+    BlobContent, Diff, DiffContent, DiffFile, DiffStats, FileDiff, FileStats, Hunk, Line,
+    LineRange, Relocation,
 };
 
 use super::WebError;
@@ -387,24 +388,17 @@ pub(super) fn render(
                 let Some(diff) = content.0 else { continue };
                 (None, Some(old), Some(new), Some(diff))
             };
-            let (old_path, new_path) = (from.clone(), c.path.clone());
+            let moved = Relocation {
+                old_path: from.clone(),
+                new_path: c.path.clone(),
+                current,
+                old,
+                new,
+                diff,
+            };
             files.push(match relation {
-                Relation::Moved => FileDiff::Moved {
-                    old_path,
-                    new_path,
-                    current,
-                    old,
-                    new,
-                    diff,
-                },
-                Relation::Copied => FileDiff::Copied {
-                    old_path,
-                    new_path,
-                    current,
-                    old,
-                    new,
-                    diff,
-                },
+                Relation::Moved => FileDiff::Moved(moved),
+                Relation::Copied => FileDiff::Copied(moved),
             });
             continue;
         }
