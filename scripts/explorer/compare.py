@@ -35,7 +35,7 @@ EXPECTED = [
     (r".*", r"\.alias$", "node aliases come from the node announcements seedd has received; "
      "httpd reads its own node's database (palm knows its peers' aliases, this seedd never met them)"),
     (r".*", r"(^|\.)seeding$", "seeds counted from seedd's gossip, httpd counts palm's routing table"),
-    (r"^/api/v1/repos$", r"^\$\.length$", "seedd pins nothing (show=pinned is empty); palm's config pins one repository"),
+    (r"^/api/v1/repos$", r"^\$\.length$", "seedd pins `[web] pinned` of its own config (none here); palm's config pins one repository"),
     (r".*", r"^\$\.error$", "error texts differ; the status code is the same"),
     (r".*", r"^\$body$", "error texts differ; the status code is the same"),
     (r"/(commits/[0-9a-f]{40}|diff/)", r"\.diff\.files\[\*\]\.diff\.stats\.deletions$",
