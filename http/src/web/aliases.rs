@@ -1,7 +1,8 @@
 //! Names of nodes (issue 27 §5): the alias each node gave in its latest node announcement the
 //! seed holds (`Index::node_alias`), as radicle-httpd shows them from its node database.
 //! Looked up per answer for the DIDs it names (bounded by the answer), remembered for
-//! [`TTL`] in a map of at most [`MAX_REMEMBERED`] nodes.
+//! [`TTL`] in a map of at most [`MAX_REMEMBERED`] nodes (a node without one is looked up
+//! again each time).
 
 use std::collections::HashMap;
 use std::sync::Mutex;
@@ -38,11 +39,15 @@ impl Aliases {
                 None
             }
         };
-        let mut known = self.lock();
-        if known.len() >= MAX_REMEMBERED {
-            known.clear();
+        // Only a known alias is remembered: a node named before its announcement arrived is
+        // named as soon as it does (an unknown one costs a point lookup per answer naming it).
+        if alias.is_some() {
+            let mut known = self.lock();
+            if known.len() >= MAX_REMEMBERED {
+                known.clear();
+            }
+            known.insert(*nid, (alias.clone(), now));
         }
-        known.insert(*nid, (alias.clone(), now));
         alias
     }
 
