@@ -499,7 +499,6 @@ fn web_state(
 ) -> seedd_http::web::Web {
     let (identities, tenants) = (identities.clone(), tenants.clone());
     seedd_http::web::Web::new(move |tenant| {
-        let cfg = current.lock().unwrap_or_else(|e| e.into_inner()).clone();
         let placed = tenant
             .and_then(|name| tenants.identity_of(name))
             .unwrap_or_else(|| seedd_core::config::DEFAULT_IDENTITY.to_owned());
@@ -514,6 +513,9 @@ fn web_state(
         let (listen, mut external_addresses) = identity
             .map(|i| (i.listen.clone(), i.external_addresses.clone()))
             .unwrap_or_default();
+        // Read under the lock, not copied: this runs on every `/node` and pinned listing
+        // (identities and tenants are read first, so their locks are never taken under it).
+        let cfg = current.lock().unwrap_or_else(|e| e.into_inner());
         if identity.is_none_or(|i| i.name == seedd_core::config::DEFAULT_IDENTITY) {
             // The default identity announces `p2p.external_addresses`.
             external_addresses.clone_from(&cfg.p2p.external_addresses);
