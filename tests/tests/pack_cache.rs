@@ -313,15 +313,19 @@ fn identical_concurrent_clones_share_one_generation() {
     assert!(files[0].0.ends_with(".pack"));
 }
 
+/// The files in `cache/packs` with their sizes; one removed while it is listed (an abandoned
+/// generation's) is left out.
 fn cache_files(seed: &Seed) -> Vec<(String, u64)> {
     std::fs::read_dir(seed.data_dir().join("cache/packs"))
         .unwrap()
-        .map(|e| {
+        .filter_map(|e| {
             let e = e.unwrap();
-            (
-                e.file_name().to_string_lossy().into_owned(),
-                e.metadata().unwrap().len(),
-            )
+            let len = match e.metadata() {
+                Ok(m) => m.len(),
+                Err(err) if err.kind() == std::io::ErrorKind::NotFound => return None,
+                Err(err) => panic!("{}: {err}", e.path().display()),
+            };
+            Some((e.file_name().to_string_lossy().into_owned(), len))
         })
         .collect()
 }
