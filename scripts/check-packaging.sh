@@ -300,13 +300,25 @@ for f in sorted(out.glob("*.yaml")):
             for key, text in doc["data"].items():
                 (dst / f"{f.stem}--{key}").write_text(text)
                 n += 1
+        # A fleet's placement (checked by `seedd front --check`; the seeds' configs name it).
+        if doc and doc.get("kind") == "ConfigMap" and doc["metadata"]["name"].endswith("-placement"):
+            (dst / f"{f.stem}.placement").write_text(doc["data"]["placement.toml"])
 print(f"{n} config files rendered")
 PY
   : >"$WORK/tls.crt"
   : >"$WORK/tls.key"
+  for f in "$WORK"/toml/*.placement; do
+    [ -e "$f" ] || continue
+    "$bin" front --check --placement "$f" >/dev/null 2>"$WORK/check.log" || {
+      echo "$(basename "$f"): $(cat "$WORK/check.log")"
+      ok=1
+    }
+  done
   for f in "$WORK"/toml/*.toml; do
-    SEEDD_HTTP__TLS__CERT="$WORK/tls.crt" SEEDD_HTTP__TLS__KEY="$WORK/tls.key" \
-      "$bin" config check "$f" >/dev/null 2>"$WORK/check.log" || {
+    local placement vars=(SEEDD_HTTP__TLS__CERT="$WORK/tls.crt" SEEDD_HTTP__TLS__KEY="$WORK/tls.key")
+    placement="$WORK/toml/$(basename "$f" | sed 's/--.*//').placement"
+    [ -e "$placement" ] && vars+=(SEEDD_FLEET__PLACEMENT="$placement")
+    env "${vars[@]}" "$bin" config check "$f" >/dev/null 2>"$WORK/check.log" || {
       echo "$(basename "$f"): $(cat "$WORK/check.log")"
       ok=1
     }

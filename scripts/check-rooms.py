@@ -6,7 +6,8 @@ The daemon is four crates, floors the compiler keeps (ARCHITECTURE.md):
     seedd-core (core/)   config, metrics, git, storage, index, serve, tenants, policies, ...
     seedd-http (http/)   smart-HTTP, the web API, TLS, rate limits        -> core
     seedd-p2p  (p2p/)    gossip shell, identities, replication            -> core
-    seedd      (seed/)   control, backup, admin, daemon, main             -> core, http, p2p, api
+    seedd-front (front/) the fleet's router: routes, merges, failover     -> core
+    seedd      (seed/)   control, backup, admin, daemon, main             -> core, http, p2p, api, front
 
 This script checks, on the sources and each crate's Cargo.toml:
   1. each crate depends only on the crates its floor allows (core reaches neither http nor p2p,
@@ -31,11 +32,12 @@ CRATES = [
     ("seedd-core", "core", {"seedd-proto"}),
     ("seedd-http", "http", {"seedd-proto", "seedd-core", "seedd-web-api"}),
     ("seedd-p2p", "p2p", {"seedd-proto", "seedd-core", "seedd-bridge"}),
+    ("seedd-front", "front", {"seedd-proto", "seedd-core"}),
     ("seedd", "seed", {"seedd-proto", "seedd-core", "seedd-http", "seedd-p2p", "seedd-api",
-                       "seedd-bridge"}),
+                       "seedd-bridge", "seedd-front"}),
 ]
 SEEDD_CRATES = {"seedd-proto", "seedd-api", "seedd-web-api", "seedd-bridge", "seedd-core",
-                "seedd-http", "seedd-p2p", "seedd"}
+                "seedd-http", "seedd-p2p", "seedd-front", "seedd"}
 
 
 def non_test_source(path):

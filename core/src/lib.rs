@@ -17,6 +17,7 @@ pub mod index;
 pub mod logging;
 pub mod maintain;
 pub mod metrics;
+pub mod placement;
 pub mod policy;
 pub mod serve;
 pub mod storage;

@@ -20,12 +20,16 @@ pub enum NamespaceFilter {
 
 /// Policy lookups. Cheap to clone. Precedence for a repository: the operator's explicit policy
 /// (a `block` is the global deny list), then tenants' claims (owner's scope while one claimant is
-/// active), then the configured default (hot-reloadable).
+/// active), then the configured default (hot-reloadable), which in a fleet covers only the
+/// repositories placed on this seed's shard.
 #[derive(Clone)]
 pub struct Policies {
     index: Index,
     default: Arc<RwLock<RepoPolicy>>,
     tenants: Option<Tenants>,
+    /// `[fleet]`: the placement and this seed's shard; the default policy only reaches the
+    /// repositories placed on it.
+    fleet: Option<(crate::placement::Watched, Arc<str>)>,
 }
 
 impl Policies {
@@ -42,6 +46,22 @@ impl Policies {
             index,
             default: Arc::new(RwLock::new(default)),
             tenants: None,
+            fleet: None,
+        }
+    }
+
+    /// In a fleet: the default policy seeds only what `placement` puts on `shard` (explicit
+    /// operator and tenant policies still apply, so a move's copy can be seeded by hand).
+    pub fn with_placement(mut self, placement: crate::placement::Watched, shard: &str) -> Self {
+        self.fleet = Some((placement, Arc::from(shard)));
+        self
+    }
+
+    /// Whether the placement puts `rid` on this seed's shard (always, outside a fleet).
+    pub fn placed_here(&self, rid: &RepoId) -> bool {
+        match &self.fleet {
+            Some((placement, shard)) => placement.get().seeds(shard, rid),
+            None => true,
         }
     }
 
@@ -75,7 +95,8 @@ impl Policies {
             Ok(Some(p)) => p,
             Ok(None) => match self.tenants.as_ref().and_then(|t| t.seeded_scope(rid)) {
                 Some(scope) => RepoPolicy::Allow { scope },
-                None => self.default_policy(),
+                None if self.placed_here(rid) => self.default_policy(),
+                None => RepoPolicy::Block,
             },
             Err(e) => {
                 tracing::error!(%rid, error = %crate::logging::chain(&e), "reading repository policy failed; treating as blocked");

@@ -124,6 +124,12 @@ pub(crate) enum Command {
         #[arg(long)]
         tenant: Option<String>,
     },
+    /// A fleet of shards and replicas behind `seedd front`: status, where a repository is,
+    /// moving one between shards.
+    Fleet {
+        #[command(subcommand)]
+        command: FleetCommand,
+    },
     /// Node identities (one key, listener and inventory each).
     Identity {
         #[command(subcommand)]
@@ -428,4 +434,43 @@ impl PageArgs {
     pub(crate) fn one_page(&self) -> bool {
         self.limit.is_some() || self.after.is_some()
     }
+}
+
+#[derive(Subcommand)]
+pub(crate) enum FleetCommand {
+    /// The placement in force, every shard's replicas and whether each takes reads.
+    Status {
+        /// The front's admin URL.
+        #[arg(long, env = "SEEDCTL_FRONT")]
+        front: String,
+    },
+    /// The shard of a repository and the order its replicas answer it in.
+    Where {
+        rid: String,
+        #[arg(long, env = "SEEDCTL_FRONT")]
+        front: String,
+    },
+    /// Move a repository to another shard: copy, verify, switch the placement, purge the
+    /// source (no clone fails meanwhile). Uses --token/--token-file for the replicas' admin APIs.
+    Move {
+        rid: String,
+        /// The destination shard.
+        #[arg(long)]
+        to: String,
+        /// The placement file (the ConfigMap key's source).
+        #[arg(long, env = "SEEDCTL_PLACEMENT")]
+        placement: PathBuf,
+        #[arg(long, env = "SEEDCTL_FRONT")]
+        front: String,
+        /// Shell command run after each edit of the file to publish it ($PLACEMENT is its
+        /// path), e.g. `kubectl create configmap seedd-placement --from-file=placement.toml=$PLACEMENT --dry-run=client -o yaml | kubectl apply -f -`.
+        #[arg(long)]
+        apply: Option<String>,
+        /// Seconds the source keeps serving after the switch (in-flight clones finish).
+        #[arg(long, default_value_t = 10)]
+        drain_secs: u64,
+        /// Most seconds each step waits for the fleet.
+        #[arg(long, default_value_t = 600)]
+        timeout_secs: u64,
+    },
 }

@@ -13,6 +13,8 @@ use crate::cli::Cli;
 /// Talks to one seedd's admin API.
 pub(crate) struct Client<'a> {
     cli: &'a Cli,
+    /// The admin API's base URL (`--admin`, or one replica's in `fleet` commands).
+    base: String,
 }
 
 /// An HTTP method of the admin API.
@@ -26,7 +28,19 @@ enum Method {
 
 impl<'a> Client<'a> {
     pub(crate) fn new(cli: &'a Cli) -> Self {
-        Self { cli }
+        Self {
+            cli,
+            base: cli.admin.clone(),
+        }
+    }
+
+    /// The same token and TLS settings, another seed's admin API (a fleet's replicas share
+    /// the chart's admin token).
+    pub(crate) fn at(cli: &'a Cli, base: &str) -> Self {
+        Self {
+            cli,
+            base: base.to_owned(),
+        }
     }
 
     pub(crate) fn get<T: DeserializeOwned>(&self, path: &str) -> anyhow::Result<T> {
@@ -82,7 +96,7 @@ impl<'a> Client<'a> {
         timeout: Duration,
     ) -> anyhow::Result<T> {
         let cli = self.cli;
-        let url = format!("{}{}", cli.admin.trim_end_matches('/'), path);
+        let url = format!("{}{}", self.base.trim_end_matches('/'), path);
         let agent: ureq::Agent = ureq::Agent::config_builder()
             .http_status_as_error(false)
             .timeout_global(Some(timeout))

@@ -39,7 +39,10 @@ fn main() -> ExitCode {
 }
 
 fn run(cli: &Cli) -> anyhow::Result<()> {
-    let report = dispatch(&Client::new(cli), &cli.command)?;
+    let report = match &cli.command {
+        Command::Fleet { command } => cmd::fleet::run(cli, command)?,
+        command => dispatch(&Client::new(cli), command)?,
+    };
     report::emit(report.as_ref(), cli.output)
 }
 
@@ -70,6 +73,7 @@ fn dispatch(client: &Client, command: &Command) -> anyhow::Result<Box<dyn Report
             command: MaintenanceCommand::Ls { page },
         } => cmd::maintenance::ls(client, page),
         Command::Identity { command } => cmd::identity::run(client, command),
+        Command::Fleet { .. } => anyhow::bail!("fleet commands talk to several seeds"),
         Command::Config {
             command: ConfigCommand::Reload,
         } => cmd::config::reload(client),

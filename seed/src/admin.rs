@@ -39,6 +39,8 @@ pub(crate) struct AdminState {
     pub index: Index,
     pub metrics: Arc<Metrics>,
     pub ready: Arc<AtomicBool>,
+    /// The first index is built (ready waits for a fleet replica's catch-up too).
+    pub indexed: Arc<AtomicBool>,
     pub started: Instant,
     /// SHA-256 of each accepted bearer token (compared digest to digest).
     pub tokens: Arc<std::sync::RwLock<Vec<[u8; 32]>>>,
@@ -138,6 +140,12 @@ async fn metrics(State(state): State<Arc<AdminState>>) -> Response {
 async fn readyz(State(state): State<Arc<AdminState>>) -> Response {
     if state.ready.load(Ordering::Acquire) {
         (StatusCode::OK, "ready\n").into_response()
+    } else if state.indexed.load(Ordering::Acquire) {
+        (
+            StatusCode::SERVICE_UNAVAILABLE,
+            "catching up with the shard's other replicas\n",
+        )
+            .into_response()
     } else {
         (StatusCode::SERVICE_UNAVAILABLE, "indexing storage\n").into_response()
     }

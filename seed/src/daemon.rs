@@ -8,6 +8,7 @@
 //! `files`: data directory, key and admin tokens; `rescan`: storage rescans; `reload`: hot
 //! reload; `listen`: HTTP listeners, certificates and periodic gauges.
 
+mod catchup;
 mod files;
 mod listen;
 mod reload;
@@ -39,6 +40,7 @@ use seedd_core::config::{Config, Overrides};
 use seedd_core::index::{Index, IndexError, Tuning};
 use seedd_core::maintain::{self, Maintainer};
 use seedd_core::metrics::Metrics;
+use seedd_core::placement::Watched;
 use seedd_core::policy::Policies;
 use seedd_core::serve::{GitServer, StreamLimits};
 use seedd_core::storage::{Storage, StorageError};
@@ -72,6 +74,14 @@ pub enum BuildError {
     Net(#[source] Box<dyn std::error::Error + Send + Sync>),
     #[error("starting an identity from [[identities]]")]
     Identity(#[from] IdentityError),
+    #[error("config key `fleet.placement`: {0}")]
+    Placement(#[from] seedd_core::placement::PlacementError),
+    #[error("config key `fleet.shard`: no shard {shard:?} in the placement file {file} (its [[shards]] names: {names})")]
+    NoSuchShard {
+        shard: String,
+        file: String,
+        names: String,
+    },
 }
 
 /// Why the daemon stopped with an error.
@@ -145,8 +155,13 @@ impl Daemon {
         };
         let token = files::admin_token(&cfg)?;
         let listeners = Listeners::bind(&cfg).await?;
-        let (tenants, policies) = open_state(&cfg, &core)?;
+        let (tenants, policies, placement) = open_state(&cfg, &core)?;
         let identities = start_identities(&cfg, key, &core, &tenants, &policies).await?;
+        if let Some(placement) = &placement {
+            // A new placement changes what this shard seeds and announces.
+            let ids = identities.clone();
+            placement.spawn_watch(PLACEMENT_POLL, move |_| ids.refresh_soon());
+        }
         let maintenance_stop = CancellationToken::new();
         let maintainer = start_maintenance(&cfg, &core, maintenance_stop.clone());
         let fetcher = start_replication(
@@ -157,6 +172,23 @@ impl Daemon {
             &identities,
             maintainer.clone(),
         );
+        let catch_up = match &placement {
+            Some(p) if !cfg.fleet.catch_up_timeout.is_zero() => Some(catchup::CatchUp {
+                placement: p.clone(),
+                shard: cfg.fleet.shard.clone(),
+                nid,
+                // The fleet shares one admin token (the chart's Secret): it opens the siblings'
+                // admin APIs too.
+                token: std::fs::read_to_string(cfg.admin_token_path())
+                    .map(|t| t.trim().to_owned())
+                    .unwrap_or_default(),
+                index: core.index.clone(),
+                net: identities.default_net().clone(),
+                fetcher: fetcher.clone(),
+                timeout: cfg.fleet.catch_up_timeout,
+            }),
+            _ => None,
+        };
         let control = start_control(&cfg, &core, &tenants, &policies, &fetcher, &identities);
         let rescanner = Rescanner::new(
             core.storage.clone(),
@@ -190,6 +222,7 @@ impl Daemon {
             first_token: token,
         };
         let ready = Arc::new(AtomicBool::new(false));
+        let indexed = Arc::new(AtomicBool::new(false));
         let (http_listen, admin_listen) = listeners.addrs()?;
         let admin_state = Arc::new(AdminState {
             nid,
@@ -197,6 +230,7 @@ impl Daemon {
             index: core.index.clone(),
             metrics: core.metrics.clone(),
             ready: ready.clone(),
+            indexed: indexed.clone(),
             started: Instant::now(),
             tokens,
             http_listen: http_listen.to_string(),
@@ -234,7 +268,7 @@ impl Daemon {
             web: web_state(reloader.current.clone(), &identities, &tenants),
         };
         let http_task = listen::start_http(&cfg, listeners.http, &certs, http_parts, &shutdown_rx)?;
-        start_initial_index(rescanner.clone(), ready);
+        start_initial_index(rescanner.clone(), ready, indexed, catch_up);
         listen::start_gauges(&cfg, core.metrics.clone(), tenants.clone(), &shutdown_rx);
         Ok(Self {
             tenants,
@@ -290,10 +324,18 @@ impl Daemon {
 }
 
 /// Tenants and policies from the index, then a pending `restore.json` imported into them.
-fn open_state(cfg: &Config, core: &Core) -> Result<(Tenants, Policies), BuildError> {
+fn open_state(
+    cfg: &Config,
+    core: &Core,
+) -> Result<(Tenants, Policies, Option<Watched>), BuildError> {
     let tenants = Tenants::load(core.index.clone(), core.metrics.clone())?;
     let (allow, scope) = reload::default_policy(cfg);
-    let policies = Policies::new(core.index.clone(), allow, scope).with_tenants(tenants.clone());
+    let mut policies =
+        Policies::new(core.index.clone(), allow, scope).with_tenants(tenants.clone());
+    let placement = open_placement(cfg)?;
+    if let Some(p) = &placement {
+        policies = policies.with_placement(p.clone(), &cfg.fleet.shard);
+    }
     if let Some(r) = backup::import_pending(&cfg.data_dir, &core.index, &tenants, &policies)? {
         tracing::info!(
             tenants = r.tenants,
@@ -301,7 +343,32 @@ fn open_state(cfg: &Config, core: &Core) -> Result<(Tenants, Policies), BuildErr
             "restored state from restore.json"
         );
     }
-    Ok((tenants, policies))
+    Ok((tenants, policies, placement))
+}
+
+/// How often a fleet member re-reads its placement file (the kubelet updates a ConfigMap
+/// volume in place, typically within a minute of `kubectl apply`).
+const PLACEMENT_POLL: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// `[fleet]`: the placement file, which must name this seed's shard.
+fn open_placement(cfg: &Config) -> Result<Option<Watched>, BuildError> {
+    let Some(path) = cfg.fleet.placement.as_deref().filter(|_| cfg.fleet.enabled()) else {
+        return Ok(None);
+    };
+    let watched = Watched::load(path)?;
+    let p = watched.get();
+    if p.shard(&cfg.fleet.shard).is_none() {
+        return Err(BuildError::NoSuchShard {
+            shard: cfg.fleet.shard.clone(),
+            file: path.display().to_string(),
+            names: seedd_core::placement::shard_names(&p)
+                .into_iter()
+                .collect::<Vec<_>>()
+                .join(", "),
+        });
+    }
+    tracing::info!(shard = %cfg.fleet.shard, placement = %path.display(), version = %p.version(), shards = p.shards().len(), "fleet member: seeding what the placement puts on this shard");
+    Ok(Some(watched))
 }
 
 /// The p2p layers: the default identity (gossip state restored, listening, dialing the
@@ -480,12 +547,25 @@ fn start_control(
 
 /// Index what is new in storage or was left dirty by a crash (unchanged repositories are not
 /// read); probes report ready afterwards.
-fn start_initial_index(rescanner: Rescanner, ready: Arc<AtomicBool>) {
+fn start_initial_index(
+    rescanner: Rescanner,
+    ready: Arc<AtomicBool>,
+    indexed: Arc<AtomicBool>,
+    catch_up: Option<catchup::CatchUp>,
+) {
+    let runtime = tokio::runtime::Handle::current();
     tokio::task::spawn_blocking(move || {
         if let Err(e) = rescanner.startup() {
             tracing::error!(error = %e, "initial index failed; fix the cause and send SIGHUP");
         }
-        ready.store(true, Ordering::Release);
+        indexed.store(true, Ordering::Release);
+        match catch_up {
+            // A fleet replica takes reads once it caught up with its siblings.
+            Some(c) => {
+                runtime.spawn(c.run(ready));
+            }
+            None => ready.store(true, Ordering::Release),
+        }
     });
 }
 

@@ -54,6 +54,45 @@ enum Command {
     /// daemon's socket).
     #[command(hide = true)]
     Bridge { socket: PathBuf },
+    /// Run the fleet's front: the stateless router in front of shards and replicas (issue 28;
+    /// docs/scaling.md). Routes every repository's requests to its shard, merges node-wide
+    /// answers, fails over between replicas.
+    Front {
+        /// Public listener.
+        #[arg(long, env = "SEEDD_FRONT_LISTEN", default_value = "0.0.0.0:8080")]
+        listen: std::net::SocketAddr,
+        /// `/metrics`, `/healthz`, `/readyz`, `/fleet`.
+        #[arg(long, env = "SEEDD_FRONT_ADMIN_LISTEN", default_value = "0.0.0.0:9776")]
+        admin_listen: std::net::SocketAddr,
+        /// The placement file (shards, replicas, explicit placements), re-read when it changes.
+        #[arg(long, env = "SEEDD_FRONT_PLACEMENT")]
+        placement: PathBuf,
+        /// Seconds between reads of the placement file.
+        #[arg(long, env = "SEEDD_FRONT_PLACEMENT_POLL_SECS", default_value_t = 2)]
+        placement_poll_secs: u64,
+        /// The shard answering for the node itself (`/api/v1/node`); default: the first.
+        #[arg(long, env = "SEEDD_FRONT_NODE_SHARD")]
+        node_shard: Option<String>,
+        /// The seeds' `[web] pinned`, comma-separated, in order.
+        #[arg(long, env = "SEEDD_FRONT_PINNED", value_delimiter = ',')]
+        pinned: Vec<seedd_proto::crypto::RepoId>,
+        /// Milliseconds between health checks of every replica (`/readyz`).
+        #[arg(long, env = "SEEDD_FRONT_HEALTH_MS", default_value_t = 1000)]
+        health_ms: u64,
+        /// Log format.
+        #[arg(
+            long,
+            default_value = "text",
+            value_parser = PossibleValuesParser::new(["text", "json"]).try_map(|s| s.parse::<LogFormat>())
+        )]
+        log_format: LogFormat,
+        /// Log filter (RUST_LOG wins).
+        #[arg(long, default_value = "info")]
+        log_level: String,
+        /// Only check the placement file (exit 1 naming the key at fault).
+        #[arg(long)]
+        check: bool,
+    },
     /// Configuration tools.
     Config {
         #[command(subcommand)]
@@ -107,6 +146,60 @@ fn real_main() -> anyhow::Result<()> {
             runtime.block_on(async {
                 let daemon = seedd::daemon::Daemon::build(cfg, config, overrides).await?;
                 daemon.run().await?;
+                Ok(())
+            })
+        }
+        Command::Front {
+            listen,
+            admin_listen,
+            placement,
+            placement_poll_secs,
+            node_shard,
+            pinned,
+            health_ms,
+            log_format,
+            log_level,
+            check,
+        } => {
+            if check {
+                let p = seedd_core::placement::Placement::load(&placement)?;
+                return out(&format!(
+                    "{}: ok (version {}, {} shards)\n",
+                    placement.display(),
+                    p.version(),
+                    p.shards().len()
+                ));
+            }
+            seedd_core::logging::init(log_format, &log_level);
+            let opts = seedd_front::FrontOptions {
+                listen,
+                admin_listen,
+                placement,
+                placement_poll: std::time::Duration::from_secs(placement_poll_secs.max(1)),
+                node_shard,
+                pinned,
+                health_interval: std::time::Duration::from_millis(health_ms.max(100)),
+            };
+            let runtime = tokio::runtime::Builder::new_multi_thread()
+                .enable_all()
+                .thread_name("seedd-front")
+                .build()?;
+            runtime.block_on(async {
+                let stop = async {
+                    use tokio::signal::unix::{signal, SignalKind};
+                    match signal(SignalKind::terminate()) {
+                        Ok(mut term) => {
+                            tokio::select! {
+                                _ = term.recv() => {},
+                                _ = tokio::signal::ctrl_c() => {},
+                            }
+                        }
+                        Err(_) => {
+                            let _ = tokio::signal::ctrl_c().await;
+                        }
+                    }
+                };
+                seedd_front::run(opts, stop).await?;
                 Ok(())
             })
         }

@@ -28,6 +28,9 @@ pub struct SeedOptions {
     pub p2p_config: String,
     /// Fixed p2p port (e.g. to restart a seed where peers expect it); default: a free one.
     pub p2p_port: Option<u16>,
+    /// Fixed HTTP and admin ports (a restarted fleet replica keeps its address); default: free ones.
+    pub http_port: Option<u16>,
+    pub admin_port: Option<u16>,
     /// The admin listener speaks HTTPS (the test puts `[admin.tls]` in `extra_config`):
     /// (CA that signed its certificate, client certificate, client key). The harness then
     /// probes `/readyz` with curl and runs `seedctl` with `--cacert`, `--cert` and `--key`.
@@ -163,8 +166,8 @@ impl Seed {
                 );
             }
         }
-        let http = free_port();
-        let admin = free_port();
+        let http = opts.http_port.unwrap_or_else(free_port);
+        let admin = opts.admin_port.unwrap_or_else(free_port);
         let p2p = opts.p2p_port.unwrap_or_else(free_port);
         let mut config = format!(
             "data_dir = \"{}\"\nalias = \"test-seed\"\n{}\n[p2p]\nlisten = [\"127.0.0.1:{p2p}\"]\n{}\n[http]\nlisten = \"127.0.0.1:{http}\"\n",

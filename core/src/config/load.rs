@@ -174,6 +174,7 @@ fn check_known_keys(file: &Path, keys: &[String]) -> Result<(), ConfigError> {
             "admin.tls.client_ca",
             "keys.secret",
             "keys.passphrase_file",
+            "fleet.placement",
         ]
         .map(str::to_owned),
     );

@@ -29,7 +29,7 @@ use serde::{Deserialize, Serialize};
 pub use cidr::{client_key, mask, Cidr};
 pub use load::{env_name, Overrides, Sources};
 pub use sections::{
-    AdminConfig, AdminTlsConfig, BanConfig, HttpConfig, HttpRateConfig, IndexConfig, KeysConfig,
+    AdminConfig, AdminTlsConfig, BanConfig, FleetConfig, HttpConfig, HttpRateConfig, IndexConfig, KeysConfig,
     LogConfig, MaintenanceConfig, P2pConfig, PackCacheConfig, PolicyConfig, RateConfig, TlsConfig,
     WebConfig, WebProfile, WebTenant,
 };
@@ -109,6 +109,8 @@ pub struct Config {
     pub index: IndexConfig,
     /// `[web]`: the explorer's node page and pinned repositories.
     pub web: WebConfig,
+    /// `[fleet]`: shard membership and the placement file.
+    pub fleet: FleetConfig,
 }
 
 impl Default for Config {
@@ -127,6 +129,7 @@ impl Default for Config {
             maintenance: MaintenanceConfig::default(),
             index: IndexConfig::default(),
             web: WebConfig::default(),
+            fleet: FleetConfig::default(),
         }
     }
 }

@@ -546,3 +546,36 @@ impl WebConfig {
         }
     }
 }
+
+/// `[fleet]` (issue 28): this seed is one replica of shard `shard` of a fleet whose placement
+/// file (`core::placement`, a ConfigMap key on Kubernetes) says which repositories each shard
+/// seeds. Both keys or neither; the file is re-read when it changes.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(default)]
+pub struct FleetConfig {
+    /// The shard this seed belongs to (a `[[shards]]` name of the placement file).
+    pub shard: String,
+    /// The placement file.
+    pub placement: Option<PathBuf>,
+    /// After a (re)start, how long `/readyz` waits for the fetches that bring this replica up
+    /// to its siblings (0: take reads once indexed).
+    #[serde(rename = "catch_up_timeout_secs", with = "fields::secs")]
+    pub catch_up_timeout: Duration,
+}
+
+impl Default for FleetConfig {
+    fn default() -> Self {
+        Self {
+            shard: String::new(),
+            placement: None,
+            catch_up_timeout: Duration::from_secs(300),
+        }
+    }
+}
+
+impl FleetConfig {
+    /// Whether this seed is part of a fleet.
+    pub fn enabled(&self) -> bool {
+        !self.shard.is_empty()
+    }
+}

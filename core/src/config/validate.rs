@@ -20,7 +20,30 @@ impl Config {
         self.tenant_identities(&identities)
             .map_err(|r| bad("tenants", r))?;
         self.web_tenants().map_err(|r| bad("web.tenants", r))?;
+        self.fleet_keys().map_err(|(key, r)| bad(key, r))?;
         self.files_exist().map_err(|(key, r)| bad(key, r))
+    }
+
+    /// `fleet.shard` and `fleet.placement` come together (the daemon checks, when it loads the
+    /// file, that the shard is named in it).
+    fn fleet_keys(&self) -> Result<(), (&'static str, String)> {
+        let f = &self.fleet;
+        match (&f.placement, f.enabled()) {
+            (None, false) => Ok(()),
+            (Some(_), false) => Err((
+                "fleet.shard",
+                "set it to this seed's shard in fleet.placement (or remove fleet.placement)".into(),
+            )),
+            (None, true) => Err((
+                "fleet.placement",
+                "the placement file is needed to know which repositories this shard seeds".into(),
+            )),
+            (Some(path), true) if !path.is_file() => Err((
+                "fleet.placement",
+                format!("{} is not a readable file", path.display()),
+            )),
+            (Some(_), true) => Ok(()),
+        }
     }
 
     /// `[[web.tenants]]` names are tenant names, each at most once.

@@ -7,15 +7,87 @@
 to 40 characters: pod names add "-<ordinal>", the headless Service "-headless" and the p2p
 Services "-p2p-<ordinal>" or "-p2p-<identity>-<ordinal>" (identity names have at most 11
 characters), and a pod's hostname plus its controller-revision-hash label must stay within 63. */}}
-{{- define "seedd.fullname" -}}
+{{- define "seedd.rootFullname" -}}
+{{- $max := 40 }}
+{{- if and .Values.fleet (gt (int .Values.fleet.shards) 0) }}{{ $max = 36 }}{{ end }}
 {{- if .Values.fullnameOverride }}
-{{- .Values.fullnameOverride | trunc 40 | trimSuffix "-" }}
+{{- .Values.fullnameOverride | trunc $max | trimSuffix "-" }}
 {{- else }}
 {{- $name := default .Chart.Name .Values.nameOverride }}
 {{- if contains $name .Release.Name }}
-{{- .Release.Name | trunc 40 | trimSuffix "-" }}
+{{- .Release.Name | trunc $max | trimSuffix "-" }}
 {{- else }}
-{{- printf "%s-%s" .Release.Name $name | trunc 40 | trimSuffix "-" }}
+{{- printf "%s-%s" .Release.Name $name | trunc $max | trimSuffix "-" }}
+{{- end }}
+{{- end }}
+{{- end }}
+
+{{/* In a fleet (fleet.shards > 0) every per-shard resource is named <root>-s<k>: the root is
+kept to 36 characters so that "-s<k>" (k < 100) keeps the 40 above. */}}
+{{- define "seedd.fullname" -}}
+{{- if .Values.fleetShard }}
+{{- printf "%s-%s" (include "seedd.rootFullname" .) .Values.fleetShard }}
+{{- else }}
+{{- include "seedd.rootFullname" . }}
+{{- end }}
+{{- end }}
+
+{{/* The per-shard contexts of a fleet (a root-like dict whose .Values has fleetShard "s<k>" and
+fleet.shardValues[k] merged in), or the root itself without a fleet. Args: (dict "root" $
+"out" $holder); the list is put in $holder.contexts. */}}
+{{- define "seedd.shardContexts" -}}
+{{- $root := .root }}
+{{- $contexts := list }}
+{{- $n := int $root.Values.fleet.shards }}
+{{- if eq $n 0 }}
+{{- $contexts = list $root }}
+{{- else }}
+{{- range $k := until $n }}
+{{- $v := deepCopy $root.Values }}
+{{- $sv := $root.Values.fleet.shardValues }}
+{{- if lt $k (len $sv) }}
+{{- include "seedd.merge" (dict "dst" $v "src" (default (dict) (index $sv $k))) }}
+{{- end }}
+{{- $_ := set $v "fleetShard" (printf "s%d" $k) }}
+{{- $contexts = append $contexts (dict "Values" $v "Release" $root.Release "Chart" $root.Chart "Template" $root.Template "Capabilities" $root.Capabilities "Files" $root.Files) }}
+{{- end }}
+{{- end }}
+{{- $_ := set .out "contexts" $contexts }}
+{{- end }}
+
+{{/* The placement file (docs/scaling.md) of a fleet: every shard's replicas by their pod DNS
+names, and fleet.placement's explicit entries. */}}
+{{- define "seedd.placementToml" -}}
+{{- $v := .Values }}
+{{- $root := include "seedd.rootFullname" . }}
+{{- $n := int $v.replicaCount }}
+# Placement of the fleet {{ $root }}, rendered by the Helm chart; `seedctl fleet move` edits a
+# copy of it (publish it as this ConfigMap). Repositories without an entry are placed by hash.
+{{- range $k := until (int $v.fleet.shards) }}
+{{- $shard := printf "%s-s%d" $root $k }}
+{{- $sn := $n }}
+{{- $sv := $v.fleet.shardValues }}
+{{- if and (lt $k (len $sv)) (index $sv $k) (hasKey (index $sv $k) "replicaCount") }}{{ $sn = int (index $sv $k).replicaCount }}{{ end }}
+{{- $http := list }}
+{{- $admin := list }}
+{{- range $i := until $sn }}
+{{- $host := printf "%s-%d.%s-headless.%s.svc.%s" $shard $i $shard $.Release.Namespace $v.clusterDomain }}
+{{- $http = append $http (printf "http://%s:%d" $host (int $v.http.port)) }}
+{{- $admin = append $admin (printf "http://%s:%d" $host (int $v.admin.port)) }}
+{{- end }}
+
+[[shards]]
+name = "s{{ $k }}"
+replicas = {{ toJson $http }}
+admin = {{ toJson $admin }}
+{{- end }}
+{{- range $table := list "repos" "hosts" "moving" }}
+{{- with get $v.fleet.placement $table }}
+
+[{{ $table }}]
+{{- range $key, $shard := . }}
+{{ toJson $key }} = {{ toJson $shard }}
+{{- end }}
 {{- end }}
 {{- end }}
 {{- end }}
@@ -30,7 +102,7 @@ characters), and a pod's hostname plus its controller-revision-hash label must s
 
 {{- define "seedd.serviceAccountName" -}}
 {{- if .Values.serviceAccount.create }}
-{{- default (include "seedd.fullname" .) .Values.serviceAccount.name }}
+{{- default (include "seedd.rootFullname" .) .Values.serviceAccount.name }}
 {{- else }}
 {{- default "default" .Values.serviceAccount.name }}
 {{- end }}
@@ -40,7 +112,7 @@ characters), and a pod's hostname plus its controller-revision-hash label must s
 {{- if .Values.admin.token.existingSecret }}
 {{- .Values.admin.token.existingSecret }}
 {{- else if .Values.admin.token.create }}
-{{- printf "%s-admin-token" (include "seedd.fullname" .) }}
+{{- printf "%s-admin-token" (include "seedd.rootFullname" .) }}
 {{- end }}
 {{- end }}
 
@@ -48,6 +120,15 @@ characters), and a pod's hostname plus its controller-revision-hash label must s
 {{- define "seedd.selectorLabels" -}}
 app.kubernetes.io/name: {{ include "seedd.name" . }}
 app.kubernetes.io/instance: {{ .Release.Name }}
+{{- with .Values.fleetShard }}
+seedd.io/shard: {{ . }}
+{{- end }}
+{{- end }}
+
+{{- define "seedd.frontSelectorLabels" -}}
+app.kubernetes.io/name: {{ include "seedd.name" . }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/component: front
 {{- end }}
 
 {{- define "seedd.labels" -}}
@@ -80,6 +161,12 @@ app.kubernetes.io/part-of: seedd
 {{- end }}
 {{- if and (gt $n 1) .Values.persistence.existingClaim }}
 {{- fail "persistence.existingClaim holds one replica's data: use it with replicaCount 1 only" }}
+{{- end }}
+{{- if and (gt (int .Values.fleet.shards) 0) .Values.http.tls.enabled }}
+{{- fail "http.tls.enabled with fleet.shards: the front speaks HTTP; terminate TLS at the Ingress (ingress.tls)" }}
+{{- end }}
+{{- if and (gt (int .Values.fleet.shards) 0) .Values.persistence.existingClaim }}
+{{- fail "persistence.existingClaim holds one replica's data: a fleet gives every replica of every shard its own PVC" }}
 {{- end }}
 {{- if and .Values.http.tls.enabled (not .Values.http.tls.existingSecret) }}
 {{- fail "http.tls.enabled needs http.tls.existingSecret (a Secret with the certificate and key)" }}
@@ -230,6 +317,12 @@ JSON. Args: (list $ $i $name) */}}
 {{- $_ := set $keys "passphrase_file" (printf "/etc/seedd/keys/%d/passphrase" $i) }}
 {{- end }}
 {{- $_ := set $cfg "keys" $keys }}
+{{- end }}
+{{- if $v.fleetShard }}
+{{- $_ := set $cfg "fleet" (dict "shard" $v.fleetShard "placement" "/etc/seedd/placement/placement.toml") }}
+{{- /* Clients reach the shard through the front: believe its X-Forwarded-For (the
+NetworkPolicy admits HTTP only from the front's pods). */}}
+{{- $_ := set $cfg.http "rate" (dict "trusted_proxies" $v.fleet.trustedProxies) }}
 {{- end }}
 {{- include "seedd.merge" (dict "dst" $cfg "src" (default (dict) $v.config)) }}
 {{- include "seedd.merge" (dict "dst" $cfg "src" (default (dict) $r.config)) }}

@@ -6,6 +6,7 @@ pub(crate) mod apply;
 pub(crate) mod backup;
 pub(crate) mod config;
 pub(crate) mod deny;
+pub(crate) mod fleet;
 pub(crate) mod identity;
 pub(crate) mod maintenance;
 pub(crate) mod node;
