@@ -132,7 +132,10 @@ impl Placement {
             if !crate::config::valid_name(&s.name) {
                 return Err(invalid(
                     format!("shards[{i}].name"),
-                    format!("{:?}: 1–63 of a-z, 0-9 and '-', not starting with '-'", s.name),
+                    format!(
+                        "{:?}: 1–63 of a-z, 0-9 and '-', not starting with '-'",
+                        s.name
+                    ),
                 ));
             }
             if names.insert(s.name.clone(), i).is_some() {
@@ -151,13 +154,13 @@ impl Placement {
             for (j, url) in s.replicas.iter().enumerate() {
                 let http = base_url(url)
                     .ok_or_else(|| invalid(format!("shards[{i}].replicas[{j}]"), bad_url(url)))?;
-                let admin = match s.admin.get(j) {
-                    Some(a) => Some(
-                        base_url(a)
-                            .ok_or_else(|| invalid(format!("shards[{i}].admin[{j}]"), bad_url(a)))?,
-                    ),
-                    None => None,
-                };
+                let admin =
+                    match s.admin.get(j) {
+                        Some(a) => Some(base_url(a).ok_or_else(|| {
+                            invalid(format!("shards[{i}].admin[{j}]"), bad_url(a))
+                        })?),
+                        None => None,
+                    };
                 replicas.push(Replica { http, admin });
             }
             shards.push(Shard {
@@ -486,10 +489,7 @@ mod tests {
         let p = Placement::parse(&two(), Path::new("p.toml")).unwrap();
         let s0 = p.shard("s0").unwrap();
         assert_eq!(s0.replicas[1].http, "http://127.0.0.1:2");
-        assert_eq!(
-            s0.replicas[1].admin.as_deref(),
-            Some("http://127.0.0.1:12")
-        );
+        assert_eq!(s0.replicas[1].admin.as_deref(), Some("http://127.0.0.1:12"));
         let mut first = [0usize; 2];
         for i in 0..1000 {
             let key = rid(i);

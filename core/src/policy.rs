@@ -30,6 +30,8 @@ pub struct Policies {
     /// `[fleet]`: the placement and this seed's shard; the default policy only reaches the
     /// repositories placed on it.
     fleet: Option<(crate::placement::Watched, Arc<str>)>,
+    /// When [`Policies::sync_placement`] last re-read the file (ms since the epoch).
+    placement_synced: Arc<std::sync::atomic::AtomicU64>,
 }
 
 impl Policies {
@@ -47,6 +49,7 @@ impl Policies {
             default: Arc::new(RwLock::new(default)),
             tenants: None,
             fleet: None,
+            placement_synced: Arc::new(std::sync::atomic::AtomicU64::new(0)),
         }
     }
 
@@ -55,6 +58,50 @@ impl Policies {
     pub fn with_placement(mut self, placement: crate::placement::Watched, shard: &str) -> Self {
         self.fleet = Some((placement, Arc::from(shard)));
         self
+    }
+
+    /// Whether this seed's shard serves `rid` to readers: the placement puts it here (a copy a
+    /// move is making, or one a finished move left until its purge, is not listed, so the
+    /// fleet's merged listings and counts hold each repository once). Always, outside a fleet.
+    pub fn served_here(&self, rid: &RepoId) -> bool {
+        match &self.fleet {
+            Some((placement, shard)) => placement.get().shard_of(rid).name == **shard,
+            None => true,
+        }
+    }
+
+    /// The front names the placement it merges under (`x-seedd-placement`): a seed that has
+    /// not read that version yet re-reads the file now (at most every 100 ms, whoever asks),
+    /// so a count merged right after a change counts each repository once.
+    pub fn sync_placement(&self, version: &str) {
+        let Some((placement, _)) = &self.fleet else {
+            return;
+        };
+        if placement.get().version() == version {
+            return;
+        }
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX));
+        let last = self
+            .placement_synced
+            .load(std::sync::atomic::Ordering::Relaxed);
+        if now.saturating_sub(last) < 100
+            || self
+                .placement_synced
+                .compare_exchange(
+                    last,
+                    now,
+                    std::sync::atomic::Ordering::Relaxed,
+                    std::sync::atomic::Ordering::Relaxed,
+                )
+                .is_err()
+        {
+            return;
+        }
+        if let Err(e) = placement.reload() {
+            tracing::warn!(error = %e, "re-reading the placement for the front failed");
+        }
     }
 
     /// Whether the placement puts `rid` on this seed's shard (always, outside a fleet).

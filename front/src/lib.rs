@@ -4,7 +4,7 @@
 //! * [`route`]: which shard a request belongs to, from its path (pure);
 //! * [`merge`]: node-wide answers merged over the shards (pure);
 //! * [`upstream`]: replicas' health and forwarding with failover;
-//! * [`metrics`]: `seedd_front_*`.
+//! * [`metrics`]: the `seedd_front_*` metrics.
 //!
 //! What it keeps: nothing but the placement file (re-read when it changes) and each replica's
 //! last health. Every repository's requests go to one replica of its shard while that one is
@@ -152,8 +152,11 @@ pub async fn run(
     Ok(())
 }
 
-async fn accept<F, Fut>(listener: TcpListener, mut stop: tokio::sync::watch::Receiver<bool>, serve: F)
-where
+async fn accept<F, Fut>(
+    listener: TcpListener,
+    mut stop: tokio::sync::watch::Receiver<bool>,
+    serve: F,
+) where
     F: Fn(Request<Incoming>, SocketAddr) -> Fut + Clone + Send + Sync + 'static,
     Fut: Future<Output = Response<Body>> + Send + 'static,
 {
@@ -177,7 +180,9 @@ where
             let serve = serve.clone();
             async move { Ok::<_, Infallible>(serve(req, peer).await) }
         });
-        let conn = builder.serve_connection(TokioIo::new(stream), svc).into_owned();
+        let conn = builder
+            .serve_connection(TokioIo::new(stream), svc)
+            .into_owned();
         let conn = graceful.watch(conn);
         tokio::spawn(async move {
             if let Err(e) = conn.await {
@@ -204,7 +209,15 @@ impl Front {
             .headers()
             .get(hyper::header::HOST)
             .and_then(|h| h.to_str().ok())
-            .map(|h| h.rsplit_once(':').map_or(h, |(name, port)| if port.chars().all(|c| c.is_ascii_digit()) { name } else { h }))
+            .map(|h| {
+                h.rsplit_once(':').map_or(h, |(name, port)| {
+                    if port.chars().all(|c| c.is_ascii_digit()) {
+                        name
+                    } else {
+                        h
+                    }
+                })
+            })
             .unwrap_or("")
             .to_owned();
         let route = route::classify(&path);
@@ -212,12 +225,18 @@ impl Front {
         let (label, resp, shard_name) = match (&route, hosted) {
             (Route::Repo { rid, kind }, _) => {
                 let shard = hosted.unwrap_or_else(|| placement.shard_of(rid));
-                let r = self.upstreams.forward(shard, rid.as_bytes(), req, peer).await;
+                let r = self
+                    .upstreams
+                    .forward(shard, rid.as_bytes(), req, peer)
+                    .await;
                 (kind.label(), r, shard.name.clone())
             }
             (_, Some(shard)) => {
                 let key = host.clone();
-                let r = self.upstreams.forward(shard, key.as_bytes(), req, peer).await;
+                let r = self
+                    .upstreams
+                    .forward(shard, key.as_bytes(), req, peer)
+                    .await;
                 ("node", r, shard.name.clone())
             }
             (Route::NodeWide(kind), None) => {
@@ -250,14 +269,22 @@ impl Front {
         peer: SocketAddr,
     ) -> Response<Body> {
         let Ok(_permit) = self.merges.try_acquire() else {
-            return error(StatusCode::SERVICE_UNAVAILABLE, "too many fleet-wide listings at once; retry shortly");
+            return error(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "too many fleet-wide listings at once; retry shortly",
+            );
         };
         let path = req.uri().path().trim_end_matches('/').to_owned();
         let query = req.uri().query().unwrap_or("").to_owned();
         let headers = req.headers().clone();
         let q = match ListQuery::parse(&query) {
             Ok(q) => q,
-            Err(e) if matches!(kind, NodeWide::Repos | NodeWide::Search | NodeWide::DelegateRepos) => {
+            Err(e)
+                if matches!(
+                    kind,
+                    NodeWide::Repos | NodeWide::Search | NodeWide::DelegateRepos
+                ) =>
+            {
                 return error(StatusCode::BAD_REQUEST, &e)
             }
             Err(_) => ListQuery::parse("").unwrap_or_else(|_| unreachable_query()),
@@ -265,7 +292,9 @@ impl Front {
         // Each shard: its first `depth` entries in the listing's order, page by page.
         let pages = |base: String| {
             let n = q.depth().div_ceil(SHARD_PAGE).max(1);
-            (0..n).map(move |p| format!("{base}&page={p}&perPage={SHARD_PAGE}")).collect::<Vec<_>>()
+            (0..n)
+                .map(move |p| format!("{base}&page={p}&perPage={SHARD_PAGE}"))
+                .collect::<Vec<_>>()
         };
         let per_shard: Vec<String>;
         let list: bool;
@@ -285,7 +314,11 @@ impl Front {
                 list = true;
             }
             NodeWide::Stats | NodeWide::Policies => {
-                per_shard = vec![if query.is_empty() { path.clone() } else { format!("{path}?{query}") }];
+                per_shard = vec![if query.is_empty() {
+                    path.clone()
+                } else {
+                    format!("{path}?{query}")
+                }];
                 list = false;
             }
         }
@@ -296,7 +329,10 @@ impl Front {
                 let mut got: Vec<Value> = Vec::new();
                 let mut head = None;
                 for url in urls {
-                    let (h, v) = self.upstreams.json(shard, &url, &headers, peer).await?;
+                    let (h, v) = self
+                        .upstreams
+                        .json(shard, &url, &headers, peer, placement.version())
+                        .await?;
                     head.get_or_insert(h);
                     match v {
                         Value::Array(items) if list => {
@@ -332,7 +368,9 @@ impl Front {
             }
         }
         let body = match kind {
-            NodeWide::Repos | NodeWide::DelegateRepos => Value::Array(merge::repos(parts, &q, &self.pinned)),
+            NodeWide::Repos | NodeWide::DelegateRepos => {
+                Value::Array(merge::repos(parts, &q, &self.pinned))
+            }
             NodeWide::Search => Value::Array(merge::search(parts, &q)),
             NodeWide::Stats => merge::stats(&parts.into_iter().flatten().collect::<Vec<_>>()),
             NodeWide::Policies => Value::Array(merge::policies(parts)),
@@ -410,7 +448,9 @@ impl Front {
                     "moving": p.moves().map(|(r, s)| (r.to_string(), s)).collect::<std::collections::BTreeMap<_, _>>(),
                     "hosts": p.hosts().collect::<std::collections::BTreeMap<_, _>>(),
                 });
-                let mut r = Response::new(full(Bytes::from(serde_json::to_vec(&body).unwrap_or_default())));
+                let mut r = Response::new(full(Bytes::from(
+                    serde_json::to_vec(&body).unwrap_or_default(),
+                )));
                 r.headers_mut()
                     .insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
                 r
@@ -441,7 +481,9 @@ impl Front {
             "replicas": order,
             "placement": p.version(),
         });
-        let mut r = Response::new(full(Bytes::from(serde_json::to_vec(&body).unwrap_or_default())));
+        let mut r = Response::new(full(Bytes::from(
+            serde_json::to_vec(&body).unwrap_or_default(),
+        )));
         r.headers_mut()
             .insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
         r
@@ -478,7 +520,9 @@ pub(crate) fn full(b: Bytes) -> Body {
 /// An error in radicle-httpd's JSON shape (`{error, code}`).
 pub(crate) fn error(status: StatusCode, msg: &str) -> Response<Body> {
     let body = serde_json::json!({ "error": msg, "code": status.as_u16() });
-    let mut r = Response::new(full(Bytes::from(serde_json::to_vec(&body).unwrap_or_default())));
+    let mut r = Response::new(full(Bytes::from(
+        serde_json::to_vec(&body).unwrap_or_default(),
+    )));
     *r.status_mut() = status;
     r.headers_mut()
         .insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));

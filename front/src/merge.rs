@@ -119,7 +119,9 @@ pub fn decode(s: &str) -> String {
 }
 
 fn hex(c: u8) -> Option<u8> {
-    char::from(c).to_digit(16).and_then(|d| u8::try_from(d).ok())
+    char::from(c)
+        .to_digit(16)
+        .and_then(|d| u8::try_from(d).ok())
 }
 
 fn rid_of(v: &Value) -> Option<RepoId> {
@@ -195,7 +197,11 @@ pub fn policies(shards: Vec<Vec<Value>>) -> Vec<Value> {
 pub fn stats(shards: &[Value]) -> Value {
     let total: u64 = shards
         .iter()
-        .map(|v| v.pointer("/repos/total").and_then(Value::as_u64).unwrap_or(0))
+        .map(|v| {
+            v.pointer("/repos/total")
+                .and_then(Value::as_u64)
+                .unwrap_or(0)
+        })
         .sum();
     serde_json::json!({ "repos": { "total": total } })
 }
@@ -289,7 +295,10 @@ mod tests {
             &q,
             &pinned,
         );
-        let rids: Vec<_> = out.iter().map(|v| v["rid"].as_str().unwrap().to_owned()).collect();
+        let rids: Vec<_> = out
+            .iter()
+            .map(|v| v["rid"].as_str().unwrap().to_owned())
+            .collect();
         assert_eq!(rids, [rid(9), rid(2), rid(5)].map(|r| r.to_string()));
     }
 
@@ -309,7 +318,12 @@ mod tests {
         );
         let names: Vec<_> = out
             .iter()
-            .map(|v| v.pointer("/payloads/xyz.radicle.project/name").unwrap().as_str().unwrap())
+            .map(|v| {
+                v.pointer("/payloads/xyz.radicle.project/name")
+                    .unwrap()
+                    .as_str()
+                    .unwrap()
+            })
             .collect();
         assert_eq!(names, ["Helium", "hello", "shell", "othello"]);
     }
@@ -317,14 +331,22 @@ mod tests {
     #[test]
     fn stats_sum_and_queries_parse() {
         assert_eq!(
-            stats(&[json!({"repos": {"total": 3}}), json!({"repos": {"total": 4}})]),
+            stats(&[
+                json!({"repos": {"total": 3}}),
+                json!({"repos": {"total": 4}})
+            ]),
             json!({"repos": {"total": 7}})
         );
         let q = ListQuery::parse("show=all&sort=seeding&page=2&perPage=20&q=a%20b+c").unwrap();
-        assert_eq!((q.pinned, q.sort, q.skip, q.take), (false, Sort::Seeding, 40, 20));
+        assert_eq!(
+            (q.pinned, q.sort, q.skip, q.take),
+            (false, Sort::Seeding, 40, 20)
+        );
         assert_eq!(q.q, "a b c");
         assert_eq!(ListQuery::parse("perPage=500").unwrap().take, 100);
-        assert!(ListQuery::parse("page=10&perPage=100").unwrap_err().contains("deeper"));
+        assert!(ListQuery::parse("page=10&perPage=100")
+            .unwrap_err()
+            .contains("deeper"));
         assert!(ListQuery::parse("sort=name").unwrap_err().contains("sort"));
         assert_eq!(decode("%zz%41"), "%zzA");
         assert_eq!(decode("100%"), "100%");
@@ -333,8 +355,15 @@ mod tests {
     #[test]
     fn a_repository_on_two_shards_is_listed_once() {
         let q = ListQuery::parse("show=all").unwrap();
-        let out = repos(vec![vec![entry(1, 1)], vec![entry(1, 1), entry(2, 1)]], &q, &[]);
+        let out = repos(
+            vec![vec![entry(1, 1)], vec![entry(1, 1), entry(2, 1)]],
+            &q,
+            &[],
+        );
         assert_eq!(out.len(), 2);
-        assert_eq!(policies(vec![vec![entry(1, 0)], vec![entry(1, 0)]]).len(), 1);
+        assert_eq!(
+            policies(vec![vec![entry(1, 0)], vec![entry(1, 0)]]).len(),
+            1
+        );
     }
 }

@@ -49,7 +49,9 @@ impl FrontMetrics {
                 "seedd_front_response_seconds",
                 "Seconds from the request to the response head, by route.",
             )
-            .buckets(vec![0.001, 0.005, 0.02, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 10.0]),
+            .buckets(vec![
+                0.001, 0.005, 0.02, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 10.0,
+            ]),
             &["route"],
         )?;
         let placement = IntGaugeVec::new(

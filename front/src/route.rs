@@ -107,18 +107,35 @@ mod tests {
             format!("/rad%3A{RID}/git-upload-pack"),
             format!("/{RID}/z6MkfXa53s1ZSFy8rktvyXt5ADCojnxvjAoQpzajaXyLqG5n.git/info/refs"),
         ] {
-            assert_eq!(git(&p), Route::Repo { rid, kind: Kind::Git }, "{p}");
+            assert_eq!(
+                git(&p),
+                Route::Repo {
+                    rid,
+                    kind: Kind::Git
+                },
+                "{p}"
+            );
         }
         for p in [
             format!("/api/v1/repos/rad:{RID}"),
             format!("/api/v1/repos/rad:{RID}/tree/abc/src/lib.rs"),
             format!("/api/v1/node/policies/repos/rad:{RID}"),
         ] {
-            assert_eq!(git(&p), Route::Repo { rid, kind: Kind::Api }, "{p}");
+            assert_eq!(
+                git(&p),
+                Route::Repo {
+                    rid,
+                    kind: Kind::Api
+                },
+                "{p}"
+            );
         }
         assert_eq!(
             classify(&format!("/raw/rad:{RID}/abc/README")),
-            Route::Repo { rid, kind: Kind::Raw }
+            Route::Repo {
+                rid,
+                kind: Kind::Raw
+            }
         );
     }
 
@@ -126,7 +143,10 @@ mod tests {
     fn node_wide_and_other_urls() {
         assert_eq!(classify("/api/v1/repos"), Route::NodeWide(NodeWide::Repos));
         assert_eq!(classify("/api/v1/repos/"), Route::NodeWide(NodeWide::Repos));
-        assert_eq!(classify("/api/v1/repos/search"), Route::NodeWide(NodeWide::Search));
+        assert_eq!(
+            classify("/api/v1/repos/search"),
+            Route::NodeWide(NodeWide::Search)
+        );
         assert_eq!(classify("/api/v1/stats"), Route::NodeWide(NodeWide::Stats));
         assert_eq!(
             classify("/api/v1/delegates/did:key:z6Mk/repos"),
@@ -136,7 +156,16 @@ mod tests {
             classify("/api/v1/node/policies/repos"),
             Route::NodeWide(NodeWide::Policies)
         );
-        for p in ["/", "/api", "/api/v1", "/api/v1/node", "/api/v1/nodes/z6Mk", "/alias.git/info/refs", "/api/v1/repos/notarid", "/raw/x"] {
+        for p in [
+            "/",
+            "/api",
+            "/api/v1",
+            "/api/v1/node",
+            "/api/v1/nodes/z6Mk",
+            "/alias.git/info/refs",
+            "/api/v1/repos/notarid",
+            "/raw/x",
+        ] {
             assert_eq!(classify(p), Route::Node, "{p}");
         }
     }

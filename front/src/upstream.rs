@@ -103,12 +103,7 @@ impl Upstreams {
         let h = self.health.read().unwrap_or_else(|e| e.into_inner());
         match h.get(http) {
             None => true,
-            Some(h) => {
-                h.ready
-                    && h
-                        .failed_at
-                        .is_none_or(|t| t.elapsed() >= PASSIVE_DOWN)
-            }
+            Some(h) => h.ready && h.failed_at.is_none_or(|t| t.elapsed() >= PASSIVE_DOWN),
         }
     }
 
@@ -144,7 +139,10 @@ impl Upstreams {
                         async move {
                             let ready = match &r.admin {
                                 None => true,
-                                Some(admin) => probe(&client, admin, interval.max(Duration::from_millis(500))).await,
+                                Some(admin) => {
+                                    probe(&client, admin, interval.max(Duration::from_millis(500)))
+                                        .await
+                                }
                             };
                             (shard, r, ready)
                         }
@@ -242,7 +240,10 @@ impl Upstreams {
                 },
             };
             let Some(out) = build(&parts, &replica.http, body, peer) else {
-                return crate::error(StatusCode::BAD_REQUEST, "request URI the front cannot forward");
+                return crate::error(
+                    StatusCode::BAD_REQUEST,
+                    "request URI the front cannot forward",
+                );
             };
             let resp = match self.client.request(out).await {
                 Err(e) => {
@@ -275,7 +276,11 @@ impl Upstreams {
         }
         ShardFailure {
             shard: shard.name.clone(),
-            reason: if last.is_empty() { "no replica answered".into() } else { last },
+            reason: if last.is_empty() {
+                "no replica answered".into()
+            } else {
+                last
+            },
         }
         .into_response()
     }
@@ -288,6 +293,7 @@ impl Upstreams {
         path_and_query: &str,
         headers: &HeaderMap,
         peer: SocketAddr,
+        placement: &str,
     ) -> Result<(HeaderMap, Value), ShardFailure> {
         let fail = |reason: String| ShardFailure {
             shard: shard.name.clone(),
@@ -300,7 +306,10 @@ impl Upstreams {
             };
             let mut req = Request::get(uri);
             for (k, v) in headers.iter() {
-                if k == hyper::header::HOST || k == hyper::header::ORIGIN || k == hyper::header::ACCEPT {
+                if k == hyper::header::HOST
+                    || k == hyper::header::ORIGIN
+                    || k == hyper::header::ACCEPT
+                {
                     req = req.header(k, v);
                 }
             }
@@ -308,6 +317,11 @@ impl Upstreams {
                 return Err(fail("request".into()));
             };
             forwarded_for(req.headers_mut(), peer);
+            // The seeds count and list under the placement the front merges by.
+            if let Ok(v) = HeaderValue::from_str(placement) {
+                req.headers_mut()
+                    .insert(HeaderName::from_static("x-seedd-placement"), v);
+            }
             let resp = match tokio::time::timeout(JSON_TIMEOUT, self.client.request(req)).await {
                 Ok(Ok(r)) => r,
                 Ok(Err(e)) => {
@@ -363,10 +377,16 @@ async fn peek(resp: Response<Incoming>) -> Peeked {
                 if data.len() >= 8 && &data[4..8] == b"ERR " {
                     return Peeked::Nothing;
                 }
-                let first = futures_util::stream::once(async move { Ok::<_, hyper::Error>(Frame::data(data)) });
+                let first =
+                    futures_util::stream::once(
+                        async move { Ok::<_, hyper::Error>(Frame::data(data)) },
+                    );
                 let rest = BodyStream::new(body);
                 let stream = first.chain(rest);
-                return Peeked::Answer(Response::from_parts(parts, BodyExt::boxed(StreamBody::new(stream))));
+                return Peeked::Answer(Response::from_parts(
+                    parts,
+                    BodyExt::boxed(StreamBody::new(stream)),
+                ));
             }
         }
     }
@@ -433,7 +453,8 @@ async fn probe(client: &Client<HttpConnector, Body>, admin: &str, timeout: Durat
     let Ok(uri) = format!("{admin}/readyz").parse::<Uri>() else {
         return false;
     };
-    let Ok(req) = Request::get(uri).body(Empty::new().map_err(|never| match never {}).boxed()) else {
+    let Ok(req) = Request::get(uri).body(Empty::new().map_err(|never| match never {}).boxed())
+    else {
         return false;
     };
     matches!(

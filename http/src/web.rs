@@ -351,6 +351,14 @@ async fn gate(State(state): State<Arc<HttpState>>, mut req: Request, next: Next)
     let host = crate::git::request_host(&req).and_then(|h| tenants.by_host(&h));
     let tenant = host.as_ref().map(|h| h.name.clone());
     let head = req.method() == Method::HEAD;
+    if let Some(v) = req
+        .headers()
+        .get("x-seedd-placement")
+        .and_then(|v| v.to_str().ok())
+    {
+        // The fleet's front merges under this placement (`Policies::sync_placement`).
+        state.tenancy.policies.sync_placement(v);
+    }
     let mut admitted = false;
     let mut response = if req.method() == Method::OPTIONS {
         preflight()

@@ -74,7 +74,7 @@ pub enum BuildError {
     Net(#[source] Box<dyn std::error::Error + Send + Sync>),
     #[error("starting an identity from [[identities]]")]
     Identity(#[from] IdentityError),
-    #[error("config key `fleet.placement`: {0}")]
+    #[error("config key `fleet.placement`")]
     Placement(#[from] seedd_core::placement::PlacementError),
     #[error("config key `fleet.shard`: no shard {shard:?} in the placement file {file} (its [[shards]] names: {names})")]
     NoSuchShard {
@@ -352,7 +352,12 @@ const PLACEMENT_POLL: std::time::Duration = std::time::Duration::from_secs(2);
 
 /// `[fleet]`: the placement file, which must name this seed's shard.
 fn open_placement(cfg: &Config) -> Result<Option<Watched>, BuildError> {
-    let Some(path) = cfg.fleet.placement.as_deref().filter(|_| cfg.fleet.enabled()) else {
+    let Some(path) = cfg
+        .fleet
+        .placement
+        .as_deref()
+        .filter(|_| cfg.fleet.enabled())
+    else {
         return Ok(None);
     };
     let watched = Watched::load(path)?;

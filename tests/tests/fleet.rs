@@ -4,6 +4,7 @@
 //! both shards while real `git clone`s and explorer API requests go through the front.
 //! Mid-run a replica is killed with `kill -9` and comes back, and a repository moves between
 //! shards: clones started after the first 10 s of each never fail, and no answer is wrong.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -12,8 +13,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use serde_json::Value;
 use seedd_tests::*;
+use serde_json::Value;
 
 /// `seedd front` as a process.
 struct Front {
@@ -47,7 +48,11 @@ impl Front {
             log,
         };
         wait_for("the front to be ready", Duration::from_secs(30), || {
-            matches!(http_get(&format!("{}/readyz", front.admin), &[]), Ok((200, _))).then_some(())
+            matches!(
+                http_get(&format!("{}/readyz", front.admin), &[]),
+                Ok((200, _))
+            )
+            .then_some(())
         });
         front
     }
@@ -103,10 +108,17 @@ impl Replica {
 
     fn launch(&self, placement: &Path) -> Seed {
         std::fs::create_dir_all(&self.data).unwrap();
+        // The fleet's one admin token (the chart's Secret) where seedd looks for its own.
+        let own = self.data.join("admin-token");
+        std::fs::copy(&self.token, &own).unwrap();
+        {
+            use std::os::unix::fs::PermissionsExt;
+            std::fs::set_permissions(&own, std::fs::Permissions::from_mode(0o600)).unwrap();
+        }
         Seed::start(SeedOptions {
             extra_config: format!(
                 "[policy]\ndefault = \"allow\"\n[fleet]\nshard = \"{}\"\nplacement = \"{}\"\n\
-                 [http.rate]\ntrusted_proxies = [\"127.0.0.0/8\"]\n",
+                 [http.rate]\ntrusted_proxies = [\"127.0.0.0/8\"]\n# One client address makes all the load here: no per-IP limit.\nper_ip_requests_per_second = 0\n",
                 self.shard,
                 placement.display()
             ),
@@ -119,10 +131,6 @@ impl Replica {
             admin_port: Some(self.ports.1),
             p2p_port: Some(self.ports.2),
             data_dir: Some(self.data.clone()),
-            env: vec![(
-                "SEEDD_ADMIN__TOKEN_FILE".into(),
-                self.token.display().to_string(),
-            )],
             ..SeedOptions::default()
         })
     }
@@ -187,7 +195,10 @@ fn clone_head(url: &str, tmp: &Path, n: usize) -> Result<String, String> {
 
 /// The head of `main` a replica advertises, read directly (not through the front).
 fn replica_head(seed: &Seed, rid: &str) -> Option<String> {
-    let url = seed.url(&format!("/{}.git/info/refs?service=git-upload-pack", rid.trim_start_matches("rad:")));
+    let url = seed.url(&format!(
+        "/{}.git/info/refs?service=git-upload-pack",
+        rid.trim_start_matches("rad:")
+    ));
     let (code, body) = http_get(&url, &[]).ok()?;
     if code != 200 {
         return None;
@@ -197,6 +208,12 @@ fn replica_head(seed: &Seed, rid: &str) -> Option<String> {
         .and_then(|l| l.get(4..44))
         .map(str::to_owned)
 }
+
+/// Reads every replica's heads and records the lag of each push it shows for the first time.
+type Sampler<'a> = dyn FnMut(&[Replica; 4], &Pushed, &mut BTreeSet<(usize, String)>) + 'a;
+
+/// Every push: (when it returned, the commit), by RID.
+type Pushed = Mutex<BTreeMap<String, Vec<(Instant, String)>>>;
 
 #[derive(Default)]
 struct Record {
@@ -216,12 +233,7 @@ fn two_shards_by_two_replicas_behind_the_front_never_fail_a_clone() {
         use std::os::unix::fs::PermissionsExt;
         std::fs::set_permissions(&token, std::fs::Permissions::from_mode(0o600)).unwrap();
     }
-    write_placement(
-        &placement,
-        &[("s0", vec![]), ("s1", vec![])],
-        &[],
-        &[],
-    );
+    write_placement(&placement, &[("s0", vec![]), ("s1", vec![])], &[], &[]);
     // Each shard: a first replica the user's node pushes to, and a second that fetches from
     // the first (it validated already) over Radicle.
     let s0a = Replica::start("s0", &placement, tmp.path().join("s0a"), None, &token);
@@ -264,6 +276,8 @@ fn two_shards_by_two_replicas_behind_the_front_never_fail_a_clone() {
     );
     let mut projects: BTreeMap<String, (PathBuf, String)> = BTreeMap::new(); // shard -> (proj, rid)
     let work = tempfile::tempdir().unwrap();
+    // Every project made (the ones after the first of a shard are listed too).
+    let mut all_rids: Vec<String> = Vec::new();
     for i in 0..12 {
         if projects.len() == 2 {
             break;
@@ -275,6 +289,7 @@ fn two_shards_by_two_replicas_behind_the_front_never_fail_a_clone() {
             .as_str()
             .unwrap()
             .to_owned();
+        all_rids.push(rid.clone());
         projects.entry(shard).or_insert((proj, rid));
     }
     assert_eq!(projects.len(), 2, "12 projects all hashed to one shard");
@@ -301,58 +316,112 @@ fn two_shards_by_two_replicas_behind_the_front_never_fail_a_clone() {
         }
     }
 
+    // Every project is listed once through the front before the run starts.
+    wait_for(
+        "every project in the fleet's listing",
+        Duration::from_secs(60),
+        || {
+            let (code, body) =
+                http_get(&format!("{}/api/v1/repos?show=all", front.http), &[]).ok()?;
+            let v: Value = serde_json::from_str(&body).ok()?;
+            let n = v.as_array()?.len();
+            (code == 200 && n == all_rids.len()).then_some(())
+        },
+    );
     // The run: pushes every 2 s to both repositories; two cloners and an explorer client
     // through the front; a lag sampler reading every replica directly.
     let stop = Arc::new(AtomicBool::new(false));
-    let pushed: Arc<Mutex<BTreeMap<String, Vec<(Instant, String)>>>> = Arc::default();
+    let pushed: Arc<Pushed> = Arc::default();
     for (_, rid) in projects.values() {
-        let head = stdout(&dave.git_in(&projects.values().find(|p| &p.1 == rid).unwrap().0, &["rev-parse", "HEAD"])).trim().to_owned();
-        pushed.lock().unwrap().insert(rid.clone(), vec![(Instant::now(), head)]);
+        let head = stdout(&dave.git_in(
+            &projects.values().find(|p| &p.1 == rid).unwrap().0,
+            &["rev-parse", "HEAD"],
+        ))
+        .trim()
+        .to_owned();
+        pushed
+            .lock()
+            .unwrap()
+            .insert(rid.clone(), vec![(Instant::now(), head)]);
     }
     let record = Arc::new(Mutex::new(Record::default()));
     let front_url = front.http.clone();
     let mut threads = Vec::new();
     for t in 0..2 {
-        let (stop, record, rids, url) = (stop.clone(), record.clone(), rids.clone(), front_url.clone());
+        let (stop, record, rids, url) = (
+            stop.clone(),
+            record.clone(),
+            rids.clone(),
+            front_url.clone(),
+        );
         threads.push(std::thread::spawn(move || {
             let dir = tempfile::tempdir().unwrap();
             let mut n = 0;
             while !stop.load(Ordering::Relaxed) {
                 let rid = &rids[(n + t) % rids.len()];
                 let started = Instant::now();
-                let r = clone_head(&format!("{url}/{}.git", rid.trim_start_matches("rad:")), dir.path(), n);
-                record.lock().unwrap().clones.push((started, Instant::now(), rid.clone(), r));
+                let r = clone_head(
+                    &format!("{url}/{}.git", rid.trim_start_matches("rad:")),
+                    dir.path(),
+                    n,
+                );
+                record
+                    .lock()
+                    .unwrap()
+                    .clones
+                    .push((started, Instant::now(), rid.clone(), r));
                 n += 1;
             }
         }));
     }
     {
-        let (stop, record, rids, url) = (stop.clone(), record.clone(), rids.clone(), front_url.clone());
+        let (stop, record, rids, url) = (
+            stop.clone(),
+            record.clone(),
+            rids.clone(),
+            front_url.clone(),
+        );
+        let all = all_rids.clone();
         threads.push(std::thread::spawn(move || {
             while !stop.load(Ordering::Relaxed) {
                 let t = Instant::now();
-                let mut check = |what: String, r: Result<(), String>| {
+                let check = |what: String, r: Result<(), String>| {
                     record.lock().unwrap().api.push((t, what, r));
                 };
-                // The node-wide listing: both repositories, each once.
-                let r = http_get(&format!("{url}/api/v1/repos?show=all"), &[]).map_err(|e| e).and_then(|(code, body)| {
-                    if code != 200 {
-                        return Err(format!("{code}: {body}"));
-                    }
-                    let v: Value = serde_json::from_str(&body).map_err(|e| e.to_string())?;
-                    let listed: BTreeSet<String> = v.as_array().into_iter().flatten().filter_map(|e| e["rid"].as_str().map(str::to_owned)).collect();
-                    let want: BTreeSet<String> = rids.iter().cloned().collect();
-                    (listed == want && v.as_array().map(Vec::len) == Some(want.len())).then_some(()).ok_or(format!("listed {listed:?}"))
-                });
+                // The node-wide listing: every repository, each once.
+                let r = http_get(&format!("{url}/api/v1/repos?show=all"), &[]).and_then(
+                    |(code, body)| {
+                        if code != 200 {
+                            return Err(format!("{code}: {body}"));
+                        }
+                        let v: Value = serde_json::from_str(&body).map_err(|e| e.to_string())?;
+                        let listed: BTreeSet<String> = v
+                            .as_array()
+                            .into_iter()
+                            .flatten()
+                            .filter_map(|e| e["rid"].as_str().map(str::to_owned))
+                            .collect();
+                        let want: BTreeSet<String> = all.iter().cloned().collect();
+                        (listed == want && v.as_array().map(Vec::len) == Some(want.len()))
+                            .then_some(())
+                            .ok_or(format!("listed {listed:?}"))
+                    },
+                );
                 check("repos".into(), r);
                 let r = http_get(&format!("{url}/api/v1/stats"), &[]).and_then(|(code, body)| {
-                    (code == 200 && body.contains("\"total\":2")).then_some(()).ok_or(format!("{code}: {body}"))
+                    (code == 200 && body.contains(&format!("\"total\":{}", all.len())))
+                        .then_some(())
+                        .ok_or(format!("{code}: {body}"))
                 });
                 check("stats".into(), r);
                 for rid in &rids {
-                    let r = http_get(&format!("{url}/api/v1/repos/{rid}"), &[]).and_then(|(code, body)| {
-                        (code == 200 && body.contains(rid.as_str())).then_some(()).ok_or(format!("{code}: {body}"))
-                    });
+                    let r = http_get(&format!("{url}/api/v1/repos/{rid}"), &[]).and_then(
+                        |(code, body)| {
+                            (code == 200 && body.contains(rid.as_str()))
+                                .then_some(())
+                                .ok_or(format!("{code}: {body}"))
+                        },
+                    );
                     check(format!("repo {rid}"), r);
                 }
                 std::thread::sleep(Duration::from_millis(100));
@@ -364,34 +433,54 @@ fn two_shards_by_two_replicas_behind_the_front_never_fail_a_clone() {
     let run_started = Instant::now();
     let mut events: Vec<(&str, Instant)> = Vec::new();
     let mut n = 0u32;
-    let mut sample = |replicas: &[Replica; 4], pushed: &Mutex<BTreeMap<String, Vec<(Instant, String)>>>, seen: &mut BTreeSet<(usize, String)>| {
-        let pushed = pushed.lock().unwrap();
-        for (i, r) in replicas.iter().enumerate() {
-            let Some(seed) = r.seed.as_ref() else { continue };
-            for (rid, pushes) in pushed.iter() {
-                let Some(head) = replica_head(seed, rid) else { continue };
-                if let Some((at, oid)) = pushes.iter().find(|(_, o)| *o == head) {
-                    if seen.insert((i, oid.clone())) {
-                        lags.lock().unwrap().push(at.elapsed().as_secs_f64());
+    let mut sample =
+        |replicas: &[Replica; 4], pushed: &Pushed, seen: &mut BTreeSet<(usize, String)>| {
+            let pushed = pushed.lock().unwrap();
+            for (i, r) in replicas.iter().enumerate() {
+                let Some(seed) = r.seed.as_ref() else {
+                    continue;
+                };
+                for (rid, pushes) in pushed.iter() {
+                    let Some(head) = replica_head(seed, rid) else {
+                        continue;
+                    };
+                    if let Some((at, oid)) = pushes.iter().find(|(_, o)| *o == head) {
+                        if seen.insert((i, oid.clone())) {
+                            lags.lock().unwrap().push(at.elapsed().as_secs_f64());
+                        }
                     }
                 }
             }
-        }
-    };
+        };
     let mut seen = BTreeSet::new();
     let mut push_round = |n: &mut u32| {
         for (shard, (proj, rid)) in &projects {
             std::fs::write(proj.join("N"), format!("{n} {shard}\n")).unwrap();
             succeeded(dave.git_in(proj, &["add", "N"]), "git add");
-            succeeded(dave.git_in(proj, &["commit", "-qm", &format!("push {n}")]), "git commit");
+            succeeded(
+                dave.git_in(proj, &["commit", "-qm", &format!("push {n}")]),
+                "git commit",
+            );
             let _ = dave.git_in(proj, &["push", "rad", "main"]);
-            let head = stdout(&dave.git_in(proj, &["rev-parse", "HEAD"])).trim().to_owned();
-            pushed.lock().unwrap().entry(rid.clone()).or_default().push((Instant::now(), head));
+            let head = stdout(&dave.git_in(proj, &["rev-parse", "HEAD"]))
+                .trim()
+                .to_owned();
+            pushed
+                .lock()
+                .unwrap()
+                .entry(rid.clone())
+                .or_default()
+                .push((Instant::now(), head));
         }
         *n += 1;
     };
     // Phase 1: 12 s of pushes.
-    let phase = |secs: u64, replicas: &[Replica; 4], n: &mut u32, seen: &mut BTreeSet<(usize, String)>, push_round: &mut dyn FnMut(&mut u32), sample: &mut dyn FnMut(&[Replica; 4], &Mutex<BTreeMap<String, Vec<(Instant, String)>>>, &mut BTreeSet<(usize, String)>)| {
+    let phase = |secs: u64,
+                 replicas: &[Replica; 4],
+                 n: &mut u32,
+                 seen: &mut BTreeSet<(usize, String)>,
+                 push_round: &mut dyn FnMut(&mut u32),
+                 sample: &mut Sampler| {
         let end = Instant::now() + Duration::from_secs(secs);
         let mut next_push = Instant::now();
         while Instant::now() < end {
@@ -403,7 +492,14 @@ fn two_shards_by_two_replicas_behind_the_front_never_fail_a_clone() {
             std::thread::sleep(Duration::from_millis(100));
         }
     };
-    phase(12, &replicas, &mut n, &mut seen, &mut push_round, &mut sample);
+    phase(
+        12,
+        &replicas,
+        &mut n,
+        &mut seen,
+        &mut push_round,
+        &mut sample,
+    );
 
     // Phase 2: kill -9 the replica that answers for the first repository, mid-run.
     let victim_url = front.admin_json(&format!("/fleet/where/{}", rids[0]))["replicas"][0]["http"]
@@ -422,27 +518,58 @@ fn two_shards_by_two_replicas_behind_the_front_never_fail_a_clone() {
         let _ = seed.child.wait();
     }
     let dead = replicas[victim].seed.take().unwrap();
-    phase(12, &replicas, &mut n, &mut seen, &mut push_round, &mut sample);
+    phase(
+        12,
+        &replicas,
+        &mut n,
+        &mut seen,
+        &mut push_round,
+        &mut sample,
+    );
     // It comes back as itself (same data, ports and identity) and catches up.
     drop(dead);
     replicas[victim].seed = Some(replicas[victim].launch(&placement));
     events.push(("restart", Instant::now()));
-    phase(12, &replicas, &mut n, &mut seen, &mut push_round, &mut sample);
+    phase(
+        12,
+        &replicas,
+        &mut n,
+        &mut seen,
+        &mut push_round,
+        &mut sample,
+    );
 
     // Phase 3: move the second repository to the other shard with `seedctl fleet move`
     // (copy, verify, switch the placement, purge the source) while pushes and clones go on.
     let moved = rids[1].clone();
-    let from = front.admin_json(&format!("/fleet/where/{moved}"))["shard"].as_str().unwrap().to_owned();
+    let from = front.admin_json(&format!("/fleet/where/{moved}"))["shard"]
+        .as_str()
+        .unwrap()
+        .to_owned();
     let to: &'static str = if from == "s0" { "s1" } else { "s0" };
     events.push(("move", Instant::now()));
     let mover = {
-        let (placement, front_admin, token, moved) =
-            (placement.clone(), front.admin.clone(), token.clone(), moved.clone());
+        let (placement, front_admin, token, moved) = (
+            placement.clone(),
+            front.admin.clone(),
+            token.clone(),
+            moved.clone(),
+        );
         std::thread::spawn(move || {
             Command::new(bin("seedctl"))
                 .arg("--token-file")
                 .arg(&token)
-                .args(["-o", "json", "fleet", "move", &moved, "--to", to, "--front", &front_admin])
+                .args([
+                    "-o",
+                    "json",
+                    "fleet",
+                    "move",
+                    &moved,
+                    "--to",
+                    to,
+                    "--front",
+                    &front_admin,
+                ])
                 .args(["--drain-secs", "3", "--timeout-secs", "120", "--placement"])
                 .arg(&placement)
                 .output()
@@ -450,19 +577,44 @@ fn two_shards_by_two_replicas_behind_the_front_never_fail_a_clone() {
         })
     };
     while !mover.is_finished() {
-        phase(2, &replicas, &mut n, &mut seen, &mut push_round, &mut sample);
+        phase(
+            2,
+            &replicas,
+            &mut n,
+            &mut seen,
+            &mut push_round,
+            &mut sample,
+        );
     }
     let out = mover.join().unwrap();
-    assert!(out.status.success(), "seedctl fleet move: {}", output_text(&out));
+    assert!(
+        out.status.success(),
+        "seedctl fleet move: {}",
+        output_text(&out)
+    );
     let report: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(report["to"], to);
     assert_eq!(report["copied_to"].as_array().unwrap().len(), 2, "{report}");
-    assert_eq!(report["purged_from"].as_array().unwrap().len(), 2, "{report}");
+    assert_eq!(
+        report["purged_from"].as_array().unwrap().len(),
+        2,
+        "{report}"
+    );
     assert!(report["verified_refs"].as_u64().unwrap() >= 2, "{report}");
     events.push(("moved", Instant::now()));
-    assert_eq!(front.admin_json(&format!("/fleet/where/{moved}"))["shard"], to);
+    assert_eq!(
+        front.admin_json(&format!("/fleet/where/{moved}"))["shard"],
+        to
+    );
     let src: Vec<usize> = (0..4).filter(|&i| replicas[i].shard != to).collect();
-    phase(8, &replicas, &mut n, &mut seen, &mut push_round, &mut sample);
+    phase(
+        8,
+        &replicas,
+        &mut n,
+        &mut seen,
+        &mut push_round,
+        &mut sample,
+    );
     stop.store(true, Ordering::Relaxed);
     for t in threads {
         t.join().unwrap();
@@ -487,7 +639,10 @@ fn two_shards_by_two_replicas_behind_the_front_never_fail_a_clone() {
                 if *started < killed_at + grace && *ended > killed_at {
                     failed_in_flight += 1;
                 } else {
-                    failures.push(format!("{:?} after start: {rid}: {e}", started.duration_since(run_started)));
+                    failures.push(format!(
+                        "{:?} after start: {rid}: {e}",
+                        started.duration_since(run_started)
+                    ));
                 }
             }
         }
@@ -500,8 +655,14 @@ fn two_shards_by_two_replicas_behind_the_front_never_fail_a_clone() {
         .collect();
     let mut lags = lags.lock().unwrap().clone();
     lags.sort_by(f64::total_cmp);
-    let p = |q: f64| lags.get(((lags.len() as f64 - 1.0) * q).round() as usize).copied().unwrap_or(f64::NAN);
-    let metrics = http_get(&format!("{}/metrics", front.admin), &[]).unwrap().1;
+    let p = |q: f64| {
+        lags.get(((lags.len() as f64 - 1.0) * q).round() as usize)
+            .copied()
+            .unwrap_or(f64::NAN)
+    };
+    let metrics = http_get(&format!("{}/metrics", front.admin), &[])
+        .unwrap()
+        .1;
     eprintln!(
         "fleet: {} clones ({} failed in flight of the killed replica, {} failed otherwise, {} wrong), {} API requests ({} failed outside the kill's 10 s), {} pushes; replica lag p50 {:.2} s, p99 {:.2} s, max {:.2} s over {} samples; failovers: {}",
         record.clones.len(),
@@ -517,15 +678,31 @@ fn two_shards_by_two_replicas_behind_the_front_never_fail_a_clone() {
         lags.len(),
         metrics.lines().filter(|l| l.starts_with("seedd_front_failovers_total")).collect::<Vec<_>>().join("; "),
     );
-    assert!(failures.is_empty(), "failed clones: {failures:#?}\nfront log:\n{}", front.logs());
+    assert!(
+        failures.is_empty(),
+        "failed clones: {failures:#?}\nfront log:\n{}",
+        front.logs()
+    );
     assert!(wrong.is_empty(), "wrong answers: {wrong:#?}");
-    assert!(api_failures.is_empty(), "failed API requests: {api_failures:#?}");
-    assert!(record.clones.len() > 40, "only {} clones", record.clones.len());
+    assert!(
+        api_failures.is_empty(),
+        "failed API requests: {api_failures:#?}"
+    );
+    assert!(
+        record.clones.len() > 40,
+        "only {} clones",
+        record.clones.len()
+    );
     // The moved repository is gone from its source and served by its destination.
     for &i in &src {
         assert!(!replicas[i].seed().repo_path(&moved).exists());
     }
-    assert!(metric_in(&metrics, "seedd_front_requests_total", &["route=\"git\"", "result=\"ok\""]) > 0.0);
+    assert!(
+        metric_in(
+            &metrics,
+            "seedd_front_requests_total",
+            &["route=\"git\"", "result=\"ok\""]
+        ) > 0.0
+    );
     let _ = events;
 }
-

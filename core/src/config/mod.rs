@@ -29,9 +29,9 @@ use serde::{Deserialize, Serialize};
 pub use cidr::{client_key, mask, Cidr};
 pub use load::{env_name, Overrides, Sources};
 pub use sections::{
-    AdminConfig, AdminTlsConfig, BanConfig, FleetConfig, HttpConfig, HttpRateConfig, IndexConfig, KeysConfig,
-    LogConfig, MaintenanceConfig, P2pConfig, PackCacheConfig, PolicyConfig, RateConfig, TlsConfig,
-    WebConfig, WebProfile, WebTenant,
+    AdminConfig, AdminTlsConfig, BanConfig, FleetConfig, HttpConfig, HttpRateConfig, IndexConfig,
+    KeysConfig, LogConfig, MaintenanceConfig, P2pConfig, PackCacheConfig, PolicyConfig, RateConfig,
+    TlsConfig, WebConfig, WebProfile, WebTenant,
 };
 pub use specs::{DenyList, IdentitySpec, Quotas, Rate, RepoSpec, State, TenantSpec};
 pub use values::{

@@ -59,15 +59,17 @@ pub(super) struct ListQuery {
 }
 
 /// Repositories this host lists: visible, with a project payload and a canonical head
-/// (anything else would fail the explorer's schema for the whole list).
+/// (anything else would fail the explorer's schema for the whole list), and in a fleet served
+/// by this shard (`Policies::served_here`).
 pub(super) async fn listable(
     state: &Arc<HttpState>,
     scope: &Scope,
 ) -> Result<Vec<RepoRecord>, WebError> {
+    let policies = &state.tenancy.policies;
     Ok(visible_repos(state, scope)
         .await?
         .into_iter()
-        .filter(|r| !r.name.is_empty() && r.head.is_some())
+        .filter(|r| !r.name.is_empty() && r.head.is_some() && policies.served_here(&r.rid))
         .collect())
 }
 
@@ -328,7 +330,11 @@ pub(super) async fn search(
             let Some(r) = st.index.repo(&rid).map_err(WebError::index)? else {
                 continue;
             };
-            if r.name.is_empty() || r.head.is_none() || !super::visible(&st, &sc, &r) {
+            if r.name.is_empty()
+                || r.head.is_none()
+                || !super::visible(&st, &sc, &r)
+                || !st.tenancy.policies.served_here(&r.rid)
+            {
                 continue;
             }
             hits.push((!prefix, seeding(&st, &r), r));

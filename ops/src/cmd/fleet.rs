@@ -30,7 +30,11 @@ pub(crate) fn run(cli: &Cli, command: &FleetCommand) -> anyhow::Result<Box<dyn R
             Ok(Box::new(FleetStatus(v)))
         }
         FleetCommand::Where { rid, front } => {
-            let v = get_json(&format!("{}/fleet/where/{}", front.trim_end_matches('/'), enc(rid)))?;
+            let v = get_json(&format!(
+                "{}/fleet/where/{}",
+                front.trim_end_matches('/'),
+                enc(rid)
+            ))?;
             Ok(Box::new(Where(v)))
         }
         FleetCommand::Move {
@@ -181,11 +185,17 @@ impl Move<'_> {
         }
         let src = replicas(&table, &from)?;
         if dest.admin.is_empty() || src.admin.is_empty() {
-            bail!("shards {from} and {} need admin URLs in the placement file to move repositories", self.to);
+            bail!(
+                "shards {from} and {} need admin URLs in the placement file to move repositories",
+                self.to
+            );
         }
 
         // 1. Copy.
-        eprintln!("seedctl: 1/4 copy: {rid} is moving from {from} to {}", self.to);
+        eprintln!(
+            "seedctl: 1/4 copy: {rid} is moving from {from} to {}",
+            self.to
+        );
         self.edit(|t| {
             set(t, "moving", rid, &self.to);
         })?;
@@ -196,7 +206,9 @@ impl Move<'_> {
         // The seeds read the same file on the same period: give them one more.
         std::thread::sleep(Duration::from_secs(2));
         let source = Client::at(self.cli, &src.admin[0]);
-        let status: Status = source.get("/api/v1/status").context("source replica status")?;
+        let status: Status = source
+            .get("/api/v1/status")
+            .context("source replica status")?;
         let port = status
             .p2p
             .as_ref()
@@ -220,7 +232,10 @@ impl Move<'_> {
         }
 
         // 2. Verify.
-        eprintln!("seedctl: 2/4 verify: every replica of {} advertises the source's refs", self.to);
+        eprintln!(
+            "seedctl: 2/4 verify: every replica of {} advertises the source's refs",
+            self.to
+        );
         let mut verified = 0;
         self.wait("the destination to hold the source's refs", || {
             let want = refs(&src.http[0], rid)?;
@@ -288,13 +303,19 @@ impl Move<'_> {
                 .status()
                 .with_context(|| format!("running --apply {cmd:?}"))?;
             if !st.success() {
-                bail!("--apply {cmd:?} failed ({st}); the placement file is edited but not published");
+                bail!(
+                    "--apply {cmd:?} failed ({st}); the placement file is edited but not published"
+                );
             }
         }
         Ok(())
     }
 
-    fn wait(&self, what: &str, mut done: impl FnMut() -> anyhow::Result<bool>) -> anyhow::Result<()> {
+    fn wait(
+        &self,
+        what: &str,
+        mut done: impl FnMut() -> anyhow::Result<bool>,
+    ) -> anyhow::Result<()> {
         let deadline = Instant::now() + self.timeout;
         loop {
             match done() {
@@ -366,7 +387,10 @@ fn agent() -> ureq::Agent {
 }
 
 fn get_json(url: &str) -> anyhow::Result<Value> {
-    let mut resp = agent().get(url).call().with_context(|| format!("GET {url}"))?;
+    let mut resp = agent()
+        .get(url)
+        .call()
+        .with_context(|| format!("GET {url}"))?;
     let status = resp.status();
     let body = resp.body_mut().read_to_string()?;
     if !status.is_success() {
@@ -379,7 +403,10 @@ fn get_json(url: &str) -> anyhow::Result<Value> {
 fn refs(http: &str, rid: &str) -> anyhow::Result<Vec<String>> {
     let canonical = rid.trim_start_matches("rad:");
     let url = format!("{http}/{canonical}.git/info/refs?service=git-upload-pack");
-    let mut resp = agent().get(&url).call().with_context(|| format!("GET {url}"))?;
+    let mut resp = agent()
+        .get(&url)
+        .call()
+        .with_context(|| format!("GET {url}"))?;
     if resp.status() == 404 {
         return Ok(Vec::new());
     }

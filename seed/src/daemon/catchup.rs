@@ -44,22 +44,20 @@ impl CatchUp {
     pub(super) async fn run(self, ready: Arc<AtomicBool>) {
         let started = Instant::now();
         let deadline = started + self.timeout;
-        let behind = match tokio::task::spawn_blocking({
-            let me = self.snapshot();
-            move || me.compare()
-        })
-        .await
-        {
-            Ok(b) => b,
-            Err(_) => BTreeMap::new(),
-        };
+        let me = self.snapshot();
+        let behind = tokio::task::spawn_blocking(move || me.compare())
+            .await
+            .unwrap_or_default();
         if behind.is_empty() {
             tracing::info!("fleet: in step with the shard's other replicas; taking reads");
             ready.store(true, Ordering::Release);
             return;
         }
         let total = behind.len();
-        tracing::info!(behind = total, "fleet: catching up with the shard's other replicas before taking reads");
+        tracing::info!(
+            behind = total,
+            "fleet: catching up with the shard's other replicas before taking reads"
+        );
         // Connect to the siblings we fetch from, then ask for each repository.
         let mut asked = BTreeMap::new();
         for (rid, (sibling, theirs)) in &behind {
@@ -83,7 +81,11 @@ impl CatchUp {
                 })
                 .count();
             if left == 0 {
-                tracing::info!(repos = total, secs = started.elapsed().as_secs(), "fleet: caught up; taking reads");
+                tracing::info!(
+                    repos = total,
+                    secs = started.elapsed().as_secs(),
+                    "fleet: caught up; taking reads"
+                );
                 break;
             }
             if Instant::now() >= deadline {
@@ -208,7 +210,11 @@ impl Compare {
         }))
     }
 
-    fn get<T: serde::de::DeserializeOwned>(&self, agent: &ureq::Agent, url: &str) -> Result<T, String> {
+    fn get<T: serde::de::DeserializeOwned>(
+        &self,
+        agent: &ureq::Agent,
+        url: &str,
+    ) -> Result<T, String> {
         let mut resp = agent
             .get(url)
             .header("Authorization", &format!("Bearer {}", self.token))
