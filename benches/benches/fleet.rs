@@ -20,7 +20,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use seedd_benches::{
-    env_usize, ensure_seedd, fmt_figure, procfs, profile_dir, spawn_seedd, write_table,
+    ensure_seedd, env_usize, fmt_figure, procfs, profile_dir, spawn_seedd, write_table,
     SpawnedSeedd, TableLine,
 };
 use seedd_tests::{copy_tree, git, run, stdout, synthetic_repo};
@@ -88,7 +88,12 @@ fn main() {
         rows.push((
             label.clone(),
             "clones/s".into(),
-            format!("{} [{}–{}]", fmt_figure(Some(rate), false), fmt_figure(Some(rmin), false), fmt_figure(Some(rmax), false)),
+            format!(
+                "{} [{}–{}]",
+                fmt_figure(Some(rate), false),
+                fmt_figure(Some(rmin), false),
+                fmt_figure(Some(rmax), false)
+            ),
             fmt_figure(Some(a_rate), false),
             format!("{:.2}", rate / a_rate),
             "/s",
@@ -97,7 +102,12 @@ fn main() {
         rows.push((
             label.clone(),
             "CPU per clone".into(),
-            format!("{} [{}–{}]", fmt_figure(Some(cpu), false), fmt_figure(Some(cmin), false), fmt_figure(Some(cmax), false)),
+            format!(
+                "{} [{}–{}]",
+                fmt_figure(Some(cpu), false),
+                fmt_figure(Some(cmin), false),
+                fmt_figure(Some(cmax), false)
+            ),
             fmt_figure(Some(a_cpu), false),
             format!("{:.2}", cpu / a_cpu),
             "ms",
@@ -241,7 +251,11 @@ fn measure(
         let data = dir.join(format!("r{i}"));
         copy_tree(storage, &data.join("storage"));
         // spawn_seedd puts this under [p2p]; the tables after it are its own.
-        let extra = if with_front { fleet.clone() } else { String::new() };
+        let extra = if with_front {
+            fleet.clone()
+        } else {
+            String::new()
+        };
         servers.seeds.push(spawn_seedd(
             bin,
             &data,
@@ -251,7 +265,9 @@ fn measure(
         ));
     }
     for s in &servers.seeds {
-        wait("a replica to be ready", || ready(&format!("http://127.0.0.1:{}/readyz", s.admin)));
+        wait("a replica to be ready", || {
+            ready(&format!("http://127.0.0.1:{}/readyz", s.admin))
+        });
     }
     let base = if with_front {
         let http: Vec<String> = servers
@@ -285,7 +301,9 @@ fn measure(
             .spawn()
             .unwrap();
         servers.front = Some((child, port));
-        wait("the front to be ready", || ready(&format!("http://127.0.0.1:{aport}/readyz")));
+        wait("the front to be ready", || {
+            ready(&format!("http://127.0.0.1:{aport}/readyz"))
+        });
         format!("http://127.0.0.1:{port}")
     } else {
         format!("http://127.0.0.1:{}", servers.seeds[0].http)
@@ -297,7 +315,12 @@ fn measure(
         for _ in 0..2 {
             let dst = home.join(format!("warm{i}"));
             let _ = run(git(&home)
-                .args(["clone", "-q", "--bare", &format!("{base}/{}.git", rid.trim_start_matches("rad:"))])
+                .args([
+                    "clone",
+                    "-q",
+                    "--bare",
+                    &format!("{base}/{}.git", rid.trim_start_matches("rad:")),
+                ])
                 .arg(&dst));
             let _ = std::fs::remove_dir_all(&dst);
         }
@@ -324,7 +347,12 @@ fn measure(
                     let rid = &rids[k % rids.len()];
                     let dst = home.join(format!("c{c}-{k}"));
                     let ok = git(&home)
-                        .args(["clone", "-q", "--bare", &format!("{base}/{}.git", rid.trim_start_matches("rad:"))])
+                        .args([
+                            "clone",
+                            "-q",
+                            "--bare",
+                            &format!("{base}/{}.git", rid.trim_start_matches("rad:")),
+                        ])
                         .arg(&dst)
                         .stdout(Stdio::null())
                         .stderr(Stdio::null())
@@ -355,7 +383,11 @@ fn measure(
         failed: failed.load(Ordering::Relaxed),
     };
     if f.failed > 0 {
-        log(&format!("{} clones failed (logs in {})", f.failed, dir.display()));
+        log(&format!(
+            "{} clones failed (logs in {})",
+            f.failed,
+            dir.display()
+        ));
     }
     let _ = stdout;
     f

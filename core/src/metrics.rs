@@ -205,6 +205,9 @@ pub struct Metrics {
     pub open_fds: IntGauge,
     pub max_fds: IntGauge,
     pub data_dir_free: IntGauge,
+    /// Fleet replicas: repositories behind a sibling, and for how long (`daemon/catchup.rs`).
+    pub fleet_repos_behind: IntGauge,
+    pub fleet_lag_seconds: IntGauge,
     pub data_dir_capacity: IntGauge,
     build_info: IntGaugeVec,
     pub tenant: TenantMetrics,
@@ -584,6 +587,8 @@ impl Metrics {
         let open_fds = gauge("seedd_process_open_fds")?;
         let max_fds = gauge("seedd_process_max_fds")?;
         let data_dir_free = gauge("seedd_data_dir_free_bytes")?;
+        let fleet_repos_behind = gauge("seedd_fleet_repos_behind")?;
+        let fleet_lag_seconds = gauge("seedd_fleet_lag_seconds")?;
         let data_dir_capacity = gauge("seedd_data_dir_capacity_bytes")?;
         let maintenance = MaintenanceMetrics::new(&registry)?;
         let http_connections_refused =
@@ -618,6 +623,8 @@ impl Metrics {
             open_fds,
             max_fds,
             data_dir_free,
+            fleet_repos_behind,
+            fleet_lag_seconds,
             data_dir_capacity,
             build_info,
             tenant,

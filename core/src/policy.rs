@@ -104,6 +104,13 @@ impl Policies {
         }
     }
 
+    /// The version of the placement in force (`None` outside a fleet).
+    pub fn placement_version(&self) -> Option<String> {
+        self.fleet
+            .as_ref()
+            .map(|(placement, _)| placement.get().version().to_owned())
+    }
+
     /// Whether the placement puts `rid` on this seed's shard (always, outside a fleet).
     pub fn placed_here(&self, rid: &RepoId) -> bool {
         match &self.fleet {

@@ -264,7 +264,7 @@ impl Front {
     async fn merged(
         &self,
         kind: NodeWide,
-        placement: &Placement,
+        placement: &std::sync::Arc<Placement>,
         req: Request<Incoming>,
         peer: SocketAddr,
     ) -> Response<Body> {
@@ -322,51 +322,73 @@ impl Front {
                 list = false;
             }
         }
-        let futures = placement.shards().iter().map(|shard| {
-            let urls = per_shard.clone();
-            let headers = headers.clone();
-            async move {
-                let mut got: Vec<Value> = Vec::new();
-                let mut head = None;
-                for url in urls {
-                    let (h, v) = self
-                        .upstreams
-                        .json(shard, &url, &headers, peer, placement.version())
-                        .await?;
-                    head.get_or_insert(h);
-                    match v {
-                        Value::Array(items) if list => {
-                            let short = items.len() < SHARD_PAGE;
-                            got.extend(items);
-                            if short || got.len() >= MAX_DEPTH {
+        // Every shard's part under one placement: an answer made under another version (a
+        // placement change in flight) makes the front re-read its own and ask again, once.
+        let mut placement = placement.clone();
+        let mut attempt = 0;
+        let (parts, head) = loop {
+            attempt += 1;
+            let futures = placement.shards().iter().map(|shard| {
+                let urls = per_shard.clone();
+                let headers = headers.clone();
+                let version = placement.version().to_owned();
+                async move {
+                    let mut got: Vec<Value> = Vec::new();
+                    let mut head: Option<hyper::HeaderMap> = None;
+                    let mut same = true;
+                    for url in urls {
+                        let (h, v) = self
+                            .upstreams
+                            .json(shard, &url, &headers, peer, &version)
+                            .await?;
+                        same &= h
+                            .get("x-seedd-placement")
+                            .and_then(|v| v.to_str().ok())
+                            .is_none_or(|v| v == version);
+                        head.get_or_insert(h);
+                        match v {
+                            Value::Array(items) if list => {
+                                let short = items.len() < SHARD_PAGE;
+                                got.extend(items);
+                                if short || got.len() >= MAX_DEPTH {
+                                    break;
+                                }
+                            }
+                            Value::Array(items) => got.extend(items),
+                            other => {
+                                got.push(other);
                                 break;
                             }
                         }
-                        Value::Array(items) => got.extend(items),
-                        other => {
-                            got.push(other);
-                            break;
+                    }
+                    Ok::<_, upstream::ShardFailure>((head, got, same))
+                }
+            });
+            let results = futures_util::future::join_all(futures).await;
+            let mut parts = Vec::with_capacity(results.len());
+            let mut head = None;
+            let mut same = true;
+            for r in results {
+                match r {
+                    Ok((h, v, s)) => {
+                        if head.is_none() {
+                            head = h;
                         }
+                        same &= s;
+                        parts.push(v);
                     }
+                    // A listing without a shard's part would be a wrong answer, not a short one.
+                    Err(f) => return f.into_response(),
                 }
-                Ok::<_, upstream::ShardFailure>((head, got))
             }
-        });
-        let results = futures_util::future::join_all(futures).await;
-        let mut parts = Vec::with_capacity(results.len());
-        let mut head = None;
-        for r in results {
-            match r {
-                Ok((h, v)) => {
-                    if head.is_none() {
-                        head = h;
-                    }
-                    parts.push(v);
-                }
-                // A listing without a shard's part would be a wrong answer, not a short one.
-                Err(f) => return f.into_response(),
+            if same || attempt >= 2 {
+                break (parts, head);
             }
-        }
+            if let Err(e) = self.placement.reload() {
+                tracing::warn!(error = %e, "re-reading the placement failed");
+            }
+            placement = self.placement.get();
+        };
         let body = match kind {
             NodeWide::Repos | NodeWide::DelegateRepos => {
                 Value::Array(merge::repos(parts, &q, &self.pinned))

@@ -351,11 +351,12 @@ async fn gate(State(state): State<Arc<HttpState>>, mut req: Request, next: Next)
     let host = crate::git::request_host(&req).and_then(|h| tenants.by_host(&h));
     let tenant = host.as_ref().map(|h| h.name.clone());
     let head = req.method() == Method::HEAD;
-    if let Some(v) = req
+    let front_placement = req
         .headers()
         .get("x-seedd-placement")
         .and_then(|v| v.to_str().ok())
-    {
+        .map(str::to_owned);
+    if let Some(v) = &front_placement {
         // The fleet's front merges under this placement (`Policies::sync_placement`).
         state.tenancy.policies.sync_placement(v);
     }
@@ -372,6 +373,18 @@ async fn gate(State(state): State<Arc<HttpState>>, mut req: Request, next: Next)
             Err(e) => e.into_response(),
         }
     };
+    if front_placement.is_some() {
+        // Which placement this answer was made under: the front merges only answers made
+        // under one placement (it re-reads its own and asks again otherwise).
+        if let Some(v) = state
+            .tenancy
+            .policies
+            .placement_version()
+            .and_then(|v| HeaderValue::from_str(&v).ok())
+        {
+            response.headers_mut().insert("x-seedd-placement", v);
+        }
+    }
     if let Some(t) = &tenant {
         tenants.count_request(t, response.status().as_u16());
         // An admitted answer goes out on the tenant's hostname: its egress (bodies here are

@@ -173,7 +173,7 @@ impl Daemon {
             maintainer.clone(),
         );
         let catch_up = match &placement {
-            Some(p) if !cfg.fleet.catch_up_timeout.is_zero() => Some(catchup::CatchUp {
+            Some(p) => Some(catchup::CatchUp {
                 placement: p.clone(),
                 shard: cfg.fleet.shard.clone(),
                 nid,
@@ -186,8 +186,10 @@ impl Daemon {
                 net: identities.default_net().clone(),
                 fetcher: fetcher.clone(),
                 timeout: cfg.fleet.catch_up_timeout,
+                interval: cfg.fleet.compare_interval,
+                metrics: core.metrics.clone(),
             }),
-            _ => None,
+            None => None,
         };
         let control = start_control(&cfg, &core, &tenants, &policies, &fetcher, &identities);
         let rescanner = Rescanner::new(
@@ -565,9 +567,19 @@ fn start_initial_index(
         }
         indexed.store(true, Ordering::Release);
         match catch_up {
-            // A fleet replica takes reads once it caught up with its siblings.
+            // A fleet replica takes reads once it caught up with its siblings, then keeps
+            // comparing with them.
             Some(c) => {
-                runtime.spawn(c.run(ready));
+                runtime.spawn(async move {
+                    if c.timeout.is_zero() {
+                        ready.store(true, Ordering::Release);
+                    } else {
+                        c.run(ready).await;
+                    }
+                    if !c.interval.is_zero() {
+                        c.watch().await;
+                    }
+                });
             }
             None => ready.store(true, Ordering::Release),
         }

@@ -117,7 +117,7 @@ impl Replica {
         }
         Seed::start(SeedOptions {
             extra_config: format!(
-                "[policy]\ndefault = \"allow\"\n[fleet]\nshard = \"{}\"\nplacement = \"{}\"\n\
+                "[policy]\ndefault = \"allow\"\n[fleet]\nshard = \"{}\"\nplacement = \"{}\"\ncompare_interval_secs = 2\n\
                  [http.rate]\ntrusted_proxies = [\"127.0.0.0/8\"]\n# One client address makes all the load here: no per-IP limit.\nper_ip_requests_per_second = 0\n",
                 self.shard,
                 placement.display()
@@ -693,6 +693,27 @@ fn two_shards_by_two_replicas_behind_the_front_never_fail_a_clone() {
         "only {} clones",
         record.clones.len()
     );
+    // The replica that came back caught up with its sibling before it took reads, and after
+    // the run every replica compares in step with its sibling (anti-entropy, lag 0).
+    let back = replicas[victim].seed().logs();
+    // (Radicle's own sync on reconnecting may have brought it up to date already: then the
+    // comparison finds it in step.)
+    assert!(
+        back.contains("fleet: caught up; taking reads")
+            || back.contains("fleet: in step with the shard's other replicas"),
+        "the restarted replica did not compare with its sibling before taking reads:\n{back}"
+    );
+    for (i, r) in replicas.iter().enumerate() {
+        wait_for(
+            &format!("replica {i} in step with its sibling"),
+            Duration::from_secs(30),
+            || {
+                (r.seed().metric("seedd_fleet_repos_behind", &[]) == 0.0
+                    && r.seed().metric("seedd_fleet_lag_seconds", &[]) == 0.0)
+                    .then_some(())
+            },
+        );
+    }
     // The moved repository is gone from its source and served by its destination.
     for &i in &src {
         assert!(!replicas[i].seed().repo_path(&moved).exists());

@@ -561,6 +561,10 @@ pub struct FleetConfig {
     /// to its siblings (0: take reads once indexed).
     #[serde(rename = "catch_up_timeout_secs", with = "fields::secs")]
     pub catch_up_timeout: Duration,
+    /// How often a replica compares its refs with the other replicas of its shard, fetches
+    /// what differs and updates `seedd_fleet_lag_seconds` (0: never after the start).
+    #[serde(rename = "compare_interval_secs", with = "fields::secs")]
+    pub compare_interval: Duration,
 }
 
 impl Default for FleetConfig {
@@ -569,6 +573,7 @@ impl Default for FleetConfig {
             shard: String::new(),
             placement: None,
             catch_up_timeout: Duration::from_secs(300),
+            compare_interval: Duration::from_secs(60),
         }
     }
 }

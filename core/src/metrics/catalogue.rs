@@ -222,6 +222,18 @@ pub const CATALOGUE: &[MetricDoc] = &[
         help: "The process's file-descriptor limit (RLIMIT_NOFILE soft limit).",
     },
     MetricDoc {
+        name: "seedd_fleet_repos_behind",
+        kind: "gauge",
+        labels: &[],
+        help: "In a fleet: repositories placed on this shard whose refs differed from another replica's at the last comparison (fleet.compare_interval_secs); each is fetched from that replica.",
+    },
+    MetricDoc {
+        name: "seedd_fleet_lag_seconds",
+        kind: "gauge",
+        labels: &[],
+        help: "In a fleet: how long this replica has been behind another replica of its shard (the oldest difference still seen at the last comparison; 0 in step).",
+    },
+    MetricDoc {
         name: "seedd_data_dir_free_bytes",
         kind: "gauge",
         labels: &[],

@@ -30,6 +30,9 @@ pub(super) struct CatchUp {
     pub(super) net: Net,
     pub(super) fetcher: Fetcher,
     pub(super) timeout: Duration,
+    /// `fleet.compare_interval_secs` (0: no comparisons after the start).
+    pub(super) interval: Duration,
+    pub(super) metrics: Arc<seedd_core::metrics::Metrics>,
 }
 
 /// A sibling that answered: its node id and p2p address.
@@ -41,7 +44,7 @@ struct Sibling {
 
 impl CatchUp {
     /// Catch up, then set `ready`.
-    pub(super) async fn run(self, ready: Arc<AtomicBool>) {
+    pub(super) async fn run(&self, ready: Arc<AtomicBool>) {
         let started = Instant::now();
         let deadline = started + self.timeout;
         let me = self.snapshot();
@@ -58,19 +61,7 @@ impl CatchUp {
             behind = total,
             "fleet: catching up with the shard's other replicas before taking reads"
         );
-        // Connect to the siblings we fetch from, then ask for each repository.
-        let mut asked = BTreeMap::new();
-        for (rid, (sibling, theirs)) in &behind {
-            if !self.fetcher.connected().contains(&sibling.nid) {
-                self.net.connect(sibling.nid, sibling.addr.clone());
-                let until = Instant::now() + Duration::from_secs(10);
-                while !self.fetcher.connected().contains(&sibling.nid) && Instant::now() < until {
-                    tokio::time::sleep(Duration::from_millis(100)).await;
-                }
-            }
-            self.fetcher.request(*rid, sibling.nid);
-            asked.insert(*rid, (self.fingerprint(rid), theirs.clone()));
-        }
+        let asked = self.fetch_from_siblings(&behind).await;
         let mut last_log = Instant::now();
         loop {
             let left = asked
@@ -99,6 +90,63 @@ impl CatchUp {
             tokio::time::sleep(Duration::from_millis(250)).await;
         }
         ready.store(true, Ordering::Release);
+    }
+
+    /// Ask each sibling for the repositories it holds newer (connecting first); returns each
+    /// one's fingerprint before and the sibling's.
+    async fn fetch_from_siblings(
+        &self,
+        behind: &BTreeMap<RepoId, (Arc<Sibling>, String)>,
+    ) -> BTreeMap<RepoId, (Option<String>, String)> {
+        let mut asked = BTreeMap::new();
+        for (rid, (sibling, theirs)) in behind {
+            if !self.fetcher.connected().contains(&sibling.nid) {
+                self.net.connect(sibling.nid, sibling.addr.clone());
+                let until = Instant::now() + Duration::from_secs(10);
+                while !self.fetcher.connected().contains(&sibling.nid) && Instant::now() < until {
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                }
+            }
+            self.fetcher.request(*rid, sibling.nid);
+            asked.insert(*rid, (self.fingerprint(rid), theirs.clone()));
+        }
+        asked
+    }
+
+    /// After the start: every `interval`, compare with the siblings again (anti-entropy: a
+    /// refs announcement this replica missed is repaired here), fetch what differs, and keep
+    /// `seedd_fleet_repos_behind` and `seedd_fleet_lag_seconds` (the oldest difference seen at
+    /// consecutive comparisons; a lower bound, 0 when in step).
+    pub(super) async fn watch(self) {
+        let (interval, metrics) = (self.interval, self.metrics.clone());
+        let mut since: BTreeMap<RepoId, Instant> = BTreeMap::new();
+        loop {
+            tokio::time::sleep(interval).await;
+            let me = self.snapshot();
+            let behind = tokio::task::spawn_blocking(move || me.compare())
+                .await
+                .unwrap_or_default();
+            let now = Instant::now();
+            since.retain(|rid, _| behind.contains_key(rid));
+            for rid in behind.keys() {
+                since.entry(*rid).or_insert(now);
+            }
+            let lag = since.values().map(|t| now - *t).max().unwrap_or_default();
+            metrics
+                .fleet_repos_behind
+                .set(i64::try_from(behind.len()).unwrap_or(i64::MAX));
+            metrics
+                .fleet_lag_seconds
+                .set(i64::try_from(lag.as_secs()).unwrap_or(i64::MAX));
+            if !behind.is_empty() {
+                tracing::info!(
+                    behind = behind.len(),
+                    lag_secs = lag.as_secs(),
+                    "fleet: repositories behind another replica; fetching them from it"
+                );
+                self.fetch_from_siblings(&behind).await;
+            }
+        }
     }
 
     fn fingerprint(&self, rid: &RepoId) -> Option<String> {
