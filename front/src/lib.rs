@@ -106,6 +106,14 @@ pub async fn run(
     let metrics = Arc::new(FrontMetrics::new()?);
     let version = placement.get().version().to_owned();
     metrics.placement.with_label_values(&[&version]).set(1);
+    metrics.zero(
+        &placement
+            .get()
+            .shards()
+            .iter()
+            .map(|s| s.name.as_str())
+            .collect::<Vec<_>>(),
+    );
     {
         let m = metrics.clone();
         let last = std::sync::Mutex::new(version);
@@ -114,6 +122,12 @@ pub async fn run(
             m.placement.with_label_values(&[last.as_str()]).set(0);
             *last = new.version().to_owned();
             m.placement.with_label_values(&[last.as_str()]).set(1);
+            m.zero(
+                &new.shards()
+                    .iter()
+                    .map(|s| s.name.as_str())
+                    .collect::<Vec<_>>(),
+            );
         });
     }
     let upstreams = Upstreams::new(metrics.clone());

@@ -4,6 +4,13 @@ use prometheus::{
     Encoder, HistogramOpts, HistogramVec, IntCounterVec, IntGaugeVec, Opts, Registry, TextEncoder,
 };
 
+/// `route` label values.
+pub const ROUTES: [&str; 5] = ["git", "api", "raw", "node_wide", "node"];
+/// `result` label values.
+pub const RESULTS: [&str; 4] = ["ok", "client_error", "server_error", "unavailable"];
+/// `reason` label values of failovers.
+pub const REASONS: [&str; 3] = ["down", "connect", "lacked_objects"];
+
 /// Every metric of the front.
 pub struct FrontMetrics {
     registry: Registry,
@@ -66,6 +73,18 @@ impl FrontMetrics {
         registry.register(Box::new(replica_up.clone()))?;
         registry.register(Box::new(duration.clone()))?;
         registry.register(Box::new(placement.clone()))?;
+        // As every seedd process: dashboards list instances by it.
+        let build_info = IntGaugeVec::new(
+            Opts::new(
+                "seedd_build_info",
+                "Always 1, labelled with the seedd version.",
+            ),
+            &["version"],
+        )?;
+        registry.register(Box::new(build_info.clone()))?;
+        build_info
+            .with_label_values(&[env!("CARGO_PKG_VERSION")])
+            .set(1);
         Ok(Self {
             registry,
             requests,
@@ -74,6 +93,24 @@ impl FrontMetrics {
             duration,
             placement,
         })
+    }
+
+    /// Every series of the known label values at 0 for `shards` (dashboards and alerts show 0,
+    /// not "No data", before the first request).
+    pub fn zero(&self, shards: &[&str]) {
+        for shard in shards.iter().copied().chain(["fleet"]) {
+            for route in ROUTES {
+                for result in RESULTS {
+                    self.requests.with_label_values(&[shard, route, result]);
+                }
+            }
+            for reason in REASONS {
+                self.failovers.with_label_values(&[shard, reason]);
+            }
+        }
+        for route in ROUTES {
+            self.duration.with_label_values(&[route]);
+        }
     }
 
     /// The text exposition format.

@@ -865,34 +865,34 @@ def fleet():
     lay = Layout()
     p = [lay.row("Routing (seedd front)")]
     p.append(timeseries(lay, "Requests by route and result", [
-        ("sum by (route, result) (rate(seedd_front_requests_total[$__rate_interval]))",
+        (f"sum by (route, result) (rate(seedd_front_requests_total{{{I}}}[{RATE}]))",
          "{{route}} {{result}}"),
     ], unit="reqps", desc="Requests the fronts routed: git, api and raw to a repository's shard, "
                           "node_wide merged over the shards, node to the node shard; by result.",
         stack=True, w=12))
     p.append(timeseries(lay, "Requests by shard", [
-        ("sum by (shard) (rate(seedd_front_requests_total[$__rate_interval]))", "{{shard}}"),
+        (f"sum by (shard) (rate(seedd_front_requests_total{{{I}}}[{RATE}]))", "{{shard}}"),
     ], unit="reqps", desc="Requests per shard (fleet = merged node-wide answers): a shard far "
                           "above the others holds the hot repositories (move some: seedctl "
                           "fleet move).", stack=True, w=12))
     p.append(timeseries(lay, "Failovers by reason", [
-        ("sum by (shard, reason) (rate(seedd_front_failovers_total[$__rate_interval]))",
+        (f"sum by (shard, reason) (rate(seedd_front_failovers_total{{{I}}}[{RATE}]))",
          "{{shard}} {{reason}}"),
     ], unit="reqps", desc="Requests answered by a replica other than the repository's first "
                           "choice: down (not ready), connect (refused the connection), "
                           "lacked_objects (answered a fetch with nothing: it was behind).", w=12))
     p.append(timeseries(lay, "Response head time quantiles", [
-        ("histogram_quantile(0.5, sum by (le, route) (rate(seedd_front_response_seconds_bucket[$__rate_interval])))",
+        (f"histogram_quantile(0.5, sum by (le, route) (rate(seedd_front_response_seconds_bucket{{{I}}}[{RATE}])))",
          "p50 {{route}}"),
-        ("histogram_quantile(0.99, sum by (le, route) (rate(seedd_front_response_seconds_bucket[$__rate_interval])))",
+        (f"histogram_quantile(0.99, sum by (le, route) (rate(seedd_front_response_seconds_bucket{{{I}}}[{RATE}])))",
          "p99 {{route}}"),
     ], unit="s", desc="Time from the request to the response head, through the front.", w=12))
 
     p.append(lay.row("Replicas"))
     p.append(timeseries(lay, "Replicas taking reads", [
-        ("sum by (shard) (seedd_front_replica_up)", "{{shard}}"),
-    ], desc="Replicas of each shard whose /readyz answers 200, as the fronts see them "
-            "(max over fronts would double count: each front reports each replica).", w=8))
+        (f"max by (shard, replica) (seedd_front_replica_up{{{I}}})", "{{shard}} {{replica}}"),
+    ], desc="1 while the replica's /readyz answers 200 (each front checks every replica; the "
+            "highest over the fronts is shown).", w=8))
     p.append(timeseries(lay, "Replica lag", [
         (f"max by (instance) (seedd_fleet_lag_seconds{{{I}}})", "{{instance}}"),
     ], unit="s", desc="How long each replica has been behind another replica of its shard (a "
@@ -903,7 +903,7 @@ def fleet():
     ], desc="Repositories placed on the replica's shard whose refs differed from another "
             "replica's at the last comparison; each is fetched from that replica.", w=8))
     p.append(stat(lay, "Placement versions in force", [
-        ("count(count by (version) (seedd_front_placement_info == 1))", "versions"),
+        (f"count(count by (version) (seedd_front_placement_info{{{I}}} == 1))", "versions"),
     ], desc="Distinct placement versions the fronts act on: more than 1 for longer than a "
             "ConfigMap update takes means a front did not pick up the placement.",
         steps=[(None, "green"), (2, "orange")], w=8, h=4))

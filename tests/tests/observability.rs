@@ -449,6 +449,8 @@ fn a_fresh_seed_exports_every_metric_in_dashboards_and_alert_rules() {
     let wanted: BTreeSet<String> = referenced_metrics()
         .into_iter()
         .filter(|n| !n.starts_with("seedd_tenant_"))
+        // The fleet's front exports these (checked below against `seedd front`).
+        .filter(|n| !n.starts_with("seedd_front_"))
         .filter(|n| !RUNTIME_ONLY.iter().any(|(r, _)| family(n) == *r))
         .collect();
     assert!(
@@ -486,6 +488,48 @@ fn a_fresh_seed_exports_every_metric_in_dashboards_and_alert_rules() {
     }
     // Zeroed series are valid, lint-clean exposition text (when promtool is installed).
     promtool_check_metrics(&text);
+
+    // The front (`seedd front`) in front of this seed exports the `seedd_front_*` ones.
+    let front_wanted: BTreeSet<String> = referenced_metrics()
+        .into_iter()
+        .filter(|n| n.starts_with("seedd_front_"))
+        .collect();
+    assert!(front_wanted.len() >= 4, "{front_wanted:?}");
+    let dir = tempfile::tempdir().unwrap();
+    let placement = dir.path().join("placement.toml");
+    std::fs::write(
+        &placement,
+        format!(
+            "[[shards]]\nname = \"s0\"\nreplicas = [\"http://{}\"]\nadmin = [\"http://{}\"]\n",
+            seed.http, seed.admin
+        ),
+    )
+    .unwrap();
+    let admin = free_port();
+    let mut front = Command::new(seedd_tests::bin("seedd"))
+        .args(["front", "--listen", &format!("127.0.0.1:{}", free_port())])
+        .args(["--admin-listen", &format!("127.0.0.1:{admin}")])
+        .arg("--placement")
+        .arg(&placement)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let url = format!("http://127.0.0.1:{admin}/metrics");
+    let front_text = wait_for("the front's metrics", Duration::from_secs(30), || {
+        http_get(&url, &[])
+            .ok()
+            .and_then(|(c, t)| (c == 200 && t.contains("seedd_front_replica_up")).then_some(t))
+    });
+    let _ = front.kill();
+    let _ = front.wait();
+    let gone = missing(&front_wanted, std::slice::from_ref(&front_text));
+    assert!(
+        gone.is_empty(),
+        "a fresh front does not export {gone:?}, used by grafana/\n--- scrape:\n{front_text}"
+    );
+    promtool_check_metrics(&front_text);
     assert!(seed.stop().success());
 }
 
