@@ -714,6 +714,49 @@ fn two_shards_by_two_replicas_behind_the_front_never_fail_a_clone() {
             },
         );
     }
+    // seedctl shows the placement, each replica's health and its lag (-o json and text).
+    let status = Command::new(bin("seedctl"))
+        .args(["-o", "json", "fleet", "status", "--front", &front.admin])
+        .output()
+        .unwrap();
+    assert!(status.status.success(), "{}", output_text(&status));
+    let v: Value = serde_json::from_slice(&status.stdout).unwrap();
+    assert_eq!(v["shards"].as_array().unwrap().len(), 2, "{v}");
+    for s in v["shards"].as_array().unwrap() {
+        for r in s["replicas"].as_array().unwrap() {
+            assert_eq!(r["up"], true, "{v}");
+            assert_eq!(r["lag_seconds"], 0.0, "{v}");
+            assert_eq!(r["repos_behind"], 0.0, "{v}");
+        }
+    }
+    assert_eq!(v["repos"][&moved], to, "{v}");
+    let text = Command::new(bin("seedctl"))
+        .args(["fleet", "status", "--front", &front.admin])
+        .output()
+        .unwrap();
+    assert!(
+        stdout(&text).contains("TAKES READS"),
+        "{}",
+        output_text(&text)
+    );
+    let place = Command::new(bin("seedctl"))
+        .args([
+            "-o",
+            "json",
+            "fleet",
+            "where",
+            &moved,
+            "--front",
+            &front.admin,
+        ])
+        .output()
+        .unwrap();
+    let w: Value = serde_json::from_slice(&place.stdout).unwrap();
+    assert_eq!(
+        (w["shard"].as_str(), w["explicit"].as_bool()),
+        (Some(to), Some(true)),
+        "{w}"
+    );
     // The moved repository is gone from its source and served by its destination.
     for &i in &src {
         assert!(!replicas[i].seed().repo_path(&moved).exists());

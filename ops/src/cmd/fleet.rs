@@ -26,7 +26,8 @@ use crate::report::{Report, Text};
 pub(crate) fn run(cli: &Cli, command: &FleetCommand) -> anyhow::Result<Box<dyn Report>> {
     match command {
         FleetCommand::Status { front } => {
-            let v = get_json(&format!("{}/fleet", front.trim_end_matches('/')))?;
+            let mut v = get_json(&format!("{}/fleet", front.trim_end_matches('/')))?;
+            add_lag(&mut v);
             Ok(Box::new(FleetStatus(v)))
         }
         FleetCommand::Where { rid, front } => {
@@ -60,6 +61,48 @@ pub(crate) fn run(cli: &Cli, command: &FleetCommand) -> anyhow::Result<Box<dyn R
     }
 }
 
+/// Each replica's lag behind its siblings, from its own `/metrics` (no token needed):
+/// `lag_seconds` and `repos_behind` (`null` when its admin port does not answer).
+fn add_lag(v: &mut Value) {
+    let Some(shards) = v.get_mut("shards").and_then(Value::as_array_mut) else {
+        return;
+    };
+    for r in shards
+        .iter_mut()
+        .filter_map(|s| s.get_mut("replicas").and_then(Value::as_array_mut))
+        .flatten()
+    {
+        let Some(admin) = r.get("admin").and_then(Value::as_str).map(str::to_owned) else {
+            continue;
+        };
+        let text = agent()
+            .get(&format!("{admin}/metrics"))
+            .call()
+            .ok()
+            .and_then(|mut resp| resp.body_mut().read_to_string().ok())
+            .unwrap_or_default();
+        let gauge = |name: &str| {
+            text.lines().find_map(|l| {
+                l.strip_prefix(name)?
+                    .strip_prefix(' ')?
+                    .trim()
+                    .parse::<f64>()
+                    .ok()
+            })
+        };
+        if let Some(obj) = r.as_object_mut() {
+            obj.insert(
+                "lag_seconds".into(),
+                gauge("seedd_fleet_lag_seconds").into(),
+            );
+            obj.insert(
+                "repos_behind".into(),
+                gauge("seedd_fleet_repos_behind").into(),
+            );
+        }
+    }
+}
+
 #[derive(Serialize)]
 #[serde(transparent)]
 struct FleetStatus(Value);
@@ -68,20 +111,28 @@ impl Text for FleetStatus {
     fn text(&self) -> String {
         let v = &self.0;
         let mut t = format!(
-            "placement {} ({})\n{:<12} {:<40} {}\n",
+            "placement {} ({})\n{:<12} {:<40} {:<11} {:>8} {:>7}\n",
             v["placement"].as_str().unwrap_or("?"),
             v["file"].as_str().unwrap_or("?"),
             "SHARD",
             "REPLICA",
-            "TAKES READS"
+            "TAKES READS",
+            "LAG",
+            "BEHIND"
         );
+        let num = |x: &Value, unit: &str| {
+            x.as_f64()
+                .map_or_else(|| "-".to_owned(), |n| format!("{n}{unit}"))
+        };
         for s in v["shards"].as_array().into_iter().flatten() {
             for r in s["replicas"].as_array().into_iter().flatten() {
                 t.push_str(&format!(
-                    "{:<12} {:<40} {}\n",
+                    "{:<12} {:<40} {:<11} {:>8} {:>7}\n",
                     s["name"].as_str().unwrap_or("?"),
                     r["http"].as_str().unwrap_or("?"),
-                    if r["up"] == true { "yes" } else { "NO" }
+                    if r["up"] == true { "yes" } else { "NO" },
+                    num(&r["lag_seconds"], " s"),
+                    num(&r["repos_behind"], "")
                 ));
             }
         }
