@@ -492,14 +492,17 @@ fn two_shards_by_two_replicas_behind_the_front_never_fail_a_clone() {
             std::thread::sleep(Duration::from_millis(100));
         }
     };
-    phase(
-        12,
-        &replicas,
-        &mut n,
-        &mut seen,
-        &mut push_round,
-        &mut sample,
-    );
+    let mut run_for = |secs: u64, replicas: &[Replica; 4]| {
+        phase(
+            secs,
+            replicas,
+            &mut n,
+            &mut seen,
+            &mut push_round,
+            &mut sample,
+        )
+    };
+    run_for(12, &replicas);
 
     // Phase 2: kill -9 the replica that answers for the first repository, mid-run.
     let victim_url = front.admin_json(&format!("/fleet/where/{}", rids[0]))["replicas"][0]["http"]
@@ -518,26 +521,12 @@ fn two_shards_by_two_replicas_behind_the_front_never_fail_a_clone() {
         let _ = seed.child.wait();
     }
     let dead = replicas[victim].seed.take().unwrap();
-    phase(
-        12,
-        &replicas,
-        &mut n,
-        &mut seen,
-        &mut push_round,
-        &mut sample,
-    );
+    run_for(12, &replicas);
     // It comes back as itself (same data, ports and identity) and catches up.
     drop(dead);
     replicas[victim].seed = Some(replicas[victim].launch(&placement));
     events.push(("restart", Instant::now()));
-    phase(
-        12,
-        &replicas,
-        &mut n,
-        &mut seen,
-        &mut push_round,
-        &mut sample,
-    );
+    run_for(12, &replicas);
 
     // Phase 3: move the second repository to the other shard with `seedctl fleet move`
     // (copy, verify, switch the placement, purge the source) while pushes and clones go on.
@@ -577,14 +566,7 @@ fn two_shards_by_two_replicas_behind_the_front_never_fail_a_clone() {
         })
     };
     while !mover.is_finished() {
-        phase(
-            2,
-            &replicas,
-            &mut n,
-            &mut seen,
-            &mut push_round,
-            &mut sample,
-        );
+        run_for(2, &replicas);
     }
     let out = mover.join().unwrap();
     assert!(
@@ -607,14 +589,7 @@ fn two_shards_by_two_replicas_behind_the_front_never_fail_a_clone() {
         to
     );
     let src: Vec<usize> = (0..4).filter(|&i| replicas[i].shard != to).collect();
-    phase(
-        8,
-        &replicas,
-        &mut n,
-        &mut seen,
-        &mut push_round,
-        &mut sample,
-    );
+    run_for(8, &replicas);
     stop.store(true, Ordering::Relaxed);
     for t in threads {
         t.join().unwrap();
