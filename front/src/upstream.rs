@@ -79,7 +79,35 @@ pub struct Upstreams {
 
 enum Outbound {
     Kept(Bytes),
-    Streamed(Option<Incoming>),
+    /// Sent once (a second attempt would need the bytes already sent).
+    Streamed(Option<Body>),
+}
+
+/// The request body: kept whole when it ends within [`MAX_RETRY_BODY`] (so that it can go to
+/// another replica), else streamed on after what was read (the seeds have their own limit,
+/// `http.max_request_bytes`). `length` is the request's `Content-Length`, if any.
+async fn outbound(mut body: Incoming, length: Option<usize>) -> Result<Outbound, hyper::Error> {
+    if length.is_some_and(|n| n > MAX_RETRY_BODY) {
+        return Ok(Outbound::Streamed(Some(body.boxed())));
+    }
+    let mut kept = bytes::BytesMut::new();
+    while let Some(frame) = body.frame().await {
+        let frame = frame?;
+        if let Some(d) = frame.data_ref() {
+            kept.extend_from_slice(d);
+        }
+        if kept.len() > MAX_RETRY_BODY {
+            let first = futures_util::stream::once({
+                let b = kept.freeze();
+                async move { Ok::<_, hyper::Error>(Frame::data(b)) }
+            });
+            let stream = first.chain(BodyStream::new(body));
+            return Ok(Outbound::Streamed(Some(BodyExt::boxed(StreamBody::new(
+                stream,
+            )))));
+        }
+    }
+    Ok(Outbound::Kept(kept.freeze()))
 }
 
 impl Upstreams {
@@ -205,27 +233,22 @@ impl Upstreams {
         let upload_pack = crate::route::is_upload_pack(req.method(), req.uri().path());
         let (parts, body) = req.into_parts();
         // Keep small bodies for a second attempt; stream big ones (one attempt).
-        let small = parts
+        let length = parts
             .headers
             .get(hyper::header::CONTENT_LENGTH)
             .and_then(|v| v.to_str().ok())
-            .and_then(|v| v.parse::<usize>().ok())
-            .is_some_and(|n| n <= MAX_RETRY_BODY);
+            .and_then(|v| v.parse::<usize>().ok());
         let bodyless = parts.method == hyper::Method::GET || parts.method == hyper::Method::HEAD;
         let mut outbound = if bodyless {
             Outbound::Kept(Bytes::new())
-        } else if small || upload_pack {
-            match Limited::new(body, MAX_RETRY_BODY).collect().await {
-                Ok(b) => Outbound::Kept(b.to_bytes()),
+        } else {
+            match outbound(body, length).await {
+                Ok(o) => o,
+                // The client went away or sent a broken body: nobody waits for an answer.
                 Err(_) => {
-                    return crate::error(
-                        StatusCode::PAYLOAD_TOO_LARGE,
-                        "request body larger than the front forwards (1 MiB)",
-                    )
+                    return crate::error(StatusCode::BAD_REQUEST, "could not read the request body")
                 }
             }
-        } else {
-            Outbound::Streamed(Some(body))
         };
         let mut last = String::new();
         // Why the answering replica is not the repository's first choice.
@@ -235,7 +258,7 @@ impl Upstreams {
             let body: Body = match &mut outbound {
                 Outbound::Kept(b) => Full::new(b.clone()).map_err(|never| match never {}).boxed(),
                 Outbound::Streamed(b) => match b.take() {
-                    Some(b) => b.boxed(),
+                    Some(b) => b,
                     None => break,
                 },
             };

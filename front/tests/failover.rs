@@ -14,6 +14,9 @@ use std::time::{Duration, Instant};
 use seedd_core::placement::{replica_order, Placement};
 use seedd_proto::crypto::RepoId;
 
+/// Request body bytes every fake replica received.
+static BYTES: AtomicUsize = AtomicUsize::new(0);
+
 /// A fake replica: answers every request with `response`, counts the requests.
 fn fake(response: &'static [u8]) -> (SocketAddr, Arc<AtomicUsize>) {
     let l = TcpListener::bind("127.0.0.1:0").unwrap();
@@ -29,27 +32,45 @@ fn fake(response: &'static [u8]) -> (SocketAddr, Arc<AtomicUsize>) {
                 loop {
                     // One request: headers, then Content-Length bytes.
                     let mut len = 0usize;
+                    let mut chunked = false;
                     let mut line = String::new();
-                    let mut first = true;
                     loop {
                         line.clear();
                         if r.read_line(&mut line).unwrap_or(0) == 0 {
                             return;
                         }
-                        if first {
-                            first = false;
-                        }
                         let l = line.to_ascii_lowercase();
                         if let Some(v) = l.strip_prefix("content-length:") {
                             len = v.trim().parse().unwrap_or(0);
                         }
+                        chunked |= l.starts_with("transfer-encoding:") && l.contains("chunked");
                         if line == "\r\n" {
                             break;
                         }
                     }
-                    let mut body = vec![0; len];
-                    if r.read_exact(&mut body).is_err() {
-                        return;
+                    if chunked {
+                        // size CRLF data CRLF … 0 CRLF CRLF
+                        loop {
+                            line.clear();
+                            if r.read_line(&mut line).unwrap_or(0) == 0 {
+                                return;
+                            }
+                            let n = usize::from_str_radix(line.trim(), 16).unwrap_or(0);
+                            let mut chunk = vec![0; n + 2];
+                            if r.read_exact(&mut chunk).is_err() {
+                                return;
+                            }
+                            BYTES.fetch_add(n, Ordering::SeqCst);
+                            if n == 0 {
+                                break;
+                            }
+                        }
+                    } else {
+                        let mut body = vec![0; len];
+                        if r.read_exact(&mut body).is_err() {
+                            return;
+                        }
+                        BYTES.fetch_add(len, Ordering::SeqCst);
                     }
                     count.fetch_add(1, Ordering::SeqCst);
                     if s.write_all(response).is_err() {
@@ -241,6 +262,51 @@ fn a_replica_that_refuses_connections_is_skipped() {
             "seedd_front_failovers_total{reason=\"down\",shard=\"s0\"}"
         ),
         2.0
+    );
+    let _ = stop.send(());
+}
+
+#[test]
+fn request_bodies_past_the_kept_size_are_streamed_to_one_replica() {
+    let (only, only_n) = fake(b"HTTP/1.1 200 OK\r\nContent-Length: 8\r\n\r\n0008NAK\n");
+    let dir = tempfile::tempdir().unwrap();
+    let placement = dir.path().join("placement.toml");
+    std::fs::write(
+        &placement,
+        format!("[[shards]]\nname = \"s0\"\nreplicas = [\"http://{only}\"]\n"),
+    )
+    .unwrap();
+    let rid = rid_first_on(&placement, only);
+    let (front, _admin, stop) = start_front(&placement);
+    let before = BYTES.load(Ordering::SeqCst);
+    // 3 MiB with a Content-Length, then 3 MiB chunked (the front reads 1 MiB, then streams).
+    let big = "x".repeat(3 << 20);
+    let head = format!(
+        "POST /{}.git/git-upload-pack HTTP/1.1\r\nHost: seed.example\r\nContent-Type: application/x-git-upload-pack-request\r\nConnection: close\r\n",
+        rid.canonical()
+    );
+    let (status, body) = request(
+        front,
+        &format!("{head}Content-Length: {}\r\n\r\n{big}", big.len()),
+    );
+    assert_eq!((status, body.as_slice()), (200, &b"0008NAK\n"[..]));
+    let mut chunked = format!("{head}Transfer-Encoding: chunked\r\n\r\n");
+    for piece in big.as_bytes().chunks(100_000) {
+        chunked.push_str(&format!(
+            "{:x}\r\n{}\r\n",
+            piece.len(),
+            String::from_utf8_lossy(piece)
+        ));
+    }
+    chunked.push_str("0\r\n\r\n");
+    let (status, body) = request(front, &chunked);
+    assert_eq!((status, body.as_slice()), (200, &b"0008NAK\n"[..]));
+    assert_eq!(only_n.load(Ordering::SeqCst), 2);
+    // Every byte reached the replica (the other tests here send a few hundred bytes at most).
+    let got = BYTES.load(Ordering::SeqCst) - before;
+    assert!(
+        (2 * big.len()..2 * big.len() + 4096).contains(&got),
+        "{got}"
     );
     let _ = stop.send(());
 }
