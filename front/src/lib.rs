@@ -89,6 +89,11 @@ struct Front {
     merges: tokio::sync::Semaphore,
 }
 
+/// Most client connections the front holds at once (each costs a task and two buffers).
+const MAX_CONNECTIONS: usize = 16_384;
+/// A request head must arrive within this long.
+const HEADER_TIMEOUT: Duration = Duration::from_secs(10);
+
 /// Most merged answers in flight; more get 503 with `Retry-After`.
 const MAX_MERGES: usize = 32;
 
@@ -174,9 +179,19 @@ async fn accept<F, Fut>(
     F: Fn(Request<Incoming>, SocketAddr) -> Fut + Clone + Send + Sync + 'static,
     Fut: Future<Output = Response<Body>> + Send + 'static,
 {
-    let builder = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());
+    let mut builder = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());
+    // A client that does not finish its request head in time is cut (slow-loris).
+    builder
+        .http1()
+        .timer(hyper_util::rt::TokioTimer::new())
+        .header_read_timeout(HEADER_TIMEOUT);
+    // Connections at once: beyond it, new ones wait in the kernel's backlog.
+    let slots = std::sync::Arc::new(tokio::sync::Semaphore::new(MAX_CONNECTIONS));
     let graceful = hyper_util::server::graceful::GracefulShutdown::new();
     loop {
+        let Ok(slot) = slots.clone().acquire_owned().await else {
+            break;
+        };
         let (stream, peer) = tokio::select! {
             r = listener.accept() => match r {
                 Ok(x) => x,
@@ -202,6 +217,7 @@ async fn accept<F, Fut>(
             if let Err(e) = conn.await {
                 tracing::debug!(error = %e, %peer, "connection ended with an error");
             }
+            drop(slot);
         });
     }
     graceful.shutdown().await;
