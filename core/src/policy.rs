@@ -71,7 +71,7 @@ impl Policies {
     }
 
     /// The front names the placement it merges under (`x-seedd-placement`): a seed that has
-    /// not read that version yet re-reads the file now (at most every 100 ms, whoever asks),
+    /// not read that version yet re-reads the file now (at most every 20 ms, whoever asks),
     /// so a count merged right after a change counts each repository once.
     pub fn sync_placement(&self, version: &str) {
         let Some((placement, _)) = &self.fleet else {
@@ -86,7 +86,7 @@ impl Policies {
         let last = self
             .placement_synced
             .load(std::sync::atomic::Ordering::Relaxed);
-        if now.saturating_sub(last) < 100
+        if now.saturating_sub(last) < 20
             || self
                 .placement_synced
                 .compare_exchange(

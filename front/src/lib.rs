@@ -418,6 +418,8 @@ impl Front {
                 tracing::warn!(error = %e, "re-reading the placement failed");
             }
             placement = self.placement.get();
+            // The seeds re-read theirs at most every 20 ms (`Policies::sync_placement`).
+            tokio::time::sleep(Duration::from_millis(50)).await;
         };
         let body = match kind {
             NodeWide::Repos | NodeWide::DelegateRepos => {
