@@ -23,7 +23,7 @@ use seedd_benches::{
     ensure_seedd, env_usize, fmt_figure, procfs, profile_dir, spawn_seedd, write_table,
     SpawnedSeedd, TableLine,
 };
-use seedd_tests::{copy_tree, git, run, stdout, synthetic_repo};
+use seedd_tests::{copy_tree, git, run, synthetic_repo};
 
 const DATA_VERSION: &str = "fleet-v1";
 
@@ -389,6 +389,5 @@ fn measure(
             dir.display()
         ));
     }
-    let _ = stdout;
     f
 }

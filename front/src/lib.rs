@@ -307,17 +307,15 @@ impl Front {
         let path = req.uri().path().trim_end_matches('/').to_owned();
         let query = req.uri().query().unwrap_or("").to_owned();
         let headers = req.headers().clone();
+        let listing = matches!(
+            kind,
+            NodeWide::Repos | NodeWide::Search | NodeWide::DelegateRepos
+        );
+        // Stats and policies take no paging: their query is passed on as it is.
         let q = match ListQuery::parse(&query) {
             Ok(q) => q,
-            Err(e)
-                if matches!(
-                    kind,
-                    NodeWide::Repos | NodeWide::Search | NodeWide::DelegateRepos
-                ) =>
-            {
-                return error(StatusCode::BAD_REQUEST, &e)
-            }
-            Err(_) => ListQuery::parse("").unwrap_or_else(|_| unreachable_query()),
+            Err(e) if listing => return error(StatusCode::BAD_REQUEST, &e),
+            Err(_) => ListQuery::default(),
         };
         // Each shard: its first `depth` entries in the listing's order, page by page.
         let pages = |base: String| {
@@ -541,16 +539,6 @@ impl Front {
         r.headers_mut()
             .insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
         r
-    }
-}
-
-fn unreachable_query() -> ListQuery {
-    ListQuery {
-        pinned: true,
-        sort: merge::Sort::Rid,
-        skip: 0,
-        take: 10,
-        q: String::new(),
     }
 }
 

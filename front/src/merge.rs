@@ -36,17 +36,24 @@ pub struct ListQuery {
     pub q: String,
 }
 
-impl ListQuery {
-    /// From a query string (`show`, `sort`, `page`, `perPage`, `q`), as the seeds read it:
-    /// `show` defaults to pinned, `perPage` to 10 and at most 100.
-    pub fn parse(query: &str) -> Result<Self, String> {
-        let mut q = ListQuery {
+impl Default for ListQuery {
+    /// The seeds' defaults: `show=pinned`, `sort=rid`, the first page of 10.
+    fn default() -> Self {
+        ListQuery {
             pinned: true,
             sort: Sort::Rid,
             skip: 0,
             take: 10,
             q: String::new(),
-        };
+        }
+    }
+}
+
+impl ListQuery {
+    /// From a query string (`show`, `sort`, `page`, `perPage`, `q`), as the seeds read it:
+    /// `show` defaults to pinned, `perPage` to 10 and at most 100.
+    pub fn parse(query: &str) -> Result<Self, String> {
+        let mut q = ListQuery::default();
         let (mut page, mut per_page) = (0usize, 10usize);
         for kv in query.split('&').filter(|s| !s.is_empty()) {
             let (k, v) = kv.split_once('=').unwrap_or((kv, ""));

@@ -68,7 +68,7 @@ impl CatchUp {
                 .iter()
                 .filter(|(rid, (before, theirs))| {
                     let now = self.fingerprint(rid);
-                    now == before.clone() && now.as_deref() != Some(theirs.as_str())
+                    now == *before && now.as_deref() != Some(theirs.as_str())
                 })
                 .count();
             if left == 0 {
