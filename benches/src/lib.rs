@@ -9,6 +9,7 @@ use std::process::{Command, Stdio};
 use seedd_tests::{radicle_bin, workspace};
 
 pub mod generate;
+pub mod measure;
 pub mod peers;
 
 // ------------------------------------------------------------------------------------------
@@ -316,8 +317,10 @@ pub fn profile_dir() -> PathBuf {
 }
 
 /// Build the seedd binary next to this bench (`cargo build --profile <profile> -p seedd`),
-/// unless `SEEDD_BENCH_NO_BUILD` is set. A failed build (e.g. someone mid-edit) falls back to
-/// an existing binary.
+/// unless `SEEDD_BENCH_NO_BUILD` is set (then the binary must be newer than the last commit's
+/// sources, see below). A failed build refuses to run: figures from an older binary would be
+/// reported against the current commit. `SEEDD_BENCH_ALLOW_STALE=<reason>` overrides that and
+/// is recorded in the result ([`measure::record_override`]).
 pub fn ensure_seedd(log: &dyn Fn(&str), profile: &Path) -> PathBuf {
     let path = profile.join("seedd");
     if std::env::var_os("SEEDD_BENCH_NO_BUILD").is_none() {
@@ -349,15 +352,30 @@ pub fn ensure_seedd(log: &dyn Fn(&str), profile: &Path) -> PathBuf {
             .status();
         match status {
             Ok(s) if s.success() => {}
-            other if path.exists() => log(&format!(
-                "WARNING: building seedd failed ({other:?}); using the existing {}",
-                path.display()
-            )),
-            other => panic!(
-                "seedd could not be built ({other:?}) and {} does not exist",
-                path.display()
-            ),
+            other => match std::env::var("SEEDD_BENCH_ALLOW_STALE") {
+                Ok(reason) if !reason.trim().is_empty() && path.exists() => {
+                    log(&format!(
+                        "WARNING: building seedd failed ({other:?}); using the existing {} \
+                         because SEEDD_BENCH_ALLOW_STALE={reason}",
+                        path.display()
+                    ));
+                    measure::record_override(&format!(
+                        "SEEDD_BENCH_ALLOW_STALE={reason} (build failed: {other:?})"
+                    ));
+                }
+                _ => {
+                    eprintln!(
+                        "refusing to run: seedd could not be built ({other:?}); an older {} \
+                         would be measured as this commit. Fix the build, or set \
+                         SEEDD_BENCH_ALLOW_STALE=<reason> (recorded in the result)",
+                        path.display()
+                    );
+                    std::process::exit(2);
+                }
+            },
         }
+    } else {
+        measure::record_override("SEEDD_BENCH_NO_BUILD=1 (the binary was built beforehand)");
     }
     assert!(path.exists(), "{} missing", path.display());
     path
