@@ -9,8 +9,10 @@ use std::process::{Command, Stdio};
 use seedd_tests::{radicle_bin, workspace};
 
 pub mod generate;
+pub mod http1;
 pub mod measure;
 pub mod peers;
+pub mod textgen;
 
 // ------------------------------------------------------------------------------------------
 // /proc helpers
