@@ -57,6 +57,8 @@ const RPS_SECS: f64 = 3.0;
 const RPS_CONNS: usize = 4;
 
 fn main() {
+    // Figures belong to a commit: refuse a dirty tree (issue 29 §1).
+    seedd_benches::measure::provenance("clone");
     let args: Vec<String> = std::env::args().collect();
     if let Some(i) = args.iter().position(|a| a == "--cgi-server") {
         let root = PathBuf::from(args.get(i + 1).expect("--cgi-server <root> <port>"));
@@ -202,7 +204,7 @@ mod data {
                 *b = if i % 77 == 76 {
                     b'\n'
                 } else {
-                    B64[(rng.next() >> 58) as usize]
+                    B64[(rng.next_u64() >> 58) as usize]
                 };
             }
             let f = rng.below(BIG_FILES);
@@ -334,7 +336,7 @@ mod data {
         let mut data = vec![0u8; mib * 1024 * 1024];
         let mut rng = Rng::new(seed);
         for chunk in data.chunks_mut(8) {
-            let b = rng.next().to_le_bytes();
+            let b = rng.next_u64().to_le_bytes();
             chunk.copy_from_slice(&b[..chunk.len()]);
         }
         std::fs::write(work.join("blob.bin"), &data).unwrap();
@@ -2321,7 +2323,7 @@ mod bench {
         json.write(&mut out, 0);
         out.push('\n');
         let json_path = target.join("seedd-bench.json");
-        std::fs::write(&json_path, out).unwrap();
+        std::fs::write(&json_path, seedd_benches::measure::stamped_text(&out)).unwrap();
         println!("JSON: {}", json_path.display());
 
         drop(cgi);

@@ -28,6 +28,8 @@ use seedd_tests::{copy_tree, git, run, synthetic_repo};
 const DATA_VERSION: &str = "fleet-v1";
 
 fn main() {
+    // Figures belong to a commit: refuse a dirty tree (issue 29 §1).
+    let prov = seedd_benches::measure::provenance("fleet");
     let profile = profile_dir();
     let log = |s: &str| eprintln!("fleet: {s}");
     let bin = ensure_seedd(&log, &profile);
@@ -147,7 +149,22 @@ fn main() {
     println!("{t}");
     let out = profile.join("seedd-bench-fleet.txt");
     std::fs::write(&out, &t).unwrap();
-    log(&format!("written to {}", out.display()));
+    let json = seedd_benches::measure::write_result(
+        "fleet",
+        prov,
+        serde_json::json!({
+            "rounds": rounds,
+            "rows": rows.iter().map(|r| serde_json::json!({
+                "config": r.0, "metric": r.1, "fleet": r.2, "anchor": r.3, "ratio": r.4, "unit": r.5,
+            })).collect::<Vec<_>>(),
+            "table": t,
+        }),
+    );
+    log(&format!(
+        "written to {} and {}",
+        out.display(),
+        json.display()
+    ));
 }
 
 struct Figures {

@@ -74,6 +74,8 @@ fn rate_config() -> String {
 }
 
 fn main() {
+    // Figures belong to a commit: refuse a dirty tree (issue 29 §1).
+    seedd_benches::measure::provenance("gossip_flood");
     let started = Instant::now();
     let log = |msg: &str| eprintln!("[{:6.1}s] {msg}", started.elapsed().as_secs_f64());
     let nodes = env_usize("SEEDD_FLOOD_NODES", NODES).max(1);
@@ -429,7 +431,11 @@ fn main() {
         "notes": notes,
     });
     let path = target_dir.join("seedd-bench-gossip-flood.json");
-    std::fs::write(&path, serde_json::to_string_pretty(&out).unwrap()).unwrap();
+    std::fs::write(
+        &path,
+        serde_json::to_string_pretty(&seedd_benches::measure::stamped(&out)).unwrap(),
+    )
+    .unwrap();
     log(&format!("wrote {}", path.display()));
     drop(probe_tx);
     rt.shutdown_timeout(Duration::from_secs(2));

@@ -95,6 +95,8 @@ struct Sample {
 }
 
 fn main() {
+    // Figures belong to a commit: refuse a dirty tree (issue 29 §1).
+    seedd_benches::measure::provenance("hostile");
     let started = Instant::now();
     let log = move |msg: &str| eprintln!("[{:6.1}s] {msg}", started.elapsed().as_secs_f64());
     let runs = env_usize("SEEDD_HOSTILE_RUNS", 5).max(1);
@@ -423,7 +425,10 @@ fn report(rows: &[(String, Vec<Sample>)], runs: usize, profile: &Path) {
         .join("seedd-bench-hostile.json");
     let _ = std::fs::write(
         &out,
-        serde_json::to_string_pretty(&json).unwrap_or_default(),
+        serde_json::to_string_pretty(&seedd_benches::measure::stamped(
+            &serde_json::json!({ "runs": json }),
+        ))
+        .unwrap_or_default(),
     );
     println!("JSON: {}", out.display());
 }

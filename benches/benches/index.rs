@@ -376,6 +376,8 @@ fn target_dir() -> PathBuf {
 }
 
 fn main() {
+    // Figures belong to a commit: refuse a dirty tree (issue 29 §1).
+    seedd_benches::measure::provenance("index");
     let repos = env_usize("SEEDD_BENCH_INDEX_REPOS", 100_000).max(1);
     let log = |m: &str| eprintln!("[index bench] {m}");
     let target = target_dir();
@@ -525,7 +527,10 @@ fn main() {
         },
     });
     let path = target.join("seedd-bench-index.json");
-    if let Err(e) = std::fs::write(&path, serde_json::to_string_pretty(&json).unwrap()) {
+    if let Err(e) = std::fs::write(
+        &path,
+        serde_json::to_string_pretty(&seedd_benches::measure::stamped(&json)).unwrap(),
+    ) {
         eprintln!("could not write {}: {e}", path.display());
     }
 }

@@ -17,6 +17,9 @@
 //! commits, one pack with a bitmap; about 3 MB), so that a clone is bound by pack generation
 //! as real clones are, not by process start-up as for a tiny repository.
 //!
+//! `SEEDD_OVERLOAD_PACK_CACHE=off` runs the same phases with the pack cache off (it is on by
+//! default); the setting is in the result's provenance.
+//!
 //! Phases (each with a fresh seedd):
 //! 1. **peak**: closed loop, 2, 4 and 6 concurrent cloners (`SEEDD_OVERLOAD_PEAK_SECS` each,
 //!    default 6 s); the best completed-clones/s is the sustainable rate.
@@ -65,6 +68,8 @@ const GOODPUT_MIN: f64 = 0.80;
 const REJECT_P99_MAX_MS: f64 = 10.0;
 
 fn main() {
+    // Figures belong to a commit: refuse a dirty tree (issue 29 §1).
+    seedd_benches::measure::provenance("overload");
     let started = Instant::now();
     let log = move |msg: &str| eprintln!("[{:6.1}s] {msg}", started.elapsed().as_secs_f64());
     let secs = env_usize("SEEDD_OVERLOAD_SECS", 120) as f64;
@@ -249,7 +254,10 @@ fn main() {
         .parent()
         .map_or_else(|| profile.clone(), Path::to_owned)
         .join("seedd-bench-overload.json");
-    if let Err(e) = std::fs::write(&path, serde_json::to_string_pretty(&json).unwrap()) {
+    if let Err(e) = std::fs::write(
+        &path,
+        serde_json::to_string_pretty(&seedd_benches::measure::stamped(&json)).unwrap(),
+    ) {
         log(&format!("could not write {}: {e}", path.display()));
     }
 }
@@ -338,7 +346,17 @@ fn seed_env(per_ip: Option<(f64, u32)>) -> Vec<(String, String)> {
         ("SEEDD_HTTP__RATE__PER_IP_BURST", format!("{burst}")),
     ]
     .into_iter()
-    .map(|(k, v)| (k.to_owned(), v))
+    .chain(
+        // SEEDD_OVERLOAD_PACK_CACHE=off: the same load with the pack cache off (issue 29 §2).
+        (std::env::var("SEEDD_OVERLOAD_PACK_CACHE").as_deref() == Ok("off"))
+            .then(|| ("SEEDD_HTTP__PACK_CACHE__ENABLED", "false".to_owned())),
+    )
+    .map(|(k, v)| {
+        if k != "RUST_LOG" {
+            seedd_benches::measure::record_config_diff(&format!("{k}={v}"));
+        }
+        (k.to_owned(), v)
+    })
     .collect()
 }
 

@@ -68,6 +68,8 @@ const TARGET_KIB_PER_SESSION: f64 = 64.0;
 const REPOS: [&str; 2] = ["heartwood-fixture", "small-fixture"];
 
 fn main() {
+    // Figures belong to a commit: refuse a dirty tree (issue 29 §1).
+    seedd_benches::measure::provenance("p2p");
     let started = Instant::now();
     let log = |msg: &str| eprintln!("[{:6.1}s] {msg}", started.elapsed().as_secs_f64());
     let mut notes: Vec<String> = Vec::new();
@@ -646,7 +648,11 @@ fn main() {
         "notes": notes,
     });
     let path = target_dir.join("seedd-bench-p2p.json");
-    std::fs::write(&path, serde_json::to_string_pretty(&json).unwrap() + "\n").unwrap();
+    std::fs::write(
+        &path,
+        serde_json::to_string_pretty(&seedd_benches::measure::stamped(&json)).unwrap() + "\n",
+    )
+    .unwrap();
     println!("JSON: {}", path.display());
 }
 

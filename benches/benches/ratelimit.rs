@@ -109,6 +109,8 @@ where
 }
 
 fn main() {
+    // Figures belong to a commit: refuse a dirty tree (issue 29 §1).
+    seedd_benches::measure::provenance("ratelimit");
     let started = Instant::now();
     let metrics = Arc::new(Metrics::new().unwrap());
     let mut rows = Vec::new();
@@ -379,7 +381,10 @@ fn main() {
         "target": {"added_ns_max": TARGET_NS, "worst_added_ns": worst, "met": met},
     });
     let path = target_dir().join("seedd-bench-ratelimit.json");
-    if let Err(e) = std::fs::write(&path, serde_json::to_string_pretty(&json).unwrap()) {
+    if let Err(e) = std::fs::write(
+        &path,
+        serde_json::to_string_pretty(&seedd_benches::measure::stamped(&json)).unwrap(),
+    ) {
         eprintln!("could not write {}: {e}", path.display());
     }
 }

@@ -58,6 +58,8 @@ const QUIET: Duration = Duration::from_secs(1);
 const FETCH_QUIET: Duration = Duration::from_secs(6);
 
 fn main() {
+    // Figures belong to a commit: refuse a dirty tree (issue 29 §1).
+    seedd_benches::measure::provenance("replication");
     let started = Instant::now();
     let log = move |msg: &str| eprintln!("[{:6.1}s] {msg}", started.elapsed().as_secs_f64());
     let profile = profile_dir();
@@ -499,7 +501,11 @@ fn main() {
         "notes": notes,
     });
     let path = target.join("seedd-bench-replication.json");
-    std::fs::write(&path, serde_json::to_string_pretty(&doc).unwrap() + "\n").unwrap();
+    std::fs::write(
+        &path,
+        serde_json::to_string_pretty(&seedd_benches::measure::stamped(&doc)).unwrap() + "\n",
+    )
+    .unwrap();
     println!("JSON: {}", path.display());
 }
 

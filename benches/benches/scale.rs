@@ -79,6 +79,8 @@ const GOSSIP_DRAIN_MAX: usize = 120;
 const GOSSIP_SETTLE_MAX: Duration = Duration::from_secs(300);
 
 fn main() {
+    // Figures belong to a commit: refuse a dirty tree (issue 29 §1).
+    seedd_benches::measure::provenance("scale");
     let started = Instant::now();
     let log = move |msg: &str| eprintln!("[{:7.1}s] {msg}", started.elapsed().as_secs_f64());
     let profile = profile_dir();
@@ -497,7 +499,11 @@ fn main() {
     print!("{t}");
     let path = target.join("seedd-bench-scale.json");
     let doc = json!({ "results": results, "notes": notes, "radicle_node": radicle_version() });
-    std::fs::write(&path, serde_json::to_vec_pretty(&doc).unwrap()).unwrap();
+    std::fs::write(
+        &path,
+        serde_json::to_vec_pretty(&seedd_benches::measure::stamped(&doc)).unwrap(),
+    )
+    .unwrap();
     log(&format!("wrote {}", path.display()));
 }
 

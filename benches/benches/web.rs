@@ -198,6 +198,8 @@ fn open_issues(home: &Path, rid: &str, n: usize) {
 }
 
 fn main() {
+    // Figures belong to a commit: refuse a dirty tree (issue 29 §1).
+    seedd_benches::measure::provenance("web");
     let started = Instant::now();
     let log = move |msg: &str| eprintln!("[{:7.1}s] {msg}", started.elapsed().as_secs_f64());
     let profile = profile_dir();
@@ -315,14 +317,14 @@ fn main() {
     let out = target.join("seedd-bench-web.json");
     std::fs::write(
         &out,
-        serde_json::to_string_pretty(&json!({
+        serde_json::to_string_pretty(&seedd_benches::measure::stamped(&json!({
             "bench": "web",
             "connections": CONNS,
             "seconds": secs,
             "issues": issues,
             "httpd": httpd_bin.map(|p| p.display().to_string()),
             "results": results,
-        }))
+        })))
         .unwrap(),
     )
     .unwrap();

@@ -39,6 +39,8 @@ const DEFAULT_SECS: f64 = 0.6;
 const T: u64 = 1_700_000_000_000;
 
 fn main() {
+    // Figures belong to a commit: refuse a dirty tree (issue 29 §1).
+    seedd_benches::measure::provenance("wire");
     let secs = std::env::var("SEEDD_BENCH_WIRE_SECS")
         .ok()
         .and_then(|s| s.parse::<f64>().ok())
@@ -140,7 +142,7 @@ fn main() {
             "ann_decode_verify_met": floor_met,
         },
     });
-    let mut text = serde_json::to_string_pretty(&json).unwrap();
+    let mut text = serde_json::to_string_pretty(&seedd_benches::measure::stamped(&json)).unwrap();
     text.push('\n');
     match std::fs::write(&path, text) {
         Ok(()) => println!("JSON: {}", path.display()),

@@ -473,6 +473,14 @@ pub mod client {
 
     /// (status, body bytes, connection reusable).
     pub fn read_response(r: &mut impl BufRead) -> io::Result<(u16, u64, bool)> {
+        read_response_to(r, &mut io::sink())
+    }
+
+    /// [`read_response`], the body (de-chunked) written to `body`.
+    pub fn read_response_to(
+        r: &mut impl BufRead,
+        body: &mut impl Write,
+    ) -> io::Result<(u16, u64, bool)> {
         let head = cgi_head(r)?;
         let status: u16 = head
             .target // the status code, in the position of a request target
@@ -485,17 +493,95 @@ pub mod client {
             .header("connection")
             .is_some_and(|v| v.eq_ignore_ascii_case("close"));
         if chunked {
-            let n = cgi::copy_chunked(r, &mut io::sink())?;
+            let n = cgi::copy_chunked(r, body)?;
             Ok((status, n, !close))
         } else if let Some(len) = head.header("content-length").and_then(|v| v.parse().ok()) {
-            let n = io::copy(&mut r.by_ref().take(len), &mut io::sink())?;
+            let n = io::copy(&mut r.by_ref().take(len), body)?;
             if n != len {
                 return Err(io::ErrorKind::UnexpectedEof.into());
             }
             Ok((status, n, !close))
         } else {
-            let n = io::copy(r, &mut io::sink())?;
+            let n = io::copy(r, body)?;
             Ok((status, n, false))
+        }
+    }
+
+    /// A rustls client configuration trusting only the CA in `ca_pem`.
+    pub fn tls_client_config(ca_pem: &Path) -> Arc<rustls::ClientConfig> {
+        let mut roots = rustls::RootCertStore::empty();
+        for cert in rustls_pemfile::certs(&mut BufReader::new(
+            std::fs::File::open(ca_pem).expect("CA file"),
+        )) {
+            roots.add(cert.expect("CA PEM")).expect("CA certificate");
+        }
+        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        Arc::new(
+            rustls::ClientConfig::builder_with_provider(provider)
+                .with_safe_default_protocol_versions()
+                .expect("TLS versions")
+                .with_root_certificates(roots)
+                .with_no_client_auth(),
+        )
+    }
+
+    type TlsStream = rustls::StreamOwned<rustls::ClientConnection, TcpStream>;
+
+    /// One keep-alive HTTPS connection (`localhost` certificate), opened on first use.
+    pub struct TlsClient {
+        addr: SocketAddr,
+        config: Arc<rustls::ClientConfig>,
+        conn: Option<BufReader<TlsStream>>,
+    }
+
+    impl TlsClient {
+        pub fn new(addr: SocketAddr, config: Arc<rustls::ClientConfig>) -> Self {
+            TlsClient {
+                addr,
+                config,
+                conn: None,
+            }
+        }
+
+        /// Send `request`, read the response; its body goes to `body`: (status, body bytes).
+        pub fn exchange_to(
+            &mut self,
+            request: &[u8],
+            body: &mut impl Write,
+        ) -> io::Result<(u16, u64)> {
+            let result = self.try_exchange(request, body);
+            if result.is_err() {
+                self.conn = None;
+            }
+            result
+        }
+
+        fn try_exchange(
+            &mut self,
+            request: &[u8],
+            body: &mut impl Write,
+        ) -> io::Result<(u16, u64)> {
+            if self.conn.is_none() {
+                let s = TcpStream::connect(self.addr)?;
+                s.set_nodelay(true)?;
+                s.set_read_timeout(Some(Duration::from_secs(120)))?;
+                let name = rustls::pki_types::ServerName::try_from("localhost")
+                    .map_err(io::Error::other)?;
+                let conn = rustls::ClientConnection::new(Arc::clone(&self.config), name)
+                    .map_err(io::Error::other)?;
+                self.conn = Some(BufReader::with_capacity(
+                    256 * 1024,
+                    rustls::StreamOwned::new(conn, s),
+                ));
+            }
+            let r = self.conn.as_mut().unwrap();
+            r.get_mut().write_all(request)?;
+            r.get_mut().flush()?;
+            let (status, bytes, keep) = read_response_to(r, body)?;
+            if !keep {
+                self.conn = None;
+            }
+            Ok((status, bytes))
         }
     }
 

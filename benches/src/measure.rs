@@ -38,6 +38,19 @@ pub fn record_override(what: &str) {
     }
 }
 
+/// Settings that differ from defaults, recorded by benches that hold the process-wide
+/// [`provenance`] (which is not mutable).
+static CONFIG_DIFF: Mutex<Vec<String>> = Mutex::new(Vec::new());
+
+/// Record a setting that differs from seedd's (or the anchor's) defaults.
+pub fn record_config_diff(setting: &str) {
+    if let Ok(mut d) = CONFIG_DIFF.lock() {
+        if !d.iter().any(|s| s == setting) {
+            d.push(setting.to_owned());
+        }
+    }
+}
+
 fn overrides() -> Vec<String> {
     OVERRIDES.lock().map(|o| o.clone()).unwrap_or_default()
 }
@@ -131,7 +144,11 @@ impl Provenance {
             dirty_files: dirty_files.into_iter().take(20).collect(),
             kernel,
             cpu_model,
-            cores: std::thread::available_parallelism().map_or(1, |n| n.get()),
+            // Every online core, not this process's affinity (the bench pins itself).
+            cores: std::fs::read_to_string("/proc/cpuinfo")
+                .map(|c| c.lines().filter(|l| l.starts_with("processor")).count())
+                .unwrap_or(0)
+                .max(1),
             loadavg_start: crate::procfs::loadavg(),
             config_diff: Vec::new(),
             pinning: Pinning::get().describe(),
@@ -173,7 +190,12 @@ impl Provenance {
             "cores": self.cores,
             "loadavg_start": self.loadavg_start,
             "loadavg_end": crate::procfs::loadavg(),
-            "config_diff": self.config_diff,
+            "config_diff": self
+                .config_diff
+                .iter()
+                .cloned()
+                .chain(CONFIG_DIFF.lock().map(|d| d.clone()).unwrap_or_default())
+                .collect::<Vec<_>>(),
             "pinning": self.pinning,
             "cgroup": self.cgroup,
             "started_unix": self.started_unix,
@@ -193,6 +215,32 @@ impl Provenance {
             self.pinning,
             self.cgroup
         )
+    }
+}
+
+static PROVENANCE: OnceLock<Provenance> = OnceLock::new();
+
+/// [`Provenance::require`] once per process (exits on a refusal); [`stamped`] adds it to the
+/// JSON a bench writes. Call it first in `main`.
+pub fn provenance(bench: &str) -> &'static Provenance {
+    PROVENANCE.get_or_init(|| Provenance::require(bench))
+}
+
+/// `doc` with the process's provenance (see [`provenance`]) under `"provenance"`.
+pub fn stamped(doc: &Value) -> Value {
+    match PROVENANCE.get() {
+        Some(p) => with_provenance(p, doc.clone()),
+        None => doc.clone(),
+    }
+}
+
+/// [`stamped`] for a JSON text written by hand (left as it is if it does not parse).
+pub fn stamped_text(text: &str) -> String {
+    match serde_json::from_str::<Value>(text) {
+        Ok(v) => {
+            serde_json::to_string_pretty(&stamped(&v)).unwrap_or_else(|_| text.to_owned()) + "\n"
+        }
+        Err(_) => text.to_owned(),
     }
 }
 
@@ -445,6 +493,40 @@ impl Scope {
             .arg(program)
             .env("SEEDD_SCOPE_PROCS", files.join(" "));
         cmd
+    }
+
+    /// Write `dir/<name of real>`: a script that joins this scope, pins itself to the server
+    /// cores and `exec`s `real`, for harnesses that start a binary by directory (e.g.
+    /// `SEEDD_TEST_BIN_DIR`); each name in `beside` (a sibling of `real`) is symlinked next to
+    /// it unwrapped. Returns `dir`.
+    pub fn wrapper_dir(&self, real: &Path, dir: &Path, beside: &[&str]) -> PathBuf {
+        use std::os::unix::fs::PermissionsExt;
+        let _ = std::fs::create_dir_all(dir);
+        let name = real.file_name().unwrap_or_default();
+        let mut script = String::from("#!/bin/sh\n");
+        for f in self.procs_files() {
+            script.push_str(&format!("echo $$ > '{}' || exit 97\n", f.display()));
+        }
+        match &Pinning::get().server {
+            Some(cpus) => script.push_str(&format!(
+                "exec taskset -c {cpus} '{}' \"$@\"\n",
+                real.display()
+            )),
+            None => script.push_str(&format!("exec '{}' \"$@\"\n", real.display())),
+        }
+        let path = dir.join(name);
+        let _ = std::fs::remove_file(&path);
+        if std::fs::write(&path, script).is_ok() {
+            let _ = std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755));
+        }
+        for other in beside {
+            let link = dir.join(other);
+            let _ = std::fs::remove_file(&link);
+            if let Some(parent) = real.parent() {
+                let _ = std::os::unix::fs::symlink(parent.join(other), &link);
+            }
+        }
+        dir.to_owned()
     }
 
     /// Remember a process started through [`Scope::command`] (for the /proc fallback).
