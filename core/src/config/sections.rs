@@ -256,7 +256,9 @@ impl Default for HttpRateConfig {
             ipv6_prefix: 64,
             trusted_proxies: Vec::new(),
             per_repo_concurrent_packs: 2,
-            per_repo_queue: 4,
+            // A burst of fetches of one repository (CI after a push) waits rather than being
+            // refused: the queue timeout, not its length, bounds the wait (anchors bench).
+            per_repo_queue: 64,
             per_repo_queue_timeout: Duration::from_millis(2_000),
             shed_new_clones: true,
         }
@@ -358,7 +360,7 @@ impl Default for HttpConfig {
             listen: SocketAddr::from(([0, 0, 0, 0], 8080)),
             tls: None,
             max_concurrent_packs: cpus.max(2),
-            pack_queue: 32,
+            pack_queue: 64,
             pack_queue_timeout: Duration::from_millis(5_000),
             idle_timeout: Duration::from_secs(120),
             request_timeout: Duration::from_secs(3_600),

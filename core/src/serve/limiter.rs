@@ -1,10 +1,12 @@
-//! Admission control for pack generation: a global cap on concurrent packs with a short bounded
+//! Admission control for pack generation: a global cap on concurrent packs with a bounded
 //! queue. Over the queue, or after waiting too long, the caller is refused at once (503 +
-//! `Retry-After`) before any work is done.
+//! `Retry-After`) before any work is done. The limiter keeps a moving average of how long a
+//! slot is held, so [`PackLimiter::backlogged`] can tell a burst the queue will absorb from a
+//! backlog it will not.
 
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
@@ -31,19 +33,36 @@ impl Admission {
 pub struct Permit {
     _permit: OwnedSemaphorePermit,
     in_flight: Arc<AtomicUsize>,
+    hold: Arc<AtomicU64>,
+    since: Instant,
 }
 
 impl Drop for Permit {
     fn drop(&mut self) {
         self.in_flight.fetch_sub(1, Ordering::Relaxed);
+        let held = u64::try_from(self.since.elapsed().as_micros())
+            .unwrap_or(u64::MAX)
+            .max(1);
+        // Exponential moving average, weight 1/8 (a lost update under a race only drops one
+        // sample).
+        let old = self.hold.load(Ordering::Relaxed);
+        let new = if old == 0 {
+            held
+        } else {
+            old - old / 8 + held / 8
+        };
+        self.hold.store(new.max(1), Ordering::Relaxed);
     }
 }
 
 #[derive(Clone)]
 pub struct PackLimiter {
     slots: Arc<Semaphore>,
+    concurrent: usize,
     waiting: Arc<AtomicUsize>,
     in_flight: Arc<AtomicUsize>,
+    /// Moving average of how long a slot is held, µs (0: no slot released yet).
+    hold: Arc<AtomicU64>,
     queue: usize,
     wait: Duration,
 }
@@ -52,8 +71,10 @@ impl PackLimiter {
     pub fn new(concurrent: usize, queue: usize, wait: Duration) -> Self {
         Self {
             slots: Arc::new(Semaphore::new(concurrent.max(1))),
+            concurrent: concurrent.max(1),
             waiting: Arc::new(AtomicUsize::new(0)),
             in_flight: Arc::new(AtomicUsize::new(0)),
+            hold: Arc::new(AtomicU64::new(0)),
             queue,
             wait,
         }
@@ -67,12 +88,33 @@ impl PackLimiter {
         self.in_flight.load(Ordering::Relaxed)
     }
 
-    /// Every slot busy and at least one request already waiting. The ref advertisement of a
-    /// new clone can be refused then (503 at once), so that the slots and queue serve the
-    /// clones already under way instead of a clone being refused after its advertisement
-    /// (`http.rate.shed_new_clones`; benches/README.md, overload bench).
+    /// How long a slot is held on average (`None` before the first is released).
+    pub fn mean_hold(&self) -> Option<Duration> {
+        match self.hold.load(Ordering::Relaxed) {
+            0 => None,
+            us => Some(Duration::from_micros(us)),
+        }
+    }
+
+    /// Every slot busy, requests waiting, and the queue past what it can absorb: half full, or
+    /// (from the average hold time) a new request would wait at least half the queue timeout.
+    /// The ref advertisement of a new clone can be refused then (503 at once), so that the
+    /// slots and queue serve the clones already under way instead of a clone being refused
+    /// after its advertisement (`http.rate.shed_new_clones`; benches/README.md, overload
+    /// bench). A burst the queue drains in time is not refused (anchors bench: 64 fetches of
+    /// one repository at once).
     pub fn backlogged(&self) -> bool {
-        self.slots.available_permits() == 0 && self.waiting() > 0
+        let waiting = self.waiting();
+        if self.slots.available_permits() > 0 || waiting == 0 {
+            return false;
+        }
+        if waiting.saturating_mul(2) >= self.queue {
+            return true;
+        }
+        self.mean_hold().is_some_and(|hold| {
+            let turns = u32::try_from((waiting + 1).div_ceil(self.concurrent)).unwrap_or(u32::MAX);
+            hold.saturating_mul(turns).saturating_mul(2) >= self.wait
+        })
     }
 
     fn permit(&self, p: OwnedSemaphorePermit) -> Permit {
@@ -80,6 +122,8 @@ impl PackLimiter {
         Permit {
             _permit: p,
             in_flight: self.in_flight.clone(),
+            hold: self.hold.clone(),
+            since: Instant::now(),
         }
     }
 
@@ -136,6 +180,62 @@ mod tests {
         drop(first);
         assert_eq!(l.in_flight(), 0);
         assert!(l.acquire().await.is_ok());
+    }
+
+    /// A short queue behind fast packs is a burst, not a backlog; it becomes one when the
+    /// queue is half full or the average hold time says the wait would reach half the timeout.
+    #[tokio::test]
+    async fn backlogged_only_when_the_queue_cannot_absorb_it() {
+        let l = PackLimiter::new(1, 8, Duration::from_millis(1000));
+        // No hold time known yet: half the queue (4 waiting) is a backlog.
+        let first = l.acquire().await.unwrap();
+        let mut queued = Vec::new();
+        for n in 1..=4 {
+            let l2 = l.clone();
+            queued.push(tokio::spawn(async move { l2.acquire().await.map(drop) }));
+            tokio::time::sleep(Duration::from_millis(5)).await;
+            assert_eq!(l.waiting(), n);
+            assert_eq!(l.backlogged(), n >= 4, "{n} waiting, no hold time known");
+        }
+        drop(first);
+        for q in queued {
+            assert!(q.await.unwrap().is_ok());
+        }
+        assert!(!l.backlogged());
+        // Packs held ~10 ms: 3 waiting is ~40 ms of wait, far under half of 1 s.
+        let held = l.acquire().await.unwrap();
+        tokio::time::sleep(Duration::from_millis(10)).await;
+        drop(held);
+        let hold = l.mean_hold().unwrap();
+        assert!(
+            hold >= Duration::from_millis(10) && hold < Duration::from_millis(500),
+            "{hold:?}"
+        );
+        let first = l.acquire().await.unwrap();
+        let mut queued = Vec::new();
+        for _ in 0..3 {
+            let l2 = l.clone();
+            queued.push(tokio::spawn(async move { l2.acquire().await.map(drop) }));
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+        assert_eq!(l.waiting(), 3);
+        assert!(!l.backlogged(), "3 × {hold:?} is a burst the queue absorbs");
+        drop(first);
+        for q in queued {
+            assert!(q.await.unwrap().is_ok());
+        }
+        // Packs held ~300 ms: one waiting already means ≥ 500 ms of wait.
+        let slow = PackLimiter::new(1, 8, Duration::from_millis(1000));
+        let held = slow.acquire().await.unwrap();
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        drop(held);
+        let first = slow.acquire().await.unwrap();
+        let s2 = slow.clone();
+        let waiter = tokio::spawn(async move { s2.acquire().await.map(drop) });
+        tokio::time::sleep(Duration::from_millis(5)).await;
+        assert!(slow.backlogged(), "hold {:?}", slow.mean_hold());
+        drop(first);
+        assert!(waiter.await.unwrap().is_ok());
     }
 
     #[tokio::test]
