@@ -44,6 +44,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use seedd_benches::measure::{Pinning, Scope};
 use seedd_benches::{ensure_seedd, env_usize, fmt, procfs, profile_dir, write_table, TableLine};
 use seedd_tests::{copy_tree, git, run, stdout, synthetic_repo, Seed, SeedOptions};
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
@@ -68,6 +69,8 @@ const GOODPUT_MIN: f64 = 0.80;
 const REJECT_P99_MAX_MS: f64 = 10.0;
 
 fn main() {
+    // The load generator on the load cores, seedd (in its cgroup) on the server cores.
+    Pinning::pin_self_to_load();
     // Figures belong to a commit: refuse a dirty tree (issue 29 §1).
     seedd_benches::measure::provenance("overload");
     let started = Instant::now();
@@ -89,7 +92,7 @@ fn main() {
         .collect();
 
     let profile = profile_dir();
-    ensure_seedd(&log, &profile);
+    let seedd_bin = ensure_seedd(&log, &profile);
     let data = dataset(&profile, &log);
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
@@ -98,7 +101,7 @@ fn main() {
         .unwrap();
 
     // Phase 1: the sustainable rate.
-    let (seed, scratch) = start_seed(&data, None);
+    let (seed, scratch, _scope) = start_seed(&data, None, &seedd_bin, "peak");
     let target = Arc::new(Target {
         addr: seed.http,
         path: data.path.clone(),
@@ -141,7 +144,7 @@ fn main() {
             Scenario::Admission => None,
             Scenario::Abusers => Some(ABUSERS_PER_IP),
         };
-        let (seed, scratch) = start_seed(&data, per_ip);
+        let (seed, scratch, scope) = start_seed(&data, per_ip, &seedd_bin, scenario.name());
         let pid = seed.child.id();
         let target = Arc::new(Target {
             addr: seed.http,
@@ -150,7 +153,8 @@ fn main() {
         let mix = Mix::new(scenario, n_ips, (factor - ORDINARY_LOAD).max(0.0) / factor);
         let rss_before = procfs::status_kib(pid, "VmRSS");
         procfs::reset_hwm(pid);
-        let cpu0 = procfs::cpu_ticks(pid);
+        scope.reset_peak();
+        let cpu0 = scope.cpu_usec();
         log(&format!(
             "scenario {}: per-IP limit {}",
             scenario.name(),
@@ -158,7 +162,9 @@ fn main() {
         ));
         let run = rt.block_on(open_loop(&target, &mix, offered, secs, pid));
         procfs::settle(pid);
-        let cpu = (procfs::cpu_ticks(pid) - cpu0) as f64 / procfs::clk_tck();
+        // seedd and every git it started (cgroup), not only what seedd reaped.
+        let cpu = scope.cpu_usec().saturating_sub(cpu0) as f64 / 1e6;
+        let memory_peak = scope.memory_peak();
         let hwm = procfs::status_kib(pid, "VmHWM");
         let alive = procfs::alive(pid);
         let s = &run.all;
@@ -181,6 +187,7 @@ fn main() {
             cpu,
             rss_before_kib: rss_before,
             hwm_kib: hwm,
+            memory_peak,
             alive,
         });
         seed.stop();
@@ -245,6 +252,8 @@ fn main() {
             "seedd_cpu_s": r.cpu,
             "seedd_rss_before_kib": r.rss_before_kib,
             "seedd_max_rss_kib": r.hwm_kib,
+            "seedd_cgroup_memory_peak_bytes": r.memory_peak,
+            "pack_cache": std::env::var("SEEDD_OVERLOAD_PACK_CACHE").unwrap_or_else(|_| "on".into()),
             "seedd_alive": r.alive,
             "goodput_met": r.run.goodput / peak >= GOODPUT_MIN,
             "reject_p99_met": r.run.all.rejected == 0 || r.run.all.reject_p99_ms <= REJECT_P99_MAX_MS,
@@ -469,18 +478,29 @@ fn populate(work: &Path, g: &dyn Fn(&[&str]) -> String, files: usize) {
     }
 }
 
-/// A fresh seedd on a copy of the dataset (the copy goes with the returned directory).
-fn start_seed(data: &Dataset, per_ip: Option<(f64, u32)>) -> (Seed, tempfile::TempDir) {
+/// A fresh seedd on a copy of the dataset (the copy goes with the returned directory), in its
+/// own cgroup on the server cores.
+fn start_seed(
+    data: &Dataset,
+    per_ip: Option<(f64, u32)>,
+    bin: &Path,
+    name: &str,
+) -> (Seed, tempfile::TempDir, Scope) {
     let scratch = tempfile::tempdir().unwrap();
     let data_dir = scratch.path().join("data");
     copy_tree(&data.storage, &data_dir.join("storage"));
+    let scope = Scope::new(name);
+    let bin_dir = scope.wrapper_dir(bin, &scratch.path().join("bin"), &["seedctl"]);
+    // Read by the harness when it starts seedd (no other thread reads the environment now).
+    std::env::set_var("SEEDD_TEST_BIN_DIR", &bin_dir);
     let seed = Seed::start(SeedOptions {
         data_dir: Some(data_dir),
         env: seed_env(per_ip),
         ..SeedOptions::default()
     });
+    std::env::remove_var("SEEDD_TEST_BIN_DIR");
     seed.rescan();
-    (seed, scratch)
+    (seed, scratch, scope)
 }
 
 struct Target {
@@ -884,9 +904,12 @@ struct ScenarioResult {
     scenario: Scenario,
     per_ip: Option<(f64, u32)>,
     run: OpenLoopRun,
+    /// seedd's cgroup: seedd and every child, µs → s.
     cpu: f64,
     rss_before_kib: u64,
     hwm_kib: u64,
+    /// The cgroup's memory high-water mark during the scenario (page cache included), bytes.
+    memory_peak: Option<u64>,
     alive: bool,
 }
 
@@ -1013,6 +1036,14 @@ fn table(
         ));
         lines.push((
             g.clone(),
+            "seedd cgroup memory.peak (seedd + git children, page cache included)".into(),
+            r.memory_peak.map_or("-".into(), |b| {
+                format!("{:.1}", b as f64 / (1024.0 * 1024.0))
+            }),
+            "MiB",
+        ));
+        lines.push((
+            g.clone(),
             "seedd RSS before / max (VmHWM) / sampled max".into(),
             format!(
                 "{:.1} / {:.1} / {:.1}",
@@ -1025,7 +1056,7 @@ fn table(
         lines.push((
             g.clone(),
             format!(
-                "seedd CPU incl. git children{}",
+                "seedd CPU incl. git children (cgroup){}",
                 if r.alive { "" } else { " (seedd DIED)" }
             ),
             format!("{:.1} ({:.2} cores)", r.cpu, r.cpu / secs),
