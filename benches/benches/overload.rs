@@ -238,6 +238,28 @@ fn main() {
             })).collect::<Vec<_>>(),
         },
         "offered_clones_per_s": offered,
+        // The targets per scenario, in the layout benches/tools/targets.py reads.
+        "targets": results.iter().flat_map(|r| {
+            let cache = std::env::var("SEEDD_OVERLOAD_PACK_CACHE").unwrap_or_else(|_| "on".into());
+            let name = format!("{} (pack cache {cache})", r.scenario.name());
+            [
+                serde_json::json!({
+                    "target": format!("{name}: goodput at {factor}× peak / peak"),
+                    "value": r.run.goodput / peak, "goal": "≥ 0.80",
+                    "met": r.run.goodput / peak >= GOODPUT_MIN,
+                }),
+                serde_json::json!({
+                    "target": format!("{name}: rejection p99, ms"),
+                    "value": r.run.all.reject_p99_ms, "goal": "≤ 10 ms",
+                    "met": r.run.all.rejected == 0 || r.run.all.reject_p99_ms <= REJECT_P99_MAX_MS,
+                }),
+                serde_json::json!({
+                    "target": format!("{name}: seedd alive (no OOM), cgroup memory.peak MiB"),
+                    "value": r.memory_peak.map(|b| b as f64 / (1024.0 * 1024.0)),
+                    "goal": "no OOM", "met": r.alive,
+                }),
+            ]
+        }).collect::<Vec<_>>(),
         "scenarios": results.iter().map(|r| serde_json::json!({
             "name": r.scenario.name(),
             "per_ip": r.per_ip.map(|(rate, burst)| serde_json::json!({"requests_per_second": rate, "burst": burst})),
@@ -262,7 +284,13 @@ fn main() {
     let path = profile
         .parent()
         .map_or_else(|| profile.clone(), Path::to_owned)
-        .join("seedd-bench-overload.json");
+        .join(
+            if std::env::var("SEEDD_OVERLOAD_PACK_CACHE").as_deref() == Ok("off") {
+                "seedd-bench-overload-cache-off.json"
+            } else {
+                "seedd-bench-overload.json"
+            },
+        );
     if let Err(e) = std::fs::write(
         &path,
         serde_json::to_string_pretty(&seedd_benches::measure::stamped(&json)).unwrap(),

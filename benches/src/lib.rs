@@ -338,7 +338,37 @@ pub fn ensure_seedd(log: &dyn Fn(&str), profile: &Path) -> PathBuf {
             "cargo build --profile {cargo_profile} -p seedd (target {})",
             target.display()
         ));
-        let status = Command::new(cargo)
+        let mut cmd = Command::new(cargo);
+        // `cargo bench` runs this with its own environment added (the package's CARGO_PKG_*,
+        // and LD_LIBRARY_PATH pointing into the target dir); clang-sys, under RocksDB's
+        // bindgen, reruns on a changed LD_LIBRARY_PATH, which rebuilt seedd (7 minutes) on
+        // every bench run. Build with the environment a shell has.
+        for (key, _) in std::env::vars_os() {
+            let k = key.to_string_lossy();
+            if k.starts_with("CARGO_PKG_")
+                || k.starts_with("CARGO_BIN_EXE_")
+                || k == "CARGO_MANIFEST_DIR"
+                || k == "CARGO_MANIFEST_PATH"
+                || k == "CARGO_PRIMARY_PACKAGE"
+                || k == "CARGO_CRATE_NAME"
+            {
+                cmd.env_remove(&key);
+            }
+        }
+        if let Some(paths) = std::env::var_os("LD_LIBRARY_PATH") {
+            let rustup = std::env::var_os("RUSTUP_HOME").map(PathBuf::from);
+            let kept: Vec<PathBuf> = std::env::split_paths(&paths)
+                .filter(|p| {
+                    !p.starts_with(target) && !rustup.as_ref().is_some_and(|r| p.starts_with(r))
+                })
+                .collect();
+            if kept.is_empty() {
+                cmd.env_remove("LD_LIBRARY_PATH");
+            } else if let Ok(joined) = std::env::join_paths(kept) {
+                cmd.env("LD_LIBRARY_PATH", joined);
+            }
+        }
+        let status = cmd
             .args([
                 "build",
                 "--profile",

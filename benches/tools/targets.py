@@ -25,7 +25,7 @@ def main() -> int:
             continue
         if not isinstance(doc, dict) or "provenance" not in doc:
             continue
-        targets = (doc.get("results") or {}).get("targets")
+        targets = (doc.get("results") or {}).get("targets") or doc.get("targets")
         if targets:
             docs.append((path, doc, targets))
     if not docs:

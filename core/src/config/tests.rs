@@ -253,7 +253,7 @@ fn config_keys_load_and_validate() {
             d.per_repo_queue,
             d.per_repo_queue_timeout.as_millis()
         ),
-        (2, 64, 2000)
+        (2, 64, 5000)
     );
 }
 
