@@ -153,7 +153,7 @@ pub const CATALOGUE: &[MetricDoc] = &[
         name: "seedd_git_pack_rejected_total",
         kind: "counter",
         labels: &["reason"],
-        help: "Git requests refused with 503: packs (queue_full, queue_timeout), ref advertisements (refs_queue_full, refs_queue_timeout, backlogged: new clones refused while the pack queue is backlogged: half full, or its wait at least half its timeout).",
+        help: "Git requests refused with 503: packs (queue_full, queue_timeout), ref advertisements (refs_queue_full, refs_queue_timeout, backlogged: new clones refused while the pack queue is backlogged: full, or its wait at least half its timeout).",
     },
     MetricDoc {
         name: "seedd_git_ref_snapshot_lookups_total",

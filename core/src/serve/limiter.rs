@@ -96,8 +96,9 @@ impl PackLimiter {
         }
     }
 
-    /// Every slot busy, requests waiting, and the queue past what it can absorb: half full, or
-    /// (from the average hold time) a new request would wait at least half the queue timeout.
+    /// Every slot busy, requests waiting, and the queue past what it can absorb: full, or (from
+    /// the average hold time) a new request would wait at least half the queue timeout; before
+    /// any pack has finished, half full.
     /// The ref advertisement of a new clone can be refused then (503 at once), so that the
     /// slots and queue serve the clones already under way instead of a clone being refused
     /// after its advertisement (`http.rate.shed_new_clones`; benches/README.md, overload
@@ -108,13 +109,18 @@ impl PackLimiter {
         if self.slots.available_permits() > 0 || waiting == 0 {
             return false;
         }
-        if waiting.saturating_mul(2) >= self.queue {
+        if waiting >= self.queue {
             return true;
         }
-        self.mean_hold().is_some_and(|hold| {
-            let turns = u32::try_from((waiting + 1).div_ceil(self.concurrent)).unwrap_or(u32::MAX);
-            hold.saturating_mul(turns).saturating_mul(2) >= self.wait
-        })
+        match self.mean_hold() {
+            Some(hold) => {
+                let turns =
+                    u32::try_from((waiting + 1).div_ceil(self.concurrent)).unwrap_or(u32::MAX);
+                hold.saturating_mul(turns).saturating_mul(2) >= self.wait
+            }
+            // No pack finished yet: half the queue is the guess.
+            None => waiting.saturating_mul(2) >= self.queue,
+        }
     }
 
     fn permit(&self, p: OwnedSemaphorePermit) -> Permit {
@@ -220,6 +226,14 @@ mod tests {
         tokio::time::sleep(Duration::from_millis(5)).await;
         assert_eq!(l.waiting(), 3);
         assert!(!l.backlogged(), "3 × {hold:?} is a burst the queue absorbs");
+        // With fast packs, more than half the queue is still a burst; a full queue is not.
+        for n in 4..=8 {
+            let l2 = l.clone();
+            queued.push(tokio::spawn(async move { l2.acquire().await.map(drop) }));
+            tokio::time::sleep(Duration::from_millis(5)).await;
+            assert_eq!(l.waiting(), n);
+            assert_eq!(l.backlogged(), n == 8, "{n} of 8 waiting, hold {hold:?}");
+        }
         drop(first);
         for q in queued {
             assert!(q.await.unwrap().is_ok());
