@@ -406,6 +406,12 @@ pub fn ensure_seedd(log: &dyn Fn(&str), profile: &Path) -> PathBuf {
                 }
             },
         }
+        // A file edited after the provenance check but before this build would be measured
+        // as the recorded commit: check again now that the binary is what it will be.
+        if let Err(e) = measure::Provenance::collect("ensure_seedd") {
+            eprintln!("refusing to run after building seedd: {e}");
+            std::process::exit(2);
+        }
     } else {
         measure::record_override("SEEDD_BENCH_NO_BUILD=1 (the binary was built beforehand)");
     }

@@ -97,8 +97,7 @@ impl PackLimiter {
     }
 
     /// Every slot busy, requests waiting, and the queue past what it can absorb: full, or (from
-    /// the average hold time) a new request would wait at least half the queue timeout; before
-    /// any pack has finished, half full.
+    /// the average hold time) a new request would wait at least half the queue timeout.
     /// The ref advertisement of a new clone can be refused then (503 at once), so that the
     /// slots and queue serve the clones already under way instead of a clone being refused
     /// after its advertisement (`http.rate.shed_new_clones`; benches/README.md, overload
@@ -112,15 +111,13 @@ impl PackLimiter {
         if waiting >= self.queue {
             return true;
         }
-        match self.mean_hold() {
-            Some(hold) => {
-                let turns =
-                    u32::try_from((waiting + 1).div_ceil(self.concurrent)).unwrap_or(u32::MAX);
-                hold.saturating_mul(turns).saturating_mul(2) >= self.wait
-            }
-            // No pack finished yet: half the queue is the guess.
-            None => waiting.saturating_mul(2) >= self.queue,
-        }
+        // No pack finished yet (a per-repository limiter is new after every idle spell): no
+        // estimate, so only a full queue sheds. A clone let through costs an advertisement
+        // from the ref snapshot (no process) if its pack request then finds the queue full.
+        self.mean_hold().is_some_and(|hold| {
+            let turns = u32::try_from((waiting + 1).div_ceil(self.concurrent)).unwrap_or(u32::MAX);
+            hold.saturating_mul(turns).saturating_mul(2) >= self.wait
+        })
     }
 
     fn permit(&self, p: OwnedSemaphorePermit) -> Permit {
@@ -193,15 +190,16 @@ mod tests {
     #[tokio::test]
     async fn backlogged_only_when_the_queue_cannot_absorb_it() {
         let l = PackLimiter::new(1, 8, Duration::from_millis(1000));
-        // No hold time known yet: half the queue (4 waiting) is a backlog.
+        // No hold time known yet (a fresh per-repository limiter after an idle spell): only a
+        // full queue is a backlog, so a burst that starts together is not shed.
         let first = l.acquire().await.unwrap();
         let mut queued = Vec::new();
-        for n in 1..=4 {
+        for n in 1..=8 {
             let l2 = l.clone();
             queued.push(tokio::spawn(async move { l2.acquire().await.map(drop) }));
             tokio::time::sleep(Duration::from_millis(5)).await;
             assert_eq!(l.waiting(), n);
-            assert_eq!(l.backlogged(), n >= 4, "{n} waiting, no hold time known");
+            assert_eq!(l.backlogged(), n == 8, "{n} waiting, no hold time known");
         }
         drop(first);
         for q in queued {
