@@ -39,7 +39,7 @@ use serde_json::{json, Value};
 
 use seedd_benches::http1::{cgi, client};
 use seedd_benches::measure::{self, abba, evict, Interval, Pinning, Provenance, Scope, Summary};
-use seedd_benches::textgen::{edit, text, vocabulary, Rng};
+use seedd_benches::textgen;
 use seedd_benches::{ensure_seedd, profile_dir};
 use seedd_tests::{git, pkt, run, stdout, synthetic_repo, write_certs, Seed, SeedOptions};
 
@@ -106,34 +106,17 @@ fn gd(home: &Path, repo: &Path, args: &[&str]) -> String {
 }
 
 fn populate(work: &Path, g: &dyn Fn(&[&str]) -> String) {
-    let mut rng = Rng::new(0x5eed_d0d0_cafe_f00d);
-    let vocab = vocabulary(&mut rng, 4096);
-    let files: Vec<PathBuf> = (0..FILES)
-        .map(|i| work.join(format!("src/m{:02}/f{i:03}.txt", i % 24)))
-        .collect();
-    for f in &files {
-        std::fs::create_dir_all(f.parent().unwrap()).unwrap();
-        let size = 8 * 1024 + rng.below(16 * 1024);
-        std::fs::write(f, text(&mut rng, &vocab, size)).unwrap();
-    }
-    g(&["add", "-A"]);
-    g(&["commit", "-q", "-m", "initial import"]);
-    for c in 1..COMMITS {
-        for _ in 0..REWRITES {
-            let f = &files[rng.below(files.len())];
-            let size = 24 * 1024 + rng.below(16 * 1024);
-            std::fs::write(f, text(&mut rng, &vocab, size)).unwrap();
-        }
-        for _ in 0..EDITS {
-            let f = &files[rng.below(files.len())];
-            edit(&mut rng, &vocab, f);
-        }
-        g(&["add", "-A"]);
-        g(&["commit", "-q", "-m", &format!("change {c}")]);
-        if c >= COMMITS - TAGS {
-            g(&["tag", &format!("v{}", c + TAGS + 1 - COMMITS)]);
-        }
-    }
+    textgen::populate_medium(
+        work,
+        g,
+        &textgen::Medium {
+            commits: COMMITS,
+            files: FILES,
+            rewrites: REWRITES,
+            edits: EDITS,
+            tag_last: TAGS,
+        },
+    );
 }
 
 fn dataset(cache: &Path, log: &dyn Fn(&str)) -> Dataset {

@@ -166,7 +166,7 @@ impl Json {
 
 mod data {
     use super::*;
-    pub use seedd_benches::textgen::{edit, text, vocabulary, Rng};
+    pub use seedd_benches::textgen::Rng;
 
     pub struct Repo {
         pub name: String,
@@ -305,31 +305,17 @@ mod data {
     }
 
     fn populate_medium(work: &Path, g: &dyn Fn(&[&str]) -> String) {
-        let mut rng = Rng::new(0x5eed_d0d0_cafe_f00d);
-        let vocab = vocabulary(&mut rng, 4096);
-        let files: Vec<PathBuf> = (0..MEDIUM_FILES)
-            .map(|i| work.join(format!("src/m{:02}/f{i:03}.txt", i % 24)))
-            .collect();
-        for f in &files {
-            std::fs::create_dir_all(f.parent().unwrap()).unwrap();
-            let size = 8 * 1024 + rng.below(16 * 1024);
-            std::fs::write(f, text(&mut rng, &vocab, size)).unwrap();
-        }
-        g(&["add", "-A"]);
-        g(&["commit", "-q", "-m", "initial import"]);
-        for c in 1..MEDIUM_COMMITS {
-            for _ in 0..MEDIUM_REWRITES {
-                let f = &files[rng.below(files.len())];
-                let size = 24 * 1024 + rng.below(16 * 1024);
-                std::fs::write(f, text(&mut rng, &vocab, size)).unwrap();
-            }
-            for _ in 0..MEDIUM_EDITS {
-                let f = &files[rng.below(files.len())];
-                edit(&mut rng, &vocab, f);
-            }
-            g(&["add", "-A"]);
-            g(&["commit", "-q", "-m", &format!("change {c}")]);
-        }
+        seedd_benches::textgen::populate_medium(
+            work,
+            g,
+            &seedd_benches::textgen::Medium {
+                commits: MEDIUM_COMMITS,
+                files: MEDIUM_FILES,
+                rewrites: MEDIUM_REWRITES,
+                edits: MEDIUM_EDITS,
+                tag_last: 0,
+            },
+        );
     }
 
     fn populate_blob(work: &Path, g: &dyn Fn(&[&str]) -> String, mib: usize, seed: u64) {

@@ -1,7 +1,7 @@
 //! Deterministic text for generated repositories: a seeded generator, a vocabulary, lines of
 //! words, whole files and delta-friendly edits (the clone and anchors benches' datasets).
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 /// Deterministic xorshift64* generator.
 pub struct Rng(u64);
@@ -72,4 +72,47 @@ pub fn edit(rng: &mut Rng, vocab: &[Vec<u8>], file: &Path) {
         lines.insert(i, l);
     }
     std::fs::write(file, lines.concat()).unwrap();
+}
+
+/// The "medium" history: `commits` commits over `files` text files (8–24 KiB at first), each
+/// commit rewriting `rewrites` files whole (24–40 KiB) and editing `edits`; the last
+/// `tag_last` commits are tagged `v1`…`v<tag_last>`. Deterministic.
+pub struct Medium {
+    pub commits: usize,
+    pub files: usize,
+    pub rewrites: usize,
+    pub edits: usize,
+    pub tag_last: usize,
+}
+
+/// Write and commit [`Medium`] in the work tree `work` (`g` runs git there).
+pub fn populate_medium(work: &Path, g: &dyn Fn(&[&str]) -> String, m: &Medium) {
+    let mut rng = Rng::new(0x5eed_d0d0_cafe_f00d);
+    let vocab = vocabulary(&mut rng, 4096);
+    let files: Vec<PathBuf> = (0..m.files)
+        .map(|i| work.join(format!("src/m{:02}/f{i:03}.txt", i % 24)))
+        .collect();
+    for f in &files {
+        std::fs::create_dir_all(f.parent().unwrap_or(work)).unwrap();
+        let size = 8 * 1024 + rng.below(16 * 1024);
+        std::fs::write(f, text(&mut rng, &vocab, size)).unwrap();
+    }
+    g(&["add", "-A"]);
+    g(&["commit", "-q", "-m", "initial import"]);
+    for c in 1..m.commits {
+        for _ in 0..m.rewrites {
+            let f = &files[rng.below(files.len())];
+            let size = 24 * 1024 + rng.below(16 * 1024);
+            std::fs::write(f, text(&mut rng, &vocab, size)).unwrap();
+        }
+        for _ in 0..m.edits {
+            let f = &files[rng.below(files.len())];
+            edit(&mut rng, &vocab, f);
+        }
+        g(&["add", "-A"]);
+        g(&["commit", "-q", "-m", &format!("change {c}")]);
+        if c + m.tag_last >= m.commits {
+            g(&["tag", &format!("v{}", c + m.tag_last + 1 - m.commits)]);
+        }
+    }
 }
