@@ -60,27 +60,7 @@ const PUSHES: usize = 60;
 const DEFAULTS_CLIENTS: usize = 8;
 
 fn main() {
-    let args: Vec<String> = std::env::args().collect();
-    if let Some(i) = args.iter().position(|a| a == "--cgi-server") {
-        let root = PathBuf::from(&args[i + 1]);
-        let port: u16 = args[i + 2].parse().unwrap();
-        let opt = |name: &str| {
-            args.iter()
-                .position(|a| a == name)
-                .map(|j| PathBuf::from(&args[j + 1]))
-        };
-        let tls = args
-            .iter()
-            .position(|a| a == "--tls")
-            .map(|j| cgi::tls_config(Path::new(&args[j + 1]), Path::new(&args[j + 2])));
-        cgi::serve(
-            &cgi::Bridge {
-                root,
-                git_config: opt("--git-config"),
-                tls,
-            },
-            port,
-        );
+    if cgi::serve_if_asked() {
         return;
     }
     Pinning::pin_self_to_load();

@@ -57,25 +57,11 @@ const RPS_SECS: f64 = 3.0;
 const RPS_CONNS: usize = 4;
 
 fn main() {
-    // Figures belong to a commit: refuse a dirty tree (issue 29 §1).
-    seedd_benches::measure::provenance("clone");
-    let args: Vec<String> = std::env::args().collect();
-    if let Some(i) = args.iter().position(|a| a == "--cgi-server") {
-        let root = PathBuf::from(args.get(i + 1).expect("--cgi-server <root> <port>"));
-        let port: u16 = args
-            .get(i + 2)
-            .and_then(|p| p.parse().ok())
-            .expect("--cgi-server <root> <port>");
-        cgi::serve(
-            &cgi::Bridge {
-                root,
-                git_config: None,
-                tls: None,
-            },
-            port,
-        );
+    if cgi::serve_if_asked() {
         return;
     }
+    // Figures belong to a commit: refuse a dirty tree (issue 29 §1).
+    seedd_benches::measure::provenance("clone");
     bench::all();
 }
 

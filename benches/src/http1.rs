@@ -50,6 +50,36 @@ pub mod cgi {
         Arc::new(config)
     }
 
+    /// If this process was started as the bridge (`--cgi-server <root> <port> [--tls <cert>
+    /// <key>] [--git-config <file>]`, the bench binary re-executed), serve until killed and
+    /// return `true`; otherwise `false` at once.
+    pub fn serve_if_asked() -> bool {
+        let args: Vec<String> = std::env::args().collect();
+        let Some(i) = args.iter().position(|a| a == "--cgi-server") else {
+            return false;
+        };
+        let usage = "--cgi-server <root> <port> [--tls <cert> <key>] [--git-config <file>]";
+        let root = PathBuf::from(args.get(i + 1).expect(usage));
+        let port: u16 = args.get(i + 2).and_then(|p| p.parse().ok()).expect(usage);
+        let after = |name: &str, k: usize| {
+            args.iter()
+                .position(|a| a == name)
+                .map(|j| PathBuf::from(args.get(j + k).expect(usage)))
+        };
+        let tls = after("--tls", 1)
+            .zip(after("--tls", 2))
+            .map(|(cert, key)| tls_config(&cert, &key));
+        serve(
+            &Bridge {
+                root,
+                git_config: after("--git-config", 1),
+                tls,
+            },
+            port,
+        );
+        true
+    }
+
     /// Accept on 127.0.0.1:`port` (0: any), print `listening <addr>` on stdout, and serve
     /// every connection on its own thread.
     pub fn serve(bridge: &Bridge, port: u16) {
