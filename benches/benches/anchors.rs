@@ -458,6 +458,37 @@ fn ls_refs_oids(body: &[u8]) -> Vec<String> {
     out
 }
 
+/// A protocol v2 request body: `command=<command>`, the agent and object format, then one
+/// pkt-line per argument.
+fn v2_command<S: AsRef<str>>(command: &str, args: &[S]) -> String {
+    let mut body = String::new();
+    for l in [
+        format!("command={command}\n"),
+        "agent=git/2.47.3\n".to_owned(),
+        "object-format=sha1\n".to_owned(),
+    ] {
+        body.push_str(&pkt(&l));
+    }
+    body.push_str("0001");
+    for a in args {
+        body.push_str(&pkt(&format!("{}\n", a.as_ref())));
+    }
+    body.push_str("0000");
+    body
+}
+
+/// A step of a clone: 200 goes on; another status, or no answer, ends it as a failure.
+fn answered(r: std::io::Result<(u16, u64)>) -> Result<u64, Got> {
+    match r {
+        Ok((200, n)) => Ok(n),
+        Ok((status, _)) => Err(Got {
+            status,
+            ..Got::default()
+        }),
+        Err(_) => Err(Got::default()),
+    }
+}
+
 /// One clone as git asks it over HTTPS with protocol v2, or with `haves` an incremental fetch
 /// of `refs/heads/main`; the pack is read and checked (the answer's `packfile` section and
 /// its final flush), not indexed.
@@ -476,35 +507,19 @@ fn clone_raw(
         client,
         "",
     );
-    match c.exchange_to(&info, &mut std::io::sink()) {
-        Ok((200, _)) => {}
-        Ok((status, _)) => {
-            return Got {
-                status,
-                ..Got::default()
-            }
-        }
-        Err(_) => return Got::default(),
+    if let Err(got) = answered(c.exchange_to(&info, &mut std::io::sink())) {
+        return got;
     }
-    let mut ls = String::new();
-    for l in [
-        "command=ls-refs\n",
-        "agent=git/2.47.3\n",
-        "object-format=sha1\n",
-    ] {
-        ls.push_str(&pkt(l));
-    }
-    ls.push_str("0001");
-    for l in [
-        "peel\n",
-        "symrefs\n",
-        "ref-prefix HEAD\n",
-        "ref-prefix refs/heads/\n",
-        "ref-prefix refs/tags/\n",
-    ] {
-        ls.push_str(&pkt(l));
-    }
-    ls.push_str("0000");
+    let ls = v2_command(
+        "ls-refs",
+        &[
+            "peel",
+            "symrefs",
+            "ref-prefix HEAD",
+            "ref-prefix refs/heads/",
+            "ref-prefix refs/tags/",
+        ],
+    );
     let post = |c: &mut client::TlsClient, body: &str, out: &mut Vec<u8>| {
         c.exchange_to(
             &request(
@@ -517,15 +532,8 @@ fn clone_raw(
             out,
         )
     };
-    match post(&mut c, &ls, &mut body) {
-        Ok((200, _)) => {}
-        Ok((status, _)) => {
-            return Got {
-                status,
-                ..Got::default()
-            }
-        }
-        Err(_) => return Got::default(),
+    if let Err(got) = answered(post(&mut c, &ls, &mut body)) {
+        return got;
     }
     let wants = if haves.is_empty() {
         ls_refs_oids(&body)
@@ -541,41 +549,22 @@ fn clone_raw(
     if wants.is_empty() {
         return Got::default();
     }
-    let mut fetch = String::new();
-    for l in [
-        "command=fetch\n",
-        "agent=git/2.47.3\n",
-        "object-format=sha1\n",
-    ] {
-        fetch.push_str(&pkt(l));
-    }
-    fetch.push_str("0001");
-    for l in ["thin-pack\n", "no-progress\n", "ofs-delta\n"] {
-        fetch.push_str(&pkt(l));
-    }
-    for w in &wants {
-        fetch.push_str(&pkt(&format!("want {w}\n")));
-    }
-    for h in haves {
-        fetch.push_str(&pkt(&format!("have {h}\n")));
-    }
-    fetch.push_str(&pkt("done\n"));
-    fetch.push_str("0000");
+    let mut args: Vec<String> = ["thin-pack", "no-progress", "ofs-delta"]
+        .iter()
+        .map(|a| (*a).to_owned())
+        .collect();
+    args.extend(wants.iter().map(|w| format!("want {w}")));
+    args.extend(haves.iter().map(|h| format!("have {h}")));
+    args.push("done".into());
+    let fetch = v2_command("fetch", &args);
     body.clear();
-    match post(&mut c, &fetch, &mut body) {
-        Ok((200, n)) => {
-            let has_pack = body.windows(9).any(|w| w == b"packfile\n");
-            Got {
-                ok: has_pack && body.ends_with(b"0000"),
-                pack_bytes: n,
-                status: 200,
-            }
-        }
-        Ok((status, _)) => Got {
-            status,
-            ..Got::default()
+    match answered(post(&mut c, &fetch, &mut body)) {
+        Ok(n) => Got {
+            ok: body.windows(9).any(|w| w == b"packfile\n") && body.ends_with(b"0000"),
+            pack_bytes: n,
+            status: 200,
         },
-        Err(_) => Got::default(),
+        Err(got) => got,
     }
 }
 
