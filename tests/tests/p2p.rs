@@ -1099,6 +1099,75 @@ fn a_trickling_peer_holds_one_slot_and_is_cut_at_the_fetch_deadline() {
     assert_eq!(seed.metric("seedd_fetches_active", &[]), 0.0);
 }
 
+/// A stream holds its serve slot only until its first request is answered, and then only while
+/// git works for it: with one slot, a fetcher that got its `ls-refs` answer and then takes its
+/// time (a Radicle fetch validates refs between rounds) does not block a second stream, which
+/// is served at once instead of being refused after the queue timeout.
+#[test]
+fn an_idle_stream_between_requests_holds_no_serve_slot() {
+    use seedd_proto::wire::{Control, StreamId};
+    let heartwood = fixtures().rid(HEARTWOOD);
+    let seed = seed_with(
+        &[HEARTWOOD],
+        "max_concurrent_serves = 1\nserve_queue_timeout_secs = 1\nstream_idle_timeout_secs = 60\n",
+    );
+    let key = Keypair::mock(302);
+    let mut s = raw_connect(&seed, "127.0.0.11", &key);
+    let header = {
+        let payload = format!(
+            "git-upload-pack /{}\0\0version=2\0",
+            heartwood.trim_start_matches("rad:")
+        );
+        format!("{:04x}{payload}", payload.len() + 4).into_bytes()
+    };
+    let ls_refs = b"0014command=ls-refs\n00010000".to_vec();
+    let git_bytes = |frames: &[Frame], id: StreamId| -> Vec<u8> {
+        frames
+            .iter()
+            .filter_map(|f| match f {
+                Frame::Git { stream, data } if *stream == id => Some(data.clone()),
+                _ => None,
+            })
+            .flatten()
+            .collect()
+    };
+    let closed = |frames: &[Frame], id: StreamId| {
+        frames.iter().any(|f| {
+            matches!(f, Frame::Control { control: Control::Close { stream }, .. } if *stream == id)
+        })
+    };
+    let has = |hay: &[u8], needle: &[u8]| hay.windows(needle.len()).any(|w| w == needle);
+    // Open a stream, send `ls-refs` and read the refs; the stream then idles (not closed).
+    let serve = |s: &mut TcpStream, n: u64| {
+        let id = StreamId::git(Link::Outbound, n).unwrap();
+        raw::send_frame(
+            s,
+            Frame::control(Link::Outbound, Control::Open { stream: id }),
+        );
+        raw::send_frame(s, Frame::git(id, header.clone()));
+        raw::send_frame(s, Frame::git(id, ls_refs.clone()));
+        let (frames, gone) = read_until(s, Duration::from_secs(10), |fs| {
+            has(&git_bytes(fs, id), b"refs/") || closed(fs, id)
+        });
+        assert!(!gone, "session dropped");
+        assert!(!closed(&frames, id), "stream {n} refused");
+        assert!(
+            has(&git_bytes(&frames, id), b"refs/"),
+            "stream {n}: no refs"
+        );
+    };
+    serve(&mut s, 1);
+    // The first stream is idle between requests and holds no slot: the second one is served,
+    // well within the queue timeout (before: refused after 1 s, `refused_busy`).
+    let t0 = std::time::Instant::now();
+    serve(&mut s, 2);
+    assert!(t0.elapsed() < Duration::from_secs(5));
+    assert_eq!(
+        seed.metric("seedd_p2p_git_serves_total", &["result=\"refused_busy\""]),
+        0.0
+    );
+}
+
 /// Input a peer sends on a git stream that nobody reads yet (the serve waits for a slot) is
 /// bounded: past 4 MiB on one stream, or 8 MiB over the streams of its session, the stream is
 /// closed at once (not after the queue timeout), counted, and the session stays up.

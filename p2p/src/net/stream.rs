@@ -538,10 +538,15 @@ pub(crate) async fn command_loop(
 /// without `have`s through the pack cache, anything else by one `git upload-pack
 /// --stateless-rpc` (View::All, the stream's settings).
 ///
-/// The stream holds a serve slot from its start (as with one stateful upload-pack). A
-/// generation it claims in the pack cache takes that slot and holds it only while git runs
-/// (then the stream is answered from the file without one); a later request for git takes a
-/// slot again, waiting briefly.
+/// The stream takes a serve slot when it opens (so a peer that opens streams and stalls before
+/// its first request holds slots, and its unread input is bounded while it waits) and gives it
+/// up once its first request is answered. From then on a slot is held only while git works
+/// for the stream: a generation it claims in the pack cache, or one `git upload-pack`, takes
+/// a slot (waiting briefly) and frees it when git is done. A fetcher's own work between
+/// requests (a Radicle fetch validates signed refs and identities between its rounds, seconds
+/// on a busy client) holds none, so a few slow clients cannot starve every other fetcher of
+/// slots (8 concurrent `rad clone`s against the 4 slots of a one-core seed were refused
+/// after the 10 s queue timeout: radicle_serve bench).
 struct Answerer<'a> {
     out: &'a Out<'a>,
     slot: Option<OwnedSemaphorePermit>,
@@ -554,6 +559,15 @@ impl Respond for Answerer<'_> {
         // What was allowed when the stream opened may not be now (made private, blocked,
         // quota used up): asked again for every request.
         authorise(self.out.ctx, self.rid).await?;
+        let answered = self.answer(request).await;
+        // The slot the stream opened with is not kept past its first answer.
+        self.slot = None;
+        answered
+    }
+}
+
+impl Answerer<'_> {
+    async fn answer(&mut self, request: Vec<u8>) -> Result<(), &'static str> {
         if let Some(args) = LsRefs::parse(&request) {
             if self.ls_refs(args).await? {
                 return Ok(());
@@ -563,9 +577,7 @@ impl Respond for Answerer<'_> {
         }
         self.git(request).await
     }
-}
 
-impl Answerer<'_> {
     fn count(&self, answer: &str) {
         self.out
             .ctx
@@ -659,17 +671,21 @@ impl Answerer<'_> {
         }
     }
 
-    /// One `git upload-pack --stateless-rpc` answers `request`, holding a serve slot.
+    /// One `git upload-pack --stateless-rpc` answers `request`, holding a serve slot (the
+    /// stream's first, else a new one) until it is done.
     async fn git(&mut self, request: Vec<u8>) -> Result<(), &'static str> {
         let ctx = self.out.ctx;
         let shared = &ctx.shared;
-        if self.slot.is_none() {
-            let Some(slot) = serve_slot(shared).await else {
-                tracing::warn!(peer = %ctx.remote, rid = %self.rid, "closing git stream: all serve slots busy");
-                return Err("refused_busy");
-            };
-            self.slot = Some(slot);
-        }
+        let _slot = match self.slot.take() {
+            Some(slot) => slot,
+            None => {
+                let Some(slot) = serve_slot(shared).await else {
+                    tracing::warn!(peer = %ctx.remote, rid = %self.rid, "closing git stream: all serve slots busy");
+                    return Err("refused_busy");
+                };
+                slot
+            }
+        };
         let mut process = match shared.git.spawn(
             &self.path,
             Service::StreamRequest,
