@@ -284,6 +284,27 @@ impl Drop for Running {
     }
 }
 
+/// seedd's refusal counters that are not 0 (`seedd_git_pack_rejected_total{reason}`,
+/// `seedd_http_rate_limited_total{scope}`), as `name{label} value`.
+fn refusal_counters(seed: &Seed) -> Vec<String> {
+    let Ok((_, text)) = seedd_tests::http_get(&seed.admin_url("/metrics"), &[]) else {
+        return vec!["(metrics unreadable)".into()];
+    };
+    text.lines()
+        .filter(|l| {
+            l.starts_with("seedd_git_pack_rejected_total{")
+                || l.starts_with("seedd_http_rate_limited_total{")
+        })
+        .filter(|l| {
+            l.rsplit(' ')
+                .next()
+                .and_then(|v| v.parse::<f64>().ok())
+                .is_some_and(|v| v > 0.0)
+        })
+        .map(str::to_owned)
+        .collect()
+}
+
 /// Start `kind` fresh: a new scope, its pack cache (seedd's or the hook's) empty.
 fn start(kind: Kind, env: &Env, round: usize) -> Running {
     let scope = Arc::new(Scope::new(&format!("{}-{round}", kind.key())));
@@ -766,6 +787,13 @@ fn bench() {
             let (got, i) = measure::measure(&s.scope, || wave(&s, &env.tls, n, &data.tags));
             record(4, got, i);
             debug_assert_eq!(s.kind, kind);
+            // Which of seedd's limiters refused, if any (a failure names its limiter).
+            if let Some(seed) = &s.seed {
+                let refusals = refusal_counters(seed);
+                if !refusals.is_empty() {
+                    errors.push(format!("round {round} seedd refusals: {}", refusals.join(", ")));
+                }
+            }
             drop(s);
         }
     }

@@ -286,6 +286,16 @@ fn main() {
             for f in &c.failed {
                 notes.push(format!("rad clone from {}: {f}", LABELS[si]));
             }
+            if !c.failed.is_empty() {
+                // What the server said about its streams (refusals, closes), to name the cause.
+                for l in s.logs().lines().filter(|l| {
+                    l.contains("refusing git stream")
+                        || l.contains("closing git stream")
+                        || l.contains("ERROR")
+                }).take(20) {
+                    notes.push(format!("{} log: {}", LABELS[si], l.trim()));
+                }
+            }
             clone_checks[si] = Some(c);
         }
     }
@@ -302,7 +312,9 @@ fn main() {
                             || l.starts_with("seedd_pack_cache_misses")
                             || l.starts_with("seedd_pack_cache_sendfile")
                             || l.starts_with("seedd_pack_cache_served")
-                            || l.starts_with("seedd_pack_cache_read"))
+                            || l.starts_with("seedd_pack_cache_read")
+                            || l.starts_with("seedd_p2p_git_serves_total")
+                            || l.starts_with("seedd_p2p_git_requests_total"))
                 })
                 .map(str::to_owned)
                 .collect()

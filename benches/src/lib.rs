@@ -478,9 +478,11 @@ where
     Ok((decoder, frames))
 }
 
-/// A seedd started by a bench: the process and its loopback ports.
+/// A seedd started by a bench: the process, its loopback ports and the cgroup it runs in
+/// (pinned to the server cores; CPU and memory of seedd and every git it starts).
 pub struct SpawnedSeedd {
     pub child: std::process::Child,
+    pub scope: std::sync::Arc<measure::Scope>,
     pub http: u16,
     pub admin: u16,
     pub p2p: u16,
@@ -488,7 +490,8 @@ pub struct SpawnedSeedd {
 
 /// `bin run` on three free loopback ports with `data` as its data dir (config written to
 /// `data/seedd.toml`; `extra_p2p` lines go in `[p2p]`), policy allow/all, `RUST_LOG=info`,
-/// no per-IP request limit (benches measure cost, not admission); log to `log`.
+/// no per-IP request limit (benches measure cost, not admission); log to `log`. It runs in a
+/// new [`measure::Scope`] named after `alias`, pinned to the server cores.
 pub fn spawn_seedd(
     bin: &Path,
     data: &Path,
@@ -508,7 +511,9 @@ pub fn spawn_seedd(
     let config_path = data.join("seedd.toml");
     std::fs::write(&config_path, config).unwrap();
     let log = std::fs::File::create(log).unwrap();
-    let child = Command::new(bin)
+    let scope = std::sync::Arc::new(measure::Scope::new(alias));
+    let child = scope
+        .command(bin)
         .arg("run")
         .arg("--config")
         .arg(&config_path)
@@ -519,8 +524,10 @@ pub fn spawn_seedd(
         .stderr(log)
         .spawn()
         .unwrap();
+    scope.started(child.id());
     SpawnedSeedd {
         child,
+        scope,
         http,
         admin,
         p2p,

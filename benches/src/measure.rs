@@ -432,12 +432,15 @@ pub struct Scope {
 }
 
 impl Scope {
-    /// A new scope named `seedd-bench-<pid>-<name>`. Without writable cgroups it still works:
+    /// A new scope named `seedd-bench-<pid>-<n>-<name>`. Without writable cgroups it still works:
     /// CPU and Σ RSS then come from /proc of the processes it started (and their children
     /// still running), and [`Scope::cpu_source`] says so.
     pub fn new(name: &str) -> Scope {
         let m = mounts();
-        let full = format!("seedd-bench-{}-{name}", std::process::id());
+        // Unique per scope: two servers with one name each get their own cgroup.
+        static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+        let n = NEXT.fetch_add(1, Ordering::Relaxed);
+        let full = format!("seedd-bench-{}-{n}-{name}", std::process::id());
         let v2 =
             m.v2.as_deref()
                 .and_then(|mnt| make_child(mnt, own_cgroup(""), &full));
@@ -711,6 +714,36 @@ impl Drop for Scope {
             std::thread::sleep(Duration::from_millis(20));
         }
     }
+}
+
+/// Run `start` with `dir` (a [`Scope::wrapper_dir`]) first on `PATH`, then restore `PATH`:
+/// for harnesses that find a server on `PATH` (`seedd_tests::radicle_bin` for
+/// `RadNode::start_with`), so that only the server started inside `start` joins the scope.
+/// Not for use while other threads start processes.
+pub fn with_path_first<T>(dir: &Path, start: impl FnOnce() -> T) -> T {
+    let old = std::env::var_os("PATH").unwrap_or_default();
+    let mut paths = vec![dir.to_path_buf()];
+    paths.extend(std::env::split_paths(&old));
+    if let Ok(joined) = std::env::join_paths(paths) {
+        std::env::set_var("PATH", joined);
+    }
+    let r = start();
+    std::env::set_var("PATH", old);
+    r
+}
+
+/// Run `start` with `SEEDD_TEST_BIN_DIR=dir` (a [`Scope::wrapper_dir`] of the release seedd
+/// with `seedctl` beside it), then unset it: `seedd_tests::Seed::start` inside `start` runs
+/// seedd in the scope.
+pub fn with_test_bin_dir<T>(dir: &Path, start: impl FnOnce() -> T) -> T {
+    let old = std::env::var_os("SEEDD_TEST_BIN_DIR");
+    std::env::set_var("SEEDD_TEST_BIN_DIR", dir);
+    let r = start();
+    match old {
+        Some(v) => std::env::set_var("SEEDD_TEST_BIN_DIR", v),
+        None => std::env::remove_var("SEEDD_TEST_BIN_DIR"),
+    }
+    r
 }
 
 /// PSS of one process, KiB (0 once it is gone).
