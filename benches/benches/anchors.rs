@@ -622,6 +622,8 @@ struct Sample {
     clients: usize,
     ok: usize,
     bytes: u64,
+    /// CPU of the bench process (the clients) during the wave, µs.
+    load_cpu_usec: u64,
 }
 
 impl Sample {
@@ -742,35 +744,41 @@ fn bench() {
         for k in abba(round, Kind::ALL.len()) {
             let kind = Kind::ALL[k];
             log(&format!("round {}/{rounds}: {}", round + 1, kind.label()));
-            let mut record = |row: usize, got: Vec<Got>, interval: Interval| {
-                let ok = got.iter().filter(|g| g.ok).count();
-                if ok < got.len() {
-                    let mut by_status = std::collections::BTreeMap::new();
-                    for g in got.iter().filter(|g| !g.ok) {
-                        *by_status.entry(g.status).or_insert(0usize) += 1;
-                    }
-                    errors.push(format!(
+            let mut record =
+                |row: usize, (got, interval, load_cpu_usec): (Vec<Got>, Interval, u64)| {
+                    let ok = got.iter().filter(|g| g.ok).count();
+                    if ok < got.len() {
+                        let mut by_status = std::collections::BTreeMap::new();
+                        for g in got.iter().filter(|g| !g.ok) {
+                            *by_status.entry(g.status).or_insert(0usize) += 1;
+                        }
+                        errors.push(format!(
                         "round {round} {} {}: {} of {} failed (by HTTP status, 0 = no answer or no pack: {by_status:?})",
                         kind.label(),
                         ROWS[row],
                         got.len() - ok,
                         got.len()
                     ));
-                }
-                samples[row][k].push(Sample {
-                    interval,
-                    clients: got.len(),
-                    ok,
-                    bytes: got.iter().map(|g| g.pack_bytes).max().unwrap_or(0),
-                });
+                    }
+                    samples[row][k].push(Sample {
+                        interval,
+                        clients: got.len(),
+                        ok,
+                        bytes: got.iter().map(|g| g.pack_bytes).max().unwrap_or(0),
+                        load_cpu_usec,
+                    });
+                };
+            // A wave measured on the server's scope, and the clients' own CPU around it.
+            let timed = |s: &Running, n: usize, haves: &[String]| {
+                let l0 = measure::self_cpu_usec();
+                let (got, i) = measure::measure(&s.scope, || wave(s, &env.tls, n, haves));
+                (got, i, measure::self_cpu_usec().saturating_sub(l0))
             };
             // 1 clone cold, then warm.
             let s = start(kind, &env, round * 2 + 1);
             evict(&env.paths.all());
-            let (got, i) = measure::measure(&s.scope, || wave(&s, &env.tls, 1, &[]));
-            record(0, got, i);
-            let (got, i) = measure::measure(&s.scope, || wave(&s, &env.tls, 1, &[]));
-            record(1, got, i);
+            record(0, timed(&s, 1, &[]));
+            record(1, timed(&s, 1, &[]));
             drop(s);
             // n clones cold, then warm, then the incremental wave.
             let s = start(kind, &env, round * 2 + 2);
@@ -780,18 +788,18 @@ fn bench() {
             } else {
                 clients
             };
-            let (got, i) = measure::measure(&s.scope, || wave(&s, &env.tls, n, &[]));
-            record(2, got, i);
-            let (got, i) = measure::measure(&s.scope, || wave(&s, &env.tls, n, &[]));
-            record(3, got, i);
-            let (got, i) = measure::measure(&s.scope, || wave(&s, &env.tls, n, &data.tags));
-            record(4, got, i);
+            record(2, timed(&s, n, &[]));
+            record(3, timed(&s, n, &[]));
+            record(4, timed(&s, n, &data.tags));
             debug_assert_eq!(s.kind, kind);
             // Which of seedd's limiters refused, if any (a failure names its limiter).
             if let Some(seed) = &s.seed {
                 let refusals = refusal_counters(seed);
                 if !refusals.is_empty() {
-                    errors.push(format!("round {round} seedd refusals: {}", refusals.join(", ")));
+                    errors.push(format!(
+                        "round {round} seedd refusals: {}",
+                        refusals.join(", ")
+                    ));
                 }
             }
             drop(s);
@@ -810,7 +818,7 @@ fn bench() {
     let _ = writeln!(t, "{}", prov.line());
     let _ = writeln!(
         t,
-        "dataset: {} ({COMMITS} commits, {FILES} files, {TAGS} tags), {rounds} rounds, ABBA order, median [min–max]; CPU = cgroup of the server and all it started; memory.peak = the cgroup's (page cache included); PSS and Σ RSS sampled every 20 ms",
+        "dataset: {} ({COMMITS} commits, {FILES} files, {TAGS} tags), {rounds} rounds, ABBA order, median [min–max]; CPU = cgroup of the server and all it started; memory.peak = the cgroup's (page cache included); PSS and Σ RSS sampled every 20 ms; busy srv/ld = cores the server's cgroup and the clients (this process, ticks) kept busy during the wave: near 1.00 on one pinned core, that side limits the row",
         data.rid
     );
     let mut json_rows = Vec::new();
@@ -819,14 +827,15 @@ fn bench() {
         let _ = writeln!(t, "\n## {}", row_label(row, n));
         let _ = writeln!(
             t,
-            "{:<18} {:>26} {:>26} {:>24} {:>22} {:>22} {:>8}",
+            "{:<18} {:>26} {:>26} {:>24} {:>22} {:>22} {:>8} {:>12}",
             "server",
             "CPU ms per op",
             "ops/s",
             "memory.peak MB",
             "PSS peak MB",
             "Σ RSS peak MB",
-            "failed"
+            "failed",
+            "busy srv/ld"
         );
         let mut per_kind = serde_json::Map::new();
         for (k, kind) in Kind::ALL.iter().enumerate() {
@@ -838,6 +847,13 @@ fn bench() {
             let pss = sum(r, k, &|s| s.interval.pss_peak_kib as f64 / 1024.0);
             let rss = sum(r, k, &|s| s.interval.rss_peak_kib as f64 / 1024.0);
             let failed: usize = samples[r][k].iter().map(|s| s.clients - s.ok).sum();
+            // Cores busy during the wave: the server's scope, and the clients (the bench).
+            let srv_busy = sum(r, k, &|s| {
+                s.interval.cpu_secs() / s.interval.wall.as_secs_f64()
+            });
+            let load_busy = sum(r, k, &|s| {
+                s.load_cpu_usec as f64 / 1e6 / s.interval.wall.as_secs_f64()
+            });
             let f = |s: &Option<Summary>| s.map_or("-".into(), |s| s.to_string());
             let clients_here = samples[r][k].first().map_or(0, |s| s.clients);
             let label = if clients_here != n {
@@ -845,16 +861,21 @@ fn bench() {
             } else {
                 kind.label().to_owned()
             };
+            let busy = match (srv_busy, load_busy) {
+                (Some(a), Some(b)) => format!("{:.2}/{:.2}", a.median, b.median),
+                _ => "-".into(),
+            };
             let _ = writeln!(
                 t,
-                "{:<18} {:>26} {:>26} {:>24} {:>22} {:>22} {:>8}",
+                "{:<18} {:>26} {:>26} {:>24} {:>22} {:>22} {:>8} {:>12}",
                 label,
                 f(&cpu),
                 f(&thr),
                 f(&peak),
                 f(&pss),
                 f(&rss),
-                failed
+                failed,
+                busy
             );
             let j = |s: &Option<Summary>| s.map_or(Value::Null, |s| s.to_json());
             per_kind.insert(
@@ -862,6 +883,7 @@ fn bench() {
                 json!({
                     "cpu_ms_per_op": j(&cpu), "ops_per_s": j(&thr), "memory_peak_mb": j(&peak),
                     "pss_peak_mb": j(&pss), "rss_sum_peak_mb": j(&rss), "failed": failed,
+                    "server_cores_busy": j(&srv_busy), "load_cores_busy": j(&load_busy),
                     "response_bytes": samples[r][k].first().map_or(0, |s| s.bytes),
                     "clients": clients_here,
                 }),

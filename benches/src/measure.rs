@@ -746,6 +746,14 @@ pub fn with_test_bin_dir<T>(dir: &Path, start: impl FnOnce() -> T) -> T {
     r
 }
 
+/// CPU of this process (the bench: its load generators and clients; not its children), µs,
+/// in clock ticks (10 ms): for telling a client-bound row from a server-bound one over
+/// intervals of seconds.
+pub fn self_cpu_usec() -> u64 {
+    let ticks = crate::procfs::own_ticks(std::process::id());
+    (ticks as f64 / crate::procfs::clk_tck() * 1e6) as u64
+}
+
 /// PSS of one process, KiB (0 once it is gone).
 pub fn pss_kib(pid: u32) -> u64 {
     std::fs::read_to_string(format!("/proc/{pid}/smaps_rollup"))
