@@ -1,11 +1,34 @@
 //! Side-by-side benchmark: `seedd` against `git http-backend` (run as CGI behind a minimal
-//! HTTP/1.1 bridge) on the same bare repositories, in one run. Prints a table of absolute
-//! figures and ratios (seedd / git) and writes the same figures as JSON to
-//! `<target>/seedd-bench.json`. See `benches/README.md`.
+//! HTTP/1.1 bridge, `seedd_benches::http1::cgi`) on the same bare repositories, in one run.
+//! Prints a table of absolute figures and ratios (seedd / git) and writes the same figures as
+//! JSON, with provenance, to `<target>/seedd-bench.json`. See `benches/README.md` and
+//! `benches/runs/clone.md`.
 //!
-//! The bridge runs as a separate process (this binary re-executed with `--cgi-server <root>
-//! <port>`) so that its CPU (utime+stime+cutime+cstime, children reaped) is measured exactly
-//! like seedd's.
+//! Measured by the rules of issue 29 §1 (`seedd_benches::measure`):
+//!
+//! - Every server runs in its own cgroup ([`Scope`](seedd_benches::measure::Scope)) pinned to
+//!   the server cores: each seedd start (the release binary through a scope wrapper, so seedd
+//!   and every `git upload-pack` it starts are in it), and each CGI bridge (this binary
+//!   re-executed with `--cgi-server <root> 0` through `Scope::command`, so `git http-backend`
+//!   and every git it starts are in the bridge's scope). The bench and its clients (`git
+//!   clone`, the raw HTTP clients) run on the load cores.
+//! - Server CPU is the scope's cgroup CPU (µs) across a workload, after the scope has only the
+//!   server process left (the last request's git processes have exited). Memory is the scope's
+//!   peak (`memory.peak` / v1 `max_usage_in_bytes`, page cache the server touched included) and
+//!   PSS sampled every 20 ms; Σ VmRSS is a secondary column. The "self + rest" split of the
+//!   layouts table is a diagnostic: the server process's own /proc ticks, the rest of the
+//!   scope's CPU being its git children.
+//! - Full clones (big16, big64, medium) have a **cold** row (both servers restarted, so seedd's
+//!   in-process caches are empty and each scope's memory peak starts afresh; the repositories
+//!   and data dirs of every server evicted from the page cache) and a **warm** row (the next
+//!   clone from the same server). Every row is `ROUNDS` (5) rounds, servers in ABBA order,
+//!   median [min–max].
+//!
+//! The row "seedd before maintenance" is `git http-backend` serving the layout seedd's fetches
+//! leave before its maintenance runs (50 packs, loose refs, no bitmap or commit-graph; it was
+//! called "git naive"): what seedd's storage looks like to git before maintenance. The anchor
+//! "git with its defaults" (a repository that lived through pushes with git's default gc) is
+//! the `anchors` bench's, not this one's.
 //!
 //! Long by design: one bench binary runs every clone workload side by side against
 //! `git http-backend` in one process, so the ratios come from one run (see benches/README.md).
@@ -19,6 +42,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use seedd_benches::http1::{cgi, client};
+use seedd_benches::measure::Pinning;
 use seedd_benches::{
     cmd_out, ensure_seedd, fmt_figure, procfs, profile_dir, write_table, TableLine,
 };
@@ -26,8 +50,9 @@ use seedd_tests::{git, pkt, run, stdout, synthetic_repo, Seed, SeedOptions};
 
 /// Bump when the generated datasets change, so cached ones are regenerated.
 const DATA_VERSION: &str = "v5";
-/// The naive copy of "medium" (git naive): its history arrives in this many fetches, one pack
-/// each, refs loose.
+/// The copy of "medium" as seedd's fetches leave it before maintenance (the row "seedd before
+/// maintenance", once "git naive"): its history arrives in this many fetches, one pack each,
+/// refs loose.
 const NAIVE_FETCHES: usize = 50;
 /// "pushes100": the medium history received in this many fetches.
 const PUSHES: usize = 100;
@@ -47,9 +72,9 @@ const MEDIUM_EDITS: usize = 10;
 const TAGS: usize = 10_000;
 /// "refs100k": number of tags.
 const TAGS_100K: usize = 100_000;
-/// Full clone: timed rounds per server (after one untimed warm-up); `SEEDD_BENCH_ROUNDS`
-/// overrides.
-const ROUNDS: usize = 3;
+/// Timed rounds of every row (servers in ABBA order); `SEEDD_BENCH_ROUNDS` lowers it (the
+/// override is recorded in the result).
+const ROUNDS: usize = 5;
 /// Concurrent identical clones.
 const CONCURRENT: usize = 16;
 /// Request-rate runs: duration and keep-alive connections.
@@ -57,93 +82,15 @@ const RPS_SECS: f64 = 3.0;
 const RPS_CONNS: usize = 4;
 
 fn main() {
+    // The CGI bridge (this binary re-executed in a server's scope) stays on the server cores.
     if cgi::serve_if_asked() {
         return;
     }
     // Figures belong to a commit: refuse a dirty tree (issue 29 §1).
     seedd_benches::measure::provenance("clone");
+    // The bench and its clients on the load cores, before any thread starts.
+    Pinning::pin_self_to_load();
     bench::all();
-}
-
-// ------------------------------------------------------------------------------------------
-// JSON output without a JSON crate (the bench keeps its dependency list unchanged).
-// ------------------------------------------------------------------------------------------
-
-enum Json {
-    Num(f64),
-    Str(String),
-    Bool(bool),
-    Arr(Vec<Json>),
-    Obj(Vec<(String, Json)>),
-    Null,
-}
-
-impl Json {
-    fn obj(fields: Vec<(&str, Json)>) -> Json {
-        Json::Obj(fields.into_iter().map(|(k, v)| (k.to_owned(), v)).collect())
-    }
-
-    fn opt(v: Option<f64>) -> Json {
-        v.map_or(Json::Null, Json::Num)
-    }
-
-    fn write(&self, out: &mut String, indent: usize) {
-        let pad = "  ".repeat(indent + 1);
-        match self {
-            Json::Num(n) if n.is_finite() => {
-                if n.fract() == 0.0 && n.abs() < 1e15 {
-                    let _ = write!(out, "{}", *n as i64);
-                } else {
-                    let _ = write!(out, "{n:.6}");
-                }
-            }
-            Json::Num(_) | Json::Null => out.push_str("null"),
-            Json::Bool(b) => out.push_str(if *b { "true" } else { "false" }),
-            Json::Str(s) => {
-                out.push('"');
-                for c in s.chars() {
-                    match c {
-                        '"' => out.push_str("\\\""),
-                        '\\' => out.push_str("\\\\"),
-                        '\n' => out.push_str("\\n"),
-                        c if (c as u32) < 0x20 => {
-                            let _ = write!(out, "\\u{:04x}", c as u32);
-                        }
-                        c => out.push(c),
-                    }
-                }
-                out.push('"');
-            }
-            Json::Arr(items) => {
-                out.push('[');
-                for (i, v) in items.iter().enumerate() {
-                    out.push_str(if i == 0 { "\n" } else { ",\n" });
-                    out.push_str(&pad);
-                    v.write(out, indent + 1);
-                }
-                if !items.is_empty() {
-                    out.push('\n');
-                    out.push_str(&"  ".repeat(indent));
-                }
-                out.push(']');
-            }
-            Json::Obj(fields) => {
-                out.push('{');
-                for (i, (k, v)) in fields.iter().enumerate() {
-                    out.push_str(if i == 0 { "\n" } else { ",\n" });
-                    out.push_str(&pad);
-                    Json::Str(k.clone()).write(out, indent + 1);
-                    out.push_str(": ");
-                    v.write(out, indent + 1);
-                }
-                if !fields.is_empty() {
-                    out.push('\n');
-                    out.push_str(&"  ".repeat(indent));
-                }
-                out.push('}');
-            }
-        }
-    }
 }
 
 // ------------------------------------------------------------------------------------------
@@ -261,7 +208,8 @@ mod data {
         (storage, repo)
     }
 
-    /// Where the naive copy of medium lives (a `GIT_PROJECT_ROOT` for git http-backend).
+    /// Where the copy of medium as seedd's fetches leave it before maintenance lives (a
+    /// `GIT_PROJECT_ROOT` for git http-backend: the row "seedd before maintenance").
     pub fn naive_root(cache: &Path) -> PathBuf {
         cache.join(DATA_VERSION).join("naive")
     }
@@ -368,7 +316,8 @@ mod data {
         assert!(child.wait().unwrap().success(), "fast-import failed");
     }
 
-    /// The layout seedd's fetches leave before maintenance (G-naive): `dst` (a new bare
+    /// The layout seedd's fetches leave before maintenance (G-naive; served by git
+    /// http-backend as the row "seedd before maintenance"): `dst` (a new bare
     /// repository) receives `src`'s first-parent history of `refs/heads/main` in `fetches`
     /// incremental fetches, each kept as its own pack (`fetch.unpackLimit=1`, as seedd keeps
     /// every fetched pack), then every other ref in one last fetch. Refs stay loose; no
@@ -415,8 +364,8 @@ mod data {
     }
 
     /// Generate (or load the cached) datasets; returns their storage directory and the repos
-    /// in the order medium, big16, big64, refs10k, refs100k, pushes100. The naive copy of
-    /// medium is in [`naive_root`].
+    /// in the order medium, big16, big64, refs10k, refs100k, pushes100. The unmaintained copy
+    /// of medium is in [`naive_root`].
     pub fn datasets(cache: &Path, log: &dyn Fn(&str)) -> (PathBuf, Vec<Repo>) {
         let dir = cache.join(DATA_VERSION);
         // Datasets of other versions are obsolete.
@@ -519,17 +468,30 @@ mod data {
 // ------------------------------------------------------------------------------------------
 
 mod bench {
+    use std::cell::Cell;
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::Arc;
+
+    use seedd_benches::measure::{self, abba, Interval, Scope, Summary};
+    use serde_json::{json, Value};
+
     use super::data::Repo;
     use super::*;
 
-    /// One server under test.
+    const MIB: f64 = 1024.0 * 1024.0;
+
+    /// One server under test, running in its own scope (pinned to the server cores): a seedd,
+    /// or a CGI bridge with its `git http-backend`s.
     struct Server {
         label: &'static str,
+        scope: Arc<Scope>,
         pid: u32,
         addr: SocketAddr,
         /// URL path suffix after the canonical RID: seedd takes `<rid>.git`, git http-backend
         /// the directory name under GIT_PROJECT_ROOT.
         suffix: &'static str,
+        seed: Option<Seed>,
+        bridge: Option<Child>,
     }
 
     impl Server {
@@ -539,52 +501,130 @@ mod bench {
         fn url(&self, repo: &Repo) -> String {
             format!("http://{}{}", self.addr, self.path(repo))
         }
-    }
-
-    /// The CGI bridge process (this binary, `--cgi-server`).
-    struct CgiProcess {
-        child: Child,
-        addr: SocketAddr,
-    }
-
-    impl CgiProcess {
-        fn start(root: &Path) -> CgiProcess {
-            let mut child = Command::new(std::env::current_exe().unwrap())
-                .arg("--cgi-server")
-                .arg(root)
-                .arg("0")
-                .stdin(Stdio::null())
-                .stdout(Stdio::piped())
-                .spawn()
-                .unwrap();
-            let mut line = String::new();
-            BufReader::new(child.stdout.take().unwrap())
-                .read_line(&mut line)
-                .unwrap();
-            let addr = line
-                .trim()
-                .strip_prefix("listening ")
-                .and_then(|a| a.parse().ok())
-                .unwrap_or_else(|| panic!("CGI bridge did not start: {line:?}"));
-            CgiProcess { child, addr }
+        fn seed(&self) -> &Seed {
+            self.seed.as_ref().expect("a seedd")
         }
     }
 
-    impl Drop for CgiProcess {
+    impl Drop for Server {
         fn drop(&mut self) {
-            let _ = self.child.kill();
-            let _ = self.child.wait();
+            if let Some(mut b) = self.bridge.take() {
+                let _ = b.kill();
+                let _ = b.wait();
+            }
+            if let Some(s) = self.seed.take() {
+                let _ = s.stop();
+            }
+            self.scope.kill_all();
         }
     }
 
-    /// A figure for both servers.
+    /// What one measured batch of requests gave.
+    struct Batch {
+        ok: usize,
+        errors: Vec<String>,
+        bytes: u64,
+        iv: Interval,
+    }
+
+    impl Batch {
+        fn wall(&self) -> f64 {
+            self.iv.wall.as_secs_f64()
+        }
+        fn cpu(&self) -> f64 {
+            self.iv.cpu_secs()
+        }
+        /// Aggregate MB/s of body received.
+        fn throughput(&self) -> f64 {
+            self.bytes as f64 / 1e6 / self.wall().max(1e-9)
+        }
+        /// Server CPU seconds per GB served (NaN when nothing was served).
+        fn cpu_per_gb(&self) -> f64 {
+            if self.bytes == 0 {
+                f64::NAN
+            } else {
+                self.cpu() / (self.bytes as f64 / 1e9)
+            }
+        }
+        fn memory_peak_mib(&self) -> f64 {
+            self.iv.memory_peak.map_or(f64::NAN, |b| b as f64 / MIB)
+        }
+        fn pss_mib(&self) -> f64 {
+            self.iv.pss_peak_kib as f64 / 1024.0
+        }
+        fn rss_mib(&self) -> f64 {
+            self.iv.rss_peak_kib as f64 / 1024.0
+        }
+    }
+
+    /// One full `git clone --bare` measured.
+    #[derive(Clone, Copy)]
+    struct FullClone {
+        iv: Interval,
+        bytes: u64,
+        /// PSS of the server process alone (not its children), KiB: at the start, and peak.
+        proc_pss_before: u64,
+        proc_pss_peak: u64,
+    }
+
+    /// One fetch at a time on one server, over the rounds.
+    #[derive(Default)]
+    struct Singles {
+        cpu: Vec<f64>,
+        wall: Vec<f64>,
+        bytes: Vec<u64>,
+        errors: Vec<String>,
+        /// Mean (server process itself, rest of the scope) CPU, seconds.
+        split: (f64, f64),
+    }
+
+    /// Samples one process's PSS every 20 ms: (first sample, peak), KiB. The library's sampler
+    /// covers a whole scope; the "seedd RSS flat" floor is about the seedd process alone (its
+    /// `git upload-pack` children map the pack, and grow with it by design).
+    struct ProcPss {
+        stop: Arc<AtomicBool>,
+        handle: std::thread::JoinHandle<(u64, u64)>,
+    }
+
+    impl ProcPss {
+        fn start(pid: u32) -> ProcPss {
+            let stop = Arc::new(AtomicBool::new(false));
+            let flag = Arc::clone(&stop);
+            let handle = std::thread::spawn(move || {
+                let first = measure::pss_kib(pid);
+                let mut peak = first;
+                while !flag.load(Ordering::Relaxed) {
+                    std::thread::sleep(Duration::from_millis(20));
+                    peak = peak.max(measure::pss_kib(pid));
+                }
+                (first, peak)
+            });
+            ProcPss { stop, handle }
+        }
+
+        fn finish(self) -> (u64, u64) {
+            self.stop.store(true, Ordering::Relaxed);
+            self.handle.join().unwrap_or_default()
+        }
+    }
+
+    /// Wait (at most 5 s) until `scope` holds the server process alone: the git processes of
+    /// the last request have exited, so their CPU is not counted in the next interval.
+    fn settle(scope: &Scope) {
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while scope.pids().len() > 1 && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// A figure for both servers: median [min–max] over the rounds.
     struct Row {
         key: String,
         workload: String,
         metric: String,
         unit: &'static str,
-        seedd: Option<f64>,
-        git: Option<f64>,
+        seedd: Option<Summary>,
+        git: Option<Summary>,
         /// "lower" or "higher" is better; "" for informational rows.
         better: &'static str,
     }
@@ -594,8 +634,8 @@ mod bench {
         workload: impl Into<String>,
         metric: &str,
         unit: &'static str,
-        seedd: Option<f64>,
-        git: Option<f64>,
+        seedd: Option<Summary>,
+        git: Option<Summary>,
         better: &'static str,
     ) -> Row {
         Row {
@@ -610,11 +650,48 @@ mod bench {
     }
 
     impl Row {
+        /// Ratio of the medians.
         fn ratio(&self) -> Option<f64> {
             match (self.seedd, self.git) {
-                (Some(s), Some(g)) if g > 0.0 => Some(s / g),
+                (Some(s), Some(g)) if g.median > 0.0 => Some(s.median / g.median),
                 _ => None,
             }
+        }
+    }
+
+    /// Summary of `f` over `items`.
+    fn summary<T>(items: &[T], f: impl Fn(&T) -> f64) -> Option<Summary> {
+        Summary::of(&items.iter().map(f).collect::<Vec<_>>())
+    }
+
+    /// A single derived figure (a ratio of medians) as a summary of one value.
+    fn one(v: f64) -> Option<Summary> {
+        Summary::of(&[v])
+    }
+
+    /// The median, NaN without one.
+    fn med(s: &Option<Summary>) -> f64 {
+        s.map_or(f64::NAN, |s| s.median)
+    }
+
+    /// "median [min–max]", or the one value.
+    fn show(s: &Option<Summary>) -> String {
+        match s {
+            None => "n/a".into(),
+            Some(s) if s.n == 1 || s.min == s.max => fmt(Some(s.median)),
+            Some(s) => s.to_string(),
+        }
+    }
+
+    fn sjson(s: &Option<Summary>) -> Value {
+        s.map_or(Value::Null, |s| s.to_json())
+    }
+
+    fn opt(v: f64) -> Value {
+        if v.is_finite() {
+            json!(v)
+        } else {
+            Value::Null
         }
     }
 
@@ -622,27 +699,32 @@ mod bench {
     struct Layout {
         label: &'static str,
         layout: String,
-        cpu1: f64,
-        wall1: f64,
+        cpu1: Option<Summary>,
+        wall1: Option<Summary>,
         bytes1: u64,
-        thr16: f64,
-        wall16: f64,
-        cpu16: f64,
+        thr16: Option<Summary>,
+        wall16: Option<Summary>,
+        cpu16: Option<Summary>,
         bytes16: u64,
         fails16: usize,
-        /// Server CPU split (the server process, its git children), seconds: one fetch, 16.
+        /// Server CPU split (the server process, the rest of its scope), mean seconds: one
+        /// fetch, 16.
         split1: (f64, f64),
         split16: (f64, f64),
     }
 
     struct Ctx {
-        /// The last [`Ctx::measured`] server CPU split: (the server process itself, its reaped
-        /// children), seconds.
-        last_split: std::cell::Cell<(f64, f64)>,
+        /// The last [`Ctx::measured`] server CPU split: (the server process itself by its
+        /// /proc ticks, the rest of its scope), seconds.
+        last_split: Cell<(f64, f64)>,
         started: Instant,
         tck: f64,
         home: PathBuf,
         scratch: PathBuf,
+        seedd_bin: PathBuf,
+        starts: Cell<usize>,
+        /// The repositories, data dirs and caches of every server: evicted before a cold row.
+        evict_paths: Vec<PathBuf>,
     }
 
     impl Ctx {
@@ -650,23 +732,112 @@ mod bench {
             eprintln!("[{:6.1}s] {msg}", self.started.elapsed().as_secs_f64());
         }
 
-        /// Run `f`, returning its result, the server's CPU seconds and the wall time.
-        fn measured<T>(&self, pid: u32, f: impl FnOnce() -> T) -> (T, f64, f64) {
-            procfs::settle(pid);
-            let c0 = server_cpu_ticks(pid);
-            let s0 = own_cpu_ticks(pid);
-            let t0 = Instant::now();
-            let r = f();
-            let wall = t0.elapsed().as_secs_f64();
-            procfs::settle(pid);
-            let c1 = server_cpu_ticks(pid);
-            let own = own_cpu_ticks(pid).saturating_sub(s0);
-            let total = c1.saturating_sub(c0);
-            self.last_split.set((
-                own as f64 / self.tck,
-                total.saturating_sub(own) as f64 / self.tck,
-            ));
-            (r, total as f64 / self.tck, wall)
+        fn new_scope(&self, label: &str) -> (Arc<Scope>, usize) {
+            let n = self.starts.get();
+            self.starts.set(n + 1);
+            let name: String = label
+                .chars()
+                .map(|c| if c.is_ascii_alphanumeric() { c } else { '-' })
+                .collect();
+            (Arc::new(Scope::new(&format!("clone-{name}-{n}"))), n)
+        }
+
+        /// The release seedd on `data_dir` with `env`, in a new scope; `rescan` on the first
+        /// start of a data dir (later starts keep their index, and their caches start empty).
+        fn start_seedd(
+            &self,
+            label: &'static str,
+            data_dir: &Path,
+            env: &[(String, String)],
+            rescan: bool,
+        ) -> Server {
+            let (scope, n) = self.new_scope(label);
+            let bin_dir = scope.wrapper_dir(
+                &self.seedd_bin,
+                &self.scratch.join(format!("bin-{n}")),
+                &["seedctl"],
+            );
+            let seed = measure::with_test_bin_dir(&bin_dir, || {
+                Seed::start(SeedOptions {
+                    data_dir: Some(data_dir.to_owned()),
+                    env: env.to_vec(),
+                    ..SeedOptions::default()
+                })
+            });
+            scope.started(seed.child.id());
+            if rescan {
+                seed.rescan();
+            }
+            Server {
+                label,
+                scope,
+                pid: seed.child.id(),
+                addr: seed.http,
+                suffix: ".git",
+                seed: Some(seed),
+                bridge: None,
+            }
+        }
+
+        /// The CGI bridge (this binary, `--cgi-server <root> 0`) in a new scope: it and every
+        /// `git http-backend` and git it starts.
+        fn start_bridge(&self, label: &'static str, root: &Path) -> Server {
+            let (scope, _) = self.new_scope(label);
+            let mut child = scope
+                .command(std::env::current_exe().unwrap())
+                .arg("--cgi-server")
+                .arg(root)
+                .arg("0")
+                .stdin(Stdio::null())
+                .stdout(Stdio::piped())
+                .spawn()
+                .unwrap();
+            scope.started(child.id());
+            let mut line = String::new();
+            BufReader::new(child.stdout.take().unwrap())
+                .read_line(&mut line)
+                .unwrap();
+            let addr = line
+                .trim()
+                .strip_prefix("listening ")
+                .and_then(|a| a.parse().ok())
+                .unwrap_or_else(|| panic!("CGI bridge did not start: {line:?}"));
+            Server {
+                label,
+                scope,
+                pid: child.id(),
+                addr,
+                suffix: "",
+                seed: None,
+                bridge: Some(child),
+            }
+        }
+
+        /// Evict every server's repositories, data dir and caches from the page cache.
+        fn evict_all(&self) -> measure::Evicted {
+            let paths: Vec<&Path> = self.evict_paths.iter().map(PathBuf::as_path).collect();
+            measure::evict(&paths)
+        }
+
+        /// Run `f` and measure `s`'s scope around it (CPU from the cgroup, memory peak, PSS and
+        /// Σ RSS sampled), from and to a scope with the server process alone; the wall time is
+        /// `f`'s.
+        fn measured<T>(&self, s: &Server, f: impl FnOnce() -> T) -> (T, Interval) {
+            settle(&s.scope);
+            let own0 = procfs::own_ticks(s.pid);
+            let ((r, wall), mut iv) = measure::measure(&s.scope, || {
+                let t0 = Instant::now();
+                let r = f();
+                let wall = t0.elapsed();
+                settle(&s.scope);
+                (r, wall)
+            });
+            iv.wall = wall;
+            let own = procfs::own_ticks(s.pid).saturating_sub(own0) as f64 / self.tck;
+            let total = iv.cpu_secs();
+            self.last_split
+                .set((own.min(total), (total - own).max(0.0)));
+            (r, iv)
         }
 
         /// `git clone --bare` over protocol v2; returns the bytes of pack received.
@@ -685,15 +856,26 @@ mod bench {
             }
         }
 
-        /// `n` identical clones at once: (successes, failures, bytes, wall, server CPU).
-        fn concurrent(
-            &self,
-            server: &Server,
-            repo: &Repo,
-            n: usize,
-        ) -> (usize, Vec<String>, u64, f64, f64) {
+        /// One measured full clone of `repo` from `s`, with the server process's PSS.
+        fn full_clone(&self, s: &Server, repo: &Repo) -> Result<FullClone, String> {
+            let dest = self
+                .scratch
+                .join(format!("clone-{}-{}", s.label, repo.name));
+            let pss = ProcPss::start(s.pid);
+            let (res, iv) = self.measured(s, || self.clone(&s.url(repo), &dest));
+            let (proc_pss_before, proc_pss_peak) = pss.finish();
+            res.map(|bytes| FullClone {
+                iv,
+                bytes,
+                proc_pss_before,
+                proc_pss_peak,
+            })
+        }
+
+        /// `n` identical `git clone`s at once.
+        fn concurrent(&self, server: &Server, repo: &Repo, n: usize) -> Batch {
             let url = server.url(repo);
-            let ((ok, errors, bytes), cpu, wall) = self.measured(server.pid, || {
+            let ((ok, errors, bytes), iv) = self.measured(server, || {
                 let children: Vec<(PathBuf, Child)> = (0..n)
                     .map(|i| {
                         let dest = self.scratch.join(format!("cc-{}-{i}", server.label));
@@ -725,18 +907,18 @@ mod bench {
                 let _ =
                     std::fs::remove_dir_all(self.scratch.join(format!("cc-{}-{i}", server.label)));
             }
-            (ok, errors, bytes, wall, cpu)
+            Batch {
+                ok,
+                errors,
+                bytes,
+                iv,
+            }
         }
 
         /// `n` identical raw requests at once, each on its own connection, the response only
-        /// counted: (successes, failures, body bytes, wall, server CPU).
-        fn concurrent_raw(
-            &self,
-            server: &Server,
-            request: &[u8],
-            n: usize,
-        ) -> (usize, Vec<String>, u64, f64, f64) {
-            let (results, cpu, wall) = self.measured(server.pid, || {
+        /// counted.
+        fn concurrent_raw(&self, server: &Server, request: &[u8], n: usize) -> Batch {
+            let (results, iv) = self.measured(server, || {
                 std::thread::scope(|s| {
                     let handles: Vec<_> = (0..n)
                         .map(|_| s.spawn(|| client::Client::new(server.addr).exchange(request)))
@@ -760,48 +942,57 @@ mod bench {
                     Err(e) => errors.push(e.to_string()),
                 }
             }
-            (ok, errors, bytes, wall, cpu)
+            Batch {
+                ok,
+                errors,
+                bytes,
+                iv,
+            }
         }
 
-        /// One request at a time: an untimed warm-up, then `rounds` timed; (median server CPU,
-        /// median wall, body bytes, failures).
-        fn single(
+        /// One request at a time on each of `servers`: an untimed warm-up each, then `rounds`
+        /// timed requests per server, the servers in ABBA order.
+        fn singles(
             &self,
-            server: &Server,
-            request: &[u8],
+            servers: &[&Server],
+            request: &dyn Fn(&Server) -> Vec<u8>,
             rounds: usize,
-        ) -> (f64, f64, u64, Vec<String>) {
-            let (mut cpu, mut wall, mut bytes, mut errors) =
-                (Vec::new(), Vec::new(), 0, Vec::new());
-            let mut split = (0.0, 0.0);
-            for round in 0..=rounds {
-                let (_, e, b, w, c) = self.concurrent_raw(server, request, 1);
-                errors.extend(e);
-                if round > 0 {
-                    cpu.push(c);
-                    wall.push(w);
-                    bytes = b;
-                    let (own, children) = self.last_split.get();
-                    split = (split.0 + own, split.1 + children);
+        ) -> Vec<Singles> {
+            let mut out: Vec<Singles> = servers.iter().map(|_| Singles::default()).collect();
+            for s in servers {
+                let _ = self.concurrent_raw(s, &request(s), 1);
+            }
+            for round in 0..rounds {
+                for i in abba(round, servers.len()) {
+                    let s = servers[i];
+                    let b = self.concurrent_raw(s, &request(s), 1);
+                    let (own, rest) = self.last_split.get();
+                    let o = &mut out[i];
+                    o.cpu.push(b.cpu());
+                    o.wall.push(b.wall());
+                    o.bytes.push(b.bytes);
+                    o.errors.extend(b.errors);
+                    o.split = (o.split.0 + own, o.split.1 + rest);
                 }
             }
-            // The split as a mean per request.
-            let n = rounds.max(1) as f64;
-            self.last_split.set((split.0 / n, split.1 / n));
-            (median(&mut cpu), median(&mut wall), bytes, errors)
+            for o in &mut out {
+                let n = o.cpu.len().max(1) as f64;
+                o.split = (o.split.0 / n, o.split.1 / n);
+            }
+            out
         }
 
         /// Hammer one request over `conns` keep-alive connections for `secs`:
-        /// (requests answered 200, errors, body bytes of the last answer, wall, server CPU).
+        /// (requests answered 200, errors, body bytes of the last answer, interval).
         fn rate(
             &self,
             server: &Server,
             request: &[u8],
             conns: usize,
             secs: f64,
-        ) -> (u64, u64, u64, f64, f64) {
+        ) -> (u64, u64, u64, Interval) {
             let deadline = Duration::from_secs_f64(secs);
-            let ((ok, errors, body), cpu, wall) = self.measured(server.pid, || {
+            let ((ok, errors, body), iv) = self.measured(server, || {
                 let start = Instant::now();
                 let results: Vec<(u64, u64, u64)> = std::thread::scope(|s| {
                     let handles: Vec<_> = (0..conns)
@@ -829,7 +1020,7 @@ mod bench {
                 let body = results.iter().map(|r| r.2).max().unwrap_or(0);
                 (ok, errors, body)
             });
-            (ok, errors, body, wall, cpu)
+            (ok, errors, body, iv)
         }
     }
 
@@ -895,40 +1086,41 @@ mod bench {
         }
     }
 
-    /// utime + stime of the server process alone (its own threads, not its children).
-    fn own_cpu_ticks(pid: u32) -> u64 {
-        procfs::stat_fields(pid).map_or(0, |f| {
-            f.iter()
-                .skip(11)
-                .take(2)
-                .map(|v| v.parse::<u64>().unwrap_or(0))
-                .sum()
-        })
-    }
-
-    /// utime + stime + cutime + cstime of a server, in clock ticks; it must still run.
-    fn server_cpu_ticks(pid: u32) -> u64 {
-        procfs::try_cpu_ticks(pid).unwrap_or_else(|| panic!("process {pid} is gone"))
-    }
-
     /// A figure for the table (whole numbers below 1000 with decimals too).
     fn fmt(v: Option<f64>) -> String {
         fmt_figure(v, false)
     }
 
-    fn median(v: &mut [f64]) -> f64 {
-        v.sort_by(f64::total_cmp);
-        if v.is_empty() {
-            f64::NAN
-        } else if v.len() % 2 == 1 {
-            v[v.len() / 2]
-        } else {
-            (v[v.len() / 2 - 1] + v[v.len() / 2]) / 2.0
+    /// Every repository is served by every one of `servers`, else exit.
+    fn check_served(servers: &[&Server], repos: &[&Repo]) {
+        for s in servers {
+            for r in repos {
+                let req = format!(
+                    "GET {}/info/refs?service=git-upload-pack HTTP/1.1\r\nHost: {}\r\nConnection: close\r\n\r\n",
+                    s.path(r),
+                    s.addr
+                );
+                let got = client::Client::new(s.addr).exchange(req.as_bytes());
+                if !matches!(got, Ok((200, _))) {
+                    eprintln!(
+                        "{} does not serve {} ({}): {got:?}",
+                        s.label,
+                        r.name,
+                        s.url(r)
+                    );
+                    if let Some(seed) = &s.seed {
+                        eprintln!("seedd log:\n{}", seed.logs());
+                    }
+                    std::process::exit(1);
+                }
+            }
         }
     }
 
     pub fn all() {
         let started = Instant::now();
+        let log = |m: &str| eprintln!("[{:6.1}s] {m}", started.elapsed().as_secs_f64());
+        let prov = measure::provenance("clone");
         let profile = profile_dir();
         let target = profile.parent().unwrap().to_owned();
         let cache = target.join("seedd-bench-data");
@@ -941,19 +1133,18 @@ mod bench {
                 }
             }
         }
+        let rounds = seedd_benches::env_usize("SEEDD_BENCH_ROUNDS", ROUNDS).max(1);
+        if rounds < ROUNDS {
+            measure::record_override(&format!(
+                "SEEDD_BENCH_ROUNDS={rounds} (default {ROUNDS}; the rules ask for ≥ 5 rounds)"
+            ));
+        }
         let scratch = cache.join(format!("run-{}", std::process::id()));
         let home = scratch.join("home");
         std::fs::create_dir_all(&home).unwrap();
-        let ctx = Ctx {
-            last_split: std::cell::Cell::new((0.0, 0.0)),
-            started,
-            tck: procfs::clk_tck(),
-            home,
-            scratch: scratch.clone(),
-        };
-        let (data_storage, repos) = data::datasets(&cache, &|m| ctx.log(m));
+        let (data_storage, repos) = data::datasets(&cache, &log);
         assert_eq!(repos.len(), 6, "unexpected dataset manifest");
-        let seedd_bin = ensure_seedd(&|m| ctx.log(m), &profile);
+        let seedd_bin = ensure_seedd(&log, &profile);
 
         // One data dir, the same bare repositories served by both.
         let data_dir = scratch.join("data");
@@ -968,7 +1159,7 @@ mod bench {
         // The git.git-sized dataset, hard-linked into both seeds' storage (served only, never
         // rewritten there: maintenance is off for the main seed, and a repack writes new files).
         let big = (std::env::var("SEEDD_BENCH_BIG").as_deref() == Ok("1")).then(|| {
-            let (_, big) = data::big(&cache, &|m| ctx.log(m));
+            let (_, big) = data::big(&cache, &log);
             seedd_tests::run(
                 Command::new("cp")
                     .arg("-al")
@@ -992,8 +1183,41 @@ mod bench {
         let [medium, big16, big64, refs10k, refs100k, pushes100] = &repos[..] else {
             unreachable!()
         };
+        // The pack-caching seedd's own copy.
+        let cached_dir = scratch.join("data-cached");
+        std::fs::create_dir_all(&cached_dir).unwrap();
+        seedd_tests::run(
+            Command::new("cp")
+                .arg("-a")
+                .arg(&data_storage)
+                .arg(cached_dir.join("storage")),
+        );
+        if let Some(big) = &big {
+            seedd_tests::run(
+                Command::new("cp")
+                    .arg("-al")
+                    .arg(&big.path)
+                    .arg(cached_dir.join("storage").join(&big.canonical)),
+            );
+        }
+        let naive_root = data::naive_root(&cache);
+        let fresh_root = scratch.join("fresh");
+        let ctx = Ctx {
+            last_split: Cell::new((0.0, 0.0)),
+            started,
+            tck: procfs::clk_tck(),
+            home,
+            scratch: scratch.clone(),
+            seedd_bin: seedd_bin.clone(),
+            starts: Cell::new(0),
+            evict_paths: vec![
+                data_dir.clone(),
+                cached_dir.clone(),
+                naive_root.clone(),
+                fresh_root.clone(),
+            ],
+        };
 
-        ctx.log(&format!("starting seedd ({})", seedd_bin.display()));
         let seed_env: Vec<(String, String)> = vec![
             // The production default level; the harness default is debug.
             ("RUST_LOG".into(), "info".into()),
@@ -1012,304 +1236,280 @@ mod bench {
             ),
             ("SEEDD_HTTP__RATE__SHED_NEW_CLONES".into(), "false".into()),
         ];
-        let seed = Seed::start(SeedOptions {
-            data_dir: Some(data_dir.clone()),
-            env: seed_env
-                .iter()
-                .cloned()
-                // The side-by-side rows measure serving by git: no pack cache (repeated
-                // identical clones would be answered from it). The cached rows have their own
-                // seed below.
-                .chain([
-                    ("SEEDD_HTTP__PACK_CACHE__ENABLED".into(), "false".into()),
-                    // pushes100 stays as pushed until the bench asks for its maintenance
-                    // (the admin API runs it either way).
-                    ("SEEDD_MAINTENANCE__ENABLED".into(), "false".into()),
-                ])
-                .collect(),
-            ..SeedOptions::default()
-        });
-        seed.rescan();
-        let cgi = CgiProcess::start(&storage);
-        let servers = [
-            Server {
-                label: "seedd",
-                pid: seed.child.id(),
-                addr: seed.http,
-                suffix: ".git",
-            },
-            Server {
-                label: "git",
-                pid: cgi.child.id(),
-                addr: cgi.addr,
-                suffix: "",
-            },
-        ];
-        ctx.log(&format!(
-            "seedd pid {} at {}, git http-backend bridge pid {} at {}",
-            servers[0].pid, servers[0].addr, servers[1].pid, servers[1].addr
-        ));
+        // The side-by-side rows measure serving by git: no pack cache (repeated identical
+        // clones would be answered from it); pushes100 stays as pushed until the bench asks
+        // for its maintenance (the admin API runs it either way). The cached rows have their
+        // own seed.
+        let main_env: Vec<(String, String)> = seed_env
+            .iter()
+            .cloned()
+            .chain([
+                ("SEEDD_HTTP__PACK_CACHE__ENABLED".into(), "false".into()),
+                ("SEEDD_MAINTENANCE__ENABLED".into(), "false".into()),
+            ])
+            .collect();
+        let cache_env: Vec<(String, String)> = seed_env
+            .iter()
+            .cloned()
+            .chain([("SEEDD_HTTP__PACK_CACHE__ADMISSION".into(), "first".into())])
+            .collect();
+        for d in [
+            "seedd (all): http.pack_queue_timeout_ms = 600000, http.pack_queue = 64 (16 clones wait for a pack slot instead of a 503)",
+            "seedd (all): http.rate.per_ip_requests_per_second = 0, per_repo_concurrent_packs = 0, shed_new_clones = false (serving, not admission; git http-backend has none)",
+            "seedd (all): RUST_LOG=info (the production level; the test harness's default is debug)",
+            "seedd (side by side, layouts 'seedd', memory 'seedd'): http.pack_cache.enabled = false, maintenance.enabled = false",
+            "seedd+cache: http.pack_cache.admission = first",
+            "git: git http-backend behind the bench's HTTP/1.1 CGI bridge (GIT_CONFIG_NOSYSTEM, GIT_CONFIG_GLOBAL=/dev/null)",
+        ] {
+            measure::record_config_diff(d);
+        }
 
-        // Sanity: every repository is served by both.
-        for s in &servers {
-            for r in &repos {
-                let req = format!(
-                    "GET {}/info/refs?service=git-upload-pack HTTP/1.1\r\nHost: {}\r\nConnection: close\r\n\r\n",
-                    s.path(r),
-                    s.addr
-                );
-                let got = client::Client::new(s.addr).exchange(req.as_bytes());
-                if !matches!(got, Ok((200, _))) {
-                    eprintln!(
-                        "{} does not serve {} ({}): {got:?}",
-                        s.label,
-                        r.name,
-                        s.url(r)
-                    );
-                    if s.label == "seedd" {
-                        eprintln!("seedd log:\n{}", seed.logs());
-                    }
-                    std::process::exit(1);
-                }
-            }
+        // First start of each seedd data dir: rescan, and check both servers serve everything.
+        let all_repos: Vec<&Repo> = repos.iter().chain(big.iter()).collect();
+        {
+            log(&format!(
+                "first start of seedd ({}) and the git bridge: rescan, check",
+                seedd_bin.display()
+            ));
+            let s0 = ctx.start_seedd("seedd", &data_dir, &main_env, true);
+            let s1 = ctx.start_bridge("git", &storage);
+            log(&format!(
+                "seedd pid {} at {}, git http-backend bridge pid {} at {}",
+                s0.pid, s0.addr, s1.pid, s1.addr
+            ));
+            check_served(&[&s0, &s1], &all_repos);
+            drop(s1);
+            drop(s0);
+            let c = ctx.start_seedd("seedd+cache", &cached_dir, &cache_env, true);
+            check_served(&[&c], &[medium]);
+            drop(c);
         }
 
         let mut rows: Vec<Row> = Vec::new();
         let mut notes: Vec<String> = Vec::new();
+        let mut evicted = measure::Evicted::default();
 
-        // Idle CPU (background work of the server itself).
-        let mut idle = [0.0; 2];
-        for (i, s) in servers.iter().enumerate() {
-            let ((), cpu, _) = ctx.measured(s.pid, || std::thread::sleep(Duration::from_secs(1)));
-            idle[i] = cpu;
-        }
-        rows.push(row(
-            "idle_cpu_ms_per_s",
-            "idle, 1 s",
-            "server CPU",
-            "ms",
-            Some(idle[0] * 1000.0),
-            Some(idle[1] * 1000.0),
-            "lower",
-        ));
-
-        // RSS flatness (seedd first, on a fresh process) + big-blob clones on both.
-        let seedd_pid = servers[0].pid;
-        let hwm_at_start = procfs::status_kib(seedd_pid, "VmHWM");
-        let mut reset_ok = true;
-        let mut rss: Vec<(String, u64, u64, u64)> = Vec::new(); // (name, base, peak, rss after)
-        for repo in [big16, big64] {
-            let mut cpu = [None, None];
-            let mut wall = [None, None];
-            let mut bytes = [None, None];
-            for (i, s) in servers.iter().enumerate() {
-                let is_seedd = i == 0;
-                if is_seedd {
-                    procfs::settle(s.pid);
-                    reset_ok &= procfs::reset_hwm(s.pid);
-                }
-                let base = procfs::status_kib(s.pid, "VmHWM");
-                ctx.log(&format!("full clone {} from {}", repo.name, s.label));
-                let dest = ctx.scratch.join(format!("clone-{}-{}", s.label, repo.name));
-                let (res, c, w) = ctx.measured(s.pid, || ctx.clone(&s.url(repo), &dest));
-                match res {
-                    Ok(b) => {
-                        cpu[i] = Some(c);
-                        wall[i] = Some(w);
-                        bytes[i] = Some(b as f64 / 1e6);
+        // Full clones, cold (fresh servers, every server's files evicted) then warm (the next
+        // clone from the same server), servers in ABBA order.
+        let full_repos: [&Repo; 3] = [big16, big64, medium];
+        // full[repo][server: seedd, git][cold, warm]
+        let mut full: Vec<[[Vec<FullClone>; 2]; 2]> = (0..3).map(|_| Default::default()).collect();
+        for round in 0..rounds {
+            for (ri, repo) in full_repos.iter().enumerate() {
+                for si in abba(round, 2) {
+                    let s = if si == 0 {
+                        ctx.start_seedd("seedd", &data_dir, &main_env, false)
+                    } else {
+                        ctx.start_bridge("git", &storage)
+                    };
+                    evicted = ctx.evict_all();
+                    for (vi, variant) in ["cold", "warm"].into_iter().enumerate() {
+                        ctx.log(&format!(
+                            "round {}/{rounds}: full clone {} from {}, {variant}",
+                            round + 1,
+                            repo.name,
+                            s.label
+                        ));
+                        match ctx.full_clone(&s, repo) {
+                            Ok(c) => full[ri][si][vi].push(c),
+                            Err(e) => notes.push(format!(
+                                "{variant} clone of {} from {} failed: {e}",
+                                repo.name, s.label
+                            )),
+                        }
                     }
-                    Err(e) => notes.push(format!(
-                        "clone of {} from {} failed: {e}",
-                        repo.name, s.label
-                    )),
+                    drop(s);
                 }
-                if is_seedd {
-                    rss.push((
-                        repo.name.clone(),
-                        base,
-                        procfs::status_kib(s.pid, "VmHWM"),
-                        procfs::status_kib(s.pid, "VmRSS"),
+            }
+        }
+        for (ri, repo) in full_repos.iter().enumerate() {
+            for (vi, variant) in ["cold", "warm"].into_iter().enumerate() {
+                let w = if vi == 0 {
+                    format!("full clone {} (v2), cold", repo.name)
+                } else {
+                    format!("full clone {} (v2), warm", repo.name)
+                };
+                let s = |si: usize, f: &dyn Fn(&FullClone) -> f64| summary(&full[ri][si][vi], f);
+                let k = |m: &str| format!("clone_{}_{variant}_{m}", repo.name);
+                rows.push(row(
+                    k("cpu_s"),
+                    w.clone(),
+                    "server CPU",
+                    "s",
+                    s(0, &|c| c.iv.cpu_secs()),
+                    s(1, &|c| c.iv.cpu_secs()),
+                    "lower",
+                ));
+                rows.push(row(
+                    k("wall_s"),
+                    w.clone(),
+                    "wall time",
+                    "s",
+                    s(0, &|c| c.iv.wall.as_secs_f64()),
+                    s(1, &|c| c.iv.wall.as_secs_f64()),
+                    "lower",
+                ));
+                rows.push(row(
+                    k("pack_mb"),
+                    w.clone(),
+                    "pack received",
+                    "MB",
+                    s(0, &|c| c.bytes as f64 / 1e6),
+                    s(1, &|c| c.bytes as f64 / 1e6),
+                    "",
+                ));
+                if vi == 0 {
+                    let peak =
+                        |c: &FullClone| c.iv.memory_peak.map_or(f64::NAN, |b| b as f64 / MIB);
+                    rows.push(row(
+                        k("memory_peak_mib"),
+                        w.clone(),
+                        "memory.peak (cgroup)",
+                        "MiB",
+                        s(0, &peak),
+                        s(1, &peak),
+                        "lower",
+                    ));
+                    rows.push(row(
+                        k("pss_peak_mib"),
+                        w.clone(),
+                        "PSS peak (scope)",
+                        "MiB",
+                        s(0, &|c| c.iv.pss_peak_kib as f64 / 1024.0),
+                        s(1, &|c| c.iv.pss_peak_kib as f64 / 1024.0),
+                        "lower",
+                    ));
+                    rows.push(row(
+                        k("rss_sum_peak_mib"),
+                        w,
+                        "Σ VmRSS peak (secondary)",
+                        "MiB",
+                        s(0, &|c| c.iv.rss_peak_kib as f64 / 1024.0),
+                        s(1, &|c| c.iv.rss_peak_kib as f64 / 1024.0),
+                        "",
                     ));
                 }
             }
-            let w = format!("full clone {} (v2, 1 run)", repo.name);
-            rows.push(row(
-                format!("clone_{}_cpu_s", repo.name),
-                w.clone(),
-                "server CPU",
-                "s",
-                cpu[0],
-                cpu[1],
-                "lower",
-            ));
-            rows.push(row(
-                format!("clone_{}_wall_s", repo.name),
-                w.clone(),
-                "wall time",
-                "s",
-                wall[0],
-                wall[1],
-                "lower",
-            ));
-            rows.push(row(
-                format!("clone_{}_pack_mb", repo.name),
-                w,
-                "pack received",
-                "MB",
-                bytes[0],
-                bytes[1],
-                "",
-            ));
         }
-        if !reset_ok {
-            notes.push(
-                "VmHWM could not be reset (clear_refs); peaks are cumulative since start".into(),
-            );
-        }
-        for (name, base, peak, _) in &rss {
+        // seedd's own process (not its git children) through the cold big-blob clones.
+        let proc_pss = |ri: usize| {
+            (
+                summary(&full[ri][0][0], |c| c.proc_pss_before as f64 / 1024.0),
+                summary(&full[ri][0][0], |c| c.proc_pss_peak as f64 / 1024.0),
+                summary(&full[ri][0][0], |c| {
+                    c.proc_pss_peak.saturating_sub(c.proc_pss_before) as f64 / 1024.0
+                }),
+            )
+        };
+        for (ri, repo) in full_repos.iter().enumerate().take(2) {
+            let (_, peak, growth) = proc_pss(ri);
+            let w = format!("seedd process PSS, cold clone of {}", repo.name);
             rows.push(row(
-                format!("seedd_vmhwm_{name}_mib"),
-                format!("seedd RSS, clone of {name}"),
-                "VmHWM peak",
+                format!("seedd_process_pss_{}_mib", repo.name),
+                w.clone(),
+                "PSS peak, seedd alone",
                 "MiB",
-                Some(*peak as f64 / 1024.0),
+                peak,
                 None,
                 "",
             ));
             rows.push(row(
-                format!("seedd_vmhwm_{name}_growth_mib"),
-                format!("seedd RSS, clone of {name}"),
+                format!("seedd_process_pss_{}_growth_mib", repo.name),
+                w,
                 "peak − before",
                 "MiB",
-                Some(peak.saturating_sub(*base) as f64 / 1024.0),
+                growth,
                 None,
                 "",
             ));
         }
 
-        // Full clone of the medium repository, median of ROUNDS (after a warm-up each).
-        let mut cpu = [Vec::new(), Vec::new()];
-        let mut wall = [Vec::new(), Vec::new()];
-        let mut bytes = [0u64; 2];
-        let rounds: usize = std::env::var("SEEDD_BENCH_ROUNDS")
-            .ok()
-            .and_then(|v| v.parse().ok())
-            .filter(|n| *n > 0)
-            .unwrap_or(ROUNDS);
-        for round in 0..=rounds {
-            for (i, s) in servers.iter().enumerate() {
-                ctx.log(&format!(
-                    "full clone medium from {} ({})",
-                    s.label,
-                    if round == 0 {
-                        "warm-up".to_owned()
-                    } else {
-                        format!("{round}/{rounds}")
-                    }
-                ));
-                let dest = ctx.scratch.join(format!("clone-{}-medium", s.label));
-                let (res, c, w) = ctx.measured(s.pid, || ctx.clone(&s.url(medium), &dest));
-                match res {
-                    Ok(b) => {
-                        bytes[i] = b;
-                        if round > 0 {
-                            cpu[i].push(c);
-                            wall[i].push(w);
-                        }
-                    }
-                    Err(e) => notes.push(format!("clone of medium from {} failed: {e}", s.label)),
-                }
-            }
-        }
-        let cold_cpu = [median(&mut cpu[0]), median(&mut cpu[1])];
-        let w = format!("full clone medium (v2, median of {rounds})");
-        rows.push(row(
-            "clone_medium_cpu_s",
-            w.clone(),
-            "server CPU",
-            "s",
-            Some(cold_cpu[0]),
-            Some(cold_cpu[1]),
-            "lower",
-        ));
-        rows.push(row(
-            "clone_medium_wall_s",
-            w.clone(),
-            "wall time",
-            "s",
-            Some(median(&mut wall[0])),
-            Some(median(&mut wall[1])),
-            "lower",
-        ));
-        rows.push(row(
-            "clone_medium_pack_mb",
-            w,
-            "pack received",
-            "MB",
-            Some(bytes[0] as f64 / 1e6),
-            Some(bytes[1] as f64 / 1e6),
-            "",
+        // The long-running servers of the warm rows, each in its own scope.
+        let s0 = ctx.start_seedd("seedd", &data_dir, &main_env, false);
+        let s1 = ctx.start_bridge("git", &storage);
+        let pss_at_start = measure::pss_kib(s0.pid);
+        ctx.log(&format!(
+            "seedd pid {} at {}, git http-backend bridge pid {} at {}",
+            s0.pid, s0.addr, s1.pid, s1.addr
         ));
 
+        // Idle CPU (background work of the server itself).
+        let mut idle = [Vec::new(), Vec::new()];
+        for round in 0..rounds {
+            for si in abba(round, 2) {
+                let s = [&s0, &s1][si];
+                let ((), iv) = ctx.measured(s, || std::thread::sleep(Duration::from_secs(1)));
+                idle[si].push(iv.cpu_secs() * 1000.0 / iv.wall.as_secs_f64().max(1e-9));
+            }
+        }
+        rows.insert(
+            0,
+            row(
+                "idle_cpu_ms_per_s",
+                "idle, 1 s",
+                "server CPU",
+                "ms",
+                Summary::of(&idle[0]),
+                Summary::of(&idle[1]),
+                "lower",
+            ),
+        );
+
         // 16 concurrent identical clones: real `git clone`s (client-bound on a small box: 16
-        // index-packs share the cores with the server), then raw v2 fetches whose client only
-        // counts the bytes (server-bound).
+        // index-packs share the load cores), then raw v2 fetches whose client only counts the
+        // bytes (server-bound).
         let rad_id = stdout(&run(git(&ctx.home)
             .arg("--git-dir")
             .arg(&medium.path)
             .args(["rev-parse", "refs/rad/id"])));
-        // git's figures for the raw fetches, for the cached rows below.
-        let mut git_raw = (None, None, None, None);
+        // git's raw fetches, for the cached rows below.
+        let mut git_raw: Vec<Batch> = Vec::new();
         for variant in ["clone", "raw"] {
-            let mut thr = [None, None];
-            let mut ccpu = [None, None];
-            let mut cpu_per_gb = [None, None];
-            let mut cwall = [None, None];
-            let mut fails = [None, None];
-            for (i, s) in servers.iter().enumerate() {
-                let (ok, errors, b, w, c) = if variant == "clone" {
-                    ctx.log(&format!(
-                        "{CONCURRENT} concurrent git clones of medium from {}",
-                        s.label
-                    ));
-                    ctx.concurrent(s, medium, CONCURRENT)
-                } else {
-                    ctx.log(&format!(
-                        "{CONCURRENT} concurrent raw v2 fetches of medium from {}",
-                        s.label
-                    ));
-                    let req = fetch_request(s, medium, &[&medium.head, &rad_id]);
-                    ctx.concurrent_raw(s, &req, CONCURRENT)
-                };
-                thr[i] = Some(b as f64 / 1e6 / w);
-                ccpu[i] = Some(c);
-                cwall[i] = Some(w);
-                cpu_per_gb[i] = (b > 0).then(|| c / (b as f64 / 1e9));
-                fails[i] = Some(errors.len() as f64);
-                if let Some(e) = errors.first() {
-                    notes.push(format!(
-                        "{} of {CONCURRENT} concurrent {variant} requests to {} failed (ok {ok}), first error: {e}",
-                        errors.len(),
-                        s.label
-                    ));
+            let mut b: [Vec<Batch>; 2] = Default::default();
+            for round in 0..rounds {
+                for si in abba(round, 2) {
+                    let s = [&s0, &s1][si];
+                    let batch = if variant == "clone" {
+                        ctx.log(&format!(
+                            "round {}/{rounds}: {CONCURRENT} concurrent git clones of medium from {}",
+                            round + 1,
+                            s.label
+                        ));
+                        ctx.concurrent(s, medium, CONCURRENT)
+                    } else {
+                        ctx.log(&format!(
+                            "round {}/{rounds}: {CONCURRENT} concurrent raw v2 fetches of medium from {}",
+                            round + 1,
+                            s.label
+                        ));
+                        let req = fetch_request(s, medium, &[&medium.head, &rad_id]);
+                        ctx.concurrent_raw(s, &req, CONCURRENT)
+                    };
+                    if let Some(e) = batch.errors.first() {
+                        notes.push(format!(
+                            "{} of {CONCURRENT} concurrent {variant} requests to {} failed (ok {}), first error: {e}",
+                            batch.errors.len(),
+                            s.label,
+                            batch.ok
+                        ));
+                    }
+                    b[si].push(batch);
                 }
             }
-            if variant == "raw" {
-                git_raw = (thr[1], cwall[1], ccpu[1], fails[1]);
-            }
             let w = if variant == "clone" {
-                format!("{CONCURRENT} concurrent git clones, medium")
+                format!("{CONCURRENT} concurrent git clones, medium, warm")
             } else {
-                format!("{CONCURRENT} concurrent raw v2 fetches, medium")
+                format!("{CONCURRENT} concurrent raw v2 fetches, medium, warm")
             };
             let k = |m: &str| format!("concurrent_{variant}_{m}");
+            let s = |si: usize, f: &dyn Fn(&Batch) -> f64| summary(&b[si], f);
             rows.push(row(
                 k("throughput_mb_s"),
                 w.clone(),
                 "aggregate pack bytes/s",
                 "MB/s",
-                thr[0],
-                thr[1],
+                s(0, &Batch::throughput),
+                s(1, &Batch::throughput),
                 "higher",
             ));
             rows.push(row(
@@ -1317,8 +1517,8 @@ mod bench {
                 w.clone(),
                 "wall time",
                 "s",
-                cwall[0],
-                cwall[1],
+                s(0, &Batch::wall),
+                s(1, &Batch::wall),
                 "lower",
             ));
             rows.push(row(
@@ -1326,8 +1526,8 @@ mod bench {
                 w.clone(),
                 "server CPU",
                 "s",
-                ccpu[0],
-                ccpu[1],
+                s(0, &Batch::cpu),
+                s(1, &Batch::cpu),
                 "lower",
             ));
             rows.push(row(
@@ -1335,77 +1535,90 @@ mod bench {
                 w.clone(),
                 "server CPU per GB served",
                 "s/GB",
-                cpu_per_gb[0],
-                cpu_per_gb[1],
+                s(0, &Batch::cpu_per_gb),
+                s(1, &Batch::cpu_per_gb),
                 "lower",
             ));
-            rows.push(row(k("failed"), w, "failed", "", fails[0], fails[1], ""));
+            rows.push(row(
+                k("failed"),
+                w,
+                "failed",
+                "",
+                s(0, &|b| b.errors.len() as f64),
+                s(1, &|b| b.errors.len() as f64),
+                "",
+            ));
+            if variant == "raw" {
+                git_raw = std::mem::take(&mut b[1]);
+            }
         }
+        let git_raw_thr = summary(&git_raw, Batch::throughput);
+        let git_raw_wall = summary(&git_raw, Batch::wall);
+        let git_raw_cpu = summary(&git_raw, Batch::cpu);
+        let git_raw_fails = summary(&git_raw, |b| b.errors.len() as f64);
 
         // The same 16 raw fetches from a seedd with the pack cache (issue 13 §3; admission on
-        // the first request, cold: one git run, 15 readers of its file).
-        let cached_raw16: (f64, f64, f64, u64, usize);
-        let cached_split16: (f64, f64);
-        let cached_warm16: (f64, f64);
-        let cached = {
-            let cached_dir = scratch.join("data-cached");
-            std::fs::create_dir_all(&cached_dir).unwrap();
-            seedd_tests::run(
-                Command::new("cp")
-                    .arg("-a")
-                    .arg(&data_storage)
-                    .arg(cached_dir.join("storage")),
-            );
-            if let Some(big) = &big {
-                seedd_tests::run(
-                    Command::new("cp")
-                        .arg("-al")
-                        .arg(&big.path)
-                        .arg(cached_dir.join("storage").join(&big.canonical)),
-                );
-            }
-            let cached = Seed::start(SeedOptions {
-                data_dir: Some(cached_dir),
-                env: seed_env
-                    .iter()
-                    .cloned()
-                    .chain([("SEEDD_HTTP__PACK_CACHE__ADMISSION".into(), "first".into())])
-                    .collect(),
-                ..SeedOptions::default()
-            });
-            cached.rescan();
-            let s = Server {
-                label: "seedd+cache",
-                pid: cached.child.id(),
-                addr: cached.http,
-                suffix: ".git",
-            };
+        // the first request), cold: restarted with its cache dir emptied each round (one git
+        // run, 15 readers of its file); then the same 16 again, warm (every one a hit).
+        let mut cached_cold: Vec<Batch> = Vec::new();
+        let mut cached_warm: Vec<Batch> = Vec::new();
+        let mut cached_split16 = (0.0, 0.0);
+        let mut cache_server: Option<Server> = None;
+        for round in 0..rounds {
+            drop(cache_server.take());
+            let _ = std::fs::remove_dir_all(cached_dir.join("cache"));
+            let s = ctx.start_seedd("seedd+cache", &cached_dir, &cache_env, false);
             ctx.log(&format!(
-                "{CONCURRENT} concurrent raw v2 fetches of medium from seedd with the pack cache"
+                "round {}/{rounds}: {CONCURRENT} concurrent raw v2 fetches of medium from seedd with the pack cache, cold then warm",
+                round + 1
             ));
             let req = fetch_request(&s, medium, &[&medium.head, &rad_id]);
             // SEEDD_BENCH_PERF=1: a `perf record -g` of the seedd process (its own threads, not
-            // its git children) over the cold and warm 16, into <target>/seedd-bench-cache.perf.
-            let perf = perf_record(s.pid, &target.join("seedd-bench-cache.perf"), &mut notes);
-            let (ok, errors, b, w, c) = ctx.concurrent_raw(&s, &req, CONCURRENT);
-            cached_raw16 = (b as f64 / 1e6 / w, w, c, b, errors.len());
-            cached_split16 = ctx.last_split.get();
-            if let Some(e) = errors.first() {
+            // its git children) over the first round's cold and warm 16, into
+            // <target>/seedd-bench-cache.perf.
+            let perf = if round == 0 {
+                perf_record(s.pid, &target.join("seedd-bench-cache.perf"), &mut notes)
+            } else {
+                None
+            };
+            let b = ctx.concurrent_raw(&s, &req, CONCURRENT);
+            let (own, rest) = ctx.last_split.get();
+            cached_split16 = (cached_split16.0 + own, cached_split16.1 + rest);
+            if let Some(e) = b.errors.first() {
                 notes.push(format!(
-                    "{} of {CONCURRENT} concurrent raw fetches from seedd with the pack cache failed (ok {ok}), first error: {e}",
-                    errors.len()
+                    "{} of {CONCURRENT} concurrent raw fetches from seedd with the pack cache failed (ok {}), first error: {e}",
+                    b.errors.len(),
+                    b.ok
                 ));
             }
-            let (git_thr, git_wall, git_cpu, git_fails) = git_raw;
-            let w_label = format!("{CONCURRENT} concurrent raw v2 fetches, medium, pack cache");
+            cached_cold.push(b);
+            let b = ctx.concurrent_raw(&s, &req, CONCURRENT);
+            if let Some(e) = b.errors.first() {
+                notes.push(format!(
+                    "{} of {CONCURRENT} warm cached raw fetches failed (ok {}), first error: {e}",
+                    b.errors.len(),
+                    b.ok
+                ));
+            }
+            cached_warm.push(b);
+            perf_stop(perf);
+            cache_server = Some(s);
+        }
+        cached_split16 = (
+            cached_split16.0 / rounds as f64,
+            cached_split16.1 / rounds as f64,
+        );
+        {
+            let w_label =
+                format!("{CONCURRENT} concurrent raw v2 fetches, medium, pack cache cold");
             let k = |m: &str| format!("concurrent_raw_cached_{m}");
             rows.push(row(
                 k("throughput_mb_s"),
                 w_label.clone(),
                 "aggregate pack bytes/s",
                 "MB/s",
-                Some(b as f64 / 1e6 / w),
-                git_thr,
+                summary(&cached_cold, Batch::throughput),
+                git_raw_thr,
                 "higher",
             ));
             rows.push(row(
@@ -1413,8 +1626,8 @@ mod bench {
                 w_label.clone(),
                 "wall time",
                 "s",
-                Some(w),
-                git_wall,
+                summary(&cached_cold, Batch::wall),
+                git_raw_wall,
                 "lower",
             ));
             rows.push(row(
@@ -1422,8 +1635,8 @@ mod bench {
                 w_label.clone(),
                 "server CPU",
                 "s",
-                Some(c),
-                git_cpu,
+                summary(&cached_cold, Batch::cpu),
+                git_raw_cpu,
                 "lower",
             ));
             rows.push(row(
@@ -1431,23 +1644,10 @@ mod bench {
                 w_label,
                 "failed",
                 "",
-                Some(errors.len() as f64),
-                git_fails,
+                summary(&cached_cold, |b| b.errors.len() as f64),
+                git_raw_fails,
                 "",
             ));
-            // The same 16 again: every one a hit (the next wave after a release).
-            ctx.log(&format!(
-                "{CONCURRENT} concurrent raw v2 fetches of medium from seedd with the pack cache, warm"
-            ));
-            let (ok, errors, b, w, c) = ctx.concurrent_raw(&s, &req, CONCURRENT);
-            if let Some(e) = errors.first() {
-                notes.push(format!(
-                    "{} of {CONCURRENT} warm cached raw fetches failed (ok {ok}), first error: {e}",
-                    errors.len()
-                ));
-            }
-            cached_warm16 = (b as f64 / 1e6 / w, c);
-            perf_stop(perf);
             let w_label =
                 format!("{CONCURRENT} concurrent raw v2 fetches, medium, pack cache warm");
             let k = |m: &str| format!("concurrent_raw_cached_warm_{m}");
@@ -1456,8 +1656,8 @@ mod bench {
                 w_label.clone(),
                 "aggregate pack bytes/s",
                 "MB/s",
-                Some(b as f64 / 1e6 / w),
-                git_thr,
+                summary(&cached_warm, Batch::throughput),
+                git_raw_thr,
                 "higher",
             ));
             rows.push(row(
@@ -1465,168 +1665,180 @@ mod bench {
                 w_label,
                 "server CPU",
                 "s",
-                Some(c),
-                git_cpu,
+                summary(&cached_warm, Batch::cpu),
+                git_raw_cpu,
                 "lower",
             ));
-            cached
-        };
-        let cached_server = Server {
-            label: "seedd+cache",
-            pid: cached.child.id(),
-            addr: cached.http,
-            suffix: ".git",
-        };
-        // One fetch at a time costs 0.1–0.2 s of server CPU on the tuned layouts (10 ms ticks):
-        // at least 5 rounds.
-        let rounds_or_one = rounds.max(5);
+        }
+        let cache_s = cache_server.take().expect("at least one round");
 
-        // Issue 13 §4, layouts: git http-backend on the naive and on the tuned medium, seedd
-        // with the pack cache off and on.
-        let naive_root = data::naive_root(&cache);
-        let naive_cgi = CgiProcess::start(&naive_root);
-        let naive_server = Server {
-            label: "git naive",
-            pid: naive_cgi.child.id(),
-            addr: naive_cgi.addr,
-            suffix: "",
-        };
+        // Issue 13 §4, layouts: git http-backend on the layout seedd's fetches leave before
+        // maintenance and on the tuned medium, seedd with the pack cache off and on.
+        let naive = ctx.start_bridge("seedd before maintenance", &naive_root);
         let naive_packs = data::pack_count(&naive_root.join(&medium.canonical));
         let layout_servers: [(&Server, String); 4] = [
             (
-                &naive_server,
-                format!("G-naive ({naive_packs} packs, loose refs, no bitmap/commit-graph)"),
+                &naive,
+                format!("unmaintained: {naive_packs} packs, loose refs, no bitmap/commit-graph; git http-backend"),
             ),
             (
-                &servers[1],
+                &s1,
                 "G-tuned (repack -adb, commit-graph, packed refs)".into(),
             ),
-            (&servers[0], "G-tuned, same files as git tuned".into()),
-            (&cached_server, "G-tuned, same files, cache cold".into()),
+            (&s0, "G-tuned, same files as git tuned".into()),
+            (&cache_s, "G-tuned, same files, cache cold".into()),
         ];
-        let mut layouts: Vec<Layout> = Vec::new();
-        for (s, layout) in &layout_servers {
-            let is_cache = s.label == "seedd+cache";
-            let one = fetch_request_with(s, medium, &[&medium.head, &rad_id], false);
-            // One cold full fetch, the median of the rounds. For the cache each round is a
-            // request it has not seen: no thin-pack, and one more `want` of an ancestor of the
-            // head (`head~k`), so the same objects and the same pack under another key.
-            ctx.log(&format!("one full raw v2 fetch of medium from {}", s.label));
-            let (cpu1, wall1, bytes1, err1) = if is_cache {
-                let (mut cpu, mut wall, mut bytes, mut errors) =
-                    (Vec::new(), Vec::new(), Vec::new(), Vec::new());
-                let mut split = (0.0, 0.0);
-                // SEEDD_BENCH_PERF=1: these cold fetches too, into seedd-bench-cold.perf.
-                let perf = perf_record(s.pid, &target.join("seedd-bench-cold.perf"), &mut notes);
-                for k in 1..=rounds_or_one {
-                    let ancestor = stdout(&run(git(&ctx.home)
-                        .arg("--git-dir")
-                        .arg(&medium.path)
-                        .args(["rev-parse", &format!("{}~{k}", medium.head)])));
-                    let wants = [medium.head.as_str(), rad_id.as_str(), ancestor.as_str()];
-                    let req = fetch_request_with(s, medium, &wants, false);
-                    let (_, e, b, w, c) = ctx.concurrent_raw(s, &req, 1);
-                    errors.extend(e);
-                    cpu.push(c);
-                    wall.push(w);
-                    bytes.push(b);
-                    let (own, children) = ctx.last_split.get();
-                    split = (split.0 + own, split.1 + children);
-                }
-                perf_stop(perf);
-                // The pack is the same; its side-band framing follows git's pipe reads, so
-                // the responses differ by a few hundred bytes of packet headers.
-                let (lo, hi) = (
-                    bytes.iter().min().copied().unwrap_or(0),
-                    bytes.iter().max().copied().unwrap_or(0),
-                );
-                if hi - lo > hi / 1000 {
-                    notes.push(format!(
-                        "layouts: cold cache fetches differ in bytes: {bytes:?}"
-                    ));
-                }
-                let n = rounds_or_one as f64;
-                ctx.last_split.set((split.0 / n, split.1 / n));
-                (median(&mut cpu), median(&mut wall), bytes[0], errors)
-            } else {
-                ctx.single(s, &one, rounds_or_one)
-            };
-            let split1 = ctx.last_split.get();
-            let (thr, wall16, cpu16, bytes16, fails16, split16) = if is_cache {
-                let (a, b, c, d, e) = cached_raw16;
-                (a, b, c, d, e, cached_split16)
-            } else {
-                ctx.log(&format!(
-                    "{CONCURRENT} concurrent raw v2 fetches of medium from {}",
-                    s.label
-                ));
-                let req = fetch_request(s, medium, &[&medium.head, &rad_id]);
-                let (_, errors, b, w, c) = ctx.concurrent_raw(s, &req, CONCURRENT);
-                if let Some(e) = errors.first() {
-                    notes.push(format!("layouts: raw fetches from {}: {e}", s.label));
-                }
-                (
-                    b as f64 / 1e6 / w,
-                    w,
-                    c,
-                    b,
-                    errors.len(),
-                    ctx.last_split.get(),
-                )
-            };
-            if let Some(e) = err1.first() {
-                notes.push(format!("layouts: one fetch from {}: {e}", s.label));
-            }
-            layouts.push(Layout {
-                label: s.label,
-                layout: layout.clone(),
-                cpu1,
-                wall1,
-                bytes1,
-                thr16: thr,
-                wall16,
-                cpu16,
-                bytes16,
-                fails16,
-                split1,
-                split16,
-            });
+        let cache_li = 3;
+        // For the cache each round is a request it has not seen: no thin-pack, and one more
+        // `want` of an ancestor of the head (`head~k`), so the same objects and the same pack
+        // under another key.
+        let ancestors: Vec<String> = (1..=rounds)
+            .map(|k| {
+                stdout(&run(git(&ctx.home)
+                    .arg("--git-dir")
+                    .arg(&medium.path)
+                    .args(["rev-parse", &format!("{}~{k}", medium.head)])))
+            })
+            .collect();
+        let mut singles1: Vec<Singles> =
+            layout_servers.iter().map(|_| Singles::default()).collect();
+        let mut sixteen: Vec<Vec<Batch>> = layout_servers.iter().map(|_| Vec::new()).collect();
+        let mut split16_sum = [(0.0, 0.0); 4];
+        // An untimed warm-up of the servers without a cache (the unmaintained one is fresh).
+        for (s, _) in &layout_servers[..cache_li] {
+            let _ = ctx.concurrent_raw(
+                s,
+                &fetch_request_with(s, medium, &[&medium.head, &rad_id], false),
+                1,
+            );
         }
-        drop(naive_cgi);
+        // SEEDD_BENCH_PERF=1: the cache's cold fetches too, into seedd-bench-cold.perf.
+        let perf = perf_record(
+            cache_s.pid,
+            &target.join("seedd-bench-cold.perf"),
+            &mut notes,
+        );
+        for (round, ancestor) in ancestors.iter().enumerate() {
+            for li in abba(round, layout_servers.len()) {
+                let s = layout_servers[li].0;
+                ctx.log(&format!(
+                    "round {}/{rounds}: layouts: one full raw v2 fetch of medium from {}{}",
+                    round + 1,
+                    s.label,
+                    if li == cache_li {
+                        String::new()
+                    } else {
+                        format!(", then {CONCURRENT} concurrent")
+                    }
+                ));
+                let req = if li == cache_li {
+                    let wants = [medium.head.as_str(), rad_id.as_str(), ancestor.as_str()];
+                    fetch_request_with(s, medium, &wants, false)
+                } else {
+                    fetch_request_with(s, medium, &[&medium.head, &rad_id], false)
+                };
+                let b = ctx.concurrent_raw(s, &req, 1);
+                let (own, rest) = ctx.last_split.get();
+                let o = &mut singles1[li];
+                o.cpu.push(b.cpu());
+                o.wall.push(b.wall());
+                o.bytes.push(b.bytes);
+                o.errors.extend(b.errors);
+                o.split = (o.split.0 + own, o.split.1 + rest);
+                if li != cache_li {
+                    let req = fetch_request(s, medium, &[&medium.head, &rad_id]);
+                    let b = ctx.concurrent_raw(s, &req, CONCURRENT);
+                    if let Some(e) = b.errors.first() {
+                        notes.push(format!("layouts: raw fetches from {}: {e}", s.label));
+                    }
+                    let (own, rest) = ctx.last_split.get();
+                    split16_sum[li] = (split16_sum[li].0 + own, split16_sum[li].1 + rest);
+                    sixteen[li].push(b);
+                }
+            }
+        }
+        perf_stop(perf);
+        // The pack is the same; its side-band framing follows git's pipe reads, so the
+        // responses differ by a few hundred bytes of packet headers.
+        {
+            let bytes = &singles1[cache_li].bytes;
+            let (lo, hi) = (
+                bytes.iter().min().copied().unwrap_or(0),
+                bytes.iter().max().copied().unwrap_or(0),
+            );
+            if hi - lo > hi / 1000 {
+                notes.push(format!(
+                    "layouts: cold cache fetches differ in bytes: {bytes:?}"
+                ));
+            }
+        }
+        let n = rounds as f64;
+        let layouts: Vec<Layout> = layout_servers
+            .iter()
+            .enumerate()
+            .map(|(li, (s, layout))| {
+                let o = &singles1[li];
+                if let Some(e) = o.errors.first() {
+                    notes.push(format!("layouts: one fetch from {}: {e}", s.label));
+                }
+                let (batches, split16) = if li == cache_li {
+                    (&cached_cold, cached_split16)
+                } else {
+                    (&sixteen[li], (split16_sum[li].0 / n, split16_sum[li].1 / n))
+                };
+                Layout {
+                    label: s.label,
+                    layout: layout.clone(),
+                    cpu1: Summary::of(&o.cpu),
+                    wall1: Summary::of(&o.wall),
+                    bytes1: o.bytes.first().copied().unwrap_or(0),
+                    thr16: summary(batches, Batch::throughput),
+                    wall16: summary(batches, Batch::wall),
+                    cpu16: summary(batches, Batch::cpu),
+                    bytes16: batches.first().map_or(0, |b| b.bytes),
+                    fails16: batches.iter().map(|b| b.errors.len()).sum(),
+                    split1: (o.split.0 / n, o.split.1 / n),
+                    split16,
+                }
+            })
+            .collect();
+        drop(layout_servers);
+        drop(naive);
+        drop(cache_s);
         {
             let [naive, tuned, off, on] = &layouts[..] else {
                 unreachable!()
             };
-            let w16 = format!("{CONCURRENT} raw v2 fetches, medium, by layout");
+            let w16 = format!("{CONCURRENT} raw v2 fetches, medium, by layout, warm");
             for (x, base, k) in [
                 (on, tuned, "on_vs_tuned"),
-                (on, naive, "on_vs_naive"),
+                (on, naive, "on_vs_unmaintained"),
                 (off, tuned, "off_vs_tuned"),
-                (off, naive, "off_vs_naive"),
+                (off, naive, "off_vs_unmaintained"),
             ] {
                 rows.push(row(
                     format!("layout_raw16_throughput_{k}"),
                     w16.clone(),
                     &format!("MB/s {} / {}", x.label, base.label),
                     "MB/s",
-                    Some(x.thr16),
-                    Some(base.thr16),
+                    x.thr16,
+                    base.thr16,
                     "higher",
                 ));
             }
-            let w1 = "one cold full raw v2 fetch, medium".to_owned();
+            let w1 = "one full raw v2 fetch, medium (cache: one it has not seen)".to_owned();
             for (x, base, k) in [
                 (on, tuned, "on_vs_tuned"),
                 (off, tuned, "off_vs_tuned"),
-                (on, naive, "on_vs_naive"),
+                (on, naive, "on_vs_unmaintained"),
             ] {
                 rows.push(row(
                     format!("layout_cold1_cpu_{k}"),
                     w1.clone(),
                     &format!("CPU {} / {}", x.label, base.label),
                     "s",
-                    Some(x.cpu1),
-                    Some(base.cpu1),
+                    x.cpu1,
+                    base.cpu1,
                     "lower",
                 ));
             }
@@ -1635,99 +1847,117 @@ mod bench {
                 w1,
                 "bytes seedd+cache / git tuned",
                 "MB",
-                Some(on.bytes1 as f64 / 1e6),
-                Some(tuned.bytes1 as f64 / 1e6),
+                one(on.bytes1 as f64 / 1e6),
+                one(tuned.bytes1 as f64 / 1e6),
                 "lower",
             ));
-            let wr = format!("server CPU for {CONCURRENT} / CPU for 1");
-            for (x, base, k) in [(on, tuned, "on_vs_tuned"), (off, naive, "off_vs_naive")] {
+            let wr = format!("server CPU for {CONCURRENT} / CPU for 1 (medians)");
+            for (x, base, k) in [
+                (on, tuned, "on_vs_tuned"),
+                (off, naive, "off_vs_unmaintained"),
+            ] {
                 rows.push(row(
                     format!("layout_cpu16_over_cpu1_{k}"),
                     wr.clone(),
                     &format!("{} vs {}", x.label, base.label),
                     "×",
-                    (x.cpu1 > 0.0).then(|| x.cpu16 / x.cpu1),
-                    (base.cpu1 > 0.0).then(|| base.cpu16 / base.cpu1),
+                    one(med(&x.cpu16) / med(&x.cpu1)),
+                    one(med(&base.cpu16) / med(&base.cpu1)),
                     "lower",
                 ));
             }
         }
 
-        // Memory: peak RSS of the server and all its children (sum of VmRSS over the process
-        // tree, sampled every 20 ms) during 16 concurrent full fetches of the biggest dataset.
+        // Memory: 16 concurrent full fetches of the biggest dataset, each server started fresh
+        // in a new scope (the pack cache empty) with every server's files evicted, ABBA order:
+        // the scope's memory.peak (page cache it brought in included), PSS and Σ VmRSS peaks.
+        // The main seedd's data dir is the fresh seedd's: stop it meanwhile.
+        drop(s0);
         let mem_repo = big.as_ref().unwrap_or(big64);
         let big_rad_id = stdout(&run(git(&ctx.home)
             .arg("--git-dir")
             .arg(&mem_repo.path)
             .args(["rev-parse", "refs/rad/id"])));
-        let mut memory: Vec<(&'static str, f64, f64, usize, usize, f64)> = Vec::new();
-        for s in [&servers[0], &cached_server, &servers[1]] {
-            ctx.log(&format!(
-                "{CONCURRENT} concurrent raw v2 fetches of {} from {}, sampling tree RSS",
-                mem_repo.name, s.label
-            ));
-            procfs::settle(s.pid);
-            let before = procfs::tree_rss_kib(s.pid);
-            let sampler = procfs::TreeRssSampler::start(s.pid, Duration::from_millis(20));
-            let req = fetch_request(s, mem_repo, &[&mem_repo.head, &big_rad_id]);
-            let (_, errors, _, _, _) = ctx.concurrent_raw(s, &req, CONCURRENT);
-            let peak = sampler.finish();
-            if let Some(e) = errors.first() {
-                notes.push(format!("memory: fetches from {}: {e}", s.label));
+        let mem_labels = ["seedd", "seedd+cache", "git"];
+        let mut memory: [Vec<Batch>; 3] = Default::default();
+        for round in 0..rounds {
+            for mi in abba(round, 3) {
+                let s = match mi {
+                    0 => ctx.start_seedd("seedd", &data_dir, &main_env, false),
+                    1 => {
+                        let _ = std::fs::remove_dir_all(cached_dir.join("cache"));
+                        ctx.start_seedd("seedd+cache", &cached_dir, &cache_env, false)
+                    }
+                    _ => ctx.start_bridge("git", &storage),
+                };
+                evicted = ctx.evict_all();
+                ctx.log(&format!(
+                    "round {}/{rounds}: memory: {CONCURRENT} concurrent raw v2 fetches of {} from {}, cold",
+                    round + 1,
+                    mem_repo.name,
+                    s.label
+                ));
+                let req = fetch_request(&s, mem_repo, &[&mem_repo.head, &big_rad_id]);
+                let b = ctx.concurrent_raw(&s, &req, CONCURRENT);
+                if let Some(e) = b.errors.first() {
+                    notes.push(format!("memory: fetches from {}: {e}", s.label));
+                }
+                memory[mi].push(b);
+                drop(s);
             }
-            memory.push((
-                s.label,
-                before as f64 / 1024.0,
-                peak.rss as f64 / 1024.0,
-                peak.samples,
-                errors.len(),
-                peak.anon as f64 / 1024.0,
-            ));
         }
+        let mem_peak: Vec<Option<Summary>> = memory
+            .iter()
+            .map(|m| summary(m, Batch::memory_peak_mib))
+            .collect();
+        let mem_pss: Vec<Option<Summary>> =
+            memory.iter().map(|m| summary(m, Batch::pss_mib)).collect();
+        let mem_rss: Vec<Option<Summary>> =
+            memory.iter().map(|m| summary(m, Batch::rss_mib)).collect();
         {
-            let git_peak = memory[2].2;
             let w = format!(
-                "{CONCURRENT} raw v2 fetches {}: server + children RSS",
+                "{CONCURRENT} raw v2 fetches {}, cold: server's scope",
                 mem_repo.name
             );
-            for (label, _, peak, _, _, _) in &memory[..2] {
+            for (mi, key) in [(0, "off"), (1, "cache")] {
+                let label = mem_labels[mi];
                 rows.push(row(
-                    format!(
-                        "memory_tree_peak_{}_mib",
-                        if *label == "seedd" { "off" } else { "cache" }
-                    ),
+                    format!("memory_peak_{key}_mib"),
                     w.clone(),
-                    &format!("peak Σ VmRSS, {label}"),
+                    &format!("memory.peak, {label}"),
                     "MiB",
-                    Some(*peak),
-                    Some(git_peak),
+                    mem_peak[mi],
+                    mem_peak[2],
                     "lower",
                 ));
-            }
-            let git_anon = memory[2].5;
-            for (label, _, _, _, _, anon) in &memory[..2] {
                 rows.push(row(
-                    format!(
-                        "memory_tree_anon_{}_mib",
-                        if *label == "seedd" { "off" } else { "cache" }
-                    ),
+                    format!("memory_pss_peak_{key}_mib"),
                     w.clone(),
-                    &format!("peak Σ RssAnon, {label}"),
+                    &format!("PSS peak, {label}"),
                     "MiB",
-                    Some(*anon),
-                    Some(git_anon),
+                    mem_pss[mi],
+                    mem_pss[2],
                     "lower",
+                ));
+                rows.push(row(
+                    format!("memory_rss_sum_peak_{key}_mib"),
+                    w.clone(),
+                    &format!("Σ VmRSS peak (2nd), {label}"),
+                    "MiB",
+                    mem_rss[mi],
+                    mem_rss[2],
+                    "",
                 ));
             }
         }
 
         // A repository after 100 replicated pushes (100 packs, loose refs): served as pushed,
         // after seedd's own maintenance, and after a fresh `git repack -adb` of a copy.
+        let s0 = ctx.start_seedd("seedd", &data_dir, &main_env, false);
         let pushes_rad_id = stdout(&run(git(&ctx.home)
             .arg("--git-dir")
             .arg(&pushes100.path)
             .args(["rev-parse", "refs/rad/id"])));
-        let fresh_root = scratch.join("fresh");
         std::fs::create_dir_all(&fresh_root).unwrap();
         seedd_tests::run(
             Command::new("cp")
@@ -1741,37 +1971,43 @@ mod bench {
             .arg(fresh_root.join(&pushes100.canonical))
             .args(["repack", "-a", "-d", "-b", "-q"]));
         let fresh_repack_s = t.elapsed().as_secs_f64();
-        let fresh_cgi = CgiProcess::start(&fresh_root);
-        let fresh_server = Server {
-            label: "git fresh repack",
-            pid: fresh_cgi.child.id(),
-            addr: fresh_cgi.addr,
-            suffix: "",
-        };
+        let fresh = ctx.start_bridge("git fresh repack", &fresh_root);
         let packs_pushed = data::pack_count(&pushes100.path);
-        let mut pushes: Vec<(String, f64, u64)> = Vec::new();
-        let measure_pushes = |s: &Server,
-                              what: &str,
-                              pushes: &mut Vec<(String, f64, u64)>,
-                              notes: &mut Vec<String>| {
-            ctx.log(&format!("clone CPU of pushes100 {what} from {}", s.label));
-            let req = fetch_request(s, pushes100, &[&pushes100.head, &pushes_rad_id]);
-            let (cpu, _, bytes, errors) = ctx.single(s, &req, rounds_or_one);
-            if let Some(e) = errors.first() {
-                notes.push(format!("pushes100 {what} from {}: {e}", s.label));
+        let mut pushes: Vec<(String, Option<Summary>, u64)> = Vec::new();
+        let pushes_req =
+            |s: &Server| fetch_request(s, pushes100, &[&pushes100.head, &pushes_rad_id]);
+        let mut measure_pushes = |servers: &[&Server], what: &str, notes: &mut Vec<String>| {
+            ctx.log(&format!(
+                "clone CPU of pushes100 {what} from {}",
+                servers
+                    .iter()
+                    .map(|s| s.label)
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ));
+            for (s, r) in servers
+                .iter()
+                .zip(ctx.singles(servers, &pushes_req, rounds))
+            {
+                if let Some(e) = r.errors.first() {
+                    notes.push(format!("pushes100 {what} from {}: {e}", s.label));
+                }
+                pushes.push((
+                    format!("{} {what}", s.label),
+                    Summary::of(&r.cpu),
+                    r.bytes.first().copied().unwrap_or(0),
+                ));
             }
-            pushes.push((format!("{} {what}", s.label), cpu, bytes));
         };
-        measure_pushes(&servers[1], "as pushed", &mut pushes, &mut notes);
-        measure_pushes(&servers[0], "as pushed", &mut pushes, &mut notes);
+        measure_pushes(&[&s1, &s0], "as pushed", &mut notes);
         ctx.log("maintaining pushes100 with seedd (admin API)");
         let t = Instant::now();
         let maintained = seedd_tests::http_post(
-            &seed.admin_url(&format!(
+            &s0.seed().admin_url(&format!(
                 "/api/v1/repos/rad:{}/maintain",
                 pushes100.canonical
             )),
-            &[("Authorization", &format!("Bearer {}", seed.token()))],
+            &[("Authorization", &format!("Bearer {}", s0.seed().token()))],
             b"",
         );
         let maintain_s = t.elapsed().as_secs_f64();
@@ -1789,10 +2025,9 @@ mod bench {
             }
         };
         let packs_maintained = data::pack_count(&pushes100.path);
-        measure_pushes(&servers[1], "maintained", &mut pushes, &mut notes);
-        measure_pushes(&servers[0], "maintained", &mut pushes, &mut notes);
-        measure_pushes(&fresh_server, "", &mut pushes, &mut notes);
-        drop(fresh_cgi);
+        measure_pushes(&[&s1, &s0], "maintained", &mut notes);
+        measure_pushes(&[&fresh], "", &mut notes);
+        drop(fresh);
         {
             let [git_pushed, seedd_pushed, git_maint, seedd_maint, fresh] = &pushes[..] else {
                 unreachable!()
@@ -1809,8 +2044,8 @@ mod bench {
                     w.clone(),
                     &format!("CPU {} / {}", x.0.trim(), fresh.0.trim()),
                     "s",
-                    Some(x.1),
-                    Some(fresh.1),
+                    x.1,
+                    fresh.1,
                     "lower",
                 ));
             }
@@ -1819,8 +2054,8 @@ mod bench {
                 w,
                 "bytes seedd maintained / fresh",
                 "MB",
-                Some(seedd_maint.2 as f64 / 1e6),
-                Some(fresh.2 as f64 / 1e6),
+                one(seedd_maint.2 as f64 / 1e6),
+                one(fresh.2 as f64 / 1e6),
                 "",
             ));
         }
@@ -1846,46 +2081,55 @@ mod bench {
                 .into_iter()
                 .flat_map(|v| advertised.into_iter().map(move |r| (v, r)))
         {
-            let mut rps = [None, None];
-            let mut cpu_ms = [None, None];
-            let mut body = [None, None];
-            for (i, s) in servers.iter().enumerate() {
-                // With the `Accept-Encoding` git 2.47 (libcurl) sends: a server may answer
-                // gzip-compressed (seedd does for large advertisements; http-backend does not).
-                let req = if variant == "v0" {
-                    format!(
-                        "GET {}/info/refs?service=git-upload-pack HTTP/1.1\r\nHost: {}\r\nUser-Agent: git/2.47\r\nAccept-Encoding: deflate, gzip, br, zstd\r\n\r\n",
-                        s.path(repo),
-                        s.addr
-                    )
-                } else {
-                    format!(
-                        "POST {}/git-upload-pack HTTP/1.1\r\nHost: {}\r\nUser-Agent: git/2.47\r\nAccept-Encoding: deflate, gzip, br, zstd\r\nGit-Protocol: version=2\r\nContent-Type: application/x-git-upload-pack-request\r\nAccept: application/x-git-upload-pack-result\r\nContent-Length: {}\r\n\r\n{v2_body}",
-                        s.path(repo),
-                        s.addr,
-                        v2_body.len()
-                    )
-                };
-                ctx.log(&format!(
-                    "{label} on {set} at {}, {RPS_CONNS} keep-alive connections, {RPS_SECS} s",
-                    s.label
-                ));
-                let (ok, errors, b, w, c) = ctx.rate(s, req.as_bytes(), RPS_CONNS, RPS_SECS);
-                rps[i] = Some(ok as f64 / w);
-                cpu_ms[i] = (ok > 0).then(|| c * 1000.0 / ok as f64);
-                body[i] = Some(b as f64 / 1e3);
-                if errors > 0 {
-                    notes.push(format!("{label} at {}: {errors} failed requests", s.label));
+            let mut rps = [Vec::new(), Vec::new()];
+            let mut cpu_ms = [Vec::new(), Vec::new()];
+            let mut body = [Vec::new(), Vec::new()];
+            for round in 0..rounds {
+                for si in abba(round, 2) {
+                    let s = [&s0, &s1][si];
+                    // With the `Accept-Encoding` git 2.47 (libcurl) sends: a server may answer
+                    // gzip-compressed (seedd does for large advertisements; http-backend does
+                    // not).
+                    let req = if variant == "v0" {
+                        format!(
+                            "GET {}/info/refs?service=git-upload-pack HTTP/1.1\r\nHost: {}\r\nUser-Agent: git/2.47\r\nAccept-Encoding: deflate, gzip, br, zstd\r\n\r\n",
+                            s.path(repo),
+                            s.addr
+                        )
+                    } else {
+                        format!(
+                            "POST {}/git-upload-pack HTTP/1.1\r\nHost: {}\r\nUser-Agent: git/2.47\r\nAccept-Encoding: deflate, gzip, br, zstd\r\nGit-Protocol: version=2\r\nContent-Type: application/x-git-upload-pack-request\r\nAccept: application/x-git-upload-pack-result\r\nContent-Length: {}\r\n\r\n{v2_body}",
+                            s.path(repo),
+                            s.addr,
+                            v2_body.len()
+                        )
+                    };
+                    ctx.log(&format!(
+                        "round {}/{rounds}: {label} on {set} at {}, {RPS_CONNS} keep-alive connections, {RPS_SECS} s",
+                        round + 1,
+                        s.label
+                    ));
+                    let (ok, errors, b, iv) = ctx.rate(s, req.as_bytes(), RPS_CONNS, RPS_SECS);
+                    rps[si].push(ok as f64 / iv.wall.as_secs_f64().max(1e-9));
+                    cpu_ms[si].push(if ok > 0 {
+                        iv.cpu_secs() * 1000.0 / ok as f64
+                    } else {
+                        f64::NAN
+                    });
+                    body[si].push(b as f64 / 1e3);
+                    if errors > 0 {
+                        notes.push(format!("{label} at {}: {errors} failed requests", s.label));
+                    }
                 }
             }
-            let w = format!("{label} {set} ({RPS_CONNS} conns)");
+            let w = format!("{label} {set} ({RPS_CONNS} conns), warm");
             rows.push(row(
                 format!("{key}_{variant}_req_per_s"),
                 w.clone(),
                 "requests/s",
                 "req/s",
-                rps[0],
-                rps[1],
+                Summary::of(&rps[0]),
+                Summary::of(&rps[1]),
                 "higher",
             ));
             rows.push(row(
@@ -1893,8 +2137,8 @@ mod bench {
                 w.clone(),
                 "server CPU per request",
                 "ms",
-                cpu_ms[0],
-                cpu_ms[1],
+                Summary::of(&cpu_ms[0]),
+                Summary::of(&cpu_ms[1]),
                 "lower",
             ));
             rows.push(row(
@@ -1902,35 +2146,38 @@ mod bench {
                 w,
                 "response body",
                 "kB",
-                body[0],
-                body[1],
+                Summary::of(&body[0]),
+                Summary::of(&body[1]),
                 "",
             ));
         }
+        drop(s1);
+        drop(s0);
 
         // Floors from the issue.
-        let clone_ratio = cold_cpu[0] / cold_cpu[1];
+        let medium_cold_cpu = |si: usize| summary(&full[2][si][0], |c| c.iv.cpu_secs());
+        let clone_ratio = med(&medium_cold_cpu(0)) / med(&medium_cold_cpu(1));
         let clone_ok = clone_ratio.is_finite() && clone_ratio <= 1.2;
-        let growth: Vec<f64> = rss
-            .iter()
-            .map(|(_, b, p, _)| p.saturating_sub(*b) as f64 / 1024.0)
-            .collect();
-        let peaks: Vec<f64> = rss.iter().map(|(_, _, p, _)| *p as f64 / 1024.0).collect();
-        // Flat: the 64 MiB clone raises the peak by less than 8 MiB over the 16 MiB one
+        let medium_warm_cpu = |si: usize| summary(&full[2][si][1], |c| c.iv.cpu_secs());
+        let clone_warm_ratio = med(&medium_warm_cpu(0)) / med(&medium_warm_cpu(1));
+        let peaks: Vec<f64> = (0..2).map(|ri| med(&proc_pss(ri).1)).collect();
+        let growth: Vec<f64> = (0..2).map(|ri| med(&proc_pss(ri).2)).collect();
+        // Flat: the 64 MiB clone raises seedd's peak by less than 8 MiB over the 16 MiB one
         // (buffering the pack would add ≥ 48 MiB).
-        let rss_delta = if peaks.len() == 2 {
-            peaks[1] - peaks[0]
-        } else {
-            f64::NAN
-        };
+        let rss_delta = peaks[1] - peaks[0];
         let rss_flat = rss_delta.is_finite() && rss_delta < 8.0;
 
         // Output: table.
         let git_version = cmd_out(Command::new("git").arg("--version"));
-        let cpus = std::thread::available_parallelism().map_or(0, |n| n.get());
+        // Every online core (the bench itself is pinned to the load cores).
+        let cpus = prov.cores;
         let mut t = String::new();
         let _ = writeln!(t);
-        let _ = writeln!(t, "seedd vs git http-backend (CGI), same repositories, same run — {git_version}, {cpus} CPUs, CLK_TCK {}", ctx.tck);
+        let _ = writeln!(
+            t,
+            "seedd vs git http-backend (CGI), same repositories, same run — {git_version}, {cpus} cores"
+        );
+        let _ = writeln!(t, "{}", prov.line());
         let _ = writeln!(
             t,
             "datasets (repack -adb, commit-graph, packed refs): medium {:.1} MB packed ({MEDIUM_COMMITS} commits, {MEDIUM_FILES} files); big16 {:.1} MB; big64 {:.1} MB; refs10k {TAGS} tags; refs100k {TAGS_100K} tags",
@@ -1938,18 +2185,32 @@ mod bench {
             big16.pack_bytes() as f64 / 1e6,
             big64.pack_bytes() as f64 / 1e6
         );
-        let _ = writeln!(t, "ratio = seedd / git; 'better' says which direction is good. Server CPU = Δ(utime+stime+cutime+cstime) of the server process.");
+        let _ = writeln!(
+            t,
+            "each server in its own cgroup pinned to the server cores (seedd with its git children; each CGI bridge with git http-backend and its gits); bench and clients on the load cores. {}",
+            measure::cgroup_method()
+        );
+        let _ = writeln!(
+            t,
+            "server CPU = the scope's cgroup CPU; memory.peak = the scope's (page cache it brought in included), PSS and Σ VmRSS (secondary) sampled every 20 ms. {rounds} rounds, servers in ABBA order, median [min–max]; ratio = seedd / git of the medians; 'better' says which direction is good."
+        );
+        let _ = writeln!(
+            t,
+            "cold = servers restarted (seedd's caches empty), repositories, data dirs and caches of every server evicted from the page cache (last: {} files, {:.1} MB); warm = served before by the same process.",
+            evicted.files,
+            evicted.bytes as f64 / 1e6
+        );
         let _ = writeln!(t);
         write_table(
             &mut t,
             ["workload", "metric", "seedd", "git", "ratio", "unit"],
-            [40, 26, 10, 10, 8, 6],
-            112,
+            [58, 44, 26, 26, 8, 6],
+            184,
             rows.iter().map(|r| TableLine {
                 group: &r.workload,
                 metric: &r.metric,
-                seedd: fmt(r.seedd),
-                other: fmt(r.git),
+                seedd: show(&r.seedd),
+                other: show(&r.git),
                 ratio: r.ratio().map_or("".into(), |x| format!("{x:.2}×")),
                 unit: r.unit,
                 better: r.better,
@@ -1958,28 +2219,31 @@ mod bench {
         let _ = writeln!(t);
         let _ = writeln!(
             t,
-            "floor: cold full clone CPU ≤ 1.2× git: {:.2}× → {}",
-            clone_ratio,
+            "floor: cold full clone CPU ≤ 1.2× git (medium, medians): {clone_ratio:.2}× → {} (warm: {clone_warm_ratio:.2}×)",
             if clone_ok { "MET" } else { "NOT MET" }
         );
         let _ = writeln!(
             t,
-            "floor: seedd RSS flat as repo size grows: VmHWM {} MiB after the 16 MiB clone, {} MiB after the 64 MiB clone (Δ {:.1} MiB; growth during each clone {}) → {}",
-            fmt(peaks.first().copied()),
-            fmt(peaks.get(1).copied()),
+            "floor: seedd flat as repo size grows (PSS peak of the seedd process alone, cold clones, medians): {} MiB in the 16 MiB clone, {} MiB in the 64 MiB clone (Δ {:.1} MiB; growth during each clone {}) → {}",
+            fmt(Some(peaks[0])),
+            fmt(Some(peaks[1])),
             rss_delta,
-            growth.iter().map(|g| format!("{g:.1}")).collect::<Vec<_>>().join(" / "),
+            growth
+                .iter()
+                .map(|g| format!("{g:.1}"))
+                .collect::<Vec<_>>()
+                .join(" / "),
             if rss_flat { "FLAT" } else { "GROWS" }
         );
         // Issue 13 §4 targets.
         let _ = writeln!(t);
         let _ = writeln!(
             t,
-            "layouts, medium ({CONCURRENT} raw v2 fetches; one cold fetch = median of {rounds_or_one} after a warm-up, for the cache of {rounds_or_one} requests it had not seen):"
+            "layouts, medium ({CONCURRENT} raw v2 fetches; one fetch = median of {rounds}, warm, after an untimed one; for the cache {rounds} requests it had not seen; medians; self = the server process's own /proc ticks, rest = the scope's other processes):"
         );
         let _ = writeln!(
             t,
-            "  {:<18} {:<58} {:>9} {:>8} {:>9} {:>9} {:>8} {:>9} {:>15} {:>15}",
+            "  {:<26} {:<74} {:>9} {:>8} {:>9} {:>9} {:>8} {:>9} {:>15} {:>15}",
             "server",
             "layout served",
             "MB/s 16",
@@ -1988,24 +2252,20 @@ mod bench {
             "CPU 1 s",
             "16 / 1",
             "MB 1",
-            "1: self+git s",
-            "16: self+git s"
+            "1: self+rest s",
+            "16: self+rest s"
         );
         for l in &layouts {
             let _ = writeln!(
                 t,
-                "  {:<18} {:<58} {:>9.1} {:>8.2} {:>9.2} {:>9.3} {:>7.2}× {:>9.2} {:>7.3}+{:<7.3} {:>7.2}+{:<7.2}",
+                "  {:<26} {:<74} {:>9.1} {:>8.2} {:>9.2} {:>9.3} {:>7.2}× {:>9.2} {:>7.3}+{:<7.3} {:>7.2}+{:<7.2}",
                 l.label,
                 l.layout,
-                l.thr16,
-                l.wall16,
-                l.cpu16,
-                l.cpu1,
-                if l.cpu1 > 0.0 {
-                    l.cpu16 / l.cpu1
-                } else {
-                    f64::NAN
-                },
+                med(&l.thr16),
+                med(&l.wall16),
+                med(&l.cpu16),
+                med(&l.cpu1),
+                med(&l.cpu16) / med(&l.cpu1),
                 l.bytes1 as f64 / 1e6,
                 l.split1.0,
                 l.split1.1,
@@ -2019,90 +2279,108 @@ mod bench {
                 unreachable!()
             };
             let mut target = |what: String, v: f64, met: bool| targets.push((what, v, met));
-            let x = on.thr16 / tuned.thr16;
+            let x = med(&on.thr16) / med(&tuned.thr16);
             target(
                 format!("{CONCURRENT} concurrent throughput, seedd+cache ≥ 5× git tuned"),
                 x,
                 x >= 5.0,
             );
-            let x = cached_warm16.0 / tuned.thr16;
+            let x = med(&summary(&cached_warm, Batch::throughput)) / med(&tuned.thr16);
             target(
                 format!("{CONCURRENT} concurrent throughput, seedd+cache warm ≥ 5× git tuned"),
                 x,
                 x >= 5.0,
             );
-            let x = on.thr16 / naive.thr16;
+            let x = med(&on.thr16) / med(&naive.thr16);
             target(
-                format!("{CONCURRENT} concurrent throughput, seedd+cache ≥ 20× git naive"),
+                format!(
+                    "{CONCURRENT} concurrent throughput, seedd+cache ≥ 20× seedd before maintenance (git http-backend on the unmaintained layout)"
+                ),
                 x,
                 x >= 20.0,
             );
-            let x = off.thr16 / naive.thr16;
+            let x = med(&off.thr16) / med(&naive.thr16);
             target(
-                format!("{CONCURRENT} concurrent throughput, seedd (cache off) ≥ 20× git naive"),
+                format!(
+                    "{CONCURRENT} concurrent throughput, seedd (cache off) ≥ 20× seedd before maintenance (git http-backend on the unmaintained layout)"
+                ),
                 x,
                 x >= 20.0,
             );
-            let x = on.cpu16 / on.cpu1;
+            let x = med(&on.cpu16) / med(&on.cpu1);
             target(
                 format!("seedd+cache CPU for {CONCURRENT} ≤ 1.2× CPU for 1"),
                 x,
                 x <= 1.2,
             );
-            let x = on.cpu1 / tuned.cpu1;
+            let x = med(&on.cpu1) / med(&tuned.cpu1);
             target(
-                "one cold clone CPU, seedd+cache ≤ 1.1× git tuned".into(),
+                "one cache-cold clone CPU, seedd+cache ≤ 1.1× git tuned".into(),
                 x,
                 x <= 1.1,
             );
-            let x = off.cpu1 / tuned.cpu1;
+            let x = med(&off.cpu1) / med(&tuned.cpu1);
             target(
-                "one cold clone CPU, seedd (cache off) ≤ 1.1× git tuned".into(),
+                "one clone CPU, seedd (cache off) ≤ 1.1× git tuned".into(),
                 x,
                 x <= 1.1,
             );
             let x = on.bytes1 as f64 / tuned.bytes1 as f64;
             target(
-                "one cold clone bytes, seedd+cache ≤ 1.05× git tuned".into(),
+                "one cache-cold clone bytes, seedd+cache ≤ 1.05× git tuned".into(),
                 x,
                 x <= 1.05,
             );
-            let git_peak = memory[2].2;
-            for (label, _, peak, _, _, _) in &memory[..2] {
-                let x = peak / git_peak;
+            for mi in 0..2 {
+                let x = med(&mem_peak[mi]) / med(&mem_peak[2]);
                 target(
                     format!(
-                        "memory (tree RSS, {CONCURRENT} × {}), {label} ≤ 0.1× git",
-                        mem_repo.name
+                        "memory (memory.peak of the server's scope, {CONCURRENT} × {}, cold), {} ≤ 0.1× git",
+                        mem_repo.name, mem_labels[mi]
                     ),
                     x,
                     x <= 0.1,
                 );
             }
-            let fresh = pushes[4].1;
+            let fresh = med(&pushes[4].1);
             for (i, who) in [(2, "git http-backend"), (3, "seedd")] {
-                let x = pushes[i].1 / fresh;
+                let x = med(&pushes[i].1) / fresh;
                 target(format!("pushes100 maintained by seedd, served by {who}: clone CPU ≤ 1.2× a fresh repack -adb (git)"), x, x <= 1.2);
             }
         }
         let _ = writeln!(
             t,
-            "memory, {CONCURRENT} raw v2 fetches of {} ({:.1} MB packed; Σ VmRSS of server + children every 20 ms; MiB before / peak / samples / failed):",
+            "memory, {CONCURRENT} raw v2 fetches of {} ({:.1} MB packed), cold (fresh server, evicted), the server's scope, MiB, median [min–max]:",
             mem_repo.name,
             mem_repo.pack_bytes() as f64 / 1e6
         );
-        for (label, before, peak, samples, fails, anon) in &memory {
+        let _ = writeln!(
+            t,
+            "  {:<12} {:>26} {:>26} {:>26} {:>7}  PSS / git",
+            "server", "memory.peak", "PSS peak", "Σ VmRSS peak (2nd)", "failed"
+        );
+        for mi in 0..3 {
             let _ = writeln!(
                 t,
-                "  {label:<12} {before:>8.1} {peak:>9.1} {samples:>6} {fails:>3}   (peak Σ RssAnon {anon:.1})"
+                "  {:<12} {:>26} {:>26} {:>26} {:>7}  {:.2}×",
+                mem_labels[mi],
+                show(&mem_peak[mi]),
+                show(&mem_pss[mi]),
+                show(&mem_rss[mi]),
+                memory[mi].iter().map(|b| b.errors.len()).sum::<usize>(),
+                med(&mem_pss[mi]) / med(&mem_pss[2])
             );
         }
-        let _ = writeln!(t, "pushes100 clone (one full raw v2 fetch, median of {rounds_or_one}; server CPU s / MB):");
+        let _ = writeln!(
+            t,
+            "pushes100 clone (one full raw v2 fetch, {rounds} rounds, warm; server CPU s median [min–max] / MB):"
+        );
         for (label, cpu, bytes) in &pushes {
             let _ = writeln!(
                 t,
-                "  {:<32} {cpu:>7.3} {:>8.2}",
+                "  {:<32} {:>26} {:>8.2}",
                 label.trim(),
+                show(cpu),
                 *bytes as f64 / 1e6
             );
         }
@@ -2120,186 +2398,112 @@ mod bench {
         let elapsed = started.elapsed().as_secs_f64();
         let _ = writeln!(
             t,
-            "total bench time {elapsed:.0} s (VmHWM at seedd start {:.1} MiB)",
-            hwm_at_start as f64 / 1024.0
+            "total bench time {elapsed:.0} s (PSS of the seedd process after its start {:.1} MiB)",
+            pss_at_start as f64 / 1024.0
         );
         print!("{t}");
 
         // Output: JSON.
         let unix = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0.0, |d| d.as_secs_f64().floor());
-        let json = Json::obj(vec![
-            ("schema", Json::Num(1.0)),
-            ("unix_time", Json::Num(unix)),
-            ("git_version", Json::Str(git_version)),
-            ("cpus", Json::Num(cpus as f64)),
-            ("clk_tck", Json::Num(ctx.tck)),
-            ("duration_s", Json::Num(elapsed)),
-            ("seedd_binary", Json::Str(seedd_bin.display().to_string())),
-            (
-                "settings",
-                Json::obj(vec![
-                    ("rounds", Json::Num(rounds as f64)),
-                    ("concurrent_clones", Json::Num(CONCURRENT as f64)),
-                    ("rps_seconds", Json::Num(RPS_SECS)),
-                    ("rps_connections", Json::Num(RPS_CONNS as f64)),
-                    ("seedd_env", Json::Str("RUST_LOG=info SEEDD_HTTP__PACK_QUEUE_TIMEOUT_MS=600000 SEEDD_HTTP__PACK_QUEUE=64 SEEDD_HTTP__RATE__PER_IP_REQUESTS_PER_SECOND=0 SEEDD_HTTP__RATE__PER_REPO_CONCURRENT_PACKS=0 SEEDD_HTTP__RATE__SHED_NEW_CLONES=false".into())),
-                ]),
-            ),
-            (
-                "datasets",
-                Json::Arr(
-                    repos
-                        .iter()
-                        .map(|r| {
-                            Json::obj(vec![
-                                ("name", Json::Str(r.name.clone())),
-                                ("rid", Json::Str(format!("rad:{}", r.canonical))),
-                                ("head", Json::Str(r.head.clone())),
-                                ("pack_bytes", Json::Num(r.pack_bytes() as f64)),
-                            ])
-                        })
-                        .collect(),
-                ),
-            ),
-            (
-                "results",
-                Json::Arr(
-                    rows.iter()
-                        .map(|r| {
-                            Json::obj(vec![
-                                ("key", Json::Str(r.key.clone())),
-                                ("workload", Json::Str(r.workload.clone())),
-                                ("metric", Json::Str(r.metric.clone())),
-                                ("unit", Json::Str(r.unit.into())),
-                                ("seedd", Json::opt(r.seedd)),
-                                ("git", Json::opt(r.git)),
-                                ("ratio", Json::opt(r.ratio())),
-                                ("better", Json::Str(r.better.into())),
-                            ])
-                        })
-                        .collect(),
-                ),
-            ),
-            (
-                "rss",
-                Json::Arr(
-                    rss.iter()
-                        .map(|(name, base, peak, now)| {
-                            Json::obj(vec![
-                                ("dataset", Json::Str(name.clone())),
-                                ("vmhwm_before_kib", Json::Num(*base as f64)),
-                                ("vmhwm_after_kib", Json::Num(*peak as f64)),
-                                ("vmrss_after_kib", Json::Num(*now as f64)),
-                            ])
-                        })
-                        .chain(std::iter::once(Json::obj(vec![
-                            ("hwm_reset_supported", Json::Bool(reset_ok)),
-                            ("vmhwm_at_start_kib", Json::Num(hwm_at_start as f64)),
-                        ])))
-                        .collect(),
-                ),
-            ),
-            (
-                "floors",
-                Json::obj(vec![
-                    ("cold_clone_cpu_ratio", Json::Num(clone_ratio)),
-                    ("cold_clone_cpu_max_ratio", Json::Num(1.2)),
-                    ("cold_clone_cpu_met", Json::Bool(clone_ok)),
-                    ("rss_vmhwm_16mib_mib", Json::opt(peaks.first().copied())),
-                    ("rss_vmhwm_64mib_mib", Json::opt(peaks.get(1).copied())),
-                    ("rss_delta_mib", Json::Num(rss_delta)),
-                    ("rss_flat", Json::Bool(rss_flat)),
-                ]),
-            ),
-            (
-                "layouts",
-                Json::Arr(
-                    layouts
-                        .iter()
-                        .map(|l| {
-                            Json::obj(vec![
-                                ("server", Json::Str(l.label.into())),
-                                ("layout", Json::Str(l.layout.clone())),
-                                ("cpu1_s", Json::Num(l.cpu1)),
-                                ("wall1_s", Json::Num(l.wall1)),
-                                ("bytes1", Json::Num(l.bytes1 as f64)),
-                                ("throughput16_mb_s", Json::Num(l.thr16)),
-                                ("wall16_s", Json::Num(l.wall16)),
-                                ("cpu16_s", Json::Num(l.cpu16)),
-                                ("bytes16", Json::Num(l.bytes16 as f64)),
-                                ("failed16", Json::Num(l.fails16 as f64)),
-                                ("cpu1_self_s", Json::Num(l.split1.0)),
-                                ("cpu1_children_s", Json::Num(l.split1.1)),
-                                ("cpu16_self_s", Json::Num(l.split16.0)),
-                                ("cpu16_children_s", Json::Num(l.split16.1)),
-                            ])
-                        })
-                        .collect(),
-                ),
-            ),
-            (
-                "memory_tree",
-                Json::Arr(
-                    memory
-                        .iter()
-                        .map(|(label, before, peak, samples, fails, anon)| {
-                            Json::obj(vec![
-                                ("server", Json::Str((*label).into())),
-                                ("before_mib", Json::Num(*before)),
-                                ("peak_mib", Json::Num(*peak)),
-                                ("peak_anon_mib", Json::Num(*anon)),
-                                ("samples", Json::Num(*samples as f64)),
-                                ("failed", Json::Num(*fails as f64)),
-                            ])
-                        })
-                        .collect(),
-                ),
-            ),
-            (
-                "pushes100",
-                Json::obj(vec![
-                    ("packs_pushed", Json::Num(packs_pushed as f64)),
-                    ("packs_maintained", Json::Num(packs_maintained as f64)),
-                    ("maintenance", Json::Str(maintain_note.clone())),
-                    (
-                        "clone_cpu_s",
-                        Json::obj(
-                            pushes
-                                .iter()
-                                .map(|(l, c, _)| (l.trim(), Json::Num(*c)))
-                                .collect(),
-                        ),
-                    ),
-                ]),
-            ),
-            (
-                "targets",
-                Json::Arr(
-                    targets
-                        .iter()
-                        .map(|(w, v, m)| {
-                            Json::obj(vec![
-                                ("target", Json::Str(w.clone())),
-                                ("ratio", Json::Num(*v)),
-                                ("met", Json::Bool(*m)),
-                            ])
-                        })
-                        .collect(),
-                ),
-            ),
-            ("notes", Json::Arr(notes.iter().map(|n| Json::Str(n.clone())).collect())),
-        ]);
-        let mut out = String::new();
-        json.write(&mut out, 0);
-        out.push('\n');
+            .map_or(0, |d| d.as_secs());
+        let doc = json!({
+            "schema": 2,
+            "unix_time": unix,
+            "git_version": git_version,
+            "cpus": cpus,
+            "cpu_memory_method": measure::cgroup_method(),
+            "clk_tck_of_split": ctx.tck,
+            "duration_s": elapsed,
+            "seedd_binary": seedd_bin.display().to_string(),
+            "settings": {
+                "rounds": rounds,
+                "concurrent_clones": CONCURRENT,
+                "rps_seconds": RPS_SECS,
+                "rps_connections": RPS_CONNS,
+                "big": big.is_some(),
+                "seedd_env": seed_env.iter().map(|(k, v)| format!("{k}={v}")).collect::<Vec<_>>().join(" "),
+            },
+            "datasets": repos.iter().map(|r| json!({
+                "name": r.name,
+                "rid": format!("rad:{}", r.canonical),
+                "head": r.head,
+                "pack_bytes": r.pack_bytes(),
+            })).collect::<Vec<_>>(),
+            "results": rows.iter().map(|r| json!({
+                "key": r.key,
+                "workload": r.workload,
+                "metric": r.metric,
+                "unit": r.unit,
+                "seedd": sjson(&r.seedd),
+                "git": sjson(&r.git),
+                "ratio": r.ratio().map_or(Value::Null, opt),
+                "better": r.better,
+            })).collect::<Vec<_>>(),
+            "seedd_process_pss": full_repos.iter().enumerate().take(2).map(|(ri, repo)| {
+                let (before, peak, growth) = proc_pss(ri);
+                json!({
+                    "dataset": repo.name,
+                    "before_mib": sjson(&before),
+                    "peak_mib": sjson(&peak),
+                    "growth_mib": sjson(&growth),
+                })
+            }).collect::<Vec<_>>(),
+            "seedd_process_pss_after_start_kib": pss_at_start,
+            "floors": {
+                "cold_clone_cpu_ratio": opt(clone_ratio),
+                "warm_clone_cpu_ratio": opt(clone_warm_ratio),
+                "cold_clone_cpu_max_ratio": 1.2,
+                "cold_clone_cpu_met": clone_ok,
+                "seedd_pss_16mib_mib": opt(peaks[0]),
+                "seedd_pss_64mib_mib": opt(peaks[1]),
+                "seedd_pss_delta_mib": opt(rss_delta),
+                "seedd_flat": rss_flat,
+            },
+            "layouts": layouts.iter().map(|l| json!({
+                "server": l.label,
+                "layout": l.layout,
+                "cpu1_s": sjson(&l.cpu1),
+                "wall1_s": sjson(&l.wall1),
+                "bytes1": l.bytes1,
+                "throughput16_mb_s": sjson(&l.thr16),
+                "wall16_s": sjson(&l.wall16),
+                "cpu16_s": sjson(&l.cpu16),
+                "bytes16": l.bytes16,
+                "failed16": l.fails16,
+                "cpu1_self_s": l.split1.0,
+                "cpu1_rest_s": l.split1.1,
+                "cpu16_self_s": l.split16.0,
+                "cpu16_rest_s": l.split16.1,
+            })).collect::<Vec<_>>(),
+            "memory": (0..3).map(|mi| json!({
+                "server": mem_labels[mi],
+                "dataset": mem_repo.name,
+                "memory_peak_mib": sjson(&mem_peak[mi]),
+                "pss_peak_mib": sjson(&mem_pss[mi]),
+                "rss_sum_peak_mib": sjson(&mem_rss[mi]),
+                "failed": memory[mi].iter().map(|b| b.errors.len()).sum::<usize>(),
+            })).collect::<Vec<_>>(),
+            "pushes100": {
+                "packs_pushed": packs_pushed,
+                "packs_maintained": packs_maintained,
+                "maintenance": maintain_note,
+                "clone_cpu_s": pushes.iter().map(|(l, c, _)| (l.trim().to_owned(), sjson(c))).collect::<serde_json::Map<String, Value>>(),
+            },
+            "targets": targets.iter().map(|(w, v, m)| json!({
+                "target": w,
+                "ratio": opt(*v),
+                "value": opt(*v),
+                "met": m,
+            })).collect::<Vec<_>>(),
+            "notes": notes,
+            "table": t,
+        });
         let json_path = target.join("seedd-bench.json");
-        std::fs::write(&json_path, seedd_benches::measure::stamped_text(&out)).unwrap();
+        let text = serde_json::to_string_pretty(&measure::stamped(&doc)).unwrap_or_default();
+        std::fs::write(&json_path, text + "\n").unwrap();
         println!("JSON: {}", json_path.display());
 
-        drop(cgi);
-        drop(seed);
         let _ = std::fs::remove_dir_all(&scratch);
     }
 }

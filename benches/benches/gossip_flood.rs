@@ -1,38 +1,49 @@
 //! Gossip flood from one host (issue 11 point 4, "gossip state and work are bounded per
 //! host"): memory stays flat while one IP cycles through thousands of fresh node ids sending
-//! full inventories, and an honest peer keeps its session. See `benches/README.md`.
+//! full inventories, and an honest peer keeps its session. See `benches/README.md` and
+//! `benches/runs/gossip_flood.md`.
 //!
-//! 1. Starts the release seedd on loopback with `p2p.rate.exempt_local = false` (loopback
-//!    peers are otherwise not limited) and a connect-attempt bucket raised out of the way, so
-//!    that the flood's sessions are admitted and only the gossip limits and caps are tested.
-//!    `SEEDD_FLOOD_HOST_BUCKET=<fill_rate>,<capacity>` sets the per-host message bucket.
+//! Each round (`SEEDD_FLOOD_ROUNDS`, default 5; a round is about a minute):
+//!
+//! 1. Starts the release seedd on loopback, in a cgroup [`Scope`] of its own pinned to the
+//!    server cores (a wrapper in `SEEDD_TEST_BIN_DIR`), with `p2p.rate.exempt_local = false`
+//!    (loopback peers are otherwise not limited) and a connect-attempt bucket raised out of the
+//!    way, so that the flood's sessions are admitted and only the gossip limits and caps are
+//!    tested. `SEEDD_FLOOD_HOST_BUCKET=<fill_rate>,<capacity>` sets the per-host message
+//!    bucket.
 //! 2. An honest raw peer (fixed key, from 127.0.0.2) connects, announces itself (SEED) and a
 //!    small inventory, answers pings and stays.
 //! 3. From 127.0.0.3, N fresh node ids (`SEEDD_FLOOD_NODES`, default 2,000), a few at a time
 //!    (`SEEDD_FLOOD_INFLIGHT`, default 8), each: connect, handshake, NodeAnnouncement (SEED),
 //!    an InventoryAnnouncement with the wire maximum of 2,973 random repository ids, then
 //!    close and wait for seedd to close too.
-//! 4. Before, every 250 nodes (`SEEDD_FLOOD_EVERY`) and after: seedd's VmRSS / VmHWM / CPU, its
-//!    `/metrics` (rate-limit hits by scope, address book, routing entries, stored
-//!    announcements) and the honest peer's ping round trip. At the end: is the honest peer
-//!    still connected (`GET /api/v1/peers`), and are its routes kept?
+//! 4. Before, every 250 nodes (`SEEDD_FLOOD_EVERY`) and after: seedd's PSS, its cgroup's memory
+//!    peak since the flood began, Σ VmRSS (secondary), its cgroup CPU, its `/metrics`
+//!    (rate-limit hits by scope, address book, routing entries, stored announcements) and the
+//!    honest peer's ping round trip. At the end: is the honest peer still connected
+//!    (`GET /api/v1/peers`), and are its routes kept?
 //!
-//! Prints a table and writes JSON to `<target>/seedd-bench-gossip-flood.json`. Measures only;
-//! asserts nothing about the figures.
+//! This process (the flooding host and the honest peer) runs on the load cores. A
+//! steady-state load bench of seedd alone: no cold/warm rows, nothing evicted, no ABBA.
+//! Prints the series (median over the rounds at each point) and a summary (median [min–max]
+//! over the rounds), and writes JSON to `<target>/seedd-bench-gossip-flood.json` (every
+//! round's series included). Measures only; asserts nothing about the figures.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+use std::fmt::Write as _;
 use std::net::SocketAddr;
-use std::process::Command;
+use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use seedd_benches::procfs::{alive, clk_tck, cpu_ticks, loadavg, reset_hwm, status_kib};
+use seedd_benches::measure::{self, Interval, Pinning, Scope, Summary};
+use seedd_benches::procfs::alive;
 use seedd_benches::{ensure_seedd, env_usize, fmt, profile_dir};
 use seedd_proto::crypto::{Keypair, NodeId, RepoId};
 use seedd_proto::wire::message::{InventoryAnnouncement, NodeAnnouncement, INVENTORY_LIMIT};
 use seedd_proto::wire::{AnnouncementMessage, Frame, Link, Message, Ping};
-use seedd_tests::{http_get, workspace, Seed, SeedOptions};
+use seedd_tests::{http_get, Seed, SeedOptions};
 use serde_json::{json, Value};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpSocket, TcpStream};
@@ -44,6 +55,8 @@ const NODES: usize = 2000;
 const INFLIGHT: usize = 8;
 /// A sample every this many flood nodes (`SEEDD_FLOOD_EVERY`).
 const EVERY: usize = 250;
+/// Rounds, each on a fresh seedd (`SEEDD_FLOOD_ROUNDS`; fewer is recorded as an override).
+const ROUNDS: usize = 5;
 const HONEST_IP: &str = "127.0.0.2";
 const FLOOD_IP: &str = "127.0.0.3";
 /// The honest peer's inventory (random repository ids).
@@ -73,38 +86,523 @@ fn rate_config() -> String {
     format!("{RATE_CONFIG}{}", host.unwrap_or_default())
 }
 
+/// What every round runs with.
+struct FloodConfig {
+    nodes: usize,
+    inflight: usize,
+    every: usize,
+    /// seedd's `[p2p.rate]` section.
+    rate: String,
+}
+
 fn main() {
     // Figures belong to a commit: refuse a dirty tree (issue 29 §1).
-    seedd_benches::measure::provenance("gossip_flood");
+    let prov = measure::provenance("gossip_flood");
+    // The flooding host and the honest peer on the load cores; seedd's scope on the server
+    // cores.
+    Pinning::pin_self_to_load();
     let started = Instant::now();
     let log = |msg: &str| eprintln!("[{:6.1}s] {msg}", started.elapsed().as_secs_f64());
-    let nodes = env_usize("SEEDD_FLOOD_NODES", NODES).max(1);
-    let inflight = env_usize("SEEDD_FLOOD_INFLIGHT", INFLIGHT).max(1);
-    let every = env_usize("SEEDD_FLOOD_EVERY", EVERY).max(1);
+    let cfg = FloodConfig {
+        nodes: env_usize("SEEDD_FLOOD_NODES", NODES).max(1),
+        inflight: env_usize("SEEDD_FLOOD_INFLIGHT", INFLIGHT).max(1),
+        every: env_usize("SEEDD_FLOOD_EVERY", EVERY).max(1),
+        rate: rate_config(),
+    };
+    let rounds = env_usize("SEEDD_FLOOD_ROUNDS", ROUNDS).max(1);
+    if rounds < ROUNDS {
+        measure::record_override(&format!(
+            "SEEDD_FLOOD_ROUNDS={rounds} (fewer than the {ROUNDS} rounds the rules ask for)"
+        ));
+    }
+    for (knob, value, default) in [
+        ("SEEDD_FLOOD_NODES", cfg.nodes, NODES),
+        ("SEEDD_FLOOD_INFLIGHT", cfg.inflight, INFLIGHT),
+        ("SEEDD_FLOOD_EVERY", cfg.every, EVERY),
+        ("SEEDD_FLOOD_ROUNDS", rounds, ROUNDS),
+    ] {
+        if value != default {
+            measure::record_config_diff(&format!("bench: {knob} = {value} (default {default})"));
+        }
+    }
+    measure::record_config_diff(
+        "seedd: [p2p.rate] exempt_local = false (default true: loopback peers are not limited)",
+    );
+    measure::record_config_diff(
+        "seedd: [p2p.rate] connect = { fill_rate = 100000, capacity = 1000000 } (default 1/s, \
+         burst 32), so that the flood's sessions reach the gossip layer",
+    );
+    if let Ok(host) = std::env::var("SEEDD_FLOOD_HOST_BUCKET") {
+        measure::record_config_diff(&format!(
+            "seedd: [p2p.rate] host bucket from SEEDD_FLOOD_HOST_BUCKET={host} (default 20/s, burst 4,096)"
+        ));
+    }
     let mut notes: Vec<String> = Vec::new();
-    let load_start = loadavg();
+    if measure::cgroup_method().contains("v2 memory.peak") {
+        notes.push(
+            "memory.peak: cgroup v2 keeps a reset only for the file descriptor that wrote it, so \
+             the figure is seedd's peak since it started (each round starts a fresh seedd)"
+                .into(),
+        );
+    }
     log(&format!(
-        "{nodes} fresh node ids from {FLOOD_IP}, {inflight} in flight, a sample every {every}; load average {load_start}"
+        "{rounds} rounds of {} fresh node ids from {FLOOD_IP}, {} in flight, a sample every {}; {}",
+        cfg.nodes,
+        cfg.inflight,
+        cfg.every,
+        prov.line()
     ));
 
     let profile = profile_dir();
-    let target_dir = profile.parent().unwrap().to_owned();
     let seedd_bin = ensure_seedd(&log, &profile);
-    let tck = clk_tck();
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
         .build()
         .unwrap();
+    let work = tempfile::Builder::new()
+        .prefix("flood")
+        .tempdir_in("/tmp")
+        .unwrap();
+    log(&format!(
+        "seedd rate config: {}",
+        cfg.rate.replace('\n', "; ")
+    ));
 
-    log(&format!("starting seedd ({})", seedd_bin.display()));
-    let rate = rate_config();
-    log(&format!("seedd rate config: {}", rate.replace('\n', "; ")));
-    let seed = Seed::start(SeedOptions {
-        extra_config: rate.clone(),
-        // The production default level; the harness default is debug.
-        env: vec![("RUST_LOG".into(), "info".into())],
-        ..SeedOptions::default()
+    let mut results: Vec<Round> = Vec::new();
+    for round in 0..rounds {
+        log(&format!("round {}/{rounds}", round + 1));
+        let bin_dir = work.path().join(format!("seedd-bin-{round}"));
+        results.push(run_round(round, &rt, &seedd_bin, &bin_dir, &cfg, &log));
+    }
+    rt.shutdown_timeout(Duration::from_secs(2));
+
+    for (i, r) in results.iter().enumerate() {
+        let n = i + 1;
+        if !r.failures.is_empty() {
+            notes.push(format!(
+                "round {n}: {} flood nodes failed; first: {}",
+                r.failures.len(),
+                r.failures
+                    .iter()
+                    .take(3)
+                    .cloned()
+                    .collect::<Vec<_>>()
+                    .join("; ")
+            ));
+        }
+        if r.honest_closed {
+            notes.push(format!(
+                "round {n}: the honest session was closed: {}",
+                r.honest_reason
+            ));
+        }
+        if !r.seedd_alive {
+            notes.push(format!("round {n}: seedd exited during the bench"));
+        }
+        if !r.warns.is_empty() {
+            notes.push(format!(
+                "round {n}: seedd warnings: {}",
+                r.warns.join(" | ")
+            ));
+        }
+    }
+
+    // Figures over the rounds.
+    let over = |f: &dyn Fn(&Round) -> Option<f64>| -> Option<Summary> {
+        Summary::of(&results.iter().filter_map(f).collect::<Vec<_>>())
+    };
+    let mib = |k: u64| k as f64 / 1024.0;
+    let bytes_mib = |b: Option<u64>| b.map(|b| b as f64 / 1048576.0);
+    let nodes = cfg.nodes as f64;
+    let summary: Vec<(&str, &str, &str, Option<Summary>)> = vec![
+        (
+            "flood_ok",
+            "flood nodes completed",
+            "",
+            over(&|r| Some(r.ok as f64)),
+        ),
+        (
+            "flood_failed",
+            "flood nodes failed",
+            "",
+            over(&|r| Some(r.failures.len() as f64)),
+        ),
+        (
+            "flood_s",
+            "flood duration",
+            "s",
+            over(&|r| Some(r.flood_secs)),
+        ),
+        (
+            "flood_nodes_per_s",
+            "flood rate",
+            "nodes/s",
+            over(&|r| Some(nodes / r.flood_secs)),
+        ),
+        (
+            "pss_start_mib",
+            "seedd PSS before the flood",
+            "MiB",
+            over(&|r| Some(mib(r.pss_before))),
+        ),
+        (
+            "pss_peak_mib",
+            "seedd PSS peak, flood + 3.6 s (sampled every 20 ms)",
+            "MiB",
+            over(&|r| Some(mib(r.flood.pss_peak_kib))),
+        ),
+        (
+            "pss_end_mib",
+            "seedd PSS 3.6 s after the flood",
+            "MiB",
+            over(&|r| Some(mib(r.after().pss_kib))),
+        ),
+        (
+            "memory_peak_mib",
+            "seedd cgroup memory.peak, flood + 3.6 s (page cache incl.)",
+            "MiB",
+            over(&|r| bytes_mib(r.flood.memory_peak)),
+        ),
+        (
+            "rss_sum_start_mib",
+            "seedd Σ VmRSS before the flood (secondary)",
+            "MiB",
+            over(&|r| Some(mib(r.rss_sum_before))),
+        ),
+        (
+            "rss_sum_peak_mib",
+            "seedd Σ VmRSS peak, sampled (secondary)",
+            "MiB",
+            over(&|r| Some(mib(r.flood.rss_peak_kib))),
+        ),
+        (
+            "rss_sum_end_mib",
+            "seedd Σ VmRSS 3.6 s after the flood (secondary)",
+            "MiB",
+            over(&|r| Some(mib(r.after().rss_sum_kib))),
+        ),
+        (
+            "cpu_s",
+            "seedd CPU, flood + 3.6 s (cgroup)",
+            "s",
+            over(&|r| Some(r.flood.cpu_secs())),
+        ),
+        (
+            "cpu_ms_per_node",
+            "  per flood node",
+            "ms",
+            over(&|r| Some(1000.0 * r.flood.cpu_secs() / nodes)),
+        ),
+        (
+            "rate_limited_host",
+            "messages rate-limited by host",
+            "",
+            over(&|r| Some(r.after().limited_host - r.first().limited_host)),
+        ),
+        (
+            "rate_limited_nid",
+            "messages rate-limited by node id",
+            "",
+            over(&|r| Some(r.after().limited_nid - r.first().limited_nid)),
+        ),
+        (
+            "rate_limited_ip",
+            "connects rate-limited by IP",
+            "",
+            over(&|r| Some(r.after().limited_ip - r.first().limited_ip)),
+        ),
+        (
+            "address_book_end",
+            "address book nodes at the end",
+            "",
+            over(&|r| Some(r.after().address_book)),
+        ),
+        (
+            "routes_end",
+            "routing entries at the end",
+            "",
+            over(&|r| Some(r.after().routes)),
+        ),
+        (
+            "stored_end",
+            "stored announcements at the end",
+            "",
+            over(&|r| Some(r.after().stored)),
+        ),
+        (
+            "honest_ping_ms_end",
+            "honest peer's ping round trip at the end",
+            "ms",
+            over(&|r| r.after().honest_ping_ms),
+        ),
+        (
+            "honest_routes",
+            "honest peer's routes kept (of 3)",
+            "",
+            over(&|r| Some(r.honest_routes as f64)),
+        ),
+    ];
+    let kept = results.iter().filter(|r| r.honest_kept).count();
+    let alive_all = results.iter().all(|r| r.seedd_alive);
+
+    // Table.
+    let mut t = String::new();
+    let _ = writeln!(t);
+    let _ = writeln!(
+        t,
+        "gossip flood: {} fresh node ids from {FLOOD_IP}, each a NodeAnnouncement + an inventory of {INVENTORY_LIMIT} repositories; {rounds} rounds, a fresh seedd each ({})",
+        cfg.nodes,
+        seedd_bin.display()
+    );
+    let _ = writeln!(t, "{}", prov.line());
+    let _ = writeln!(
+        t,
+        "seedd in its own cgroup on the server cores, flood and honest peer on the load cores ({}). CPU and memory.peak from seedd's cgroup ({}; memory.peak since the flood began, page cache included); PSS = Σ smaps_rollup of the cgroup's processes; Σ VmRSS secondary. Steady-state load: no cold/warm rows.",
+        Pinning::get().describe(),
+        measure::cgroup_method()
+    );
+    let _ = writeln!(t);
+    let _ = writeln!(
+        t,
+        "series: median over the {rounds} rounds at each point (every round's series is in the JSON)"
+    );
+    let _ = writeln!(
+        t,
+        "{:>6} {:>7} {:>8} {:>9} {:>9} {:>7} {:>9} {:>8} {:>8} {:>8} {:>9} {:>9} {:>9}",
+        "nodes",
+        "time s",
+        "PSS MiB",
+        "mem.peak",
+        "ΣRSS MiB",
+        "CPU s",
+        "inv. in",
+        "lim.host",
+        "lim.nid",
+        "addrbook",
+        "routes",
+        "stored",
+        "honest ms"
+    );
+    let _ = writeln!(t, "{}", "-".repeat(113));
+    let points = results.iter().map(|r| r.samples.len()).min().unwrap_or(0);
+    for i in 0..points {
+        let med = |f: &dyn Fn(&Sample) -> Option<f64>| {
+            Summary::of(
+                &results
+                    .iter()
+                    .filter_map(|r| f(&r.samples[i]))
+                    .collect::<Vec<_>>(),
+            )
+            .map(|s| s.median)
+        };
+        let _ = writeln!(
+            t,
+            "{:>6} {:>7} {:>8} {:>9} {:>9} {:>7} {:>9} {:>8} {:>8} {:>8} {:>9} {:>9} {:>9}",
+            results[0].samples[i].nodes,
+            fmt(med(&|s| Some(s.secs))),
+            fmt(med(&|s| Some(mib(s.pss_kib)))),
+            fmt(med(&|s| bytes_mib(s.memory_peak))),
+            fmt(med(&|s| Some(mib(s.rss_sum_kib)))),
+            fmt(med(&|s| Some(s.cpu_s))),
+            fmt(med(&|s| Some(s.inventories_in))),
+            fmt(med(&|s| Some(s.limited_host))),
+            fmt(med(&|s| Some(s.limited_nid))),
+            fmt(med(&|s| Some(s.address_book))),
+            fmt(med(&|s| Some(s.routes))),
+            fmt(med(&|s| Some(s.stored))),
+            fmt(med(&|s| s.honest_ping_ms)),
+        );
+    }
+    let _ = writeln!(
+        t,
+        "(the last line is 3.6 s after the flood ended; gauges lag by up to 1 s; mem.peak MiB is the cgroup's peak since the flood began)"
+    );
+    let _ = writeln!(t);
+    let _ = writeln!(t, "{:<62} {:<24} unit", "figure", "median [min–max]");
+    let _ = writeln!(t, "{}", "-".repeat(96));
+    for (_, label, unit, s) in &summary {
+        let _ = writeln!(t, "{label:<62} {:<24} {unit}", show(*s));
+    }
+    let _ = writeln!(
+        t,
+        "{:<62} {kept} of {rounds} rounds (listed in /api/v1/peers, never closed, answers pings)",
+        "honest session kept",
+    );
+    let _ = writeln!(
+        t,
+        "{:<62} {}",
+        "seedd alive at the end",
+        if alive_all {
+            "every round"
+        } else {
+            "NO (see notes)"
+        }
+    );
+    for n in &notes {
+        let _ = writeln!(t, "note: {n}");
+    }
+    let _ = writeln!(
+        t,
+        "total bench time {:.0} s",
+        started.elapsed().as_secs_f64()
+    );
+    print!("{t}");
+
+    let mem_peak = summary
+        .iter()
+        .find(|(k, ..)| *k == "memory_peak_mib")
+        .and_then(|(.., s)| *s);
+    let doc = json!({
+        "rounds": rounds,
+        "cpu_and_memory": measure::cgroup_method(),
+        "pinning": Pinning::get().describe(),
+        "config": {
+            "nodes": cfg.nodes,
+            "inflight": cfg.inflight,
+            "every": cfg.every,
+            "inventory_per_node": INVENTORY_LIMIT,
+            "flood_ip": FLOOD_IP,
+            "honest_ip": HONEST_IP,
+            "seedd_config": cfg.rate,
+        },
+        "summary": summary
+            .iter()
+            .map(|(k, label, unit, s)| (
+                (*k).to_owned(),
+                json!({ "figure": label, "unit": unit, "over_rounds": s.map(|s| s.to_json()) }),
+            ))
+            .collect::<serde_json::Map<_, _>>(),
+        "honest_kept_rounds": kept,
+        "seedd_alive_every_round": alive_all,
+        "per_round": results.iter().map(Round::json).collect::<Vec<_>>(),
+        // In the layout benches/tools/targets.py reads; the issue gives no number for memory.
+        "targets": [
+            {
+                "target": format!("gossip_flood: seedd cgroup memory.peak, {} fresh node ids from one IP, MiB (median)", cfg.nodes),
+                "value": mem_peak.map(|s| s.median),
+                "goal": "bounded per host (issue 11 point 4; no number)",
+                "met": Value::Null,
+            },
+            {
+                "target": "gossip_flood: honest session and its routes kept through the flood (rounds)",
+                "value": kept as f64,
+                "goal": format!("every round ({rounds})"),
+                "met": kept == rounds && alive_all,
+            },
+        ],
+        "notes": notes,
+        "table": t,
+    });
+    let path = measure::write_result("gossip-flood", prov, doc);
+    log(&format!("wrote {}", path.display()));
+}
+
+/// "median [min–max]" with [`fmt`]'s figures, or "n/a".
+fn show(s: Option<Summary>) -> String {
+    match s {
+        Some(s) if s.n > 1 => format!(
+            "{} [{}–{}]",
+            fmt(Some(s.median)),
+            fmt(Some(s.min)),
+            fmt(Some(s.max))
+        ),
+        Some(s) => fmt(Some(s.median)),
+        None => "n/a".into(),
+    }
+}
+
+// ------------------------------------------------------------------------------------------
+// One round
+// ------------------------------------------------------------------------------------------
+
+/// One round on a fresh seedd.
+struct Round {
+    /// Before the flood, every `every` nodes, and 3.6 s after the flood (last).
+    samples: Vec<Sample>,
+    ok: u64,
+    failures: Vec<String>,
+    flood_secs: f64,
+    /// seedd's PSS and Σ VmRSS right before the flood, KiB.
+    pss_before: u64,
+    rss_sum_before: u64,
+    /// The flood and the 3.6 s after it, measured on seedd's scope (memory peak reset first).
+    flood: Interval,
+    honest_listed: bool,
+    honest_closed: bool,
+    honest_reason: String,
+    honest_pings: u64,
+    honest_routes: usize,
+    honest_kept: bool,
+    seedd_alive: bool,
+    /// Up to 5 WARN/ERROR lines of seedd's log.
+    warns: Vec<String>,
+}
+
+impl Round {
+    fn first(&self) -> &Sample {
+        &self.samples[0]
+    }
+
+    fn after(&self) -> &Sample {
+        &self.samples[self.samples.len() - 1]
+    }
+
+    fn json(&self) -> Value {
+        json!({
+            "samples": self.samples.iter().map(Sample::json).collect::<Vec<_>>(),
+            "flood_ok": self.ok,
+            "flood_failed": self.failures.len(),
+            "flood_failures": self.failures.iter().take(10).collect::<Vec<_>>(),
+            "flood_secs": self.flood_secs,
+            "pss_start_kib": self.pss_before,
+            "rss_sum_start_kib": self.rss_sum_before,
+            "flood_interval": {
+                "cpu_s": self.flood.cpu_secs(),
+                "wall_s": self.flood.wall.as_secs_f64(),
+                "memory_peak_bytes": self.flood.memory_peak,
+                "pss_peak_kib": self.flood.pss_peak_kib,
+                "rss_sum_peak_kib": self.flood.rss_peak_kib,
+            },
+            "pss_end_kib": self.after().pss_kib,
+            "rss_sum_end_kib": self.after().rss_sum_kib,
+            "rate_limited_host": self.after().limited_host - self.first().limited_host,
+            "rate_limited_nid": self.after().limited_nid - self.first().limited_nid,
+            "rate_limited_ip": self.after().limited_ip - self.first().limited_ip,
+            "address_book_end": self.after().address_book,
+            "routes_end": self.after().routes,
+            "stored_end": self.after().stored,
+            "honest_kept": self.honest_kept,
+            "honest_listed": self.honest_listed,
+            "honest_closed": self.honest_closed,
+            "honest_close_reason": self.honest_reason,
+            "honest_pings_answered": self.honest_pings,
+            "honest_routes": self.honest_routes,
+            "seedd_alive": self.seedd_alive,
+            "seedd_warnings": self.warns,
+        })
+    }
+}
+
+/// Start seedd in a fresh scope (wrapper written to `bin_dir`), connect the honest peer, flood,
+/// sample, and check the honest peer.
+fn run_round(
+    round: usize,
+    rt: &tokio::runtime::Runtime,
+    seedd_bin: &Path,
+    bin_dir: &Path,
+    cfg: &FloodConfig,
+    log: &dyn Fn(&str),
+) -> Round {
+    let scope = Arc::new(Scope::new(&format!("flood-seedd-{round}")));
+    let wrapped = scope.wrapper_dir(seedd_bin, bin_dir, &["seedctl"]);
+    let seed = measure::with_test_bin_dir(&wrapped, || {
+        Seed::start(SeedOptions {
+            extra_config: cfg.rate.clone(),
+            // The production default level; the harness default is debug.
+            env: vec![("RUST_LOG".into(), "info".into())],
+            ..SeedOptions::default()
+        })
     });
     let pid = seed.child.id();
     let remote: NodeId = seed.nid().parse().unwrap();
@@ -138,7 +636,7 @@ fn main() {
     // Let seedd store the honest peer's announcements and refresh its gauges.
     std::thread::sleep(GAUGE_TICK * 2);
 
-    let probe = |rt: &tokio::runtime::Runtime| -> Option<f64> {
+    let probe = || -> Option<f64> {
         rt.block_on(async {
             let (tx, rx) = oneshot::channel();
             let t = Instant::now();
@@ -150,80 +648,92 @@ fn main() {
             Some(t.elapsed().as_secs_f64() * 1000.0)
         })
     };
-    let cpu0 = cpu_ticks(pid);
-    let sample = |sent: usize, rt: &tokio::runtime::Runtime, started: Instant| -> Sample {
-        let text = http_get(&seed.admin_url("/metrics"), &[])
-            .map(|(_, t)| t)
-            .unwrap_or_default();
-        let m = |name: &str, labels: &[&str]| seedd_tests::metric_in(&text, name, labels);
-        Sample {
-            nodes: sent,
-            secs: started.elapsed().as_secs_f64(),
-            rss_kib: status_kib(pid, "VmRSS"),
-            hwm_kib: status_kib(pid, "VmHWM"),
-            cpu_s: cpu_ticks(pid).saturating_sub(cpu0) as f64 / tck,
-            limited_host: m("seedd_p2p_rate_limited_total", &["scope=\"host\""]),
-            limited_nid: m("seedd_p2p_rate_limited_total", &["scope=\"nid\""]),
-            limited_ip: m("seedd_p2p_rate_limited_total", &["scope=\"ip\""]),
-            rejected: m("seedd_p2p_connections_rejected_total", &[]),
-            handshakes_ok: m("seedd_p2p_handshakes_total", &["result=\"ok\""]),
-            inventories_in: m(
-                "seedd_p2p_messages_total",
-                &["direction=\"in\"", "type=\"inventory"],
-            ),
-            address_book: m("seedd_p2p_address_book_nodes", &[]),
-            routes: m("seedd_p2p_routing_entries", &[]),
-            stored: m("seedd_p2p_stored_announcements", &[]),
-            honest_ping_ms: probe(rt),
-        }
-    };
 
-    // Before the flood.
-    let rss_before = status_kib(pid, "VmRSS");
-    reset_hwm(pid);
-    let flood_start = Instant::now();
-    let mut samples = vec![sample(0, &rt, flood_start)];
-    log(&format!("before: {}", samples[0].line()));
-
-    // The flood, in chunks of `every` nodes.
+    let pss_before = scope.pss_kib();
+    let rss_sum_before = scope.rss_kib();
     let failures: Arc<Mutex<Vec<String>>> = Arc::default();
     let ok = Arc::new(AtomicU64::new(0));
-    let sem = Arc::new(Semaphore::new(inflight));
-    let mut sent = 0;
-    while sent < nodes {
-        let chunk = every.min(nodes - sent);
-        rt.block_on(async {
-            let mut tasks = tokio::task::JoinSet::new();
-            for i in sent..sent + chunk {
-                let permit = sem.clone().acquire_owned().await.unwrap();
-                let failures = failures.clone();
-                let ok = ok.clone();
-                tasks.spawn(async move {
-                    let r = tokio::time::timeout(STEP_TIMEOUT * 2, flood_node(i, remote, addr))
-                        .await
-                        .unwrap_or_else(|_| Err("timed out".into()));
-                    drop(permit);
-                    match r {
-                        Ok(()) => {
-                            ok.fetch_add(1, Ordering::Relaxed);
-                        }
-                        Err(e) => failures.lock().unwrap().push(format!("node {i}: {e}")),
-                    }
-                });
+    let sem = Arc::new(Semaphore::new(cfg.inflight));
+    // The flood and the 3.6 s after it, as one interval of seedd's scope (memory peak reset
+    // first, PSS and Σ RSS sampled); the samples read the scope along the way.
+    let ((samples, flood_secs), flood) = measure::measure(&scope, || {
+        let cpu0 = scope.cpu_usec();
+        let flood_start = Instant::now();
+        let sample = |sent: usize| -> Sample {
+            let text = http_get(&seed.admin_url("/metrics"), &[])
+                .map(|(_, t)| t)
+                .unwrap_or_default();
+            let m = |name: &str, labels: &[&str]| seedd_tests::metric_in(&text, name, labels);
+            Sample {
+                nodes: sent,
+                secs: flood_start.elapsed().as_secs_f64(),
+                pss_kib: scope.pss_kib(),
+                memory_peak: scope.memory_peak(),
+                rss_sum_kib: scope.rss_kib(),
+                cpu_s: scope.cpu_usec().saturating_sub(cpu0) as f64 / 1e6,
+                limited_host: m("seedd_p2p_rate_limited_total", &["scope=\"host\""]),
+                limited_nid: m("seedd_p2p_rate_limited_total", &["scope=\"nid\""]),
+                limited_ip: m("seedd_p2p_rate_limited_total", &["scope=\"ip\""]),
+                rejected: m("seedd_p2p_connections_rejected_total", &[]),
+                handshakes_ok: m("seedd_p2p_handshakes_total", &["result=\"ok\""]),
+                inventories_in: m(
+                    "seedd_p2p_messages_total",
+                    &["direction=\"in\"", "type=\"inventory"],
+                ),
+                address_book: m("seedd_p2p_address_book_nodes", &[]),
+                routes: m("seedd_p2p_routing_entries", &[]),
+                stored: m("seedd_p2p_stored_announcements", &[]),
+                honest_ping_ms: probe(),
             }
-            while tasks.join_next().await.is_some() {}
-        });
-        sent += chunk;
-        let s = sample(sent, &rt, flood_start);
-        log(&s.line());
-        samples.push(s);
-    }
-    let flood_secs = flood_start.elapsed().as_secs_f64();
-    // Let the persistence queue and the gauges catch up.
-    std::thread::sleep(GAUGE_TICK * 3);
-    let after = sample(sent, &rt, flood_start);
-    log(&format!("after: {}", after.line()));
-    let hwm_kib = status_kib(pid, "VmHWM");
+        };
+        let mut samples = vec![sample(0)];
+        log(&format!("before: {}", samples[0].line()));
+
+        // The flood, in chunks of `every` nodes.
+        let mut sent = 0;
+        while sent < cfg.nodes {
+            let chunk = cfg.every.min(cfg.nodes - sent);
+            rt.block_on(async {
+                let mut tasks = tokio::task::JoinSet::new();
+                for i in sent..sent + chunk {
+                    let permit = sem.clone().acquire_owned().await.unwrap();
+                    let failures = failures.clone();
+                    let ok = ok.clone();
+                    tasks.spawn(async move {
+                        let r = tokio::time::timeout(STEP_TIMEOUT * 2, flood_node(i, remote, addr))
+                            .await
+                            .unwrap_or_else(|_| Err("timed out".into()));
+                        drop(permit);
+                        match r {
+                            Ok(()) => {
+                                ok.fetch_add(1, Ordering::Relaxed);
+                            }
+                            Err(e) => failures.lock().unwrap().push(format!("node {i}: {e}")),
+                        }
+                    });
+                }
+                while tasks.join_next().await.is_some() {}
+            });
+            sent += chunk;
+            let s = sample(sent);
+            log(&s.line());
+            samples.push(s);
+        }
+        let flood_secs = flood_start.elapsed().as_secs_f64();
+        // Let the persistence queue and the gauges catch up.
+        std::thread::sleep(GAUGE_TICK * 3);
+        let after = sample(sent);
+        log(&format!("after: {}", after.line()));
+        samples.push(after);
+        (samples, flood_secs)
+    });
+    log(&format!(
+        "round {}: flood {flood_secs:.1} s; CPU {:.2} s, memory.peak {} MiB, PSS peak {:.1} MiB",
+        round + 1,
+        flood.cpu_secs(),
+        fmt(flood.memory_peak.map(|b| b as f64 / 1048576.0)),
+        flood.pss_peak_kib as f64 / 1024.0
+    ));
 
     // The honest peer.
     let peers = seed.api("/api/v1/peers");
@@ -234,212 +744,38 @@ fn main() {
     let routes = seed.api(&format!("/api/v1/routing?nid={honest_nid}"));
     let honest_routes = routes["routes"].as_array().map_or(0, Vec::len);
     let honest_closed = honest.closed.load(Ordering::SeqCst);
-    let honest_kept = honest_listed && !honest_closed && after.honest_ping_ms.is_some();
+    let after_ping = samples.last().and_then(|s| s.honest_ping_ms);
+    let honest_kept = honest_listed && !honest_closed && after_ping.is_some();
     let seedd_alive = alive(pid);
-    let load_end = loadavg();
-    let failures = failures.lock().unwrap().clone();
-    if !failures.is_empty() {
-        notes.push(format!(
-            "{} flood nodes failed; first: {}",
-            failures.len(),
-            failures
-                .iter()
-                .take(3)
-                .cloned()
-                .collect::<Vec<_>>()
-                .join("; ")
-        ));
-    }
-    if honest_closed {
-        notes.push(format!(
-            "the honest session was closed: {}",
-            honest.reason.lock().unwrap()
-        ));
-    }
-    if !seedd_alive {
-        notes.push("seedd exited during the bench".into());
-    }
-    let logs = seed.logs();
-    let warns: Vec<String> = logs
+    let warns: Vec<String> = seed
+        .logs()
         .lines()
         .filter(|l| l.contains("WARN") || l.contains("ERROR"))
         .take(5)
         .map(str::to_owned)
         .collect();
-    if !warns.is_empty() {
-        notes.push(format!("seedd warnings: {}", warns.join(" | ")));
-    }
-    let first = &samples[0];
-    let peak_rss = samples
-        .iter()
-        .chain(std::iter::once(&after))
-        .map(|s| s.rss_kib)
-        .max()
-        .unwrap_or(0);
-
-    // Table.
-    let mib = |k: u64| Some(k as f64 / 1024.0);
-    println!();
-    println!(
-        "gossip flood: {nodes} fresh node ids from {FLOOD_IP}, each a NodeAnnouncement + an inventory of {INVENTORY_LIMIT} repositories; seedd {} ({}), load average {load_start} → {load_end}",
-        git_describe(),
-        seedd_bin.display()
-    );
-    println!();
-    println!(
-        "{:>6} {:>7} {:>8} {:>8} {:>7} {:>9} {:>8} {:>8} {:>8} {:>9} {:>9} {:>9}",
-        "nodes",
-        "time s",
-        "RSS MiB",
-        "HWM MiB",
-        "CPU s",
-        "inv. in",
-        "lim.host",
-        "lim.nid",
-        "addrbook",
-        "routes",
-        "stored",
-        "honest ms"
-    );
-    println!("{}", "-".repeat(106));
-    for s in samples.iter().chain(std::iter::once(&after)) {
-        println!(
-            "{:>6} {:>7} {:>8} {:>8} {:>7} {:>9} {:>8} {:>8} {:>8} {:>9} {:>9} {:>9}",
-            s.nodes,
-            fmt(Some(s.secs)),
-            fmt(mib(s.rss_kib)),
-            fmt(mib(s.hwm_kib)),
-            fmt(Some(s.cpu_s)),
-            fmt(Some(s.inventories_in)),
-            fmt(Some(s.limited_host)),
-            fmt(Some(s.limited_nid)),
-            fmt(Some(s.address_book)),
-            fmt(Some(s.routes)),
-            fmt(Some(s.stored)),
-            fmt(s.honest_ping_ms),
-        );
-    }
-    println!("(the last line is 3.6 s after the flood ended; gauges lag by up to 1 s)");
-    println!();
-    let summary = [
-        (
-            "flood nodes completed / failed",
-            format!("{} / {}", ok.load(Ordering::Relaxed), failures.len()),
-        ),
-        (
-            "flood duration",
-            format!(
-                "{} s ({} nodes/s)",
-                fmt(Some(flood_secs)),
-                fmt(Some(nodes as f64 / flood_secs))
-            ),
-        ),
-        (
-            "seedd RSS start / peak (VmHWM) / end",
-            format!(
-                "{} / {} / {} MiB (peak sampled VmRSS {} MiB)",
-                fmt(mib(rss_before)),
-                fmt(mib(hwm_kib)),
-                fmt(mib(after.rss_kib)),
-                fmt(mib(peak_rss))
-            ),
-        ),
-        (
-            "seedd CPU during the flood",
-            format!("{} s", fmt(Some(after.cpu_s))),
-        ),
-        (
-            "messages rate-limited: host / nid / connect (ip)",
-            format!(
-                "{} / {} / {}",
-                fmt(Some(after.limited_host - first.limited_host)),
-                fmt(Some(after.limited_nid - first.limited_nid)),
-                fmt(Some(after.limited_ip - first.limited_ip))
-            ),
-        ),
-        (
-            "address book / routing entries / stored announcements at end",
-            format!(
-                "{} / {} / {}",
-                fmt(Some(after.address_book)),
-                fmt(Some(after.routes)),
-                fmt(Some(after.stored))
-            ),
-        ),
-        (
-            "honest session kept (listed in /api/v1/peers, answers pings)",
-            format!(
-                "{} (listed {honest_listed}, closed {honest_closed}, ping {} ms, pings from seedd answered {})",
-                if honest_kept { "yes" } else { "NO" },
-                fmt(after.honest_ping_ms),
-                honest.pings.load(Ordering::Relaxed)
-            ),
-        ),
-        (
-            "honest peer's routes kept",
-            format!("{honest_routes} of {HONEST_REPOS}"),
-        ),
-    ];
-    for (k, v) in &summary {
-        println!("{k:<62} {v}");
-    }
-    for n in &notes {
-        println!("note: {n}");
-    }
-
-    let json_samples: Vec<Value> = samples
-        .iter()
-        .chain(std::iter::once(&after))
-        .map(Sample::json)
-        .collect();
-    let out = json!({
-        "bench": "gossip_flood",
-        "commit": git_describe(),
-        "loadavg_start": load_start,
-        "loadavg_end": load_end,
-        "config": {
-            "nodes": nodes,
-            "inflight": inflight,
-            "every": every,
-            "inventory_per_node": INVENTORY_LIMIT,
-            "flood_ip": FLOOD_IP,
-            "honest_ip": HONEST_IP,
-            "seedd_config": rate,
-        },
-        "samples": json_samples,
-        "summary": {
-            "flood_ok": ok.load(Ordering::Relaxed),
-            "flood_failed": failures.len(),
-            "flood_secs": flood_secs,
-            "rss_start_kib": rss_before,
-            "hwm_kib": hwm_kib,
-            "rss_peak_sampled_kib": peak_rss,
-            "rss_end_kib": after.rss_kib,
-            "cpu_s": after.cpu_s,
-            "rate_limited_host": after.limited_host - first.limited_host,
-            "rate_limited_nid": after.limited_nid - first.limited_nid,
-            "rate_limited_ip": after.limited_ip - first.limited_ip,
-            "address_book_end": after.address_book,
-            "routes_end": after.routes,
-            "stored_end": after.stored,
-            "honest_kept": honest_kept,
-            "honest_listed": honest_listed,
-            "honest_closed": honest_closed,
-            "honest_routes": honest_routes,
-            "seedd_alive": seedd_alive,
-        },
-        "notes": notes,
-    });
-    let path = target_dir.join("seedd-bench-gossip-flood.json");
-    std::fs::write(
-        &path,
-        serde_json::to_string_pretty(&seedd_benches::measure::stamped(&out)).unwrap(),
-    )
-    .unwrap();
-    log(&format!("wrote {}", path.display()));
+    let failures = failures.lock().unwrap().clone();
+    let honest_reason = honest.reason.lock().unwrap().clone();
     drop(probe_tx);
-    rt.shutdown_timeout(Duration::from_secs(2));
     drop(seed);
+    drop(scope);
+    Round {
+        samples,
+        ok: ok.load(Ordering::Relaxed),
+        failures,
+        flood_secs,
+        pss_before,
+        rss_sum_before,
+        flood,
+        honest_listed,
+        honest_closed,
+        honest_reason,
+        honest_pings: honest.pings.load(Ordering::Relaxed),
+        honest_routes,
+        honest_kept,
+        seedd_alive,
+        warns,
+    }
 }
 
 // ------------------------------------------------------------------------------------------
@@ -449,8 +785,14 @@ fn main() {
 struct Sample {
     nodes: usize,
     secs: f64,
-    rss_kib: u64,
-    hwm_kib: u64,
+    /// seedd's PSS (Σ over its cgroup), KiB.
+    pss_kib: u64,
+    /// seedd's cgroup memory peak since the flood began, bytes (`None` without a memory
+    /// cgroup).
+    memory_peak: Option<u64>,
+    /// Σ VmRSS over seedd's cgroup, KiB (secondary).
+    rss_sum_kib: u64,
+    /// seedd's cgroup CPU since the flood began, seconds.
     cpu_s: f64,
     limited_host: f64,
     limited_nid: f64,
@@ -467,11 +809,12 @@ struct Sample {
 impl Sample {
     fn line(&self) -> String {
         format!(
-            "{} nodes, {:.1} s: RSS {:.1} MiB (HWM {:.1}), CPU {:.2} s, inventories in {}, rate-limited host {} nid {}, address book {}, routes {}, stored {}, honest ping {}",
+            "{} nodes, {:.1} s: PSS {:.1} MiB, memory.peak {} MiB, Σ RSS {:.1} MiB, CPU {:.2} s, inventories in {}, rate-limited host {} nid {}, address book {}, routes {}, stored {}, honest ping {}",
             self.nodes,
             self.secs,
-            self.rss_kib as f64 / 1024.0,
-            self.hwm_kib as f64 / 1024.0,
+            self.pss_kib as f64 / 1024.0,
+            fmt(self.memory_peak.map(|b| b as f64 / 1048576.0)),
+            self.rss_sum_kib as f64 / 1024.0,
             self.cpu_s,
             self.inventories_in,
             self.limited_host,
@@ -488,8 +831,9 @@ impl Sample {
         json!({
             "nodes": self.nodes,
             "secs": self.secs,
-            "rss_kib": self.rss_kib,
-            "hwm_kib": self.hwm_kib,
+            "pss_kib": self.pss_kib,
+            "memory_peak_bytes": self.memory_peak,
+            "rss_sum_kib": self.rss_sum_kib,
             "cpu_s": self.cpu_s,
             "rate_limited_host": self.limited_host,
             "rate_limited_nid": self.limited_nid,
@@ -709,28 +1053,4 @@ fn now_ms() -> u64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| d.as_millis() as u64)
-}
-
-/// The workspace's commit (`+dirty` with local changes), for the record.
-fn git_describe() -> String {
-    let git = |args: &[&str]| {
-        Command::new("git")
-            .arg("-C")
-            .arg(workspace())
-            .args(args)
-            .output()
-            .ok()
-            .filter(|o| o.status.success())
-            .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_owned())
-    };
-    let Some(head) = git(&["rev-parse", "--short", "HEAD"]) else {
-        return "(unknown commit)".into();
-    };
-    let dirty =
-        git(&["status", "--porcelain", "--untracked-files=no"]).is_some_and(|s| !s.is_empty());
-    if dirty {
-        format!("{head}+dirty")
-    } else {
-        head
-    }
 }

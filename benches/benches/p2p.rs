@@ -1,7 +1,16 @@
 //! Side-by-side benchmark of the peer-to-peer layer: `seedd` against the official
 //! `radicle-node` 0.21.1, driven by the same load generator in one run, on loopback. Prints a
 //! table of absolute figures and ratios (seedd / radicle-node) and writes the same figures as
-//! JSON to `<target>/seedd-bench-p2p.json`. See `benches/README.md`.
+//! JSON to `<target>/seedd-bench-p2p.json`. See `benches/README.md` and `benches/runs/p2p.md`.
+//!
+//! Measured under the rules of issue 29 §1 (`seedd_benches::measure`): each target runs in its
+//! own cgroup [`Scope`] pinned to the server cores (seedd through a wrapper in
+//! `SEEDD_TEST_BIN_DIR`, radicle-node through a wrapper first on `PATH`); this process, the load
+//! generator, is pinned to the load cores. CPU is the scope's CPU (the target and everything it
+//! starts), memory the scope's PSS, its cgroup memory peak (reset per phase), and Σ VmRSS as a
+//! secondary figure. A steady-state load bench: both targets hold the same two small fixture
+//! repositories, just copied (so in the page cache); no row is about cold storage reads, so
+//! nothing is evicted.
 //!
 //! For each target the load generator (`seedd_benches::peers`: this process, tokio, one task
 //! per session):
@@ -10,28 +19,30 @@
 //!    key: Noise handshake, the target's three initial messages, then its own NodeAnnouncement
 //!    (SEED feature) and a Subscribe (empty filter, `since` = now);
 //! 2. waits until the relayed gossip has died down, leaves all sessions idle for 5 s and reads
-//!    the target's RSS: memory per idle session = (RSS now − RSS before the ramp) / N;
+//!    the target's PSS: memory per idle session = (PSS now − PSS before the ramp) / N;
 //! 3. gossip, in levels (default 20, then 200 gossipers — the issue's load): the first G
 //!    sessions each send a fresh signed InventoryAnnouncement and a RefsAnnouncement every
-//!    second for 10 s; the target's CPU and RSS are read once it has worked the level off
+//!    second for 10 s; the target's CPU and memory are read once it has worked the level off
 //!    (no relayed frame for 7 s, under 5 % of a core), or after 60 s (then: "saturated").
 //!
 //! Every session answers Ping with Pong and refuses git streams (Close); a session that the
 //! target closes before the end counts as an error.
 //!
-//! Long by design: one bench binary runs every Radicle-wire workload side by side against
-//! radicle-node in one process, so the ratios come from one run (see benches/README.md).
+//! One run per target, not ≥ 5 rounds: a run takes about 6 minutes (radicle-node needs 2½ to
+//! accept 1,000 sessions); that is recorded as an override in the result.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::fmt::Write as _;
 use std::net::SocketAddr;
+use std::path::Path;
 use std::process::Command;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
+use seedd_benches::measure::{self, Interval, Pinning, Scope};
 use seedd_benches::peers::{gossip, ramp, wait_settled, Shared};
-use seedd_benches::procfs::{alive, clk_tck, cpu_ticks, reset_hwm, status_kib};
+use seedd_benches::procfs::alive;
 use seedd_benches::{
     ensure_seedd, env_usize, fmt, profile_dir, radicle_version, write_table, TableLine,
 };
@@ -69,7 +80,22 @@ const REPOS: [&str; 2] = ["heartwood-fixture", "small-fixture"];
 
 fn main() {
     // Figures belong to a commit: refuse a dirty tree (issue 29 §1).
-    seedd_benches::measure::provenance("p2p");
+    let prov = measure::provenance("p2p");
+    // The load generator (this process) on the load cores; the targets' scopes on the server
+    // cores.
+    Pinning::pin_self_to_load();
+    measure::record_override(
+        "one run per target, not 5 rounds: a run takes about 6 minutes (radicle-node needs \
+         about 2.5 minutes to accept 1,000 sessions, and up to 70 s per gossip level)",
+    );
+    measure::record_config_diff(
+        "seedd: [p2p] relay = \"always\" (default auto), as radicle-node here",
+    );
+    measure::record_config_diff("seedd: [policy] default = \"allow\" (default block)");
+    measure::record_config_diff(
+        "radicle-node: relay always, --log-level info, network test, peers static, connect [], \
+         preferredSeeds [], externalAddresses [] (the harness's RadNode settings)",
+    );
     let started = Instant::now();
     let log = |msg: &str| eprintln!("[{:6.1}s] {msg}", started.elapsed().as_secs_f64());
     let mut notes: Vec<String> = Vec::new();
@@ -109,6 +135,46 @@ fn main() {
         ) as u64),
         inflight: env_usize("SEEDD_BENCH_P2P_INFLIGHT", INFLIGHT).max(1),
     };
+    // `SEEDD_BENCH_P2P_ONLY=seedd` or `=radicle-node` runs one target (for debugging).
+    let only = std::env::var("SEEDD_BENCH_P2P_ONLY").unwrap_or_default();
+    // Knobs away from their defaults (the phase labels name them too).
+    let knobs = [
+        (
+            "SEEDD_BENCH_P2P_SESSIONS",
+            cfg.sessions.to_string(),
+            SESSIONS.to_string(),
+        ),
+        (
+            "SEEDD_BENCH_P2P_GOSSIPERS",
+            format!("{:?}", cfg.levels),
+            format!("{GOSSIP_LEVELS:?}"),
+        ),
+        (
+            "SEEDD_BENCH_P2P_SECS",
+            cfg.gossip_secs.to_string(),
+            GOSSIP_SECS.to_string(),
+        ),
+        (
+            "SEEDD_BENCH_P2P_DRAIN_MAX",
+            cfg.drain_max.as_secs().to_string(),
+            DRAIN_MAX.as_secs().to_string(),
+        ),
+        (
+            "SEEDD_BENCH_P2P_INFLIGHT",
+            cfg.inflight.to_string(),
+            INFLIGHT.to_string(),
+        ),
+    ];
+    for (knob, value, default) in knobs {
+        if value != default {
+            measure::record_config_diff(&format!("bench: {knob} = {value} (default {default})"));
+        }
+    }
+    if !only.is_empty() {
+        measure::record_config_diff(&format!(
+            "bench: SEEDD_BENCH_P2P_ONLY = {only} (one target)"
+        ));
+    }
     log(&format!(
         "{} sessions per target ({} handshakes in flight), gossip levels {:?} gossipers × {} s; open-files limit {}",
         cfg.sessions,
@@ -118,36 +184,51 @@ fn main() {
         fd_soft.map_or("unknown".into(), |s| s.to_string())
     ));
 
+    if measure::cgroup_method().contains("v2 memory.peak") {
+        notes.push(
+            "memory.peak: cgroup v2 keeps a reset only for the file descriptor that wrote it, so \
+             each phase's figure is the target's peak since it started"
+                .into(),
+        );
+    }
+
     let profile = profile_dir();
     let target_dir = profile.parent().unwrap().to_owned();
     let seedd_bin = ensure_seedd(&log, &profile);
     let f = fixtures();
     let rids: Vec<RepoId> = REPOS.iter().map(|r| f.rid(r).parse().unwrap()).collect();
-    let tck = clk_tck();
+    // Wrapper directories that start each target in its scope.
+    let work = tempfile::Builder::new()
+        .prefix("p2p")
+        .tempdir_in("/tmp")
+        .unwrap();
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
         .unwrap();
 
-    // `SEEDD_BENCH_P2P_ONLY=seedd` or `=radicle-node` runs one target (for debugging).
-    let only = std::env::var("SEEDD_BENCH_P2P_ONLY").unwrap_or_default();
     let wanted = |label: &str| only.is_empty() || only == label;
 
     // seedd.
     let mut outcomes: Vec<Outcome> = Vec::new();
     if wanted("seedd") {
         log(&format!("starting seedd ({})", seedd_bin.display()));
-        let seed = Seed::start(SeedOptions {
-            repos: REPOS.iter().map(|s| s.to_string()).collect(),
-            extra_config: "[policy]\ndefault = \"allow\"\n".into(),
-            p2p_config: "relay = \"always\"\n".into(),
-            // The production default level; the harness default is debug.
-            env: vec![("RUST_LOG".into(), "info".into())],
-            ..SeedOptions::default()
+        let scope = Arc::new(Scope::new("p2p-seedd"));
+        let bin_dir = scope.wrapper_dir(&seedd_bin, &work.path().join("seedd-bin"), &["seedctl"]);
+        let seed = measure::with_test_bin_dir(&bin_dir, || {
+            Seed::start(SeedOptions {
+                repos: REPOS.iter().map(|s| s.to_string()).collect(),
+                extra_config: "[policy]\ndefault = \"allow\"\n".into(),
+                p2p_config: "relay = \"always\"\n".into(),
+                // The production default level; the harness default is debug.
+                env: vec![("RUST_LOG".into(), "info".into())],
+                ..SeedOptions::default()
+            })
         });
         let seedd = Target {
             label: "seedd",
             pid: seed.child.id(),
+            scope: scope.clone(),
             addr: seed.p2p,
             nid: seed.nid().parse().unwrap(),
             routing: Box::new(|| Some(seed.metric("seedd_p2p_routing_entries", &[]) as u64)),
@@ -156,7 +237,7 @@ fn main() {
             "seedd pid {} p2p {} nid {}",
             seedd.pid, seedd.addr, seedd.nid
         ));
-        let result = run_target(&rt, &seedd, &cfg, &rids, tck, &log);
+        let result = run_target(&rt, &seedd, &cfg, &rids, &log);
         let metrics = seedd_tests::http_get(&seed.admin_url("/metrics"), &[])
             .map(|(_, t)| t)
             .unwrap_or_default();
@@ -178,12 +259,14 @@ fn main() {
         });
         drop(seedd);
         drop(seed);
+        drop(scope);
     }
 
     // radicle-node.
     if wanted("radicle-node") {
         log("starting radicle-node (bob)");
-        let rad = start_radicle_node("bob", &REPOS);
+        let scope = Arc::new(Scope::new("p2p-radicle-node"));
+        let rad = start_radicle_node("bob", &REPOS, &scope, &work.path().join("radicle-bin"));
         let inventory = rad_cmd(&rad, &["node", "inventory"]);
         for (name, rid) in REPOS.iter().zip(&rids) {
             if !inventory.contains(&rid.to_string()) {
@@ -197,6 +280,7 @@ fn main() {
         let radicle = Target {
             label: "radicle-node",
             pid: rad.child.id(),
+            scope: scope.clone(),
             addr: SocketAddr::from(([127, 0, 0, 1], rad.port)),
             nid: rad.nid.parse().unwrap(),
             routing: Box::new(|| {
@@ -208,7 +292,7 @@ fn main() {
             "radicle-node pid {} p2p {} nid {}",
             radicle.pid, radicle.addr, radicle.nid
         ));
-        let result = run_target(&rt, &radicle, &cfg, &rids, tck, &log);
+        let result = run_target(&rt, &radicle, &cfg, &rids, &log);
         outcomes.push(Outcome {
             alive: alive(radicle.pid),
             logs: rad.logs(),
@@ -217,6 +301,7 @@ fn main() {
         });
         drop(radicle);
         drop(rad);
+        drop(scope);
     }
     rt.shutdown_timeout(Duration::from_secs(5));
 
@@ -252,7 +337,7 @@ fn main() {
         for (l, g) in o.result.gossip.iter().enumerate() {
             if !g.settled {
                 notes.push(format!(
-                    "{} did not work off the {}-gossiper level: still {:.2} cores busy {:.0} s after the last send (routing entries added {} of {}); its CPU and RSS figures for that level are lower bounds",
+                    "{} did not work off the {}-gossiper level: still {:.2} cores busy {:.0} s after the last send (routing entries added {} of {}); its CPU and memory figures for that level are lower bounds",
                     o.result.label,
                     g.gossipers,
                     g.cpu_rate_at_end,
@@ -370,29 +455,62 @@ fn main() {
         both(&|t| Some(t.ramp_frames as f64)),
     );
     let idle = format!("idle: {} sessions, {} s", cfg.sessions, IDLE.as_secs());
+    let mib = |b: Option<u64>| b.map(|b| b as f64 / 1048576.0);
     add(
-        "rss_base_mib",
+        "pss_base_mib",
         &idle,
-        "RSS before the ramp",
+        "PSS before the ramp",
         "MiB",
         "lower",
-        both(&|t| Some(t.rss_base as f64 / 1024.0)),
+        both(&|t| Some(t.pss_base as f64 / 1024.0)),
     );
     add(
-        "rss_idle_mib",
+        "pss_idle_mib",
         &idle,
-        "RSS with all sessions idle",
+        "PSS with all sessions idle",
         "MiB",
         "lower",
-        both(&|t| Some(t.rss_idle as f64 / 1024.0)),
+        both(&|t| Some(t.pss_idle as f64 / 1024.0)),
     );
     add(
-        "kib_per_idle_session",
+        "pss_kib_per_idle_session",
         &idle,
-        "memory per idle session",
+        "memory per idle session (ΔPSS/N)",
         "KiB",
         "lower",
         both(&|t| t.kib_per_session()),
+    );
+    add(
+        "memory_peak_setup_mib",
+        &idle,
+        "memory.peak, ramp to idle end",
+        "MiB",
+        "lower",
+        both(&|t| mib(t.setup.memory_peak)),
+    );
+    add(
+        "pss_peak_setup_mib",
+        &idle,
+        "PSS peak, ramp to idle end",
+        "MiB",
+        "lower",
+        both(&|t| Some(t.setup.pss_peak_kib as f64 / 1024.0)),
+    );
+    add(
+        "rss_sum_idle_mib",
+        &idle,
+        "Σ VmRSS, sessions idle (2nd.)",
+        "MiB",
+        "lower",
+        both(&|t| Some(t.rss_sum_idle as f64 / 1024.0)),
+    );
+    add(
+        "rss_sum_kib_per_idle_session",
+        &idle,
+        "  ΔΣ VmRSS/N (secondary)",
+        "KiB",
+        "lower",
+        both(&|t| t.rss_kib_per_session()),
     );
     add(
         "idle_cpu_s",
@@ -484,20 +602,36 @@ fn main() {
             both(&|t| lv(t).map(|x| if x.settled { 1.0 } else { 0.0 })),
         );
         add(
-            &key("rss_end_mib"),
+            &key("pss_end_mib"),
             &phase,
-            "RSS after the drain",
+            "PSS after the drain",
             "MiB",
             "lower",
-            both(&|t| lv(t).map(|x| x.rss as f64 / 1024.0)),
+            both(&|t| lv(t).map(|x| x.pss_end as f64 / 1024.0)),
         );
         add(
-            &key("rss_peak_mib"),
+            &key("memory_peak_mib"),
             &phase,
-            "peak RSS (VmHWM) in the level",
+            "memory.peak in the level",
             "MiB",
             "lower",
-            both(&|t| lv(t).and_then(|x| x.hwm.map(|h| h as f64 / 1024.0))),
+            both(&|t| lv(t).and_then(|x| mib(x.interval.memory_peak))),
+        );
+        add(
+            &key("pss_peak_mib"),
+            &phase,
+            "PSS peak in the level",
+            "MiB",
+            "lower",
+            both(&|t| lv(t).map(|x| x.interval.pss_peak_kib as f64 / 1024.0)),
+        );
+        add(
+            &key("rss_sum_end_mib"),
+            &phase,
+            "Σ VmRSS after drain (2nd.)",
+            "MiB",
+            "lower",
+            both(&|t| lv(t).map(|x| x.rss_sum_end as f64 / 1024.0)),
         );
     }
     let whole = "whole run".to_owned();
@@ -546,7 +680,6 @@ fn main() {
     let mem_met = per_session.is_some_and(|k| k <= TARGET_KIB_PER_SESSION);
     let errors_ok = seedd_out
         .is_some_and(|o| o.alive && o.result.errors() == 0 && o.result.established == cfg.sessions);
-    let cpus = std::thread::available_parallelism().map_or(0, |n| n.get());
     let commit = git_describe();
 
     // Table.
@@ -554,16 +687,26 @@ fn main() {
     let _ = writeln!(t);
     let _ = writeln!(
         t,
-        "seedd {commit} vs radicle-node {} — p2p layer, loopback, one run ({cpus} CPUs; load generator shares them)",
+        "seedd {commit} vs radicle-node {} — p2p layer, loopback, one run per target (a run takes ~6 min), steady-state load (no cold/warm rows)",
         radicle_version()
     );
-    let _ = writeln!(t, "ratio = seedd / radicle-node. Target CPU = Δ(utime+stime+cutime+cstime), RSS = VmRSS of the target process.");
+    let _ = writeln!(t, "{}", prov.line());
+    let _ = writeln!(
+        t,
+        "ratio = seedd / radicle-node. Each target in its own cgroup on the server cores, the load generator on the load cores ({}).",
+        Pinning::get().describe()
+    );
+    let _ = writeln!(
+        t,
+        "Target CPU and memory.peak: the target's cgroup ({}); memory.peak reset per phase, page cache included. PSS: Σ smaps_rollup of the cgroup's processes (peaks sampled every 20 ms). Σ VmRSS: secondary.",
+        measure::cgroup_method()
+    );
     let _ = writeln!(t);
     write_table(
         &mut t,
         ["phase", "metric", "seedd", "radicle-node", "ratio", "unit"],
-        [36, 32, 10, 12, 8, 7],
-        120,
+        [36, 34, 10, 12, 8, 7],
+        122,
         rows.iter().map(|r| TableLine {
             group: &r.phase,
             metric: &r.metric,
@@ -583,7 +726,7 @@ fn main() {
     let _ = writeln!(t);
     let _ = writeln!(
         t,
-        "target: memory per idle session ≤ {TARGET_KIB_PER_SESSION:.0} KiB: seedd {} KiB → {}",
+        "target: memory per idle session (ΔPSS/N) ≤ {TARGET_KIB_PER_SESSION:.0} KiB: seedd {} KiB → {}",
         fmt(per_session),
         if mem_met { "MET" } else { "NOT MET" }
     );
@@ -609,8 +752,9 @@ fn main() {
     let json = json!({
         "schema": 1,
         "unix_time": unix,
-        "cpus": cpus,
-        "clk_tck": tck,
+        "cpu_and_memory": measure::cgroup_method(),
+        "pinning": Pinning::get().describe(),
+        "rounds": 1,
         "duration_s": elapsed,
         "seedd_binary": seedd_bin.display().to_string(),
         "seedd_commit": commit,
@@ -628,7 +772,7 @@ fn main() {
             "seedd": "RUST_LOG=info, [p2p] relay = \"always\", [policy] default = \"allow\"",
             "radicle_node": "--log-level info, relay always, seedingPolicy allow/all, peers static, no connect",
         },
-        "results": rows.iter().map(|r| json!({
+        "rows": rows.iter().map(|r| json!({
             "key": r.key,
             "phase": r.phase,
             "metric": r.metric,
@@ -638,21 +782,25 @@ fn main() {
             "ratio": r.ratio(),
             "better": r.better,
         })).collect::<Vec<_>>(),
-        "targets": {
-            "seedd_kib_per_idle_session": per_session,
-            "max_kib_per_idle_session": TARGET_KIB_PER_SESSION,
-            "memory_met": mem_met,
-            "sessions_without_errors_met": errors_ok,
-        },
+        // The issue's targets, in the layout benches/tools/targets.py reads.
+        "targets": [
+            {
+                "target": "p2p: seedd memory per idle session (ΔPSS/N), KiB",
+                "value": per_session,
+                "goal": format!("≤ {TARGET_KIB_PER_SESSION:.0}"),
+                "met": mem_met,
+            },
+            {
+                "target": format!("p2p: seedd {} concurrent sessions without errors (errors)", cfg.sessions),
+                "value": s.map(|s| s.errors() as f64),
+                "goal": "0, all established, alive",
+                "met": errors_ok,
+            },
+        ],
         "details": outcomes.iter().map(|o| o.result.details()).collect::<Vec<_>>(),
         "notes": notes,
     });
-    let path = target_dir.join("seedd-bench-p2p.json");
-    std::fs::write(
-        &path,
-        serde_json::to_string_pretty(&seedd_benches::measure::stamped(&json)).unwrap() + "\n",
-    )
-    .unwrap();
+    let path = measure::write_result("p2p", prov, json);
     println!("JSON: {}", path.display());
 }
 
@@ -682,15 +830,21 @@ struct GossipResult {
     gossipers: usize,
     sent: u64,
     send_secs: f64,
+    /// The target's CPU from the first send until the wait ended, seconds (cgroup).
     cpu: f64,
+    /// The level measured on the target's scope: memory.peak (reset first), PSS and Σ RSS
+    /// peaks.
+    interval: Interval,
     frames: u64,
     drain_secs: f64,
     /// Whether the target went quiet within the drain limit.
     settled: bool,
     /// Its CPU use (cores) when the wait ended.
     cpu_rate_at_end: f64,
-    rss: u64,
-    hwm: Option<u64>,
+    /// PSS of the target's scope after the drain, KiB.
+    pss_end: u64,
+    /// Σ VmRSS of the target's scope after the drain, KiB (secondary).
+    rss_sum_end: u64,
     routing_added: Option<u64>,
 }
 
@@ -698,6 +852,8 @@ struct GossipResult {
 struct Target<'a> {
     label: &'static str,
     pid: u32,
+    /// The cgroup the target (and all it starts) runs in.
+    scope: Arc<Scope>,
     addr: SocketAddr,
     nid: NodeId,
     /// Number of routing-table entries (seedd: the gauge; radicle-node: `rad node routing`).
@@ -718,8 +874,14 @@ struct TargetResult {
     setup_cpu: f64,
     settle_secs: f64,
     ramp_frames: u64,
-    rss_base: u64,
-    rss_idle: u64,
+    /// PSS of the target's scope before the ramp and with all sessions idle, KiB.
+    pss_base: u64,
+    pss_idle: u64,
+    /// Σ VmRSS of the target's scope, the same two points, KiB (secondary).
+    rss_sum_base: u64,
+    rss_sum_idle: u64,
+    /// Ramp, settle and idle measured on the target's scope (memory.peak reset first).
+    setup: Interval,
     idle_cpu: f64,
     gossip: Vec<GossipResult>,
     pings: u64,
@@ -732,9 +894,17 @@ impl TargetResult {
         self.failures.len() + self.disconnects.len() + self.protocol_errors as usize
     }
 
+    /// (PSS idle − PSS before the ramp) / sessions, KiB.
     fn kib_per_session(&self) -> Option<f64> {
         (self.established > 0)
-            .then(|| (self.rss_idle as f64 - self.rss_base as f64) / self.established as f64)
+            .then(|| (self.pss_idle as f64 - self.pss_base as f64) / self.established as f64)
+    }
+
+    /// The same from Σ VmRSS (secondary).
+    fn rss_kib_per_session(&self) -> Option<f64> {
+        (self.established > 0).then(|| {
+            (self.rss_sum_idle as f64 - self.rss_sum_base as f64) / self.established as f64
+        })
     }
 
     fn latency_ms(&self, q: f64) -> Option<f64> {
@@ -756,8 +926,11 @@ impl TargetResult {
             "ramp_s": self.ramp_secs,
             "settle_s": self.settle_secs,
             "keepalive_pings_sent": self.keepalives,
-            "rss_base_kib": self.rss_base,
-            "rss_idle_kib": self.rss_idle,
+            "pss_base_kib": self.pss_base,
+            "pss_idle_kib": self.pss_idle,
+            "rss_sum_base_kib": self.rss_sum_base,
+            "rss_sum_idle_kib": self.rss_sum_idle,
+            "setup": interval_json(&self.setup),
             "gossip": self.gossip.iter().map(|g| json!({
                 "gossipers": g.gossipers,
                 "announcements": g.sent,
@@ -767,8 +940,9 @@ impl TargetResult {
                 "settled": g.settled,
                 "cpu_cores_at_end": g.cpu_rate_at_end,
                 "frames_to_clients": g.frames,
-                "rss_kib": g.rss,
-                "vmhwm_kib": g.hwm,
+                "pss_end_kib": g.pss_end,
+                "rss_sum_end_kib": g.rss_sum_end,
+                "level": interval_json(&g.interval),
                 "routing_added": g.routing_added,
             })).collect::<Vec<_>>(),
         })
@@ -788,87 +962,125 @@ fn run_target(
     target: &Target<'_>,
     cfg: &LoadConfig,
     rids: &[RepoId],
-    tck: f64,
     log: &dyn Fn(&str),
 ) -> TargetResult {
-    let pid = target.pid;
-    let cpu = || cpu_ticks(pid) as f64 / tck;
+    let scope = &target.scope;
+    let cpu = || scope.cpu_usec() as f64 / 1e6;
     std::thread::sleep(Duration::from_secs(2));
-    let rss_base = status_kib(pid, "VmRSS");
+    let pss_base = scope.pss_kib();
+    let rss_sum_base = scope.rss_kib();
     let routing_before = (target.routing)();
     let shared = Arc::new(Shared::default());
     let keys: Vec<Keypair> = (0..cfg.sessions)
         .map(|i| Keypair::mock(i as u64 + 1))
         .collect();
 
-    // 1. Ramp.
+    // 1. Ramp, settle and idle, measured as one interval of the target's scope (its memory
+    // peak reset first); CPU read between the steps.
     log(&format!(
-        "{}: RSS {:.1} MiB; opening {} sessions",
+        "{}: PSS {:.1} MiB (Σ RSS {:.1} MiB); opening {} sessions",
         target.label,
-        rss_base as f64 / 1024.0,
+        pss_base as f64 / 1024.0,
+        rss_sum_base as f64 / 1024.0,
         cfg.sessions
     ));
-    let c0 = cpu();
-    let t0 = Instant::now();
-    let (senders, latencies, failures, tasks) =
-        rt.block_on(ramp(target.nid, target.addr, cfg.inflight, &keys, &shared));
-    let ramp_secs = t0.elapsed().as_secs_f64();
-    let ramp_cpu = cpu() - c0;
+    let (setup_out, setup) = measure::measure(scope, || {
+        let c0 = cpu();
+        let t0 = Instant::now();
+        let (senders, latencies, failures, tasks) =
+            rt.block_on(ramp(target.nid, target.addr, cfg.inflight, &keys, &shared));
+        let ramp_secs = t0.elapsed().as_secs_f64();
+        let ramp_cpu = cpu() - c0;
+        let established = latencies.len();
+        log(&format!(
+            "{}: {established} established, {} failed in {ramp_secs:.1} s ({:.0}/s); CPU {ramp_cpu:.2} s",
+            target.label,
+            failures.len(),
+            established as f64 / ramp_secs
+        ));
+        let settle = rt.block_on(wait_settled(&shared, scope, SETTLE_MAX));
+        if !settle.settled {
+            log(&format!(
+                "{}: WARNING: not settled after {:.0} s (still {:.2} cores busy)",
+                target.label, settle.secs, settle.cpu_rate
+            ));
+        }
+        let ramp_frames = shared.frames_in.load(Ordering::Relaxed);
+        let c1 = cpu();
+        let setup_cpu = c1 - c0;
+
+        // 2. Idle.
+        log(&format!(
+            "{}: settled after {:.1} s more ({ramp_frames} frames received; CPU ramp + settle {setup_cpu:.2} s); idle {} s",
+            target.label,
+            settle.secs,
+            IDLE.as_secs()
+        ));
+        std::thread::sleep(IDLE);
+        let idle_cpu = cpu() - c1;
+        let pss_idle = scope.pss_kib();
+        let rss_sum_idle = scope.rss_kib();
+        Setup {
+            senders,
+            latencies,
+            failures,
+            tasks,
+            ramp_secs,
+            ramp_cpu,
+            setup_cpu,
+            settle_secs: settle.secs,
+            ramp_frames,
+            idle_cpu,
+            pss_idle,
+            rss_sum_idle,
+        }
+    });
+    let Setup {
+        senders,
+        latencies,
+        failures,
+        tasks,
+        ramp_secs,
+        ramp_cpu,
+        setup_cpu,
+        settle_secs,
+        ramp_frames,
+        idle_cpu,
+        pss_idle,
+        rss_sum_idle,
+    } = setup_out;
     let established = latencies.len();
     log(&format!(
-        "{}: {established} established, {} failed in {ramp_secs:.1} s ({:.0}/s); CPU {ramp_cpu:.2} s",
+        "{}: PSS {:.1} MiB with {established} idle sessions → {:.1} KiB/session (Σ RSS {:.1} MiB); memory.peak {} MiB; idle CPU {idle_cpu:.2} s",
         target.label,
-        failures.len(),
-        established as f64 / ramp_secs
-    ));
-    let settle = rt.block_on(wait_settled(&shared, pid, tck, SETTLE_MAX));
-    let settle_secs = settle.secs;
-    if !settle.settled {
-        log(&format!(
-            "{}: WARNING: not settled after {settle_secs:.0} s (still {:.2} cores busy)",
-            target.label, settle.cpu_rate
-        ));
-    }
-    let ramp_frames = shared.frames_in.load(Ordering::Relaxed);
-    let c1 = cpu();
-    let setup_cpu = c1 - c0;
-
-    // 2. Idle.
-    log(&format!(
-        "{}: settled after {settle_secs:.1} s more ({ramp_frames} frames received; CPU ramp + settle {setup_cpu:.2} s); idle {} s",
-        target.label,
-        IDLE.as_secs()
-    ));
-    std::thread::sleep(IDLE);
-    let idle_cpu = cpu() - c1;
-    let rss_idle = status_kib(pid, "VmRSS");
-    log(&format!(
-        "{}: RSS {:.1} MiB with {established} idle sessions → {:.1} KiB/session; idle CPU {idle_cpu:.2} s",
-        target.label,
-        rss_idle as f64 / 1024.0,
-        (rss_idle as f64 - rss_base as f64) / established.max(1) as f64
+        pss_idle as f64 / 1024.0,
+        (pss_idle as f64 - pss_base as f64) / established.max(1) as f64,
+        rss_sum_idle as f64 / 1024.0,
+        fmt(setup.memory_peak.map(|b| b as f64 / 1048576.0)),
     ));
 
-    // 3. Gossip, level by level (the first `g` sessions gossip).
+    // 3. Gossip, level by level (the first `g` sessions gossip), each an interval of the
+    // target's scope (memory peak reset first).
     let mut gossip_results = Vec::new();
     let mut routing_before = routing_before;
     for &g in &cfg.levels {
-        let hwm_reset = reset_hwm(pid);
         let frames0 = shared.frames_in.load(Ordering::Relaxed);
-        let c2 = cpu();
         let gossipers: Vec<(Keypair, mpsc::Sender<Vec<u8>>)> = senders
             .iter()
             .take(g)
             .map(|(i, tx)| (keys[*i].clone(), tx.clone()))
             .collect();
-        let t2 = Instant::now();
-        let sent = rt.block_on(gossip(&gossipers, target.nid, rids, cfg.gossip_secs));
-        let send_secs = t2.elapsed().as_secs_f64();
-        let settle = rt.block_on(wait_settled(&shared, pid, tck, cfg.drain_max));
-        let cpu_used = cpu() - c2;
+        let ((sent, send_secs, settle), interval) = measure::measure(scope, || {
+            let t2 = Instant::now();
+            let sent = rt.block_on(gossip(&gossipers, target.nid, rids, cfg.gossip_secs));
+            let send_secs = t2.elapsed().as_secs_f64();
+            let settle = rt.block_on(wait_settled(&shared, scope, cfg.drain_max));
+            (sent, send_secs, settle)
+        });
+        let cpu_used = interval.cpu_secs();
         let frames = shared.frames_in.load(Ordering::Relaxed) - frames0;
-        let rss = status_kib(pid, "VmRSS");
-        let hwm = hwm_reset.then(|| status_kib(pid, "VmHWM"));
+        let pss_end = scope.pss_kib();
+        let rss_sum_end = scope.rss_kib();
         let routing_now = (target.routing)();
         let routing_added = match (routing_before, routing_now) {
             (Some(a), Some(b)) => Some(b.saturating_sub(a)),
@@ -876,7 +1088,7 @@ fn run_target(
         };
         routing_before = routing_now;
         log(&format!(
-            "{}: {g} gossipers: {sent} announcements in {send_secs:.1} s, {} after {:.1} s more; CPU {cpu_used:.2} s, {frames} frames relayed, RSS {:.1} MiB",
+            "{}: {g} gossipers: {sent} announcements in {send_secs:.1} s, {} after {:.1} s more; CPU {cpu_used:.2} s, {frames} frames relayed, PSS {:.1} MiB, memory.peak {} MiB",
             target.label,
             if settle.settled {
                 "settled".to_owned()
@@ -884,19 +1096,21 @@ fn run_target(
                 format!("NOT settled (still {:.2} cores busy)", settle.cpu_rate)
             },
             settle.secs,
-            rss as f64 / 1024.0
+            pss_end as f64 / 1024.0,
+            fmt(interval.memory_peak.map(|b| b as f64 / 1048576.0)),
         ));
         gossip_results.push(GossipResult {
             gossipers: g,
             sent,
             send_secs,
             cpu: cpu_used,
+            interval,
             frames,
             drain_secs: settle.secs,
             settled: settle.settled,
             cpu_rate_at_end: settle.cpu_rate,
-            rss,
-            hwm,
+            pss_end,
+            rss_sum_end,
             routing_added,
         });
     }
@@ -922,14 +1136,44 @@ fn run_target(
         setup_cpu,
         settle_secs,
         ramp_frames,
-        rss_base,
-        rss_idle,
+        pss_base,
+        pss_idle,
+        rss_sum_base,
+        rss_sum_idle,
+        setup,
         idle_cpu,
         gossip: gossip_results,
         pings: shared.pings.load(Ordering::Relaxed),
         keepalives: shared.keepalives.load(Ordering::Relaxed),
         opens: shared.opens.load(Ordering::Relaxed),
     }
+}
+
+/// What the ramp, settle and idle steps of [`run_target`] leave for the rest.
+struct Setup {
+    senders: Vec<(usize, mpsc::Sender<Vec<u8>>)>,
+    latencies: Vec<f64>,
+    failures: Vec<String>,
+    tasks: Vec<tokio::task::JoinHandle<()>>,
+    ramp_secs: f64,
+    ramp_cpu: f64,
+    setup_cpu: f64,
+    settle_secs: f64,
+    ramp_frames: u64,
+    idle_cpu: f64,
+    pss_idle: u64,
+    rss_sum_idle: u64,
+}
+
+/// An [`Interval`] for the JSON details.
+fn interval_json(iv: &Interval) -> Value {
+    json!({
+        "cpu_s": iv.cpu_secs(),
+        "wall_s": iv.wall.as_secs_f64(),
+        "memory_peak_bytes": iv.memory_peak,
+        "pss_peak_kib": iv.pss_peak_kib,
+        "rss_sum_peak_kib": iv.rss_peak_kib,
+    })
 }
 
 // ------------------------------------------------------------------------------------------
@@ -939,7 +1183,9 @@ fn run_target(
 /// `RadNode::start` (copy of a fixture home, loopback, network test, static peers), but with
 /// `--log-level info` (the harness uses debug), `relay: always` like seedd here, and the
 /// fixture repositories `repos` added to its storage so that both targets hold the same ones.
-fn start_radicle_node(name: &str, repos: &[&str]) -> RadNode {
+/// It runs in `scope` (pinned to the server cores) through a wrapper written to `bin_dir` and
+/// put first on `PATH` while it starts; `rad` and `git-remote-rad` beside it stay unwrapped.
+fn start_radicle_node(name: &str, repos: &[&str], scope: &Scope, bin_dir: &Path) -> RadNode {
     let f = fixtures();
     let dir = tempfile::Builder::new()
         .prefix("rn")
@@ -954,17 +1200,24 @@ fn start_radicle_node(name: &str, repos: &[&str]) -> RadNode {
             copy_tree(&f.storage().join(&canonical), &to);
         }
     }
-    RadNode::start_with(
-        name,
-        &[],
-        RadNodeOptions {
-            dir: Some(dir),
-            log_level: "info".into(),
-            relay: Some("always".into()),
-            wait_listening: true,
-            ..RadNodeOptions::default()
-        },
-    )
+    let wrapped = scope.wrapper_dir(
+        &radicle_bin("radicle-node"),
+        bin_dir,
+        &["rad", "git-remote-rad"],
+    );
+    measure::with_path_first(&wrapped, || {
+        RadNode::start_with(
+            name,
+            &[],
+            RadNodeOptions {
+                dir: Some(dir),
+                log_level: "info".into(),
+                relay: Some("always".into()),
+                wait_listening: true,
+                ..RadNodeOptions::default()
+            },
+        )
+    })
 }
 
 /// `rad <args>` as the node's user: trimmed stdout (empty on failure).

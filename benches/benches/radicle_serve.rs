@@ -288,11 +288,16 @@ fn main() {
             }
             if !c.failed.is_empty() {
                 // What the server said about its streams (refusals, closes), to name the cause.
-                for l in s.logs().lines().filter(|l| {
-                    l.contains("refusing git stream")
-                        || l.contains("closing git stream")
-                        || l.contains("ERROR")
-                }).take(20) {
+                for l in s
+                    .logs()
+                    .lines()
+                    .filter(|l| {
+                        l.contains("refusing git stream")
+                            || l.contains("closing git stream")
+                            || l.contains("ERROR")
+                    })
+                    .take(20)
+                {
                     notes.push(format!("{} log: {}", LABELS[si], l.trim()));
                 }
             }
@@ -647,16 +652,9 @@ impl Cell {
     }
 }
 
-/// Waits (at most 5 s) until `scope` used under 2 % of a core over 200 ms.
+/// Waits (at most 5 s) until `scope` is idle ([`measure::wait_idle`]).
 fn quiet(scope: &Scope) {
-    let deadline = Instant::now() + Duration::from_secs(5);
-    while Instant::now() < deadline {
-        let c0 = scope.cpu_usec();
-        std::thread::sleep(Duration::from_millis(200));
-        if scope.cpu_usec().saturating_sub(c0) < 4_000 {
-            return;
-        }
-    }
+    measure::wait_idle(scope, Duration::from_secs(5));
 }
 
 /// `n` concurrent fetches.

@@ -2,36 +2,48 @@
 //! one run, on loopback, with the same ~50 MB repository held by a real `radicle-node` (the
 //! "source"). Prints a table of absolute figures and ratios (seedd / radicle-node) and writes
 //! the same figures as JSON to `<target>/seedd-bench-replication.json`. See
-//! `benches/README.md`.
+//! `benches/README.md` and `benches/runs/replication.md`.
 //!
-//! 1. **Fetch** (rounds, alternating which target goes first): a fresh fetcher — seedd with
+//! Measured by the rules of issue 29 §1 (`seedd_benches::measure`): the measured server (the
+//! fetcher, then the serving node) runs in its own cgroup ([`Scope`], a new one per start,
+//! pinned to the server cores); its CPU is the cgroup's (every process it starts included),
+//! its memory the cgroup's peak and the PSS of its processes (Σ VmRSS as a secondary column).
+//! The bench, the source node and the client nodes run on the load cores; the source and the
+//! clients have scopes of their own (moved to the load cores) for their informational CPU.
+//! Rounds alternate the targets in ABBA order; figures are median [min–max].
+//!
+//! 1. **Fetch** (`SEEDD_BENCH_ROUNDS` rounds, default 3 — below the rules' 5 because each
+//!    round replicates 50 MB twice; recorded): a fresh fetcher — seedd with
 //!    `[policy] default = "allow"`, or a fresh radicle-node with seeding policy allow — is
 //!    started; then the source dials it (`rad node connect`), sends its inventory, and the
-//!    fetcher fetches the repository on its own. Measured from the `rad node connect` to the
-//!    moment the source's signed refs (`rad/sigrefs`, `heads/main` of its namespace) are in
-//!    the fetcher's storage: wall time, the fetcher's CPU (utime+stime+cutime+cstime, after
-//!    its children — `git fetch`, `index-pack`, `upload-pack` — have been reaped), its peak RSS,
-//!    and the source's CPU.
-//! 2. **Serving**: a server holding the repository (seedd with a copy of the source's storage,
-//!    or the source radicle-node itself) and N client radicle-nodes (default 8, seeding policy
-//!    block so that they do not fetch on their own) connected to it; then all N run
-//!    `rad clone <rid> --seed <server>` at once. Measured: wall time for all N, per-clone wall
-//!    time, the server's CPU (incl. children) and the clients' node CPU.
+//!    fetcher fetches the repository on its own. Wall time from the `rad node connect` to the
+//!    moment the source's signed refs (`rad/sigrefs`, `heads/main` of its namespace) are in the
+//!    fetcher's storage; the fetcher's CPU and memory over a window that goes on until the
+//!    fetch is done and the fetcher is idle again (seedd: the fetch counted, re-index and
+//!    after-fetch steps done), so what the fetch triggered is counted; the source's CPU.
+//! 2. **Serving** (the same rounds): a server holding the repository (seedd with a copy of the
+//!    source's storage, or the source radicle-node itself) and N client radicle-nodes (default
+//!    8, seeding policy block so that they do not fetch on their own) connected to it; then
+//!    all N run `rad clone <rid> --seed <server>` at once. Measured: wall time for all N,
+//!    per-clone wall time, the server's CPU and memory (until idle after the last clone) and
+//!    the clients' CPU. Warm: the server's storage was just copied (in the page cache).
 //!
 //! Long by design: fetch and serve against radicle-node measured in one run, with the
-//! dataset generation and the process accounting they share (see benches/README.md).
+//! dataset generation they share (see benches/runs/replication.md).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
+use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use seedd_benches::procfs::{alive, clk_tck, cpu_ticks, loadavg, reset_hwm, settle, status_kib};
+use seedd_benches::measure::{self, Interval, Pinning, Scope, Summary};
+use seedd_benches::procfs::{alive, loadavg};
 use seedd_benches::{
     cmd_out, ensure_seedd, env_usize, fmt, profile_dir, radicle_version, write_table, TableLine,
 };
-use seedd_tests::{copy_tree, run, workspace, RadNode, RadNodeOptions, Seed, SeedOptions};
+use seedd_tests::{copy_tree, radicle_bin, run, RadNode, RadNodeOptions, Seed, SeedOptions};
 use serde_json::{json, Value};
 
 /// Bump when the generated repository changes, so the cached one is regenerated.
@@ -41,7 +53,9 @@ const BLOBS: u64 = 5;
 const BLOB_BYTES: usize = 10 << 20;
 /// Name of the source node (a fresh identity whose key derives from the name).
 const SOURCE: &str = "repsrc";
-/// Fetch rounds per target (`SEEDD_BENCH_ROUNDS` overrides).
+/// Rounds per target, fetch and serving (`SEEDD_BENCH_ROUNDS` overrides). Below the rules'
+/// 5: a round replicates 50 MB per target and serves it to `CLIENTS` nodes (recorded with
+/// `measure::record_override`).
 const ROUNDS: usize = 3;
 /// Concurrent `rad clone`s in the serving phase (`SEEDD_BENCH_REPL_CLIENTS` overrides;
 /// `SEEDD_BENCH_REPL_SEQUENTIAL=1` runs them one after the other).
@@ -56,19 +70,54 @@ const QUIET: Duration = Duration::from_secs(1);
 /// first sync-task tick (5 s after start), which would otherwise queue a second fetch of the
 /// repository while the first one runs.
 const FETCH_QUIET: Duration = Duration::from_secs(6);
+/// Longest wait for a scope to become idle (under 2 % of a core over 500 ms).
+const IDLE_MAX: Duration = Duration::from_secs(60);
+/// The targets, in the order of [`Target::index`].
+const LABELS: [&str; 2] = ["seedd", "radicle-node"];
 
 fn main() {
     // Figures belong to a commit: refuse a dirty tree (issue 29 §1).
-    seedd_benches::measure::provenance("replication");
+    let prov = measure::provenance("replication");
+    // The bench, its `rad`/`git` commands, the source and the clients on the load cores.
+    Pinning::pin_self_to_load();
     let started = Instant::now();
     let log = move |msg: &str| eprintln!("[{:6.1}s] {msg}", started.elapsed().as_secs_f64());
     let profile = profile_dir();
     let target = profile.parent().unwrap().to_owned();
     let seedd_bin = ensure_seedd(&log, &profile);
-    let tck = clk_tck();
     let rounds = env_usize("SEEDD_BENCH_ROUNDS", ROUNDS).max(1);
     let clients = env_usize("SEEDD_BENCH_REPL_CLIENTS", CLIENTS).max(1);
     let sequential = std::env::var_os("SEEDD_BENCH_REPL_SEQUENTIAL").is_some_and(|v| v != "0");
+    if rounds < 5 {
+        measure::record_override(&format!(
+            "replication: {rounds} rounds per target (fewer than 5{}; a round replicates the \
+             50 MB repository per target and serves it to {clients} clients)",
+            if rounds == ROUNDS {
+                ": the bench's default"
+            } else {
+                ": SEEDD_BENCH_ROUNDS"
+            }
+        ));
+    }
+    if clients != CLIENTS {
+        measure::record_override(&format!(
+            "replication: SEEDD_BENCH_REPL_CLIENTS = {clients} (default {CLIENTS})"
+        ));
+    }
+    if sequential {
+        measure::record_override(
+            "replication: SEEDD_BENCH_REPL_SEQUENTIAL=1 (clones one at a time)",
+        );
+    }
+    measure::record_config_diff(
+        "seedd: [policy] default = \"allow\"; listeners on 127.0.0.1:<free port>; RUST_LOG=info \
+         (the test harness's Seed::start settings)",
+    );
+    measure::record_config_diff(
+        "radicle-node: network = test, peers static, preferredSeeds [], externalAddresses [], \
+         listen 127.0.0.1:<free port>, seedingPolicy allow/all (source, fetcher) or block \
+         (clients), --log-level info (the test harness's RadNode settings)",
+    );
     let load_before = loadavg();
 
     let cache = bench_data_dir();
@@ -79,33 +128,47 @@ fn main() {
         ds.pack_bytes as f64 / 1e6,
         ds.nid
     ));
+    log(measure::cgroup_method());
     let mut notes: Vec<String> = Vec::new();
 
     // 1. Fetch.
     let mut fetch: [Vec<FetchRun>; 2] = [Vec::new(), Vec::new()];
     for round in 0..rounds {
-        let order = if round % 2 == 0 {
-            [Target::Seedd, Target::Radicle]
-        } else {
-            [Target::Radicle, Target::Seedd]
-        };
-        for t in order {
+        for ti in measure::abba(round, 2) {
+            let t = Target::ALL[ti];
             log(&format!(
                 "fetch round {}/{rounds}: {}",
                 round + 1,
                 t.label()
             ));
-            match fetch_once(&ds, t, tck) {
+            match fetch_once(&ds, t, &seedd_bin) {
                 Ok(r) => {
                     log(&format!(
-                        "  {}: wall {:.2} s, CPU {:.2} s (source {:.2} s), VmHWM {:.0} MiB",
+                        "  {}: wall {:.2} s (window {:.2} s{}), CPU {:.2} s (source {:.2} s), \
+                         memory.peak {} MiB, PSS {:.0} MiB, Σ RSS {:.0} MiB",
                         t.label(),
                         r.wall,
+                        r.window,
+                        if r.settled {
+                            ""
+                        } else {
+                            ", NOT idle at its end"
+                        },
                         r.cpu,
                         r.source_cpu,
-                        r.hwm_kib as f64 / 1024.0
+                        fmt(r.memory_peak_mib),
+                        r.pss_mib,
+                        r.rss_mib
                     ));
-                    fetch[t.index()].push(r);
+                    if !r.settled {
+                        notes.push(format!(
+                            "fetch round {} {}: the fetcher was still busy {IDLE_MAX:?} after \
+                             the fetch; its CPU is a lower bound",
+                            round + 1,
+                            t.label()
+                        ));
+                    }
+                    fetch[ti].push(r);
                 }
                 Err(e) => {
                     log(&format!("  {} FAILED: {e}", t.label()));
@@ -116,219 +179,262 @@ fn main() {
     }
 
     // 2. Serving.
-    let mut serve: [Option<ServeRun>; 2] = [None, None];
-    for t in [Target::Seedd, Target::Radicle] {
-        log(&format!(
-            "serving: {clients} {} rad clone from {}",
-            if sequential {
-                "sequential"
-            } else {
-                "concurrent"
-            },
-            t.label()
-        ));
-        match serve_once(&ds, t, tck, clients, sequential, &log) {
-            Ok(r) => {
-                log(&format!(
-                    "  {}: wall {:.2} s, server CPU {:.2} s, {} ok / {} failed",
-                    t.label(),
-                    r.wall,
-                    r.cpu,
-                    r.ok,
-                    r.failed.len()
-                ));
-                for f in &r.failed {
-                    notes.push(format!("serving from {}: {f}", t.label()));
+    let mut serve: [Vec<ServeRun>; 2] = [Vec::new(), Vec::new()];
+    for round in 0..rounds {
+        for ti in measure::abba(round, 2) {
+            let t = Target::ALL[ti];
+            log(&format!(
+                "serving round {}/{rounds}: {clients} {} rad clone from {}",
+                round + 1,
+                if sequential {
+                    "sequential"
+                } else {
+                    "concurrent"
+                },
+                t.label()
+            ));
+            match serve_once(&ds, t, &seedd_bin, clients, sequential, &log) {
+                Ok(r) => {
+                    log(&format!(
+                        "  {}: wall {:.2} s, server CPU {:.2} s, memory.peak {} MiB, PSS {:.0} MiB, \
+                         clients CPU {:.2} s, {} ok / {} failed",
+                        t.label(),
+                        r.wall,
+                        r.cpu,
+                        fmt(r.memory_peak_mib),
+                        r.pss_mib,
+                        r.clients_cpu,
+                        r.ok,
+                        r.failed.len()
+                    ));
+                    for f in &r.failed {
+                        notes.push(format!(
+                            "serving round {} from {}: {f}",
+                            round + 1,
+                            t.label()
+                        ));
+                    }
+                    if !r.settled {
+                        notes.push(format!(
+                            "serving round {} from {}: the server was still busy {IDLE_MAX:?} \
+                             after the clones; its CPU is a lower bound",
+                            round + 1,
+                            t.label()
+                        ));
+                    }
+                    serve[ti].push(r);
                 }
-                serve[t.index()] = Some(r);
-            }
-            Err(e) => {
-                log(&format!("  {} FAILED: {e}", t.label()));
-                notes.push(format!("serving from {}: {e}", t.label()));
+                Err(e) => {
+                    log(&format!("  {} FAILED: {e}", t.label()));
+                    notes.push(format!(
+                        "serving round {} from {}: {e}",
+                        round + 1,
+                        t.label()
+                    ));
+                }
             }
         }
     }
 
-    // Rows.
+    // Rows: one value per round (per clone for the per-clone wall time).
     let mut rows: Vec<Row> = Vec::new();
-    let med = |t: usize, f: &dyn Fn(&FetchRun) -> f64| -> Option<f64> {
-        let mut v: Vec<f64> = fetch[t].iter().map(f).collect();
-        median(&mut v)
-    };
-    let min = |t: usize, f: &dyn Fn(&FetchRun) -> f64| -> Option<f64> {
-        fetch[t].iter().map(f).min_by(f64::total_cmp)
-    };
-    let w = format!(
-        "fetch {:.0} MB (median of {rounds})",
-        ds.pack_bytes as f64 / 1e6
-    );
-    let both = |f: &dyn Fn(usize) -> Option<f64>| (f(0), f(1));
-    let (s, r) = both(&|t| med(t, &|x| x.wall));
+    let w = format!("fetch {:.0} MB", ds.pack_bytes as f64 / 1e6);
+    let fv =
+        |t: usize, f: &dyn Fn(&FetchRun) -> f64| -> Vec<f64> { fetch[t].iter().map(f).collect() };
+    let fr = |f: &dyn Fn(&FetchRun) -> f64| [fv(0, f), fv(1, f)];
     rows.push(Row::new(
         "fetch_wall_s",
         &w,
         "wall time",
         "s",
-        s,
-        r,
+        fr(&|x| x.wall),
         "lower",
     ));
-    let (s, r) = both(&|t| min(t, &|x| x.wall));
+    let best = |t: usize| {
+        fetch[t]
+            .iter()
+            .map(|x| x.wall)
+            .min_by(f64::total_cmp)
+            .into_iter()
+            .collect::<Vec<f64>>()
+    };
     rows.push(Row::new(
         "fetch_wall_best_s",
         &w,
         "wall time (best)",
         "s",
-        s,
-        r,
+        [best(0), best(1)],
         "lower",
     ));
-    let (s, r) = both(&|t| med(t, &|x| x.cpu));
     rows.push(Row::new(
         "fetch_cpu_s",
         &w,
-        "fetcher CPU incl. children",
+        "fetcher CPU (cgroup, until idle)",
         "s",
-        s,
-        r,
+        fr(&|x| x.cpu),
         "lower",
     ));
-    let (s, r) = both(&|t| med(t, &|x| x.source_cpu));
     rows.push(Row::new(
         "fetch_source_cpu_s",
         &w,
-        "source node CPU",
+        "source node CPU (cgroup)",
         "s",
-        s,
-        r,
+        fr(&|x| x.source_cpu),
         "",
     ));
-    let (s, r) = both(&|t| med(t, &|x| x.hwm_kib as f64 / 1024.0));
     rows.push(Row::new(
-        "fetch_vmhwm_mib",
+        "fetch_memory_peak_mib",
         &w,
-        "fetcher peak RSS (VmHWM)",
+        "fetcher memory.peak (cgroup)",
         "MiB",
-        s,
-        r,
+        fr(&|x| x.memory_peak_mib.unwrap_or(f64::NAN)),
         "lower",
     ));
-    let (s, r) = both(&|t| med(t, &|x| x.pack_bytes as f64 / 1e6));
+    rows.push(Row::new(
+        "fetch_pss_peak_mib",
+        &w,
+        "fetcher PSS peak",
+        "MiB",
+        fr(&|x| x.pss_mib),
+        "lower",
+    ));
+    rows.push(Row::new(
+        "fetch_rss_peak_mib",
+        &w,
+        "fetcher Σ RSS peak (secondary)",
+        "MiB",
+        fr(&|x| x.rss_mib),
+        "",
+    ));
+    rows.push(Row::new(
+        "fetch_window_s",
+        &w,
+        "measured window (to idle)",
+        "s",
+        fr(&|x| x.window),
+        "",
+    ));
     rows.push(Row::new(
         "fetch_stored_pack_mb",
         &w,
         "packs in storage after",
         "MB",
-        s,
-        r,
+        fr(&|x| x.pack_bytes as f64 / 1e6),
         "",
     ));
-    let (s, r) = both(&|t| med(t, &|x| x.loose_bytes as f64 / 1e6));
     rows.push(Row::new(
         "fetch_stored_loose_mb",
         &w,
         "loose objects in storage after",
         "MB",
-        s,
-        r,
+        fr(&|x| x.loose_bytes as f64 / 1e6),
         "",
     ));
-    let seedd_internal = med(0, &|x| x.seedd_fetch_seconds.unwrap_or(f64::NAN));
     rows.push(Row::new(
         "fetch_seedd_internal_s",
         &w,
         "seedd_fetch_duration_seconds",
         "s",
-        seedd_internal,
-        None,
+        [
+            fv(0, &|x| x.seedd_fetch_seconds.unwrap_or(f64::NAN)),
+            Vec::new(),
+        ],
         "",
     ));
 
     let w = format!(
-        "serve {clients}× rad clone{}",
+        "serve {clients}× rad clone{}, warm",
         if sequential {
             " (sequential)"
         } else {
             " (concurrent)"
         }
     );
-    let sv = |f: &dyn Fn(&ServeRun) -> Option<f64>| {
-        (serve[0].as_ref().and_then(f), serve[1].as_ref().and_then(f))
-    };
-    let (s, r) = sv(&|x| Some(x.wall));
+    let sv =
+        |t: usize, f: &dyn Fn(&ServeRun) -> f64| -> Vec<f64> { serve[t].iter().map(f).collect() };
+    let sr = |f: &dyn Fn(&ServeRun) -> f64| [sv(0, f), sv(1, f)];
     rows.push(Row::new(
         "serve_wall_s",
         &w,
         "wall time, all clones",
         "s",
-        s,
-        r,
+        sr(&|x| x.wall),
         "lower",
     ));
-    let (s, r) = sv(&|x| median(&mut x.clone_walls.clone()));
+    let per_clone = |t: usize| -> Vec<f64> {
+        serve[t]
+            .iter()
+            .flat_map(|x| x.clone_walls.iter().copied())
+            .collect()
+    };
     rows.push(Row::new(
-        "serve_clone_wall_median_s",
+        "serve_clone_wall_s",
         &w,
-        "wall time per clone (median)",
+        "wall time per clone (all clones)",
         "s",
-        s,
-        r,
+        [per_clone(0), per_clone(1)],
         "lower",
     ));
-    let (s, r) = sv(&|x| Some(x.cpu));
     rows.push(Row::new(
         "serve_cpu_s",
         &w,
-        "server CPU incl. children",
+        "server CPU (cgroup, until idle)",
         "s",
-        s,
-        r,
+        sr(&|x| x.cpu),
         "lower",
     ));
-    let (s, r) = sv(&|x| Some(x.cpu / x.ok.max(1) as f64));
     rows.push(Row::new(
         "serve_cpu_per_clone_s",
         &w,
         "server CPU per clone",
         "s",
-        s,
-        r,
+        sr(&|x| x.cpu / x.ok.max(1) as f64),
         "lower",
     ));
-    let (s, r) = sv(&|x| Some(x.hwm_kib as f64 / 1024.0));
     rows.push(Row::new(
-        "serve_vmhwm_mib",
+        "serve_memory_peak_mib",
         &w,
-        "server peak RSS (VmHWM)",
+        "server memory.peak (cgroup)",
         "MiB",
-        s,
-        r,
+        sr(&|x| x.memory_peak_mib.unwrap_or(f64::NAN)),
         "lower",
     ));
-    let (s, r) = sv(&|x| Some(x.clients_cpu));
+    rows.push(Row::new(
+        "serve_pss_peak_mib",
+        &w,
+        "server PSS peak",
+        "MiB",
+        sr(&|x| x.pss_mib),
+        "lower",
+    ));
+    rows.push(Row::new(
+        "serve_rss_peak_mib",
+        &w,
+        "server Σ RSS peak (secondary)",
+        "MiB",
+        sr(&|x| x.rss_mib),
+        "",
+    ));
     rows.push(Row::new(
         "serve_clients_cpu_s",
         &w,
-        "client nodes' CPU (sum)",
+        "client nodes' CPU (cgroup)",
         "s",
-        s,
-        r,
+        sr(&|x| x.clients_cpu),
         "",
     ));
-    let (s, r) = sv(&|x| Some(x.failed.len() as f64));
     rows.push(Row::new(
         "serve_failed",
         &w,
         "failed clones",
         "count",
-        s,
-        r,
+        sr(&|x| x.failed.len() as f64),
         "lower",
     ));
 
-    // Targets.
-    let fetch_wall_ratio = ratio(rows[0].seedd, rows[0].radicle);
-    let fetch_cpu_ratio = ratio(rows[2].seedd, rows[2].radicle);
+    // Targets (ratios of medians).
+    let fetch_wall_ratio = rows[0].ratio();
+    let fetch_cpu_ratio = rows[2].ratio();
     let met = |r: Option<f64>| match r {
         Some(r) if r <= 1.0 => "MET",
         Some(_) => "NOT MET",
@@ -338,18 +444,13 @@ fn main() {
     // Table.
     let git_version = cmd_out(Command::new("git").arg("--version"));
     let rn_version = radicle_version();
-    let commit = cmd_out(Command::new("git").arg("-C").arg(workspace()).args([
-        "describe",
-        "--always",
-        "--dirty",
-        "--exclude=*",
-    ]));
     let cpus = std::thread::available_parallelism().map_or(0, |n| n.get());
     let mut t = String::new();
     let _ = writeln!(t);
+    let _ = writeln!(t, "{}", prov.line());
     let _ = writeln!(
         t,
-        "seedd ({commit}) vs radicle-node {rn_version}, replication of the same repository, same run — {git_version}, {cpus} CPUs, CLK_TCK {tck}, load average at start {load_before}"
+        "seedd vs radicle-node {rn_version}, replication of the same repository, same run — {git_version}, load average at start {load_before}"
     );
     let _ = writeln!(
         t,
@@ -359,21 +460,33 @@ fn main() {
         ds.pack_bytes as f64 / 1e6,
         ds.nid
     );
-    let _ = writeln!(t, "ratio = seedd / radicle-node. CPU = Δ(utime+stime+cutime+cstime) of the process, children reaped. Both log at info.");
+    let _ = writeln!(
+        t,
+        "each measured server in its own cgroup ({}), pinned to the server cores; the bench, source and clients on the load cores. CPU and memory over a window that ends once the server is idle again (what the fetch or clone triggered included). {rounds} round(s) per target, ABBA order; median [min–max]; ratio = seedd / radicle-node (of medians). Both log at info.",
+        measure::cgroup_method()
+    );
     let _ = writeln!(t);
+    let show = |s: Option<Summary>| match s {
+        None => "n/a".to_owned(),
+        Some(s) if s.n == 1 => fmt(Some(s.median)),
+        Some(s) => s.to_string(),
+    };
     write_table(
         &mut t,
         ["workload", "metric", "seedd", "radicle", "ratio", "unit"],
-        [34, 30, 9, 9, 8, 5],
-        110,
-        rows.iter().map(|r| TableLine {
-            group: &r.workload,
-            metric: &r.metric,
-            seedd: fmt(r.seedd),
-            other: fmt(r.radicle),
-            ratio: r.ratio().map_or(String::new(), |x| format!("{x:.2}×")),
-            unit: r.unit,
-            better: r.better,
+        [38, 33, 22, 22, 7, 5],
+        143,
+        rows.iter().map(|r| {
+            let (a, b) = r.summaries();
+            TableLine {
+                group: &r.workload,
+                metric: &r.metric,
+                seedd: show(a),
+                other: show(b),
+                ratio: r.ratio().map_or(String::new(), |x| format!("{x:.2}×")),
+                unit: r.unit,
+                better: r.better,
+            }
         }),
     );
     let _ = writeln!(t);
@@ -390,10 +503,10 @@ fn main() {
         met(fetch_cpu_ratio)
     );
     for (i, runs) in fetch.iter().enumerate() {
-        let label = if i == 0 { "seedd" } else { "radicle-node" };
         let _ = writeln!(
             t,
-            "fetch rounds {label}: wall {} s; CPU {} s",
+            "fetch rounds {}: wall {} s; CPU {} s",
+            LABELS[i],
             runs.iter()
                 .map(|r| format!("{:.2}", r.wall))
                 .collect::<Vec<_>>()
@@ -419,44 +532,53 @@ fn main() {
     let run_json = |r: &FetchRun| {
         json!({
             "wall_s": r.wall,
+            "window_s": r.window,
+            "idle_at_end": r.settled,
             "cpu_s": r.cpu,
             "source_cpu_s": r.source_cpu,
-            "vmhwm_kib": r.hwm_kib,
+            "memory_peak_mib": r.memory_peak_mib,
+            "pss_peak_mib": r.pss_mib,
+            "rss_peak_mib": r.rss_mib,
             "stored_pack_bytes": r.pack_bytes,
             "stored_loose_object_bytes": r.loose_bytes,
             "seedd_fetch_duration_seconds": r.seedd_fetch_seconds,
             "seedd_fetch_received_bytes": r.seedd_received_bytes,
         })
     };
-    let serve_json = |r: &Option<ServeRun>| {
-        r.as_ref().map_or(Value::Null, |r| {
-            json!({
-                "wall_s": r.wall,
-                "clone_walls_s": r.clone_walls,
-                "cpu_s": r.cpu,
-                "vmhwm_kib": r.hwm_kib,
-                "clients_cpu_s": r.clients_cpu,
-                "ok": r.ok,
-                "failed": r.failed,
-            })
+    let serve_json = |r: &ServeRun| {
+        json!({
+            "wall_s": r.wall,
+            "clone_walls_s": r.clone_walls,
+            "cpu_s": r.cpu,
+            "idle_at_end": r.settled,
+            "memory_peak_mib": r.memory_peak_mib,
+            "pss_peak_mib": r.pss_mib,
+            "rss_peak_mib": r.rss_mib,
+            "clients_cpu_s": r.clients_cpu,
+            "ok": r.ok,
+            "failed": r.failed,
         })
     };
     let unix = SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| d.as_secs());
     let doc = json!({
-        "schema": 1,
+        "schema": 2,
         "unix_time": unix,
         "git_version": git_version,
         "radicle_node_version": rn_version,
         "cpus": cpus,
-        "clk_tck": tck,
         "loadavg_start": load_before,
         "duration_s": elapsed,
         "seedd_binary": seedd_bin.display().to_string(),
-        "workspace_commit": commit,
+        "method": {
+            "cgroup": measure::cgroup_method(),
+            "pinning": Pinning::get().describe(),
+            "summary": "median [min–max] over rounds; ratio of medians",
+            "window": "CPU and memory from before the connect (fetch) or the first clone (serve) until the server is idle again (< 2 % of a core over 500 ms)",
+        },
         "settings": {
-            "fetch_rounds": rounds,
+            "rounds": rounds,
             "serve_clients": clients,
             "serve_sequential": sequential,
             "poll_ms": POLL.as_millis() as u64,
@@ -473,16 +595,21 @@ fn main() {
             "pack_bytes": ds.pack_bytes,
             "cache": ds.dir.display().to_string(),
         },
-        "results": rows.iter().map(|r| json!({
-            "key": r.key,
-            "workload": r.workload,
-            "metric": r.metric,
-            "unit": r.unit,
-            "seedd": r.seedd,
-            "radicle_node": r.radicle,
-            "ratio": r.ratio(),
-            "better": r.better,
-        })).collect::<Vec<_>>(),
+        "results": rows.iter().map(|r| {
+            let (a, b) = r.summaries();
+            json!({
+                "key": r.key,
+                "workload": r.workload,
+                "metric": r.metric,
+                "unit": r.unit,
+                "seedd": a.map(|s| s.to_json()),
+                "radicle_node": b.map(|s| s.to_json()),
+                "ratio": r.ratio(),
+                "better": r.better,
+                "rounds_seedd": r.values[0],
+                "rounds_radicle_node": r.values[1],
+            })
+        }).collect::<Vec<_>>(),
         "targets": {
             "fetch_wall_ratio": fetch_wall_ratio,
             "fetch_wall_max_ratio": 1.0,
@@ -494,23 +621,23 @@ fn main() {
             "seedd": fetch[0].iter().map(run_json).collect::<Vec<_>>(),
             "radicle_node": fetch[1].iter().map(run_json).collect::<Vec<_>>(),
         },
-        "serve": {
-            "seedd": serve_json(&serve[0]),
-            "radicle_node": serve_json(&serve[1]),
+        "serve_rounds": {
+            "seedd": serve[0].iter().map(serve_json).collect::<Vec<_>>(),
+            "radicle_node": serve[1].iter().map(serve_json).collect::<Vec<_>>(),
         },
         "notes": notes,
     });
     let path = target.join("seedd-bench-replication.json");
     std::fs::write(
         &path,
-        serde_json::to_string_pretty(&seedd_benches::measure::stamped(&doc)).unwrap() + "\n",
+        serde_json::to_string_pretty(&measure::stamped(&doc)).unwrap() + "\n",
     )
     .unwrap();
     println!("JSON: {}", path.display());
 }
 
 // ------------------------------------------------------------------------------------------
-// The two targets
+// The two targets, each in its own scope
 // ------------------------------------------------------------------------------------------
 
 #[derive(Clone, Copy)]
@@ -520,11 +647,10 @@ enum Target {
 }
 
 impl Target {
+    const ALL: [Target; 2] = [Target::Seedd, Target::Radicle];
+
     fn label(self) -> &'static str {
-        match self {
-            Target::Seedd => "seedd",
-            Target::Radicle => "radicle-node",
-        }
+        LABELS[self.index()]
     }
 
     fn index(self) -> usize {
@@ -532,6 +658,64 @@ impl Target {
             Target::Seedd => 0,
             Target::Radicle => 1,
         }
+    }
+}
+
+/// A scope with a wrapper directory: `dir` holds the script that starts the server in it.
+struct Scoped {
+    scope: Arc<Scope>,
+    dir: tempfile::TempDir,
+}
+
+impl Scoped {
+    fn new(name: &str) -> Scoped {
+        Scoped {
+            scope: Arc::new(Scope::new(name)),
+            dir: tempfile::Builder::new()
+                .prefix("rw")
+                .tempdir_in("/tmp")
+                .unwrap(),
+        }
+    }
+
+    /// seedd (`Seed::start` with the release `seedd`) started in this scope.
+    fn seedd(&self, bin: &Path, data_dir: Option<PathBuf>) -> Seed {
+        let dir = self.scope.wrapper_dir(bin, self.dir.path(), &["seedctl"]);
+        let seed = measure::with_test_bin_dir(&dir, || start_seedd(data_dir));
+        self.scope.started(seed.child.id());
+        seed
+    }
+
+    /// `start_node` with radicle-node started in this scope (`rad`, `git-remote-rad` beside
+    /// it unwrapped: only the node joins the scope).
+    fn radicle(
+        &self,
+        dir: tempfile::TempDir,
+        name: &str,
+        connect: &[String],
+        seeding: &Value,
+    ) -> RadNode {
+        let wrappers = self.scope.wrapper_dir(
+            &radicle_bin("radicle-node"),
+            self.dir.path(),
+            &["rad", "git-remote-rad"],
+        );
+        let node = measure::with_path_first(&wrappers, || start_node(dir, name, connect, seeding));
+        self.scope.started(node.child.id());
+        node
+    }
+}
+
+/// Move `pid` (every thread; what it starts later inherits it) to the load cores: for the
+/// source and client nodes, which have a scope for their CPU figure but are not the measured
+/// server ([`Scope`]'s wrapper pins to the server cores).
+fn repin_to_load(pid: u32) {
+    if let Some(load) = &Pinning::get().load {
+        let _ = Command::new("taskset")
+            .args(["-a", "-p", "-c", load, &pid.to_string()])
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .status();
     }
 }
 
@@ -546,61 +730,68 @@ fn start_seedd(data_dir: Option<PathBuf>) -> Seed {
 }
 
 struct FetchRun {
+    /// From `rad node connect` until the refs are in storage.
     wall: f64,
+    /// The measured window: until the fetch was counted (seedd) and the fetcher idle.
+    window: f64,
+    /// Whether the fetcher was idle at the end of the window.
+    settled: bool,
     cpu: f64,
     source_cpu: f64,
-    hwm_kib: u64,
+    memory_peak_mib: Option<f64>,
+    pss_mib: f64,
+    rss_mib: f64,
     pack_bytes: u64,
     loose_bytes: u64,
     seedd_fetch_seconds: Option<f64>,
     seedd_received_bytes: Option<f64>,
 }
 
-/// One fetch of the dataset from a fresh source node by a fresh `target`.
-fn fetch_once(ds: &Dataset, target: Target, tck: f64) -> Result<FetchRun, String> {
-    let source = start_source(ds);
+/// One fetch of the dataset from a fresh source node by a fresh `target`, each in a new scope.
+fn fetch_once(ds: &Dataset, target: Target, seedd_bin: &Path) -> Result<FetchRun, String> {
+    let source_scope = Scoped::new("repl-source");
+    let source = start_source(ds, &source_scope);
+    // Not the measured server: to the load cores.
+    repin_to_load(source.child.id());
     let scratch = tempfile::tempdir().unwrap();
+    let scoped = Scoped::new(&format!("repl-fetch-{}", target.label()));
     match target {
         Target::Seedd => {
-            let seed = start_seedd(None);
+            let seed = scoped.seedd(seedd_bin, None);
             let repo = seed.storage().join(&ds.canonical);
+            // Counted once seedd has finished the fetch (after-fetch steps done).
+            let counted = || seed.metric("seedd_fetches_total", &["result=\"ok\""]) >= 1.0;
             let r = measure_fetch(
                 ds,
                 &source,
+                &source_scope.scope,
                 &seed.p2p_peer(),
+                &scoped.scope,
                 seed.child.id(),
                 &repo,
-                tck,
                 scratch.path(),
+                &counted,
             );
             let mut r =
                 r.map_err(|e| format!("{e}\nseedd log (tail):\n{}", tail(&seed.logs(), 30)))?;
-            // The fetch is counted once seedd has finished it.
-            let counted = wait_until(Duration::from_secs(30), || {
-                seed.metric("seedd_fetches_total", &["result=\"ok\""]) >= 1.0
-            });
-            if !counted {
-                return Err(format!(
-                    "refs present but seedd_fetches_total{{result=\"ok\"}} stays 0; log:\n{}",
-                    tail(&seed.logs(), 30)
-                ));
-            }
             r.seedd_fetch_seconds = Some(seed.metric("seedd_fetch_duration_seconds_sum", &[]));
             r.seedd_received_bytes = Some(seed.metric("seedd_fetch_received_bytes_total", &[]));
             drop(seed);
             Ok(r)
         }
         Target::Radicle => {
-            let fetcher = start_node(node_dir(), "repfetch", &[], &allow_all());
+            let fetcher = scoped.radicle(node_dir(), "repfetch", &[], &allow_all());
             let repo = fetcher.home.join("storage").join(&ds.canonical);
             let r = measure_fetch(
                 ds,
                 &source,
+                &source_scope.scope,
                 &fetcher.peer(),
+                &scoped.scope,
                 fetcher.child.id(),
                 &repo,
-                tck,
                 scratch.path(),
+                &|| true,
             );
             r.map_err(|e| {
                 format!(
@@ -613,17 +804,20 @@ fn fetch_once(ds: &Dataset, target: Target, tck: f64) -> Result<FetchRun, String
 }
 
 /// The source dials the fetcher; the fetcher fetches on the source's inventory announcement.
-/// Timed until the source's signed refs are in `repo`.
+/// Wall time until the source's signed refs are in `repo`; CPU and memory of the fetcher's
+/// scope until `counted()` and the scope is idle again.
+#[allow(clippy::too_many_arguments)]
 fn measure_fetch(
     ds: &Dataset,
     source: &RadNode,
+    source_scope: &Scope,
     fetcher_peer: &str,
+    scope: &Arc<Scope>,
     pid: u32,
     repo: &Path,
-    tck: f64,
     scratch: &Path,
+    counted: &dyn Fn() -> bool,
 ) -> Result<FetchRun, String> {
-    let spid = source.child.id();
     // The source's signed refs as it serves them (it may migrate `rad/sigrefs` at start).
     let src_repo = source.home.join("storage").join(&ds.canonical);
     let expected: Vec<(String, String)> = ds
@@ -636,44 +830,53 @@ fn measure_fetch(
         })
         .collect::<Result<_, _>>()?;
     std::thread::sleep(FETCH_QUIET);
-    settle(pid);
-    settle(spid);
-    reset_hwm(pid);
-    let c0 = cpu_ticks(pid);
-    let s0 = cpu_ticks(spid);
-    let t0 = Instant::now();
-    let out = source.rad_in(
-        scratch,
-        &["node", "connect", fetcher_peer, "--timeout", "30s"],
-    );
-    if !out.status.success() {
-        return Err(format!("rad node connect failed: {}", text(&out)));
-    }
-    loop {
-        if expected
-            .iter()
-            .all(|(name, oid)| read_ref(repo, name).as_deref() == Some(oid.as_str()))
-        {
-            break;
+    measure::wait_idle(scope, IDLE_MAX);
+    measure::wait_idle(source_scope, IDLE_MAX);
+    let s0 = source_scope.cpu_usec();
+    let (r, iv): (Result<(f64, f64, bool), String>, Interval) = measure::measure(scope, || {
+        let t0 = Instant::now();
+        let out = source.rad_in(
+            scratch,
+            &["node", "connect", fetcher_peer, "--timeout", "30s"],
+        );
+        if !out.status.success() {
+            return Err(format!("rad node connect failed: {}", text(&out)));
         }
-        if t0.elapsed() > FETCH_MAX {
-            return Err(format!("not fetched after {FETCH_MAX:?}"));
+        loop {
+            if expected
+                .iter()
+                .all(|(name, oid)| read_ref(repo, name).as_deref() == Some(oid.as_str()))
+            {
+                break;
+            }
+            if t0.elapsed() > FETCH_MAX {
+                return Err(format!("not fetched after {FETCH_MAX:?}"));
+            }
+            if !alive(pid) {
+                return Err("the fetcher exited".into());
+            }
+            std::thread::sleep(POLL);
         }
-        if !alive(pid) {
-            return Err("the fetcher exited".into());
+        let wall = t0.elapsed().as_secs_f64();
+        if !wait_until(Duration::from_secs(30), counted) {
+            return Err(
+                "refs present but seedd_fetches_total{result=\"ok\"} stays 0 after 30 s".into(),
+            );
         }
-        std::thread::sleep(POLL);
-    }
-    let wall = t0.elapsed().as_secs_f64();
-    settle(pid);
-    settle(spid);
-    let c1 = cpu_ticks(pid);
-    let s1 = cpu_ticks(spid);
+        let settled = measure::wait_idle(scope, IDLE_MAX);
+        Ok((wall, t0.elapsed().as_secs_f64(), settled))
+    });
+    let (wall, window, settled) = r?;
+    let s1 = source_scope.cpu_usec();
     Ok(FetchRun {
         wall,
-        cpu: c1.saturating_sub(c0) as f64 / tck,
-        source_cpu: s1.saturating_sub(s0) as f64 / tck,
-        hwm_kib: status_kib(pid, "VmHWM"),
+        window,
+        settled,
+        cpu: iv.cpu_secs(),
+        source_cpu: s1.saturating_sub(s0) as f64 / 1e6,
+        memory_peak_mib: iv.memory_peak.map(|b| b as f64 / 1048576.0),
+        pss_mib: iv.pss_peak_kib as f64 / 1024.0,
+        rss_mib: iv.rss_peak_kib as f64 / 1024.0,
         pack_bytes: pack_bytes(repo),
         loose_bytes: loose_bytes(repo),
         seedd_fetch_seconds: None,
@@ -685,21 +888,25 @@ struct ServeRun {
     wall: f64,
     clone_walls: Vec<f64>,
     cpu: f64,
-    hwm_kib: u64,
+    settled: bool,
+    memory_peak_mib: Option<f64>,
+    pss_mib: f64,
+    rss_mib: f64,
     clients_cpu: f64,
     ok: usize,
     failed: Vec<String>,
 }
 
-/// `clients` radicle-nodes clone the dataset from a server holding it.
+/// `clients` radicle-nodes clone the dataset from a server holding it, started in a new scope.
 fn serve_once(
     ds: &Dataset,
     target: Target,
-    tck: f64,
+    seedd_bin: &Path,
     clients: usize,
     sequential: bool,
     log: &dyn Fn(&str),
 ) -> Result<ServeRun, String> {
+    let scoped = Scoped::new(&format!("repl-serve-{}", target.label()));
     match target {
         Target::Seedd => {
             let data = tempfile::tempdir().unwrap();
@@ -707,29 +914,20 @@ fn serve_once(
                 &ds.home.join("storage").join(&ds.canonical),
                 &data.path().join("storage").join(&ds.canonical),
             );
-            let seed = start_seedd(Some(data.path().to_owned()));
+            let seed = scoped.seedd(seedd_bin, Some(data.path().to_owned()));
             seed.rescan();
             let (nid, peer) = (seed.nid(), seed.p2p_peer());
-            let r = clone_from(
-                ds,
-                &nid,
-                &peer,
-                seed.child.id(),
-                tck,
-                clients,
-                sequential,
-                log,
-            );
+            let r = clone_from(ds, &nid, &peer, &scoped.scope, clients, sequential, log);
             r.map_err(|e| format!("{e}\nseedd log (tail):\n{}", tail(&seed.logs(), 30)))
         }
         Target::Radicle => {
-            let server = start_source(ds);
+            // The source node is the measured server here (on the server cores).
+            let server = start_source(ds, &scoped);
             let r = clone_from(
                 ds,
                 &server.nid,
                 &server.peer(),
-                server.child.id(),
-                tck,
+                &scoped.scope,
                 clients,
                 sequential,
                 log,
@@ -744,25 +942,26 @@ fn serve_once(
     }
 }
 
-#[allow(clippy::too_many_arguments)]
 fn clone_from(
     ds: &Dataset,
     server_nid: &str,
     server_peer: &str,
-    pid: u32,
-    tck: f64,
+    scope: &Arc<Scope>,
     clients: usize,
     sequential: bool,
     log: &dyn Fn(&str),
 ) -> Result<ServeRun, String> {
+    let clients_scope = Scoped::new("repl-clients");
     let nodes: Vec<RadNode> = (0..clients)
         .map(|i| {
-            start_node(
+            let n = clients_scope.radicle(
                 node_dir(),
                 &format!("repc{i}"),
                 &[server_peer.to_owned()],
                 &json!({ "default": "block" }),
-            )
+            );
+            repin_to_load(n.child.id());
+            n
         })
         .collect();
     let route = (ds.rid.clone(), server_nid.to_owned());
@@ -776,13 +975,9 @@ fn clone_from(
     }
     let work = tempfile::tempdir().unwrap();
     std::thread::sleep(QUIET);
-    settle(pid);
-    for n in &nodes {
-        settle(n.child.id());
-    }
-    reset_hwm(pid);
-    let c0 = cpu_ticks(pid);
-    let k0: u64 = nodes.iter().map(|n| cpu_ticks(n.child.id())).sum();
+    measure::wait_idle(scope, IDLE_MAX);
+    measure::wait_idle(&clients_scope.scope, IDLE_MAX);
+    let k0 = clients_scope.scope.cpu_usec();
     let clone = |n: &RadNode, i: usize| -> (f64, Output) {
         let t = Instant::now();
         let out = n.rad_in(
@@ -799,30 +994,29 @@ fn clone_from(
         );
         (t.elapsed().as_secs_f64(), out)
     };
-    let t0 = Instant::now();
-    let results: Vec<(f64, Output)> = if sequential {
-        nodes.iter().enumerate().map(|(i, n)| clone(n, i)).collect()
-    } else {
-        std::thread::scope(|s| {
-            let handles: Vec<_> = nodes
-                .iter()
-                .enumerate()
-                .map(|(i, n)| {
-                    let clone = &clone;
-                    s.spawn(move || clone(n, i))
-                })
-                .collect();
-            handles.into_iter().map(|h| h.join().unwrap()).collect()
-        })
-    };
-    let wall = t0.elapsed().as_secs_f64();
-    settle(pid);
-    for n in &nodes {
-        settle(n.child.id());
-    }
-    let c1 = cpu_ticks(pid);
-    let k1: u64 = nodes.iter().map(|n| cpu_ticks(n.child.id())).sum();
-    let hwm_kib = status_kib(pid, "VmHWM");
+    let ((wall, results, settled), iv) = measure::measure(scope, || {
+        let t0 = Instant::now();
+        let results: Vec<(f64, Output)> = if sequential {
+            nodes.iter().enumerate().map(|(i, n)| clone(n, i)).collect()
+        } else {
+            std::thread::scope(|s| {
+                let handles: Vec<_> = nodes
+                    .iter()
+                    .enumerate()
+                    .map(|(i, n)| {
+                        let clone = &clone;
+                        s.spawn(move || clone(n, i))
+                    })
+                    .collect();
+                handles.into_iter().map(|h| h.join().unwrap()).collect()
+            })
+        };
+        let wall = t0.elapsed().as_secs_f64();
+        let settled = measure::wait_idle(scope, IDLE_MAX);
+        (wall, results, settled)
+    });
+    measure::wait_idle(&clients_scope.scope, IDLE_MAX);
+    let k1 = clients_scope.scope.cpu_usec();
     let mut failed = Vec::new();
     let mut clone_walls = Vec::new();
     for (i, (secs, out)) in results.iter().enumerate() {
@@ -838,13 +1032,17 @@ fn clone_from(
             ));
         }
     }
+    drop(nodes);
     Ok(ServeRun {
         wall,
         ok: clone_walls.len(),
         clone_walls,
-        cpu: c1.saturating_sub(c0) as f64 / tck,
-        hwm_kib,
-        clients_cpu: k1.saturating_sub(k0) as f64 / tck,
+        cpu: iv.cpu_secs(),
+        settled,
+        memory_peak_mib: iv.memory_peak.map(|b| b as f64 / 1048576.0),
+        pss_mib: iv.pss_peak_kib as f64 / 1024.0,
+        rss_mib: iv.rss_peak_kib as f64 / 1024.0,
+        clients_cpu: k1.saturating_sub(k0) as f64 / 1e6,
         failed,
     })
 }
@@ -865,11 +1063,11 @@ fn node_dir() -> tempfile::TempDir {
         .unwrap()
 }
 
-/// The source node, from a fresh copy of the cached home.
-fn start_source(ds: &Dataset) -> RadNode {
+/// The source node, from a fresh copy of the cached home, in `scoped`.
+fn start_source(ds: &Dataset, scoped: &Scoped) -> RadNode {
     let dir = node_dir();
     copy_tree(&ds.home, &dir.path().join(SOURCE));
-    start_node(dir, SOURCE, &[], &allow_all())
+    scoped.radicle(dir, SOURCE, &[], &allow_all())
 }
 
 /// Starts `radicle-node` for `dir/<name>` (a fresh identity when that home does not exist,
@@ -1113,13 +1311,14 @@ fn loose_bytes(repo: &Path) -> u64 {
 // Helpers
 // ------------------------------------------------------------------------------------------
 
+/// One line of the table: a value per round for each target.
 struct Row {
     key: String,
     workload: String,
     metric: String,
     unit: &'static str,
-    seedd: Option<f64>,
-    radicle: Option<f64>,
+    /// [seedd, radicle-node]
+    values: [Vec<f64>; 2],
     /// "lower" or "higher" is better; "" for informational rows.
     better: &'static str,
 }
@@ -1130,8 +1329,7 @@ impl Row {
         workload: &str,
         metric: &str,
         unit: &'static str,
-        seedd: Option<f64>,
-        radicle: Option<f64>,
+        values: [Vec<f64>; 2],
         better: &'static str,
     ) -> Row {
         Row {
@@ -1139,30 +1337,21 @@ impl Row {
             workload: workload.into(),
             metric: metric.into(),
             unit,
-            seedd: seedd.filter(|v| v.is_finite()),
-            radicle: radicle.filter(|v| v.is_finite()),
+            values: values.map(|v| v.into_iter().filter(|x| x.is_finite()).collect()),
             better,
         }
     }
 
+    fn summaries(&self) -> (Option<Summary>, Option<Summary>) {
+        (Summary::of(&self.values[0]), Summary::of(&self.values[1]))
+    }
+
+    /// seedd / radicle-node, of the medians.
     fn ratio(&self) -> Option<f64> {
-        ratio(self.seedd, self.radicle)
-    }
-}
-
-fn ratio(s: Option<f64>, r: Option<f64>) -> Option<f64> {
-    match (s, r) {
-        (Some(s), Some(r)) if r > 0.0 && s.is_finite() => Some(s / r),
-        _ => None,
-    }
-}
-
-fn median(v: &mut [f64]) -> Option<f64> {
-    v.sort_by(f64::total_cmp);
-    match v.len() {
-        0 => None,
-        n if n % 2 == 1 => Some(v[n / 2]),
-        n => Some((v[n / 2 - 1] + v[n / 2]) / 2.0),
+        match self.summaries() {
+            (Some(s), Some(r)) if r.median > 0.0 => Some(s.median / r.median),
+            _ => None,
+        }
     }
 }
 

@@ -1,38 +1,58 @@
 //! Scale in repositories: seedd and the official radicle-node on the same storage of N
 //! generated repositories (`seedd_benches::generate`), N = 1k and 10k by default
 //! (`SEEDD_BENCH_SCALE=1000,10000,100000` for more). Prints a table (seedd, radicle-node,
-//! ratio = seedd / radicle-node) and writes the figures as JSON to
-//! `<target>/seedd-bench-scale.json`. See `benches/README.md`.
+//! ratio = seedd / radicle-node of the medians) and writes the figures as JSON to
+//! `<target>/seedd-bench-scale.json`. See `benches/README.md` and `benches/runs/scale.md`.
+//!
+//! Measured by the rules of issue 29 §1 (`seedd_benches::measure`): every server start runs in
+//! a cgroup of its own ([`Scope`], pinned to the server cores; `spawn_seedd` for seedd,
+//! [`Scope::command`] for radicle-node); CPU is the cgroup's (the server and every process it
+//! starts, e.g. seedd's `git`), memory the cgroup's peak and the PSS of its processes (Σ VmRSS
+//! a secondary column). The bench, its HTTP client, the synthetic peers and the pusher node
+//! run on the load cores. Figures are median [min–max] over rounds.
 //!
 //! For each N, on one cached storage (`~/.cache/seedd/bench-data/scale-v1/n<N>/storage`,
 //! generated once; `SEEDD_BENCH_DATA` moves it):
 //!
-//! 1. seedd with no index (`<data>/index` removed): time from spawn until `/readyz` answers
-//!    200 (every repository read and its signed refs verified), RSS 5 s later;
-//! 2. HTTP latency: `GET /<rid>.git/info/refs?service=git-upload-pack` for random RIDs, and
-//!    admin `GET /api/v1/status` (p50, p99; one request at a time);
-//! 3. seedd restarted with that index: time to ready, RSS 5 s later, and the latencies of step 2
-//!    again (a running seed's; step 2's follow a rebuild);
-//! 4. radicle-node (a fresh `rad auth` home whose `storage` is the same directory, seeding
-//!    policy allow/all, no peers): time from spawn until its control socket answers
-//!    `rad node status`, with a fresh node database and then restarted, RSS 5 s later;
-//! 5. CPU per replicated push: a real radicle-node ("pusher", connected only to the server
-//!    measured) `rad init`s a small project, which the server fetches into the N-repository
-//!    storage; then `SEEDD_BENCH_SCALE_PUSHES` (7) times a commit and `git push rad main`. For
-//!    each push the server's CPU (its threads' `schedstat` run time, ns; with its reaped
-//!    children's utime+stime added for the second figure) from
-//!    before the push until the pushed ref is in the server's storage (seedd: and the fetch is
-//!    counted, i.e. re-index and after-fetch steps done); medians. Measured on the seedd of
-//!    step 3 and on a third radicle-node run; the pushed repository is removed afterwards.
-//! 6. Gossip CPU: `SEEDD_BENCH_SCALE_GOSSIP_PEERS` (50) synthetic peers
-//!    (`seedd_benches::peers`, the p2p bench's load generator) connect and settle; then for
-//!    `SEEDD_BENCH_SCALE_GOSSIP_SECS` (20) s each sends every second a fresh signed
-//!    InventoryAnnouncement of 50 repositories drawn at random from the N and a
-//!    RefsAnnouncement (`RefsAt` = the server's own namespace). The server's CPU
-//!    (utime+stime, children included) from the first send until it has settled, per second
-//!    of gossip and per announcement; RSS then. Measured on the seedd of step 3 (before the
-//!    pushes) and on a radicle-node run with the node database of step 4 (`relay: always`
-//!    like seedd's).
+//! 1. **Ready** (`SEEDD_BENCH_SCALE_ROUNDS` rounds, default 5, servers in ABBA order). Each
+//!    round starts each server four times: index lost cold, index lost warm, index present
+//!    cold, index present warm. seedd "index lost" = `<data>/index` removed; radicle-node's
+//!    (a fresh `rad auth` home whose `storage` is the same directory, seeding policy allow/all,
+//!    no peers) = its `node/` directory removed (fresh node database). Cold = `measure::evict`
+//!    of the storage and the server's data dir (index, node database) before the start; warm =
+//!    right after the cold start of the same kind. Ready = seedd's admin `/readyz` answers 200
+//!    (every repository read and its signed refs verified), radicle-node's control socket
+//!    answers `rad node status`; memory 5 s later (memory.peak since the start, PSS, Σ RSS).
+//! 2. **HTTP latency** (seedd, the warm starts of every round): `GET
+//!    /<rid>.git/info/refs?service=git-upload-pack` for random RIDs and admin
+//!    `GET /api/v1/status` (p50, p99 of `SEEDD_BENCH_SCALE_REQUESTS` (300) requests, one at a
+//!    time), right after the rebuild (index lost) and after the restart with the index; the
+//!    memory peak and PSS during the requests.
+//! 3. **CPU per replicated push**: a real radicle-node ("pusher", connected only to the server
+//!    measured, on the load cores) `rad init`s a small project, which the server fetches into
+//!    the N-repository storage; then `SEEDD_BENCH_SCALE_PUSHES` (7) times a commit and
+//!    `git push rad main`. Per push, the server's cgroup CPU (its `git` children and the
+//!    after-fetch steps included) from before the push until the pushed ref is in the server's
+//!    storage (seedd: and the fetch is counted) and the server is idle again; then, after the
+//!    last push, the window is held open `SEEDD_BENCH_SCALE_PUSH_TAIL_SECS` (65 s: seedd's
+//!    default `maintenance.debounce_secs` of 60 s, plus 5) and until any maintenance finished
+//!    and the server is idle, so that "CPU per push incl. triggered maintenance" counts what
+//!    the pushes triggered (issue 29). Same window for radicle-node. Measured on a seedd
+//!    restarted with its index and on a radicle-node with a fresh node database; the pushed
+//!    repository is removed afterwards. After each push (the server idle again), seedd's
+//!    first `GET info/refs` of the pushed repository (latency, and its cgroup CPU: the ref
+//!    snapshot rebuilt for the new refs), then 5 more (warm): "first request after a push"
+//!    next to the warm figure that alone would flatter. radicle-node has no HTTP, so these
+//!    rows are seedd's alone.
+//! 4. **Gossip CPU**: `SEEDD_BENCH_SCALE_GOSSIP_PEERS` (50) synthetic peers
+//!    (`seedd_benches::peers`, the p2p bench's load generator) connect and settle; then
+//!    `SEEDD_BENCH_SCALE_GOSSIP_ROUNDS` (5) times, for `SEEDD_BENCH_SCALE_GOSSIP_SECS` (20) s
+//!    each sends every second a fresh signed InventoryAnnouncement of 50 repositories drawn at
+//!    random from the N and a RefsAnnouncement (`RefsAt` = the server's own namespace). The
+//!    server's cgroup CPU from the first send until it has settled, per second of gossip and
+//!    per announcement; memory over the round. Measured on the seedd of step 3 (before the
+//!    pushes) and on a radicle-node with the node database of step 1 (`relay: always` like
+//!    seedd's).
 //!
 //! `SEEDD_BENCH_SCALE_ONLY=gossip` (comma-separated among `ready`, `push`, `gossip`) runs only
 //! those phases.
@@ -41,11 +61,13 @@
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use seedd_benches::generate::{generate, Spec};
+use seedd_benches::measure::{self, Pinning, Scope, Summary};
 use seedd_benches::peers::{gossip_rounds, ramp, wait_settled, Shared};
-use seedd_benches::procfs::{alive, clk_tck, cpu_ticks, loadavg, own_ticks, settle, status_kib};
+use seedd_benches::procfs::{alive, loadavg};
 use seedd_benches::{ensure_seedd, fmt, profile_dir, radicle_version, write_table, TableLine};
 use seedd_proto::crypto::{Keypair, NodeId, RepoId};
 use seedd_tests::{free_port, http_get, radicle_bin, RadNode, RadNodeOptions};
@@ -55,20 +77,30 @@ use serde_json::{json, Value};
 const DATA_VERSION: &str = "scale-v1";
 /// Repository counts measured (`SEEDD_BENCH_SCALE`, comma-separated).
 const SIZES: [usize; 2] = [1_000, 10_000];
+/// Rounds of the ready and latency rows (`SEEDD_BENCH_SCALE_ROUNDS`).
+const ROUNDS: usize = 5;
 /// Requests per latency figure (`SEEDD_BENCH_SCALE_REQUESTS`).
 const REQUESTS: usize = 300;
-/// Idle time after ready before RSS is read (both servers).
+/// Idle time after ready before memory is read (both servers).
 const SETTLE: Duration = Duration::from_secs(5);
 /// Replicated pushes per server (`SEEDD_BENCH_SCALE_PUSHES`).
 const PUSHES: usize = 7;
+/// After the last push, the window stays open this long (`SEEDD_BENCH_SCALE_PUSH_TAIL_SECS`):
+/// seedd's default `maintenance.debounce_secs` (60) plus 5 s, so the maintenance the pushes
+/// triggered runs inside it.
+const PUSH_TAIL_SECS: usize = 65;
 /// Longest wait for one push to reach the server's storage.
 const PUSH_MAX: Duration = Duration::from_secs(120);
 /// Longest wait for a process to become ready.
 const READY_MAX: Duration = Duration::from_secs(1800);
+/// Longest wait for a server to become idle (under 2 % of a core over 500 ms).
+const IDLE_MAX: Duration = Duration::from_secs(120);
 /// Synthetic peers gossiping at the server (`SEEDD_BENCH_SCALE_GOSSIP_PEERS`).
 const GOSSIP_PEERS: usize = 50;
-/// Seconds of gossip, one round per second (`SEEDD_BENCH_SCALE_GOSSIP_SECS`).
+/// Seconds of gossip per round, one round of sends per second (`SEEDD_BENCH_SCALE_GOSSIP_SECS`).
 const GOSSIP_SECS: usize = 20;
+/// Gossip rounds per server, in one session of the peers (`SEEDD_BENCH_SCALE_GOSSIP_ROUNDS`).
+const GOSSIP_ROUNDS: usize = 5;
 /// Repositories per InventoryAnnouncement, drawn at random from the N held
 /// (`SEEDD_BENCH_SCALE_GOSSIP_RIDS`).
 const GOSSIP_RIDS: usize = 50;
@@ -77,10 +109,28 @@ const GOSSIP_RIDS: usize = 50;
 const GOSSIP_DRAIN_MAX: usize = 120;
 /// Longest wait for the server to settle after the sessions connected.
 const GOSSIP_SETTLE_MAX: Duration = Duration::from_secs(300);
+/// The ready variants, in the order each round runs them: (label, index lost, cold).
+const VARIANTS: [(&str, bool, bool); 4] = [
+    ("index lost, cold", true, true),
+    ("index lost, warm", true, false),
+    ("index present, cold", false, true),
+    ("index present, warm", false, false),
+];
+
+/// A knob set to other than its default is recorded as an override (fewer rounds or samples).
+fn knob(name: &str, default: usize, floor: usize) -> usize {
+    let v = seedd_benches::env_usize(name, default).max(floor);
+    if v != default {
+        measure::record_override(&format!("scale: {name} = {v} (default {default})"));
+    }
+    v
+}
 
 fn main() {
     // Figures belong to a commit: refuse a dirty tree (issue 29 §1).
-    seedd_benches::measure::provenance("scale");
+    let prov = measure::provenance("scale");
+    // The bench, its clients and load generators on the load cores (before the runtime).
+    Pinning::pin_self_to_load();
     let started = Instant::now();
     let log = move |msg: &str| eprintln!("[{:7.1}s] {msg}", started.elapsed().as_secs_f64());
     let profile = profile_dir();
@@ -90,29 +140,43 @@ fn main() {
         .ok()
         .map(|v| v.split(',').filter_map(|s| s.trim().parse().ok()).collect())
         .unwrap_or_else(|| SIZES.to_vec());
-    let requests = seedd_benches::env_usize("SEEDD_BENCH_SCALE_REQUESTS", REQUESTS).max(1);
-    let pushes = seedd_benches::env_usize("SEEDD_BENCH_SCALE_PUSHES", PUSHES);
+    let rounds = knob("SEEDD_BENCH_SCALE_ROUNDS", ROUNDS, 1);
+    let requests = knob("SEEDD_BENCH_SCALE_REQUESTS", REQUESTS, 1);
+    let pushes = knob("SEEDD_BENCH_SCALE_PUSHES", PUSHES, 0);
+    let push_tail =
+        Duration::from_secs(knob("SEEDD_BENCH_SCALE_PUSH_TAIL_SECS", PUSH_TAIL_SECS, 0) as u64);
     // `SEEDD_BENCH_SCALE_ONLY=gossip` (comma-separated: ready, push, gossip) runs only those
-    // phases; "ready" holds the index-lost start, the latency rows and radicle-node's starts.
+    // phases.
     let only = std::env::var("SEEDD_BENCH_SCALE_ONLY").unwrap_or_default();
     let want = |phase: &str| only.is_empty() || only.split(',').any(|p| p.trim() == phase);
     let gossip_cfg = GossipConfig {
-        peers: seedd_benches::env_usize("SEEDD_BENCH_SCALE_GOSSIP_PEERS", GOSSIP_PEERS).max(1),
-        secs: seedd_benches::env_usize("SEEDD_BENCH_SCALE_GOSSIP_SECS", GOSSIP_SECS).max(1) as u64,
-        rids: seedd_benches::env_usize("SEEDD_BENCH_SCALE_GOSSIP_RIDS", GOSSIP_RIDS).max(1),
-        drain_max: Duration::from_secs(seedd_benches::env_usize(
+        peers: knob("SEEDD_BENCH_SCALE_GOSSIP_PEERS", GOSSIP_PEERS, 1),
+        secs: knob("SEEDD_BENCH_SCALE_GOSSIP_SECS", GOSSIP_SECS, 1) as u64,
+        rounds: knob("SEEDD_BENCH_SCALE_GOSSIP_ROUNDS", GOSSIP_ROUNDS, 1),
+        rids: knob("SEEDD_BENCH_SCALE_GOSSIP_RIDS", GOSSIP_RIDS, 1),
+        drain_max: Duration::from_secs(knob(
             "SEEDD_BENCH_SCALE_GOSSIP_DRAIN_MAX",
             GOSSIP_DRAIN_MAX,
+            0,
         ) as u64),
     };
-    let gossip_label: &'static str =
-        Box::leak(format!("gossip CPU, {} peers", gossip_cfg.peers).into_boxed_str());
+    measure::record_config_diff(
+        "seedd: [p2p] relay = \"always\"; [policy] default = \"allow\", scope = \"all\"; \
+         listeners on 127.0.0.1:<free port>; RUST_LOG=info; no per-IP request limit \
+         (spawn_seedd)",
+    );
+    measure::record_config_diff(
+        "radicle-node: network = test, peers static, connect [], preferredSeeds [], \
+         externalAddresses [], listen 127.0.0.1:<free port>, seedingPolicy allow/all, \
+         --log-level info; relay = always for the gossip rows",
+    );
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
         .build()
         .unwrap();
     let load_before = loadavg();
+    log(measure::cgroup_method());
     let mut results: Vec<Value> = Vec::new();
     let mut lines: Vec<Row> = Vec::new();
     let mut notes: Vec<String> = Vec::new();
@@ -136,146 +200,210 @@ fn main() {
         );
         let group = format!("{n} repos");
         let rid_ids: Vec<RepoId> = rids.iter().filter_map(|r| r.parse().ok()).collect();
-
-        // seedd: index lost, then index present.
         let data = dir.join("seedd");
         std::fs::create_dir_all(&data).unwrap();
-        let cold_phase = want("ready").then(|| {
-            let _ = std::fs::remove_dir_all(data.join("index"));
-            log(&format!("{n}: seedd, no index"));
-            let mut s = SeeddRun::start(&seedd_bin, &data, &storage, "seedd-index-lost.log");
-            let cold = s.wait_ready(&log);
-            std::thread::sleep(SETTLE);
-            let cold_rss = mib(status_kib(s.pid(), "VmRSS"));
-            log(&format!("  ready in {cold:?}, RSS {cold_rss:.0} MiB"));
-            let valid = s.valid_repos();
-            assert_eq!(
-                valid, n,
-                "seedd indexed {valid} of {n} repositories as valid"
-            );
-            let http = s.latency_info_refs(&rids, requests);
-            let admin = s.latency_status(requests);
-            log(&format!(
-                "  info/refs p50 {:.2} ms p99 {:.2} ms; status p50 {:.2} ms p99 {:.2} ms",
-                http.0, http.1, admin.0, admin.1
-            ));
-            let served_rss = mib(status_kib(s.pid(), "VmHWM"));
-            s.stop();
-            ColdFigures {
-                cold: cold.as_secs_f64(),
-                cold_rss,
-                http,
-                admin,
-                served_rss,
-            }
-        });
-        let c = |f: fn(&ColdFigures) -> f64| cold_phase.as_ref().map(f);
-        log(&format!("{n}: seedd, restart with the index"));
-        let mut s = SeeddRun::start(&seedd_bin, &data, &storage, "seedd-index-present.log");
-        let warm = s.wait_ready(&log);
-        std::thread::sleep(SETTLE);
-        let warm_rss = mib(status_kib(s.pid(), "VmRSS"));
-        log(&format!("  ready in {warm:?}, RSS {warm_rss:.0} MiB"));
-        // The same requests once more on this seedd: restarted with its index and settled, as a
-        // running seed is (the first figures come right after a rebuild, while RocksDB compacts
-        // what the rebuild wrote and the kernel writes it back).
-        let steady = want("ready").then(|| {
-            let http = s.latency_info_refs(&rids, requests);
-            let admin = s.latency_status(requests);
-            log(&format!(
-                "  restarted: info/refs p50 {:.2} ms p99 {:.2} ms; status p50 {:.2} ms p99 {:.2} ms",
-                http.0, http.1, admin.0, admin.1
-            ));
-            (http, admin)
-        });
-        let seedd_gossip = if want("gossip") {
-            log(&format!(
-                "{n}: seedd, gossip from {} peers for {} s",
-                gossip_cfg.peers, gossip_cfg.secs
-            ));
-            let peer = s.peer();
-            let server = peer
-                .split_once('@')
-                .and_then(|(nid, addr)| Some((nid.parse().ok()?, addr.parse().ok()?)));
-            let result = match server {
-                Some((nid, addr)) => gossip_phase(
-                    &rt,
-                    nid,
-                    addr,
-                    s.pid(),
-                    &rid_ids,
-                    &gossip_cfg,
-                    &|| Some(s.fetches_total()),
-                    &log,
-                ),
-                None => Err(format!("seedd's address {peer:?} does not parse")),
-            };
-            result
-                .map_err(|e| notes.push(format!("{n}: seedd gossip: {e}")))
-                .ok()
-        } else {
-            None
-        };
-        if let Some(g) = &seedd_gossip {
-            notes.extend(g.notes.iter().map(|x| format!("{n}: seedd gossip: {x}")));
-        }
-        let seedd_push = if want("push") {
-            log(&format!("{n}: seedd, {pushes} replicated pushes"));
-            let before = repo_dirs(&storage);
-            let seedd_push = push_phase(
-                &s.peer(),
-                s.pid(),
-                &storage,
-                pushes,
-                &|k| s.fetches_ok() >= k as f64,
-                &log,
-            );
-            s.stop();
-            remove_new_repos(&storage, &before);
-            seedd_push
-                .map_err(|e| notes.push(format!("{n}: seedd pushes: {e}")))
-                .ok()
-        } else {
-            s.stop();
-            None
-        };
+        let mut rows: Vec<(String, [Vec<f64>; 2], &'static str, &'static str)> = Vec::new();
+        rows.push((
+            "generator".into(),
+            [vec![gen_rate], vec![]],
+            "repos/s",
+            "higher",
+        ));
 
-        // radicle-node: fresh node database, then restarted.
-        let rad = if !want("ready") {
-            None
-        } else {
-            match RadRun::home(&dir, &storage) {
-                Ok(home) => {
-                    log(&format!("{n}: radicle-node, fresh node database"));
-                    let first = RadRun::measure(&home, &log);
-                    log(&format!("{n}: radicle-node, restart"));
-                    let second = RadRun::measure(&home, &log);
-                    match (first, second) {
-                        (Ok(a), Ok(b)) => Some((a, b)),
-                        (Err(e), _) | (_, Err(e)) => {
-                            notes.push(format!("{n}: radicle-node: {e}"));
-                            None
+        // 1 and 2: ready rounds, latency on seedd's warm starts.
+        if want("ready") {
+            let mut ready: [[Sample; 4]; 2] = Default::default();
+            let mut lat: [Latency; 2] = Default::default();
+            let mut checked = false;
+            for round in 0..rounds {
+                for si in measure::abba(round, 2) {
+                    if si == 0 {
+                        for (vi, &(label, lost, cold)) in VARIANTS.iter().enumerate() {
+                            log(&format!(
+                                "{n}: round {}/{rounds}: seedd, {label}",
+                                round + 1
+                            ));
+                            let (s, x) = SeeddRun::start_measured(
+                                &seedd_bin, &data, &storage, lost, cold, &log,
+                            );
+                            ready[0][vi].push(x);
+                            if lost && !checked {
+                                let valid = s.valid_repos();
+                                assert_eq!(
+                                    valid, n,
+                                    "seedd indexed {valid} of {n} repositories as valid"
+                                );
+                                checked = true;
+                            }
+                            if !cold {
+                                // 0: right after the rebuild; 1: restarted with the index.
+                                lat[usize::from(!lost)].add(&s, &rids, requests, &log);
+                            }
+                            s.stop();
+                        }
+                    } else {
+                        for (vi, &(label, lost, cold)) in VARIANTS.iter().enumerate() {
+                            log(&format!(
+                                "{n}: round {}/{rounds}: radicle-node, {label}",
+                                round + 1
+                            ));
+                            let r = if lost {
+                                RadRun::home(&dir, &storage)
+                            } else {
+                                Ok(dir.join("rad-home"))
+                            }
+                            .and_then(|home| RadRun::measure(&home, &storage, cold, &log));
+                            match r {
+                                Ok(x) => ready[1][vi].push(x),
+                                Err(e) => notes.push(format!(
+                                    "{n}: round {} radicle-node {label}: {e}",
+                                    round + 1
+                                )),
+                            }
                         }
                     }
                 }
-                Err(e) => {
-                    notes.push(format!("{n}: radicle-node home: {e}"));
-                    None
+            }
+            for (vi, (label, _, cold)) in VARIANTS.iter().enumerate() {
+                let [a, b] = &ready;
+                rows.push((
+                    format!("ready, {label}"),
+                    [a[vi].ready.clone(), b[vi].ready.clone()],
+                    "s",
+                    "lower",
+                ));
+                rows.push((
+                    format!("  memory.peak to ready+5 s, {label}"),
+                    [a[vi].peak_mib.clone(), b[vi].peak_mib.clone()],
+                    "MiB",
+                    "lower",
+                ));
+                rows.push((
+                    format!("  PSS at ready+5 s, {label}"),
+                    [a[vi].pss_mib.clone(), b[vi].pss_mib.clone()],
+                    "MiB",
+                    "lower",
+                ));
+                if !cold {
+                    rows.push((
+                        format!("  Σ RSS at ready+5 s, {label} (secondary)"),
+                        [a[vi].rss_mib.clone(), b[vi].rss_mib.clone()],
+                        "MiB",
+                        "",
+                    ));
                 }
             }
+            for (li, when) in ["after the rebuild", "restarted"].iter().enumerate() {
+                let l = &lat[li];
+                for (metric, v, unit, better) in [
+                    ("HTTP info/refs p50", &l.http50, "ms", "lower"),
+                    ("HTTP info/refs p99", &l.http99, "ms", "lower"),
+                    ("admin status p50", &l.admin50, "ms", "lower"),
+                    ("admin status p99", &l.admin99, "ms", "lower"),
+                    ("memory.peak during requests", &l.peak_mib, "MiB", "lower"),
+                    ("PSS peak during requests", &l.pss_mib, "MiB", "lower"),
+                    (
+                        "Σ RSS peak during requests (secondary)",
+                        &l.rss_mib,
+                        "MiB",
+                        "",
+                    ),
+                ] {
+                    rows.push((
+                        format!("{metric}, {when}"),
+                        [v.clone(), Vec::new()],
+                        unit,
+                        better,
+                    ));
+                }
+            }
+        }
+
+        // 3 and 4 on seedd: restarted with its index (warm).
+        let (seedd_gossip, seedd_push) = if want("gossip") || want("push") {
+            log(&format!(
+                "{n}: seedd, restart with the index (gossip, pushes)"
+            ));
+            let mut s = SeeddRun::start(&seedd_bin, &data, &storage, "seedd-index-present.log");
+            let ready = s.wait_ready(&log);
+            log(&format!("  ready in {ready:?}"));
+            let g = if want("gossip") {
+                log(&format!(
+                    "{n}: seedd, gossip from {} peers, {} rounds of {} s",
+                    gossip_cfg.peers, gossip_cfg.rounds, gossip_cfg.secs
+                ));
+                let peer = s.peer();
+                let server = peer
+                    .split_once('@')
+                    .and_then(|(nid, addr)| Some((nid.parse().ok()?, addr.parse().ok()?)));
+                let result = match server {
+                    Some((nid, addr)) => gossip_phase(
+                        &rt,
+                        nid,
+                        addr,
+                        &s.scope,
+                        s.pid(),
+                        &rid_ids,
+                        &gossip_cfg,
+                        &|| Some(s.fetches_total()),
+                        &log,
+                    ),
+                    None => Err(format!("seedd's address {peer:?} does not parse")),
+                };
+                result
+                    .map_err(|e| notes.push(format!("{n}: seedd gossip: {e}")))
+                    .ok()
+            } else {
+                None
+            };
+            if let Some(g) = &g {
+                notes.extend(g.notes.iter().map(|x| format!("{n}: seedd gossip: {x}")));
+            }
+            let p = if want("push") {
+                log(&format!("{n}: seedd, {pushes} replicated pushes"));
+                let before = repo_dirs(&storage);
+                let runs0 = s.maintenance_runs();
+                let p = push_phase(
+                    &s.peer(),
+                    &s.scope,
+                    s.pid(),
+                    &storage,
+                    pushes,
+                    push_tail,
+                    &|k| s.fetches_ok() >= k as f64,
+                    &|| s.maintenance_running() == 0.0,
+                    Some(&|rid: &str| s.info_refs_ms(rid)),
+                    &log,
+                );
+                let runs = s.maintenance_runs() - runs0;
+                s.stop();
+                remove_new_repos(&storage, &before);
+                p.map(|mut p| {
+                    p.maintenance_runs = Some(runs);
+                    p
+                })
+                .map_err(|e| notes.push(format!("{n}: seedd pushes: {e}")))
+                .ok()
+            } else {
+                s.stop();
+                None
+            };
+            (g, p)
+        } else {
+            (None, None)
         };
-        let r = |f: fn(&RadPair) -> f64| rad.as_ref().map(f);
-        // Gossip on the node database the runs above left ("index present"), else a fresh one.
+
+        // 4 on radicle-node: the node database the ready rounds left, else a fresh one.
         let rad_gossip = if want("gossip") {
             let home = dir.join("rad-home");
-            let home = if rad.is_some() && home.join("node").exists() {
+            let home = if home.join("node").exists() {
                 Ok(home)
             } else {
                 RadRun::home(&dir, &storage)
             };
             log(&format!(
-                "{n}: radicle-node, gossip from {} peers for {} s",
-                gossip_cfg.peers, gossip_cfg.secs
+                "{n}: radicle-node, gossip from {} peers, {} rounds of {} s",
+                gossip_cfg.peers, gossip_cfg.rounds, gossip_cfg.secs
             ));
             home.and_then(|home| RadRun::gossip(&home, &rt, &rid_ids, &gossip_cfg, &log))
                 .map_err(|e| notes.push(format!("{n}: radicle-node gossip: {e}")))
@@ -290,13 +418,14 @@ fn main() {
                     .map(|x| format!("{n}: radicle-node gossip: {x}")),
             );
         }
+        // 3 on radicle-node: a fresh node database.
         let rad_push = if !want("push") {
             None
         } else {
             match RadRun::home(&dir, &storage) {
                 Ok(home) => {
                     log(&format!("{n}: radicle-node, {pushes} replicated pushes"));
-                    RadRun::pushes(&home, &storage, pushes, &log)
+                    RadRun::pushes(&home, &storage, pushes, push_tail, &log)
                         .map_err(|e| notes.push(format!("{n}: radicle-node pushes: {e}")))
                         .ok()
                 }
@@ -306,183 +435,180 @@ fn main() {
                 }
             }
         };
-        let sp = |f: fn(&PushFigures) -> f64| seedd_push.as_ref().map(f);
-        let sg = |f: fn(&GossipFigures) -> Option<f64>| seedd_gossip.as_ref().and_then(f);
-        let rg = |f: fn(&GossipFigures) -> Option<f64>| rad_gossip.as_ref().and_then(f);
-        let rp = |f: fn(&PushFigures) -> f64| rad_push.as_ref().map(f);
-
-        let rows: Vec<RowFigures> = vec![
-            ("generator", Some(gen_rate), None, "repos/s", "higher"),
-            (
-                "ready, index lost",
-                c(|x| x.cold),
-                r(|x| x.0 .0),
-                "s",
-                "lower",
-            ),
-            (
-                "ready, index present",
-                Some(warm.as_secs_f64()),
-                r(|x| x.1 .0),
-                "s",
-                "lower",
-            ),
-            (
-                "RSS when ready, index lost",
-                c(|x| x.cold_rss),
-                r(|x| x.0 .1),
-                "MiB",
-                "lower",
-            ),
-            (
-                "RSS when ready, index present",
-                Some(warm_rss),
-                r(|x| x.1 .1),
-                "MiB",
-                "lower",
-            ),
-            (
-                "peak RSS after requests",
-                c(|x| x.served_rss),
-                None,
-                "MiB",
-                "lower",
-            ),
-            ("HTTP info/refs p50", c(|x| x.http.0), None, "ms", "lower"),
-            ("HTTP info/refs p99", c(|x| x.http.1), None, "ms", "lower"),
-            ("admin status p50", c(|x| x.admin.0), None, "ms", "lower"),
-            ("admin status p99", c(|x| x.admin.1), None, "ms", "lower"),
-            (
-                "HTTP info/refs p50, restarted",
-                steady.map(|x| x.0 .0),
-                None,
+        if want("push") {
+            let p = |x: &Option<PushFigures>, f: fn(&PushFigures) -> Vec<f64>| {
+                x.as_ref().map(f).unwrap_or_default()
+            };
+            let both = |f: fn(&PushFigures) -> Vec<f64>| [p(&seedd_push, f), p(&rad_push, f)];
+            rows.push((
+                "CPU per replicated push (cgroup, git children incl.)".into(),
+                both(|p| p.cpu_ms.clone()),
                 "ms",
                 "lower",
-            ),
-            (
-                "HTTP info/refs p99, restarted",
-                steady.map(|x| x.0 .1),
-                None,
+            ));
+            rows.push((
+                "CPU per push incl. triggered maintenance".into(),
+                both(|p| vec![p.per_push_incl_ms]),
                 "ms",
                 "lower",
-            ),
-            (
-                "admin status p50, restarted",
-                steady.map(|x| x.1 .0),
-                None,
+            ));
+            rows.push((
+                "  CPU after the last push (tail window)".into(),
+                both(|p| vec![p.tail_ms]),
+                "ms",
+                "",
+            ));
+            rows.push(("  tail window".into(), both(|p| vec![p.tail_secs]), "s", ""));
+            rows.push((
+                "  maintenance runs in the window".into(),
+                both(|p| p.maintenance_runs.into_iter().collect()),
+                "count",
+                "",
+            ));
+            rows.push((
+                "push replicated in".into(),
+                both(|p| p.wall_ms.clone()),
                 "ms",
                 "lower",
-            ),
-            (
-                "admin status p99, restarted",
-                steady.map(|x| x.1 .1),
-                None,
+            ));
+            // Ref advertisements right after a push (seedd only: radicle-node has no HTTP).
+            rows.push((
+                "info/refs, first after a push (seedd)".into(),
+                both(|p| p.advert_first_ms.clone()),
                 "ms",
                 "lower",
-            ),
-            (
-                "CPU per replicated push",
-                sp(|p| p.cpu_ms),
-                rp(|p| p.cpu_ms),
+            ));
+            rows.push((
+                "  its server CPU".into(),
+                both(|p| p.advert_first_cpu_ms.clone()),
                 "ms",
                 "lower",
-            ),
-            (
-                "CPU per push, with children",
-                sp(|p| p.cpu_children_ms),
-                rp(|p| p.cpu_children_ms),
+            ));
+            rows.push((
+                "info/refs, warm after a push (seedd)".into(),
+                both(|p| p.advert_warm_ms.clone()),
                 "ms",
                 "lower",
-            ),
-            (
-                "push replicated in",
-                sp(|p| p.wall_ms),
-                rp(|p| p.wall_ms),
+            ));
+            rows.push((
+                "  its server CPU".into(),
+                both(|p| p.advert_warm_cpu_ms.clone()),
                 "ms",
                 "lower",
-            ),
-            (
-                gossip_label,
-                sg(|g| Some(g.cpu_ms_per_s)),
-                rg(|g| Some(g.cpu_ms_per_s)),
+            ));
+        }
+        if want("gossip") {
+            let g = |x: &Option<GossipFigures>, f: fn(&GossipFigures) -> Vec<f64>| {
+                x.as_ref().map(f).unwrap_or_default()
+            };
+            let both = |f: fn(&GossipFigures) -> Vec<f64>| [g(&seedd_gossip, f), g(&rad_gossip, f)];
+            rows.push((
+                format!("gossip CPU, {} peers", gossip_cfg.peers),
+                both(|g| g.cpu_ms_per_s.clone()),
                 "ms/s",
                 "lower",
-            ),
-            (
-                "  CPU per announcement in",
-                sg(|g| Some(g.cpu_us_per_ann)),
-                rg(|g| Some(g.cpu_us_per_ann)),
+            ));
+            rows.push((
+                "  CPU per announcement in".into(),
+                both(|g| g.cpu_us_per_ann.clone()),
                 "µs",
                 "lower",
-            ),
-            (
-                "  announcements in",
-                sg(|g| Some(g.sent as f64)),
-                rg(|g| Some(g.sent as f64)),
+            ));
+            rows.push((
+                "  announcements in".into(),
+                both(|g| g.sent.clone()),
                 "count",
                 "",
-            ),
-            (
-                "  drain after the last send",
-                sg(|g| Some(g.drain_secs)),
-                rg(|g| Some(g.drain_secs)),
+            ));
+            rows.push((
+                "  drain after the last send".into(),
+                both(|g| g.drain_secs.clone()),
                 "s",
                 "lower",
-            ),
-            (
-                "  RSS after gossip",
-                sg(|g| Some(g.rss_mib)),
-                rg(|g| Some(g.rss_mib)),
+            ));
+            rows.push((
+                "  memory.peak over the round".into(),
+                both(|g| g.peak_mib.clone()),
                 "MiB",
                 "lower",
-            ),
-            (
-                "  frames to the peers",
-                sg(|g| Some(g.frames as f64)),
-                rg(|g| Some(g.frames as f64)),
+            ));
+            rows.push((
+                "  PSS peak over the round".into(),
+                both(|g| g.pss_mib.clone()),
+                "MiB",
+                "lower",
+            ));
+            rows.push((
+                "  Σ RSS peak over the round (secondary)".into(),
+                both(|g| g.rss_mib.clone()),
+                "MiB",
+                "",
+            ));
+            rows.push((
+                "  frames to the peers".into(),
+                both(|g| g.frames.clone()),
                 "frames",
                 "",
-            ),
-            (
-                "  fetches started from peers",
-                sg(|g| Some(g.fetch_attempts())),
-                rg(|g| Some(g.fetch_attempts())),
+            ));
+            rows.push((
+                "  fetches started from peers".into(),
+                both(|g| vec![g.fetch_attempts()]),
                 "count",
                 "lower",
-            ),
-        ];
-        for (metric, seedd, other, unit, better) in rows {
+            ));
+        }
+        for (metric, values, unit, better) in rows {
+            let values =
+                values.map(|v| v.into_iter().filter(|x| x.is_finite()).collect::<Vec<_>>());
+            let (a, b) = (Summary::of(&values[0]), Summary::of(&values[1]));
+            let r = ratio(a, b);
             results.push(json!({
-                "repos": n, "metric": metric, "seedd": seedd, "radicle_node": other,
-                "ratio": ratio(seedd, other), "unit": unit, "better": better,
+                "repos": n, "metric": metric, "unit": unit, "better": better,
+                "seedd": a.map(|s| s.to_json()), "radicle_node": b.map(|s| s.to_json()),
+                "ratio": r,
+                "values_seedd": values[0], "values_radicle_node": values[1],
             }));
             lines.push(Row {
                 group: group.clone(),
                 metric,
-                seedd,
-                other,
+                seedd: a,
+                other: b,
                 unit,
                 better,
             });
         }
     }
 
+    let show = |s: Option<Summary>| match s {
+        None => "n/a".to_owned(),
+        Some(s) if s.n == 1 => fmt(Some(s.median)),
+        Some(s) => s.to_string(),
+    };
     let mut t = String::new();
+    let _ = writeln!(t);
+    let _ = writeln!(t, "{}", prov.line());
     let _ = writeln!(
         t,
-        "seedd vs radicle-node {} on the same generated storage (ratio = seedd / radicle-node)",
-        radicle_version()
+        "seedd vs radicle-node {} on the same generated storage; each server start in its own cgroup ({}), pinned to the server cores; bench and clients on the load cores",
+        radicle_version(),
+        measure::cgroup_method()
     );
+    let _ = writeln!(
+        t,
+        "ready/latency: {rounds} rounds, ABBA order; cold = measure::evict of storage and data dir before the start, warm = right after; pushes: one value per push; gossip: {} rounds of {} s; median [min–max]; ratio = seedd / radicle-node of the medians",
+        gossip_cfg.rounds, gossip_cfg.secs
+    );
+    let _ = writeln!(t);
     write_table(
         &mut t,
         ["repos", "metric", "seedd", "radicle-node", "ratio", "unit"],
-        [12, 30, 10, 12, 7, 7],
-        101,
+        [10, 58, 24, 24, 6, 7],
+        141,
         lines.iter().map(|l| TableLine {
             group: &l.group,
-            metric: l.metric,
-            seedd: fmt(l.seedd),
-            other: fmt(l.other),
+            metric: &l.metric,
+            seedd: show(l.seedd),
+            other: show(l.other),
             ratio: fmt(ratio(l.seedd, l.other)),
             unit: l.unit,
             better: l.better,
@@ -493,51 +619,122 @@ fn main() {
     }
     let _ = writeln!(
         t,
-        "load average before: {load_before}; after: {}",
-        loadavg()
+        "load average before: {load_before}; after: {}; total {:.0} s",
+        loadavg(),
+        started.elapsed().as_secs_f64()
     );
     print!("{t}");
     let path = target.join("seedd-bench-scale.json");
-    let doc = json!({ "results": results, "notes": notes, "radicle_node": radicle_version() });
+    let doc = json!({
+        "results": results,
+        "notes": notes,
+        "radicle_node": radicle_version(),
+        "method": {
+            "cgroup": measure::cgroup_method(),
+            "pinning": Pinning::get().describe(),
+            "rounds": rounds,
+            "requests": requests,
+            "pushes": pushes,
+            "push_tail_s": push_tail.as_secs(),
+            "gossip": {
+                "peers": gossip_cfg.peers, "secs": gossip_cfg.secs,
+                "rounds": gossip_cfg.rounds, "rids": gossip_cfg.rids,
+            },
+            "summary": "median [min–max]; ratio of medians",
+        },
+    });
     std::fs::write(
         &path,
-        serde_json::to_vec_pretty(&seedd_benches::measure::stamped(&doc)).unwrap(),
+        serde_json::to_vec_pretty(&measure::stamped(&doc)).unwrap(),
     )
     .unwrap();
     log(&format!("wrote {}", path.display()));
 }
 
-/// radicle-node's (ready seconds, RSS MiB) with a fresh node database, then restarted.
-type RadPair = ((f64, f64), (f64, f64));
-
-/// (metric, seedd, radicle-node, unit, better).
-type RowFigures = (
-    &'static str,
-    Option<f64>,
-    Option<f64>,
-    &'static str,
-    &'static str,
-);
-
 /// One line of the table.
 struct Row {
     group: String,
-    metric: &'static str,
-    seedd: Option<f64>,
-    other: Option<f64>,
+    metric: String,
+    seedd: Option<Summary>,
+    other: Option<Summary>,
     unit: &'static str,
     better: &'static str,
 }
 
-fn ratio(a: Option<f64>, b: Option<f64>) -> Option<f64> {
+/// seedd / radicle-node, of the medians.
+fn ratio(a: Option<Summary>, b: Option<Summary>) -> Option<f64> {
     match (a, b) {
-        (Some(a), Some(b)) if b > 0.0 => Some(a / b),
+        (Some(a), Some(b)) if b.median > 0.0 => Some(a.median / b.median),
         _ => None,
     }
 }
 
 fn mib(kib: u64) -> f64 {
     kib as f64 / 1024.0
+}
+
+/// Bytes → MiB (NaN without a memory cgroup; [`Summary::of`] leaves NaNs out).
+fn peak_mib(bytes: Option<u64>) -> f64 {
+    bytes.map_or(f64::NAN, |b| b as f64 / 1048576.0)
+}
+
+/// One ready variant of one server, a value per round.
+#[derive(Default)]
+struct Sample {
+    ready: Vec<f64>,
+    /// memory.peak of the start's scope at ready + [`SETTLE`].
+    peak_mib: Vec<f64>,
+    pss_mib: Vec<f64>,
+    rss_mib: Vec<f64>,
+}
+
+impl Sample {
+    fn push(&mut self, (ready, peak, pss, rss): (f64, f64, f64, f64)) {
+        self.ready.push(ready);
+        self.peak_mib.push(peak);
+        self.pss_mib.push(pss);
+        self.rss_mib.push(rss);
+    }
+}
+
+/// Latency rows of seedd, a value per round.
+#[derive(Default)]
+struct Latency {
+    http50: Vec<f64>,
+    http99: Vec<f64>,
+    admin50: Vec<f64>,
+    admin99: Vec<f64>,
+    peak_mib: Vec<f64>,
+    pss_mib: Vec<f64>,
+    rss_mib: Vec<f64>,
+}
+
+impl Latency {
+    /// The requests on `s`, with its scope's memory over them.
+    fn add(&mut self, s: &SeeddRun, rids: &[String], requests: usize, log: &dyn Fn(&str)) {
+        let ((http, admin), iv) = measure::measure(&s.scope, || {
+            (
+                s.latency_info_refs(rids, requests),
+                s.latency_status(requests),
+            )
+        });
+        log(&format!(
+            "  info/refs p50 {:.2} ms p99 {:.2} ms; status p50 {:.2} ms p99 {:.2} ms; memory.peak {:.0} MiB, PSS {:.0} MiB",
+            http.0,
+            http.1,
+            admin.0,
+            admin.1,
+            peak_mib(iv.memory_peak),
+            mib(iv.pss_peak_kib)
+        ));
+        self.http50.push(http.0);
+        self.http99.push(http.1);
+        self.admin50.push(admin.0);
+        self.admin99.push(admin.1);
+        self.peak_mib.push(peak_mib(iv.memory_peak));
+        self.pss_mib.push(mib(iv.pss_peak_kib));
+        self.rss_mib.push(mib(iv.rss_peak_kib));
+    }
 }
 
 /// `$SEEDD_BENCH_DATA` or `~/.cache/seedd/bench-data`.
@@ -597,9 +794,11 @@ fn percentiles(mut samples: Vec<f64>) -> (f64, f64) {
     (at(0.5), at(0.99))
 }
 
-/// One seedd process on `data` (storage symlinked in), RUST_LOG=info.
+/// One seedd process on `data` (storage symlinked in), RUST_LOG=info, in its own scope.
 struct SeeddRun {
     child: Child,
+    /// The cgroup of this start (`spawn_seedd`): seedd and every process it starts.
+    scope: Arc<Scope>,
     started: Instant,
     http: u16,
     admin: u16,
@@ -619,11 +818,51 @@ impl SeeddRun {
         Self::spawn(bin, data, log_name)
     }
 
-    /// seedd on three free ports (the config is rewritten each time).
+    /// One ready variant: the index removed first when `lost`, storage and data dir evicted
+    /// first when `cold`; start, wait for ready, [`SETTLE`]. Returns the running seedd and
+    /// (ready s, memory.peak since the start MiB, PSS MiB, Σ RSS MiB).
+    fn start_measured(
+        bin: &Path,
+        data: &Path,
+        storage: &Path,
+        lost: bool,
+        cold: bool,
+        log: &dyn Fn(&str),
+    ) -> (Self, (f64, f64, f64, f64)) {
+        if lost {
+            let _ = std::fs::remove_dir_all(data.join("index"));
+        }
+        if cold {
+            let e = measure::evict(&[storage, data]);
+            log(&format!(
+                "  evicted {} files, {:.0} MB",
+                e.files,
+                e.bytes as f64 / 1e6
+            ));
+        }
+        let log_name = format!(
+            "seedd-index-{}-{}.log",
+            if lost { "lost" } else { "present" },
+            if cold { "cold" } else { "warm" }
+        );
+        let mut s = Self::start(bin, data, storage, &log_name);
+        let ready = s.wait_ready(log);
+        std::thread::sleep(SETTLE);
+        let peak = peak_mib(s.scope.memory_peak());
+        let pss = mib(s.scope.pss_kib());
+        let rss = mib(s.scope.rss_kib());
+        log(&format!(
+            "  ready in {ready:?}; at ready+5 s memory.peak {peak:.0} MiB, PSS {pss:.0} MiB, Σ RSS {rss:.0} MiB"
+        ));
+        (s, (ready.as_secs_f64(), peak, pss, rss))
+    }
+
+    /// seedd on three free ports (the config is rewritten each time), in a new scope.
     fn spawn(bin: &Path, data: &Path, log_name: &str) -> Self {
         let started = Instant::now();
         let seedd_benches::SpawnedSeedd {
             child,
+            scope,
             http,
             admin,
             p2p,
@@ -636,6 +875,7 @@ impl SeeddRun {
         );
         SeeddRun {
             child,
+            scope,
             started,
             http,
             admin,
@@ -665,11 +905,31 @@ impl SeeddRun {
         format!("{}@127.0.0.1:{}", v["nid"].as_str().unwrap(), self.p2p)
     }
 
-    /// `seedd_fetches_total{result="ok"}` (admin `/metrics`).
-    fn fetches_ok(&self) -> f64 {
+    /// A metric's sum over the series whose labels contain every `labels` entry.
+    fn metric(&self, name: &str, labels: &[&str]) -> f64 {
         let url = format!("http://127.0.0.1:{}/metrics", self.admin);
         let body = http_get(&url, &[]).map(|(_, b)| b).unwrap_or_default();
-        seedd_tests::metric_in(&body, "seedd_fetches_total", &["result=\"ok\""])
+        seedd_tests::metric_in(&body, name, labels)
+    }
+
+    /// `seedd_fetches_total{result="ok"}` (admin `/metrics`).
+    fn fetches_ok(&self) -> f64 {
+        self.metric("seedd_fetches_total", &["result=\"ok\""])
+    }
+
+    /// `seedd_fetches_total`, every result.
+    fn fetches_total(&self) -> f64 {
+        self.metric("seedd_fetches_total", &[])
+    }
+
+    /// `seedd_maintenance_runs_total`, every result.
+    fn maintenance_runs(&self) -> f64 {
+        self.metric("seedd_maintenance_runs_total", &[])
+    }
+
+    /// `seedd_maintenance_running`.
+    fn maintenance_running(&self) -> f64 {
+        self.metric("seedd_maintenance_running", &[])
     }
 
     fn wait_ready(&mut self, log: &dyn Fn(&str)) -> Duration {
@@ -682,7 +942,7 @@ impl SeeddRun {
             }
             if retries < 3 && self.lost_a_port() {
                 // Another process took a port between choosing it and seedd binding it: start
-                // again on fresh ports (the clock restarts with it).
+                // again on fresh ports (the clock restarts with it, in a new scope).
                 retries += 1;
                 log("  a port was taken before seedd bound it; starting again on other ports");
                 *self = Self::spawn(
@@ -704,6 +964,21 @@ impl SeeddRun {
             }
             std::thread::sleep(Duration::from_millis(20));
         }
+    }
+
+    /// One `GET /<rid>.git/info/refs?service=git-upload-pack` (`rid` with or without `rad:`),
+    /// latency in ms; it must answer 200.
+    fn info_refs_ms(&self, rid: &str) -> f64 {
+        let url = format!(
+            "http://127.0.0.1:{}/{}.git/info/refs?service=git-upload-pack",
+            self.http,
+            rid.trim_start_matches("rad:")
+        );
+        let t = Instant::now();
+        let (status, _) = http_get(&url, &[]).unwrap();
+        let ms = t.elapsed().as_secs_f64() * 1e3;
+        assert_eq!(status, 200, "{url}");
+        ms
     }
 
     fn latency_info_refs(&self, rids: &[String], n: usize) -> (f64, f64) {
@@ -731,9 +1006,8 @@ impl SeeddRun {
         format!("Bearer {}", token.trim())
     }
 
-    /// Repositories in the index with the delegate's signed refs verified. (curl: at 100k
-    /// the unpaged listing is over the test client's 10 MB body limit.)
     /// Repositories indexed with their one namespace verified, following the paged listing.
+    /// (curl: at 100k the unpaged listing is over the test client's 10 MB body limit.)
     fn valid_repos(&self) -> usize {
         let mut valid = 0;
         let mut after: Option<String> = None;
@@ -791,8 +1065,12 @@ impl SeeddRun {
     }
 }
 
-/// radicle-node on a home whose storage is the generated one.
-struct RadRun;
+/// radicle-node on a home whose storage is the generated one, each start in its own scope.
+struct RadRun {
+    child: Child,
+    scope: Arc<Scope>,
+    log: PathBuf,
+}
 
 impl RadRun {
     /// A fresh `rad auth` home in `dir/rad-home` (node database removed), `storage` linked in.
@@ -837,34 +1115,48 @@ impl RadRun {
         Ok(home)
     }
 
-    /// radicle-node on `home` (the N repositories) replicating pushes ([`push_phase`]).
-    fn pushes(
+    /// radicle-node on `home` listening on `port` (written into its config, with `relay` when
+    /// given), in a new scope pinned to the server cores; logs to `home/<log_name>`.
+    fn spawn(
         home: &Path,
-        storage: &Path,
-        pushes: usize,
-        log: &dyn Fn(&str),
-    ) -> Result<PushFigures, String> {
-        let before = repo_dirs(storage);
-        let port = free_port();
+        port: u16,
+        relay: Option<&str>,
+        log_name: &str,
+    ) -> Result<RadRun, String> {
         let cfg_path = home.join("config.json");
-        let mut cfg: Value = serde_json::from_slice(&std::fs::read(&cfg_path).unwrap()).unwrap();
+        let mut cfg: Value = serde_json::from_slice(
+            &std::fs::read(&cfg_path).map_err(|e| format!("{}: {e}", cfg_path.display()))?,
+        )
+        .map_err(|e| e.to_string())?;
         cfg["node"]["listen"] = json!([format!("127.0.0.1:{port}")]);
-        std::fs::write(&cfg_path, serde_json::to_vec_pretty(&cfg).unwrap()).unwrap();
-        let logf = std::fs::File::create(home.join("node-push.log")).unwrap();
-        let mut child = Command::new(radicle_bin("radicle-node"))
+        if let Some(relay) = relay {
+            cfg["node"]["relay"] = json!(relay);
+        }
+        std::fs::write(&cfg_path, serde_json::to_vec_pretty(&cfg).unwrap())
+            .map_err(|e| e.to_string())?;
+        let log = home.join(log_name);
+        let logf = std::fs::File::create(&log).map_err(|e| e.to_string())?;
+        let scope = Arc::new(Scope::new("scale-radicle"));
+        let child = scope
+            .command(radicle_bin("radicle-node"))
             .arg("--log-level")
             .arg("info")
             .env("RAD_HOME", home)
             .env("RAD_PASSPHRASE", "")
             .env_remove("RAD_SOCKET")
             .stdin(Stdio::null())
-            .stdout(logf.try_clone().unwrap())
+            .stdout(logf.try_clone().map_err(|e| e.to_string())?)
             .stderr(logf)
             .spawn()
             .map_err(|e| e.to_string())?;
-        let pid = child.id();
-        let started = Instant::now();
-        let nid = loop {
+        scope.started(child.id());
+        Ok(RadRun { child, scope, log })
+    }
+
+    /// Waits until `rad node status` answers on `home`'s control socket: the node id, or why
+    /// not. `poll` between tries.
+    fn wait_nid(&self, home: &Path, started: Instant, poll: Duration) -> Result<String, String> {
+        loop {
             let out = Command::new(radicle_bin("rad"))
                 .args(["node", "status", "--only", "nid"])
                 .env("RAD_HOME", home)
@@ -873,136 +1165,191 @@ impl RadRun {
             if let Ok(o) = out.as_ref() {
                 let nid = String::from_utf8_lossy(&o.stdout).trim().to_owned();
                 if o.status.success() && nid.starts_with("z6Mk") {
-                    break Ok(nid);
+                    return Ok(nid);
                 }
             }
-            if !alive(pid) || started.elapsed() > READY_MAX {
-                break Err(format!(
+            if !alive(self.child.id()) || started.elapsed() > READY_MAX {
+                return Err(format!(
                     "did not answer on its control socket; see {}",
-                    home.join("node-push.log").display()
+                    self.log.display()
                 ));
             }
-            std::thread::sleep(Duration::from_millis(50));
-        };
-        let result = nid.and_then(|nid| {
-            push_phase(
-                &format!("{nid}@127.0.0.1:{port}"),
-                pid,
-                storage,
-                pushes,
-                &|_| true,
-                log,
-            )
-        });
+            std::thread::sleep(poll);
+        }
+    }
+
+    /// SIGTERM, SIGKILL after 30 s.
+    fn stop(mut self) {
         let _ = Command::new("kill")
-            .args(["-TERM", &pid.to_string()])
+            .args(["-TERM", &self.child.id().to_string()])
             .status();
         let deadline = Instant::now() + Duration::from_secs(30);
-        while Instant::now() < deadline && !matches!(child.try_wait(), Ok(Some(_))) {
+        while Instant::now() < deadline && !matches!(self.child.try_wait(), Ok(Some(_))) {
             std::thread::sleep(Duration::from_millis(50));
         }
-        let _ = child.kill();
-        let _ = child.wait();
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+
+    /// radicle-node on `home` (the N repositories) replicating pushes ([`push_phase`]).
+    fn pushes(
+        home: &Path,
+        storage: &Path,
+        pushes: usize,
+        tail: Duration,
+        log: &dyn Fn(&str),
+    ) -> Result<PushFigures, String> {
+        let before = repo_dirs(storage);
+        let port = free_port();
+        let node = RadRun::spawn(home, port, None, "node-push.log")?;
+        let result = node
+            .wait_nid(home, Instant::now(), Duration::from_millis(50))
+            .and_then(|nid| {
+                push_phase(
+                    &format!("{nid}@127.0.0.1:{port}"),
+                    &node.scope,
+                    node.child.id(),
+                    storage,
+                    pushes,
+                    tail,
+                    &|_| true,
+                    &|| true,
+                    // No HTTP: radicle-node serves refs only over Radicle streams.
+                    None,
+                    log,
+                )
+            });
+        node.stop();
         remove_new_repos(storage, &before);
         result
     }
 
-    /// Start radicle-node on `home`: (seconds until `rad node status` answers, RSS in MiB
-    /// 5 s later), then stop it.
-    fn measure(home: &Path, log: &dyn Fn(&str)) -> Result<(f64, f64), String> {
-        let port = free_port();
-        let cfg_path = home.join("config.json");
-        let mut cfg: Value = serde_json::from_slice(&std::fs::read(&cfg_path).unwrap()).unwrap();
-        cfg["node"]["listen"] = json!([format!("127.0.0.1:{port}")]);
-        std::fs::write(&cfg_path, serde_json::to_vec_pretty(&cfg).unwrap()).unwrap();
-        let logf = std::fs::File::create(home.join("node.log")).unwrap();
+    /// One ready variant: `storage` and `home` (node database) evicted first when `cold`;
+    /// start radicle-node on `home`, wait until `rad node status` answers, [`SETTLE`]; then
+    /// stop it. (ready s, memory.peak since the start MiB, PSS MiB, Σ RSS MiB).
+    fn measure(
+        home: &Path,
+        storage: &Path,
+        cold: bool,
+        log: &dyn Fn(&str),
+    ) -> Result<(f64, f64, f64, f64), String> {
+        if cold {
+            let e = measure::evict(&[storage, home]);
+            log(&format!(
+                "  evicted {} files, {:.0} MB",
+                e.files,
+                e.bytes as f64 / 1e6
+            ));
+        }
         let started = Instant::now();
-        let mut child = Command::new(radicle_bin("radicle-node"))
-            .arg("--log-level")
-            .arg("info")
-            .env("RAD_HOME", home)
-            .env("RAD_PASSPHRASE", "")
-            .env_remove("RAD_SOCKET")
-            .stdin(Stdio::null())
-            .stdout(logf.try_clone().unwrap())
-            .stderr(logf)
-            .spawn()
-            .map_err(|e| e.to_string())?;
-        let pid = child.id();
-        let result = loop {
-            let out = Command::new(radicle_bin("rad"))
-                .args(["node", "status", "--only", "nid"])
-                .env("RAD_HOME", home)
-                .env_remove("RAD_SOCKET")
-                .output();
-            if out.is_ok_and(|o| o.status.success()) {
-                break Ok(started.elapsed());
+        let node = RadRun::spawn(home, free_port(), None, "node.log")?;
+        let result = node.wait_nid(home, started, Duration::from_millis(20));
+        let out = result.map(|_| {
+            let ready = started.elapsed();
+            std::thread::sleep(SETTLE);
+            let peak = peak_mib(node.scope.memory_peak());
+            let pss = mib(node.scope.pss_kib());
+            let rss = mib(node.scope.rss_kib());
+            log(&format!(
+                "  control socket answers after {ready:?}; at ready+5 s memory.peak {peak:.0} MiB, PSS {pss:.0} MiB, Σ RSS {rss:.0} MiB"
+            ));
+            (ready.as_secs_f64(), peak, pss, rss)
+        });
+        node.stop();
+        out
+    }
+
+    /// radicle-node on `home` (its node database kept), `relay: always` like seedd here, ready
+    /// when `rad node status` answers; then [`gossip_phase`]. The relay setting is removed
+    /// from the config afterwards.
+    fn gossip(
+        home: &Path,
+        rt: &tokio::runtime::Runtime,
+        rids: &[RepoId],
+        cfg: &GossipConfig,
+        log: &dyn Fn(&str),
+    ) -> Result<GossipFigures, String> {
+        let port = free_port();
+        let started = Instant::now();
+        let node = RadRun::spawn(home, port, Some("always"), "node-gossip.log")?;
+        let result = node
+            .wait_nid(home, started, Duration::from_millis(50))
+            .and_then(|nid| {
+                nid.parse::<NodeId>()
+                    .map_err(|e| format!("node id {nid:?}: {e}"))
+            })
+            .and_then(|nid| {
+                log(&format!(
+                    "  control socket answers after {:?}",
+                    started.elapsed()
+                ));
+                let addr = std::net::SocketAddr::from(([127, 0, 0, 1], port));
+                gossip_phase(
+                    rt,
+                    nid,
+                    addr,
+                    &node.scope,
+                    node.child.id(),
+                    rids,
+                    cfg,
+                    &|| None,
+                    log,
+                )
+            });
+        let log_path = node.log.clone();
+        node.stop();
+        let cfg_path = home.join("config.json");
+        if let Some(mut conf) = std::fs::read(&cfg_path)
+            .ok()
+            .and_then(|b| serde_json::from_slice::<Value>(&b).ok())
+        {
+            if let Some(node) = conf["node"].as_object_mut() {
+                node.remove("relay");
             }
-            if !alive(pid) || started.elapsed() > READY_MAX {
-                break Err(format!(
-                    "did not answer on its control socket; see {}",
-                    home.join("node.log").display()
+            let _ = std::fs::write(&cfg_path, serde_json::to_vec_pretty(&conf).unwrap());
+        }
+        // What radicle-node logged about fetching (it has no fetch counter).
+        let fetch_lines = std::fs::read_to_string(&log_path)
+            .map(|l| {
+                l.lines()
+                    .filter(|l| l.contains("Fetching") || l.contains("fetch"))
+                    .count()
+            })
+            .unwrap_or(0);
+        result.map(|mut g| {
+            if fetch_lines > 0 {
+                g.notes.push(format!(
+                    "{fetch_lines} log lines mention fetching ({})",
+                    log_path.display()
                 ));
             }
-            std::thread::sleep(Duration::from_millis(20));
-        };
-        let out = result.map(|ready| {
-            log(&format!("  control socket answers after {ready:?}"));
-            std::thread::sleep(SETTLE);
-            let rss = mib(status_kib(pid, "VmRSS"));
-            log(&format!("  RSS {rss:.0} MiB"));
-            (ready.as_secs_f64(), rss)
-        });
-        let _ = Command::new("kill")
-            .args(["-TERM", &pid.to_string()])
-            .status();
-        let deadline = Instant::now() + Duration::from_secs(30);
-        while Instant::now() < deadline && !matches!(child.try_wait(), Ok(Some(_))) {
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        let _ = child.kill();
-        let _ = child.wait();
-        out
+            g
+        })
     }
 }
 
-/// Medians over one server's replicated pushes.
+/// One server's replicated pushes.
 struct PushFigures {
-    /// The server's own CPU per push (its threads' run time, ms).
-    cpu_ms: f64,
-    /// Plus its reaped children's utime+stime (`git` processes; 10 ms ticks).
-    cpu_children_ms: f64,
+    /// The server's cgroup CPU per push (ms): from before `git push` until the ref is in its
+    /// storage, the fetch counted (seedd) and the server idle again.
+    cpu_ms: Vec<f64>,
     /// From `git push` to the pushed ref in the server's storage (seedd: fetch counted).
-    wall_ms: f64,
-}
-
-/// CPU time of each thread of `pid` (tid → ns on CPU, `/proc/<pid>/task/*/schedstat`):
-/// nanosecond precision where utime+stime count 10 ms ticks.
-fn thread_ns(pid: u32) -> std::collections::HashMap<u32, u64> {
-    let Ok(rd) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
-        return Default::default();
-    };
-    rd.flatten()
-        .filter_map(|e| {
-            let tid = e.file_name().to_str()?.parse::<u32>().ok()?;
-            let stat = std::fs::read_to_string(e.path().join("schedstat")).ok()?;
-            Some((tid, stat.split_whitespace().next()?.parse::<u64>().ok()?))
-        })
-        .collect()
-}
-
-/// The process's own CPU between two [`thread_ns`] readings, in ms: threads alive at the end
-/// count what they ran since the first reading (all of it if new); a thread that ended in
-/// between is missed (tokio keeps idle blocking threads 10 s, longer than a push).
-fn cpu_ms_between(
-    before: &std::collections::HashMap<u32, u64>,
-    after: &std::collections::HashMap<u32, u64>,
-) -> f64 {
-    let ns: u64 = after
-        .iter()
-        .map(|(tid, t)| t.saturating_sub(before.get(tid).copied().unwrap_or(0)))
-        .sum();
-    ns as f64 / 1e6
+    wall_ms: Vec<f64>,
+    /// The server's CPU after the last push's window: the tail (maintenance debounce) and
+    /// until idle, ms.
+    tail_ms: f64,
+    tail_secs: f64,
+    /// (Σ `cpu_ms` + `tail_ms`) / pushes.
+    per_push_incl_ms: f64,
+    /// seedd: Δ `seedd_maintenance_runs_total` over the pushes and the tail.
+    maintenance_runs: Option<f64>,
+    /// seedd: the first ref advertisement (`GET info/refs`) of the pushed repository after
+    /// each push (once the server is idle again): latency ms, and the server's CPU ms for it.
+    advert_first_ms: Vec<f64>,
+    advert_first_cpu_ms: Vec<f64>,
+    /// The same request again right after (the snapshot warm): median of 5 per push.
+    advert_warm_ms: Vec<f64>,
+    advert_warm_cpu_ms: Vec<f64>,
 }
 
 /// Repository directories of a storage.
@@ -1038,26 +1385,27 @@ fn read_ref(repo: &Path, name: &str) -> Option<String> {
     })
 }
 
-fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(f64::total_cmp);
-    v.get(v.len() / 2).copied().unwrap_or(f64::NAN)
-}
-
-/// A pusher radicle-node connected only to `server` (`nid@addr`, process `pid`, storage
-/// `storage`) creates a project, then pushes `pushes` commits; the server's CPU per push.
-/// `fetched(k)`: whether the server has completed `k` fetches (seedd: its metric).
+/// A pusher radicle-node (on the load cores, not in the server's scope) connected only to
+/// `server` (`nid@addr`, process `pid` in `scope`, storage `storage`) creates a project, then
+/// pushes `pushes` commits; the server's cgroup CPU per push, then over `tail` after the last
+/// one. `fetched(k)`: whether the server has completed `k` fetches (seedd: its metric);
+/// `maintenance_idle()`: no maintenance running (seedd: its gauge).
+#[allow(clippy::too_many_arguments)]
 fn push_phase(
     server: &str,
+    scope: &Arc<Scope>,
     pid: u32,
     storage: &Path,
     pushes: usize,
+    tail: Duration,
     fetched: &dyn Fn(usize) -> bool,
+    maintenance_idle: &dyn Fn() -> bool,
+    advert: Option<&dyn Fn(&str) -> f64>,
     log: &dyn Fn(&str),
 ) -> Result<PushFigures, String> {
     if pushes == 0 {
         return Err("SEEDD_BENCH_SCALE_PUSHES=0".into());
     }
-    let tck = clk_tck();
     let dir = tempfile::Builder::new()
         .prefix("sp")
         .tempdir_in("/tmp")
@@ -1141,7 +1489,10 @@ fn push_phase(
     let first = head(&work)?;
     wait(&first, 1)?;
     log(&format!("  {rid} replicated; pushing"));
-    let (mut cpu, mut cpu_all, mut wall) = (Vec::new(), Vec::new(), Vec::new());
+    let (mut cpu, mut wall) = (Vec::new(), Vec::new());
+    let (mut first_ms, mut first_cpu, mut warm_ms, mut warm_cpu) =
+        (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    let mut not_idle = 0;
     for k in 1..=pushes {
         std::fs::write(work.join("README"), format!("push {k}\n")).unwrap();
         ok(
@@ -1150,77 +1501,131 @@ fn push_phase(
         )?;
         let oid = head(&work)?;
         std::thread::sleep(Duration::from_secs(1));
-        settle(pid);
-        let (n0, c0, a0, t0) = (
-            thread_ns(pid),
-            own_ticks(pid),
-            cpu_ticks(pid),
-            Instant::now(),
-        );
-        ok(
-            pusher.git_in(&work, &["push", "-q", "rad", "main"]),
-            "git push rad",
-        )?;
-        wait(&oid, 1 + k)?;
-        let w = t0.elapsed().as_secs_f64() * 1e3;
-        settle(pid);
-        let (n1, c1, a1) = (thread_ns(pid), own_ticks(pid), cpu_ticks(pid));
-        let ms = |a: u64, b: u64| b.saturating_sub(a) as f64 / tck * 1e3;
-        let own = cpu_ms_between(&n0, &n1);
-        cpu.push(own);
-        cpu_all.push(ms(a0, a1) - ms(c0, c1) + own);
+        measure::wait_idle(scope, IDLE_MAX);
+        let (r, iv) = measure::measure(scope, || -> Result<(f64, bool), String> {
+            let t0 = Instant::now();
+            ok(
+                pusher.git_in(&work, &["push", "-q", "rad", "main"]),
+                "git push rad",
+            )?;
+            wait(&oid, 1 + k)?;
+            let w = t0.elapsed().as_secs_f64() * 1e3;
+            Ok((w, measure::wait_idle(scope, IDLE_MAX)))
+        });
+        let (w, settled) = r?;
+        if !settled {
+            not_idle += 1;
+        }
+        let ms = iv.cpu_usec as f64 / 1e3;
+        cpu.push(ms);
         wall.push(w);
         log(&format!(
-            "  push {k}: {own:.1} ms CPU (ticks: {:.0} ms; {:.0} ms with children), replicated in {w:.0} ms",
-            ms(c0, c1),
-            ms(a0, a1)
+            "  push {k}: {ms:.1} ms CPU (cgroup), replicated in {w:.0} ms{}",
+            if settled { "" } else { ", NOT idle after" }
+        ));
+        // The first ref advertisement after the push, then the same again (warm).
+        if let Some(advert) = advert {
+            let (l, iv) = measure::measure(scope, || advert(&rid));
+            first_ms.push(l);
+            first_cpu.push(iv.cpu_usec as f64 / 1e3);
+            const WARM: usize = 5;
+            let (ls, iv) = measure::measure(scope, || {
+                (0..WARM).map(|_| advert(&rid)).collect::<Vec<f64>>()
+            });
+            warm_ms.push(median(ls));
+            warm_cpu.push(iv.cpu_usec as f64 / 1e3 / WARM as f64);
+            log(&format!(
+                "    first info/refs after it: {l:.2} ms ({:.2} ms CPU); warm {:.2} ms ({:.2} ms CPU)",
+                first_cpu[first_cpu.len() - 1],
+                warm_ms[warm_ms.len() - 1],
+                warm_cpu[warm_cpu.len() - 1]
+            ));
+        }
+    }
+    // What the pushes triggered later (seedd: debounced maintenance), inside the window too.
+    let t_tail = Instant::now();
+    let (settled, iv) = measure::measure(scope, || {
+        std::thread::sleep(tail);
+        let deadline = Instant::now() + IDLE_MAX;
+        while !maintenance_idle() && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(200));
+        }
+        measure::wait_idle(scope, IDLE_MAX)
+    });
+    let tail_ms = iv.cpu_usec as f64 / 1e3;
+    let tail_secs = t_tail.elapsed().as_secs_f64();
+    log(&format!(
+        "  after the last push: {tail_ms:.1} ms CPU over {tail_secs:.0} s{}",
+        if settled { "" } else { ", NOT idle at its end" }
+    ));
+    drop(pusher);
+    if not_idle > 0 || !settled {
+        log(&format!(
+            "  WARNING: the server was not idle after {not_idle} pushes{}",
+            if settled { "" } else { " and after the tail" }
         ));
     }
-    drop(pusher);
     Ok(PushFigures {
-        cpu_ms: median(cpu),
-        cpu_children_ms: median(cpu_all),
-        wall_ms: median(wall),
+        per_push_incl_ms: (cpu.iter().sum::<f64>() + tail_ms) / pushes as f64,
+        cpu_ms: cpu,
+        wall_ms: wall,
+        tail_ms,
+        tail_secs,
+        maintenance_runs: None,
+        advert_first_ms: first_ms,
+        advert_first_cpu_ms: first_cpu,
+        advert_warm_ms: warm_ms,
+        advert_warm_cpu_ms: warm_cpu,
     })
 }
 
-/// seedd's figures of the index-lost start and the latency rows ("ready" phase).
-struct ColdFigures {
-    cold: f64,
-    cold_rss: f64,
-    http: (f64, f64),
-    admin: (f64, f64),
-    served_rss: f64,
+/// Median of `v` (NaN when empty).
+fn median(mut v: Vec<f64>) -> f64 {
+    if v.is_empty() {
+        return f64::NAN;
+    }
+    v.sort_by(f64::total_cmp);
+    let m = v.len() / 2;
+    if v.len() % 2 == 1 {
+        v[m]
+    } else {
+        (v[m - 1] + v[m]) / 2.0
+    }
 }
 
 /// The gossip phase's settings.
 struct GossipConfig {
     /// Synthetic peers (sessions), all of which gossip.
     peers: usize,
-    /// Seconds of gossip: one InventoryAnnouncement and one RefsAnnouncement per peer per second.
+    /// Seconds of gossip per round: one InventoryAnnouncement and one RefsAnnouncement per
+    /// peer per second.
     secs: u64,
+    /// Rounds in one session of the peers.
+    rounds: usize,
     /// Repositories per InventoryAnnouncement.
     rids: usize,
     /// Longest wait for the server to settle after the last send.
     drain_max: Duration,
 }
 
-/// One server's gossip figures ([`gossip_phase`]).
+/// One server's gossip figures ([`gossip_phase`]), a value per round.
+#[derive(Default)]
 struct GossipFigures {
-    /// Server CPU (utime+stime, children included) from the first send until settled, per
-    /// second of gossip.
-    cpu_ms_per_s: f64,
+    /// Server cgroup CPU from the first send until settled, per second of gossip (ms/s).
+    cpu_ms_per_s: Vec<f64>,
     /// The same per announcement received, µs.
-    cpu_us_per_ann: f64,
+    cpu_us_per_ann: Vec<f64>,
     /// Announcements sent to the server (2 per peer per second).
-    sent: u64,
+    sent: Vec<f64>,
     /// From the last send until settled (or the drain limit).
-    drain_secs: f64,
-    /// VmRSS once settled.
-    rss_mib: f64,
+    drain_secs: Vec<f64>,
+    /// memory.peak over the round, PSS and Σ RSS peaks sampled over it, MiB.
+    peak_mib: Vec<f64>,
+    pss_mib: Vec<f64>,
+    rss_mib: Vec<f64>,
     /// Frames the peers received from the server from the first send until settled (relays).
-    frames: u64,
-    /// Git streams the server opened to the peers (each a fetch attempt; refused).
+    frames: Vec<f64>,
+    /// Git streams the server opened to the peers (each a fetch attempt; refused), all rounds.
     opens: u64,
     /// seedd: Δ `seedd_fetches_total` (all results) over the phase, ramp included.
     fetches: Option<f64>,
@@ -1258,18 +1663,20 @@ fn sample(n: usize, k: usize, seed: u64) -> Vec<usize> {
 }
 
 /// Gossip CPU at scale: `cfg.peers` synthetic peers (`seedd_benches::peers`) connect to the
-/// server (`nid` at `addr`, process `pid`) and settle (not timed); then for `cfg.secs` s each
-/// sends every second a fresh signed InventoryAnnouncement of `cfg.rids` repositories drawn
-/// at random from `rids` (different per peer and per second) and a RefsAnnouncement of the
-/// first of them with `RefsAt` = the server's own namespace (nothing to fetch). The server's
-/// CPU (utime+stime+cutime+cstime) from the first send until it has settled (no frame to any
-/// peer for 7 s and under 5 % of a core), its RSS then. `fetches`: the server's fetch counter
-/// (seedd's metric), to show that no fetch was started.
+/// server (`nid` at `addr`, process `pid` in `scope`) and settle (not timed); then
+/// `cfg.rounds` times, for `cfg.secs` s each sends every second a fresh signed
+/// InventoryAnnouncement of `cfg.rids` repositories drawn at random from `rids` (different per
+/// peer, round and second) and a RefsAnnouncement of the first of them with `RefsAt` = the
+/// server's own namespace (nothing to fetch). Per round, the server's cgroup CPU from the
+/// first send until it has settled (no frame to any peer for 7 s and under 5 % of a core), and
+/// its memory over the round. `fetches`: the server's fetch counter (seedd's metric), to show
+/// that no fetch was started.
 #[allow(clippy::too_many_arguments)]
 fn gossip_phase(
     rt: &tokio::runtime::Runtime,
     nid: NodeId,
     addr: std::net::SocketAddr,
+    scope: &Arc<Scope>,
     pid: u32,
     rids: &[RepoId],
     cfg: &GossipConfig,
@@ -1280,8 +1687,7 @@ fn gossip_phase(
     if rids.is_empty() {
         return Err("no repositories to announce".into());
     }
-    let tck = clk_tck();
-    let shared = std::sync::Arc::new(Shared::default());
+    let shared = Arc::new(Shared::default());
     // Other keys than the p2p bench's and the pusher's.
     let keys: Vec<Keypair> = (0..cfg.peers)
         .map(|i| Keypair::mock(50_000 + i as u64))
@@ -1303,8 +1709,8 @@ fn gossip_phase(
         close(senders, tasks);
         return Err(format!("{n} of {} sessions failed: {f}", cfg.peers));
     }
-    let mut notes = Vec::new();
-    let settle = rt.block_on(wait_settled(&shared, pid, tck, GOSSIP_SETTLE_MAX));
+    let mut g = GossipFigures::default();
+    let settle = rt.block_on(wait_settled(&shared, scope, GOSSIP_SETTLE_MAX));
     log(&format!(
         "  {} sessions established; {} after {:.1} s",
         senders.len(),
@@ -1316,7 +1722,7 @@ fn gossip_phase(
         settle.secs
     ));
     if !settle.settled {
-        notes.push(format!(
+        g.notes.push(format!(
             "not settled {:.0} s after the sessions connected ({:.2} cores busy); measuring anyway",
             settle.secs, settle.cpu_rate
         ));
@@ -1325,183 +1731,84 @@ fn gossip_phase(
         .iter()
         .map(|(i, tx)| (keys[*i].clone(), tx.clone()))
         .collect();
-    let frames0 = shared.frames_in.load(Ordering::Relaxed);
-    let c0 = cpu_ticks(pid);
-    let t0 = Instant::now();
-    let sent = rt.block_on(gossip_rounds(&gossipers, nid, cfg.secs, |g, round| {
-        let picked: Vec<RepoId> = sample(rids.len(), cfg.rids, ((g as u64) << 32) ^ round)
-            .into_iter()
-            .map(|i| rids[i])
-            .collect();
-        let first = picked[0];
-        (picked, first)
-    }));
-    let send_secs = t0.elapsed().as_secs_f64();
-    let drain = rt.block_on(wait_settled(&shared, pid, tck, cfg.drain_max));
-    let cpu_ms = cpu_ticks(pid).saturating_sub(c0) as f64 / tck * 1e3;
-    let rss_mib = mib(status_kib(pid, "VmRSS"));
-    let frames = shared.frames_in.load(Ordering::Relaxed) - frames0;
-    let alive_after = alive(pid);
+    let mut saturated = 0;
+    for round in 0..cfg.rounds {
+        let frames0 = shared.frames_in.load(Ordering::Relaxed);
+        let ((sent, send_secs, drain), iv) = measure::measure(scope, || {
+            let t0 = Instant::now();
+            let sent = rt.block_on(gossip_rounds(&gossipers, nid, cfg.secs, |p, second| {
+                let seed = ((p as u64) << 32) ^ ((round as u64) << 20) ^ second;
+                let picked: Vec<RepoId> = sample(rids.len(), cfg.rids, seed)
+                    .into_iter()
+                    .map(|i| rids[i])
+                    .collect();
+                let first = picked[0];
+                (picked, first)
+            }));
+            let send_secs = t0.elapsed().as_secs_f64();
+            let drain = rt.block_on(wait_settled(&shared, scope, cfg.drain_max));
+            (sent, send_secs, drain)
+        });
+        let cpu_ms = iv.cpu_usec as f64 / 1e3;
+        let frames = shared.frames_in.load(Ordering::Relaxed) - frames0;
+        if !alive(pid) {
+            drop(gossipers);
+            close(senders, tasks);
+            return Err("the server exited during the gossip".into());
+        }
+        log(&format!(
+            "  round {}/{}: {sent} announcements in {send_secs:.1} s, {} after {:.1} s more; CPU {cpu_ms:.0} ms ({:.1} ms/s, {:.1} µs/announcement), {frames} frames to the peers, memory.peak {:.0} MiB, PSS {:.0} MiB",
+            round + 1,
+            cfg.rounds,
+            if drain.settled {
+                "settled".to_owned()
+            } else {
+                format!("NOT settled ({:.2} cores busy)", drain.cpu_rate)
+            },
+            drain.secs,
+            cpu_ms / cfg.secs as f64,
+            1e3 * cpu_ms / sent.max(1) as f64,
+            peak_mib(iv.memory_peak),
+            mib(iv.pss_peak_kib)
+        ));
+        if !drain.settled {
+            saturated += 1;
+        }
+        g.cpu_ms_per_s.push(cpu_ms / cfg.secs as f64);
+        g.cpu_us_per_ann.push(1e3 * cpu_ms / sent.max(1) as f64);
+        g.sent.push(sent as f64);
+        g.drain_secs.push(drain.secs);
+        g.peak_mib.push(peak_mib(iv.memory_peak));
+        g.pss_mib.push(mib(iv.pss_peak_kib));
+        g.rss_mib.push(mib(iv.rss_peak_kib));
+        g.frames.push(frames as f64);
+    }
     drop(gossipers);
     close(senders, tasks);
-    let opens = shared.opens.load(Ordering::Relaxed);
-    let fetched = match (fetches0, fetches()) {
+    g.opens = shared.opens.load(Ordering::Relaxed);
+    g.fetches = match (fetches0, fetches()) {
         (Some(a), Some(b)) => Some(b - a),
         _ => None,
     };
-    if !alive_after {
-        return Err("the server exited during the gossip".into());
-    }
-    log(&format!(
-        "  {sent} announcements in {send_secs:.1} s, {} after {:.1} s more; CPU {cpu_ms:.0} ms ({:.1} ms/s, {:.1} µs/announcement), {frames} frames to the peers, RSS {rss_mib:.0} MiB; {opens} git streams opened by the server{}",
-        if drain.settled {
-            "settled".to_owned()
-        } else {
-            format!("NOT settled ({:.2} cores busy)", drain.cpu_rate)
-        },
-        drain.secs,
-        cpu_ms / cfg.secs as f64,
-        1e3 * cpu_ms / sent.max(1) as f64,
-        fetched.map_or(String::new(), |f| format!(", {f} fetches"))
-    ));
-    if !drain.settled {
-        notes.push(format!(
-            "saturated: still {:.2} cores busy {:.0} s after the last send; its CPU figures are lower bounds",
-            drain.cpu_rate, drain.secs
+    if saturated > 0 {
+        g.notes.push(format!(
+            "saturated in {saturated} of {} rounds: still busy {:.0} s after the last send; those rounds' CPU figures are lower bounds",
+            cfg.rounds,
+            cfg.drain_max.as_secs_f64()
         ));
     }
     let disconnects = shared.disconnects.lock().map(|d| d.len()).unwrap_or(0);
     if disconnects > 0 {
-        notes.push(format!("{disconnects} sessions closed by the server"));
+        g.notes
+            .push(format!("{disconnects} sessions closed by the server"));
     }
-    if opens > 0 || fetched.is_some_and(|f| f > 0.0) {
-        notes.push(format!(
-            "the server started fetches from the synthetic peers ({opens} git streams opened{}); its CPU includes them",
-            fetched.map_or(String::new(), |f| format!(", {f} fetches counted"))
+    if g.opens > 0 || g.fetches.is_some_and(|f| f > 0.0) {
+        g.notes.push(format!(
+            "the server started fetches from the synthetic peers ({} git streams opened{}); its CPU includes them",
+            g.opens,
+            g.fetches
+                .map_or(String::new(), |f| format!(", {f} fetches counted"))
         ));
     }
-    Ok(GossipFigures {
-        cpu_ms_per_s: cpu_ms / cfg.secs as f64,
-        cpu_us_per_ann: 1e3 * cpu_ms / sent.max(1) as f64,
-        sent,
-        drain_secs: drain.secs,
-        rss_mib,
-        frames,
-        opens,
-        fetches: fetched,
-        notes,
-    })
-}
-
-impl SeeddRun {
-    /// `seedd_fetches_total`, every result (admin `/metrics`).
-    fn fetches_total(&self) -> f64 {
-        let url = format!("http://127.0.0.1:{}/metrics", self.admin);
-        let body = http_get(&url, &[]).map(|(_, b)| b).unwrap_or_default();
-        seedd_tests::metric_in(&body, "seedd_fetches_total", &[])
-    }
-}
-
-impl RadRun {
-    /// radicle-node on `home` (its node database kept), `relay: always` like seedd here, ready
-    /// when `rad node status` answers; then [`gossip_phase`]. The relay setting is removed
-    /// from the config afterwards.
-    fn gossip(
-        home: &Path,
-        rt: &tokio::runtime::Runtime,
-        rids: &[RepoId],
-        cfg: &GossipConfig,
-        log: &dyn Fn(&str),
-    ) -> Result<GossipFigures, String> {
-        let port = free_port();
-        let cfg_path = home.join("config.json");
-        let read = || -> Result<Value, String> {
-            serde_json::from_slice(
-                &std::fs::read(&cfg_path).map_err(|e| format!("{}: {e}", cfg_path.display()))?,
-            )
-            .map_err(|e| e.to_string())
-        };
-        let mut conf = read()?;
-        conf["node"]["listen"] = json!([format!("127.0.0.1:{port}")]);
-        conf["node"]["relay"] = json!("always");
-        std::fs::write(&cfg_path, serde_json::to_vec_pretty(&conf).unwrap())
-            .map_err(|e| e.to_string())?;
-        let log_path = home.join("node-gossip.log");
-        let logf = std::fs::File::create(&log_path).map_err(|e| e.to_string())?;
-        let mut child = Command::new(radicle_bin("radicle-node"))
-            .arg("--log-level")
-            .arg("info")
-            .env("RAD_HOME", home)
-            .env("RAD_PASSPHRASE", "")
-            .env_remove("RAD_SOCKET")
-            .stdin(Stdio::null())
-            .stdout(logf.try_clone().map_err(|e| e.to_string())?)
-            .stderr(logf)
-            .spawn()
-            .map_err(|e| e.to_string())?;
-        let pid = child.id();
-        let started = Instant::now();
-        let nid = loop {
-            let out = Command::new(radicle_bin("rad"))
-                .args(["node", "status", "--only", "nid"])
-                .env("RAD_HOME", home)
-                .env_remove("RAD_SOCKET")
-                .output();
-            if let Ok(o) = out.as_ref() {
-                let nid = String::from_utf8_lossy(&o.stdout).trim().to_owned();
-                if o.status.success() && nid.starts_with("z6Mk") {
-                    break nid
-                        .parse::<NodeId>()
-                        .map_err(|e| format!("node id {nid:?}: {e}"));
-                }
-            }
-            if !alive(pid) || started.elapsed() > READY_MAX {
-                break Err(format!(
-                    "did not answer on its control socket; see {}",
-                    log_path.display()
-                ));
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        };
-        let result = nid.and_then(|nid| {
-            log(&format!(
-                "  control socket answers after {:?}",
-                started.elapsed()
-            ));
-            let addr = std::net::SocketAddr::from(([127, 0, 0, 1], port));
-            gossip_phase(rt, nid, addr, pid, rids, cfg, &|| None, log)
-        });
-        let _ = Command::new("kill")
-            .args(["-TERM", &pid.to_string()])
-            .status();
-        let deadline = Instant::now() + Duration::from_secs(30);
-        while Instant::now() < deadline && !matches!(child.try_wait(), Ok(Some(_))) {
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        let _ = child.kill();
-        let _ = child.wait();
-        if let Ok(mut conf) = read() {
-            if let Some(node) = conf["node"].as_object_mut() {
-                node.remove("relay");
-            }
-            let _ = std::fs::write(&cfg_path, serde_json::to_vec_pretty(&conf).unwrap());
-        }
-        // What radicle-node logged about fetching (it has no fetch counter).
-        let fetch_lines = std::fs::read_to_string(&log_path)
-            .map(|l| {
-                l.lines()
-                    .filter(|l| l.contains("Fetching") || l.contains("fetch"))
-                    .count()
-            })
-            .unwrap_or(0);
-        result.map(|mut g| {
-            if fetch_lines > 0 {
-                g.notes.push(format!(
-                    "{fetch_lines} log lines mention fetching ({})",
-                    log_path.display()
-                ));
-            }
-            g
-        })
-    }
+    Ok(g)
 }

@@ -754,6 +754,22 @@ pub fn self_cpu_usec() -> u64 {
     (ticks as f64 / crate::procfs::clk_tck() * 1e6) as u64
 }
 
+/// Waits until `scope` used under 2 % of a core over 500 ms, at most `max`; whether it did
+/// (e.g. a server done with what a push or a request started: maintenance, logging).
+pub fn wait_idle(scope: &Scope, max: Duration) -> bool {
+    let deadline = std::time::Instant::now() + max;
+    loop {
+        let c0 = scope.cpu_usec();
+        std::thread::sleep(Duration::from_millis(500));
+        if scope.cpu_usec().saturating_sub(c0) < 10_000 {
+            return true;
+        }
+        if std::time::Instant::now() > deadline {
+            return false;
+        }
+    }
+}
+
 /// PSS of one process, KiB (0 once it is gone).
 pub fn pss_kib(pid: u32) -> u64 {
     std::fs::read_to_string(format!("/proc/{pid}/smaps_rollup"))

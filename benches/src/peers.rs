@@ -22,8 +22,6 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio::sync::{mpsc, Semaphore};
 
-use crate::procfs::cpu_ticks;
-
 /// Both nodes relay queued gossip every 6 s: wait at least this long for relays to arrive.
 pub const RELAY_WAIT: Duration = Duration::from_secs(7);
 /// "Settled" = no frame received by any session for this long (longer than the 6 s relay
@@ -122,14 +120,15 @@ pub struct Settle {
 }
 
 /// Waits at least [`RELAY_WAIT`], then until no session has received a frame for [`QUIET`]
-/// and the target's CPU use over the last second is under [`IDLE_CPU`]; at most `max`.
-/// Returns how long it waited and whether the target settled.
-pub async fn wait_settled(shared: &Shared, pid: u32, tck: f64, max: Duration) -> Settle {
+/// and the target's CPU use over the last second (its cgroup `scope`: every process of it) is
+/// under [`IDLE_CPU`]; at most `max`. Returns how long it waited and whether the target
+/// settled.
+pub async fn wait_settled(shared: &Shared, scope: &crate::measure::Scope, max: Duration) -> Settle {
     let start = Instant::now();
     let mut last = shared.frames_in.load(Ordering::Relaxed);
     let mut changed = Instant::now();
-    // (when, CPU ticks) samples of the last ~second.
-    let mut samples = std::collections::VecDeque::from([(Instant::now(), cpu_ticks(pid))]);
+    // (when, CPU µs) samples of the last ~second.
+    let mut samples = std::collections::VecDeque::from([(Instant::now(), scope.cpu_usec())]);
     loop {
         tokio::time::sleep(Duration::from_millis(250)).await;
         let now = shared.frames_in.load(Ordering::Relaxed);
@@ -137,7 +136,7 @@ pub async fn wait_settled(shared: &Shared, pid: u32, tck: f64, max: Duration) ->
             last = now;
             changed = Instant::now();
         }
-        samples.push_back((Instant::now(), cpu_ticks(pid)));
+        samples.push_back((Instant::now(), scope.cpu_usec()));
         while samples.len() > 2 && samples[1].0.elapsed() >= Duration::from_secs(1) {
             samples.pop_front();
         }
@@ -145,7 +144,7 @@ pub async fn wait_settled(shared: &Shared, pid: u32, tck: f64, max: Duration) ->
         let (t1, c1) = samples[samples.len() - 1];
         let span = t1.duration_since(t0).as_secs_f64();
         let cpu_rate = if span >= 0.9 {
-            c1.saturating_sub(c0) as f64 / tck / span
+            c1.saturating_sub(c0) as f64 / 1e6 / span
         } else {
             f64::INFINITY
         };

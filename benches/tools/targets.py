@@ -3,7 +3,7 @@
 
 Usage: benches/tools/targets.py [TARGET_DIR]   (default: $CARGO_TARGET_DIR or ./target)
 
-Reads every `seedd-bench-*.json` that has the §1 layout (`provenance` + `results.targets`)
+Reads every `seedd-bench*.json` that has the §1 layout (`provenance` + `results.targets`)
 and prints one markdown row per target: bench, target, value, met?, commit (dirty flag and
 overrides named), so the table in benches/README.md is regenerated, not retyped. A result
 whose commit differs from the others is marked, so one table never mixes commits silently.
@@ -17,7 +17,7 @@ from pathlib import Path
 def main() -> int:
     target = Path(sys.argv[1] if len(sys.argv) > 1 else os.environ.get("CARGO_TARGET_DIR", "target"))
     docs = []
-    for path in sorted(target.glob("seedd-bench-*.json")):
+    for path in sorted(target.glob("seedd-bench*.json")):
         try:
             doc = json.loads(path.read_text())
         except (OSError, json.JSONDecodeError) as e:
@@ -25,7 +25,11 @@ def main() -> int:
             continue
         if not isinstance(doc, dict) or "provenance" not in doc:
             continue
-        targets = (doc.get("results") or {}).get("targets") or doc.get("targets")
+        results = doc.get("results")
+        targets = (results.get("targets") if isinstance(results, dict) else None) or doc.get("targets")
+        if not isinstance(targets, list):
+            print(f"skipping {path}: no list of targets", file=sys.stderr)
+            continue
         if targets:
             docs.append((path, doc, targets))
     if not docs:
