@@ -610,13 +610,21 @@ fn main() {
                 "rounds_radicle_node": r.values[1],
             })
         }).collect::<Vec<_>>(),
-        "targets": {
-            "fetch_wall_ratio": fetch_wall_ratio,
-            "fetch_wall_max_ratio": 1.0,
-            "fetch_wall_met": fetch_wall_ratio.is_some_and(|r| r <= 1.0),
-            "fetch_cpu_ratio": fetch_cpu_ratio,
-            "fetch_cpu_met": fetch_cpu_ratio.is_some_and(|r| r <= 1.0),
-        },
+        // The list `benches/tools/targets.py` reads.
+        "targets": [
+            {
+                "target": "fetch of the ~50 MB repository, wall time vs radicle-node",
+                "goal": "≤ 1.0×",
+                "value": fetch_wall_ratio,
+                "met": fetch_wall_ratio.is_some_and(|r| r <= 1.0),
+            },
+            {
+                "target": "fetch, fetcher CPU (cgroup, until idle) vs radicle-node",
+                "goal": "≤ 1.0×",
+                "value": fetch_cpu_ratio,
+                "met": fetch_cpu_ratio.is_some_and(|r| r <= 1.0),
+            },
+        ],
         "fetch_rounds": {
             "seedd": fetch[0].iter().map(run_json).collect::<Vec<_>>(),
             "radicle_node": fetch[1].iter().map(run_json).collect::<Vec<_>>(),

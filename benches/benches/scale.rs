@@ -623,10 +623,28 @@ fn main() {
         loadavg(),
         started.elapsed().as_secs_f64()
     );
+    let targets = scale_targets(&results, &sizes);
+    for x in &targets {
+        let verdict = match x["met"].as_bool() {
+            Some(true) => "MET",
+            Some(false) => "NOT MET",
+            None => "n/a",
+        };
+        let _ = writeln!(
+            t,
+            "target: {}: {} (goal {}) → {verdict}",
+            x["target"].as_str().unwrap_or(""),
+            x["value"]
+                .as_f64()
+                .map_or("-".into(), |v| format!("{v:.2}")),
+            x["goal"].as_str().unwrap_or("")
+        );
+    }
     print!("{t}");
     let path = target.join("seedd-bench-scale.json");
     let doc = json!({
         "results": results,
+        "targets": targets,
         "notes": notes,
         "radicle_node": radicle_version(),
         "method": {
@@ -649,6 +667,56 @@ fn main() {
     )
     .unwrap();
     log(&format!("wrote {}", path.display()));
+}
+
+/// The targets of issue 14 (flat in the number of repositories, better than radicle-node)
+/// and issue 29 (per-push CPU with children and the maintenance it triggers), from the
+/// medians in `results`; the list `benches/tools/targets.py` reads.
+fn scale_targets(results: &[Value], sizes: &[usize]) -> Vec<Value> {
+    let med = |n: usize, metric: &str, who: &str| -> Option<f64> {
+        results
+            .iter()
+            .find(|r| r["repos"] == n && r["metric"] == metric)
+            .and_then(|r| r[who]["median"].as_f64())
+    };
+    let div = |a: Option<f64>, b: Option<f64>| match (a, b) {
+        (Some(a), Some(b)) if b > 0.0 => Some(a / b),
+        _ => None,
+    };
+    let mut out = Vec::new();
+    let (Some(&lo), Some(&hi)) = (sizes.iter().min(), sizes.iter().max()) else {
+        return out;
+    };
+    if hi > lo {
+        for metric in [
+            "HTTP info/refs p50, restarted",
+            "HTTP info/refs p99, restarted",
+            "admin status p99, restarted",
+            "CPU per push incl. triggered maintenance",
+        ] {
+            let v = div(med(hi, metric, "seedd"), med(lo, metric, "seedd"));
+            out.push(json!({
+                "target": format!("seedd {metric}, {hi} / {lo} repositories"),
+                "goal": "≤ 1.2×",
+                "value": v,
+                "met": v.map(|v| v <= 1.2),
+            }));
+        }
+    }
+    for metric in [
+        "ready, index present, warm",
+        "ready, index present, cold",
+        "CPU per push incl. triggered maintenance",
+    ] {
+        let v = div(med(hi, metric, "seedd"), med(hi, metric, "radicle_node"));
+        out.push(json!({
+            "target": format!("seedd {metric} vs radicle-node, {hi} repositories"),
+            "goal": "< 1.0× (better than radicle-node)",
+            "value": v,
+            "met": v.map(|v| v < 1.0),
+        }));
+    }
+    out
 }
 
 /// One line of the table.
