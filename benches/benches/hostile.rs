@@ -1,13 +1,21 @@
 //! Hostile: the attacks of issue 25 §1–§4 against a release seedd, one at a time, each
-//! `SEEDD_HOSTILE_RUNS` times (default 5), each run on a freshly started seedd (defaults, the
-//! same data dir): what one anonymous client (or one published repository) costs the seed.
-//! Per attack: seedd's process-tree peak RSS over the attack
-//! window against the same window of an idle seed (ratio), CPU seconds of the tree (seedd plus
-//! its git children) over the window and the 5 s after it (so work that outlives its request
-//! shows), the attack's wall time, how long seedd kept burning CPU after the attacker left
-//! (`settle`), and the worst latency and status of a control request (`/tree` of another
-//! repository) made during the attack. Medians over the runs. Prints a table and writes JSON
-//! to `<target>/seedd-bench-hostile.json`. See `benches/README.md`.
+//! `SEEDD_HOSTILE_RUNS` times (default 5, rounds), each run on a freshly started seedd (defaults,
+//! the same data dir, its page cache evicted): what one anonymous client (or one published
+//! repository) costs the seed, against the same window of an idle seed.
+//!
+//! Measured by the rules of issue 29 §1 (`seedd_benches::measure`): seedd runs in its own cgroup
+//! ([`seedd_benches::measure::Scope`], given by `spawn_seedd`, one per start), pinned to the server
+//! cores; the bench, the attacker and the control client run on the load cores. Per attack:
+//! the scope's `memory.peak` (seedd and every git it starts, page cache included, over the
+//! window; since the start where a reset does not hold, cgroup v2) and its PSS peak (sampled every 20 ms) with the rise of PSS over the window (`extra`)
+//! and the ratio to the idle seed; Σ VmRSS only as a secondary column. CPU seconds are the
+//! scope's (`cpu.stat`, every process that ran in it, reaped git children included) over the
+//! window and the 5 s after it (so work that outlives its request shows); the attack's wall
+//! time, how long the scope kept burning CPU after the attacker left (`settle`), and the worst
+//! latency and status of a control request (`/tree` of another repository) made during the
+//! attack. Median [min–max] over the runs; each round runs the idle window and every attack
+//! once, in ABBA order. Prints a table and writes JSON to `<target>/seedd-bench-hostile.json`.
+//! See `benches/runs/hostile.md`.
 //!
 //! Attacks (`SEEDD_HOSTILE_ATTACKS`, comma separated, default all):
 //! * `diff`: `GET /api/v1/repos/<rid>/commits/<sha>` of a commit adding a file of 8 MiB of
@@ -23,10 +31,11 @@
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::path::Path;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use seedd_benches::procfs::{self, TreeRssSampler};
-use seedd_benches::{ensure_seedd, env_usize, fmt, profile_dir, spawn_seedd, SpawnedSeedd};
+use seedd_benches::measure::{self, abba, evict, Pinning, Scope, Summary};
+use seedd_benches::{ensure_seedd, env_usize, profile_dir, spawn_seedd, SpawnedSeedd};
 use seedd_tests::hostile::{self, Attack};
 use seedd_tests::pkt;
 
@@ -34,6 +43,8 @@ use seedd_tests::pkt;
 const AFTER: Duration = Duration::from_secs(5);
 /// One control request's limit.
 const CONTROL_TIMEOUT: Duration = Duration::from_secs(30);
+/// Runs (rounds) by default.
+const RUNS: usize = 5;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Kind {
@@ -76,15 +87,21 @@ struct Repos {
 /// One run of one attack (or of the idle window).
 #[derive(Debug, Clone, Copy, Default)]
 struct Sample {
-    /// Peak Σ VmRSS of the tree over the window, MiB.
-    peak_mib: f64,
-    /// Peak minus the RSS before the window, MiB.
-    extra_mib: f64,
-    /// CPU seconds of the tree over the window and [`AFTER`].
+    /// The scope's memory high-water mark over the window (page cache included; since seedd
+    /// started where the reset does not hold, cgroup v2), MiB; NaN without a memory cgroup.
+    memory_peak_mib: f64,
+    /// Peak PSS of the scope's processes over the window, MiB.
+    pss_peak_mib: f64,
+    /// PSS peak minus the PSS before the window, MiB.
+    extra_pss_mib: f64,
+    /// Peak Σ VmRSS of the scope's processes over the window, MiB (secondary: a shared mapping
+    /// counts once per process).
+    rss_sum_peak_mib: f64,
+    /// CPU seconds of the scope over the window and [`AFTER`].
     cpu_s: f64,
     /// The attack's own wall time, s.
     wall_s: f64,
-    /// Seconds until the tree's CPU stopped moving after the attack ended.
+    /// Seconds until the scope's CPU stopped moving after the attack ended.
     settle_s: f64,
     /// Worst control request latency, s, and whether every control answer was 200.
     control_s: f64,
@@ -96,10 +113,20 @@ struct Sample {
 
 fn main() {
     // Figures belong to a commit: refuse a dirty tree (issue 29 §1).
-    seedd_benches::measure::provenance("hostile");
+    let prov = measure::provenance("hostile");
+    // The attacker and the control client on the load cores; seedd's scope on the server cores.
+    Pinning::pin_self_to_load();
     let started = Instant::now();
     let log = move |msg: &str| eprintln!("[{:6.1}s] {msg}", started.elapsed().as_secs_f64());
-    let runs = env_usize("SEEDD_HOSTILE_RUNS", 5).max(1);
+    let runs = env_usize("SEEDD_HOSTILE_RUNS", RUNS).max(1);
+    if runs < RUNS {
+        measure::record_override(&format!(
+            "SEEDD_HOSTILE_RUNS={runs} (fewer than {RUNS} rounds)"
+        ));
+    }
+    measure::record_config_diff(
+        "seedd: http.rate.per_ip_requests_per_second = 0 (no per-IP limit), policy allow/all, RUST_LOG=info (spawn_seedd)",
+    );
     let kinds: Vec<Kind> = match std::env::var("SEEDD_HOSTILE_ATTACKS") {
         Ok(list) => list
             .split(',')
@@ -122,43 +149,62 @@ fn main() {
         control: hostile::big_file(&storage, "control", 4 << 10),
     };
     log(&format!(
-        "{runs} runs of {:?}, a fresh seedd for each",
+        "{runs} rounds of idle + {:?} (ABBA order), a fresh seedd with its page cache evicted for each",
         kinds.iter().map(|k| k.name()).collect::<Vec<_>>()
     ));
-    let mut rows: Vec<(String, Vec<Sample>)> = Vec::new();
-    let mut idle = Vec::new();
-    for _ in 0..runs {
-        idle.push(with_seed(&bin, &data, tmp.path(), |pid, http| {
-            measure(pid, http, &repos.control, || {
-                std::thread::sleep(Duration::from_secs(2));
-                (0, 0)
-            })
-        }));
-    }
-    rows.push(("idle (2 s)".into(), idle));
-    for kind in &kinds {
-        let mut samples = Vec::new();
-        for run in 0..runs {
-            let s = with_seed(&bin, &data, tmp.path(), |pid, http| {
-                measure(pid, http, &repos.control, || attack(*kind, http, &repos))
+    // Row 0 is the idle window, row 1 + i the attack kinds[i].
+    let mut rows: Vec<(String, Vec<Sample>)> = std::iter::once("idle (2 s)".to_owned())
+        .chain(kinds.iter().map(|k| k.name().to_owned()))
+        .map(|n| (n, Vec::new()))
+        .collect();
+    let mut n = 0;
+    for round in 0..runs {
+        for row in abba(round, rows.len()) {
+            n += 1;
+            let s = with_seed(&bin, &data, tmp.path(), n, |scope, http| {
+                if row == 0 {
+                    window(scope, http, &repos.control, || {
+                        std::thread::sleep(Duration::from_secs(2));
+                        (0, 0)
+                    })
+                } else {
+                    let kind = kinds[row - 1];
+                    window(scope, http, &repos.control, || attack(kind, http, &repos))
+                }
             });
-            log(&format!("{} run {}: {s:?}", kind.name(), run + 1));
-            samples.push(s);
+            log(&format!(
+                "round {}/{runs} {}: {s:?}",
+                round + 1,
+                rows[row].0
+            ));
+            rows[row].1.push(s);
         }
-        rows.push((kind.name().into(), samples));
     }
-    report(&rows, runs, &profile);
+    report(&rows, runs, prov);
 }
 
 /// Starts a seedd on `data` (its pack cache and index as the last one left them; caches are
-/// emptied at start), runs `f` with its pid and HTTP address, stops it.
-fn with_seed<T>(bin: &Path, data: &Path, tmp: &Path, f: impl FnOnce(u32, SocketAddr) -> T) -> T {
-    let mut seed = spawn_seedd(bin, data, "hostile", "", &tmp.join("seedd.log"));
+/// emptied at start) in a new scope, evicts the data dir from the page cache, runs `f` with the
+/// scope and the HTTP address, stops it.
+fn with_seed<T>(
+    bin: &Path,
+    data: &Path,
+    tmp: &Path,
+    n: usize,
+    f: impl FnOnce(&Arc<Scope>, SocketAddr) -> T,
+) -> T {
+    let mut seed = spawn_seedd(
+        bin,
+        data,
+        &format!("hostile-{n}"),
+        "",
+        &tmp.join("seedd.log"),
+    );
     wait_ready(&seed);
+    evict(&[data]);
+    let out = f(&seed.scope, ([127, 0, 0, 1], seed.http).into());
+    // SIGTERM: a graceful stop ends its git children too.
     let pid = seed.child.id();
-    let out = f(pid, ([127, 0, 0, 1], seed.http).into());
-    // SIGTERM: a graceful stop ends its git children too (SIGKILL would leave them running
-    // into the next run).
     let _ = std::process::Command::new("kill")
         .args(["-TERM", &pid.to_string()])
         .status();
@@ -168,6 +214,8 @@ fn with_seed<T>(bin: &Path, data: &Path, tmp: &Path, f: impl FnOnce(u32, SocketA
     }
     let _ = seed.child.kill();
     let _ = seed.child.wait();
+    // Anything left in the scope (a git the stop did not end) goes with it.
+    seed.scope.kill_all();
     out
 }
 
@@ -184,58 +232,76 @@ fn wait_ready(seed: &SpawnedSeedd) {
     panic!("seedd not ready");
 }
 
-/// Runs `work` while sampling the tree's RSS and probing the control repository.
-fn measure(
-    pid: u32,
+/// Waits (at most 5 s) until the scope's CPU stops moving for 200 ms: the start is over.
+fn quiet(scope: &Scope) {
+    let deadline = Instant::now() + Duration::from_secs(5);
+    let mut last = scope.cpu_usec();
+    while Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(200));
+        let now = scope.cpu_usec();
+        if now <= last + 2_000 {
+            return;
+        }
+        last = now;
+    }
+}
+
+/// Runs `work` measured on the scope (CPU, memory peak, PSS) while probing the control
+/// repository; then waits for the scope to settle and until [`AFTER`] has passed.
+fn window(
+    scope: &Arc<Scope>,
     http: SocketAddr,
     control: &Attack,
     work: impl FnOnce() -> (u16, usize),
 ) -> Sample {
-    procfs::settle(pid);
-    let before_kib = procfs::tree_rss_kib(pid);
-    let cpu0 = tree_cpu_ticks(pid);
-    let sampler = TreeRssSampler::start(pid, Duration::from_millis(20));
-    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
-    let flag = stop.clone();
+    quiet(scope);
+    let before_kib = scope.pss_kib();
     let control_path = format!("/api/v1/repos/{}/tree/{}/", control.rid, control.commit);
-    let prober = std::thread::spawn(move || {
-        let (mut worst, mut ok) = (0f64, true);
-        while !flag.load(std::sync::atomic::Ordering::Relaxed) {
+    let ((status, bytes, wall_s, settle_s, control_s, control_ok), iv) =
+        measure::measure(scope, || {
+            let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+            let flag = stop.clone();
+            let prober = std::thread::spawn(move || {
+                let (mut worst, mut ok) = (0f64, true);
+                while !flag.load(std::sync::atomic::Ordering::Relaxed) {
+                    let t = Instant::now();
+                    let status = get(http, &control_path, CONTROL_TIMEOUT).map(|(s, _)| s);
+                    worst = worst.max(t.elapsed().as_secs_f64());
+                    ok &= status == Some(200);
+                    std::thread::sleep(Duration::from_millis(250));
+                }
+                (worst, ok)
+            });
             let t = Instant::now();
-            let status = get(http, &control_path, CONTROL_TIMEOUT).map(|(s, _)| s);
-            worst = worst.max(t.elapsed().as_secs_f64());
-            ok &= status == Some(200);
-            std::thread::sleep(Duration::from_millis(250));
-        }
-        (worst, ok)
-    });
-    let t = Instant::now();
-    let (status, bytes) = work();
-    let wall_s = t.elapsed().as_secs_f64();
-    // Settle: until the CPU stops moving for 500 ms (at most 60 s).
-    let ended = Instant::now();
-    let mut last = tree_cpu_ticks(pid);
-    let mut settle_s = 0.0;
-    while ended.elapsed() < Duration::from_secs(60) {
-        std::thread::sleep(Duration::from_millis(500));
-        let now = tree_cpu_ticks(pid);
-        if now <= last + 1 {
-            break;
-        }
-        last = now;
-        settle_s = ended.elapsed().as_secs_f64();
-    }
-    let left = AFTER.saturating_sub(ended.elapsed());
-    std::thread::sleep(left);
-    stop.store(true, std::sync::atomic::Ordering::Relaxed);
-    let (control_s, control_ok) = prober.join().unwrap_or((f64::NAN, false));
-    let peak = sampler.finish();
-    procfs::settle(pid);
-    let cpu_s = (tree_cpu_ticks(pid).saturating_sub(cpu0)) as f64 / procfs::clk_tck();
+            let (status, bytes) = work();
+            let wall_s = t.elapsed().as_secs_f64();
+            // Settle: until the scope's CPU stops moving for 500 ms (at most 60 s).
+            let ended = Instant::now();
+            let mut last = scope.cpu_usec();
+            let mut settle_s = 0.0;
+            while ended.elapsed() < Duration::from_secs(60) {
+                std::thread::sleep(Duration::from_millis(500));
+                let now = scope.cpu_usec();
+                // Less than 10 ms of CPU in 500 ms (the prober's requests cost some).
+                if now <= last + 10_000 {
+                    break;
+                }
+                last = now;
+                settle_s = ended.elapsed().as_secs_f64();
+            }
+            std::thread::sleep(AFTER.saturating_sub(ended.elapsed()));
+            stop.store(true, std::sync::atomic::Ordering::Relaxed);
+            let (control_s, control_ok) = prober.join().unwrap_or((f64::NAN, false));
+            (status, bytes, wall_s, settle_s, control_s, control_ok)
+        });
     Sample {
-        peak_mib: peak.rss as f64 / 1024.0,
-        extra_mib: peak.rss.saturating_sub(before_kib) as f64 / 1024.0,
-        cpu_s,
+        memory_peak_mib: iv
+            .memory_peak
+            .map_or(f64::NAN, |b| b as f64 / (1u64 << 20) as f64),
+        pss_peak_mib: iv.pss_peak_kib as f64 / 1024.0,
+        extra_pss_mib: iv.pss_peak_kib.saturating_sub(before_kib) as f64 / 1024.0,
+        rss_sum_peak_mib: iv.rss_peak_kib as f64 / 1024.0,
+        cpu_s: iv.cpu_secs(),
         wall_s,
         settle_s,
         control_s,
@@ -243,21 +309,6 @@ fn measure(
         status,
         bytes,
     }
-}
-
-/// CPU ticks of seedd (with its reaped children) plus its live children.
-fn tree_cpu_ticks(pid: u32) -> u64 {
-    procfs::tree(pid)
-        .into_iter()
-        .map(|p| {
-            if p == pid {
-                procfs::cpu_ticks(p)
-            } else {
-                // A live child's own time (its cutime reaches seedd when it is reaped).
-                procfs::own_ticks(p)
-            }
-        })
-        .sum()
 }
 
 fn attack(kind: Kind, http: SocketAddr, r: &Repos) -> (u16, usize) {
@@ -355,80 +406,97 @@ fn get(to: SocketAddr, path: &str, timeout: Duration) -> Option<(u16, usize)> {
     Some((status, total))
 }
 
-fn median(mut v: Vec<f64>) -> f64 {
-    v.retain(|x| x.is_finite());
-    if v.is_empty() {
-        return f64::NAN;
-    }
-    v.sort_by(|a, b| a.total_cmp(b));
-    v[v.len() / 2]
-}
-
-fn report(rows: &[(String, Vec<Sample>)], runs: usize, profile: &Path) {
-    let med = |s: &[Sample], f: fn(&Sample) -> f64| median(s.iter().map(f).collect());
+fn report(rows: &[(String, Vec<Sample>)], runs: usize, prov: &measure::Provenance) {
+    let sum =
+        |s: &[Sample], f: fn(&Sample) -> f64| Summary::of(&s.iter().map(f).collect::<Vec<_>>());
+    let med = |s: &[Sample], f: fn(&Sample) -> f64| sum(s, f).map_or(f64::NAN, |s| s.median);
+    let show = |s: Option<Summary>| s.map_or("-".to_owned(), |s| s.to_string());
     let idle = rows.first().map(|(_, s)| s.clone()).unwrap_or_default();
-    let idle_peak = med(&idle, |s| s.peak_mib);
+    let idle_pss = med(&idle, |s| s.pss_peak_mib);
+    let idle_peak = med(&idle, |s| s.memory_peak_mib);
     let idle_cpu = med(&idle, |s| s.cpu_s);
-    println!(
-        "\nhostile: medians of {runs} runs (seedd's process tree; CPU over the attack and {} s after)",
-        AFTER.as_secs()
-    );
-    println!(
-        "{:<12} {:>10} {:>10} {:>9} {:>8} {:>9} {:>8} {:>9} {:>11} {:>10}",
+    let mut t = String::new();
+    t.push_str(&format!(
+        "\nhostile: median [min–max] of {runs} rounds, a fresh seedd (page cache evicted) per run; seedd's cgroup (it and every git it starts); CPU over the attack and {} s after\n{}\nmemory.peak = the cgroup's high-water mark over the window (page cache included; since seedd started where a reset does not hold, cgroup v2); PSS and Σ RSS (secondary) sampled every 20 ms; × idle = ratio of medians\n\n",
+        AFTER.as_secs(),
+        prov.line(),
+    ));
+    t.push_str(&format!(
+        "{:<12} {:>24} {:>7} {:>24} {:>7} {:>22} {:>22} {:>7} {:>22} {:>20} {:>9} {:>10} {:>10} {:>6} {:>10}\n",
         "attack",
-        "peak MiB",
-        "extra MiB",
+        "memory.peak MiB",
         "× idle",
+        "PSS peak MiB",
+        "× idle",
+        "extra PSS MiB",
         "CPU s",
         "× idle",
         "wall s",
         "settle s",
         "control s",
-        "control ok"
-    );
+        "control ok",
+        "Σ RSS MiB",
+        "status",
+        "bytes"
+    ));
     let mut json = Vec::new();
     for (name, samples) in rows {
-        let peak = med(samples, |s| s.peak_mib);
-        let extra = med(samples, |s| s.extra_mib);
-        let cpu = med(samples, |s| s.cpu_s);
-        let wall = med(samples, |s| s.wall_s);
-        let settle = med(samples, |s| s.settle_s);
-        let control = med(samples, |s| s.control_s);
+        let peak = sum(samples, |s| s.memory_peak_mib);
+        let pss = sum(samples, |s| s.pss_peak_mib);
+        let extra = sum(samples, |s| s.extra_pss_mib);
+        let rss = sum(samples, |s| s.rss_sum_peak_mib);
+        let cpu = sum(samples, |s| s.cpu_s);
+        let wall = sum(samples, |s| s.wall_s);
+        let settle = sum(samples, |s| s.settle_s);
+        let control = sum(samples, |s| s.control_s);
         let ok = samples.iter().all(|s| s.control_ok);
         let status = samples.first().map_or(0, |s| s.status);
         let bytes = med(samples, |s| s.bytes as f64);
-        println!(
-            "{:<12} {:>10} {:>10} {:>9} {:>8} {:>9} {:>8} {:>9} {:>11} {:>10} {:>7} {:>12}",
+        let ratio = |s: Option<Summary>, idle: f64| s.map_or(f64::NAN, |s| s.median / idle);
+        let peak_x = ratio(peak, idle_peak);
+        let pss_x = ratio(pss, idle_pss);
+        let cpu_x = ratio(cpu, idle_cpu.max(0.01));
+        let x = |v: f64| seedd_benches::fmt(Some(v));
+        t.push_str(&format!(
+            "{:<12} {:>24} {:>7} {:>24} {:>7} {:>22} {:>22} {:>7} {:>22} {:>20} {:>9} {:>10} {:>10} {:>6} {:>10}\n",
             name,
-            fmt(Some(peak)),
-            fmt(Some(extra)),
-            fmt(Some(peak / idle_peak)),
-            fmt(Some(cpu)),
-            fmt(Some(cpu / idle_cpu.max(0.01))),
-            fmt(Some(wall)),
-            fmt(Some(settle)),
-            fmt(Some(control)),
+            show(peak),
+            x(peak_x),
+            show(pss),
+            x(pss_x),
+            show(extra),
+            show(cpu),
+            x(cpu_x),
+            show(wall),
+            show(settle),
+            control.map_or("-".to_owned(), |s| seedd_benches::fmt(Some(s.median))),
             ok,
+            rss.map_or("-".to_owned(), |s| seedd_benches::fmt(Some(s.median))),
             status,
-            fmt(Some(bytes))
-        );
+            x(bytes)
+        ));
+        let j = |s: Option<Summary>| s.map_or(serde_json::Value::Null, |s| s.to_json());
         json.push(serde_json::json!({
-            "attack": name, "peak_mib": peak, "extra_mib": extra, "peak_vs_idle": peak / idle_peak,
-            "cpu_s": cpu, "cpu_vs_idle": cpu / idle_cpu.max(0.01), "wall_s": wall,
-            "settle_s": settle, "control_worst_s": control, "control_all_200": ok,
-            "status": status, "bytes": bytes,
+            "attack": name,
+            "memory_peak_mib": j(peak), "memory_peak_vs_idle": peak_x,
+            "pss_peak_mib": j(pss), "pss_peak_vs_idle": pss_x, "extra_pss_mib": j(extra),
+            "rss_sum_peak_mib_secondary": j(rss),
+            "cpu_s": j(cpu), "cpu_vs_idle": cpu_x, "wall_s": j(wall),
+            "settle_s": j(settle), "control_worst_s": j(control), "control_all_200": ok,
+            "status": status, "bytes_median": bytes,
         }));
     }
-    let out = profile
-        .parent()
-        .unwrap_or(profile)
-        .join("seedd-bench-hostile.json");
-    let _ = std::fs::write(
-        &out,
-        serde_json::to_string_pretty(&seedd_benches::measure::stamped(
-            &serde_json::json!({ "runs": json }),
-        ))
-        .unwrap_or_default(),
+    print!("{t}");
+    let out = measure::write_result(
+        "hostile",
+        prov,
+        serde_json::json!({
+            "rounds": runs,
+            "after_s": AFTER.as_secs(),
+            "cgroup": measure::cgroup_method(),
+            "runs": json,
+            "table": t,
+        }),
     );
     println!("JSON: {}", out.display());
 }

@@ -5,15 +5,19 @@
 //! shape seedd uses, each against the same service without the layer. Target from the issue:
 //! < 2 µs per request. Prints a table and writes JSON to `<target>/seedd-bench-ratelimit.json`.
 //!
-//! Each row is timed as the best of 5 runs of `SEEDD_BENCH_RATELIMIT_SECS` (default 0.2 s)
-//! on the wall clock, after a warm-up: the best run is the one least disturbed by other load
-//! on the machine.
+//! In process: the bench process *is* the server here (no seedd binary, no sockets), so it
+//! pins itself (every thread) to the server cores of `measure::Pinning` (`taskset`; one core on
+//! the 2-core machine), not to the load cores; the two-thread row then shares those cores. Each
+//! row is `SEEDD_BENCH_RATELIMIT_ROUNDS` (5) rounds of `SEEDD_BENCH_RATELIMIT_SECS` (0.2 s)
+//! after a warm-up, timed on the wall clock of the measuring thread (the bench process itself,
+//! no children; no CPU counter is read): median [min–max] of the rounds. The layer rows measure
+//! the service without and with the layer in the same round (alternating which goes first),
+//! and "added" is the median [min–max] of the per-round differences.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::convert::Infallible;
 use std::hint::black_box;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
-use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -21,6 +25,7 @@ use axum::extract::ConnectInfo;
 use axum::http::{HeaderMap, HeaderValue, Request, StatusCode};
 use axum::response::{IntoResponse, Response};
 use futures_util::FutureExt as _;
+use seedd_benches::measure::{self, Pinning, Summary};
 use seedd_benches::{fmt, write_table, TableLine};
 use seedd_core::config::HttpRateConfig;
 use seedd_core::metrics::Metrics;
@@ -31,14 +36,35 @@ use tower::{Layer, Service};
 const TARGET_NS: f64 = 2_000.0;
 /// Distinct clients in the "many keys" rows.
 const DISTINCT: u32 = 100_000;
-const RUNS: usize = 5;
+/// Rounds per row (`SEEDD_BENCH_RATELIMIT_ROUNDS`).
+const ROUNDS: usize = 5;
 
 struct Row {
     key: &'static str,
     label: String,
-    ns: f64,
-    /// ns/request of the same work without the limiter, for the layer rows.
-    base_ns: Option<f64>,
+    /// ns/request per round.
+    ns: Vec<f64>,
+    /// ns/request of the same work without the limiter, same rounds, for the layer rows.
+    base_ns: Option<Vec<f64>>,
+}
+
+impl Row {
+    fn plain(key: &'static str, label: impl Into<String>, ns: Vec<f64>) -> Row {
+        Row {
+            key,
+            label: label.into(),
+            ns,
+            base_ns: None,
+        }
+    }
+
+    /// Per-round ns added by the limiter (the layer rows), else the row's own ns.
+    fn added(&self) -> Vec<f64> {
+        match &self.base_ns {
+            Some(b) => self.ns.iter().zip(b).map(|(n, b)| n - b).collect(),
+            None => self.ns.clone(),
+        }
+    }
 }
 
 fn secs() -> f64 {
@@ -49,23 +75,51 @@ fn secs() -> f64 {
         .unwrap_or(0.2)
 }
 
-/// Best-of-`RUNS` ns per operation; `batch` performs some operations and returns how many.
-fn measure(mut batch: impl FnMut() -> u64) -> f64 {
+fn rounds() -> usize {
+    seedd_benches::env_usize("SEEDD_BENCH_RATELIMIT_ROUNDS", ROUNDS).max(1)
+}
+
+/// ns per operation of one round of `secs`; `batch` performs some operations and returns how
+/// many.
+fn one_round(batch: &mut impl FnMut() -> u64) -> f64 {
     let secs = secs();
+    let t0 = Instant::now();
+    let mut ops = 0u64;
+    while t0.elapsed().as_secs_f64() < secs {
+        ops += batch();
+    }
+    t0.elapsed().as_secs_f64() * 1e9 / ops as f64
+}
+
+fn warm_up(batch: &mut impl FnMut() -> u64) {
     let warm = Instant::now();
-    while warm.elapsed().as_secs_f64() < secs / 4.0 {
+    while warm.elapsed().as_secs_f64() < secs() / 4.0 {
         batch();
     }
-    let mut best = f64::INFINITY;
-    for _ in 0..RUNS {
-        let t0 = Instant::now();
-        let mut ops = 0u64;
-        while t0.elapsed().as_secs_f64() < secs {
-            ops += batch();
+}
+
+/// ns per operation of each round, after a warm-up.
+fn measure(mut batch: impl FnMut() -> u64) -> Vec<f64> {
+    warm_up(&mut batch);
+    (0..rounds()).map(|_| one_round(&mut batch)).collect()
+}
+
+/// Both `base` and `with` in every round (order alternating ABBA): ns per operation of each,
+/// per round.
+fn paired(mut base: impl FnMut() -> u64, mut with: impl FnMut() -> u64) -> (Vec<f64>, Vec<f64>) {
+    warm_up(&mut base);
+    warm_up(&mut with);
+    let (mut b, mut w) = (Vec::new(), Vec::new());
+    for round in 0..rounds() {
+        for k in measure::abba(round, 2) {
+            if k == 0 {
+                b.push(one_round(&mut base));
+            } else {
+                w.push(one_round(&mut with));
+            }
         }
-        best = best.min(t0.elapsed().as_secs_f64() * 1e9 / ops as f64);
     }
-    best
+    (b, w)
 }
 
 fn cfg(rps: f64, burst: u32) -> HttpRateConfig {
@@ -108,9 +162,33 @@ where
     BATCH
 }
 
+/// Requests through an axum Router, as [`drive`] does for a tower service.
+fn drive_router(router: &mut axum::Router, peers: &[SocketAddr], next: &mut usize) -> u64 {
+    for _ in 0..BATCH {
+        let peer = peers[*next % peers.len()];
+        *next += 1;
+        let mut r = Request::new(axum::body::Body::empty());
+        r.extensions_mut().insert(ConnectInfo(peer));
+        let resp = router
+            .call(r)
+            .now_or_never()
+            .expect("ready at once")
+            .unwrap();
+        black_box(resp.status());
+    }
+    BATCH
+}
+
 fn main() {
     // Figures belong to a commit: refuse a dirty tree (issue 29 §1).
-    seedd_benches::measure::provenance("ratelimit");
+    let prov = measure::provenance("ratelimit");
+    let pinned = Pinning::pin_self_to_server();
+    if rounds() < ROUNDS {
+        measure::record_override(&format!(
+            "SEEDD_BENCH_RATELIMIT_ROUNDS={} (fewer than {ROUNDS} rounds)",
+            rounds()
+        ));
+    }
     let started = Instant::now();
     let metrics = Arc::new(Metrics::new().unwrap());
     let mut rows = Vec::new();
@@ -120,38 +198,36 @@ fn main() {
     // check_ip.
     let l = HttpLimiter::new(&open);
     let hot = v4(1);
-    rows.push(Row {
-        key: "check_ip_hot",
-        label: "check_ip, one client (admitted)".into(),
-        ns: measure(|| {
+    rows.push(Row::plain(
+        "check_ip_hot",
+        "check_ip, one client (admitted)",
+        measure(|| {
             for _ in 0..1024 {
                 black_box(l.check_ip(black_box(hot))).ok();
             }
             1024
         }),
-        base_ns: None,
-    });
+    ));
     let l = HttpLimiter::new(&default);
     let mut i = 0u32;
-    rows.push(Row {
-        key: "check_ip_100k",
-        label: format!("check_ip, {DISTINCT} distinct clients (default 50/s, burst 100)"),
-        ns: measure(|| {
+    rows.push(Row::plain(
+        "check_ip_100k",
+        format!("check_ip, {DISTINCT} distinct clients (default 50/s, burst 100)"),
+        measure(|| {
             for _ in 0..1024 {
                 i = (i + 1) % DISTINCT;
                 black_box(l.check_ip(v4(i))).ok();
             }
             1024
         }),
-        base_ns: None,
-    });
+    ));
     let tracked = l.tracked_ips();
     let l6 = HttpLimiter::new(&default);
     let mut j = 0u128;
-    rows.push(Row {
-        key: "check_ip_v6_100k",
-        label: format!("check_ip, {DISTINCT} distinct IPv6 /64s"),
-        ns: measure(|| {
+    rows.push(Row::plain(
+        "check_ip_v6_100k",
+        format!("check_ip, {DISTINCT} distinct IPv6 /64s"),
+        measure(|| {
             for _ in 0..1024 {
                 j = (j + 1) % u128::from(DISTINCT);
                 let ip = IpAddr::V6(std::net::Ipv6Addr::from(
@@ -161,54 +237,61 @@ fn main() {
             }
             1024
         }),
-        base_ns: None,
-    });
+    ));
     let l = HttpLimiter::new(&cfg(1.0, 1));
     let _ = l.check_ip(hot);
-    rows.push(Row {
-        key: "check_ip_rejected",
-        label: "check_ip, one client over its limit (rejected)".into(),
-        ns: measure(|| {
+    rows.push(Row::plain(
+        "check_ip_rejected",
+        "check_ip, one client over its limit (rejected)",
+        measure(|| {
             for _ in 0..1024 {
                 black_box(l.check_ip(black_box(hot))).err();
             }
             1024
         }),
-        base_ns: None,
-    });
-    // Two threads on one limiter, distinct clients: contention on the shared state.
+    ));
+    // Two threads on one limiter, distinct clients: contention on the shared state. Each
+    // round: both threads for `secs`, the mean of their ns per request.
     let l = HttpLimiter::new(&default);
-    let two = {
-        let secs = secs();
-        let per_thread: Vec<f64> = std::thread::scope(|s| {
-            let hs: Vec<_> = (0..2u32)
-                .map(|t| {
-                    let l = l.clone();
-                    s.spawn(move || {
-                        let mut k = 0u32;
-                        let t0 = Instant::now();
-                        let mut ops = 0u64;
-                        while t0.elapsed().as_secs_f64() < secs * RUNS as f64 {
-                            for _ in 0..1024 {
-                                k = (k + 1) % (DISTINCT / 2);
-                                black_box(l.check_ip(v4(t * DISTINCT + k))).ok();
+    let two: Vec<f64> = (0..rounds())
+        .map(|_| {
+            let secs = secs();
+            let per_thread: Vec<f64> = std::thread::scope(|s| {
+                let hs: Vec<_> = (0..2u32)
+                    .map(|t| {
+                        let l = l.clone();
+                        s.spawn(move || {
+                            let mut k = 0u32;
+                            let t0 = Instant::now();
+                            let mut ops = 0u64;
+                            while t0.elapsed().as_secs_f64() < secs {
+                                for _ in 0..1024 {
+                                    k = (k + 1) % (DISTINCT / 2);
+                                    black_box(l.check_ip(v4(t * DISTINCT + k))).ok();
+                                }
+                                ops += 1024;
                             }
-                            ops += 1024;
-                        }
-                        t0.elapsed().as_secs_f64() * 1e9 / ops as f64
+                            t0.elapsed().as_secs_f64() * 1e9 / ops as f64
+                        })
                     })
-                })
-                .collect();
-            hs.into_iter().map(|h| h.join().unwrap()).collect()
-        });
-        per_thread.iter().sum::<f64>() / per_thread.len() as f64
-    };
-    rows.push(Row {
-        key: "check_ip_2_threads",
-        label: format!("check_ip, 2 threads × {} clients each", DISTINCT / 2),
-        ns: two,
-        base_ns: None,
-    });
+                    .collect();
+                hs.into_iter().map(|h| h.join().unwrap()).collect()
+            });
+            per_thread.iter().sum::<f64>() / per_thread.len() as f64
+        })
+        .collect();
+    let server_cores = Pinning::get().server.clone();
+    rows.push(Row::plain(
+        "check_ip_2_threads",
+        format!(
+            "check_ip, 2 threads × {} clients each{}",
+            DISTINCT / 2,
+            server_cores
+                .as_deref()
+                .map_or(String::new(), |c| format!(" (on cpus {c})"))
+        ),
+        two,
+    ));
 
     // client_ip.
     let xff = {
@@ -221,17 +304,16 @@ fn main() {
     };
     let plain = HttpLimiter::new(&default);
     let peer = SocketAddr::new(v4(5), 40000);
-    rows.push(Row {
-        key: "client_ip_direct",
-        label: "client_ip, no trusted proxies (X-Forwarded-For ignored)".into(),
-        ns: measure(|| {
+    rows.push(Row::plain(
+        "client_ip_direct",
+        "client_ip, no trusted proxies (X-Forwarded-For ignored)",
+        measure(|| {
             for _ in 0..1024 {
                 black_box(plain.client_ip(black_box(peer), &xff));
             }
             1024
         }),
-        base_ns: None,
-    });
+    ));
     let proxied = HttpLimiter::new(&HttpRateConfig {
         trusted_proxies: vec![
             "10.0.0.0/8".parse().unwrap(),
@@ -240,17 +322,16 @@ fn main() {
         ..default.clone()
     });
     let proxy = SocketAddr::new(v4(1), 40000);
-    rows.push(Row {
-        key: "client_ip_xff",
-        label: "client_ip, trusted proxy, X-Forwarded-For with 3 hops".into(),
-        ns: measure(|| {
+    rows.push(Row::plain(
+        "client_ip_xff",
+        "client_ip, trusted proxy, X-Forwarded-For with 3 hops",
+        measure(|| {
             for _ in 0..1024 {
                 black_box(proxied.client_ip(black_box(proxy), &xff));
             }
             1024
         }),
-        base_ns: None,
-    });
+    ));
 
     // The layer around a trivial service, and around an axum Router like seedd's.
     let trivial = tower::service_fn(|_req: Request<()>| async {
@@ -275,12 +356,14 @@ fn main() {
             &default,
         ),
     ] {
-        let mut n = 0;
+        let (mut n0, mut n1) = (0, 0);
         let mut bare = trivial;
-        let base = measure(|| drive(&mut bare, peers, &no_headers, &mut n));
         let mut layered =
             IpRateLimitLayer::new(HttpLimiter::new(layer_cfg), &metrics).layer(trivial);
-        let ns = measure(|| drive(&mut layered, peers, &no_headers, &mut n));
+        let (base, ns) = paired(
+            || drive(&mut bare, peers, &no_headers, &mut n0),
+            || drive(&mut layered, peers, &no_headers, &mut n1),
+        );
         rows.push(Row {
             key,
             label: label.into(),
@@ -293,27 +376,11 @@ fn main() {
     let mut layered_router = axum::Router::new()
         .fallback(handler)
         .layer(IpRateLimitLayer::new(HttpLimiter::new(&default), &metrics));
-    let body_req = |peer: SocketAddr| {
-        let mut r = Request::new(axum::body::Body::empty());
-        r.extensions_mut().insert(ConnectInfo(peer));
-        r
-    };
-    let mut n = 0usize;
-    let mut run_router = |router: &mut axum::Router| {
-        for _ in 0..BATCH {
-            let peer = peers[n % peers.len()];
-            n += 1;
-            let resp = router
-                .call(body_req(peer))
-                .now_or_never()
-                .expect("ready at once")
-                .unwrap();
-            black_box(resp.status());
-        }
-        BATCH
-    };
-    let base = measure(|| run_router(&mut bare_router));
-    let ns = measure(|| run_router(&mut layered_router));
+    let (mut n0, mut n1) = (0usize, 0usize);
+    let (base, ns) = paired(
+        || drive_router(&mut bare_router, &peers, &mut n0),
+        || drive_router(&mut layered_router, &peers, &mut n1),
+    );
     rows.push(Row {
         key: "layer_router_100k",
         label: "IpRateLimit in an axum Router (fallback handler), 100k clients".into(),
@@ -322,26 +389,31 @@ fn main() {
     });
 
     // Output.
-    let worst = rows
-        .iter()
-        .map(|r| r.base_ns.map_or(r.ns, |b| r.ns - b))
-        .fold(0.0f64, f64::max);
+    let med = |v: &[f64]| Summary::of(v).map_or(f64::NAN, |s| s.median);
+    let worst = rows.iter().map(|r| med(&r.added())).fold(0.0f64, f64::max);
     let met = worst < TARGET_NS;
+    let show = |v: &[f64]| Summary::of(v).map_or("-".to_owned(), |s| s.to_string());
     let mut t = String::new();
     t.push_str(&format!(
-        "\nseedd HTTP rate limiter: per-request cost (best of {RUNS} × {:.1} s, one thread unless noted)\n\n",
-        secs()
+        "\nseedd HTTP rate limiter: per-request cost, {} rounds × {:.2} s per row, median [min–max] (wall clock of the measuring thread; one thread unless noted); {pinned}\n{}\n\n",
+        rounds(),
+        secs(),
+        prov.line()
     ));
     let lines: Vec<TableLine> = rows
         .iter()
         .map(|r| TableLine {
             group: "",
             metric: &r.label,
-            seedd: fmt(Some(r.ns)),
-            other: r.base_ns.map_or_else(String::new, |b| fmt(Some(b))),
+            seedd: show(&r.ns),
+            other: r
+                .base_ns
+                .as_ref()
+                .map_or_else(String::new, |b| fmt(Some(med(b)))),
             ratio: r
                 .base_ns
-                .map_or_else(String::new, |b| format!("+{}", fmt(Some(r.ns - b)))),
+                .as_ref()
+                .map_or_else(String::new, |_| format!("+{}", show(&r.added()))),
             unit: "ns/req",
             better: "lower",
         })
@@ -349,13 +421,13 @@ fn main() {
     write_table(
         &mut t,
         ["", "row", "with", "without", "added", "unit"],
-        [0, 66, 8, 8, 8, 6],
-        112,
+        [0, 66, 24, 8, 24, 6],
+        140,
         lines,
     );
     t.push_str(&format!(
         "\nper-IP keys tracked after the 100k-client check_ip row: {tracked} (idle keys are swept)\n\
-         target: < {:.0} ns added per request → worst {} ns: {}\n\
+         target: < {:.0} ns added per request (median) → worst {} ns: {}\n\
          ({:.1} s)\n",
         TARGET_NS,
         fmt(Some(worst)),
@@ -364,35 +436,29 @@ fn main() {
     ));
     print!("{t}");
 
+    let j = |v: &[f64]| Summary::of(v).map(|s| s.to_json());
     let json = serde_json::json!({
-        "schema": 1,
-        "unix_time": std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| d.as_secs()),
-        "seconds_per_run": secs(),
-        "runs": RUNS,
+        "schema": 2,
+        "seconds_per_round": secs(),
+        "rounds": rounds(),
+        "pinning": pinned,
+        "timing": "wall clock of the measuring thread(s), the bench process itself",
         "results": rows.iter().map(|r| serde_json::json!({
             "key": r.key,
             "label": r.label,
-            "ns_per_request": r.ns,
-            "without_ns_per_request": r.base_ns,
-            "added_ns": r.base_ns.map(|b| r.ns - b),
+            "ns_per_request": j(&r.ns),
+            "without_ns_per_request": r.base_ns.as_deref().map(j),
+            "added_ns": r.base_ns.as_ref().map(|_| j(&r.added())),
         })).collect::<Vec<_>>(),
         "target": {"added_ns_max": TARGET_NS, "worst_added_ns": worst, "met": met},
+        "targets": [{
+            "target": "rate limiter, worst ns added per request (median of rounds)",
+            "value": worst,
+            "goal": format!("< {TARGET_NS:.0} ns"),
+            "met": met,
+        }],
+        "table": t,
     });
-    let path = target_dir().join("seedd-bench-ratelimit.json");
-    if let Err(e) = std::fs::write(
-        &path,
-        serde_json::to_string_pretty(&seedd_benches::measure::stamped(&json)).unwrap(),
-    ) {
-        eprintln!("could not write {}: {e}", path.display());
-    }
-}
-
-fn target_dir() -> PathBuf {
-    std::env::current_exe()
-        .ok()
-        .and_then(|exe| Some(exe.parent()?.parent()?.parent()?.to_owned()))
-        .or_else(|| std::env::var_os("CARGO_TARGET_DIR").map(PathBuf::from))
-        .unwrap_or_else(|| PathBuf::from("target"))
+    let path = measure::write_result("ratelimit", prov, json);
+    eprintln!("JSON: {}", path.display());
 }

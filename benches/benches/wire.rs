@@ -1,18 +1,23 @@
 //! Throughput of the sans-IO wire core (`seedd-proto`) on one thread: announcement
 //! decode+verify, full Noise handshakes and announcement encode+sign. Prints a table and
 //! writes the same figures as JSON to `<target>/seedd-bench-wire.json`. See
-//! `benches/README.md`.
+//! `benches/runs/wire.md`.
 //!
-//! Rates are per core: operations divided by this thread's CPU time (`utime+stime` of
-//! `/proc/thread-self/stat`), so other load on the machine does not lower them; the wall time
-//! is reported as well.
+//! In process: the bench process *is* the server here (no seedd binary, no sockets), so it
+//! pins itself (every thread) to the server cores of [`Pinning`] (`taskset`; one core on the
+//! 2-core machine) rather than to the load cores. Rates are per core: operations divided by the
+//! measuring thread's own CPU time (`/proc/thread-self/schedstat`, ns; else `utime+stime` of
+//! `/proc/thread-self/stat`): the bench process itself, no children, so other load on the
+//! machine does not lower them; the wall time is reported as well. Each row is
+//! `SEEDD_BENCH_WIRE_ROUNDS` (5) rounds of `SEEDD_BENCH_WIRE_SECS` (0.3 s) after a warm-up:
+//! median [min–max] of the rounds.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::fmt::Write as _;
 use std::net::Ipv4Addr;
-use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
+use seedd_benches::measure::{self, Pinning, Summary};
 use seedd_proto::crypto::{mock_seed, Keypair, NodeId, RepoId};
 use seedd_proto::wire::handshake::{Initiator, Responder};
 use seedd_proto::wire::message::{InventoryAnnouncement, NodeAnnouncement, RefsAnnouncement};
@@ -33,19 +38,29 @@ const REFS_AT: usize = 3;
 const READ_CHUNK: usize = 16 * 1024;
 /// Floor from the issue: announcement decode+verify per second per core.
 const FLOOR_ANN_PER_SEC: f64 = 40_000.0;
-/// Default measuring time per row (`SEEDD_BENCH_WIRE_SECS` overrides).
-const DEFAULT_SECS: f64 = 0.6;
+/// Default measuring time per round (`SEEDD_BENCH_WIRE_SECS` overrides).
+const DEFAULT_SECS: f64 = 0.3;
+/// Rounds per row (`SEEDD_BENCH_WIRE_ROUNDS` overrides).
+const ROUNDS: usize = 5;
 /// Timestamp of every announcement (ms).
 const T: u64 = 1_700_000_000_000;
 
 fn main() {
     // Figures belong to a commit: refuse a dirty tree (issue 29 §1).
-    seedd_benches::measure::provenance("wire");
+    let prov = measure::provenance("wire");
+    let pinned = Pinning::pin_self_to_server();
     let secs = std::env::var("SEEDD_BENCH_WIRE_SECS")
         .ok()
         .and_then(|s| s.parse::<f64>().ok())
         .filter(|s| *s > 0.0)
         .unwrap_or(DEFAULT_SECS);
+    let rounds = seedd_benches::env_usize("SEEDD_BENCH_WIRE_ROUNDS", ROUNDS).max(1);
+    if rounds < ROUNDS {
+        measure::record_override(&format!(
+            "SEEDD_BENCH_WIRE_ROUNDS={rounds} (fewer than {ROUNDS} rounds)"
+        ));
+    }
+    let m = Measure { secs, rounds };
     let tck = clk_tck_cached();
     let started = Instant::now();
     let corpus = Corpus::new();
@@ -59,9 +74,9 @@ fn main() {
             "announcement decode+verify, mix 1 node : 1 inventory : {REFS_PER_NODE} refs ({} B/ann)",
             mix.bytes.len() / mix.count
         ),
-        measure(secs, || mix.decode(true)),
+        m.run(|| mix.decode(true)),
     );
-    let mix_rate = row.rate;
+    let mix_rate = row.summary().map_or(0.0, |s| s.median);
     rows.push(row);
     for (key, name, anns) in [
         (
@@ -82,16 +97,16 @@ fn main() {
     ] {
         let stream = Stream::new(&anns);
         let label = format!("{name} ({} B)", stream.bytes.len() / stream.count.max(1));
-        rows.push(Row::new(key, &label, measure(secs, || stream.decode(true))));
+        rows.push(Row::new(key, &label, m.run(|| stream.decode(true))));
     }
     rows.push(Row::new(
         "ann_decode_only_mix",
         "announcement decode only (no verify), mix",
-        measure(secs, || mix.decode(false)),
+        m.run(|| mix.decode(false)),
     ));
 
     // (b) Noise handshakes.
-    let (pair, initiator, responder) = handshakes(secs);
+    let (pair, initiator, responder) = handshakes(&m);
     rows.push(pair);
     rows.push(initiator);
     rows.push(responder);
@@ -102,7 +117,7 @@ fn main() {
     rows.push(Row::new(
         "ann_encode_sign_mix",
         "announcement encode+sign (frame bytes), mix",
-        measure(secs, || {
+        m.run(|| {
             let mut n = 0;
             for (i, message) in &messages {
                 let ann = message.clone().sign(&keys[*i]).unwrap();
@@ -116,19 +131,19 @@ fn main() {
 
     let floor_met = mix_rate >= FLOOR_ANN_PER_SEC;
     let elapsed = started.elapsed().as_secs_f64();
-    print!("{}", table(&rows, mix_rate, floor_met, secs, elapsed));
+    let t = table(&rows, mix_rate, floor_met, &m, elapsed, prov, &pinned);
+    print!("{t}");
 
-    let path = target_dir().join("seedd-bench-wire.json");
     let json = serde_json::json!({
-        "schema": 1,
-        "unix_time": std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| d.as_secs()),
+        "schema": 2,
         "cpus": std::thread::available_parallelism().map_or(1, |n| n.get()),
+        "pinning": pinned,
+        "cpu_source": cpu_source(),
         "clk_tck": tck,
         "duration_s": elapsed,
         "settings": {
-            "seconds_per_row": secs,
+            "seconds_per_round": secs,
+            "rounds": rounds,
             "nodes": NODES,
             "refs_per_node": REFS_PER_NODE,
             "inventory_rids": INVENTORY_RIDS,
@@ -141,13 +156,16 @@ fn main() {
             "ann_decode_verify_min": FLOOR_ANN_PER_SEC,
             "ann_decode_verify_met": floor_met,
         },
+        "targets": [{
+            "target": "announcement decode+verify per core (median)",
+            "value": mix_rate,
+            "goal": format!("≥ {FLOOR_ANN_PER_SEC:.0}/s"),
+            "met": floor_met,
+        }],
+        "table": t,
     });
-    let mut text = serde_json::to_string_pretty(&seedd_benches::measure::stamped(&json)).unwrap();
-    text.push('\n');
-    match std::fs::write(&path, text) {
-        Ok(()) => println!("JSON: {}", path.display()),
-        Err(e) => eprintln!("cannot write {}: {e}", path.display()),
-    }
+    let path = measure::write_result("wire", prov, json);
+    println!("JSON: {}", path.display());
 }
 
 // ------------------------------------------------------------------------------------------
@@ -320,8 +338,15 @@ fn clk_tck() -> f64 {
         .unwrap_or(100.0)
 }
 
+/// This thread's CPU time on the clock (`/proc/thread-self/schedstat`, ns), if the kernel has it.
+fn thread_schedstat() -> Option<f64> {
+    let s = std::fs::read_to_string("/proc/thread-self/schedstat").ok()?;
+    let ns: f64 = s.split_whitespace().next()?.parse().ok()?;
+    Some(ns / 1e9)
+}
+
 /// This thread's `utime + stime` in seconds (resolution 1/CLK_TCK).
-fn thread_cpu(tck: f64) -> Option<f64> {
+fn thread_ticks(tck: f64) -> Option<f64> {
     let stat = std::fs::read_to_string("/proc/thread-self/stat").ok()?;
     let (_, rest) = stat.rsplit_once(") ")?;
     let fields: Vec<&str> = rest.split_whitespace().collect();
@@ -330,32 +355,68 @@ fn thread_cpu(tck: f64) -> Option<f64> {
     Some((utime + stime) / tck)
 }
 
+/// Where the measuring thread's CPU time comes from.
+fn cpu_source() -> &'static str {
+    if thread_schedstat().is_some() {
+        "/proc/thread-self/schedstat (the measuring thread's run time, ns)"
+    } else {
+        "/proc/thread-self/stat utime+stime (the measuring thread, clock ticks)"
+    }
+}
+
+/// This thread's CPU seconds and whether the figure is precise (schedstat) or in ticks.
+fn thread_cpu(tck: f64) -> Option<(f64, bool)> {
+    thread_schedstat()
+        .map(|s| (s, true))
+        .or_else(|| thread_ticks(tck).map(|s| (s, false)))
+}
+
 #[derive(Clone, Copy)]
 struct Sample {
     ops: u64,
     wall: f64,
-    /// This thread's CPU seconds, if `/proc` has them.
-    cpu: Option<f64>,
+    /// This thread's CPU seconds, if `/proc` has them, and whether they are precise.
+    cpu: Option<(f64, bool)>,
 }
 
 impl Sample {
-    /// Seconds the rate is based on: CPU time when it is long enough to be precise (≥ 20
-    /// ticks), else wall time.
+    /// Seconds the rate is based on: CPU time when it is precise, or in ticks and long enough
+    /// to be (≥ 20 ticks); else wall time.
     fn secs(&self, tck: f64) -> f64 {
         match self.cpu {
-            Some(cpu) if cpu >= 20.0 / tck => cpu,
+            Some((cpu, true)) if cpu > 0.0 => cpu,
+            Some((cpu, false)) if cpu >= 20.0 / tck => cpu,
             _ => self.wall,
         }
     }
+
+    fn rate(&self) -> f64 {
+        self.ops as f64 / self.secs(clk_tck_cached())
+    }
 }
 
-/// Runs `batch` (which returns how many operations it did) for a tenth of `secs` to warm
-/// up, then repeatedly for `secs`.
-fn measure(secs: f64, mut batch: impl FnMut() -> u64) -> Sample {
-    let warm = Instant::now();
-    while warm.elapsed().as_secs_f64() < secs / 10.0 {
-        batch();
+/// Rounds and seconds per round.
+struct Measure {
+    secs: f64,
+    rounds: usize,
+}
+
+impl Measure {
+    /// Runs `batch` (which returns how many operations it did) for a tenth of `secs` to warm
+    /// up, then `rounds` rounds of `secs` each.
+    fn run(&self, mut batch: impl FnMut() -> u64) -> Vec<Sample> {
+        let warm = Instant::now();
+        while warm.elapsed().as_secs_f64() < self.secs / 10.0 {
+            batch();
+        }
+        (0..self.rounds)
+            .map(|_| round(self.secs, &mut batch))
+            .collect()
     }
+}
+
+/// One round: `batch` repeatedly for `secs`.
+fn round(secs: f64, batch: &mut impl FnMut() -> u64) -> Sample {
     let tck = clk_tck_cached();
     let cpu0 = thread_cpu(tck);
     let t0 = Instant::now();
@@ -364,20 +425,20 @@ fn measure(secs: f64, mut batch: impl FnMut() -> u64) -> Sample {
         ops += batch();
     }
     let wall = t0.elapsed().as_secs_f64();
-    let cpu = cpu0.zip(thread_cpu(tck)).map(|(a, b)| b - a);
+    let cpu = cpu0.zip(thread_cpu(tck)).map(|((a, p), (b, _))| (b - a, p));
     Sample { ops, wall, cpu }
 }
 
 /// Full handshakes in memory: a fresh ephemeral key per side and handshake (as seedd does),
 /// then act 1 → act 2 → act 3 → finish. Returns the pair's row and the two per-side
-/// estimates (each side's share of the time, measured with `Instant` around its steps).
-fn handshakes(secs: f64) -> (Row, Row, Row) {
+/// estimates (each round: each side's share of the time, measured with `Instant` around its
+/// steps, applied to the pair's CPU-based rate).
+fn handshakes(m: &Measure) -> (Row, Row, Row) {
     let a = Keypair::from_seed(mock_seed(1));
     let b = Keypair::from_seed(mock_seed(2));
     let b_nid = b.nid();
     let a_nid = a.nid();
-    let mut side = [Duration::ZERO; 2];
-    let pair = measure(secs, || {
+    let one = || {
         let t = Instant::now();
         let (initiator, act1) = Initiator::new(a.clone(), Keypair::generate(), b_nid)
             .act1()
@@ -393,35 +454,52 @@ fn handshakes(secs: f64) -> (Row, Row, Row) {
         let t4 = Instant::now();
         assert_eq!(done_r.remote, a_nid);
         assert_eq!(done_r.handshake_hash, done_i.handshake_hash);
-        side[0] += (t1 - t) + (t3 - t2);
-        side[1] += (t2 - t1) + (t4 - t3);
-        1
-    });
+        ((t1 - t) + (t3 - t2), (t2 - t1) + (t4 - t3))
+    };
+    // Warm-up, then rounds, each with its own split of the time between the sides.
+    let warm = Instant::now();
+    while warm.elapsed().as_secs_f64() < m.secs / 10.0 {
+        one();
+    }
+    let mut pair = Vec::new();
+    let mut shares = Vec::new();
+    for _ in 0..m.rounds {
+        let mut side = [Duration::ZERO; 2];
+        pair.push(round(m.secs, &mut || {
+            let (i, r) = one();
+            side[0] += i;
+            side[1] += r;
+            1
+        }));
+        let total = (side[0] + side[1]).as_secs_f64().max(f64::MIN_POSITIVE);
+        shares.push([side[0].as_secs_f64() / total, side[1].as_secs_f64() / total]);
+    }
     let pair_row = Row::new(
         "handshake_pair",
         "noise handshake, initiator+responder (both sides' CPU)",
-        pair,
+        pair.clone(),
     );
-    // Scale each side's share of the measured wall time to the pair's CPU-based rate.
-    let total = (side[0] + side[1]).as_secs_f64().max(f64::MIN_POSITIVE);
-    let per_side = |key: &str, label: &str, d: Duration| {
-        let share = d.as_secs_f64() / total;
-        let mut row = Row::new(key, label, pair);
-        row.rate = pair_row.rate / share;
+    let per_side = |key: &str, label: &str, k: usize| {
+        let mut row = Row::new(key, label, pair.clone());
+        row.rates = pair
+            .iter()
+            .zip(&shares)
+            .map(|(s, share)| s.rate() / share[k])
+            .collect();
         row.estimated = true;
         row
     };
     (
-        pair_row.clone(),
+        pair_row,
         per_side(
             "handshake_initiator",
             "  initiator side alone (estimated)",
-            side[0],
+            0,
         ),
         per_side(
             "handshake_responder",
             "  responder side alone (estimated)",
-            side[1],
+            1,
         ),
     )
 }
@@ -434,36 +512,44 @@ fn handshakes(secs: f64) -> (Row, Row, Row) {
 struct Row {
     key: String,
     label: String,
-    sample: Sample,
-    /// Operations per CPU second (per core).
-    rate: f64,
+    samples: Vec<Sample>,
+    /// Operations per CPU second (per core), per round.
+    rates: Vec<f64>,
     /// Derived from a share of another row's time, not measured on its own.
     estimated: bool,
 }
 
 impl Row {
-    fn new(key: &str, label: &str, sample: Sample) -> Self {
+    fn new(key: &str, label: &str, samples: Vec<Sample>) -> Self {
         Self {
             key: key.to_owned(),
             label: label.to_owned(),
-            rate: sample.ops as f64 / sample.secs(clk_tck_cached()),
-            sample,
+            rates: samples.iter().map(Sample::rate).collect(),
+            samples,
             estimated: false,
         }
     }
 
+    fn summary(&self) -> Option<Summary> {
+        Summary::of(&self.rates)
+    }
+
     fn json(&self) -> serde_json::Value {
+        let tck = clk_tck_cached();
+        let s = self.summary();
         serde_json::json!({
             "key": self.key,
             "label": self.label.trim(),
-            "ops": self.sample.ops,
-            "wall_s": self.sample.wall,
-            "cpu_s": self.sample.cpu,
-            "per_sec_per_core": self.rate,
-            "per_sec_wall": self.sample.ops as f64 / self.sample.wall,
-            "us_per_op": 1e6 / self.rate,
+            "per_sec_per_core": s.map(|s| s.to_json()),
+            "us_per_op_median": s.map(|s| 1e6 / s.median),
+            "rounds": self.samples.iter().map(|x| serde_json::json!({
+                "ops": x.ops,
+                "wall_s": x.wall,
+                "cpu_s": x.cpu.map(|c| c.0),
+                "per_sec_wall": x.ops as f64 / x.wall,
+                "basis": if x.secs(tck) == x.wall { "wall" } else { "cpu" },
+            })).collect::<Vec<_>>(),
             "estimated": self.estimated,
-            "basis": if self.sample.secs(clk_tck_cached()) == self.sample.wall { "wall" } else { "cpu" },
         })
     }
 }
@@ -473,56 +559,63 @@ fn clk_tck_cached() -> f64 {
     *TCK.get_or_init(clk_tck)
 }
 
-fn table(rows: &[Row], mix_rate: f64, floor_met: bool, secs: f64, elapsed: f64) -> String {
+fn table(
+    rows: &[Row],
+    mix_rate: f64,
+    floor_met: bool,
+    m: &Measure,
+    elapsed: f64,
+    prov: &measure::Provenance,
+    pinned: &str,
+) -> String {
     let mut t = String::new();
     let _ = writeln!(
         t,
-        "seedd wire bench: seedd-proto on one thread, {secs} s per row; rate = ops / this thread's CPU time (per core)"
+        "seedd wire bench: seedd-proto on one thread, {} rounds × {} s per row, median [min–max]; rate = ops / the measuring thread's CPU time (per core; {}); {pinned}",
+        m.rounds,
+        m.secs,
+        cpu_source()
     );
+    let _ = writeln!(t, "{}", prov.line());
     let _ = writeln!(t);
     let _ = writeln!(
         t,
-        "{:<70} {:>9} {:>7} {:>7} {:>12} {:>9}",
-        "workload", "ops", "wall s", "cpu s", "ops/s/core", "µs/op"
+        "{:<70} {:>10} {:>8} {:>32} {:>9}",
+        "workload", "ops/round", "cpu s", "ops/s/core", "µs/op"
     );
-    let _ = writeln!(t, "{}", "-".repeat(119));
+    let _ = writeln!(t, "{}", "-".repeat(133));
     for r in rows {
-        let (ops, wall, cpu) = if r.estimated {
-            (String::new(), String::new(), String::new())
+        let (ops, cpu) = if r.estimated {
+            (String::new(), String::new())
         } else {
+            let ops: Vec<f64> = r.samples.iter().map(|s| s.ops as f64).collect();
+            let cpu: Vec<f64> = r
+                .samples
+                .iter()
+                .map(|s| s.cpu.map_or(f64::NAN, |c| c.0))
+                .collect();
             (
-                r.sample.ops.to_string(),
-                format!("{:.2}", r.sample.wall),
-                r.sample.cpu.map_or("-".into(), |c| format!("{c:.2}")),
+                Summary::of(&ops).map_or("-".into(), |s| format!("{:.0}", s.median)),
+                Summary::of(&cpu).map_or("-".into(), |s| format!("{:.3}", s.median)),
             )
         };
+        let s = r.summary();
         let _ = writeln!(
             t,
-            "{:<70} {:>9} {:>7} {:>7} {:>12.0} {:>9.1}",
+            "{:<70} {:>10} {:>8} {:>32} {:>9}",
             r.label,
             ops,
-            wall,
             cpu,
-            r.rate,
-            1e6 / r.rate
+            s.map_or("-".into(), |s| s.to_string()),
+            s.map_or("-".into(), |s| format!("{:.1}", 1e6 / s.median)),
         );
     }
     let _ = writeln!(t);
     let _ = writeln!(
         t,
-        "floor: announcement decode+verify ≥ {FLOOR_ANN_PER_SEC:.0}/s per core: {mix_rate:.0}/s → {}",
+        "floor: announcement decode+verify ≥ {FLOOR_ANN_PER_SEC:.0}/s per core (median): {mix_rate:.0}/s → {}",
         if floor_met { "MET" } else { "NOT MET" }
     );
     let _ = writeln!(t, "total bench time {elapsed:.1} s");
     t
-}
-
-/// The target dir this bench binary was built in (`<target>/<profile>/deps/wire-<hash>`),
-/// i.e. `$CARGO_TARGET_DIR`; else `$CARGO_TARGET_DIR` itself.
-fn target_dir() -> PathBuf {
-    std::env::current_exe()
-        .ok()
-        .and_then(|exe| Some(exe.parent()?.parent()?.parent()?.to_owned()))
-        .or_else(|| std::env::var_os("CARGO_TARGET_DIR").map(PathBuf::from))
-        .unwrap_or_else(|| PathBuf::from("target"))
 }

@@ -333,6 +333,30 @@ impl Pinning {
     }
 }
 
+impl Pinning {
+    /// Pin this process to the server cores: for in-process benches, where the bench process
+    /// is the server (index, ratelimit, wire). Says what was done, for the table.
+    pub fn pin_self_to_server() -> String {
+        match &Pinning::get().server {
+            Some(cpus) => {
+                let ok = Command::new("taskset")
+                    .args(["-a", "-p", "-c", cpus])
+                    .arg(std::process::id().to_string())
+                    .stdout(Stdio::null())
+                    .stderr(Stdio::null())
+                    .status()
+                    .is_ok_and(|s| s.success());
+                if ok {
+                    format!("bench process pinned to the server cores {cpus}")
+                } else {
+                    format!("pinning to the server cores {cpus} FAILED")
+                }
+            }
+            None => "not pinned".to_owned(),
+        }
+    }
+}
+
 // ------------------------------------------------------------------------------------------
 // cgroups
 // ------------------------------------------------------------------------------------------
