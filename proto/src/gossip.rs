@@ -648,35 +648,42 @@ impl Service {
     }
 
     fn announcement(&mut self, id: SessionId, ann: Announcement, now: u64) {
-        // 1. Signature; own announcements are ignored.
-        if !ann.verify() {
-            self.disconnect_for(id, DisconnectReason::InvalidSignature);
-            return;
-        }
+        // What is dropped without acting on it is dropped before the signature is verified
+        // (an Ed25519 verification is ~40 µs; each announcement reaches a well-connected seed
+        // once per relaying peer, and all copies but the first are stale): own
+        // announcements, inventory and refs from authors not in the address book, and
+        // anything not strictly newer than what is stored for the same key. Nothing is
+        // stored, relayed or acted on before the signature is checked.
+        // 1. Own announcements are ignored.
         if ann.node == self.nid {
             self.dropped(id, Dropped::Own);
             return;
         }
-        // 2. Not too far in the future.
-        let timestamp = ann.timestamp();
-        if timestamp > now.saturating_add(self.config.timers.max_clock_skew_ms) {
-            self.disconnect_for(id, DisconnectReason::InvalidTimestamp { timestamp, now });
-            return;
-        }
-        // 3. Inventory and refs only from nodes in the address book.
+        // 2. Inventory and refs only from nodes in the address book.
         if !matches!(ann.message, AnnouncementMessage::Node(_))
             && !self.nodes.contains_key(&ann.node)
         {
             self.dropped(id, Dropped::UnknownAuthor);
             return;
         }
-        // 4. Strictly newer than what is stored for the same key.
+        // 3. Strictly newer than what is stored for the same key.
+        let timestamp = ann.timestamp();
         let key = AnnouncementKey::of(&ann);
         if let Some(existing) = self.store.get(&key) {
             if existing.announcement.timestamp() >= timestamp {
                 self.dropped(id, Dropped::Stale);
                 return;
             }
+        }
+        // 4. Signature.
+        if !ann.verify() {
+            self.disconnect_for(id, DisconnectReason::InvalidSignature);
+            return;
+        }
+        // 5. Not too far in the future.
+        if timestamp > now.saturating_add(self.config.timers.max_clock_skew_ms) {
+            self.disconnect_for(id, DisconnectReason::InvalidTimestamp { timestamp, now });
+            return;
         }
         let stored = StoredAnnouncement {
             announcement: ann.clone(),

@@ -292,6 +292,43 @@ fn invalid_signature_disconnects() {
     assert_eq!(s.nodes().count(), 0);
 }
 
+/// Copies of an announcement already stored (what every relaying peer sends again) are
+/// dropped as stale before the signature is verified: a copy with a broken signature is
+/// dropped, not a reason to disconnect, and changes nothing; a newer one is still verified.
+#[test]
+fn stale_copies_are_dropped_before_the_signature_is_verified() {
+    let mut s = service(1);
+    let peer = Keypair::mock(2);
+    s.connected(1, peer.nid(), Link::Inbound, T0);
+    s.received(
+        1,
+        Message::Announcement(node_ann(&peer, T0, FEATURE_SEED)),
+        T0,
+    );
+    s.take_outputs();
+    // Same timestamp, signature broken: stale, checked first.
+    let mut copy = node_ann(&peer, T0, FEATURE_SEED);
+    copy.signature[0] ^= 1;
+    s.received(1, Message::Announcement(copy), T0 + 1);
+    let out = s.take_outputs();
+    assert!(disconnects(&out).is_empty(), "{out:?}");
+    assert!(events(&out).contains(&Event::Dropped {
+        session: 1,
+        reason: Dropped::Stale
+    }));
+    assert!(!out.iter().any(|o| matches!(o, Output::Persist(_))));
+    // Newer and broken: verified, and the peer is disconnected.
+    let mut newer = node_ann(&peer, T0 + 1, FEATURE_SEED);
+    newer.signature[0] ^= 1;
+    s.received(1, Message::Announcement(newer), T0 + 2);
+    let out = s.take_outputs();
+    assert_eq!(
+        disconnects(&out),
+        vec![(1, DisconnectReason::InvalidSignature)]
+    );
+    assert!(!out.iter().any(|o| matches!(o, Output::Persist(_))));
+}
+
 #[test]
 fn future_timestamp_disconnects_but_59_minutes_is_fine() {
     let mut s = service(1);
