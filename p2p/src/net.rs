@@ -120,7 +120,11 @@ impl NetConfig {
             seed_all: cfg.policy.default == DefaultPolicy::Allow,
             seeded: Default::default(),
             timers: gossip::Timers::default(),
-            caps: gossip::Caps::default(),
+            caps: gossip::Caps {
+                max_nodes: cfg.p2p.max_nodes,
+                max_routes: cfg.p2p.max_routes,
+                max_announcements: cfg.p2p.max_announcements,
+            },
         };
         Ok(Self {
             listen,

@@ -639,7 +639,7 @@ fn node_facts(
             connect: p2p.connect.iter().map(ToString::to_string).collect(),
             relay: p2p.relay.to_string(),
             log: log_level(&cfg.log.level),
-            max_routes: seedd_proto::gossip::Caps::default().max_routes,
+            max_routes: p2p.max_routes,
             max_concurrent_fetches: p2p.max_concurrent_fetches,
             inbound_rate: (p2p.rate.inbound.fill_rate, p2p.rate.inbound.capacity),
             outbound_rate: (p2p.rate.outbound.fill_rate, p2p.rate.outbound.capacity),

@@ -65,6 +65,17 @@ pub struct P2pConfig {
     /// Most repositories the default identity announces (≤ 2,973, the inventory limit).
     #[serde(deserialize_with = "fields::inventory_cap")]
     pub inventory_cap: usize,
+    /// Most address-book entries (seed nodes that announced themselves; ~300 B each). Past
+    /// it the oldest are evicted. Raise it for a network of more nodes.
+    #[serde(deserialize_with = "fields::at_least_one")]
+    pub max_nodes: usize,
+    /// Most routing-table entries (repository, node; ~130 B each). A seed of n repositories
+    /// holds at least n of its own; past the cap the oldest routes are evicted.
+    #[serde(deserialize_with = "fields::at_least_one")]
+    pub max_routes: usize,
+    /// Most stored announcements (node, inventory and refs).
+    #[serde(deserialize_with = "fields::at_least_one")]
+    pub max_announcements: usize,
     pub rate: RateConfig,
     pub ban: BanConfig,
 }
@@ -349,6 +360,9 @@ impl Default for P2pConfig {
             fetch_timeout: Duration::from_secs(30),
             fetch_deadline: Duration::from_secs(600),
             inventory_cap: super::INVENTORY_LIMIT,
+            max_nodes: 10_000,
+            max_routes: 250_000,
+            max_announcements: 100_000,
             rate: RateConfig::default(),
             ban: BanConfig::default(),
         }

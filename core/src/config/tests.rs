@@ -257,6 +257,37 @@ fn config_keys_load_and_validate() {
     );
 }
 
+/// The gossip caps are settings (a seed of a million repositories needs more routes than the
+/// default); 0 is refused with the key named.
+#[test]
+fn gossip_caps_load_and_zero_is_refused() {
+    use crate::config::{Config, Overrides};
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("seedd.toml");
+    std::fs::write(
+        &path,
+        "[p2p]\nmax_nodes = 20000\nmax_routes = 2000000\nmax_announcements = 5000\n",
+    )
+    .unwrap();
+    let (c, _) = Config::load(Some(&path), &Overrides::default()).unwrap();
+    assert_eq!(
+        (c.p2p.max_nodes, c.p2p.max_routes, c.p2p.max_announcements),
+        (20_000, 2_000_000, 5_000)
+    );
+    let d = P2pConfig::default();
+    assert_eq!(
+        (d.max_nodes, d.max_routes, d.max_announcements),
+        (10_000, 250_000, 100_000)
+    );
+    for key in ["max_nodes", "max_routes", "max_announcements"] {
+        std::fs::write(&path, format!("[p2p]\n{key} = 0\n")).unwrap();
+        let err = Config::load(Some(&path), &Overrides::default())
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains(&format!("p2p.{key}")), "{err}");
+    }
+}
+
 #[test]
 fn pack_cache_keys_load_and_validate() {
     let dir = tempfile::tempdir().unwrap();

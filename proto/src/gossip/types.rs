@@ -51,6 +51,8 @@ impl Default for Timers {
 /// but an inventory of n repositories also holds n routes, so the route cap bounds those to
 /// ~84 full inventories ≈ 5 MB) → 100,000 announcements ≈ 100 MB at the very worst, ~20 MB
 /// typical. The network today has a few thousand nodes, so honest peers stay well within.
+/// The defaults below; operators set them in `[p2p]` (`max_nodes`, `max_routes`,
+/// `max_announcements`), e.g. a seed of a million repositories needs `max_routes` above that.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Caps {
     /// Address-book entries (seed nodes that announced themselves).
