@@ -41,10 +41,10 @@ run wire wire
 run ratelimit ratelimit
 run index index
 run gossip_flood gossip_flood
+run clone clone
 run hostile hostile
 run web web
 run fleet fleet
-run clone clone
 run scale scale
 echo "$(date +%T) all done" >> "$out/status"
 python3 benches/tools/targets.py "$CARGO_TARGET_DIR" > "$out/targets.md"
