@@ -1,7 +1,9 @@
 #!/usr/bin/env python3
 """Print the benches README's table of targets from the JSON results the benches wrote.
 
-Usage: benches/tools/targets.py [TARGET_DIR]   (default: $CARGO_TARGET_DIR or ./target)
+Usage: benches/tools/targets.py [TARGET_DIR] [--commit SHA]
+       (TARGET_DIR default: $CARGO_TARGET_DIR or ./target; --commit: only results measured at
+       that commit, the others listed as left out)
 
 Reads every `seedd-bench*.json` that has the §1 layout (`provenance` + `results.targets`)
 and prints one markdown row per target: bench, target, value, met?, commit (dirty flag and
@@ -15,8 +17,15 @@ from pathlib import Path
 
 
 def main() -> int:
-    target = Path(sys.argv[1] if len(sys.argv) > 1 else os.environ.get("CARGO_TARGET_DIR", "target"))
+    args = sys.argv[1:]
+    only = None
+    if "--commit" in args:
+        i = args.index("--commit")
+        only = args[i + 1] if i + 1 < len(args) else None
+        del args[i : i + 2]
+    target = Path(args[0] if args else os.environ.get("CARGO_TARGET_DIR", "target"))
     docs = []
+    left_out = []
     for path in sorted(target.glob("seedd-bench*.json")):
         try:
             doc = json.loads(path.read_text())
@@ -29,6 +38,10 @@ def main() -> int:
         targets = (results.get("targets") if isinstance(results, dict) else None) or doc.get("targets")
         if not isinstance(targets, list):
             print(f"skipping {path}: no list of targets", file=sys.stderr)
+            continue
+        commit = doc["provenance"].get("commit", "")
+        if only and not commit.startswith(only):
+            left_out.append(f"{path.name} (measured at {commit[:12]})")
             continue
         if targets:
             docs.append((path, doc, targets))
@@ -62,6 +75,9 @@ def main() -> int:
             print(f"| {p['bench']} | {name} | {shown} | {verdict} | `{commit}` |")
     print()
     print("\n".join(notes))
+    if left_out:
+        print()
+        print("Left out (not measured at this commit): " + ", ".join(left_out))
     return 0
 
 
