@@ -28,10 +28,10 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::fmt::Write as _;
-use std::io::{BufRead, BufReader, Write as _};
+use std::io::Write as _;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Command};
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -356,21 +356,7 @@ fn start(kind: Kind, env: &Env, round: usize) -> Running {
             if kind == Kind::GitHook {
                 cmd.arg("--git-config").arg(&env.hook_config);
             }
-            let mut child = cmd
-                .stdin(Stdio::null())
-                .stdout(Stdio::piped())
-                .spawn()
-                .unwrap();
-            scope.started(child.id());
-            let mut line = String::new();
-            BufReader::new(child.stdout.take().unwrap())
-                .read_line(&mut line)
-                .unwrap();
-            let addr = line
-                .trim()
-                .strip_prefix("listening ")
-                .and_then(|a| a.parse().ok())
-                .unwrap_or_else(|| panic!("the CGI bridge did not start: {line:?}"));
+            let (child, addr) = cgi::spawn(cmd, &scope);
             Running {
                 kind,
                 scope,

@@ -35,7 +35,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::fmt::Write as _;
-use std::io::{self, BufRead, BufReader, Write};
+use std::io::{self, Write};
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -783,25 +783,9 @@ mod bench {
         /// `git http-backend` and git it starts.
         fn start_bridge(&self, label: &'static str, root: &Path) -> Server {
             let (scope, _) = self.new_scope(label);
-            let mut child = scope
-                .command(std::env::current_exe().unwrap())
-                .arg("--cgi-server")
-                .arg(root)
-                .arg("0")
-                .stdin(Stdio::null())
-                .stdout(Stdio::piped())
-                .spawn()
-                .unwrap();
-            scope.started(child.id());
-            let mut line = String::new();
-            BufReader::new(child.stdout.take().unwrap())
-                .read_line(&mut line)
-                .unwrap();
-            let addr = line
-                .trim()
-                .strip_prefix("listening ")
-                .and_then(|a| a.parse().ok())
-                .unwrap_or_else(|| panic!("CGI bridge did not start: {line:?}"));
+            let mut cmd = scope.command(std::env::current_exe().unwrap());
+            cmd.arg("--cgi-server").arg(root).arg("0");
+            let (child, addr) = cgi::spawn(cmd, &scope);
             Server {
                 label,
                 scope,

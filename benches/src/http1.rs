@@ -50,6 +50,31 @@ pub mod cgi {
         Arc::new(config)
     }
 
+    /// Start the bridge from `cmd` (this bench binary re-executed with `--cgi-server <root> 0
+    /// …`, e.g. from [`crate::measure::Scope::command`]), registered with `scope`; returns the
+    /// child and the address it listens on (the line it prints first).
+    pub fn spawn(
+        mut cmd: Command,
+        scope: &crate::measure::Scope,
+    ) -> (std::process::Child, SocketAddr) {
+        let mut child = cmd
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .spawn()
+            .expect("start the CGI bridge");
+        scope.started(child.id());
+        let mut line = String::new();
+        if let Some(out) = child.stdout.take() {
+            let _ = BufReader::new(out).read_line(&mut line);
+        }
+        let addr = line
+            .trim()
+            .strip_prefix("listening ")
+            .and_then(|a| a.parse().ok())
+            .unwrap_or_else(|| panic!("the CGI bridge did not start: {line:?}"));
+        (child, addr)
+    }
+
     /// If this process was started as the bridge (`--cgi-server <root> <port> [--tls <cert>
     /// <key>] [--git-config <file>]`, the bench binary re-executed), serve until killed and
     /// return `true`; otherwise `false` at once.
