@@ -7,6 +7,7 @@
 //! each session's outbox in the order the service produced them.
 
 mod conn;
+mod counters;
 mod dispatch;
 pub(crate) mod guard;
 pub(crate) mod input;
@@ -271,6 +272,8 @@ pub(crate) struct Shared {
     pub core: Mutex<Core>,
     pub index: Index,
     pub metrics: Arc<Metrics>,
+    /// Handles of the counters the gossip paths count per message and recipient.
+    pub counters: counters::GossipCounters,
     pub persist: persist::PersistQueue,
     pub next_id: AtomicU64,
     pub shutdown: CancellationToken,
@@ -393,6 +396,7 @@ impl Net {
                 inbound_handshaking: 0,
             }),
             index: index.clone(),
+            counters: counters::GossipCounters::new(&metrics.p2p),
             metrics,
             persist: persist_tx,
             next_id: AtomicU64::new(1),

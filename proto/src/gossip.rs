@@ -647,39 +647,92 @@ impl Service {
         (replies, done)
     }
 
+    /// An announcement the shell has not verified: checked, verified here, then acted on.
     fn announcement(&mut self, id: SessionId, ann: Announcement, now: u64) {
-        // What is dropped without acting on it is dropped before the signature is verified
-        // (an Ed25519 verification is ~40 µs; each announcement reaches a well-connected seed
-        // once per relaying peer, and all copies but the first are stale): own
-        // announcements, inventory and refs from authors not in the address book, and
-        // anything not strictly newer than what is stored for the same key. Nothing is
-        // stored, relayed or acted on before the signature is checked.
+        if !self.worth_verifying(id, &ann) {
+            return;
+        }
+        match Verified::check(ann) {
+            Some(verified) => self.accept(id, verified, now),
+            None => self.disconnect_for(id, DisconnectReason::InvalidSignature),
+        }
+    }
+
+    /// Whether an announcement would be acted on if its signature verifies (`Ok`), or why it
+    /// would be dropped. Changes nothing: the shell calls this under its lock, counts the
+    /// drops ([`Service::dropped_unverified`]), verifies the rest outside the lock, then hands
+    /// them to [`Service::received_verified`], which checks again.
+    ///
+    /// What is dropped without acting on it is dropped before the signature is verified (an
+    /// Ed25519 verification is ~40 µs; each announcement reaches a well-connected seed once
+    /// per relaying peer, and all copies but the first are stale): own announcements,
+    /// inventory and refs from authors not in the address book, and anything not strictly
+    /// newer than what is stored for the same key. Nothing is stored, relayed or acted on
+    /// before the signature is checked.
+    pub fn screen(&self, ann: &Announcement) -> Result<(), Dropped> {
         // 1. Own announcements are ignored.
         if ann.node == self.nid {
-            self.dropped(id, Dropped::Own);
-            return;
+            return Err(Dropped::Own);
         }
         // 2. Inventory and refs only from nodes in the address book.
         if !matches!(ann.message, AnnouncementMessage::Node(_))
             && !self.nodes.contains_key(&ann.node)
         {
-            self.dropped(id, Dropped::UnknownAuthor);
-            return;
+            return Err(Dropped::UnknownAuthor);
         }
         // 3. Strictly newer than what is stored for the same key.
-        let timestamp = ann.timestamp();
-        let key = AnnouncementKey::of(&ann);
-        if let Some(existing) = self.store.get(&key) {
-            if existing.announcement.timestamp() >= timestamp {
-                self.dropped(id, Dropped::Stale);
-                return;
+        if let Some(existing) = self.store.get(&AnnouncementKey::of(ann)) {
+            if existing.announcement.timestamp() >= ann.timestamp() {
+                return Err(Dropped::Stale);
             }
         }
-        // 4. Signature.
-        if !ann.verify() {
-            self.disconnect_for(id, DisconnectReason::InvalidSignature);
-            return;
+        Ok(())
+    }
+
+    /// The shell dropped an announcement from session `id` that [`Service::screen`] refused.
+    pub fn dropped_unverified(&mut self, id: SessionId, reason: Dropped, now: u64) {
+        if let Some(session) = self.sessions.get_mut(&id) {
+            session.last_received = now;
         }
+        self.dropped(id, reason);
+    }
+
+    fn worth_verifying(&mut self, id: SessionId, ann: &Announcement) -> bool {
+        match self.screen(ann) {
+            Ok(()) => true,
+            Err(reason) => {
+                self.dropped(id, reason);
+                false
+            }
+        }
+    }
+
+    /// An announcement from session `id` whose signature the shell verified (outside its
+    /// lock, after [`Service::screen`]). The cheap checks run again: a copy from another
+    /// session may have been stored meanwhile, which makes this one stale.
+    pub fn received_verified(&mut self, id: SessionId, ann: Verified, now: u64) {
+        let Some(session) = self.sessions.get_mut(&id) else {
+            return;
+        };
+        session.last_received = now;
+        if self.worth_verifying(id, ann.announcement()) {
+            self.accept(id, ann, now);
+        }
+    }
+
+    /// The shell found the signature of an announcement from session `id` invalid.
+    pub fn received_invalid_signature(&mut self, id: SessionId, now: u64) {
+        let Some(session) = self.sessions.get_mut(&id) else {
+            return;
+        };
+        session.last_received = now;
+        self.disconnect_for(id, DisconnectReason::InvalidSignature);
+    }
+
+    /// Steps 5 and 6 for an announcement that passed the cheap checks and verified.
+    fn accept(&mut self, id: SessionId, ann: Verified, now: u64) {
+        let ann = ann.into_inner();
+        let timestamp = ann.timestamp();
         // 5. Not too far in the future.
         if timestamp > now.saturating_add(self.config.timers.max_clock_skew_ms) {
             self.disconnect_for(id, DisconnectReason::InvalidTimestamp { timestamp, now });

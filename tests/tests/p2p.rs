@@ -1337,3 +1337,113 @@ fn gossip_about_a_held_repository_starts_no_fetch() {
     let (frames, _) = read_until(&mut s, Duration::from_secs(10), opened);
     assert!(opened(&frames), "no fetch for the peer's refs: {frames:?}");
 }
+
+/// Issue 30 §2: the gossip of one read is screened under the core lock, verified outside it
+/// and acted on in order. A NodeAnnouncement and the Inventory written with it in one segment
+/// (as peers do on connect) both count; copies of it from other sessions are dropped as stale
+/// without a verification and without a penalty; a broken signature after a good
+/// announcement in the same write disconnects the peer, the good one still stored.
+#[test]
+fn one_read_of_gossip_is_verified_outside_the_lock_in_order() {
+    use seedd_proto::crypto::RepoId;
+    use seedd_proto::wire::message::InventoryAnnouncement;
+    let seed = seed_with(&[], "");
+    let author = Keypair::mock(301);
+    let t = now_ms();
+    let rid = RepoId::from_oid_bytes([0x33; 20]);
+    let inventory = |ts| {
+        AnnouncementMessage::Inventory(InventoryAnnouncement {
+            inventory: vec![rid],
+            timestamp: ts,
+        })
+        .sign(&author)
+        .unwrap()
+    };
+    let one_write = |stream: &mut TcpStream, messages: Vec<Message>| {
+        let mut bytes = Vec::new();
+        for m in messages {
+            Frame::gossip(Link::Outbound, m)
+                .encode_into(&mut bytes)
+                .unwrap();
+        }
+        stream.write_all(&bytes).unwrap();
+    };
+    let mut s = raw_connect(&seed, "127.0.0.1", &author);
+    let (_, closed) = read_until(&mut s, Duration::from_secs(10), |f| f.len() >= 3);
+    assert!(!closed);
+    one_write(
+        &mut s,
+        vec![
+            Message::Announcement(node_announcement(&author, t)),
+            Message::Announcement(inventory(t)),
+        ],
+    );
+    let routed = |seed: &Seed| {
+        seed_routes(seed, &format!("?rid={rid}"))
+            .iter()
+            .any(|(_, nid)| *nid == author.nid().to_string())
+    };
+    wait_for(
+        "the inventory sent with the node announcement",
+        Duration::from_secs(10),
+        || routed(&seed).then_some(()),
+    );
+    // Four relaying peers send the same inventory: stale, dropped before verification.
+    let stale =
+        |seed: &Seed| seed.metric("seedd_p2p_dropped_messages_total", &["reason=\"stale\""]);
+    let before = stale(&seed);
+    let mut relays: Vec<TcpStream> = (0..4)
+        .map(|i| {
+            let key = Keypair::mock(310 + i);
+            let mut r = raw_connect(&seed, "127.0.0.1", &key);
+            read_until(&mut r, Duration::from_secs(10), |f| f.len() >= 3);
+            one_write(&mut r, vec![Message::Announcement(inventory(t))]);
+            r
+        })
+        .collect();
+    wait_for("four stale copies", Duration::from_secs(10), || {
+        (stale(&seed) >= before + 4.0).then_some(())
+    });
+    assert_eq!(
+        seed.metric("seedd_p2p_penalties_total", &[]),
+        0.0,
+        "stale copies are no offence"
+    );
+    for r in &mut relays {
+        let (_, closed) = read_until(r, Duration::from_millis(300), |_| false);
+        assert!(!closed, "a relaying peer was dropped");
+    }
+    // A newer inventory, then a broken one, in one write: the first is stored, the peer is
+    // closed and penalised for the second.
+    let newer = RepoId::from_oid_bytes([0x34; 20]);
+    let good = AnnouncementMessage::Inventory(InventoryAnnouncement {
+        inventory: vec![rid, newer],
+        timestamp: t + 1,
+    })
+    .sign(&author)
+    .unwrap();
+    let mut broken = inventory(t + 2);
+    broken.signature[3] ^= 1;
+    one_write(
+        &mut s,
+        vec![Message::Announcement(good), Message::Announcement(broken)],
+    );
+    assert!(closed_within(&mut s, Duration::from_secs(10)));
+    wait_for(
+        "the good inventory before the broken one",
+        Duration::from_secs(10),
+        || {
+            seed_routes(&seed, &format!("?rid={newer}"))
+                .iter()
+                .any(|(_, nid)| *nid == author.nid().to_string())
+                .then_some(())
+        },
+    );
+    assert_eq!(
+        seed.metric(
+            "seedd_p2p_penalties_total",
+            &["reason=\"invalid_signature\""]
+        ),
+        1.0
+    );
+}

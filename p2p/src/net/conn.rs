@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use seedd_proto::crypto::{Keypair, NodeId};
-use seedd_proto::gossip::SessionId;
+use seedd_proto::gossip::{self, SessionId};
 use seedd_proto::wire::handshake::{Initiator, Responder, ACT1_LEN, ACT2_LEN, ACT3_LEN};
 use seedd_proto::wire::{Control, Frame, FrameDecoder, FrameError, Link, StreamId};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -20,8 +20,7 @@ use super::guard::Offence;
 use super::input::{self, InputTx, SESSION_INPUT_BYTES, STREAM_INPUT_BYTES};
 use super::stream::{self, StreamCtx, GIT_OUTBOX_BYTES};
 use super::{
-    link_label, now_ms, type_label, Outgoing, OutgoingStream, SessionCmd, SessionHandle, Shared,
-    OUTBOX_FRAMES,
+    link_label, now_ms, Outgoing, OutgoingStream, SessionCmd, SessionHandle, Shared, OUTBOX_FRAMES,
 };
 
 /// A session that lasted this long resets the dialer's backoff.
@@ -410,15 +409,15 @@ async fn session(
         };
         decoder.push(chunk);
         let mut failed = None;
+        // The gossip of one read is handled together: two core-lock holds for the batch,
+        // the signatures verified between them, outside the lock (`on_gossip`).
+        let mut gossip = Vec::new();
         loop {
             let before = decoder.buffered();
             match decoder.next_frame() {
                 Ok(Some(Frame::Gossip { message, .. })) => {
                     let size = before.saturating_sub(decoder.buffered()) as u64;
-                    // Back-pressure from the disk: while the gossip write queue is above its
-                    // mark this session stops reading (its peer's TCP window closes).
-                    shared.persist.ready().await;
-                    on_gossip(&shared, id, remote, addr, link, trusted, message, size);
+                    gossip.push((message, size));
                 }
                 Ok(Some(Frame::Control { control, .. })) => {
                     let size = before.saturating_sub(decoder.buffered()) as u64;
@@ -442,6 +441,12 @@ async fn session(
                     break;
                 }
             }
+        }
+        if !gossip.is_empty() {
+            // Back-pressure from the disk: while the gossip write queue is above its mark
+            // this session stops reading (its peer's TCP window closes).
+            shared.persist.ready().await;
+            on_gossip(&shared, id, remote, addr, link, trusted, gossip).await;
         }
         if let Some(reason) = failed {
             break reason;
@@ -492,40 +497,96 @@ fn decode_failure(
     "decode_error"
 }
 
-/// Handles one gossip message: per-node and per-host rate limits, then the service.
-#[allow(clippy::too_many_arguments)]
-fn on_gossip(
-    shared: &Shared,
+/// Announcements of one batch verified inline on the session's task; a larger batch is
+/// verified on the blocking pool (an Ed25519 verification is ~40 µs).
+const VERIFY_INLINE: usize = 8;
+
+/// Handles the gossip messages of one read, in order: per-node and per-host rate limits and
+/// the service's cheap checks under the core lock, then the signatures of the announcements
+/// still wanted verified outside it, then those announcements handed to the service under the
+/// lock again. The lock is never held for a verification, and a relayed copy that is stale
+/// (every copy but the first) costs no verification at all.
+async fn on_gossip(
+    shared: &Arc<Shared>,
     id: SessionId,
     remote: NodeId,
     addr: SocketAddr,
     link: Link,
     trusted: bool,
-    message: seedd_proto::wire::Message,
-    size: u64,
+    batch: Vec<(seedd_proto::wire::Message, u64)>,
 ) {
-    let m = &shared.metrics.p2p;
-    let label = type_label(message.message_type());
-    m.messages.with_label_values(&["in", label]).inc();
-    m.message_bytes
-        .with_label_values(&["in", label])
-        .inc_by(size);
+    let c = &shared.counters;
+    let mut wanted = Vec::new();
+    // Authors whose node announcement is in `wanted`: their inventory and refs in the same
+    // batch (a peer sends its NodeAnnouncement and Inventory together on connect) are
+    // verified too, and checked again after the node announcement is stored.
+    let mut announcing = std::collections::HashSet::new();
+    {
+        let now = now_ms();
+        let mut core = shared.lock();
+        for (message, size) in batch {
+            c.incoming(message.message_type()).count(1, size);
+            let admitted =
+                core.guard
+                    .admit_message(&remote, &addr.ip(), link == Link::Inbound, trusted, now);
+            if !admitted {
+                c.rate_limited_nid.inc();
+                c.dropped_rate_limited.inc();
+                continue;
+            }
+            if !core.guard.admit_host_message(&addr.ip(), trusted, now) {
+                c.rate_limited_host.inc();
+                c.dropped_rate_limited.inc();
+                continue;
+            }
+            match message {
+                seedd_proto::wire::Message::Announcement(ann) => match core.service.screen(&ann) {
+                    Ok(()) => {
+                        if matches!(ann.message, seedd_proto::wire::AnnouncementMessage::Node(_)) {
+                            announcing.insert(ann.node);
+                        }
+                        wanted.push(ann);
+                    }
+                    Err(gossip::Dropped::UnknownAuthor) if announcing.contains(&ann.node) => {
+                        wanted.push(ann);
+                    }
+                    Err(reason) => core.service.dropped_unverified(id, reason, now),
+                },
+                other => core.service.received(id, other, now),
+            }
+        }
+        let outputs = core.service.take_outputs();
+        shared.dispatch(&mut core, outputs);
+    }
+    if wanted.is_empty() {
+        return;
+    }
+    let verify = |anns: Vec<seedd_proto::wire::Announcement>| {
+        anns.into_iter()
+            .map(gossip::Verified::check)
+            .collect::<Vec<_>>()
+    };
+    let checked = if wanted.len() <= VERIFY_INLINE {
+        verify(wanted)
+    } else {
+        match tokio::task::spawn_blocking(move || verify(wanted)).await {
+            Ok(checked) => checked,
+            // The blocking pool is shutting down: nothing is acted on.
+            Err(_) => return,
+        }
+    };
     let now = now_ms();
     let mut core = shared.lock();
-    let admitted =
-        core.guard
-            .admit_message(&remote, &addr.ip(), link == Link::Inbound, trusted, now);
-    if !admitted {
-        m.rate_limited.with_label_values(&["nid"]).inc();
-        m.dropped.with_label_values(&["rate_limited"]).inc();
-        return;
+    for verified in checked {
+        match verified {
+            Some(v) => core.service.received_verified(id, v, now),
+            None => {
+                // The session is closed for it; what followed in the batch is not acted on.
+                core.service.received_invalid_signature(id, now);
+                break;
+            }
+        }
     }
-    if !core.guard.admit_host_message(&addr.ip(), trusted, now) {
-        m.rate_limited.with_label_values(&["host"]).inc();
-        m.dropped.with_label_values(&["rate_limited"]).inc();
-        return;
-    }
-    core.service.received(id, message, now);
     let outputs = core.service.take_outputs();
     shared.dispatch(&mut core, outputs);
 }

@@ -53,15 +53,10 @@ impl Shared {
     }
 
     fn event(&self, event: Event) {
-        let m = &self.metrics.p2p;
         match event {
-            Event::Dropped { reason, .. } => {
-                m.dropped.with_label_values(&[reason.label()]).inc();
-            }
+            Event::Dropped { reason, .. } => self.counters.dropped(reason).inc(),
             Event::Relayed { kind, peers } => {
-                m.relayed
-                    .with_label_values(&[type_label(kind)])
-                    .inc_by(peers as u64);
+                self.counters.relayed(kind).inc_by(peers as u64);
             }
             Event::InventoryTruncated { total, announced } => {
                 tracing::warn!(
@@ -102,11 +97,13 @@ impl Shared {
         rt.spawn(stream_answer(me, answer, h.outbox.clone(), h.link));
     }
 
-    /// Encodes `message` once per link and queues it on each target's outbox.
+    /// Encodes `message` once per link and queues it on each target's outbox (counted once,
+    /// with handles resolved at start: a relay reaches every session).
     fn send(&self, core: &mut Core, to: &[SessionId], message: &Message) {
-        let label = type_label(message.message_type());
+        let kind = message.message_type();
         let mut cache: [Option<Bytes>; 2] = [None, None];
         let mut slow = Vec::new();
+        let (mut sent, mut bytes_sent) = (0u64, 0u64);
         for id in to {
             let Some(h) = core.sessions.get(id) else {
                 continue;
@@ -124,7 +121,7 @@ impl Shared {
                         b
                     }
                     Err(e) => {
-                        tracing::error!(error = %seedd_core::logging::chain(&e), kind = label, "cannot encode our own message; not sent");
+                        tracing::error!(error = %seedd_core::logging::chain(&e), kind = type_label(kind), "cannot encode our own message; not sent");
                         return;
                     }
                 },
@@ -135,26 +132,15 @@ impl Shared {
                 permit: None,
             }) {
                 Ok(()) => {
-                    self.metrics
-                        .p2p
-                        .messages
-                        .with_label_values(&["out", label])
-                        .inc();
-                    self.metrics
-                        .p2p
-                        .message_bytes
-                        .with_label_values(&["out", label])
-                        .inc_by(len);
+                    sent += 1;
+                    bytes_sent += len;
                 }
-                Err(_) => {
-                    self.metrics
-                        .p2p
-                        .dropped
-                        .with_label_values(&["outbox_full"])
-                        .inc();
-                    slow.push(*id);
-                }
+                Err(_) => slow.push(*id),
             }
+        }
+        self.counters.outgoing(kind).count(sent, bytes_sent);
+        if !slow.is_empty() {
+            self.counters.dropped_outbox_full.inc_by(slow.len() as u64);
         }
         for id in slow {
             tracing::warn!(session = id, "peer is not reading; disconnecting");
@@ -231,11 +217,11 @@ async fn stream_answer(
         };
         for ann in anns {
             let message = Message::Announcement(ann);
-            let label = type_label(message.message_type());
+            let kind = message.message_type();
             let bytes = match Frame::gossip(link, message).encode() {
                 Ok(v) => Bytes::from(v),
                 Err(e) => {
-                    tracing::error!(error = %seedd_core::logging::chain(&e), kind = label, "cannot encode a stored announcement; not sent");
+                    tracing::error!(error = %seedd_core::logging::chain(&e), kind = type_label(kind), "cannot encode a stored announcement; not sent");
                     continue;
                 }
             };
@@ -247,11 +233,7 @@ async fn stream_answer(
                 bytes,
                 permit: None,
             });
-            let m = &shared.metrics.p2p;
-            m.messages.with_label_values(&["out", label]).inc();
-            m.message_bytes
-                .with_label_values(&["out", label])
-                .inc_by(len);
+            shared.counters.outgoing(kind).count(1, len);
         }
         if done {
             return;

@@ -329,6 +329,82 @@ fn stale_copies_are_dropped_before_the_signature_is_verified() {
     assert!(!out.iter().any(|o| matches!(o, Output::Persist(_))));
 }
 
+/// The shell's path (issue 30 §2): `screen` under its lock, the signature verified outside
+/// it, `received_verified` under the lock again. Copies from two sessions may both pass the
+/// screen; only the first one handed back is stored and relayed, the other is stale then.
+#[test]
+fn screened_copies_verified_outside_are_acted_on_once() {
+    let mut s = service(1);
+    let author = Keypair::mock(2);
+    let relay_a = Keypair::mock(3);
+    let relay_b = Keypair::mock(4);
+    let watcher = Keypair::mock(5);
+    s.connected(1, relay_a.nid(), Link::Inbound, T0);
+    s.connected(2, relay_b.nid(), Link::Inbound, T0);
+    s.connected(3, watcher.nid(), Link::Inbound, T0);
+    s.take_outputs();
+    let ann = node_ann(&author, T0, FEATURE_SEED);
+    // Both copies pass the screen (nothing stored yet); screening changes nothing.
+    assert_eq!(s.screen(&ann), Ok(()));
+    assert_eq!(s.screen(&ann), Ok(()));
+    assert!(s.take_outputs().is_empty());
+    let a = Verified::check(ann.clone()).expect("valid signature");
+    let b = Verified::check(ann.clone()).expect("valid signature");
+    s.received_verified(1, a, T0 + 1);
+    let out = s.take_outputs();
+    assert_eq!(
+        out.iter()
+            .filter(|o| matches!(o, Output::Persist(Change::Announcement(_))))
+            .count(),
+        1
+    );
+    assert!(out.iter().any(|o| matches!(o,
+        Output::Send { to, message: Message::Announcement(_) } if to.contains(&3))));
+    s.received_verified(2, b, T0 + 2);
+    let out = s.take_outputs();
+    assert_eq!(
+        events(&out),
+        vec![Event::Dropped {
+            session: 2,
+            reason: Dropped::Stale
+        }]
+    );
+    assert!(!out
+        .iter()
+        .any(|o| matches!(o, Output::Persist(_) | Output::Send { .. })));
+    // Now stale at the screen: no verification is asked for; the shell counts the drop.
+    assert_eq!(s.screen(&ann), Err(Dropped::Stale));
+    s.dropped_unverified(3, Dropped::Stale, T0 + 3);
+    assert_eq!(
+        events(&s.take_outputs()),
+        vec![Event::Dropped {
+            session: 3,
+            reason: Dropped::Stale
+        }]
+    );
+    // A broken signature never becomes `Verified`; the shell reports it.
+    let mut broken = node_ann(&author, T0 + 5, FEATURE_SEED);
+    broken.signature[0] ^= 1;
+    assert_eq!(s.screen(&broken), Ok(()));
+    assert!(Verified::check(broken).is_none());
+    s.take_outputs();
+    s.received_invalid_signature(1, T0 + 6);
+    assert_eq!(
+        disconnects(&s.take_outputs()),
+        vec![(1, DisconnectReason::InvalidSignature)]
+    );
+    // Inventory from an author not (yet) in the address book is refused by the screen.
+    let stranger = Keypair::mock(6);
+    assert_eq!(
+        s.screen(&inv_ann(&stranger, T0, &[rid(1)])),
+        Err(Dropped::UnknownAuthor)
+    );
+    // A session that closed meanwhile: nothing acted on.
+    let late = Verified::check(node_ann(&author, T0 + 9, FEATURE_SEED)).expect("valid");
+    s.received_verified(99, late, T0 + 9);
+    assert!(s.take_outputs().is_empty());
+}
+
 #[test]
 fn future_timestamp_disconnects_but_59_minutes_is_fine() {
     let mut s = service(1);

@@ -299,3 +299,24 @@ pub struct Restored {
     pub routing: Vec<(RepoId, NodeId, u64)>,
     pub own_timestamps: Vec<(MessageType, u64)>,
 }
+
+/// An announcement whose signature verified: the only way into
+/// [`Service::received_verified`], so the service never stores or relays an unchecked one
+/// although the shell verifies outside its lock.
+#[derive(Debug, Clone)]
+pub struct Verified(Announcement);
+
+impl Verified {
+    /// Verifies `ann`'s signature (one Ed25519 verification); `None` if it does not verify.
+    pub fn check(ann: Announcement) -> Option<Self> {
+        ann.verify().then_some(Self(ann))
+    }
+
+    pub fn announcement(&self) -> &Announcement {
+        &self.0
+    }
+
+    pub(super) fn into_inner(self) -> Announcement {
+        self.0
+    }
+}
