@@ -23,6 +23,7 @@ mod after;
 mod apply;
 mod plumbing;
 mod queue;
+mod sync;
 mod transfer;
 mod workdir;
 
@@ -231,6 +232,8 @@ struct Inner {
     active: Mutex<queue::Queue>,
     /// Fetches holding a slot now, since when.
     running: Mutex<HashMap<RepoId, (NodeId, Instant)>>,
+    /// The sync task's list of seeded repositories we lack.
+    sync: Mutex<sync::SyncList>,
     seq: std::sync::atomic::AtomicU64,
     /// The steps after a repository was created or changed (re-index, sizes, inventory).
     after: AfterFetch,
@@ -256,6 +259,7 @@ impl Fetcher {
                 slots,
                 active: Mutex::new(queue::Queue::default()),
                 running: Mutex::new(HashMap::new()),
+                sync: Mutex::default(),
                 seq: std::sync::atomic::AtomicU64::new(0),
                 after,
             }),
@@ -382,6 +386,7 @@ impl Fetcher {
                     .fetches
                     .with_label_values(&["queue_full"])
                     .inc();
+                self.offer_missing(rid);
                 return;
             }
             queue::Admit::Spawn => {}
@@ -391,6 +396,10 @@ impl Fetcher {
             let mut from = from;
             loop {
                 let result = this.measured(rid, from).await.map_err(Arc::new);
+                if result.is_err() {
+                    // The sync task retries it (if we still lack it) from a connected peer.
+                    this.offer_missing(rid);
+                }
                 let next = this
                     .inner
                     .active
@@ -407,8 +416,12 @@ impl Fetcher {
 
     /// Every 30 s (§5.2 sync task): seeded repositories we lack — explicitly allowed ones, and
     /// with a default `allow` any that a connected peer is known to have — are fetched from a
-    /// connected peer the routing table names. This also retries fetches cut short by a crash:
-    /// their inventory announcements are already stored, so gossip alone would not retry.
+    /// connected peer the routing table names. This also retries fetches cut short by a crash
+    /// (their inventory announcements are already stored, so gossip alone would not retry)
+    /// and fetches that failed or found the queue full. A tick costs the repositories on the
+    /// sync list and the routes of peers connected since the last one; the routing table is
+    /// read (a page per core-lock hold) only at start, after a seeding change and once an
+    /// hour ([`sync::SCRUB_TICKS`]).
     pub fn spawn_sync_loop(&self) {
         let this = self.clone();
         tokio::spawn(async move {
@@ -416,54 +429,108 @@ impl Fetcher {
             let mut tick = tokio::time::interval(Duration::from_secs(30));
             loop {
                 tick.tick().await;
-                this.sync_once();
+                let this = this.clone();
+                // Policy reads and `stat`s: the blocking pool.
+                let _ = tokio::task::spawn_blocking(move || this.sync_once()).await;
             }
         });
     }
 
+    fn sync_list(&self) -> std::sync::MutexGuard<'_, sync::SyncList> {
+        self.inner.sync.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Puts `rid` on the sync list if it is seeded and we lack it.
+    fn offer_missing(&self, rid: RepoId) {
+        let p = &self.inner.policies;
+        self.sync_list()
+            .offer(rid, |r| p.seeding(r).is_some(), |r| self.holds(r));
+    }
+
     fn sync_once(&self) {
         let inner = &self.inner;
+        let p = &inner.policies;
         let connected = self.connected();
-        if connected.is_empty() {
-            return;
-        }
-        let mut wanted: Vec<RepoId> = inner
-            .policies
-            .explicitly_seeded()
-            .into_iter()
-            .map(|(rid, _)| rid)
-            .collect();
-        if inner.policies.seeds_by_default() {
-            for route in self.routing(None) {
-                if connected.contains(&route.nid) && inner.policies.seeding(&route.rid).is_some() {
-                    wanted.push(route.rid);
+        let tick = self
+            .sync_list()
+            .begin(connected.clone(), inner.identities.seeding_generation());
+        let mut offers: Vec<RepoId> = Vec::new();
+        if tick.full_pass {
+            offers.extend(p.explicitly_seeded().into_iter().map(|(rid, _)| rid));
+            if p.seeds_by_default() {
+                for net in self.nets() {
+                    offers.extend(routes_of(&net, None, &connected));
+                }
+            }
+        } else if p.seeds_by_default() {
+            for peer in &tick.new_peers {
+                for net in self.nets() {
+                    offers.extend(routes_of(&net, Some(*peer), &connected));
                 }
             }
         }
-        wanted.sort();
-        wanted.dedup();
-        let active: HashSet<RepoId> = inner
+        let seeded = |r: &RepoId| p.seeding(r).is_some();
+        let holds = |r: &RepoId| self.holds(r);
+        {
+            let mut list = self.sync_list();
+            for rid in offers {
+                list.offer(rid, seeded, holds);
+            }
+        }
+        let queued: HashSet<RepoId> = inner
             .active
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .iter()
             .map(|(rid, _)| *rid)
             .collect();
-        for rid in wanted {
-            if active.contains(&rid) || inner.storage.path_of(&rid).join("HEAD").exists() {
-                continue;
-            }
-            let seeds = self.routing(Some(rid));
-            if let Some(seed) = seeds
-                .iter()
-                .find(|s| connected.contains(&s.nid) && !inner.policies.blocked(&s.nid))
-            {
-                tracing::info!(%rid, peer = %seed.nid, "sync: fetching a seeded repository we lack");
-                self.request(rid, seed.nid);
-            }
+        let requests = self.sync_list().due(
+            seeded,
+            holds,
+            |r| queued.contains(r),
+            |rid, connected| {
+                self.routing(Some(*rid))
+                    .into_iter()
+                    .find(|s| connected.contains(&s.nid) && !p.blocked(&s.nid))
+                    .map(|s| s.nid)
+            },
+        );
+        let listed = self.sync_list().len();
+        inner.metrics.p2p.sync_missing.set(listed as i64);
+        for (rid, peer) in requests {
+            tracing::info!(%rid, %peer, "sync: fetching a seeded repository we lack");
+            self.request(rid, peer);
         }
     }
+}
 
+/// The repositories `net` routes to `node` (to every connected peer with `None`), read a page
+/// per core-lock hold.
+fn routes_of(net: &Net, node: Option<NodeId>, connected: &HashSet<NodeId>) -> Vec<RepoId> {
+    const PAGE: usize = 4096;
+    let mut out = Vec::new();
+    let mut after = None;
+    loop {
+        let (rows, _) = net.routing_page(None, node, after, PAGE);
+        let Some(last) = rows.last() else {
+            break;
+        };
+        after = Some((last.rid, last.nid));
+        let full = rows.len() == PAGE;
+        out.extend(
+            rows.into_iter()
+                .filter(|r| connected.contains(&r.nid))
+                .map(|r| r.rid),
+        );
+        if !full {
+            break;
+        }
+    }
+    out.dedup();
+    out
+}
+
+impl Fetcher {
     /// The fetch queue: running fetches (repository, peer, seconds so far) and queued ones.
     #[allow(clippy::type_complexity)]
     pub fn queue(&self) -> (Vec<(RepoId, NodeId, u64)>, Vec<(RepoId, NodeId)>) {

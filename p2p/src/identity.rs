@@ -73,6 +73,9 @@ pub struct Identities {
     inventories: Arc<Mutex<HashMap<String, BTreeSet<RepoId>>>>,
     /// A debounced [`Identities::refresh_soon`] is waiting.
     refresh_pending: Arc<AtomicBool>,
+    /// Counts [`Identities::refresh`]es (policy, tenant and storage changes): the sync task
+    /// re-reads what is seeded when it moves.
+    seeding_generation: Arc<std::sync::atomic::AtomicU64>,
 }
 
 /// How long [`Identities::refresh_soon`] gathers changes before one full refresh.
@@ -113,7 +116,14 @@ impl Identities {
             started: Arc::new(watch::channel(()).0),
             inventories: Arc::default(),
             refresh_pending: Arc::default(),
+            seeding_generation: Arc::default(),
         }
+    }
+
+    /// Moves whenever what is seeded may have changed (each [`Identities::refresh`]).
+    pub(crate) fn seeding_generation(&self) -> u64 {
+        self.seeding_generation
+            .load(std::sync::atomic::Ordering::Acquire)
     }
 
     /// Every identity's p2p layer, the default first.
@@ -229,6 +239,8 @@ impl Identities {
     /// at start, after rescans and when policies or tenants change. A fetch changes one
     /// repository and goes through [`Identities::repo_changed`] instead.
     pub fn refresh(&self) {
+        self.seeding_generation
+            .fetch_add(1, std::sync::atomic::Ordering::AcqRel);
         // Records one at a time: only their visibility is kept, not 100,000 decoded records.
         let visibility = match crate::net::visibility_map(&self.index) {
             Ok(v) => v,

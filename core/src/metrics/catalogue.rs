@@ -372,6 +372,12 @@ pub const CATALOGUE: &[MetricDoc] = &[
         help: "Fetches waiting for a fetch slot (their peer's or a global one).",
     },
     MetricDoc {
+        name: "seedd_sync_missing_repos",
+        kind: "gauge",
+        labels: &[],
+        help: "Seeded repositories the sync task lists as missing (retried every 30 s from a connected peer that has them).",
+    },
+    MetricDoc {
         name: "seedd_fetches_active",
         kind: "gauge",
         labels: &[],
