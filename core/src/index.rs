@@ -32,12 +32,13 @@ pub mod gossip;
 pub(crate) mod maintenance;
 pub(crate) mod page;
 pub mod policy;
+mod ranked;
 pub mod scan;
 pub mod tenants;
 pub(crate) mod tuning;
 pub(crate) mod values;
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeSet, HashMap, HashSet};
 use std::path::Path;
 use std::sync::{Arc, Mutex};
 
@@ -224,6 +225,15 @@ pub struct Index {
     values: ValueEncoding,
 }
 
+/// The order of [`Index::listing_page`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ListOrder {
+    /// By repository id.
+    Rid,
+    /// Most seeded first, then by repository id.
+    Seeding,
+}
+
 /// Repository counts of the index ([`Index::repo_counts`]).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct RepoCounts {
@@ -259,7 +269,11 @@ impl Index {
         };
         index.check_schema()?;
         let mut census = Census::default();
-        index.for_each_repo(|r| census.insert(&r))?;
+        index.for_each_repo(|r| census.insert(&r, || 0))?;
+        census.set_seeds(index.seed_counts()?);
+        for rid in index.blocked_repos()? {
+            census.set_denied(rid, true);
+        }
         index.census = Arc::new(Mutex::new(census));
         Ok(index)
     }
@@ -366,24 +380,170 @@ impl Index {
     }
 
     /// Public indexed repositories whose name contains `needle` (case-sensitive, as httpd's
-    /// search), each with whether the name starts with it, from memory: one pass over the
-    /// distinct names, no record read. Sorted: prefix matches first, then by RID.
+    /// search), each with whether the name starts with it, from memory, no record read: a
+    /// needle of 3 bytes or more costs the names sharing its rarest trigram (the census's
+    /// trigram postings), a shorter one a pass over the distinct names. Sorted: prefix
+    /// matches first, then by RID.
     pub fn search_names(&self, needle: &str) -> Vec<(RepoId, bool)> {
         let mut out: Vec<(RepoId, bool)> = {
             let census = self.census();
-            census
-                .by_name
-                .iter()
-                .filter(|(name, _)| name.contains(needle))
-                .flat_map(|(name, named)| {
-                    let prefix = name.starts_with(needle);
-                    named.to_set().into_iter().map(move |rid| (rid, prefix))
-                })
-                .filter(|(rid, _)| census.repos.get(rid).is_some_and(|e| e.public))
-                .collect()
+            let hits = |name: &str, named: &Named| {
+                let prefix = name.starts_with(needle);
+                named
+                    .to_set()
+                    .into_iter()
+                    .filter(|rid| census.repos.get(rid).is_some_and(|e| e.public))
+                    .map(move |rid| (rid, prefix))
+                    .collect::<Vec<_>>()
+            };
+            match census.grams.matching(needle) {
+                // Three bytes or more: the names sharing its rarest trigram.
+                Some(names) => names
+                    .iter()
+                    .filter_map(|name| census.by_name.get(name).map(|named| hits(name, named)))
+                    .flatten()
+                    .collect(),
+                // Shorter: every distinct name.
+                None => census
+                    .by_name
+                    .iter()
+                    .filter(|(name, _)| name.contains(needle))
+                    .flat_map(|(name, named)| hits(name, named))
+                    .collect(),
+            }
         };
         out.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
         out
+    }
+
+    /// A page of the web API's listing — public, named repositories with a canonical head and
+    /// no `block` policy — in `order`, leaving out `excluded` (what the caller hides besides:
+    /// repositories of suspended tenants), from position `skip` of what remains: each
+    /// repository with the seed count shown (at least 1), and how many remain in all. Costs
+    /// the page, the excluded set and one pass over the listing's blocks, never a record.
+    pub fn listing_page(
+        &self,
+        order: ListOrder,
+        skip: usize,
+        take: usize,
+        excluded: &HashSet<RepoId>,
+    ) -> (Vec<(RepoId, usize)>, usize) {
+        use std::cmp::Reverse;
+        let census = self.census();
+        let key = |rid: &RepoId| {
+            census
+                .repos
+                .get(rid)
+                .map(|e| (Reverse(e.shown_seeds()), *rid))
+        };
+        let listed: Vec<&RepoId> = excluded
+            .iter()
+            .filter(|rid| census.listed.contains(rid))
+            .collect();
+        let total = census.listed.len() - listed.len();
+        // The position of the `skip`-th entry that is not excluded.
+        let mut ranks: Vec<usize> = listed
+            .iter()
+            .filter_map(|rid| match order {
+                ListOrder::Rid => Some(census.listed.rank(rid)),
+                ListOrder::Seeding => key(rid).map(|k| census.by_seeds.rank(&k)),
+            })
+            .collect();
+        ranks.sort_unstable();
+        let mut pos = skip;
+        for r in ranks {
+            if r <= pos {
+                pos += 1;
+            } else {
+                break;
+            }
+        }
+        let seeds = |rid: &RepoId| {
+            census
+                .repos
+                .get(rid)
+                .map_or(1, |e| e.shown_seeds() as usize)
+        };
+        let page = match order {
+            ListOrder::Rid => census
+                .listed
+                .iter_from(pos)
+                .filter(|rid| !excluded.contains(rid))
+                .take(take)
+                .map(|rid| (*rid, seeds(rid)))
+                .collect(),
+            ListOrder::Seeding => census
+                .by_seeds
+                .iter_from(pos)
+                .filter(|(_, rid)| !excluded.contains(rid))
+                .take(take)
+                .map(|(n, rid)| (*rid, n.0 as usize))
+                .collect(),
+        };
+        (page, total)
+    }
+
+    /// Of `rids`, those in the listing ([`Index::listing_page`]), each with its seed count
+    /// shown, in `order`: O(`rids`), from memory.
+    pub fn listed_of(&self, rids: &[RepoId], order: ListOrder) -> Vec<(RepoId, usize)> {
+        let census = self.census();
+        let mut out: Vec<(RepoId, usize)> = rids
+            .iter()
+            .filter(|rid| census.listed.contains(rid))
+            .map(|rid| {
+                let seeds = census
+                    .repos
+                    .get(rid)
+                    .map_or(1, |e| e.shown_seeds() as usize);
+                (*rid, seeds)
+            })
+            .collect();
+        match order {
+            ListOrder::Rid => out.sort_unstable_by_key(|r| r.0),
+            ListOrder::Seeding => out.sort_unstable_by_key(|r| (std::cmp::Reverse(r.1), r.0)),
+        }
+        out.dedup_by_key(|r| r.0);
+        out
+    }
+
+    /// The indexed repositories `nid` is a delegate of, from memory.
+    pub fn delegated_by(&self, nid: &NodeId) -> Vec<RepoId> {
+        self.census()
+            .by_delegate
+            .get(nid)
+            .map(|n| n.to_set().into_iter().collect())
+            .unwrap_or_default()
+    }
+
+    /// The public indexed repositories in RID order, from memory.
+    pub fn public_repos(&self) -> Vec<RepoId> {
+        let mut out: Vec<RepoId> = self
+            .census()
+            .repos
+            .iter()
+            .filter(|(_, e)| e.public)
+            .map(|(rid, _)| *rid)
+            .collect();
+        out.sort_unstable();
+        out
+    }
+
+    /// Whether `rid` is indexed and public, from memory.
+    pub fn is_public(&self, rid: &RepoId) -> bool {
+        self.census().repos.get(rid).is_some_and(|e| e.public)
+    }
+
+    /// The whole listing in RID order ([`Index::listing_page`] without paging), from memory.
+    pub fn listing(&self) -> Vec<RepoId> {
+        self.census().listed.iter_from(0).copied().collect()
+    }
+
+    /// The seed count the web API shows for an indexed repository (at least 1), from memory.
+    pub fn shown_seeds(&self, rid: &RepoId) -> usize {
+        self.census()
+            .repos
+            .get(rid)
+            .map_or(1, |e| e.shown_seeds() as usize)
     }
 
     /// The name of an indexed repository, from memory.
@@ -510,7 +670,7 @@ impl Index {
         }
         let mut census = self.census();
         self.commit(batch)?;
-        census.insert(record);
+        census.insert(record, || self.seed_count(&rid).unwrap_or(0) as u32);
         Ok(())
     }
 
@@ -545,7 +705,7 @@ impl Index {
         }
         let mut census = self.census();
         self.commit(batch)?;
-        census.insert(delta.record);
+        census.insert(delta.record, || self.seed_count(&rid).unwrap_or(0) as u32);
         Ok(())
     }
 

@@ -467,27 +467,27 @@ pub(crate) fn shown(state: &HttpState, scope: &Scope, rid: &RepoId) -> bool {
         }
 }
 
-/// The repositories `scope` sees, in RID order (the index's key order): every record is read,
-/// so on the blocking pool under a [`heavy`] permit, one record at a time, keeping only the
-/// visible ones.
+/// The public repositories `scope` shows, in RID order (`/nodes/{nid}/inventory`, the policy
+/// listing): from the index's census, no record read; each checked with [`shown`], on the
+/// blocking pool under a [`heavy`] permit (the answer is as long as the inventory).
 pub(crate) async fn visible_repos(
     state: &Arc<HttpState>,
     scope: &Scope,
-) -> Result<Vec<RepoRecord>, WebError> {
+) -> Result<Vec<RepoId>, WebError> {
     let (st, scope) = (state.clone(), scope.clone());
-    // Every record is decoded: an expensive request, under a permit.
     heavy(state, move || {
-        let state = st;
-        let mut out = Vec::new();
-        state
-            .index
-            .for_each_repo(|r| {
-                if visible(&state, &scope, &r) {
-                    out.push(r);
-                }
-            })
-            .map_err(WebError::index)?;
-        Ok(out)
+        let rids = match &scope {
+            Scope::Tenant(t) => {
+                let mut mine = st.tenancy.tenants.shown_repos(t);
+                mine.sort_unstable();
+                mine
+            }
+            Scope::All => st.index.public_repos(),
+        };
+        Ok(rids
+            .into_iter()
+            .filter(|rid| st.index.is_public(rid) && shown(&st, &scope, rid))
+            .collect())
     })
     .await
 }

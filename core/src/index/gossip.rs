@@ -9,6 +9,7 @@
 //! | `meta` | `own_ts/<type id>` | u64 BE timestamp of our latest announcement of that kind |
 //! | `bans` | IP address as text | [`BanRecord`] JSON |
 
+use std::collections::HashMap;
 use std::net::IpAddr;
 
 use rocksdb::{IteratorMode, ReadOptions};
@@ -85,8 +86,36 @@ impl Index {
         Ok(n)
     }
 
-    /// Writes a batch of gossip changes atomically.
+    /// How many routing entries each repository has: one pass over the routing table (the
+    /// census's seed counts at open).
+    pub(super) fn seed_counts(&self) -> Result<HashMap<RepoId, u32>, IndexError> {
+        let mut opts = ReadOptions::default();
+        opts.set_total_order_seek(true);
+        let mut out: HashMap<RepoId, u32> = HashMap::new();
+        for item in self
+            .db
+            .iterator_cf_opt(self.cf(CF_ROUTING)?, opts, IteratorMode::Start)
+        {
+            let (k, _) = item?;
+            let Some(Ok(rid)) = k.get(..20).map(<[u8; 20]>::try_from) else {
+                continue;
+            };
+            *out.entry(RepoId::from_oid_bytes(rid)).or_default() += 1;
+        }
+        Ok(out)
+    }
+
+    /// Writes a batch of gossip changes atomically. Routing entries that appear or go move
+    /// their repository's seed count in the census (checked against the table under the
+    /// census lock, so two identities persisting the same route count it once).
     pub fn apply_gossip(&self, changes: &[Change]) -> Result<(), IndexError> {
+        let routes = changes
+            .iter()
+            .any(|c| matches!(c, Change::Routing { .. } | Change::RoutingRemoved { .. }));
+        let mut census = routes.then(|| self.census());
+        let routing = self.cf(CF_ROUTING)?;
+        // (rid, added) per entry whose existence changes, in order; a key's last change wins.
+        let mut moved: HashMap<Vec<u8>, (RepoId, bool, bool)> = HashMap::new();
         let mut batch = self.batch();
         for change in changes {
             match change {
@@ -113,10 +142,26 @@ impl Index {
                     nid,
                     timestamp,
                 } => {
-                    batch.put(CF_ROUTING, routing_key(rid, nid), timestamp.to_be_bytes())?;
+                    let key = routing_key(rid, nid);
+                    if !moved.contains_key(&key) {
+                        let existed = self.db.get_pinned_cf(routing, &key)?.is_some();
+                        moved.insert(key.clone(), (*rid, existed, existed));
+                    }
+                    if let Some(m) = moved.get_mut(&key) {
+                        m.2 = true;
+                    }
+                    batch.put(CF_ROUTING, key, timestamp.to_be_bytes())?;
                 }
                 Change::RoutingRemoved { rid, nid } => {
-                    batch.delete(CF_ROUTING, routing_key(rid, nid))?;
+                    let key = routing_key(rid, nid);
+                    if !moved.contains_key(&key) {
+                        let existed = self.db.get_pinned_cf(routing, &key)?.is_some();
+                        moved.insert(key.clone(), (*rid, existed, existed));
+                    }
+                    if let Some(m) = moved.get_mut(&key) {
+                        m.2 = false;
+                    }
+                    batch.delete(CF_ROUTING, key)?;
                 }
                 Change::OwnTimestamp { kind, timestamp } => {
                     // Synced: peers drop our announcements unless strictly newer.
@@ -128,7 +173,15 @@ impl Index {
                 }
             }
         }
-        self.commit(batch)
+        self.commit(batch)?;
+        if let Some(census) = census.as_mut() {
+            for (rid, before, after) in moved.into_values() {
+                if before != after {
+                    census.seeds_changed(&rid, after);
+                }
+            }
+        }
+        Ok(())
     }
 
     /// Everything the gossip service needs at startup. Undecodable records are skipped with a

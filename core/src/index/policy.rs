@@ -60,14 +60,29 @@ impl Index {
     }
 
     pub fn set_repo_policy(&self, rid: &RepoId, p: Option<RepoPolicy>) -> Result<(), IndexError> {
+        // Under the census lock: a `block` takes the repository out of the web listing.
+        let mut census = self.census();
         match p {
             Some(p) => self.put(
                 CF_POLICIES,
                 repo_key(rid),
                 serde_json::to_vec(&p).map_err(corrupt)?,
-            ),
-            None => self.delete(CF_POLICIES, repo_key(rid)),
+            )?,
+            None => self.delete(CF_POLICIES, repo_key(rid))?,
         }
+        census.set_denied(*rid, p == Some(RepoPolicy::Block));
+        Ok(())
+    }
+
+    /// Repositories with an explicit `block` policy.
+    pub(super) fn blocked_repos(&self) -> Result<Vec<RepoId>, IndexError> {
+        Ok(self
+            .policies()?
+            .0
+            .into_iter()
+            .filter(|(_, p)| *p == RepoPolicy::Block)
+            .map(|(rid, _)| rid)
+            .collect())
     }
 
     pub fn node_policy(&self, nid: &NodeId) -> Result<Option<NodePolicy>, IndexError> {

@@ -319,3 +319,134 @@ fn durable_accessors_sync_the_wal() {
         assert_eq!(syncs(), before, "{name} is rebuildable and not synced");
     }
 }
+
+fn listable(rid: RepoId, delegates: Vec<NodeId>) -> RepoRecord {
+    RepoRecord {
+        head: Some("aa".into()),
+        delegates,
+        ..record(rid)
+    }
+}
+
+fn route(rid: RepoId, n: u8, add: bool) -> seedd_proto::gossip::Change {
+    let nid = NodeId::from_bytes([n; 32]);
+    if add {
+        seedd_proto::gossip::Change::Routing {
+            rid,
+            nid,
+            timestamp: 1,
+        }
+    } else {
+        seedd_proto::gossip::Change::RoutingRemoved { rid, nid }
+    }
+}
+
+fn page(index: &Index, order: ListOrder, skip: usize, take: usize) -> Vec<(RepoId, usize)> {
+    index.listing_page(order, skip, take, &HashSet::new()).0
+}
+
+/// The web listing (issue 30 §1) follows each write — records, routing entries, `block`
+/// policies — without a scan, and is the same after a reopen (built from the tables then).
+#[test]
+fn the_listing_follows_records_routes_and_policies() {
+    let dir = tempfile::tempdir().unwrap();
+    let rid = |n: u8| RepoId::from_oid_bytes([n; 20]);
+    let alice = NodeId::from_bytes([0xa1; 32]);
+    {
+        let index = Index::open(dir.path()).unwrap();
+        // A route learnt before the repository is held counts once it is.
+        index.apply_gossip(&[route(rid(3), 1, true)]).unwrap();
+        for n in 1..=4 {
+            index
+                .put_repo(&listable(rid(n), vec![alice]), &[], &[])
+                .unwrap();
+        }
+        // Not listable: no head; private.
+        index.put_repo(&record(rid(5)), &[], &[]).unwrap();
+        let mut private = listable(rid(6), vec![]);
+        private.visibility = Visibility::Private { allow: vec![] };
+        index.put_repo(&private, &[], &[]).unwrap();
+        let all: Vec<_> = (1..=4).map(|n| (rid(n), 1)).collect();
+        assert_eq!(page(&index, ListOrder::Rid, 0, 10), all);
+        // Seed counts: 2 routes for 2, 3 for 4 (one of them written twice), one removed
+        // that never existed.
+        index
+            .apply_gossip(&[
+                route(rid(2), 1, true),
+                route(rid(2), 2, true),
+                route(rid(4), 1, true),
+                route(rid(4), 2, true),
+                route(rid(4), 2, true),
+                route(rid(4), 3, true),
+                route(rid(1), 9, false),
+            ])
+            .unwrap();
+        index.apply_gossip(&[route(rid(4), 3, true)]).unwrap();
+        assert_eq!(
+            page(&index, ListOrder::Seeding, 0, 10),
+            vec![(rid(4), 3), (rid(2), 2), (rid(1), 1), (rid(3), 1)]
+        );
+        // A route goes; a repository is blocked; one loses its head.
+        index.apply_gossip(&[route(rid(4), 1, false)]).unwrap();
+        index
+            .set_repo_policy(&rid(2), Some(policy::RepoPolicy::Block))
+            .unwrap();
+        index.put_repo(&record(rid(1)), &[], &[]).unwrap();
+        assert_eq!(
+            page(&index, ListOrder::Seeding, 0, 10),
+            vec![(rid(4), 2), (rid(3), 1)]
+        );
+        // rid 1's new record names no delegate.
+        assert_eq!(index.delegated_by(&alice), vec![rid(2), rid(3), rid(4)]);
+        index.put_repo(&listable(rid(4), vec![]), &[], &[]).unwrap();
+        assert_eq!(index.delegated_by(&alice), vec![rid(2), rid(3)]);
+    }
+    let index = Index::open(dir.path()).unwrap();
+    assert_eq!(
+        page(&index, ListOrder::Seeding, 0, 10),
+        vec![(rid(4), 2), (rid(3), 1)]
+    );
+    index.set_repo_policy(&rid(2), None).unwrap();
+    assert_eq!(
+        page(&index, ListOrder::Rid, 0, 10),
+        vec![(rid(2), 2), (rid(3), 1), (rid(4), 2)]
+    );
+    index.remove_repo(&rid(4)).unwrap();
+    assert_eq!(page(&index, ListOrder::Rid, 0, 10).len(), 2);
+    assert_eq!(index.delegated_by(&alice), vec![rid(2), rid(3)]);
+}
+
+/// Pages with an excluded set (suspended tenants' repositories) are pages of what remains:
+/// every position agrees with filtering the whole listing, in both orders.
+#[test]
+fn listing_pages_skip_the_excluded_exactly() {
+    let dir = tempfile::tempdir().unwrap();
+    let index = Index::open(dir.path()).unwrap();
+    let rids: Vec<RepoId> = (0..300u16)
+        .map(|n| {
+            let mut b = [0u8; 20];
+            b[..2].copy_from_slice(&n.to_be_bytes());
+            RepoId::from_oid_bytes(b)
+        })
+        .collect();
+    for (i, rid) in rids.iter().enumerate() {
+        index.put_repo(&listable(*rid, vec![]), &[], &[]).unwrap();
+        let routes: Vec<_> = (0..(i % 7) as u8).map(|n| route(*rid, n, true)).collect();
+        index.apply_gossip(&routes).unwrap();
+    }
+    let excluded: HashSet<RepoId> = rids.iter().step_by(11).copied().collect();
+    for order in [ListOrder::Rid, ListOrder::Seeding] {
+        let (whole, total) = index.listing_page(order, 0, 1000, &HashSet::new());
+        assert_eq!(total, 300);
+        let kept: Vec<_> = whole
+            .into_iter()
+            .filter(|(r, _)| !excluded.contains(r))
+            .collect();
+        for skip in [0, 1, 10, 27, 100, 250, 272, 273, 400] {
+            let (got, total) = index.listing_page(order, skip, 10, &excluded);
+            assert_eq!(total, kept.len());
+            let want: Vec<_> = kept.iter().skip(skip).take(10).copied().collect();
+            assert_eq!(got, want, "{order:?} skip {skip}");
+        }
+    }
+}

@@ -26,6 +26,41 @@ impl Tenants {
             .is_some_and(|v| v.repos.contains_key(rid) && !v.denied.contains(rid))
     }
 
+    /// The repositories a tenant's host may show ([`Tenants::shows`]): O(the tenant's).
+    pub fn shown_repos(&self, name: &str) -> Vec<RepoId> {
+        self.read()
+            .views
+            .get(name)
+            .map(|v| {
+                v.repos
+                    .keys()
+                    .filter(|rid| !v.denied.contains(rid))
+                    .copied()
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+
+    /// The repositories held only by suspended tenants ([`Tenants::only_suspended`]): O(the
+    /// suspended tenants' repositories).
+    pub fn suspended_only(&self) -> HashSet<RepoId> {
+        let inner = self.read();
+        inner
+            .tenants
+            .values()
+            .filter(|t| !t.active())
+            .filter_map(|t| inner.views.get(&t.name))
+            .flat_map(|v| v.repos.keys())
+            .filter(|rid| {
+                inner.claims.get(rid).is_some_and(|c| {
+                    c.iter()
+                        .all(|(_, n)| inner.tenants.get(n).is_some_and(|t| !t.active()))
+                })
+            })
+            .copied()
+            .collect()
+    }
+
     /// Whether a tenant holds a repository (`None`: no such tenant).
     pub fn holds(&self, name: &str, rid: &RepoId) -> Option<bool> {
         self.read()

@@ -138,12 +138,14 @@ pub(super) async fn info(
 }
 
 /// `{repos: {total}}`: the repositories this host lists (not the whole inventory, so page
-/// counts agree with `/repos?show=all`).
+/// counts agree with `/repos?show=all`). From the index's listing: O(1) on the node's hosts
+/// (plus the excluded set), O(the tenant's repositories) on a tenant's.
 pub(super) async fn stats(
     State(state): State<Arc<HttpState>>,
     Extension(scope): Extension<Scope>,
 ) -> Result<Response, WebError> {
-    let total = super::repos::listable(&state, &scope).await?.len();
+    let total =
+        super::repos::Listing::of(&state, &scope, seedd_core::index::ListOrder::Rid).len(&state);
     Ok(Json(Stats {
         repos: Total { total },
     })
@@ -191,7 +193,7 @@ pub(super) async fn inventory(
         visible_repos(&state, &scope)
             .await?
             .iter()
-            .map(|r| r.rid.to_string())
+            .map(ToString::to_string)
             .collect()
     } else {
         Vec::new()
@@ -207,9 +209,9 @@ pub(super) async fn policies(
     let out: Vec<PolicyEntry> = visible_repos(&state, &scope)
         .await?
         .iter()
-        .map(|r| PolicyEntry {
-            rid: r.rid.to_string(),
-            policy: seeding_policy(state.tenancy.policies.repo(&r.rid)),
+        .map(|rid| PolicyEntry {
+            rid: rid.to_string(),
+            policy: seeding_policy(state.tenancy.policies.repo(rid)),
         })
         .collect();
     Ok(Json(out).into_response())

@@ -1,6 +1,6 @@
 //! Repository listing and `RepoInfo` (http-api.md §1.3, §1.6), from the index only.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
 use axum::extract::{Path, Query, State};
@@ -13,9 +13,9 @@ use seedd_web_api::{
 use serde::Deserialize;
 
 use super::cobs::{counts, Counts};
-use super::{author, visible_repos, Paging, Scope, WebError, MAX_PER_PAGE};
+use super::{author, Paging, Scope, WebError, MAX_PER_PAGE};
 use crate::HttpState;
-use seedd_core::index::RepoRecord;
+use seedd_core::index::{ListOrder, RepoRecord};
 use seedd_core::storage::RefTarget;
 use seedd_proto::crypto::{NodeId, RepoId};
 
@@ -58,24 +58,83 @@ pub(super) struct ListQuery {
     per_page: Option<usize>,
 }
 
-/// Repositories this host lists: visible, with a project payload and a canonical head
-/// (anything else would fail the explorer's schema for the whole list), and in a fleet served
-/// by this shard (`Policies::served_here`).
-pub(super) async fn listable(
-    state: &Arc<HttpState>,
-    scope: &Scope,
-) -> Result<Vec<RepoRecord>, WebError> {
-    let policies = &state.tenancy.policies;
-    Ok(visible_repos(state, scope)
-        .await?
-        .into_iter()
-        .filter(|r| !r.name.is_empty() && r.head.is_some() && policies.served_here(&r.rid))
-        .collect())
+/// What this host lists, as (repository, seeds shown) rows: visible, with a project payload
+/// and a canonical head (anything else would fail the explorer's schema for the whole list),
+/// not denied, and in a fleet served by this shard (`Policies::served_here`). The index keeps
+/// that listing in order with the records, routing and policies ([`Index::listing_page`]).
+///
+/// [`Index::listing_page`]: seedd_core::index::Index::listing_page
+pub(super) enum Listing {
+    /// The node's hosts: the index's listing minus `excluded` (repositories held only by
+    /// suspended tenants; in a fleet, those this shard does not serve).
+    Node { excluded: HashSet<RepoId> },
+    /// A tenant's host: its repositories that are listed, in order (O(the tenant's)).
+    Tenant(Vec<(RepoId, usize)>),
 }
 
-/// How many seeds the routing table knows for a repository (at least us).
-fn seeding(state: &HttpState, r: &RepoRecord) -> usize {
-    state.index.seed_count(&r.rid).unwrap_or(0).max(1)
+impl Listing {
+    pub(super) fn of(state: &HttpState, scope: &Scope, order: ListOrder) -> Self {
+        let tenancy = &state.tenancy;
+        match scope {
+            Scope::Tenant(t) => {
+                let mine: Vec<RepoId> = tenancy
+                    .tenants
+                    .shown_repos(t)
+                    .into_iter()
+                    .filter(|rid| tenancy.policies.served_here(rid))
+                    .collect();
+                Self::Tenant(state.index.listed_of(&mine, order))
+            }
+            Scope::All => {
+                let mut excluded = tenancy.tenants.suspended_only();
+                if tenancy.policies.placement_version().is_some() {
+                    // A fleet: what this shard holds but does not serve (copies of moves).
+                    // A pass over the listing in memory; no record is read.
+                    excluded.extend(
+                        state
+                            .index
+                            .listing()
+                            .into_iter()
+                            .filter(|rid| !tenancy.policies.served_here(rid)),
+                    );
+                }
+                Self::Node { excluded }
+            }
+        }
+    }
+
+    /// Rows `skip..skip + take` in `order` (the order [`Listing::of`] was given for a tenant).
+    pub(super) fn page(
+        &self,
+        state: &HttpState,
+        order: ListOrder,
+        skip: usize,
+        take: usize,
+    ) -> Vec<(RepoId, usize)> {
+        match self {
+            Self::Node { excluded } => state.index.listing_page(order, skip, take, excluded).0,
+            Self::Tenant(rows) => rows.iter().skip(skip).take(take).copied().collect(),
+        }
+    }
+
+    /// How many repositories the listing holds.
+    pub(super) fn len(&self, state: &HttpState) -> usize {
+        match self {
+            Self::Node { excluded } => state.index.listing_page(ListOrder::Rid, 0, 0, excluded).1,
+            Self::Tenant(rows) => rows.len(),
+        }
+    }
+
+    /// Whether `rid` is in it.
+    fn contains(&self, state: &HttpState, rid: &RepoId) -> bool {
+        match self {
+            Self::Node { excluded } => {
+                !excluded.contains(rid)
+                    && !state.index.listed_of(&[*rid], ListOrder::Rid).is_empty()
+            }
+            Self::Tenant(rows) => rows.iter().any(|(r, _)| r == rid),
+        }
+    }
 }
 
 /// `RepoInfo` (zod `repoSchema`), with the repository's issue and patch counts.
@@ -139,38 +198,23 @@ fn aliases(state: &HttpState, scope: &Scope) -> HashMap<RepoId, String> {
         .unwrap_or_default()
 }
 
-async fn page(
+/// The `RepoInfo` of each row: its record, issue and patch counts, delegates' aliases and
+/// canonical refs. O(rows).
+async fn infos(
     state: &HttpState,
     scope: &Scope,
-    mut repos: Vec<RepoRecord>,
-    q: &ListQuery,
+    rows: Vec<(RepoId, usize)>,
 ) -> Result<Vec<RepoInfo>, WebError> {
-    if q.show == Show::Pinned {
-        // `[web] pinned` (or the tenant's), in its order, as far as this host lists them.
-        let pinned = (state.web.node_of)(scope.tenant()).web.pinned;
-        let mut by_rid: HashMap<RepoId, RepoRecord> = repos.drain(..).map(|r| (r.rid, r)).collect();
-        repos = pinned.iter().filter_map(|rid| by_rid.remove(rid)).collect();
-    }
-    let paging = Paging::new(q.page, q.per_page);
-    let (skip, take) = paging.window(10, MAX_PER_PAGE);
     let aliases = aliases(state, scope);
-    let mut seeded: Vec<(RepoRecord, usize)> = repos
-        .drain(..)
-        .map(|r| {
-            let s = seeding(state, &r);
-            (r, s)
-        })
-        .collect();
-    if q.sort == Sort::Seeding && q.show == Show::All {
-        // Most seeded first, then RID (stable sort keeps the index's RID order).
-        seeded.sort_by_key(|a| std::cmp::Reverse(a.1));
-    }
     let mut out = Vec::new();
     let mut refs = Vec::new();
-    for (r, s) in seeded.iter().skip(skip).take(take) {
-        let counts = counts(state, r).await?;
-        if let Some(mut info) = repo_info(r, *s, aliases.get(&r.rid), &counts) {
-            info.delegates = named_delegates(state, r);
+    for (rid, seeds) in rows {
+        let Some(r) = state.index.repo(&rid).map_err(WebError::index)? else {
+            continue;
+        };
+        let counts = counts(state, &r).await?;
+        if let Some(mut info) = repo_info(&r, seeds, aliases.get(&r.rid), &counts) {
+            info.delegates = named_delegates(state, &r);
             out.push(info);
             refs.push((r.rid, top_level_refs(state, &r.rid)?));
         }
@@ -189,14 +233,41 @@ async fn page(
     Ok(out)
 }
 
-/// `GET /api/v1/repos?show&sort&page&perPage`.
+/// The listing's order for a query (`sort=seeding` with `show=all`; RID order otherwise,
+/// as httpd without its search backend).
+fn order(q: &ListQuery) -> ListOrder {
+    if q.sort == Sort::Seeding && q.show == Show::All {
+        ListOrder::Seeding
+    } else {
+        ListOrder::Rid
+    }
+}
+
+/// `GET /api/v1/repos?show&sort&page&perPage`: a page of the listing, or of `[web] pinned` (or
+/// the tenant's) in its order as far as this host lists them. Costs the page (and the pinned
+/// list), never the repositories before it.
 pub(super) async fn list(
     State(state): State<Arc<HttpState>>,
     Extension(scope): Extension<Scope>,
     Query(q): Query<ListQuery>,
 ) -> Result<Response, WebError> {
-    let repos = listable(&state, &scope).await?;
-    Ok(Json(page(&state, &scope, repos, &q).await?).into_response())
+    let (skip, take) = Paging::new(q.page, q.per_page).window(10, MAX_PER_PAGE);
+    let order = order(&q);
+    let listing = Listing::of(&state, &scope, order);
+    let rows = if q.show == Show::Pinned {
+        let pinned = (state.web.node_of)(scope.tenant()).web.pinned;
+        let mut seen = HashSet::new();
+        pinned
+            .iter()
+            .filter(|rid| seen.insert(**rid) && listing.contains(&state, rid))
+            .skip(skip)
+            .take(take)
+            .map(|rid| (*rid, state.index.shown_seeds(rid)))
+            .collect()
+    } else {
+        listing.page(&state, order, skip, take)
+    };
+    Ok(Json(infos(&state, &scope, rows).await?).into_response())
 }
 
 /// `GET /api/v1/repos/{rid}`.
@@ -208,9 +279,10 @@ pub(super) async fn one(
     let r = super::repo(&state, &scope, &rid)?;
     let alias = aliases(&state, &scope).remove(&r.rid);
     let counts = counts(&state, &r).await?;
-    let mut info = repo_info(&r, seeding(&state, &r), alias.as_ref(), &counts).ok_or(
-        WebError::NotFound("repository has no project or no default branch"),
-    )?;
+    let seeds = state.index.shown_seeds(&r.rid);
+    let mut info = repo_info(&r, seeds, alias.as_ref(), &counts).ok_or(WebError::NotFound(
+        "repository has no project or no default branch",
+    ))?;
     info.delegates = named_delegates(&state, &r);
     let refs = top_level_refs(&state, &r.rid)?;
     let storage = state.storage.clone();
@@ -280,12 +352,40 @@ pub(super) async fn delegate_repos(
     let nid = NodeId::from_did(&did)
         .or_else(|_| did.parse())
         .map_err(|_| WebError::BadRequest("invalid delegate: expected did:key:z6Mk…".into()))?;
-    let repos = listable(&state, &scope)
-        .await?
-        .into_iter()
-        .filter(|r| r.delegates.contains(&nid))
-        .collect();
-    Ok(Json(page(&state, &scope, repos, &q).await?).into_response())
+    // The delegate's repositories from the index's census, then the listing's rules: O(the
+    // delegate's repositories), not O(the node's).
+    let (skip, take) = Paging::new(q.page, q.per_page).window(10, MAX_PER_PAGE);
+    let order = order(&q);
+    let theirs = state.index.delegated_by(&nid);
+    let rows: Vec<(RepoId, usize)> = match Listing::of(&state, &scope, ListOrder::Rid) {
+        Listing::Tenant(mine) => {
+            let mine: HashSet<RepoId> = mine.into_iter().map(|(r, _)| r).collect();
+            let theirs: Vec<RepoId> = theirs.into_iter().filter(|r| mine.contains(r)).collect();
+            state.index.listed_of(&theirs, order)
+        }
+        Listing::Node { excluded } => {
+            let theirs: Vec<RepoId> = theirs
+                .into_iter()
+                .filter(|r| !excluded.contains(r))
+                .collect();
+            state.index.listed_of(&theirs, order)
+        }
+    };
+    let rows: Vec<(RepoId, usize)> = if q.show == Show::Pinned {
+        // The pinned ones among them, in the pinned order.
+        let pinned = (state.web.node_of)(scope.tenant()).web.pinned;
+        let seeds: HashMap<RepoId, usize> = rows.into_iter().collect();
+        let mut seen = HashSet::new();
+        pinned
+            .iter()
+            .filter(|rid| seen.insert(**rid))
+            .filter_map(|rid| seeds.get(rid).map(|s| (*rid, *s)))
+            .collect()
+    } else {
+        rows
+    };
+    let rows = rows.into_iter().skip(skip).take(take).collect();
+    Ok(Json(infos(&state, &scope, rows).await?).into_response())
 }
 
 /// `q` of `/repos/search` is cut to this many characters (httpd's limit).
@@ -308,9 +408,9 @@ pub(super) const MAX_SEARCH_RANKED: usize = 1_000;
 /// name, as httpd's storage walk does; names starting with `q` first, then most seeded, then
 /// RID. `SearchResult` carries the raw project payload (no `data`/`meta`) and `seeds`.
 ///
-/// Served from the index's in-memory census of names (one pass over the distinct names, no
-/// record read); only candidates this host shows are read, at most [`MAX_SEARCH_RANKED`], on
-/// the blocking pool under a heavy permit.
+/// Served from the index's in-memory census of names (trigram postings for a query of 3 bytes
+/// or more, no record read); only candidates this host shows are read, at most
+/// [`MAX_SEARCH_RANKED`], on the blocking pool under a heavy permit.
 pub(super) async fn search(
     State(state): State<Arc<HttpState>>,
     Extension(scope): Extension<Scope>,
@@ -337,7 +437,7 @@ pub(super) async fn search(
             {
                 continue;
             }
-            hits.push((!prefix, seeding(&st, &r), r));
+            hits.push((!prefix, st.index.shown_seeds(&r.rid), r));
         }
         Ok(hits)
     })
