@@ -12,11 +12,19 @@ use seedd_proto::crypto::RepoId;
 /// A request counts half after this long.
 pub const HALF_LIFE_SECS: u64 = 7 * 24 * 3600;
 
+/// Scores below this are forgotten (one request, about 10 half-lives ago): the map holds the
+/// repositories asked for in the last months, not every one ever asked for (purged ones too).
+const FORGET_BELOW: f64 = 1.0 / 1024.0;
+/// Every this many records, the scores that decayed below [`FORGET_BELOW`] are dropped
+/// (amortised: one pass over the map per this many requests).
+const SWEEP_EVERY: u64 = 4096;
+
 /// Decayed request counts per repository. Shared by every identity and transport.
 #[derive(Default)]
 pub struct Demand {
     /// Score at the time of its last update, and that time (Unix seconds).
     scores: Mutex<HashMap<RepoId, (f64, u64)>>,
+    records: std::sync::atomic::AtomicU64,
 }
 
 fn decayed(score: f64, from: u64, to: u64) -> f64 {
@@ -45,6 +53,21 @@ impl Demand {
         let mut scores = self.lock();
         let entry = scores.entry(rid).or_insert((0.0, now));
         *entry = (decayed(entry.0, entry.1, now) + 1.0, now.max(entry.1));
+        let n = self
+            .records
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        if n % SWEEP_EVERY == SWEEP_EVERY - 1 {
+            scores.retain(|_, (score, at)| decayed(*score, *at, now) >= FORGET_BELOW);
+        }
+    }
+
+    /// How many repositories have a score.
+    pub fn len(&self) -> usize {
+        self.lock().len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
     }
 
     /// The decayed request count of each of `rids` at `now` (0 for one never asked for).
@@ -89,5 +112,22 @@ mod tests {
         assert!(d.scores_at(&[a], t + HALF_LIFE_SECS)[0] <= 4.0 + 1e-9);
         d.retain(|r| *r != a);
         assert_eq!(d.scores_at(&[a], t), vec![0.0]);
+    }
+
+    #[test]
+    fn scores_that_decayed_away_are_forgotten() {
+        let d = Demand::default();
+        let t = 1_000_000;
+        for n in 0..100u8 {
+            d.record_at(RepoId::from_oid_bytes([n; 20]), t);
+        }
+        let hot = RepoId::from_oid_bytes([200; 20]);
+        let later = t + 11 * HALF_LIFE_SECS;
+        // Requests for one repository only, long after: the sweep drops the others.
+        for _ in 0..SWEEP_EVERY {
+            d.record_at(hot, later);
+        }
+        assert_eq!(d.len(), 1);
+        assert!(d.scores_at(&[hot], later)[0] > 1000.0);
     }
 }

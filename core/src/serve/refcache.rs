@@ -6,7 +6,8 @@
 //! refs costs milliseconds where handing out shared bytes costs nothing.
 //!
 //! A change is announced with [`RefCache::invalidate`] by whoever writes refs (replication's
-//! after-fetch step, purge). A build that raced an invalidation is not kept (generations), and
+//! after-fetch step, purge). A build that raced an invalidation is not kept (counted per
+//! repository while reads of it are in flight, so nothing is kept per repository after), and
 //! no snapshot is older than `max_age`, as a guard against writers that do not announce.
 //!
 //! A miss asks the [`RefSource`] first (the daemon's is the index, which keeps every ref with
@@ -63,8 +64,10 @@ const RENDERED_PER_SNAPSHOT: usize = 8;
 #[derive(Default)]
 struct Inner {
     slots: HashMap<RepoId, Slot>,
-    /// Bumped by every invalidation of a repository.
-    generations: HashMap<RepoId, u64>,
+    /// Repositories being read for a miss: how many reads, and how many invalidations came
+    /// since the first began (a read that saw one keeps nothing). Entries leave with their
+    /// last read, so the map is as large as the reads in flight, not as storage.
+    reading: HashMap<RepoId, (usize, u64)>,
     /// Bumped by [`RefCache::clear`].
     epoch: u64,
     bytes: usize,
@@ -122,34 +125,40 @@ impl RefCache {
             let mut inner = self.lock();
             inner.clock += 1;
             let now = inner.clock;
-            let generation = (
-                inner.epoch,
-                inner.generations.get(&rid).copied().unwrap_or(0),
-            );
             if let Some(slot) = inner.slots.get_mut(&rid) {
                 if slot.built.elapsed() <= self.max_age {
                     slot.last_used = now;
                     return Ok((slot.snap.clone(), Lookup::Hit));
                 }
             }
-            generation
+            let epoch = inner.epoch;
+            let reading = inner.reading.entry(rid).or_insert((0, 0));
+            reading.0 += 1;
+            (epoch, reading.1)
         };
-        let snap = Arc::new(match self.source.as_ref().and_then(|s| s.snapshot(&rid)) {
-            Some(snap) => snap,
-            None => {
-                let repo = gix::open_opts(path, gix::open::Options::isolated())
-                    .map_err(|e| AdvertError::Refs(Box::new(e)))?;
-                Snapshot::read(&repo)?
-            }
-        });
-        let bytes = snap.heap_bytes();
+        let read = match self.source.as_ref().and_then(|s| s.snapshot(&rid)) {
+            Some(snap) => Ok(snap),
+            None => gix::open_opts(path, gix::open::Options::isolated())
+                .map_err(|e| AdvertError::Refs(Box::new(e)))
+                .and_then(|repo| Snapshot::read(&repo)),
+        };
         let mut inner = self.lock();
+        let epoch = inner.epoch;
+        let now_generation = match inner.reading.get_mut(&rid) {
+            Some(reading) => {
+                reading.0 -= 1;
+                let current = (epoch, reading.1);
+                if reading.0 == 0 {
+                    inner.reading.remove(&rid);
+                }
+                current
+            }
+            None => (epoch, u64::MAX),
+        };
+        let snap = Arc::new(read?);
+        let bytes = snap.heap_bytes();
         // Invalidated while we read: serve what we read once, keep nothing.
-        if (
-            inner.epoch,
-            inner.generations.get(&rid).copied().unwrap_or(0),
-        ) != generation
-        {
+        if now_generation != generation {
             return Ok((snap, Lookup::Miss));
         }
         if bytes <= self.budget {
@@ -224,7 +233,9 @@ impl RefCache {
     /// `rid`'s refs changed (or it is gone): the next lookup reads them again.
     pub fn invalidate(&self, rid: &RepoId) {
         let mut inner = self.lock();
-        *inner.generations.entry(*rid).or_insert(0) += 1;
+        if let Some(reading) = inner.reading.get_mut(rid) {
+            reading.1 += 1;
+        }
         if let Some(old) = inner.slots.remove(rid) {
             inner.bytes -= old.bytes;
         }
@@ -439,5 +450,51 @@ mod tests {
         assert!(cache.get(rid(3), &missing).is_err());
         let asked = source.asked.load(std::sync::atomic::Ordering::Relaxed);
         assert_eq!(asked, 3, "once per miss");
+    }
+
+    /// A source that invalidates the repository while it is being read (a fetch landing).
+    struct Racing {
+        cache: std::sync::OnceLock<std::sync::Weak<RefCache>>,
+        snap: Snapshot,
+    }
+
+    impl RefSource for Racing {
+        fn snapshot(&self, rid: &RepoId) -> Option<Snapshot> {
+            if let Some(cache) = self.cache.get().and_then(std::sync::Weak::upgrade) {
+                cache.invalidate(rid);
+            }
+            Some(self.snap.clone())
+        }
+    }
+
+    /// A read that raced an invalidation is served once and not kept; what the cache tracks
+    /// for it leaves with the read (also a failed one): invalidations of repositories nobody
+    /// reads leave nothing behind (issue 30 §3: per-repository maps are pruned).
+    #[test]
+    fn a_read_that_raced_an_invalidation_keeps_nothing() {
+        let dir = tempfile::tempdir().unwrap();
+        let a = repo(dir.path(), "a");
+        set_ref(&a, "refs/x/one");
+        let snap =
+            Snapshot::read(&gix::open_opts(&a, gix::open::Options::isolated()).unwrap()).unwrap();
+        let source = Arc::new(Racing {
+            cache: std::sync::OnceLock::new(),
+            snap,
+        });
+        let cache =
+            Arc::new(RefCache::new(DEFAULT_BUDGET, DEFAULT_MAX_AGE).with_source(source.clone()));
+        source.cache.set(Arc::downgrade(&cache)).unwrap();
+        let (served, lookup) = cache.get(rid(1), &a).unwrap();
+        assert_eq!((served.len(), lookup), (1, Lookup::Miss));
+        assert_eq!(cache.bytes(), 0, "raced: not kept");
+        assert_eq!(cache.get(rid(1), &a).unwrap().1, Lookup::Miss);
+        for n in 0..100 {
+            cache.invalidate(&rid(n));
+        }
+        assert!(cache.lock().reading.is_empty());
+        // A failed read leaves nothing either.
+        let plain = RefCache::new(DEFAULT_BUDGET, DEFAULT_MAX_AGE);
+        assert!(plain.get(rid(2), &dir.path().join("missing")).is_err());
+        assert!(plain.lock().reading.is_empty());
     }
 }
