@@ -6,6 +6,12 @@
 //! pings the target itself after [`KEEPALIVE`] of silence. Gossip is sent through each
 //! session's command channel ([`gossip`], [`gossip_rounds`]); [`wait_settled`] waits until the
 //! target has worked it off.
+//!
+//! [`ramp_with`] varies the start ([`SessionOptions`]): sessions that do not announce
+//! themselves (so that N sessions do not make a relaying target send N² node announcements
+//! before the measurement), and "watcher" sessions that subscribe to some repositories. A
+//! watcher that receives a refs announcement carrying a [`probe`] records its relay latency in
+//! [`Shared::relay_latencies_us`].
 
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -50,6 +56,62 @@ pub struct Shared {
     pub closing: AtomicBool,
     /// Sessions the target closed, or that failed, after their handshake.
     pub disconnects: Mutex<Vec<String>>,
+    /// Relay latencies (µs) of [`probe`] announcements, as the watchers received them.
+    pub relay_latencies_us: Mutex<Vec<u64>>,
+}
+
+/// How [`ramp_with`] starts its sessions.
+#[derive(Debug, Clone)]
+pub struct SessionOptions {
+    /// Send a NodeAnnouncement (SEED) after the handshake ([`ramp`]: yes).
+    pub announce: bool,
+    /// The first `watchers` sessions subscribe to `watch` (the others: empty filter).
+    pub watchers: usize,
+    pub watch: Vec<RepoId>,
+}
+
+impl Default for SessionOptions {
+    fn default() -> Self {
+        Self {
+            announce: true,
+            watchers: 0,
+            watch: Vec::new(),
+        }
+    }
+}
+
+/// The first 8 bytes of a probe's `RefsAt.at`; the next 8 are its send time (µs since the
+/// Unix epoch, big-endian).
+const PROBE_MAGIC: &[u8; 8] = b"SEEDDLAT";
+
+/// The `at` of a refs announcement whose relay latency watchers record: stamped now.
+pub fn probe() -> Oid {
+    let mut at = [0u8; 20];
+    at[..8].copy_from_slice(PROBE_MAGIC);
+    at[8..16].copy_from_slice(&now_us().to_be_bytes());
+    Oid(at)
+}
+
+/// Microseconds since the Unix epoch.
+pub fn now_us() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_micros() as u64)
+}
+
+/// The send time of a probe announcement, if `ann` is one.
+fn probe_sent_us(message: &Message) -> Option<u64> {
+    let Message::Announcement(ann) = message else {
+        return None;
+    };
+    let AnnouncementMessage::Refs(refs) = &ann.message else {
+        return None;
+    };
+    let at = refs.refs.first()?.at.0;
+    if &at[..8] != PROBE_MAGIC {
+        return None;
+    }
+    Some(u64::from_be_bytes(at[8..16].try_into().ok()?))
 }
 
 /// What [`ramp`] returns: the established sessions' (index, command sender), handshake
@@ -72,6 +134,26 @@ pub async fn ramp(
     keys: &[Keypair],
     shared: &Arc<Shared>,
 ) -> Ramp {
+    ramp_with(
+        nid,
+        addr,
+        inflight,
+        keys,
+        shared,
+        &SessionOptions::default(),
+    )
+    .await
+}
+
+/// [`ramp`] with [`SessionOptions`].
+pub async fn ramp_with(
+    nid: NodeId,
+    addr: SocketAddr,
+    inflight: usize,
+    keys: &[Keypair],
+    shared: &Arc<Shared>,
+    options: &SessionOptions,
+) -> Ramp {
     let sem = Arc::new(Semaphore::new(inflight));
     let (ready_tx, mut ready_rx) = mpsc::unbounded_channel();
     let mut pending = Vec::with_capacity(keys.len());
@@ -79,6 +161,11 @@ pub async fn ramp(
     for (i, key) in keys.iter().enumerate() {
         let (tx, rx) = mpsc::channel::<Vec<u8>>(4);
         pending.push(Some(tx));
+        let filter = if i < options.watchers {
+            Filter::new(options.watch.iter())
+        } else {
+            Filter::empty()
+        };
         tasks.push(tokio::spawn(session(
             i,
             key.clone(),
@@ -88,6 +175,7 @@ pub async fn ramp(
             shared.clone(),
             ready_tx.clone(),
             rx,
+            (options.announce, filter),
         )));
     }
     drop(ready_tx);
@@ -239,6 +327,7 @@ async fn session(
     shared: Arc<Shared>,
     ready: mpsc::UnboundedSender<(usize, Result<f64, String>)>,
     mut cmds: mpsc::Receiver<Vec<u8>>,
+    (announce, filter): (bool, Filter),
 ) {
     let permit = sem.acquire_owned().await;
     let t = Instant::now();
@@ -274,11 +363,12 @@ async fn session(
     .sign(&key)
     .unwrap();
     let subscribe = Subscribe {
-        filter: Filter::empty(),
+        filter,
         since: now,
         until: TIMESTAMP_MAX,
     };
-    for m in [Message::Announcement(node), Message::Subscribe(subscribe)] {
+    let first = announce.then_some(Message::Announcement(node));
+    for m in first.into_iter().chain([Message::Subscribe(subscribe)]) {
         Frame::gossip(Link::Outbound, m)
             .encode_into(&mut out)
             .unwrap();
@@ -400,6 +490,12 @@ fn respond(frame: &Frame, shared: &Shared, reply: &mut Vec<u8>) {
             Frame::control(Link::Outbound, Control::Close { stream: *stream })
                 .encode_into(reply)
                 .unwrap();
+        }
+        Frame::Gossip { message, .. } => {
+            if let Some(sent) = probe_sent_us(message) {
+                let latency = now_us().saturating_sub(sent);
+                shared.relay_latencies_us.lock().unwrap().push(latency);
+            }
         }
         _ => {}
     }

@@ -41,6 +41,7 @@ run wire wire
 run ratelimit ratelimit
 run index index
 run gossip_flood gossip_flood
+run gossip_scale gossip_scale
 run clone clone
 run hostile hostile
 run web web
