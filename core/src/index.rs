@@ -515,6 +515,16 @@ impl Index {
             .unwrap_or_default()
     }
 
+    /// Every indexed repository with who may see it: `None` for a public one, else its
+    /// delegates and allow list. From memory, no record decoded (the gossip layer's
+    /// visibility maps at start, rescans and policy or tenant changes).
+    pub fn for_each_visibility(&self, mut f: impl FnMut(RepoId, Option<(&[NodeId], &[NodeId])>)) {
+        let census = self.census();
+        for (rid, e) in &census.repos {
+            f(*rid, e.allow.as_deref().map(|allow| (&*e.delegates, allow)));
+        }
+    }
+
     /// The public indexed repositories in RID order, from memory.
     pub fn public_repos(&self) -> Vec<RepoId> {
         let mut out: Vec<RepoId> = self

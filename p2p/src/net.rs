@@ -146,14 +146,20 @@ impl NetConfig {
 
 /// The gossip visibility of every indexed repository: public, or private to its delegates
 /// and allow list (what `net::stream` checks before serving it).
-/// Read from the index one record at a time (none is kept).
+/// From the index's in-memory census (no record decoded: issue 30 §3).
 pub(crate) fn visibility_map(
     index: &Index,
 ) -> Result<VisibilityMap, seedd_core::index::IndexError> {
     let mut map = VisibilityMap::with_capacity(index.repo_count()?);
-    index.for_each_repo(|r| {
-        map.insert(r.rid, visibility_of(&r));
-    })?;
+    index.for_each_visibility(|rid, private| {
+        let v = match private {
+            None => gossip::Visibility::Public,
+            Some((delegates, allow)) => gossip::Visibility::Private {
+                allowed: delegates.iter().chain(allow).copied().collect(),
+            },
+        };
+        map.insert(rid, v);
+    });
     Ok(map)
 }
 

@@ -44,6 +44,8 @@ pub(super) struct CensusEntry {
     /// Routing entries of the repository (the nodes known to seed it).
     pub(super) seeds: u32,
     pub(super) delegates: Box<[NodeId]>,
+    /// A private repository's allow list (`None`: public).
+    pub(super) allow: Option<Box<[NodeId]>>,
 }
 
 impl CensusEntry {
@@ -153,6 +155,12 @@ impl Census {
             name,
             seeds,
             delegates: record.delegates.clone().into_boxed_slice(),
+            allow: match &record.visibility {
+                crate::storage::Visibility::Public => None,
+                crate::storage::Visibility::Private { allow } => {
+                    Some(allow.clone().into_boxed_slice())
+                }
+            },
         };
         if self.repos.insert(rid, entry).is_some_and(|old| old.public) {
             self.public -= 1;

@@ -68,6 +68,38 @@ fn visibility_map_lets_delegates_and_the_allow_list_see_private_repos() {
     assert!(private.is_visible_to(&nid(1)), "delegate");
     assert!(private.is_visible_to(&nid(2)), "allow list");
     assert!(!private.is_visible_to(&nid(3)));
+    // From the census: it follows each write and is rebuilt at open from the records.
+    index
+        .put_repo(
+            &record(2, seedd_core::storage::Visibility::Public),
+            &[],
+            &[],
+        )
+        .unwrap();
+    let map = visibility_map(&index).unwrap();
+    assert_eq!(
+        map[&RepoId::from_oid_bytes([2; 20])],
+        gossip::Visibility::Public
+    );
+    index
+        .put_repo(
+            &record(
+                3,
+                seedd_core::storage::Visibility::Private {
+                    allow: vec![nid(4)],
+                },
+            ),
+            &[],
+            &[],
+        )
+        .unwrap();
+    drop(index);
+    let index = Index::open(dir.path()).unwrap();
+    let map = visibility_map(&index).unwrap();
+    assert_eq!(map.len(), 3);
+    let private = &map[&RepoId::from_oid_bytes([3; 20])];
+    assert!(private.is_visible_to(&nid(4)) && private.is_visible_to(&nid(1)));
+    assert!(!private.is_visible_to(&nid(2)));
 }
 
 #[test]
