@@ -364,7 +364,7 @@ async fn run_round(
     }
     intro[0].1.send(bytes).await.unwrap();
     let book_deadline = Instant::now() + Duration::from_secs(30);
-    while (metric("seedd_p2p_address_book", &[]) as usize) < authors.len() + 1
+    while (metric("seedd_p2p_address_book_nodes", &[]) as usize) < authors.len() + 1
         && Instant::now() < book_deadline
     {
         tokio::time::sleep(Duration::from_millis(200)).await;

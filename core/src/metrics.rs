@@ -387,6 +387,7 @@ pub struct P2pMetrics {
     pub bans: IntCounter,
     pub banned_ips: IntGauge,
     pub relayed: IntCounterVec,
+    pub signatures_verified: IntCounter,
     pub git_serves: IntCounterVec,
     pub git_serves_in_flight: IntGauge,
     pub git_requests: IntCounterVec,
@@ -423,6 +424,9 @@ impl P2pMetrics {
         registry.register(Box::new(sessions.clone()))?;
         let inventory = IntGaugeVec::new(opts("seedd_p2p_inventory_repos"), &["state"])?;
         registry.register(Box::new(inventory.clone()))?;
+        let signatures_verified =
+            IntCounter::with_opts(opts("seedd_p2p_signatures_verified_total"))?;
+        registry.register(Box::new(signatures_verified.clone()))?;
         let bans = IntCounter::with_opts(opts("seedd_p2p_bans_total"))?;
         registry.register(Box::new(bans.clone()))?;
         let git_served_bytes = IntCounter::with_opts(opts("seedd_p2p_git_served_bytes_total"))?;
@@ -457,6 +461,7 @@ impl P2pMetrics {
             bans,
             banned_ips: gauge("seedd_p2p_banned_ips")?,
             relayed: counter("seedd_p2p_relayed_total", &["type"])?,
+            signatures_verified,
             git_serves: counter("seedd_p2p_git_serves_total", &["result"])?,
             git_serves_in_flight: gauge("seedd_p2p_git_serves_in_flight")?,
             git_requests: counter("seedd_p2p_git_requests_total", &["answer"])?,

@@ -267,6 +267,10 @@ pub(crate) struct Core {
     pub sessions: HashMap<SessionId, SessionHandle>,
     pub guard: Guard,
     pub inbound_handshaking: usize,
+    /// Announcements being verified outside the lock, by author and signature: an identical
+    /// copy from another session meanwhile is stale once the first is stored (or invalid like
+    /// it), so it is dropped without a verification of its own.
+    pub verifying: HashMap<(NodeId, [u8; 64]), seedd_proto::wire::Announcement>,
 }
 
 pub(crate) struct Shared {
@@ -400,6 +404,7 @@ impl Net {
                 sessions: HashMap::new(),
                 guard,
                 inbound_handshaking: 0,
+                verifying: HashMap::new(),
             }),
             index: index.clone(),
             counters: counters::GossipCounters::new(&metrics.p2p),

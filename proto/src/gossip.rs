@@ -856,16 +856,27 @@ impl Service {
     /// announcements only to peers whose subscription contains the repository, only if we
     /// hold it and, for a private one, only to its delegates and allow list.
     fn relay(&mut self, ann: Announcement, skip: HashSet<SessionId>, now: u64) {
+        // Refs of a repository we do not hold reach nobody (`may_receive`): no session is
+        // looked at. Otherwise the repository is hashed once for every session's filter.
+        let probe = match &ann.message {
+            AnnouncementMessage::Refs(refs) => {
+                if self.visibility.get(&refs.rid).is_none() {
+                    return;
+                }
+                Some(crate::wire::filter::Probe::new(&refs.rid))
+            }
+            _ => None,
+        };
         let to: Vec<SessionId> = self
             .sessions
             .values()
             .filter(|s| s.nid != ann.node && !skip.contains(&s.id))
-            .filter(|s| match &ann.message {
-                AnnouncementMessage::Refs(refs) => s
+            .filter(|s| match &probe {
+                Some(probe) => s
                     .subscription
                     .as_ref()
-                    .is_some_and(|sub| sub.filter.contains(&refs.rid)),
-                _ => true,
+                    .is_some_and(|sub| sub.filter.contains_probe(probe)),
+                None => true,
             })
             .filter(|s| may_receive(&self.visibility, &ann, &s.nid))
             .map(|s| s.id)

@@ -1413,16 +1413,32 @@ fn one_read_of_gossip_is_verified_outside_the_lock_in_order() {
         let (_, closed) = read_until(r, Duration::from_millis(300), |_| false);
         assert!(!closed, "a relaying peer was dropped");
     }
+    // A new inventory written by the four relays at once: one signature verification, the
+    // other copies dropped as stale (identical to the one being verified, or stored by then).
+    let verified = |seed: &Seed| seed.metric("seedd_p2p_signatures_verified_total", &[]);
+    let (v0, before) = (verified(&seed), stale(&seed));
+    let fresh = Message::Announcement(inventory(t + 1));
+    for r in &mut relays {
+        one_write(r, vec![fresh.clone()]);
+    }
+    wait_for("three more stale copies", Duration::from_secs(10), || {
+        (stale(&seed) >= before + 3.0).then_some(())
+    });
+    assert_eq!(
+        verified(&seed) - v0,
+        1.0,
+        "one verification for four copies"
+    );
     // A newer inventory, then a broken one, in one write: the first is stored, the peer is
     // closed and penalised for the second.
     let newer = RepoId::from_oid_bytes([0x34; 20]);
     let good = AnnouncementMessage::Inventory(InventoryAnnouncement {
         inventory: vec![rid, newer],
-        timestamp: t + 1,
+        timestamp: t + 2,
     })
     .sign(&author)
     .unwrap();
-    let mut broken = inventory(t + 2);
+    let mut broken = inventory(t + 3);
     broken.signature[3] ^= 1;
     one_write(
         &mut s,

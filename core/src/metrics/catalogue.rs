@@ -312,6 +312,12 @@ pub const CATALOGUE: &[MetricDoc] = &[
         help: "IP addresses currently banned.",
     },
     MetricDoc {
+        name: "seedd_p2p_signatures_verified_total",
+        kind: "counter",
+        labels: &[],
+        help: "Announcement signatures verified (stale copies, own and unknown-author announcements and identical copies already being verified are dropped without one).",
+    },
+    MetricDoc {
         name: "seedd_p2p_relayed_total",
         kind: "counter",
         labels: &["type"],

@@ -20,7 +20,8 @@ use super::guard::Offence;
 use super::input::{self, InputTx, SESSION_INPUT_BYTES, STREAM_INPUT_BYTES};
 use super::stream::{self, StreamCtx, GIT_OUTBOX_BYTES};
 use super::{
-    link_label, now_ms, Outgoing, OutgoingStream, SessionCmd, SessionHandle, Shared, OUTBOX_FRAMES,
+    link_label, now_ms, Core, Outgoing, OutgoingStream, SessionCmd, SessionHandle, Shared,
+    OUTBOX_FRAMES,
 };
 
 /// A session that lasted this long resets the dialer's backoff.
@@ -521,6 +522,11 @@ async fn on_gossip(
     // batch (a peer sends its NodeAnnouncement and Inventory together on connect) are
     // verified too, and checked again after the node announcement is stored.
     let mut announcing = std::collections::HashSet::new();
+    // What this batch put in `Core::verifying` (taken out again however the batch ends).
+    let mut registered = Verifying {
+        shared: shared.clone(),
+        keys: Vec::new(),
+    };
     {
         let now = now_ms();
         let mut core = shared.lock();
@@ -540,18 +546,36 @@ async fn on_gossip(
                 continue;
             }
             match message {
-                seedd_proto::wire::Message::Announcement(ann) => match core.service.screen(&ann) {
-                    Ok(()) => {
-                        if matches!(ann.message, seedd_proto::wire::AnnouncementMessage::Node(_)) {
-                            announcing.insert(ann.node);
+                seedd_proto::wire::Message::Announcement(ann) => {
+                    let verdict = match core.service.screen(&ann) {
+                        Err(gossip::Dropped::UnknownAuthor) if announcing.contains(&ann.node) => {
+                            Ok(())
                         }
-                        wanted.push(ann);
+                        v => v,
+                    };
+                    if let Err(reason) = verdict {
+                        core.service.dropped_unverified(id, reason, now);
+                        continue;
                     }
-                    Err(gossip::Dropped::UnknownAuthor) if announcing.contains(&ann.node) => {
-                        wanted.push(ann);
+                    // An identical copy another session is verifying: its outcome is ours.
+                    let key = (ann.node, ann.signature);
+                    match core.verifying.get(&key) {
+                        Some(other) if *other == ann => {
+                            core.service
+                                .dropped_unverified(id, gossip::Dropped::Stale, now);
+                            continue;
+                        }
+                        Some(_) => {}
+                        None => {
+                            core.verifying.insert(key, ann.clone());
+                            registered.keys.push(key);
+                        }
                     }
-                    Err(reason) => core.service.dropped_unverified(id, reason, now),
-                },
+                    if matches!(ann.message, seedd_proto::wire::AnnouncementMessage::Node(_)) {
+                        announcing.insert(ann.node);
+                    }
+                    wanted.push(ann);
+                }
                 other => core.service.received(id, other, now),
             }
         }
@@ -566,6 +590,11 @@ async fn on_gossip(
             .map(gossip::Verified::check)
             .collect::<Vec<_>>()
     };
+    shared
+        .metrics
+        .p2p
+        .signatures_verified
+        .inc_by(wanted.len() as u64);
     let checked = if wanted.len() <= VERIFY_INLINE {
         verify(wanted)
     } else {
@@ -577,6 +606,7 @@ async fn on_gossip(
     };
     let now = now_ms();
     let mut core = shared.lock();
+    registered.release(&mut core);
     for verified in checked {
         match verified {
             Some(v) => core.service.received_verified(id, v, now),
@@ -589,6 +619,30 @@ async fn on_gossip(
     }
     let outputs = core.service.take_outputs();
     shared.dispatch(&mut core, outputs);
+}
+
+/// The keys a batch registered in [`Core::verifying`]: released under the core lock once the
+/// batch is acted on, or, if the batch never gets there (its task dropped), when this drops.
+struct Verifying {
+    shared: Arc<Shared>,
+    keys: Vec<(NodeId, [u8; 64])>,
+}
+
+impl Verifying {
+    fn release(&mut self, core: &mut Core) {
+        for key in self.keys.drain(..) {
+            core.verifying.remove(&key);
+        }
+    }
+}
+
+impl Drop for Verifying {
+    fn drop(&mut self) {
+        if !self.keys.is_empty() {
+            let shared = self.shared.clone();
+            self.release(&mut shared.lock());
+        }
+    }
 }
 
 /// A registered stream.

@@ -78,7 +78,21 @@ pub fn sip_hashes(rid: &RepoId) -> (u64, u64) {
 
 /// The bit indices `rid` sets in a filter of `nbits` bits (`nbits > 0`).
 pub fn bit_indices(rid: &RepoId, nbits: u64) -> [u64; FILTER_HASHES as usize] {
-    let (h1, h2) = sip_hashes(rid);
+    indices_of(sip_hashes(rid), nbits)
+}
+
+/// A repository id hashed once, to test against many filters ([`Filter::contains_probe`]): a
+/// relay checks one repository against every session's subscription.
+#[derive(Debug, Clone, Copy)]
+pub struct Probe((u64, u64));
+
+impl Probe {
+    pub fn new(rid: &RepoId) -> Self {
+        Self(sip_hashes(rid))
+    }
+}
+
+fn indices_of((h1, h2): (u64, u64), nbits: u64) -> [u64; FILTER_HASHES as usize] {
     let mut out = [0u64; FILTER_HASHES as usize];
     for (j, slot) in (0u64..).zip(out.iter_mut()) {
         let h = h1
@@ -162,7 +176,12 @@ impl Filter {
 
     /// Whether the repository is (probably) in the filter; never a false negative.
     pub fn contains(&self, rid: &RepoId) -> bool {
-        bit_indices(rid, self.nbits()).iter().all(|&bit| {
+        self.contains_probe(&Probe::new(rid))
+    }
+
+    /// [`Filter::contains`] with the repository hashed beforehand.
+    pub fn contains_probe(&self, probe: &Probe) -> bool {
+        indices_of(probe.0, self.nbits()).iter().all(|&bit| {
             self.bytes
                 .get((bit / 8) as usize)
                 .is_some_and(|byte| byte & (1 << (bit % 8)) != 0)

@@ -193,6 +193,31 @@ proptest! {
         prop_assert_eq!(varint::decode(&bytes).unwrap(), (value, bytes.len()));
     }
 
+    /// A probe (the repository hashed once for a relay) answers as `contains`, for small
+    /// filters and for the largest size.
+    #[test]
+    fn prop_filter_probe_agrees_with_contains(
+        members in proptest::collection::vec(rid(), 0..40),
+        other in rid(),
+        large in any::<bool>(),
+    ) {
+        let mut all = members.clone();
+        if large {
+            all.extend((0..20_000u32).map(|n| {
+                let mut b = [0u8; 20];
+                b[..4].copy_from_slice(&n.to_be_bytes());
+                RepoId::from_oid_bytes(b)
+            }));
+        }
+        let filter = Filter::new(all.iter());
+        for r in members.iter().chain([&other]) {
+            prop_assert_eq!(
+                filter.contains_probe(&crate::wire::filter::Probe::new(r)),
+                filter.contains(r)
+            );
+        }
+    }
+
     #[test]
     fn prop_varint_overflow(value in (varint::MAX + 1)..=u64::MAX) {
         prop_assert!(varint::encode_to_vec(value).is_err());
