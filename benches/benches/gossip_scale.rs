@@ -19,7 +19,8 @@
 //! 2. Burst: `SEEDD_BENCH_GOSSIP_BURST` (20,000) unique signed refs announcements (200
 //!    authors × 100 repositories nobody holds), each written by 5 different sessions, all at
 //!    once. Unique announcements/s = burst / (time until seedd has received every copy); CPU
-//!    per unique announcement from the scope's `cpu.stat`. Every unique one must then be in the
+//!    per unique announcement from the scope's `cpu.stat` until seedd is idle again (what it
+//!    persists afterwards included; the paced phase then starts on an idle seed). Every unique one must then be in the
 //!    routing table (verified and stored) and the other copies dropped as stale before any
 //!    verification (`seedd_p2p_dropped_messages_total{reason="stale"}`).
 //! 3. Paced: `SEEDD_BENCH_GOSSIP_RATE` (2,000) unique announcements/s for
@@ -428,9 +429,18 @@ async fn run_round(
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     let burst_secs = t1.elapsed().as_secs_f64();
+    // CPU until seedd is idle again: what the burst left to do (persisting it) counts, and
+    // the paced phase starts on an idle seed.
+    let scope_idle = scope.clone();
+    let settled = tokio::task::spawn_blocking(move || measure::wait_idle(&scope_idle, DRAIN_MAX))
+        .await
+        .unwrap_or(false);
+    if !settled {
+        log("  WARNING: seedd not idle after the burst");
+    }
     let burst_cpu = scope.cpu_usec().saturating_sub(cpu0) as f64;
     // The routing gauge is refreshed every second.
-    tokio::time::sleep(Duration::from_millis(2500)).await;
+    tokio::time::sleep(Duration::from_millis(1500)).await;
     let burst_stored = metric("seedd_p2p_routing_entries", &[]) - routes0;
     let burst_stale_share = (stale() - stale0) / (burst * COPIES) as f64;
 
@@ -478,7 +488,8 @@ async fn run_round(
     while in_refs() < want && t2.elapsed() < DRAIN_MAX {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    let scope_idle = scope.clone();
+    let _ = tokio::task::spawn_blocking(move || measure::wait_idle(&scope_idle, DRAIN_MAX)).await;
     let paced_cpu = scope.cpu_usec().saturating_sub(cpu1) as f64;
     let mut lat: Vec<u64> = std::mem::take(&mut *shared.relay_latencies_us.lock().unwrap());
     lat.sort_unstable();
