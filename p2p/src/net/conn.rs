@@ -518,6 +518,11 @@ async fn on_gossip(
 ) {
     let c = &shared.counters;
     let mut wanted = Vec::new();
+    // From the first announcement to verify on, the batch's messages in order (announcements
+    // as their index in `wanted`): acted on after the verification, so a session's messages
+    // take effect in the order it sent them (a Ping after announcements is answered once
+    // they are stored).
+    let mut after: Vec<Next> = Vec::new();
     // Authors whose node announcement is in `wanted`: their inventory and refs in the same
     // batch (a peer sends its NodeAnnouncement and Inventory together on connect) are
     // verified too, and checked again after the node announcement is stored.
@@ -574,9 +579,11 @@ async fn on_gossip(
                     if matches!(ann.message, seedd_proto::wire::AnnouncementMessage::Node(_)) {
                         announcing.insert(ann.node);
                     }
+                    after.push(Next::Verified(wanted.len()));
                     wanted.push(ann);
                 }
-                other => core.service.received(id, other, now),
+                other if after.is_empty() => core.service.received(id, other, now),
+                other => after.push(Next::Other(other)),
             }
         }
         let outputs = core.service.take_outputs();
@@ -607,18 +614,29 @@ async fn on_gossip(
     let now = now_ms();
     let mut core = shared.lock();
     registered.release(&mut core);
-    for verified in checked {
-        match verified {
-            Some(v) => core.service.received_verified(id, v, now),
-            None => {
-                // The session is closed for it; what followed in the batch is not acted on.
-                core.service.received_invalid_signature(id, now);
-                break;
-            }
+    let mut checked: Vec<Option<gossip::Verified>> = checked;
+    for next in after {
+        match next {
+            Next::Other(message) => core.service.received(id, message, now),
+            Next::Verified(i) => match checked.get_mut(i).and_then(Option::take) {
+                Some(v) => core.service.received_verified(id, v, now),
+                None => {
+                    // The session is closed for it; what followed in the batch is not acted on.
+                    core.service.received_invalid_signature(id, now);
+                    break;
+                }
+            },
         }
     }
     let outputs = core.service.take_outputs();
     shared.dispatch(&mut core, outputs);
+}
+
+/// A message of a batch after its first announcement to verify ([`on_gossip`]).
+enum Next {
+    /// The announcement at this index of the batch's verified ones.
+    Verified(usize),
+    Other(seedd_proto::wire::Message),
 }
 
 /// The keys a batch registered in [`Core::verifying`]: released under the core lock once the
