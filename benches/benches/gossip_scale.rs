@@ -40,7 +40,7 @@ use std::time::{Duration, Instant};
 
 use seedd_benches::measure::{self, Pinning, Scope, Summary};
 use seedd_benches::peers::{self, ramp_with, SessionOptions, Shared};
-use seedd_benches::{ensure_seedd, env_usize, profile_dir};
+use seedd_benches::{ensure_seedd, env_usize, fd_soft_limit, profile_dir};
 use seedd_proto::crypto::{Keypair, NodeId, RepoId};
 use seedd_proto::wire::message::{NodeAnnouncement, RefsAnnouncement};
 use seedd_proto::wire::{AnnouncementMessage, Frame, Link, Message, Oid, RefsAt};
@@ -531,15 +531,4 @@ fn refs_frame(author: &Keypair, rid: RepoId, target: NodeId, at: Oid, ts: u64) -
     Frame::gossip(Link::Outbound, Message::Announcement(ann))
         .encode()
         .unwrap()
-}
-
-/// The soft open-files limit of this process.
-fn fd_soft_limit() -> Option<u64> {
-    let limits = std::fs::read_to_string("/proc/self/limits").ok()?;
-    let line = limits.lines().find(|l| l.starts_with("Max open files"))?;
-    line.trim_start_matches("Max open files")
-        .split_whitespace()
-        .next()?
-        .parse()
-        .ok()
 }

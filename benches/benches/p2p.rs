@@ -44,7 +44,8 @@ use seedd_benches::measure::{self, Interval, Pinning, Scope};
 use seedd_benches::peers::{gossip, ramp, wait_settled, Shared};
 use seedd_benches::procfs::alive;
 use seedd_benches::{
-    ensure_seedd, env_usize, fmt, profile_dir, radicle_version, write_table, TableLine,
+    ensure_seedd, env_usize, fd_soft_limit, fmt, profile_dir, radicle_version, write_table,
+    TableLine,
 };
 use seedd_proto::crypto::{Keypair, NodeId, RepoId};
 use seedd_tests::{
@@ -1279,17 +1280,6 @@ fn git_describe() -> String {
     } else {
         head
     }
-}
-
-/// The soft "Max open files" limit of this process (inherited by the targets).
-fn fd_soft_limit() -> Option<u64> {
-    let limits = std::fs::read_to_string("/proc/self/limits").ok()?;
-    let line = limits.lines().find(|l| l.starts_with("Max open files"))?;
-    line.trim_start_matches("Max open files")
-        .split_whitespace()
-        .next()?
-        .parse()
-        .ok()
 }
 
 /// Up to `max` WARN/ERROR lines of a log (ANSI colours removed).

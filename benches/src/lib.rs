@@ -276,6 +276,17 @@ pub fn write_table<'a>(
 // Environment
 // ------------------------------------------------------------------------------------------
 
+/// The soft open-files limit of this process (`ulimit -n`), from `/proc/self/limits`.
+pub fn fd_soft_limit() -> Option<u64> {
+    let limits = std::fs::read_to_string("/proc/self/limits").ok()?;
+    let line = limits.lines().find(|l| l.starts_with("Max open files"))?;
+    line.trim_start_matches("Max open files")
+        .split_whitespace()
+        .next()?
+        .parse()
+        .ok()
+}
+
 /// `$name` as a number, else `default`.
 pub fn env_usize(name: &str, default: usize) -> usize {
     std::env::var(name)

@@ -116,6 +116,17 @@ impl Index {
         let routing = self.cf(CF_ROUTING)?;
         // (rid, added) per entry whose existence changes, in order; a key's last change wins.
         let mut moved: HashMap<Vec<u8>, (RepoId, bool, bool)> = HashMap::new();
+        // Records that the routing entry `key` of `rid` will exist (or not) after the batch.
+        let mut route = |key: &Vec<u8>, rid: RepoId, exists: bool| -> Result<(), IndexError> {
+            if !moved.contains_key(key) {
+                let existed = self.db.get_pinned_cf(routing, key)?.is_some();
+                moved.insert(key.clone(), (rid, existed, existed));
+            }
+            if let Some(m) = moved.get_mut(key) {
+                m.2 = exists;
+            }
+            Ok(())
+        };
         let mut batch = self.batch();
         for change in changes {
             match change {
@@ -143,24 +154,12 @@ impl Index {
                     timestamp,
                 } => {
                     let key = routing_key(rid, nid);
-                    if !moved.contains_key(&key) {
-                        let existed = self.db.get_pinned_cf(routing, &key)?.is_some();
-                        moved.insert(key.clone(), (*rid, existed, existed));
-                    }
-                    if let Some(m) = moved.get_mut(&key) {
-                        m.2 = true;
-                    }
+                    route(&key, *rid, true)?;
                     batch.put(CF_ROUTING, key, timestamp.to_be_bytes())?;
                 }
                 Change::RoutingRemoved { rid, nid } => {
                     let key = routing_key(rid, nid);
-                    if !moved.contains_key(&key) {
-                        let existed = self.db.get_pinned_cf(routing, &key)?.is_some();
-                        moved.insert(key.clone(), (*rid, existed, existed));
-                    }
-                    if let Some(m) = moved.get_mut(&key) {
-                        m.2 = false;
-                    }
+                    route(&key, *rid, false)?;
                     batch.delete(CF_ROUTING, key)?;
                 }
                 Change::OwnTimestamp { kind, timestamp } => {
