@@ -269,8 +269,9 @@ impl Index {
         };
         index.check_schema()?;
         let mut census = Census::default();
-        index.for_each_repo(|r| census.insert(&r, || 0))?;
-        census.set_seeds(index.seed_counts()?);
+        // Seed counts first (one pass over the routing table), so each entry is listed once.
+        let seeds = index.seed_counts()?;
+        index.for_each_repo(|r| census.insert(&r, || seeds.get(&r.rid).copied().unwrap_or(0)))?;
         for rid in index.blocked_repos()? {
             census.set_denied(rid, true);
         }

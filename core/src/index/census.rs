@@ -187,19 +187,6 @@ impl Census {
         self.relist(rid);
     }
 
-    /// Sets the seed counts at open (one scan of the routing table).
-    pub(super) fn set_seeds(&mut self, counts: HashMap<RepoId, u32>) {
-        for (rid, n) in counts {
-            if self.repos.contains_key(&rid) {
-                self.unlist(&rid);
-                if let Some(e) = self.repos.get_mut(&rid) {
-                    e.seeds = n;
-                }
-                self.relist(&rid);
-            }
-        }
-    }
-
     /// An explicit `block` policy of `rid` was set (`true`) or lifted.
     pub(super) fn set_denied(&mut self, rid: RepoId, denied: bool) {
         self.unlist(&rid);

@@ -62,12 +62,9 @@ impl Demand {
     }
 
     /// How many repositories have a score.
-    pub fn len(&self) -> usize {
+    #[cfg(test)]
+    fn len(&self) -> usize {
         self.lock().len()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
     }
 
     /// The decayed request count of each of `rids` at `now` (0 for one never asked for).

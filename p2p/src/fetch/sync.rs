@@ -10,11 +10,9 @@ use std::collections::{BTreeSet, HashSet};
 
 use seedd_proto::crypto::{NodeId, RepoId};
 
-/// What a tick decided.
+/// What a tick begins with ([`SyncList::begin`]); its fetches come from [`SyncList::due`].
 #[derive(Debug, Default, PartialEq, Eq)]
 pub(crate) struct Tick {
-    /// Fetches to request: (repository, connected peer that has it).
-    pub requests: Vec<(RepoId, NodeId)>,
     /// Peers connected since the last tick, whose routes the caller adds with
     /// [`SyncList::offer`].
     pub new_peers: Vec<NodeId>,
@@ -70,7 +68,6 @@ impl SyncList {
             self.ticks_since_pass = 0;
         }
         Tick {
-            requests: Vec::new(),
             new_peers,
             full_pass,
         }
