@@ -26,10 +26,9 @@ COPY . .
 # Debug info is stripped (symbols stay, so backtraces still name functions).
 RUN --mount=type=cache,target=/usr/local/cargo/registry,sharing=locked \
     --mount=type=cache,target=/src/target,sharing=locked \
-    cargo build --release --locked -p seedd -p seedd-bridge -p seedctl \
+    cargo build --release --locked -p seedd -p seedctl \
  && install -d /out \
  && objcopy --strip-debug target/release/seedd /out/seedd \
- && objcopy --strip-debug target/release/seedd-bridge /out/seedd-bridge \
  && objcopy --strip-debug target/release/seedctl /out/seedctl
 
 FROM debian:bookworm-slim AS runtime
@@ -48,7 +47,7 @@ RUN apt-get update \
  && install -d -o 10001 -g 10001 -m 0700 /var/lib/seedd \
  && install -d -m 0755 /etc/seedd
 COPY docker/seedd.toml /etc/seedd/seedd.toml
-COPY --from=builder /out/seedd /out/seedd-bridge /out/seedctl /usr/local/bin/
+COPY --from=builder /out/seedd /out/seedctl /usr/local/bin/
 # SEEDD_CONFIG is read by `seedd run`, `seedd id` and `seedd config print`. Single keys are
 # overridden with SEEDD_<SECTION>__<KEY> (these win over the file); none are set here so that
 # a mounted config file is never silently overridden by the image.

@@ -443,7 +443,7 @@ build_binaries() {
     echo "using binaries from SEEDD_BIN_DIR=$SEEDD_BIN_DIR"
     BIN_DIR="$SEEDD_BIN_DIR"
   else
-    cargo build --release --locked -p seedd -p seedd-bridge -p seedctl 2>&1 | tail -n 3 || return 1
+    cargo build --release --locked -p seedd -p seedctl 2>&1 | tail -n 3 || return 1
     BIN_DIR="$CARGO_TARGET_DIR/release"
   fi
   [ -x "$BIN_DIR/seedd" ] && [ -x "$BIN_DIR/seedctl" ]
@@ -516,7 +516,6 @@ build_image() {
   mkdir -p "$ctx/bin" "$ctx/docker"
   cp docker/seedd.toml "$ctx/docker/"
   objcopy --strip-debug "$BIN_DIR/seedd" "$ctx/bin/seedd" &&
-    objcopy --strip-debug "$BIN_DIR/seedd-bridge" "$ctx/bin/seedd-bridge" &&
     objcopy --strip-debug "$BIN_DIR/seedctl" "$ctx/bin/seedctl" || return 1
   local version
   version="$(awk -F'"' '/^version *=/{print $2; exit}' Cargo.toml)"
@@ -554,7 +553,7 @@ context_check() {
   [ -z "$bad" ] || { echo "build context holds: $bad"; ok=1; }
   [ -f "$WORK/context/ctx/docker/seedd.toml" ] || { echo "build context lacks docker/seedd.toml"; ok=1; }
   # cargo tree resolves the binaries' dependency graph from Cargo.lock (offline, no build).
-  (cd "$WORK/context/ctx" && cargo tree --locked --offline -p seedd -p seedd-bridge -p seedctl \
+  (cd "$WORK/context/ctx" && cargo tree --locked --offline -p seedd -p seedctl \
     --target "$(rustc -vV | awk '/^host:/{print $2}')" >/dev/null 2>"$WORK/metadata.log") ||
     { echo "cargo cannot load the workspace from the build context:"; tail -5 "$WORK/metadata.log"; ok=1; }
   [ "$ok" = 0 ] && echo "Dockerfile build context: $(du -sh "$WORK/context/ctx" | cut -f1), workspace loads"
@@ -605,10 +604,6 @@ run_image() {
   local ok=0 out nid
   nid="$(docker exec "$CONTAINER" seedd id | awk 'NR == 1')"
   [[ "$nid" == z6Mk* ]] && echo "seedd id: $nid" || { echo "seedd id printed: $nid"; ok=1; }
-  # Fetches run the small bridge binary next to seedd (else `seedd bridge`, 5 ms per start).
-  out="$(docker exec "$CONTAINER" seedd-bridge 2>&1)"
-  grep -q '^usage: seedd-bridge' <<<"$out" && echo "seedd-bridge: installed next to seedd" ||
-    { echo "seedd-bridge: $out"; ok=1; }
   out="$(docker exec "$CONTAINER" seedctl --admin "http://127.0.0.1:$admin" \
     --token-file /var/lib/seedd/admin-token status -o json 2>&1)"
   grep -q "$nid" <<<"$out" && echo "seedctl status: ok" || { echo "seedctl status: $out"; ok=1; }

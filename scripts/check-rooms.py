@@ -31,12 +31,12 @@ CRATES = [
     # (package, folder, seedd crates it may depend on)
     ("seedd-core", "core", {"seedd-proto"}),
     ("seedd-http", "http", {"seedd-proto", "seedd-core", "seedd-web-api"}),
-    ("seedd-p2p", "p2p", {"seedd-proto", "seedd-core", "seedd-bridge"}),
+    ("seedd-p2p", "p2p", {"seedd-proto", "seedd-core"}),
     ("seedd-front", "front", {"seedd-proto", "seedd-core"}),
     ("seedd", "seed", {"seedd-proto", "seedd-core", "seedd-http", "seedd-p2p", "seedd-api",
-                       "seedd-bridge", "seedd-front"}),
+                       "seedd-front"}),
 ]
-SEEDD_CRATES = {"seedd-proto", "seedd-api", "seedd-web-api", "seedd-bridge", "seedd-core",
+SEEDD_CRATES = {"seedd-proto", "seedd-api", "seedd-web-api", "seedd-core",
                 "seedd-http", "seedd-p2p", "seedd-front", "seedd"}
 
 

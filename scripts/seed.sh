@@ -5,5 +5,5 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/install-deps.sh
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$HOME/.cache/seedd/target}"
-cargo build --release -p seedd --bin seedd -p seedd-bridge --bin seedd-bridge
+cargo build --release -p seedd --bin seedd
 exec "$CARGO_TARGET_DIR/release/seedd" run "$@"

@@ -1060,6 +1060,30 @@ mod bench {
         Some(child)
     }
 
+    /// SEEDD_BENCH_PERF=1: a system-wide `perf record -g` of the server cores (every process
+    /// on them, the kernel work charged there included; all cores when not pinned) into `out`
+    /// until [`perf_stop`].
+    fn perf_record_server_cpus(out: &Path, notes: &mut Vec<String>) -> Option<std::process::Child> {
+        if std::env::var("SEEDD_BENCH_PERF").as_deref() != Ok("1") {
+            return None;
+        }
+        let mut cmd = Command::new("perf");
+        cmd.args(["record", "-q", "-F", "999", "-g", "-a"]);
+        if let Some(cpus) = &Pinning::get().server {
+            cmd.arg("-C").arg(cpus);
+        }
+        let child = cmd
+            .arg("-o")
+            .arg(out)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .map_err(|e| notes.push(format!("perf record: {e}")))
+            .ok()?;
+        std::thread::sleep(Duration::from_millis(500));
+        Some(child)
+    }
+
     fn perf_stop(perf: Option<std::process::Child>) {
         if let Some(mut p) = perf {
             let _ = Command::new("kill")
@@ -1742,6 +1766,35 @@ mod bench {
             }
         }
         perf_stop(perf);
+        // SEEDD_BENCH_PERF=1 (issue 29, "one clone CPU, cache off vs git tuned"): untimed,
+        // after the rounds, PROFILED_FETCHES single full fetches each from git http-backend
+        // and from seedd with the cache off, on the same tuned files, one after another, with
+        // the server cores recorded (the server, its `git upload-pack` children and the kernel
+        // work charged there) into seedd-bench-one-{git,seedd}.perf;
+        // `perf report -i <file> --sort comm,dso` compares them.
+        const PROFILED_FETCHES: usize = 40;
+        for (li, name) in [(1, "git"), (2, "seedd")] {
+            let s = layout_servers[li].0;
+            let req = fetch_request_with(s, medium, &[&medium.head, &rad_id], false);
+            let perf = perf_record_server_cpus(
+                &target.join(format!("seedd-bench-one-{name}.perf")),
+                &mut notes,
+            );
+            if perf.is_none() {
+                break;
+            }
+            ctx.log(&format!(
+                "profile: {PROFILED_FETCHES} single full raw v2 fetches of medium from {} under perf",
+                s.label
+            ));
+            for _ in 0..PROFILED_FETCHES {
+                let b = ctx.concurrent_raw(s, &req, 1);
+                if let Some(e) = b.errors.first() {
+                    notes.push(format!("profile: one fetch from {}: {e}", s.label));
+                }
+            }
+            perf_stop(perf);
+        }
         // The pack is the same; its side-band framing follows git's pipe reads, so the
         // responses differ by a few hundred bytes of packet headers.
         {

@@ -1,12 +1,13 @@
 //! Replication: fetching a repository from a connected peer over a Radicle git stream,
 //! validating what arrived and applying it (protocol.md §5.4–§5.7, §6.4–§6.6).
 //!
-//! The git protocol-v2 client is real `git fetch`, talking through the `ext::` transport to
-//! `seedd-bridge` (or `seedd bridge`), which relays its bytes to this daemon over a private Unix socket; the daemon
-//! carries them on the stream. Why `git fetch`: it brings negotiation (haves from every local
-//! ref), thin-pack resolution, `index-pack` and connectivity checks — everything radicle-fetch
-//! gets from gix. The daemon sends the stream's header pkt-line
-//! (`git-upload-pack /<rid>\0\0version=2\0`) itself, then relays git's bytes.
+//! The git protocol-v2 client is our own (`client.rs`, sans-IO; `transfer.rs` carries it on
+//! the stream): the daemon sends the stream's header pkt-line (`git-upload-pack
+//! /<rid>\0\0version=2\0`), reads the capability advertisement, lists the special refs with
+//! `ls-refs`, and asks for the objects it lacks in one `fetch` round (wants, the tips it holds
+//! as haves, `done`). The pack goes into `git index-pack --fix-thin` — git completes thin packs
+//! and writes the index; that is the one process of a stage. Earlier versions ran `git fetch`
+//! through an `ext::` bridge process, about ten processes per fetch.
 //!
 //! Objects and fetched refs land in a quarantine repository (in the fetch's work directory,
 //! borrowing the live repository's objects through git's alternates); nothing reaches storage
@@ -21,6 +22,7 @@
 
 mod after;
 mod apply;
+mod client;
 mod plumbing;
 mod queue;
 mod sync;
@@ -44,7 +46,7 @@ use seedd_core::storage::Storage;
 
 pub use after::AfterFetch;
 pub(crate) use apply::{Outcome, ValidationError};
-pub use seedd_bridge::bridge;
+pub use client::ProtocolError;
 use transfer::Stage;
 pub use workdir::recover;
 use workdir::{git_init, quarantine_init, RemoveOnDrop};
@@ -73,9 +75,9 @@ pub enum FetchError {
     Git(String),
     #[error("git fetch failed: spawning git: {0}")]
     Spawn(std::io::Error),
-    /// `git fetch` hung up on the bridge before the peer's answer ended.
-    #[error("git fetch failed: git closed the connection")]
-    GitClosed,
+    /// The peer's `upload-pack` answered outside the protocol, refused, or hung up.
+    #[error("git fetch failed: {0}")]
+    Protocol(#[from] client::ProtocolError),
     /// Reading what arrived in the quarantine (gix).
     #[error("git fetch failed: {0}")]
     Repository(seedd_core::storage::GitError),
@@ -116,7 +118,7 @@ impl FetchError {
             FetchError::Stream(..) | FetchError::SessionClosed => "stream",
             FetchError::Git(_)
             | FetchError::Spawn(_)
-            | FetchError::GitClosed
+            | FetchError::Protocol(_)
             | FetchError::Repository(_) => "git",
             FetchError::TooLarge(_) => "too_large",
             FetchError::Quota(_) => "quota",
@@ -155,8 +157,6 @@ type Wants = Arc<dyn Fn(&NodeId, bool) -> bool + Send + Sync>;
 struct Attempt {
     rid: RepoId,
     from: NodeId,
-    /// The fetch's work directory (removed when the fetch ends).
-    work: PathBuf,
     /// The repository fetched into: storage's, or a clone being built in `work`.
     repo: PathBuf,
     /// Where everything the peer sends lands until it is validated.
@@ -665,7 +665,6 @@ impl Fetcher {
         let attempt = Attempt {
             rid,
             from,
-            work,
             repo,
             quarantine,
             wants,
@@ -744,16 +743,7 @@ impl Fetcher {
         let filter = inner
             .policies
             .namespace_filter(&a.rid, scope, &held_delegates);
-        let mut received = self
-            .transfer(
-                a.rid,
-                a.from,
-                &a.quarantine,
-                &a.work,
-                Stage::Special(filter.clone()),
-                0,
-            )
-            .await?;
+        let mut received = self.transfer(a, Stage::Special(filter.clone()), 0).await?;
         if let NamespaceFilter::Only(asked) = &filter {
             let (cfg, rid, q, repo, _) = a.owned(&inner.cfg);
             let memo = a.identity.clone();
@@ -770,14 +760,7 @@ impl Fetcher {
                 .collect();
             if !more.is_empty() {
                 received += self
-                    .transfer(
-                        a.rid,
-                        a.from,
-                        &a.quarantine,
-                        &a.work,
-                        Stage::Special(NamespaceFilter::Only(more)),
-                        received,
-                    )
+                    .transfer(a, Stage::Special(NamespaceFilter::Only(more)), received)
                     .await?;
             }
         }
@@ -799,15 +782,7 @@ impl Fetcher {
         if data.is_empty() {
             return Ok(0);
         }
-        self.transfer(
-            a.rid,
-            a.from,
-            &a.quarantine,
-            &a.work,
-            Stage::Data(data),
-            spent,
-        )
-        .await
+        self.transfer(a, Stage::Data(data), spent).await
     }
 
     /// Stage 3: validate what the quarantine holds and apply it (blocking: gix + git

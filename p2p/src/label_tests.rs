@@ -69,7 +69,7 @@ fn label_lists_name_every_variant() {
         FetchError::SessionClosed,
         FetchError::Git(String::new()),
         FetchError::Spawn(std::io::Error::other("x")),
-        FetchError::GitClosed,
+        FetchError::Protocol(crate::fetch::ProtocolError::Closed),
         FetchError::repository(std::io::Error::other("x")),
         FetchError::TooLarge(0),
         FetchError::Quota(0),
@@ -89,7 +89,7 @@ fn label_lists_name_every_variant() {
             | FetchError::SessionClosed
             | FetchError::Git(_)
             | FetchError::Spawn(_)
-            | FetchError::GitClosed
+            | FetchError::Protocol(_)
             | FetchError::Repository(_)
             | FetchError::TooLarge(_)
             | FetchError::Quota(_)

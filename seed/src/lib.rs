@@ -2,8 +2,7 @@
 //!
 //! This crate is the top floor: operations with side effects (`control`), backups, the admin
 //! API (the only user of `seedd-api`) and the daemon that assembles `seedd-core`, `seedd-http`
-//! and `seedd-p2p`. Its public surface is what the `seedd` binary uses: the daemon and the
-//! `bridge` helper process.
+//! and `seedd-p2p`. Its public surface is what the `seedd` binary uses: the daemon.
 #![forbid(unsafe_code)]
 #![warn(unreachable_pub)]
 
@@ -11,5 +10,3 @@ mod admin;
 mod backup;
 mod control;
 pub mod daemon;
-
-pub use seedd_p2p::fetch::bridge;

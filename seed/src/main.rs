@@ -50,10 +50,6 @@ enum Command {
         #[arg(short, long, value_enum, default_value = "text")]
         output: Output,
     },
-    /// Internal: the `ext::` transport command of seedd's fetches (relays stdin/stdout to the
-    /// daemon's socket).
-    #[command(hide = true)]
-    Bridge { socket: PathBuf },
     /// Run the fleet's front: the stateless router in front of shards and replicas (issue 28;
     /// docs/scaling.md). Routes every repository's requests to its shard, merges node-wide
     /// answers, fails over between replicas.
@@ -202,9 +198,6 @@ fn real_main() -> anyhow::Result<()> {
                 seedd_front::run(opts, stop).await?;
                 Ok(())
             })
-        }
-        Command::Bridge { socket } => {
-            seedd::bridge(&socket).map_err(|e| anyhow::anyhow!("bridge {}: {e}", socket.display()))
         }
         Command::Id {
             config,

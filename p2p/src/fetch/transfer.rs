@@ -1,52 +1,92 @@
-//! One `git fetch` over a Radicle stream, in named steps: the tenants' byte budget, the
-//! bridge socket, the stream and its header pkt-line, `git fetch` through the `ext::`
-//! transport, the relay between them (counting pkt-lines to know when to send `Eof`), and
-//! git's exit.
+//! One exchange with the peer's `upload-pack` over a Radicle stream, in named steps: the
+//! tenants' byte budget, the stream and its header pkt-line, the capability advertisement,
+//! `ls-refs` (special refs), the `fetch` request with the pack piped into `git index-pack`
+//! in the quarantine, `Eof` once every request has its answer, and the quarantine refs. The
+//! protocol itself (requests, answers, which refs a stage takes) is [`super::client`].
 
-use std::path::{Path, PathBuf};
-use std::time::Duration;
+use std::path::Path;
+use std::process::Stdio;
 
 use seedd_proto::crypto::{NodeId, RepoId};
 use seedd_proto::wire::Control;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::{UnixListener, UnixStream};
+use tokio::io::AsyncWriteExt;
 
-use super::{FetchConfig, FetchError, Fetcher, QUARANTINE};
+use super::client::{self, Advertisement, Answer, FetchAnswer, Pkt, ProtocolError, RefList};
+use super::plumbing::{self, refs_under};
+use super::{Attempt, FetchConfig, FetchError, Fetcher};
 use crate::net::OutgoingStream;
 use seedd_core::policy::NamespaceFilter;
 
 impl Fetcher {
-    /// Runs `git fetch` with the `ext::` transport through `seedd bridge` and the stream.
-    /// Returns the bytes received.
+    /// One stage of the fetch from `a.from` into `a.quarantine`. Returns the bytes received.
     pub(super) async fn transfer(
         &self,
-        rid: RepoId,
-        from: NodeId,
-        repo: &Path,
-        work: &Path,
+        a: &Attempt,
         stage: Stage,
         spent: u64,
     ) -> Result<u64, FetchError> {
-        let budget = self.budget(&rid, spent)?;
-        let (listener, socket) = bridge_socket(work, &stage, spent)?;
-        let mut stream = self.open_git_stream(rid, from).await?;
-        let mut child = spawn_git_fetch(&self.inner.cfg, repo, &socket, &stage).await?;
-        let timeout = self.inner.cfg.timeout;
-        let (conn, _) = tokio::time::timeout(timeout, listener.accept())
-            .await
-            .map_err(|_| FetchError::Timeout(timeout))??;
-        let result = self.relay(rid, conn, &mut stream, budget).await;
-        let _ = stream.control(Control::Close { stream: stream.id }).await;
-        let received = match result {
-            Ok(n) => n,
-            Err(e) => {
-                kill_group(&child);
-                let _ = child.kill().await;
-                return Err(e);
-            }
+        let budget = self.budget(&a.rid, spent)?;
+        let stream = self.open_git_stream(a.rid, a.from).await?;
+        let mut peer = Peer {
+            fetcher: self,
+            rid: a.rid,
+            stream,
+            reader: client::Reader::default(),
+            received: 0,
+            budget,
         };
-        wait_for_git(child, timeout).await?;
-        Ok(received)
+        let result = self.exchange(&mut peer, a, stage).await;
+        if result.is_ok() {
+            peer.finish().await;
+        }
+        let _ = peer
+            .stream
+            .control(Control::Close {
+                stream: peer.stream.id,
+            })
+            .await;
+        result.map(|()| peer.received)
+    }
+
+    /// The advertisement, then `ls-refs` for the special refs; then the objects wanted that
+    /// the quarantine (and through it the live repository) lacks, in one `fetch`; then the
+    /// special refs into the quarantine.
+    async fn exchange(
+        &self,
+        peer: &mut Peer<'_>,
+        a: &Attempt,
+        stage: Stage,
+    ) -> Result<(), FetchError> {
+        let mut ad = Advertisement::default();
+        while !ad.take(peer.next().await?)? {}
+        let (wants, refs) = match stage {
+            Stage::Special(filter) => {
+                peer.send(&client::ls_refs_request(&client::ref_prefixes(&filter)))
+                    .await?;
+                let mut list = RefList::default();
+                while !list.take(peer.next().await?)? {}
+                let refs = client::select(&filter, &list.refs)?;
+                let wants = refs.iter().map(|(_, oid)| oid.clone()).collect();
+                (wants, refs)
+            }
+            Stage::Data(oids) => (oids, Vec::new()),
+        };
+        let (q, live) = (a.quarantine.clone(), a.repo.clone());
+        // Ref listings and object lookups: on the blocking pool, not an async worker.
+        let (wants, haves) = tokio::task::spawn_blocking(move || -> Result<_, FetchError> {
+            Ok((missing(&q, wants)?, haves(&q, &live)?))
+        })
+        .await??;
+        let cfg = &self.inner.cfg;
+        if !wants.is_empty() {
+            peer.send(&client::fetch_request(&wants, &haves)).await?;
+            peer.receive_pack(cfg, &a.quarantine).await?;
+        }
+        if !refs.is_empty() {
+            let q = a.quarantine.clone();
+            tokio::task::spawn_blocking(move || write_refs(&q, &refs)).await??;
+        }
+        Ok(())
     }
 
     /// What the tenants' byte quotas leave this fetch, having `spent` already (checked as
@@ -64,8 +104,7 @@ impl Fetcher {
     }
 
     /// A stream to `from` on the identity connected to it, started with the header pkt-line
-    /// (protocol.md §6.2); git's `ext::` transport passes the protocol version in
-    /// `GIT_PROTOCOL`, not in a header, so we send it ourselves.
+    /// (protocol.md §6.2) that asks for protocol version 2.
     async fn open_git_stream(
         &self,
         rid: RepoId,
@@ -85,167 +124,8 @@ impl Fetcher {
         }
         Ok(stream)
     }
-
-    /// Relay: git → stream, stream → git, counting what we receive, until the responder
-    /// closes the stream. git half-closes its side once it has sent its last request,
-    /// possibly before the answer arrived; the responder kills upload-pack on Eof (§6.3), so
-    /// Eof is sent only when every request (each ends with a flush-pkt) has its answer (the
-    /// capability advertisement is one more flush-terminated message).
-    async fn relay(
-        &self,
-        rid: RepoId,
-        mut conn: UnixStream,
-        stream: &mut OutgoingStream,
-        budget: Option<u64>,
-    ) -> Result<u64, FetchError> {
-        let max = self.inner.cfg.max_pack_bytes;
-        let timeout = self.inner.cfg.timeout;
-        let mut received: u64 = 0;
-        let mut buf = vec![0u8; 64 * 1024];
-        let mut git_done = false;
-        let mut eof_sent = false;
-        let mut requests = PktCounter::default();
-        let mut answers = PktCounter::default();
-        loop {
-            if git_done
-                && !eof_sent
-                && (answers.flushes > requests.messages || answers.broken || requests.broken)
-            {
-                eof_sent = true;
-                let _ = stream.control(Control::Eof { stream: stream.id }).await;
-            }
-            tokio::select! {
-                n = conn.read(&mut buf), if !git_done => match n {
-                    Ok(0) | Err(_) => git_done = true,
-                    Ok(n) => {
-                        let Some(data) = buf.get(..n) else { return Err(FetchError::GitClosed) };
-                        requests.feed(data);
-                        if !stream.send(data).await {
-                            return Err(FetchError::SessionClosed);
-                        }
-                    }
-                },
-                data = stream.input.recv() => match data {
-                    Some(data) => {
-                        received += data.len() as u64;
-                        if received > max {
-                            return Err(FetchError::TooLarge(max));
-                        }
-                        if let Some(b) = budget.filter(|b| received > *b) {
-                            if let Some(t) = self.inner.policies.tenants() {
-                                t.note_byte_quota(&rid);
-                            }
-                            return Err(FetchError::Quota(b));
-                        }
-                        answers.feed(&data);
-                        if conn.write_all(&data).await.is_err() {
-                            return Err(FetchError::GitClosed);
-                        }
-                    }
-                    // The responder closed the stream.
-                    None => return Ok(received),
-                },
-                _ = tokio::time::sleep(timeout) => return Err(FetchError::Timeout(timeout)),
-            }
-        }
-    }
 }
 
-/// The Unix socket `seedd bridge` connects to, private to the seed user.
-fn bridge_socket(
-    work: &Path,
-    stage: &Stage,
-    spent: u64,
-) -> Result<(UnixListener, PathBuf), FetchError> {
-    let path = work.join(match stage {
-        Stage::Special(_) => format!("special-{spent}.sock"),
-        Stage::Data(_) => "data.sock".to_owned(),
-    });
-    let _ = std::fs::remove_file(&path);
-    let listener = UnixListener::bind(&path)?;
-    seedd_core::fsutil::restrict_file(&path)?;
-    Ok((listener, path))
-}
-
-/// The `ext::` command relaying git's bytes: `seedd-bridge` next to this executable when it
-/// is installed there (a small binary that starts in well under a millisecond), else this
-/// executable's own `bridge` subcommand (about 5 ms of CPU per start: it links RocksDB).
-fn bridge_command() -> std::io::Result<String> {
-    let exe = std::env::current_exe()?;
-    let small = exe.with_file_name("seedd-bridge");
-    Ok(if small.is_file() {
-        small.display().to_string()
-    } else {
-        format!("{} bridge", exe.display())
-    })
-}
-
-/// Starts `git fetch` in `repo` from `ext::seedd-bridge <socket>`, with the stage's refspecs
-/// (or object ids) on stdin so thousands of them do not hit the argument limit.
-async fn spawn_git_fetch(
-    cfg: &FetchConfig,
-    repo: &Path,
-    socket: &Path,
-    stage: &Stage,
-) -> Result<tokio::process::Child, FetchError> {
-    let url = format!("ext::{} {}", bridge_command()?, socket.display());
-    let mut cmd = seedd_core::git::async_command(&cfg.git, &cfg.git_home);
-    cmd.env("GIT_PROTOCOL", "version=2")
-        .arg("-C")
-        .arg(repo)
-        .args([
-            "-c",
-            "protocol.version=2",
-            "-c",
-            "protocol.ext.allow=always",
-            "-c",
-            "fetch.fsckObjects=false",
-            // Keep every received pack as a pack: unpacking a few large objects into loose
-            // ones recompresses them (the default limit is 100 objects), which made fetches
-            // of big-file repositories 2–3× slower than radicle-node.
-            "-c",
-            "fetch.unpackLimit=1",
-            "fetch",
-            "--quiet",
-            "--no-tags",
-            "--no-write-fetch-head",
-            "--no-auto-maintenance",
-            "--no-auto-gc",
-            &url,
-            "--stdin",
-        ]);
-    let input = match stage {
-        Stage::Special(filter) => special_refspecs(filter).join("\n") + "\n",
-        // Objects by id (responders allow any SHA-1 in want).
-        Stage::Data(oids) => oids.join("\n") + "\n",
-    };
-    cmd.stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::piped())
-        .kill_on_drop(true)
-        // Its own process group: `git fetch` runs `index-pack` and `seedd bridge`, which must
-        // die with it (they write into the quarantine that is deleted next).
-        .process_group(0);
-    let mut child = cmd.spawn().map_err(FetchError::Spawn)?;
-    if let Some(mut pipe) = child.stdin.take() {
-        pipe.write_all(input.as_bytes()).await?;
-        drop(pipe);
-    }
-    Ok(child)
-}
-
-/// Waits (at most `timeout`) for git to exit after the relay ended; its stderr is the error.
-async fn wait_for_git(child: tokio::process::Child, timeout: Duration) -> Result<(), FetchError> {
-    let out = tokio::time::timeout(timeout, child.wait_with_output())
-        .await
-        .map_err(|_| FetchError::Timeout(timeout))??;
-    if !out.status.success() {
-        return Err(FetchError::git_stderr(&out.stderr));
-    }
-    Ok(())
-}
-
-/// What one `git fetch` over a stream gets.
 pub(super) enum Stage {
     /// `refs/rad/id` and the `rad/id` and `rad/sigrefs` of the namespaces the filter lets in.
     Special(NamespaceFilter),
@@ -253,136 +133,170 @@ pub(super) enum Stage {
     Data(Vec<String>),
 }
 
-/// The refspecs of a special-refs fetch: the canonical identity, then each wanted namespace's
-/// `rad/id` and `rad/sigrefs` — by pattern with the blocked namespaces excluded (negative
-/// refspecs), or one pattern per namespace (a pattern, so a namespace the peer lacks is no
-/// error). Passed on stdin: a deny or follow list may be long.
-fn special_refspecs(filter: &NamespaceFilter) -> Vec<String> {
-    let mut out = vec![format!("+refs/rad/id:{QUARANTINE}/rad/id")];
-    match filter {
-        NamespaceFilter::All { except } => {
-            for r in ["sigrefs", "id"] {
-                out.push(format!(
-                    "+refs/namespaces/*/refs/rad/{r}:{QUARANTINE}/namespaces/*/refs/rad/{r}"
-                ));
-            }
-            out.extend(except.iter().map(|n| format!("^refs/namespaces/{n}/*")));
-        }
-        NamespaceFilter::Only(nids) => {
-            out.extend(nids.iter().map(|n| {
-                format!("+refs/namespaces/{n}/refs/rad/*:{QUARANTINE}/namespaces/{n}/refs/rad/*")
-            }));
+/// The talk with the peer's `upload-pack` on one stream: what arrived, counted against the
+/// fetch's limits, cut into pkt-lines.
+struct Peer<'a> {
+    fetcher: &'a Fetcher,
+    rid: RepoId,
+    stream: OutgoingStream,
+    reader: client::Reader,
+    received: u64,
+    /// What the tenants' quotas leave this stage.
+    budget: Option<u64>,
+}
+
+impl Peer<'_> {
+    async fn send(&self, bytes: &[u8]) -> Result<(), FetchError> {
+        if self.stream.send(bytes).await {
+            Ok(())
+        } else {
+            Err(FetchError::SessionClosed)
         }
     }
-    out
-}
 
-/// Counts top-level flush-pkts (`0000`) in a pkt-line byte stream fed in arbitrary chunks, and
-/// the messages they end (a flush after at least one other packet; git ends a v2 session with
-/// a bare flush, which is not a request).
-#[derive(Debug, Default)]
-pub(super) struct PktCounter {
-    header: Vec<u8>,
-    skip: usize,
-    pending: bool,
-    pub(super) flushes: u64,
-    pub(super) messages: u64,
-    /// The stream stopped looking like pkt-lines (counting is abandoned).
-    pub(super) broken: bool,
-}
+    /// The next pkt-line, waiting at most the inactivity limit for each chunk; every byte
+    /// counts against `p2p.max_pack_bytes` and the tenants' budget as it arrives.
+    async fn next(&mut self) -> Result<Pkt, FetchError> {
+        let timeout = self.fetcher.inner.cfg.timeout;
+        loop {
+            if let Some(pkt) = self.reader.next()? {
+                return Ok(pkt);
+            }
+            let data = tokio::time::timeout(timeout, self.stream.input.recv())
+                .await
+                .map_err(|_| FetchError::Timeout(timeout))?
+                .ok_or(ProtocolError::Closed)?;
+            self.count(data.len() as u64)?;
+            self.reader.feed(&data);
+        }
+    }
 
-impl PktCounter {
-    pub(super) fn feed(&mut self, mut data: &[u8]) {
-        while !data.is_empty() && !self.broken {
-            if self.skip > 0 {
-                let n = self.skip.min(data.len());
-                self.skip -= n;
-                data = data.get(n..).unwrap_or_default();
-                continue;
+    fn count(&mut self, n: u64) -> Result<(), FetchError> {
+        self.received += n;
+        let max = self.fetcher.inner.cfg.max_pack_bytes;
+        if self.received > max {
+            return Err(FetchError::TooLarge(max));
+        }
+        if let Some(b) = self.budget.filter(|b| self.received > *b) {
+            if let Some(t) = self.fetcher.inner.policies.tenants() {
+                t.note_byte_quota(&self.rid);
             }
-            let need = 4 - self.header.len();
-            let n = need.min(data.len());
-            self.header
-                .extend_from_slice(data.get(..n).unwrap_or_default());
-            data = data.get(n..).unwrap_or_default();
-            if self.header.len() < 4 {
-                continue;
-            }
-            let len = std::str::from_utf8(&self.header)
-                .ok()
-                .and_then(|s| usize::from_str_radix(s, 16).ok());
-            self.header.clear();
-            match len {
-                Some(0) => {
-                    self.flushes += 1;
-                    if std::mem::take(&mut self.pending) {
-                        self.messages += 1;
+            return Err(FetchError::Quota(b));
+        }
+        Ok(())
+    }
+
+    /// The `fetch` answer's pack, piped into `git index-pack --stdin --fix-thin` in the
+    /// quarantine as it arrives: git completes a thin pack with the bases the quarantine
+    /// borrows from the live repository, checks the pack's checksum and writes its index (the
+    /// tool for it; a fetch's pack is one process either way). A stopped fetch kills it.
+    async fn receive_pack(&mut self, cfg: &FetchConfig, q: &Path) -> Result<(), FetchError> {
+        let mut child = seedd_core::git::async_command(&cfg.git, &cfg.git_home)
+            .arg("-C")
+            .arg(q)
+            .args(["index-pack", "--stdin", "--fix-thin"])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .kill_on_drop(true)
+            .spawn()
+            .map_err(FetchError::Spawn)?;
+        let mut stdin = child.stdin.take().ok_or_else(plumbing::no_stdin)?;
+        let mut answer = FetchAnswer::default();
+        let mut complete = false;
+        loop {
+            match answer.take(self.next().await?)? {
+                Answer::More => {}
+                Answer::Pack(data) => {
+                    // index-pack stopped reading: it says why on stderr.
+                    if stdin.write_all(&data).await.is_err() {
+                        break;
                     }
                 }
-                Some(1..=3) => self.pending = true,
-                Some(l) => {
-                    self.pending = true;
-                    self.skip = l - 4;
+                Answer::Done => {
+                    complete = true;
+                    break;
                 }
-                None => self.broken = true,
+            }
+        }
+        drop(stdin);
+        let timeout = cfg.timeout;
+        let out = tokio::time::timeout(timeout, child.wait_with_output())
+            .await
+            .map_err(|_| FetchError::Timeout(timeout))??;
+        if !out.status.success() {
+            return Err(FetchError::Git(format!(
+                "index-pack: {}",
+                String::from_utf8_lossy(&out.stderr).trim()
+            )));
+        }
+        if !complete {
+            return Err(FetchError::Git(
+                "index-pack stopped reading the pack".into(),
+            ));
+        }
+        Ok(())
+    }
+
+    /// Every request has its answer: `Eof` (the responder ends its `upload-pack`, §6.3), then
+    /// what is left of the stream until the responder closes it (at most the inactivity limit).
+    async fn finish(&mut self) {
+        let _ = self
+            .stream
+            .control(Control::Eof {
+                stream: self.stream.id,
+            })
+            .await;
+        let timeout = self.fetcher.inner.cfg.timeout;
+        while let Ok(Some(data)) = tokio::time::timeout(timeout, self.stream.input.recv()).await {
+            if self.count(data.len() as u64).is_err() {
+                break;
             }
         }
     }
 }
 
-/// SIGKILL to `child`'s process group (it was started as a group leader).
-fn kill_group(child: &tokio::process::Child) {
-    if let Some(pid) = child.id().and_then(|p| i32::try_from(p).ok()) {
-        let _ = nix::sys::signal::killpg(
-            nix::unistd::Pid::from_raw(pid),
-            nix::sys::signal::Signal::SIGKILL,
-        );
+/// The special refs into the quarantine, as loose refs written in process: the quarantine is
+/// this fetch's alone (no other writer, no lock needed), and [`client::select`] takes only
+/// names git accepts. Forced, as `git fetch` with `+` refspecs updated them.
+fn write_refs(q: &Path, refs: &[(String, String)]) -> Result<(), FetchError> {
+    for (name, oid) in refs {
+        let path = q.join(name);
+        if let Some(dir) = path.parent() {
+            std::fs::create_dir_all(dir)?;
+        }
+        std::fs::write(&path, format!("{oid}\n"))?;
     }
+    Ok(())
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn special_refspecs_exclude_blocked_or_list_wanted_namespaces() {
-        let a = NodeId::from_bytes([1; 32]);
-        let b = NodeId::from_bytes([2; 32]);
-        let all = special_refspecs(&NamespaceFilter::All { except: vec![a] });
-        assert_eq!(all[0], format!("+refs/rad/id:{QUARANTINE}/rad/id"));
-        assert!(all.contains(&format!("^refs/namespaces/{a}/*")));
-        assert!(all
-            .iter()
-            .any(|r| r.starts_with("+refs/namespaces/*/refs/rad/sigrefs:")));
-        let only = special_refspecs(&NamespaceFilter::Only(vec![b]));
-        assert_eq!(
-            only,
-            vec![
-                format!("+refs/rad/id:{QUARANTINE}/rad/id"),
-                format!("+refs/namespaces/{b}/refs/rad/*:{QUARANTINE}/namespaces/{b}/refs/rad/*"),
-            ]
-        );
-        assert!(!only.iter().any(|r| r.contains("namespaces/*")));
+/// Of `wants`, the objects the quarantine cannot read (itself or through the live repository).
+fn missing(q: &Path, wants: Vec<String>) -> Result<Vec<String>, FetchError> {
+    if wants.is_empty() {
+        return Ok(wants);
     }
+    let repo = gix::open(q).map_err(FetchError::repository)?;
+    let mut out: Vec<String> = wants
+        .into_iter()
+        .filter(|w| gix::ObjectId::from_hex(w.as_bytes()).map_or(true, |id| !repo.has_object(id)))
+        .collect();
+    out.sort();
+    out.dedup();
+    Ok(out)
+}
 
-    #[test]
-    fn pkt_counter_counts_flushes_across_chunks() {
-        let stream = b"000eversion 2\n0000000cls-refs\n00010008abcd0000";
-        for chunk in 1..stream.len() {
-            let mut c = PktCounter::default();
-            for part in stream.chunks(chunk) {
-                c.feed(part);
-            }
-            assert_eq!(c.flushes, 2, "chunk {chunk}");
-            assert_eq!(c.messages, 2, "chunk {chunk}");
-            assert!(!c.broken);
-        }
-        // A bare flush (git ending a v2 session) is not a message.
-        let mut c = PktCounter::default();
-        c.feed(b"000cls-refs\n00000000");
-        assert_eq!((c.flushes, c.messages), (2, 1));
-        let mut c = PktCounter::default();
-        c.feed(b"zzzz");
-        assert!(c.broken);
-    }
+/// The tips we hold (the live repository's refs, then the quarantine's), branches and `rad`
+/// refs first, at most [`client::MAX_HAVES`]: the peer leaves out what they reach.
+fn haves(q: &Path, live: &Path) -> Result<Vec<String>, FetchError> {
+    let mut refs = refs_under(live, "refs/")?;
+    refs.extend(refs_under(q, "refs/")?);
+    let minor = |name: &str| !(name.contains("refs/heads/") || name.contains("refs/rad/"));
+    refs.sort_by_key(|(name, _)| minor(name));
+    let mut seen = std::collections::HashSet::new();
+    Ok(refs
+        .into_iter()
+        .map(|(_, oid)| oid)
+        .filter(|oid| seen.insert(oid.clone()))
+        .take(client::MAX_HAVES)
+        .collect())
 }
