@@ -77,7 +77,7 @@ pub enum FetchError {
     Spawn(std::io::Error),
     /// The peer's `upload-pack` answered outside the protocol, refused, or hung up.
     #[error("git fetch failed: {0}")]
-    Protocol(#[from] client::ProtocolError),
+    Protocol(client::ProtocolError),
     /// Reading what arrived in the quarantine (gix).
     #[error("git fetch failed: {0}")]
     Repository(seedd_core::storage::GitError),
@@ -844,6 +844,12 @@ async fn pause_after_apply() {}
 impl From<ValidationError> for FetchError {
     fn from(e: ValidationError) -> Self {
         FetchError::Invalid(e)
+    }
+}
+
+impl From<client::ProtocolError> for FetchError {
+    fn from(e: client::ProtocolError) -> Self {
+        FetchError::Protocol(e)
     }
 }
 
