@@ -1040,37 +1040,36 @@ mod bench {
         .into_bytes()
     }
 
-    /// SEEDD_BENCH_PERF=1: a `perf record -g` of `pid` (its threads, and the children it
-    /// starts meanwhile) into `out` until [`perf_stop`].
-    fn perf_record(pid: u32, out: &Path, notes: &mut Vec<String>) -> Option<std::process::Child> {
-        if std::env::var("SEEDD_BENCH_PERF").as_deref() != Ok("1") {
-            return None;
-        }
-        let child = Command::new("perf")
-            .args(["record", "-q", "-F", "999", "-g", "-p"])
-            .arg(pid.to_string())
-            .arg("-o")
-            .arg(out)
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .map_err(|e| notes.push(format!("perf record: {e}")))
-            .ok()?;
-        std::thread::sleep(Duration::from_millis(500));
-        Some(child)
+    /// What a perf recording watches.
+    enum PerfOf {
+        /// One process (its threads, and the children it starts meanwhile).
+        Pid(u32),
+        /// The server cores, system-wide (every process on them, the kernel work charged
+        /// there included; all cores when not pinned).
+        ServerCpus,
     }
 
-    /// SEEDD_BENCH_PERF=1: a system-wide `perf record -g` of the server cores (every process
-    /// on them, the kernel work charged there included; all cores when not pinned) into `out`
-    /// until [`perf_stop`].
-    fn perf_record_server_cpus(out: &Path, notes: &mut Vec<String>) -> Option<std::process::Child> {
+    /// SEEDD_BENCH_PERF=1: a `perf record -g` of `what` into `out` until [`perf_stop`].
+    fn perf_record(
+        what: PerfOf,
+        out: &Path,
+        notes: &mut Vec<String>,
+    ) -> Option<std::process::Child> {
         if std::env::var("SEEDD_BENCH_PERF").as_deref() != Ok("1") {
             return None;
         }
         let mut cmd = Command::new("perf");
-        cmd.args(["record", "-q", "-F", "999", "-g", "-a"]);
-        if let Some(cpus) = &Pinning::get().server {
-            cmd.arg("-C").arg(cpus);
+        cmd.args(["record", "-q", "-F", "999", "-g"]);
+        match what {
+            PerfOf::Pid(pid) => {
+                cmd.arg("-p").arg(pid.to_string());
+            }
+            PerfOf::ServerCpus => {
+                cmd.arg("-a");
+                if let Some(cpus) = &Pinning::get().server {
+                    cmd.arg("-C").arg(cpus);
+                }
+            }
         }
         let child = cmd
             .arg("-o")
@@ -1585,7 +1584,11 @@ mod bench {
             // its git children) over the first round's cold and warm 16, into
             // <target>/seedd-bench-cache.perf.
             let perf = if round == 0 {
-                perf_record(s.pid, &target.join("seedd-bench-cache.perf"), &mut notes)
+                perf_record(
+                    PerfOf::Pid(s.pid),
+                    &target.join("seedd-bench-cache.perf"),
+                    &mut notes,
+                )
             } else {
                 None
             };
@@ -1722,7 +1725,7 @@ mod bench {
         }
         // SEEDD_BENCH_PERF=1: the cache's cold fetches too, into seedd-bench-cold.perf.
         let perf = perf_record(
-            cache_s.pid,
+            PerfOf::Pid(cache_s.pid),
             &target.join("seedd-bench-cold.perf"),
             &mut notes,
         );
@@ -1776,7 +1779,8 @@ mod bench {
         for (li, name) in [(1, "git"), (2, "seedd")] {
             let s = layout_servers[li].0;
             let req = fetch_request_with(s, medium, &[&medium.head, &rad_id], false);
-            let perf = perf_record_server_cpus(
+            let perf = perf_record(
+                PerfOf::ServerCpus,
                 &target.join(format!("seedd-bench-one-{name}.perf")),
                 &mut notes,
             );
