@@ -225,18 +225,20 @@ pub(super) fn select(
             };
             // A namespace is a node id, and every name we write is one git accepts (the
             // quarantine's refs are files).
-            if ns.parse::<NodeId>().is_err() || !plain_ref_name(tail) {
+            let Ok(nid) = ns.parse::<NodeId>() else {
+                continue;
+            };
+            if !plain_ref_name(tail) {
                 continue;
             }
             match filter {
                 NamespaceFilter::All { except } => {
-                    (tail == "refs/rad/id" || tail == "refs/rad/sigrefs")
-                        && !except.iter().any(|n| n.to_string() == ns)
+                    (tail == "refs/rad/id" || tail == "refs/rad/sigrefs") && !except.contains(&nid)
                 }
                 NamespaceFilter::Only(nids) => {
                     tail.starts_with("refs/rad/")
                         && tail.len() > "refs/rad/".len()
-                        && nids.iter().any(|n| n.to_string() == ns)
+                        && nids.contains(&nid)
                 }
             }
         } else {

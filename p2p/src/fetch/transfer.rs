@@ -59,6 +59,7 @@ impl Fetcher {
     ) -> Result<(), FetchError> {
         let mut ad = Advertisement::default();
         while !ad.take(peer.next().await?)? {}
+        // The data stage's ids are already those the quarantine lacks (`apply::data_wants`).
         let (wants, refs) = match stage {
             Stage::Special(filter) => {
                 peer.send(&client::ls_refs_request(&client::ref_prefixes(&filter)))
@@ -72,9 +73,17 @@ impl Fetcher {
             Stage::Data(oids) => (oids, Vec::new()),
         };
         let (q, live) = (a.quarantine.clone(), a.repo.clone());
-        // Ref listings and object lookups: on the blocking pool, not an async worker.
+        let check = !refs.is_empty();
+        // Ref listings and object lookups: on the blocking pool, not an async worker; the
+        // haves only when something is asked for.
         let (wants, haves) = tokio::task::spawn_blocking(move || -> Result<_, FetchError> {
-            Ok((missing(&q, wants)?, haves(&q, &live)?))
+            let wants = if check { missing(&q, wants)? } else { wants };
+            let haves = if wants.is_empty() {
+                Vec::new()
+            } else {
+                haves(&q, &live)?
+            };
+            Ok((wants, haves))
         })
         .await??;
         let cfg = &self.inner.cfg;
@@ -117,9 +126,8 @@ impl Fetcher {
             .map_err(|e| FetchError::Stream(from, e))?;
         let canonical = rid.to_string();
         let canonical = canonical.trim_start_matches("rad:");
-        let header = format!("git-upload-pack /{canonical}\0\0version=2\0");
-        let header = format!("{:04x}{header}", header.len() + 4);
-        if !stream.send(header.as_bytes()).await {
+        let header = client::pkt(&format!("git-upload-pack /{canonical}\0\0version=2\0"));
+        if !stream.send(&header).await {
             return Err(FetchError::SessionClosed);
         }
         Ok(stream)
