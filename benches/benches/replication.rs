@@ -30,7 +30,14 @@
 //!
 //! Long by design: fetch and serve against radicle-node measured in one run, with the
 //! dataset generation they share (see benches/runs/replication.md).
+//! 3. **Bulk** (`replication/bulk.rs`): a new seed following 2,000 repositories fetches them
+//!    from one source radicle-node, against a radicle-node following the same set.
+//!
+//! `SEEDD_BENCH_REPL_ONLY=fetch,serve,bulk` (any of them) runs only those phases (recorded).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
+
+#[path = "replication/bulk.rs"]
+mod bulk;
 
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
@@ -118,6 +125,14 @@ fn main() {
          listen 127.0.0.1:<free port>, seedingPolicy allow/all (source, fetcher) or block \
          (clients), --log-level info (the test harness's RadNode settings)",
     );
+    let only = std::env::var("SEEDD_BENCH_REPL_ONLY").ok();
+    if let Some(o) = &only {
+        measure::record_override(&format!("replication: SEEDD_BENCH_REPL_ONLY={o}"));
+    }
+    let phase = |p: &str| {
+        only.as_deref()
+            .is_none_or(|o| o.split(',').any(|x| x.trim() == p))
+    };
     let load_before = loadavg();
 
     let cache = bench_data_dir();
@@ -133,7 +148,7 @@ fn main() {
 
     // 1. Fetch.
     let mut fetch: [Vec<FetchRun>; 2] = [Vec::new(), Vec::new()];
-    for round in 0..rounds {
+    for round in (0..rounds).filter(|_| phase("fetch")) {
         for ti in measure::abba(round, 2) {
             let t = Target::ALL[ti];
             log(&format!(
@@ -180,11 +195,11 @@ fn main() {
 
     // 2. Serving.
     let mut serve: [Vec<ServeRun>; 2] = [Vec::new(), Vec::new()];
-    for round in 0..rounds {
+    for round in (0..rounds).filter(|_| phase("fetch")) {
         for ti in measure::abba(round, 2) {
             let t = Target::ALL[ti];
             log(&format!(
-                "serving round {}/{rounds}: {clients} {} rad clone from {}",
+                "fetch round {}/{rounds}: {clients} {} rad clone from {}",
                 round + 1,
                 if sequential {
                     "sequential"
@@ -235,6 +250,13 @@ fn main() {
             }
         }
     }
+
+    // 3. Bulk.
+    let (bulk_rows, bulk_targets, bulk_json) = if phase("bulk") {
+        bulk::phase(&seedd_bin, rounds, &log, &mut notes)
+    } else {
+        (Vec::new(), Vec::new(), Value::Null)
+    };
 
     // Rows: one value per round (per clone for the per-clone wall time).
     let mut rows: Vec<Row> = Vec::new();
@@ -432,6 +454,8 @@ fn main() {
         "lower",
     ));
 
+    rows.extend(bulk_rows);
+
     // Targets (ratios of medians).
     let fetch_wall_ratio = rows[0].ratio();
     let fetch_cpu_ratio = rows[2].ratio();
@@ -502,6 +526,23 @@ fn main() {
         fetch_cpu_ratio.map_or("n/a".into(), |r| format!("{r:.2}×")),
         met(fetch_cpu_ratio)
     );
+    for tg in &bulk_targets {
+        let value = tg["value"].as_f64();
+        let _ = writeln!(
+            t,
+            "target: {} {}: {} → {}",
+            tg["target"].as_str().unwrap_or(""),
+            tg["goal"].as_str().unwrap_or(""),
+            value.map_or("n/a".into(), |r| format!("{r:.2}×")),
+            if value.is_none() {
+                "n/a"
+            } else if tg["met"].as_bool() == Some(true) {
+                "MET"
+            } else {
+                "NOT MET"
+            }
+        );
+    }
     for (i, runs) in fetch.iter().enumerate() {
         let _ = writeln!(
             t,
@@ -559,6 +600,24 @@ fn main() {
             "failed": r.failed,
         })
     };
+    let fetch_targets: Vec<Value> = if fetch[0].is_empty() && fetch[1].is_empty() {
+        Vec::new()
+    } else {
+        vec![
+            json!({
+                "target": "fetch of the ~50 MB repository, wall time vs radicle-node",
+                "goal": "≤ 1.0×",
+                "value": fetch_wall_ratio,
+                "met": fetch_wall_ratio.is_some_and(|r| r <= 1.0),
+            }),
+            json!({
+                "target": "fetch, fetcher CPU (cgroup, until idle) vs radicle-node",
+                "goal": "≤ 1.0×",
+                "value": fetch_cpu_ratio,
+                "met": fetch_cpu_ratio.is_some_and(|r| r <= 1.0),
+            }),
+        ]
+    };
     let unix = SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| d.as_secs());
@@ -611,24 +670,12 @@ fn main() {
             })
         }).collect::<Vec<_>>(),
         // The list `benches/tools/targets.py` reads.
-        "targets": [
-            {
-                "target": "fetch of the ~50 MB repository, wall time vs radicle-node",
-                "goal": "≤ 1.0×",
-                "value": fetch_wall_ratio,
-                "met": fetch_wall_ratio.is_some_and(|r| r <= 1.0),
-            },
-            {
-                "target": "fetch, fetcher CPU (cgroup, until idle) vs radicle-node",
-                "goal": "≤ 1.0×",
-                "value": fetch_cpu_ratio,
-                "met": fetch_cpu_ratio.is_some_and(|r| r <= 1.0),
-            },
-        ],
+        "targets": ([fetch_targets, bulk_targets].concat()),
         "fetch_rounds": {
             "seedd": fetch[0].iter().map(run_json).collect::<Vec<_>>(),
             "radicle_node": fetch[1].iter().map(run_json).collect::<Vec<_>>(),
         },
+        "bulk_rounds": bulk_json,
         "serve_rounds": {
             "seedd": serve[0].iter().map(serve_json).collect::<Vec<_>>(),
             "radicle_node": serve[1].iter().map(serve_json).collect::<Vec<_>>(),

@@ -51,11 +51,6 @@ use transfer::Stage;
 pub use workdir::recover;
 use workdir::{git_init, quarantine_init, RemoveOnDrop};
 
-/// Repositories that may wait for a fetch slot at once.
-pub(crate) const MAX_QUEUED: usize = 256;
-/// Of those, at most this many from one peer.
-pub(crate) const MAX_QUEUED_PER_PEER: usize = 32;
-
 /// How long a fetch waits for the re-indexing of what it applied (its slots are held
 /// meanwhile); past it the fetch goes on and the index catches up in the background.
 pub(crate) const REINDEX_WAIT: Duration = Duration::from_secs(60);
@@ -186,6 +181,10 @@ pub struct FetchConfig {
     pub max_concurrent: usize,
     /// Of those, at most this many from one peer.
     pub max_per_peer: usize,
+    /// Repositories that may wait for a slot (fetches someone waits for are not counted).
+    pub max_queued: usize,
+    /// Of those, at most this many from one peer.
+    pub max_queued_per_peer: usize,
     pub max_pack_bytes: u64,
     /// Inactivity limit of a transfer.
     pub timeout: Duration,
@@ -203,6 +202,8 @@ impl FetchConfig {
         FetchConfig {
             max_concurrent: 1,
             max_per_peer: 1,
+            max_queued: 256,
+            max_queued_per_peer: 32,
             max_pack_bytes: 1 << 20,
             timeout: Duration::from_secs(5),
             deadline: Duration::from_secs(5),
@@ -234,6 +235,8 @@ struct Inner {
     running: Mutex<HashMap<RepoId, (NodeId, Instant)>>,
     /// The sync task's list of seeded repositories we lack.
     sync: Mutex<sync::SyncList>,
+    /// Wakes the sync task when a fetch ended and the list has more ([`Fetcher::refill_soon`]).
+    refill: tokio::sync::Notify,
     seq: std::sync::atomic::AtomicU64,
     /// The steps after a repository was created or changed (re-index, sizes, inventory).
     after: AfterFetch,
@@ -260,6 +263,7 @@ impl Fetcher {
                 active: Mutex::new(queue::Queue::default()),
                 running: Mutex::new(HashMap::new()),
                 sync: Mutex::default(),
+                refill: tokio::sync::Notify::new(),
                 seq: std::sync::atomic::AtomicU64::new(0),
                 after,
             }),
@@ -359,7 +363,7 @@ impl Fetcher {
     }
 
     /// Queues a fetch of `rid` from `from` (coalesced with one already running or queued for
-    /// the same repository). At most [`MAX_QUEUED`] repositories wait; beyond that the request
+    /// the same repository). At most `max_queued` repositories wait; beyond that the request
     /// is dropped (counted) and the sync task retries it later.
     pub fn request(&self, rid: RepoId, from: NodeId) {
         self.enqueue(rid, from, None);
@@ -370,7 +374,8 @@ impl Fetcher {
     fn enqueue(&self, rid: RepoId, from: NodeId, waiter: Option<queue::Waiter>) {
         let admit = {
             let mut active = self.inner.active.lock().unwrap_or_else(|e| e.into_inner());
-            let admit = active.push(rid, from, waiter, MAX_QUEUED, MAX_QUEUED_PER_PEER);
+            let cfg = &self.inner.cfg;
+            let admit = active.push(rid, from, waiter, cfg.max_queued, cfg.max_queued_per_peer);
             if admit == queue::Admit::Full {
                 // Fair across peers: one peer cannot fill the queue.
                 tracing::warn!(%rid, peer = %from, queued = active.len(), "fetch queue full; dropping request (the sync task retries)");
@@ -397,8 +402,14 @@ impl Fetcher {
             loop {
                 let result = this.measured(rid, from).await.map_err(Arc::new);
                 if result.is_err() {
-                    // The sync task retries it (if we still lack it) from a connected peer.
-                    this.offer_missing(rid);
+                    // The sync task retries it (if we still lack it) from a connected peer,
+                    // at its next tick.
+                    let p = &this.inner.policies;
+                    this.sync_list().offer_failed(
+                        rid,
+                        |r| p.seeding(r).is_some(),
+                        |r| this.holds(r),
+                    );
                 }
                 let next = this
                     .inner
@@ -411,6 +422,7 @@ impl Fetcher {
                     None => break,
                 }
             }
+            this.refill_soon();
         });
     }
 
@@ -428,10 +440,20 @@ impl Fetcher {
             tokio::time::sleep(Duration::from_secs(5)).await;
             let mut tick = tokio::time::interval(Duration::from_secs(30));
             loop {
-                tick.tick().await;
+                let full = tokio::select! {
+                    _ = tick.tick() => true,
+                    _ = this.inner.refill.notified() => false,
+                };
                 let this = this.clone();
                 // Policy reads and `stat`s: the blocking pool.
-                let _ = tokio::task::spawn_blocking(move || this.sync_once()).await;
+                let _ = tokio::task::spawn_blocking(move || {
+                    if full {
+                        this.sync_once()
+                    } else {
+                        this.refill_once()
+                    }
+                })
+                .await;
             }
         });
     }
@@ -477,30 +499,86 @@ impl Fetcher {
                 list.offer(rid, seeded, holds);
             }
         }
-        let queued: HashSet<RepoId> = inner
-            .active
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .iter()
-            .map(|(rid, _)| *rid)
-            .collect();
+        let handed = self.hand_out(&connected);
+        if handed > 0 {
+            tracing::info!(
+                fetches = handed,
+                missing = self.sync_list().len(),
+                "sync: fetching seeded repositories we lack (more as slots free up)"
+            );
+        }
+    }
+
+    /// Hands the queue as many listed repositories as it has room for, each from a connected
+    /// peer with room in its share (the rest stay listed). Costs what it hands out
+    /// ([`sync::SyncList::due`]).
+    fn hand_out(&self, connected: &HashSet<NodeId>) -> usize {
+        let inner = &self.inner;
+        let p = &inner.policies;
+        let (queued, mut per_peer): (HashSet<RepoId>, HashMap<NodeId, usize>) = {
+            let active = inner.active.lock().unwrap_or_else(|e| e.into_inner());
+            let mut per_peer = HashMap::new();
+            let queued = active
+                .iter()
+                .map(|(rid, nid)| {
+                    *per_peer.entry(*nid).or_insert(0) += 1;
+                    *rid
+                })
+                .collect();
+            (queued, per_peer)
+        };
+        let room = inner.cfg.max_queued.saturating_sub(queued.len());
+        if room == 0 {
+            return 0;
+        }
+        let share = inner.cfg.max_queued_per_peer;
         let requests = self.sync_list().due(
-            seeded,
-            holds,
+            room,
+            |r| p.seeding(r).is_some(),
+            |r| self.holds(r),
             |r| queued.contains(r),
-            |rid, connected| {
-                self.routing(Some(*rid))
-                    .into_iter()
-                    .find(|s| connected.contains(&s.nid) && !p.blocked(&s.nid))
-                    .map(|s| s.nid)
+            |rid, _| {
+                let mut busy = false;
+                for s in self.routing(Some(*rid)) {
+                    if !connected.contains(&s.nid) || p.blocked(&s.nid) {
+                        continue;
+                    }
+                    let n = per_peer.entry(s.nid).or_insert(0);
+                    if *n < share {
+                        *n += 1;
+                        return sync::Source::Peer(s.nid);
+                    }
+                    busy = true;
+                }
+                if busy {
+                    sync::Source::Busy
+                } else {
+                    sync::Source::None
+                }
             },
         );
         let listed = self.sync_list().len();
         inner.metrics.p2p.sync_missing.set(listed as i64);
+        let handed = requests.len();
         for (rid, peer) in requests {
-            tracing::info!(%rid, %peer, "sync: fetching a seeded repository we lack");
+            tracing::debug!(%rid, %peer, "sync: fetching a seeded repository we lack");
             self.request(rid, peer);
         }
+        handed
+    }
+
+    /// A fetch ended (a slot and a queue place are free): if the sync list has more, the sync
+    /// task hands the queue more now rather than at its next tick.
+    fn refill_soon(&self) {
+        if self.sync_list().len() > 0 {
+            self.inner.refill.notify_one();
+        }
+    }
+
+    /// The sync task's hand-out without a tick: the peers it knows are the last tick's.
+    fn refill_once(&self) {
+        let connected = self.connected();
+        self.hand_out(&connected);
     }
 }
 

@@ -49,6 +49,10 @@ pub struct Service {
     node_announcement: Announcement,
     inventory: Vec<RepoId>,
     inventory_announcement: Announcement,
+    /// When our inventory was last announced by a change (`None`: not since the start), and
+    /// whether a change waits for the tick.
+    inventory_sent: Option<u64>,
+    inventory_pending: bool,
     /// Repositories we hold and who may see them. Refs announcements about a repository not
     /// in it are neither relayed nor answered (we cannot know whether it is private).
     visibility: Visibilities,
@@ -96,6 +100,8 @@ impl Service {
             nodes,
             last_own,
             inventory: Vec::new(),
+            inventory_sent: None,
+            inventory_pending: false,
             visibility: Visibilities::default(),
             relay_queue: Vec::new(),
             last_relay: now,
@@ -273,9 +279,12 @@ impl Service {
             .push(Output::Persist(Change::Announcement(stored)));
     }
 
-    /// Replaces our inventory (the public repositories we serve). If it changed, a new
-    /// inventory announcement is sent to every connected peer and our routing entries updated.
-    /// Private repositories are never part of it, whatever the shell passes.
+    /// Replaces our inventory (the public repositories we serve). If it changed, our routing
+    /// entries are updated and a new inventory announcement is sent to every connected peer:
+    /// at once when a repository left it or none was sent for `timers.inventory_interval_ms`,
+    /// else at the first [`Service::tick`] after that interval (many repositories fetched in
+    /// a row are announced a few times, not once each). Private repositories are never part
+    /// of it, whatever the shell passes.
     pub fn set_inventory(&mut self, mut rids: Vec<RepoId>, now: u64) {
         rids.retain(|rid| !is_private(&self.visibility, rid));
         rids.sort();
@@ -293,6 +302,25 @@ impl Service {
             self.add_route(*rid, self.nid, now);
         }
         self.inventory = rids;
+        // A repository leaving (made private, purged) leaves at once; additions within the
+        // interval of the last announcement wait for the tick.
+        let removed = old.difference(&new).next().is_some();
+        let interval = self.config.timers.inventory_interval_ms;
+        if removed
+            || self
+                .inventory_sent
+                .is_none_or(|t| now.saturating_sub(t) >= interval)
+        {
+            self.announce_inventory(now);
+        } else {
+            self.inventory_pending = true;
+        }
+    }
+
+    /// Signs the current inventory and sends it to every session.
+    pub(crate) fn announce_inventory(&mut self, now: u64) {
+        self.inventory_pending = false;
+        self.inventory_sent = Some(now);
         self.inventory_announcement = self.make_inventory_announcement(now);
         let to: Vec<SessionId> = self.sessions.keys().copied().collect();
         self.send(
@@ -300,6 +328,11 @@ impl Service {
             Message::Announcement(self.inventory_announcement.clone()),
             now,
         );
+    }
+
+    /// Whether an inventory change waits for the tick to be announced.
+    pub fn inventory_pending(&self) -> bool {
+        self.inventory_pending
     }
 
     /// Replaces what we know of the visibility of the repositories we hold. From now on

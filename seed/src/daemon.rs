@@ -465,6 +465,8 @@ fn start_replication(
     let fetch_cfg = FetchConfig {
         max_concurrent: p2p.max_concurrent_fetches,
         max_per_peer: p2p.max_fetches_per_peer,
+        max_queued: p2p.max_queued_fetches,
+        max_queued_per_peer: p2p.max_queued_fetches_per_peer,
         max_pack_bytes: p2p.max_fetch_bytes,
         timeout: p2p.fetch_timeout,
         deadline: p2p.fetch_deadline,

@@ -1806,3 +1806,75 @@ fn an_identity_history_reusing_one_tree_is_refused_within_the_fetch_deadline() {
 
     trees.assert_all_ok(Duration::from_secs(5));
 }
+
+/// The bulk path of a new seed (issue 30 §4): a peer's inventory of many repositories we lack
+/// is worked through as fetch slots free up, not a queue's worth per 30 s sync tick. With a
+/// queue of 4 (and 4 per peer) and 40 repositories, the inventory hint queues 4 and drops the
+/// rest onto the sync list; without the refill the list would be handed out 4 per tick
+/// (~5 min), with it everything arrives within the minute. Every fetch succeeds once.
+#[test]
+fn a_new_seed_fetches_a_peers_whole_inventory_as_slots_free_up() {
+    const REPOS: usize = 40;
+    let dir = tempfile::Builder::new()
+        .prefix("rb")
+        .tempdir_in("/tmp")
+        .unwrap();
+    // The source: a fresh identity whose storage holds the generated repositories.
+    let home = dir.path().join("bulksrc");
+    let seed_hex: String = "bulksrc"
+        .bytes()
+        .cycle()
+        .take(32)
+        .map(|b| format!("{b:02x}"))
+        .collect();
+    run(std::process::Command::new(seedd_tests::radicle_bin("rad"))
+        .args(["auth", "--alias", "bulksrc"])
+        .env("RAD_HOME", &home)
+        .env("RAD_PASSPHRASE", "")
+        .env("RAD_KEYGEN_SEED", seed_hex)
+        .env_remove("RAD_SOCKET"));
+    let storage = home.join("storage");
+    let _ = std::fs::remove_dir_all(&storage);
+    run(std::process::Command::new(seedd_tests::bin("gen-repos"))
+        .args(["--count", &REPOS.to_string(), "--prefix", "bulk", "--out"])
+        .arg(&storage));
+    let repos: Vec<String> = std::fs::read_dir(&storage)
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with('z'))
+        .collect();
+    assert_eq!(repos.len(), REPOS);
+
+    let seed = Seed::start(SeedOptions {
+        p2p_config: "max_concurrent_fetches = 2\nmax_fetches_per_peer = 2\n\
+                     max_queued_fetches = 4\nmax_queued_fetches_per_peer = 4\n"
+            .into(),
+        ..SeedOptions::allowing()
+    });
+    let _source = seedd_tests::RadNode::start_home(dir, "bulksrc", &[seed.p2p_peer()]);
+    let held = |seed: &Seed| {
+        repos
+            .iter()
+            .filter(|r| seed.storage().join(r).join("HEAD").exists())
+            .count()
+    };
+    wait_for(
+        "every repository of the peer's inventory in seedd's storage",
+        Duration::from_secs(60),
+        || (held(&seed) == REPOS).then_some(()),
+    );
+    // The queue was the limit (hints dropped, then handed out again by the sync task) and
+    // each repository was fetched once.
+    wait_for("the fetches counted", Duration::from_secs(30), || {
+        (seed.metric("seedd_fetches_total", &["result=\"ok\""]) >= REPOS as f64).then_some(())
+    });
+    assert!(
+        seed.metric("seedd_fetches_total", &["result=\"queue_full\""]) > 0.0,
+        "the queue of 4 never filled: the test does not exercise the sync list"
+    );
+    assert_eq!(
+        seed.metric("seedd_fetches_total", &["result=\"ok\""]),
+        REPOS as f64
+    );
+}

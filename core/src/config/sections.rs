@@ -53,6 +53,13 @@ pub struct P2pConfig {
     /// Of those, at most this many from one peer (the others wait without taking a slot).
     #[serde(deserialize_with = "fields::at_least_one")]
     pub max_fetches_per_peer: usize,
+    /// Repositories that may wait for a fetch slot (hints beyond it are dropped and the sync
+    /// task fetches them later, as slots free up).
+    #[serde(deserialize_with = "fields::at_least_one")]
+    pub max_queued_fetches: usize,
+    /// Of those, at most this many from one peer.
+    #[serde(deserialize_with = "fields::at_least_one")]
+    pub max_queued_fetches_per_peer: usize,
     /// Largest amount of git data one fetch may receive.
     #[serde(deserialize_with = "fields::at_least_one")]
     pub max_fetch_bytes: u64,
@@ -354,8 +361,10 @@ impl Default for P2pConfig {
             serve_queue_timeout: Duration::from_secs(10),
             stream_idle_timeout: Duration::from_secs(30),
             max_stream_request_bytes: 64 * 1024 * 1024,
-            max_concurrent_fetches: 4,
-            max_fetches_per_peer: 2,
+            max_concurrent_fetches: fetch_slots(),
+            max_fetches_per_peer: (fetch_slots() / 4).max(2),
+            max_queued_fetches: 64 * fetch_slots(),
+            max_queued_fetches_per_peer: 16 * (fetch_slots() / 4).max(2),
             max_fetch_bytes: 500 * 1024 * 1024,
             fetch_timeout: Duration::from_secs(30),
             fetch_deadline: Duration::from_secs(600),
@@ -367,6 +376,15 @@ impl Default for P2pConfig {
             ban: BanConfig::default(),
         }
     }
+}
+
+/// Fetches at once by default: two per core, at least 4 (a fetch waits on the peer and on
+/// its `index-pack` as much as it computes).
+fn fetch_slots() -> usize {
+    std::thread::available_parallelism()
+        .map_or(2, |n| n.get())
+        .saturating_mul(2)
+        .max(4)
 }
 
 impl Default for HttpConfig {

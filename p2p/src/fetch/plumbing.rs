@@ -2,7 +2,7 @@
 //! [`seedd_core::git::command`]): ref listings, ancestry, all-or-nothing `update-ref`
 //! transactions guarded by the old values, and the migration of accepted objects.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashSet};
 use std::path::Path;
 use std::process::{Command, Stdio};
 
@@ -201,6 +201,9 @@ pub(super) fn migrate(
     }
     let pack_dir = live.join("objects").join("pack");
     std::fs::create_dir_all(&pack_dir)?;
+    if quarantine_pack_bytes(q) >= MOVE_MIN_BYTES && move_packs(cfg, q, live, &input)? {
+        return Ok(());
+    }
     let mut cmd = git(cfg, q);
     cmd.args([
         "pack-objects",
@@ -224,6 +227,104 @@ pub(super) fn migrate(
     Ok(())
 }
 
+/// Below this many bytes of received packs, copying what was accepted (`pack-objects`) costs
+/// less than proving the packs can be moved as they are (a `rev-list` and an index read).
+pub(super) const MOVE_MIN_BYTES: u64 = 1 << 20;
+
+/// Bytes of the quarantine's packs.
+fn quarantine_pack_bytes(q: &Path) -> u64 {
+    std::fs::read_dir(q.join("objects").join("pack"))
+        .map(|d| {
+            d.flatten()
+                .filter(|e| e.file_name().to_string_lossy().ends_with(".pack"))
+                .filter_map(|e| e.metadata().ok())
+                .map(|m| m.len())
+                .sum()
+        })
+        .unwrap_or(0)
+}
+
+/// Moves the quarantine's packs into `live` as they are (renamed, `.idx` last so that a pack
+/// is visible only once complete) when that adds exactly what `pack-objects` would have
+/// copied: every object in them is one the accepted tips reach and `live`'s refs do not
+/// (`rev-list --objects`, `revs` is its stdin), none is in `live` already (the bases
+/// `index-pack --fix-thin` appended are) or in two of the packs, and every such object is in
+/// them or in `live`. Otherwise nothing is touched and `Ok(false)` leaves it to
+/// `pack-objects`. A big first fetch is then written once, not twice.
+fn move_packs(cfg: &FetchConfig, q: &Path, live: &Path, revs: &str) -> Result<bool, FetchError> {
+    let qpack = q.join("objects").join("pack");
+    let mut stems = Vec::new();
+    for entry in std::fs::read_dir(&qpack)? {
+        let name = entry?.file_name().to_string_lossy().into_owned();
+        if let Some(stem) = name.strip_suffix(".idx") {
+            if stem.starts_with("pack-") {
+                stems.push(stem.to_owned());
+            }
+        }
+    }
+    if stems.is_empty() || has_loose_objects(&q.join("objects")) {
+        return Ok(false);
+    }
+    let mut cmd = git(cfg, q);
+    cmd.args(["rev-list", "--objects", "--stdin"]);
+    let listed = run_with_input(cmd, "rev-list", revs.as_bytes())?;
+    let mut wanted = HashSet::new();
+    for line in listed.split(|b| *b == b'\n') {
+        let hex = line.get(..40).unwrap_or(line);
+        if hex.is_empty() {
+            continue;
+        }
+        wanted.insert(gix::ObjectId::from_hex(hex).map_err(FetchError::repository)?);
+    }
+    let live_repo =
+        gix::open_opts(live, gix::open::Options::isolated()).map_err(FetchError::repository)?;
+    let mut moved = HashSet::with_capacity(wanted.len());
+    for stem in &stems {
+        let idx = qpack.join(format!("{stem}.idx"));
+        let Ok(file) = gix::odb::pack::index::File::at(&idx, gix::hash::Kind::Sha1) else {
+            return Ok(false);
+        };
+        for entry in file.iter() {
+            if !wanted.contains(&entry.oid)
+                || live_repo.has_object(entry.oid)
+                || !moved.insert(entry.oid)
+            {
+                return Ok(false);
+            }
+        }
+    }
+    if wanted
+        .iter()
+        .any(|id| !moved.contains(id) && !live_repo.has_object(*id))
+    {
+        return Ok(false);
+    }
+    let dst = live.join("objects").join("pack");
+    for stem in &stems {
+        for ext in ["pack", "rev", "idx"] {
+            let from = qpack.join(format!("{stem}.{ext}"));
+            if ext == "rev" && !from.exists() {
+                continue;
+            }
+            std::fs::rename(&from, dst.join(format!("{stem}.{ext}")))?;
+        }
+    }
+    Ok(true)
+}
+
+/// Whether `objects/<2 hex>/` holds any file.
+fn has_loose_objects(objects: &Path) -> bool {
+    std::fs::read_dir(objects).is_ok_and(|d| {
+        d.flatten().any(|e| {
+            let n = e.file_name();
+            let n = n.to_string_lossy();
+            n.len() == 2
+                && n.bytes().all(|b| b.is_ascii_hexdigit())
+                && std::fs::read_dir(e.path()).is_ok_and(|mut f| f.next().is_some())
+        })
+    })
+}
+
 /// Objects in a version-2 pack index of `len` bytes (header 8, fan-out 1024, trailer 40, and
 /// per object 20 + 4 + 4 bytes; large offsets only exist past 2 GiB packs).
 pub(super) fn idx_object_count(len: u64) -> u64 {
@@ -233,6 +334,154 @@ pub(super) fn idx_object_count(len: u64) -> u64 {
 #[cfg(test)]
 mod tests {
     use seedd_core::git::testing::{ok as out, run};
+    use std::path::Path;
+
+    /// `count` + `in-pack` of `git count-objects -v`.
+    fn objects(repo: &Path) -> u64 {
+        out(repo, &["count-objects", "-v"])
+            .lines()
+            .filter_map(|l| {
+                l.strip_prefix("count: ")
+                    .or_else(|| l.strip_prefix("in-pack: "))
+            })
+            .map(|n| n.trim().parse::<u64>().unwrap())
+            .sum()
+    }
+
+    /// `len` bytes that do not compress (xorshift from `seed`).
+    fn noise(seed: u64, len: usize) -> Vec<u8> {
+        let mut x = seed | 1;
+        (0..len)
+            .map(|_| {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                x as u8
+            })
+            .collect()
+    }
+
+    /// A commit on `parent` whose tree is one file of `bytes` (written into `repo`).
+    fn commit(repo: &Path, parent: Option<&str>, bytes: &[u8]) -> String {
+        let blob = String::from_utf8(run(repo, &["hash-object", "-w", "--stdin"], bytes).stdout)
+            .unwrap()
+            .trim()
+            .to_owned();
+        let tree = String::from_utf8(
+            run(
+                repo,
+                &["mktree"],
+                format!("100644 blob {blob}\tf\n").as_bytes(),
+            )
+            .stdout,
+        )
+        .unwrap()
+        .trim()
+        .to_owned();
+        let mut args = vec!["commit-tree", &tree, "-m", "c"];
+        if let Some(p) = parent {
+            args.extend(["-p", p]);
+        }
+        out(repo, &args)
+    }
+
+    /// A quarantine of `live` holding, as one received pack, what `src` has of `revs`
+    /// (`--thin`: bases left out and appended by `index-pack --fix-thin`, as a fetch does).
+    fn receive(src: &Path, live: &Path, revs: &str, thin: bool) -> tempfile::TempDir {
+        let q = tempfile::tempdir().unwrap();
+        out(q.path(), &["init", "-q", "--bare", "."]);
+        std::fs::write(
+            q.path().join("objects/info/alternates"),
+            format!("{}\n", live.join("objects").display()),
+        )
+        .unwrap();
+        let mut args = vec!["pack-objects", "--revs", "--stdout"];
+        if thin {
+            args.push("--thin");
+        }
+        let pack = run(src, &args, revs.as_bytes());
+        assert!(pack.status.success());
+        let idx = run(
+            q.path(),
+            &["index-pack", "--stdin", "--fix-thin"],
+            &pack.stdout,
+        );
+        assert!(idx.status.success(), "{idx:?}");
+        q
+    }
+
+    fn packs(dir: &Path) -> Vec<String> {
+        let mut v: Vec<String> = std::fs::read_dir(dir.join("objects/pack"))
+            .unwrap()
+            .flatten()
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .filter(|n| n.ends_with(".pack"))
+            .collect();
+        v.sort();
+        v
+    }
+
+    /// A big received pack of exactly the accepted objects is moved into the repository as
+    /// it is (no second write); a thin one (its bases, appended from the repository, would
+    /// be there twice) or one with objects no accepted ref reaches is copied by
+    /// `pack-objects` instead. Either way the repository gains exactly the accepted objects
+    /// and stays complete.
+    #[test]
+    fn big_packs_of_only_accepted_objects_are_moved_others_copied() {
+        let home = tempfile::tempdir().unwrap();
+        let cfg = super::FetchConfig::for_tests(home.path().to_owned(), home.path().join("w"));
+        let src = tempfile::tempdir().unwrap();
+        let src = src.path();
+        out(src, &["init", "-q", "--bare", "."]);
+        let big = noise(7, 2 << 20);
+        let c1 = commit(src, None, b"one\n");
+        let c2 = commit(src, Some(&c1), &big);
+        let mut edited = big.clone();
+        edited[1000] ^= 1;
+        let c3 = commit(src, Some(&c2), &edited);
+        let stray = commit(src, Some(&c1), &noise(8, 2 << 20));
+        let live = tempfile::tempdir().unwrap();
+        let live = live.path();
+        out(live, &["init", "-q", "--bare", "."]);
+        out(
+            live,
+            &[
+                "fetch",
+                "-q",
+                &src.display().to_string(),
+                &format!("{c1}:refs/heads/main"),
+            ],
+        );
+        let before = objects(live);
+
+        // c2's commit, tree and 2 MiB blob, nothing else: moved.
+        let q = receive(src, live, &format!("{c2}\n--not\n{c1}\n"), false);
+        let received = packs(q.path());
+        super::migrate(&cfg, q.path(), live, std::slice::from_ref(&c2)).unwrap();
+        assert!(packs(q.path()).is_empty(), "the pack was not moved");
+        assert!(packs(live).contains(&received[0]));
+        assert_eq!(objects(live), before + 3);
+        out(live, &["update-ref", "refs/heads/main", &c2]);
+        out(live, &["fsck", "--connectivity-only", "--no-dangling"]);
+
+        // Thin: the edited blob is a delta against the one `live` holds, which --fix-thin
+        // appended: copied, and only the 3 new objects arrive.
+        let q = receive(src, live, &format!("{c3}\n--not\n{c2}\n"), true);
+        let received = packs(q.path());
+        super::migrate(&cfg, q.path(), live, std::slice::from_ref(&c3)).unwrap();
+        assert_eq!(packs(q.path()), received, "a thin pack was moved");
+        assert_eq!(objects(live), before + 6);
+
+        // A pack with a commit no accepted ref reaches: copied without it.
+        let q = receive(src, live, &format!("{stray}\n--not\n{c1}\n"), false);
+        super::migrate(&cfg, q.path(), live, std::slice::from_ref(&c3)).unwrap();
+        assert!(
+            !packs(q.path()).is_empty(),
+            "a pack with a rejected object was moved"
+        );
+        let present = run(live, &["cat-file", "-e", &stray], b"").status.success();
+        assert!(!present, "a rejected object entered the repository");
+    }
 
     /// The in-process answer equals `git merge-base --is-ancestor` for every pair of a linear
     /// history with a fork; a tag, an absent object or a walk past the bound leave it to git.

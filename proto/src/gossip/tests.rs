@@ -1337,3 +1337,55 @@ fn routing_pages_follow_the_cursor_for_every_filter() {
         (Vec::new(), 0)
     );
 }
+
+/// Our inventory growing by one repository at a time (a new seed's bulk fetch) is announced
+/// once per `inventory_interval_ms`, with everything added meanwhile, at the tick; a
+/// repository leaving it is announced at once.
+#[test]
+fn inventory_additions_are_announced_once_per_interval() {
+    let (mut s, _a, _b, _c) = private_setup();
+    let visibility: VisibilityMap = (10..40u8).map(|n| (rid(n), Visibility::Public)).collect();
+    s.set_visibility(Arc::new(visibility), T0);
+    s.take_outputs();
+    let inventories = |out: &[Output]| -> Vec<Vec<RepoId>> {
+        sent_to(out, 3)
+            .into_iter()
+            .filter_map(|m| match m {
+                Message::Announcement(Announcement {
+                    message: AnnouncementMessage::Inventory(inv),
+                    ..
+                }) => Some(inv.inventory),
+                _ => None,
+            })
+            .collect()
+    };
+    let interval = Timers::default().inventory_interval_ms;
+    // The first change goes out at once.
+    let mut held = vec![rid(10)];
+    s.set_inventory(held.clone(), T0 + 1);
+    assert_eq!(inventories(&s.take_outputs()), vec![vec![rid(10)]]);
+    // Twenty more within the interval: nothing sent, the inventory and routes are current.
+    for n in 11..31u8 {
+        held.push(rid(n));
+        s.set_inventory(held.clone(), T0 + 1 + u64::from(n));
+    }
+    assert!(inventories(&s.take_outputs()).is_empty());
+    assert_eq!(s.inventory(), &held[..]);
+    let nid = s.nid();
+    assert!(s.seeds_of(&rid(30)).iter().any(|(n, _)| *n == nid));
+    s.tick(T0 + interval / 2);
+    assert!(inventories(&s.take_outputs()).is_empty());
+    // The first tick past the interval sends one announcement with all of them.
+    let t1 = T0 + 1 + interval;
+    s.tick(t1);
+    assert_eq!(inventories(&s.take_outputs()), vec![held.clone()]);
+    s.tick(t1 + 1);
+    assert!(inventories(&s.take_outputs()).is_empty(), "sent twice");
+    // Within the next interval an addition waits, a removal does not.
+    held.push(rid(31));
+    s.set_inventory(held.clone(), t1 + 2);
+    assert!(inventories(&s.take_outputs()).is_empty());
+    held.retain(|r| *r != rid(10));
+    s.set_inventory(held.clone(), t1 + 3);
+    assert_eq!(inventories(&s.take_outputs()), vec![held]);
+}

@@ -15,6 +15,10 @@ pub struct Timers {
     pub stale_ms: u64,
     /// Relay queued inventory announcements this often.
     pub relay_interval_ms: u64,
+    /// Announce our own inventory at most this often: a change within it of the last
+    /// announcement waits for the tick (a bulk fetch of many new repositories announces a
+    /// handful of inventories, not one per repository).
+    pub inventory_interval_ms: u64,
     /// Prune stored gossip and routing this often.
     pub prune_interval_ms: u64,
     /// Stored gossip older than this is pruned.
@@ -32,6 +36,7 @@ impl Default for Timers {
             keep_alive_ms: 30 * SECOND,
             stale_ms: 120 * SECOND,
             relay_interval_ms: 6 * SECOND,
+            inventory_interval_ms: SECOND,
             prune_interval_ms: 30 * MINUTE,
             gossip_max_age_ms: 14 * DAY,
             routing_max_age_ms: 7 * DAY,

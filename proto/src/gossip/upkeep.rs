@@ -27,6 +27,13 @@ impl Service {
         for (id, ponglen) in ping {
             self.send(vec![id], Message::Ping(Ping { ponglen, zeroes: 0 }), now);
         }
+        if self.inventory_pending
+            && self
+                .inventory_sent
+                .is_none_or(|t| now.saturating_sub(t) >= timers.inventory_interval_ms)
+        {
+            self.announce_inventory(now);
+        }
         if now.saturating_sub(self.last_relay) >= timers.relay_interval_ms {
             self.last_relay = now;
             for (ann, skip) in std::mem::take(&mut self.relay_queue) {
