@@ -33,7 +33,12 @@
 //! 3. **Bulk** (`replication/bulk.rs`): a new seed following 2,000 repositories fetches them
 //!    from one source radicle-node, against a radicle-node following the same set.
 //!
-//! `SEEDD_BENCH_REPL_ONLY=fetch,serve,bulk` (any of them) runs only those phases (recorded).
+//! 4. **Held** (`replication/bulk.rs`): the same 2,000 into seedd already holding 1k and 100k
+//!    generated repositories (`SEEDD_BENCH_BULK_HELD`); CPU per new repository at 100k against
+//!    1k. The 100k data dir is generated and indexed once (cached in the bench data directory).
+//!
+//! `SEEDD_BENCH_REPL_ONLY=fetch,serve,bulk,held` (any of them) runs only those phases
+//! (recorded).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 #[path = "replication/bulk.rs"]
@@ -195,11 +200,11 @@ fn main() {
 
     // 2. Serving.
     let mut serve: [Vec<ServeRun>; 2] = [Vec::new(), Vec::new()];
-    for round in (0..rounds).filter(|_| phase("fetch")) {
+    for round in (0..rounds).filter(|_| phase("serve")) {
         for ti in measure::abba(round, 2) {
             let t = Target::ALL[ti];
             log(&format!(
-                "fetch round {}/{rounds}: {clients} {} rad clone from {}",
+                "serving round {}/{rounds}: {clients} {} rad clone from {}",
                 round + 1,
                 if sequential {
                     "sequential"
@@ -254,6 +259,13 @@ fn main() {
     // 3. Bulk.
     let (bulk_rows, bulk_targets, bulk_json) = if phase("bulk") {
         bulk::phase(&seedd_bin, rounds, &log, &mut notes)
+    } else {
+        (Vec::new(), Vec::new(), Value::Null)
+    };
+
+    // 4. Bulk into seeds already holding 1k and 100k repositories (seedd only).
+    let (held_rows, held_targets, held_json) = if phase("held") {
+        bulk::held_phase(&seedd_bin, rounds, &log, &mut notes)
     } else {
         (Vec::new(), Vec::new(), Value::Null)
     };
@@ -526,7 +538,36 @@ fn main() {
         fetch_cpu_ratio.map_or("n/a".into(), |r| format!("{r:.2}×")),
         met(fetch_cpu_ratio)
     );
-    for tg in &bulk_targets {
+    if !held_rows.is_empty() {
+        let sizes = &held_json["sizes"];
+        let size = |i: usize| sizes[i].as_u64().unwrap_or(0);
+        let last = sizes.as_array().map_or(1, |a| a.len().max(1)) - 1;
+        let (hi, lo) = (
+            format!("seedd @ {}", size(last)),
+            format!("seedd @ {}", size(0)),
+        );
+        let _ = writeln!(t);
+        write_table(
+            &mut t,
+            ["workload", "metric", &hi, &lo, "ratio", "unit"],
+            [38, 33, 22, 22, 7, 5],
+            143,
+            held_rows.iter().map(|r| {
+                let (a, b) = r.summaries();
+                TableLine {
+                    group: &r.workload,
+                    metric: &r.metric,
+                    seedd: show(a),
+                    other: show(b),
+                    ratio: r.ratio().map_or(String::new(), |x| format!("{x:.2}×")),
+                    unit: r.unit,
+                    better: r.better,
+                }
+            }),
+        );
+        let _ = writeln!(t);
+    }
+    for tg in bulk_targets.iter().chain(&held_targets) {
         let value = tg["value"].as_f64();
         let _ = writeln!(
             t,
@@ -670,12 +711,27 @@ fn main() {
             })
         }).collect::<Vec<_>>(),
         // The list `benches/tools/targets.py` reads.
-        "targets": ([fetch_targets, bulk_targets].concat()),
+        "targets": ([fetch_targets, bulk_targets, held_targets].concat()),
         "fetch_rounds": {
             "seedd": fetch[0].iter().map(run_json).collect::<Vec<_>>(),
             "radicle_node": fetch[1].iter().map(run_json).collect::<Vec<_>>(),
         },
         "bulk_rounds": bulk_json,
+        "held": {
+            "results": held_rows.iter().map(|r| {
+                let (a, b) = r.summaries();
+                json!({
+                    "key": r.key,
+                    "workload": r.workload,
+                    "metric": r.metric,
+                    "unit": r.unit,
+                    "at_largest": a.map(|s| s.to_json()),
+                    "at_smallest": b.map(|s| s.to_json()),
+                    "ratio": r.ratio(),
+                })
+            }).collect::<Vec<_>>(),
+            "runs": held_json,
+        },
         "serve_rounds": {
             "seedd": serve[0].iter().map(serve_json).collect::<Vec<_>>(),
             "radicle_node": serve[1].iter().map(serve_json).collect::<Vec<_>>(),

@@ -8,7 +8,7 @@
 //! it reads [`Identities::nets`] and learns of identities started later from
 //! [`Identities::started`], so identities know nothing of replication.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeSet, HashMap, HashSet};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -73,6 +73,9 @@ pub struct Identities {
     inventories: Arc<Mutex<HashMap<String, BTreeSet<RepoId>>>>,
     /// A debounced [`Identities::refresh_soon`] is waiting.
     refresh_pending: Arc<AtomicBool>,
+    /// Identities over their cap whose inventory changed: their most wanted are selected
+    /// again once per [`PUBLISH_DEBOUNCE`], not once per change ([`Identities::publish_soon`]).
+    publish_pending: Arc<Mutex<HashSet<String>>>,
     /// Counts [`Identities::refresh`]es (policy, tenant and storage changes): the sync task
     /// re-reads what is seeded when it moves.
     seeding_generation: Arc<std::sync::atomic::AtomicU64>,
@@ -80,6 +83,10 @@ pub struct Identities {
 
 /// How long [`Identities::refresh_soon`] gathers changes before one full refresh.
 const REFRESH_DEBOUNCE: Duration = Duration::from_millis(250);
+/// How long an over-cap inventory's changes gather before its most wanted are selected again
+/// (a selection reads every held repository's demand and update time: at 100k repositories,
+/// once per fetched repository would be the bulk of a new seed's CPU).
+const PUBLISH_DEBOUNCE: Duration = Duration::from_secs(1);
 
 /// `seedctl identity ls` row.
 #[derive(Debug, Clone, Serialize)]
@@ -116,6 +123,7 @@ impl Identities {
             started: Arc::new(watch::channel(()).0),
             inventories: Arc::default(),
             refresh_pending: Arc::default(),
+            publish_pending: Arc::default(),
             seeding_generation: Arc::default(),
         }
     }
@@ -320,7 +328,9 @@ impl Identities {
 
     /// One repository changed (fetched, re-indexed): its visibility goes to every identity and
     /// it joins or leaves their inventories, at the cost of this repository only (an inventory
-    /// is announced again only when its membership changed). Blocking (one index read).
+    /// is announced again only when its membership changed; one over its cap within
+    /// [`PUBLISH_DEBOUNCE`], as its most wanted are selected from all it holds). Blocking
+    /// (one index read).
     pub(crate) fn repo_changed(&self, rid: RepoId) {
         let record = match self.index.repo(&rid) {
             Ok(r) => r,
@@ -340,6 +350,7 @@ impl Identities {
             record.as_ref().is_some_and(|r| r.is_public()) && self.policies.seeding(&rid).is_some();
         let holders = self.tenants.identities_of(&rid);
         let dedicated_only = !holders.is_empty() && !holders.contains(DEFAULT_IDENTITY);
+        let mut over_cap: Vec<String> = Vec::new();
         let mut update = |name: &str, member: bool, net: &Net, cap: usize| {
             let inv = inventories.entry(name.to_owned()).or_default();
             let changed = if member {
@@ -348,7 +359,11 @@ impl Identities {
                 inv.remove(&rid)
             };
             if changed {
-                self.publish(name, net, inv.iter().copied().collect(), cap);
+                if inv.len() > cap.min(INVENTORY_LIMIT) {
+                    over_cap.push(name.to_owned());
+                } else {
+                    self.publish(name, net, inv.iter().copied().collect(), cap);
+                }
             }
         };
         update(
@@ -361,6 +376,67 @@ impl Identities {
             let member = wanted && holders.contains(&r.spec.name);
             let cap = r.spec.inventory_cap.unwrap_or(INVENTORY_LIMIT);
             update(&r.spec.name, member, &r.net, cap);
+        }
+        drop(inventories);
+        for name in over_cap {
+            self.publish_soon(name);
+        }
+    }
+
+    /// Publishes identity `name`'s inventory within [`PUBLISH_DEBOUNCE`], once for all the
+    /// changes made meanwhile, on the blocking pool. Without a runtime (tests, shutdown) at once.
+    fn publish_soon(&self, name: String) {
+        let first = {
+            let mut pending = self
+                .publish_pending
+                .lock()
+                .unwrap_or_else(|p| p.into_inner());
+            let first = pending.is_empty();
+            pending.insert(name);
+            first
+        };
+        let Ok(rt) = tokio::runtime::Handle::try_current() else {
+            self.publish_pending_now();
+            return;
+        };
+        if !first {
+            return;
+        }
+        let this = self.clone();
+        rt.spawn(async move {
+            tokio::time::sleep(PUBLISH_DEBOUNCE).await;
+            let run = this.clone();
+            if let Err(e) = seedd_core::blocking::run(Duration::from_secs(120), move || {
+                run.publish_pending_now()
+            })
+            .await
+            {
+                tracing::warn!(error = %seedd_core::logging::chain(&e), "announcing an inventory after changes");
+            }
+        });
+    }
+
+    /// Publishes every identity [`Identities::publish_soon`] was asked for, from what
+    /// [`Identities::repo_changed`] keeps.
+    fn publish_pending_now(&self) {
+        let names = std::mem::take(
+            &mut *self
+                .publish_pending
+                .lock()
+                .unwrap_or_else(|p| p.into_inner()),
+        );
+        let inventories = self.inventories();
+        for name in names {
+            let Some(inv) = inventories.get(&name) else {
+                continue;
+            };
+            let inv: Vec<RepoId> = inv.iter().copied().collect();
+            if name == DEFAULT_IDENTITY {
+                self.publish(&name, &self.default, inv, self.default_cap);
+            } else if let Some(r) = self.lock().iter().find(|r| r.spec.name == name) {
+                let cap = r.spec.inventory_cap.unwrap_or(INVENTORY_LIMIT);
+                self.publish(&name, &r.net, inv, cap);
+            }
         }
     }
 

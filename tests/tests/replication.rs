@@ -1811,7 +1811,9 @@ fn an_identity_history_reusing_one_tree_is_refused_within_the_fetch_deadline() {
 /// is worked through as fetch slots free up, not a queue's worth per 30 s sync tick. With a
 /// queue of 4 (and 4 per peer) and 40 repositories, the inventory hint queues 4 and drops the
 /// rest onto the sync list; without the refill the list would be handed out 4 per tick
-/// (~5 min), with it everything arrives within the minute. Every fetch succeeds once.
+/// (~5 min), with it everything arrives within the minute. Every fetch succeeds once, and the
+/// identity's capped inventory (its most wanted, selected again at most once a second as
+/// repositories join) ends up current.
 #[test]
 fn a_new_seed_fetches_a_peers_whole_inventory_as_slots_free_up() {
     const REPOS: usize = 40;
@@ -1847,8 +1849,11 @@ fn a_new_seed_fetches_a_peers_whole_inventory_as_slots_free_up() {
     assert_eq!(repos.len(), REPOS);
 
     let seed = Seed::start(SeedOptions {
+        // An inventory cap below what arrives: the identity's most wanted are selected again
+        // (debounced) as repositories join.
         p2p_config: "max_concurrent_fetches = 2\nmax_fetches_per_peer = 2\n\
-                     max_queued_fetches = 4\nmax_queued_fetches_per_peer = 4\n"
+                     max_queued_fetches = 4\nmax_queued_fetches_per_peer = 4\n\
+                     inventory_cap = 10\n"
             .into(),
         ..SeedOptions::allowing()
     });
@@ -1876,5 +1881,17 @@ fn a_new_seed_fetches_a_peers_whole_inventory_as_slots_free_up() {
     assert_eq!(
         seed.metric("seedd_fetches_total", &["result=\"ok\""]),
         REPOS as f64
+    );
+    // The capped inventory caught up with every arrival: 10 announced, the rest counted.
+    wait_for("the capped inventory", Duration::from_secs(30), || {
+        (seed.metric(
+            "seedd_identity_inventory_unannounced_repos",
+            &["identity=\"default\""],
+        ) == (REPOS - 10) as f64)
+            .then_some(())
+    });
+    assert_eq!(
+        seed.metric("seedd_identity_inventory_repos", &["identity=\"default\""]),
+        10.0
     );
 }

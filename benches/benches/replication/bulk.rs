@@ -119,6 +119,25 @@ fn auth(dir: &Path, name: &str) -> PathBuf {
     home
 }
 
+/// Seeding policies for `rids` in the (stopped) node of `home`: `rad seed <rids> --no-fetch
+/// --scope all`.
+fn seed_explicitly(home: &Path, rids: &[String]) -> Result<(), String> {
+    let mut args = vec!["seed".to_owned()];
+    args.extend(rids.iter().cloned());
+    args.extend(["--no-fetch", "--scope", "all"].map(String::from));
+    let out = Command::new(radicle_bin("rad"))
+        .args(&args)
+        .env("RAD_HOME", home)
+        .env("RAD_PASSPHRASE", "")
+        .env_remove("RAD_SOCKET")
+        .output()
+        .map_err(|e| format!("rad seed: {e}"))?;
+    if !out.status.success() {
+        return Err(format!("rad seed: {}", tail(&text(&out), 10)));
+    }
+    Ok(())
+}
+
 /// One round of `target` fetching the whole set from a fresh source.
 pub(super) fn once(set: &BulkSet, target: Target, seedd_bin: &Path) -> Result<BulkRun, String> {
     let source_scope = Scoped::new("bulk-source");
@@ -148,19 +167,7 @@ pub(super) fn once(set: &BulkSet, target: Target, seedd_bin: &Path) -> Result<Bu
         Target::Radicle => {
             let dir = node_dir();
             let home = auth(dir.path(), BULK_FETCHER);
-            let mut args = vec!["seed".to_owned()];
-            args.extend(set.rids.iter().cloned());
-            args.extend(["--no-fetch", "--scope", "all"].map(String::from));
-            let out = Command::new(radicle_bin("rad"))
-                .args(&args)
-                .env("RAD_HOME", &home)
-                .env("RAD_PASSPHRASE", "")
-                .env_remove("RAD_SOCKET")
-                .output()
-                .map_err(|e| format!("rad seed: {e}"))?;
-            if !out.status.success() {
-                return Err(format!("rad seed: {}", tail(&text(&out), 10)));
-            }
+            seed_explicitly(&home, &set.rids)?;
             let mut fetcher = scoped.radicle(dir, BULK_FETCHER, &[], &allow_all());
             let storage = fetcher.home.join("storage");
             let pid = fetcher.child.id();
@@ -418,6 +425,295 @@ pub(super) fn phase(
         "window_max_s": BULK_MAX.as_secs(),
         "seedd": runs[0].iter().map(run_json).collect::<Vec<_>>(),
         "radicle_node": runs[1].iter().map(run_json).collect::<Vec<_>>(),
+    });
+    (rows, targets, json)
+}
+
+// ------------------------------------------------------------------------------------------
+// Phase "held": the same bulk into seeds that already hold 1k and 100k repositories
+// ------------------------------------------------------------------------------------------
+
+/// Sizes of what the seed holds before the bulk (`SEEDD_BENCH_BULK_HELD`, comma-separated).
+const HELD_SIZES: [usize; 2] = [1_000, 100_000];
+/// Longest wait for a seed on a big data dir to become ready (the first start indexes it).
+const HELD_READY_MAX: Duration = Duration::from_secs(1800);
+/// Bump when the held datasets change.
+const HELD_VERSION: &str = "bulk-held-v1";
+
+pub(super) struct HeldRun {
+    pub held: usize,
+    pub bulk: BulkRun,
+    pub ready_s: f64,
+}
+
+fn held_sizes() -> Vec<usize> {
+    std::env::var("SEEDD_BENCH_BULK_HELD")
+        .ok()
+        .map(|v| {
+            v.split(',')
+                .filter_map(|x| x.trim().parse::<usize>().ok())
+                .filter(|n| *n > 0)
+                .collect::<Vec<_>>()
+        })
+        .filter(|v| !v.is_empty())
+        .unwrap_or_else(|| HELD_SIZES.to_vec())
+}
+
+/// The data dir of a seed holding `n` generated repositories (prefix `held`, cached in the
+/// bench data directory; generated once, indexed by seedd's first start), without any of the
+/// bulk set.
+fn held_data(n: usize, set: &BulkSet, log: &dyn Fn(&str)) -> PathBuf {
+    let dir = bench_data_dir().join(HELD_VERSION).join(format!("n{n}"));
+    let data = dir.join("data");
+    let storage = data.join("storage");
+    let marker = dir.join("generated");
+    if !marker.exists() {
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&data).unwrap();
+        log(&format!(
+            "held: generating {n} repositories in {}",
+            dir.display()
+        ));
+        let mut spec = Spec::new(n);
+        spec.prefix = "held".into();
+        let report = generate(&storage, &spec, &|_| {}).unwrap();
+        log(&format!(
+            "  {n} repositories in {:.1} s",
+            report.elapsed.as_secs_f64()
+        ));
+        std::fs::write(&marker, n.to_string()).unwrap();
+    }
+    for (repo, _) in &set.repos {
+        let _ = std::fs::remove_dir_all(storage.join(repo));
+    }
+    data
+}
+
+/// One round: seedd on the data dir holding `n` (started, ready, idle), then the bulk.
+fn held_once(
+    set: &BulkSet,
+    n: usize,
+    seedd_bin: &Path,
+    log: &dyn Fn(&str),
+) -> Result<HeldRun, String> {
+    let data = held_data(n, set, log);
+    let source_scope = Scoped::new("bulk-source");
+    let dir = node_dir();
+    let home = auth(dir.path(), BULK_SOURCE);
+    let _ = std::fs::remove_dir_all(home.join("storage"));
+    copy_tree(&set.storage, &home.join("storage"));
+    // The source seeds (and announces) the set only: with a default `allow` it would fetch
+    // the held seed's inventory back.
+    seed_explicitly(&home, &set.rids)?;
+    let source = source_scope.radicle(dir, BULK_SOURCE, &[], &json!({ "default": "block" }));
+    repin_to_load(source.child.id());
+    let started = Instant::now();
+    let seedd_benches::SpawnedSeedd {
+        mut child,
+        scope,
+        admin,
+        p2p,
+        ..
+    } = seedd_benches::spawn_seedd(
+        seedd_bin,
+        &data,
+        "bulk-held",
+        "",
+        &data.join("seedd-bulk.log"),
+    );
+    let pid = child.id();
+    let stop = |child: &mut std::process::Child| {
+        let _ = Command::new("kill")
+            .args(["-TERM", &child.id().to_string()])
+            .status();
+        if !wait_until(Duration::from_secs(60), || {
+            matches!(child.try_wait(), Ok(Some(_)))
+        }) {
+            let _ = child.kill();
+        }
+        let _ = child.wait();
+    };
+    let ready_url = format!("http://127.0.0.1:{admin}/readyz");
+    let mut last_log = Instant::now();
+    loop {
+        if matches!(seedd_tests::http_get(&ready_url, &[]), Ok((200, _))) {
+            break;
+        }
+        if !alive(pid) || started.elapsed() > HELD_READY_MAX {
+            stop(&mut child);
+            return Err(format!(
+                "seedd on {} did not become ready; see seedd-bulk.log there",
+                data.display()
+            ));
+        }
+        if last_log.elapsed() > Duration::from_secs(30) {
+            log(&format!("  waiting for ready ({:?})", started.elapsed()));
+            last_log = Instant::now();
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let ready_s = started.elapsed().as_secs_f64();
+    let status_url = format!("http://127.0.0.1:{admin}/api/v1/status");
+    let peer = seedd_tests::http_get(&status_url, &[])
+        .ok()
+        .and_then(|(_, body)| serde_json::from_str::<Value>(&body).ok())
+        .and_then(|v| {
+            v["nid"]
+                .as_str()
+                .map(|nid| format!("{nid}@127.0.0.1:{p2p}"))
+        });
+    let Some(peer) = peer else {
+        stop(&mut child);
+        return Err("seedd's /api/v1/status names no nid".into());
+    };
+    let r = measure_bulk(
+        set,
+        &source,
+        &source_scope.scope,
+        &peer,
+        &scope,
+        pid,
+        &data.join("storage"),
+    );
+    stop(&mut child);
+    for (repo, _) in &set.repos {
+        let _ = std::fs::remove_dir_all(data.join("storage").join(repo));
+    }
+    Ok(HeldRun {
+        held: n,
+        bulk: r?,
+        ready_s,
+    })
+}
+
+/// The phase: for each size, `rounds` rounds; rows (seedd at the largest size in the first
+/// column, at the smallest in the second; ratio = largest / smallest), its target, its sizes
+/// and rounds as JSON.
+pub(super) fn held_phase(
+    seedd_bin: &Path,
+    rounds: usize,
+    log: &dyn Fn(&str),
+    notes: &mut Vec<String>,
+) -> (Vec<Row>, Vec<Value>, Value) {
+    let n = repos();
+    let sizes = held_sizes();
+    if sizes != HELD_SIZES {
+        measure::record_override(&format!(
+            "replication held: SEEDD_BENCH_BULK_HELD = {sizes:?} (default {HELD_SIZES:?})"
+        ));
+    }
+    let set = dataset(n, log);
+    let mut runs: Vec<Vec<HeldRun>> = sizes.iter().map(|_| Vec::new()).collect();
+    for round in 0..rounds {
+        for (si, &size) in sizes.iter().enumerate() {
+            log(&format!(
+                "held round {}/{rounds}: seedd holding {size} fetches {n} new repositories",
+                round + 1
+            ));
+            match held_once(&set, size, seedd_bin, log) {
+                Ok(r) => {
+                    log(&format!(
+                        "  holding {size}: ready in {:.1} s; {}/{n} in {:.1} s = {:.1} repositories/s, CPU {:.2} s ({:.1} ms per repository), memory.peak {} MiB, PSS {:.0} MiB",
+                        r.ready_s,
+                        r.bulk.fetched,
+                        r.bulk.wall,
+                        r.bulk.rate(),
+                        r.bulk.cpu,
+                        r.bulk.cpu_per_repo_ms(),
+                        fmt(r.bulk.memory_peak_mib),
+                        r.bulk.pss_mib
+                    ));
+                    if !r.bulk.complete || !r.bulk.settled {
+                        notes.push(format!(
+                            "held round {} at {size}: {}/{n} fetched{}",
+                            round + 1,
+                            r.bulk.fetched,
+                            if r.bulk.settled {
+                                ""
+                            } else {
+                                ", not idle at the end"
+                            }
+                        ));
+                    }
+                    runs[si].push(r);
+                }
+                Err(e) => {
+                    log(&format!("  holding {size} FAILED: {e}"));
+                    notes.push(format!("held round {} at {size}: {e}", round + 1));
+                }
+            }
+        }
+    }
+    let (lo, hi) = (0, sizes.len() - 1);
+    let w = format!("held: {n} new repositories");
+    let v = |i: usize, f: &dyn Fn(&HeldRun) -> f64| -> Vec<f64> { runs[i].iter().map(f).collect() };
+    let pair = |f: &dyn Fn(&HeldRun) -> f64| [v(hi, f), v(lo, f)];
+    let rows = vec![
+        Row::new(
+            "held_cpu_per_repo_ms",
+            &w,
+            "seedd CPU per new repository (cgroup)",
+            "ms",
+            pair(&|r| r.bulk.cpu_per_repo_ms()),
+            "lower",
+        ),
+        Row::new(
+            "held_repos_per_s",
+            &w,
+            "repositories per second",
+            "1/s",
+            pair(&|r| r.bulk.rate()),
+            "higher",
+        ),
+        Row::new(
+            "held_ready_s",
+            &w,
+            "start to ready",
+            "s",
+            pair(&|r| r.ready_s),
+            "",
+        ),
+        Row::new(
+            "held_memory_peak_mib",
+            &w,
+            "memory.peak over the bulk (cgroup)",
+            "MiB",
+            pair(&|r| r.bulk.memory_peak_mib.unwrap_or(f64::NAN)),
+            "",
+        ),
+        Row::new(
+            "held_pss_peak_mib",
+            &w,
+            "PSS peak over the bulk",
+            "MiB",
+            pair(&|r| r.bulk.pss_mib),
+            "",
+        ),
+    ];
+    let cpu = rows[0].ratio();
+    let targets = vec![json!({
+        "target": format!("held: CPU per new repository, {n} new into a seed holding {} vs holding {}", sizes[hi], sizes[lo]),
+        "goal": "≤ 1.2×",
+        "value": cpu,
+        "met": cpu.is_some_and(|r| r <= 1.2),
+    })];
+    let run_json = |r: &HeldRun| {
+        json!({
+            "held": r.held,
+            "ready_s": r.ready_s,
+            "wall_s": r.bulk.wall,
+            "fetched": r.bulk.fetched,
+            "complete": r.bulk.complete,
+            "cpu_s": r.bulk.cpu,
+            "memory_peak_mib": r.bulk.memory_peak_mib,
+            "pss_peak_mib": r.bulk.pss_mib,
+            "idle_at_end": r.bulk.settled,
+        })
+    };
+    let json = json!({
+        "repos": n,
+        "sizes": sizes,
+        "rounds": runs.iter().flatten().map(run_json).collect::<Vec<_>>(),
     });
     (rows, targets, json)
 }
