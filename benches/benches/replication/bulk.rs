@@ -554,7 +554,9 @@ fn held_once(
     }
     let ready_s = started.elapsed().as_secs_f64();
     let status_url = format!("http://127.0.0.1:{admin}/api/v1/status");
-    let peer = seedd_tests::http_get(&status_url, &[])
+    let token = std::fs::read_to_string(data.join("admin-token")).unwrap_or_default();
+    let auth = format!("Bearer {}", token.trim());
+    let peer = seedd_tests::http_get(&status_url, &[("Authorization", &auth)])
         .ok()
         .and_then(|(_, body)| serde_json::from_str::<Value>(&body).ok())
         .and_then(|v| {

@@ -201,8 +201,20 @@ pub(super) fn migrate(
     }
     let pack_dir = live.join("objects").join("pack");
     std::fs::create_dir_all(&pack_dir)?;
-    if quarantine_pack_bytes(q) >= MOVE_MIN_BYTES && move_packs(cfg, q, live, &input)? {
-        return Ok(());
+    // A new repository (no refs yet, so nothing to stop a walk at): what the tips reach is
+    // walked in process, and the received packs move if they hold exactly that — no process.
+    if held_empty(&input) {
+        if let Some(wanted) = reachable(q, tips, CLONE_WALK_MAX) {
+            if move_packs(q, live, wanted)? {
+                return Ok(());
+            }
+        }
+    }
+    if quarantine_pack_bytes(q) >= MOVE_MIN_BYTES {
+        let wanted = rev_list(cfg, q, &input)?;
+        if move_packs(q, live, wanted)? {
+            return Ok(());
+        }
     }
     let mut cmd = git(cfg, q);
     cmd.args([
@@ -244,14 +256,82 @@ fn quarantine_pack_bytes(q: &Path) -> u64 {
         .unwrap_or(0)
 }
 
+/// What `rev-list --objects` lists for `revs` (its stdin: tips, `--not`, held tips) in `q`.
+fn rev_list(cfg: &FetchConfig, q: &Path, revs: &str) -> Result<HashSet<gix::ObjectId>, FetchError> {
+    let mut cmd = git(cfg, q);
+    cmd.args(["rev-list", "--objects", "--stdin"]);
+    let listed = run_with_input(cmd, "rev-list", revs.as_bytes())?;
+    let mut wanted = HashSet::new();
+    for line in listed.split(|b| *b == b'\n') {
+        let hex = line.get(..40).unwrap_or(line);
+        if hex.is_empty() {
+            continue;
+        }
+        wanted.insert(gix::ObjectId::from_hex(hex).map_err(FetchError::repository)?);
+    }
+    Ok(wanted)
+}
+
+/// Whether the `--not` part of `revs` names nothing (the live repository has no refs).
+fn held_empty(revs: &str) -> bool {
+    revs.split_once("--not\n")
+        .is_some_and(|(_, held)| held.trim().is_empty())
+}
+
+/// Objects walked in process in a new repository's fetch at most; past it `pack-objects`.
+const CLONE_WALK_MAX: usize = 100_000;
+
+/// Every object `tips` reach in `q` (commits, their trees and parents, tree entries, tag
+/// targets; submodule entries are not objects of this repository), or `None` when one cannot
+/// be read or there are more than `max`.
+fn reachable(q: &Path, tips: &[String], max: usize) -> Option<HashSet<gix::ObjectId>> {
+    use gix::object::Kind;
+    let repo = gix::open_opts(q, gix::open::Options::isolated()).ok()?;
+    let mut seen = HashSet::new();
+    let mut stack: Vec<gix::ObjectId> = tips
+        .iter()
+        .map(|t| gix::ObjectId::from_hex(t.as_bytes()).ok())
+        .collect::<Option<_>>()?;
+    while let Some(id) = stack.pop() {
+        if !seen.insert(id) {
+            continue;
+        }
+        if seen.len() > max {
+            return None;
+        }
+        let obj = repo.find_object(id).ok()?;
+        match obj.kind {
+            Kind::Commit => {
+                let commit = obj.try_into_commit().ok()?;
+                stack.push(commit.tree_id().ok()?.detach());
+                stack.extend(commit.parent_ids().map(|p| p.detach()));
+            }
+            Kind::Tree => {
+                let tree = obj.try_into_tree().ok()?;
+                for entry in tree.decode().ok()?.entries {
+                    if !entry.mode.is_commit() {
+                        stack.push(entry.oid.to_owned());
+                    }
+                }
+            }
+            Kind::Tag => {
+                let tag = obj.try_into_tag().ok()?;
+                stack.push(tag.target_id().ok()?.detach());
+            }
+            Kind::Blob => {}
+        }
+    }
+    Some(seen)
+}
+
 /// Moves the quarantine's packs into `live` as they are (renamed, `.idx` last so that a pack
 /// is visible only once complete) when that adds exactly what `pack-objects` would have
-/// copied: every object in them is one the accepted tips reach and `live`'s refs do not
-/// (`rev-list --objects`, `revs` is its stdin), none is in `live` already (the bases
-/// `index-pack --fix-thin` appended are) or in two of the packs, and every such object is in
-/// them or in `live`. Otherwise nothing is touched and `Ok(false)` leaves it to
-/// `pack-objects`. A big first fetch is then written once, not twice.
-fn move_packs(cfg: &FetchConfig, q: &Path, live: &Path, revs: &str) -> Result<bool, FetchError> {
+/// copied: every object in them is `wanted` (what the accepted tips reach and `live`'s refs
+/// do not), none is in `live` already (the bases `index-pack --fix-thin` appended are) or in
+/// two of the packs, and every wanted object is in them or in `live`. Otherwise nothing is
+/// touched and `Ok(false)` leaves it to `pack-objects`. A big first fetch is then written
+/// once, not twice.
+fn move_packs(q: &Path, live: &Path, wanted: HashSet<gix::ObjectId>) -> Result<bool, FetchError> {
     let qpack = q.join("objects").join("pack");
     let mut stems = Vec::new();
     for entry in std::fs::read_dir(&qpack)? {
@@ -264,17 +344,6 @@ fn move_packs(cfg: &FetchConfig, q: &Path, live: &Path, revs: &str) -> Result<bo
     }
     if stems.is_empty() || has_loose_objects(&q.join("objects")) {
         return Ok(false);
-    }
-    let mut cmd = git(cfg, q);
-    cmd.args(["rev-list", "--objects", "--stdin"]);
-    let listed = run_with_input(cmd, "rev-list", revs.as_bytes())?;
-    let mut wanted = HashSet::new();
-    for line in listed.split(|b| *b == b'\n') {
-        let hex = line.get(..40).unwrap_or(line);
-        if hex.is_empty() {
-            continue;
-        }
-        wanted.insert(gix::ObjectId::from_hex(hex).map_err(FetchError::repository)?);
     }
     let live_repo =
         gix::open_opts(live, gix::open::Options::isolated()).map_err(FetchError::repository)?;
@@ -480,6 +549,55 @@ mod tests {
             "a pack with a rejected object was moved"
         );
         let present = run(live, &["cat-file", "-e", &stray], b"").status.success();
+        assert!(!present, "a rejected object entered the repository");
+    }
+
+    /// A new repository (no refs): what the accepted tips reach is walked in process, so even
+    /// a small pack holding exactly that is moved (no `pack-objects`); one with an object they
+    /// do not reach is copied without it.
+    #[test]
+    fn a_new_repositorys_pack_of_exactly_the_accepted_objects_is_moved() {
+        let home = tempfile::tempdir().unwrap();
+        let cfg = super::FetchConfig::for_tests(home.path().to_owned(), home.path().join("w"));
+        let src = tempfile::tempdir().unwrap();
+        let src = src.path();
+        out(src, &["init", "-q", "--bare", "."]);
+        let c1 = commit(src, None, b"one\n");
+        let c2 = commit(src, Some(&c1), b"two\n");
+        out(src, &["tag", "-a", "-m", "t", "v1", &c2]);
+        let tag = out(src, &["rev-parse", "refs/tags/v1"]);
+        let stray = commit(src, None, b"stray\n");
+        let new_repo = || {
+            let live = tempfile::tempdir().unwrap();
+            out(live.path(), &["init", "-q", "--bare", "."]);
+            live
+        };
+
+        let live = new_repo();
+        let q = receive(src, live.path(), &format!("{tag}\n"), false);
+        let received = packs(q.path());
+        super::migrate(&cfg, q.path(), live.path(), std::slice::from_ref(&tag)).unwrap();
+        assert!(packs(q.path()).is_empty(), "the pack was not moved");
+        assert_eq!(packs(live.path()), received);
+        // Two commits, their trees and blobs, the tag.
+        assert_eq!(objects(live.path()), 7);
+        out(live.path(), &["update-ref", "refs/tags/v1", &tag]);
+        out(
+            live.path(),
+            &["fsck", "--connectivity-only", "--no-dangling"],
+        );
+
+        let live = new_repo();
+        let q = receive(src, live.path(), &format!("{c2}\n{stray}\n"), false);
+        super::migrate(&cfg, q.path(), live.path(), std::slice::from_ref(&c2)).unwrap();
+        assert!(
+            !packs(q.path()).is_empty(),
+            "a pack with a rejected object was moved"
+        );
+        assert_eq!(objects(live.path()), 6);
+        let present = run(live.path(), &["cat-file", "-e", &stray], b"")
+            .status
+            .success();
         assert!(!present, "a rejected object entered the repository");
     }
 
