@@ -502,28 +502,12 @@ fn main() {
         measure::cgroup_method()
     );
     let _ = writeln!(t);
-    let show = |s: Option<Summary>| match s {
-        None => "n/a".to_owned(),
-        Some(s) if s.n == 1 => fmt(Some(s.median)),
-        Some(s) => s.to_string(),
-    };
     write_table(
         &mut t,
         ["workload", "metric", "seedd", "radicle", "ratio", "unit"],
         [38, 33, 22, 22, 7, 5],
         143,
-        rows.iter().map(|r| {
-            let (a, b) = r.summaries();
-            TableLine {
-                group: &r.workload,
-                metric: &r.metric,
-                seedd: show(a),
-                other: show(b),
-                ratio: r.ratio().map_or(String::new(), |x| format!("{x:.2}×")),
-                unit: r.unit,
-                better: r.better,
-            }
-        }),
+        rows.iter().map(Row::line),
     );
     let _ = writeln!(t);
     let _ = writeln!(
@@ -552,18 +536,7 @@ fn main() {
             ["workload", "metric", &hi, &lo, "ratio", "unit"],
             [38, 33, 22, 22, 7, 5],
             143,
-            held_rows.iter().map(|r| {
-                let (a, b) = r.summaries();
-                TableLine {
-                    group: &r.workload,
-                    metric: &r.metric,
-                    seedd: show(a),
-                    other: show(b),
-                    ratio: r.ratio().map_or(String::new(), |x| format!("{x:.2}×")),
-                    unit: r.unit,
-                    better: r.better,
-                }
-            }),
+            held_rows.iter().map(Row::line),
         );
         let _ = writeln!(t);
     }
@@ -1455,6 +1428,25 @@ impl Row {
 
     fn summaries(&self) -> (Option<Summary>, Option<Summary>) {
         (Summary::of(&self.values[0]), Summary::of(&self.values[1]))
+    }
+
+    /// The row in the printed table (median [min–max] per column, ratio of the medians).
+    fn line(&self) -> TableLine<'_> {
+        let show = |s: Option<Summary>| match s {
+            None => "n/a".to_owned(),
+            Some(s) if s.n == 1 => fmt(Some(s.median)),
+            Some(s) => s.to_string(),
+        };
+        let (a, b) = self.summaries();
+        TableLine {
+            group: &self.workload,
+            metric: &self.metric,
+            seedd: show(a),
+            other: show(b),
+            ratio: self.ratio().map_or(String::new(), |x| format!("{x:.2}×")),
+            unit: self.unit,
+            better: self.better,
+        }
     }
 
     /// seedd / radicle-node, of the medians.

@@ -92,6 +92,23 @@ impl Default for RadNodeOptions {
     }
 }
 
+/// A fresh Radicle home at `home` for `name` (`rad auth`, the key derived from the name), so
+/// that a test can prepare it (storage, policies) before [`RadNode::start_with`] uses it.
+pub fn rad_auth(home: &Path, name: &str) {
+    let seed_hex: String = name
+        .bytes()
+        .cycle()
+        .take(32)
+        .map(|b| format!("{b:02x}"))
+        .collect();
+    run(Command::new(radicle_bin("rad"))
+        .args(["auth", "--alias", name])
+        .env("RAD_HOME", home)
+        .env("RAD_PASSPHRASE", "")
+        .env("RAD_KEYGEN_SEED", seed_hex)
+        .env_remove("RAD_SOCKET"));
+}
+
 impl RadNode {
     /// Starts `name`'s node, dialing `connect` peers (`nid@host:port`), seeding everything.
     /// `alice` and `bob` are the fixture homes; any other name gets a fresh identity (key
@@ -129,18 +146,7 @@ impl RadNode {
         } else if fixture_home.is_dir() {
             copy_tree(&fixture_home, &home);
         } else {
-            let seed_hex: String = name
-                .bytes()
-                .cycle()
-                .take(32)
-                .map(|b| format!("{b:02x}"))
-                .collect();
-            run(Command::new(radicle_bin("rad"))
-                .args(["auth", "--alias", name])
-                .env("RAD_HOME", &home)
-                .env("RAD_PASSPHRASE", "")
-                .env("RAD_KEYGEN_SEED", seed_hex)
-                .env_remove("RAD_SOCKET"));
+            rad_auth(&home, name);
         }
         let port = free_port();
         let cfg_path = home.join("config.json");

@@ -1823,18 +1823,7 @@ fn a_new_seed_fetches_a_peers_whole_inventory_as_slots_free_up() {
         .unwrap();
     // The source: a fresh identity whose storage holds the generated repositories.
     let home = dir.path().join("bulksrc");
-    let seed_hex: String = "bulksrc"
-        .bytes()
-        .cycle()
-        .take(32)
-        .map(|b| format!("{b:02x}"))
-        .collect();
-    run(std::process::Command::new(seedd_tests::radicle_bin("rad"))
-        .args(["auth", "--alias", "bulksrc"])
-        .env("RAD_HOME", &home)
-        .env("RAD_PASSPHRASE", "")
-        .env("RAD_KEYGEN_SEED", seed_hex)
-        .env_remove("RAD_SOCKET"));
+    seedd_tests::rad_auth(&home, "bulksrc");
     let storage = home.join("storage");
     let _ = std::fs::remove_dir_all(&storage);
     run(std::process::Command::new(seedd_tests::bin("gen-repos"))

@@ -100,23 +100,31 @@ pub(super) fn dataset(n: usize, log: &dyn Fn(&str)) -> BulkSet {
     }
 }
 
-/// `rad auth` for a fresh home `dir/<name>` (the key derived from the name, as the test
-/// harness does), so the home can be prepared before the node starts.
+/// A fresh home `dir/<name>` ([`seedd_tests::rad_auth`]), prepared before the node starts.
 fn auth(dir: &Path, name: &str) -> PathBuf {
     let home = dir.join(name);
-    let seed_hex: String = name
-        .bytes()
-        .cycle()
-        .take(32)
-        .map(|b| format!("{b:02x}"))
-        .collect();
-    run(Command::new(radicle_bin("rad"))
-        .args(["auth", "--alias", name])
-        .env("RAD_HOME", &home)
-        .env("RAD_PASSPHRASE", "")
-        .env("RAD_KEYGEN_SEED", seed_hex)
-        .env_remove("RAD_SOCKET"));
+    seedd_tests::rad_auth(&home, name);
     home
+}
+
+/// A fresh source node whose storage is the set, with `seeding` as its policy (the set seeded
+/// explicitly first when `explicit`), moved to the load cores.
+fn start_source(
+    set: &BulkSet,
+    scoped: &Scoped,
+    seeding: &Value,
+    explicit: bool,
+) -> Result<RadNode, String> {
+    let dir = node_dir();
+    let home = auth(dir.path(), BULK_SOURCE);
+    let _ = std::fs::remove_dir_all(home.join("storage"));
+    copy_tree(&set.storage, &home.join("storage"));
+    if explicit {
+        seed_explicitly(&home, &set.rids)?;
+    }
+    let source = scoped.radicle(dir, BULK_SOURCE, &[], seeding);
+    repin_to_load(source.child.id());
+    Ok(source)
 }
 
 /// Seeding policies for `rids` in the (stopped) node of `home`: `rad seed <rids> --no-fetch
@@ -141,12 +149,7 @@ fn seed_explicitly(home: &Path, rids: &[String]) -> Result<(), String> {
 /// One round of `target` fetching the whole set from a fresh source.
 pub(super) fn once(set: &BulkSet, target: Target, seedd_bin: &Path) -> Result<BulkRun, String> {
     let source_scope = Scoped::new("bulk-source");
-    let dir = node_dir();
-    let home = auth(dir.path(), BULK_SOURCE);
-    let _ = std::fs::remove_dir_all(home.join("storage"));
-    copy_tree(&set.storage, &home.join("storage"));
-    let source = source_scope.radicle(dir, BULK_SOURCE, &[], &allow_all());
-    repin_to_load(source.child.id());
+    let source = start_source(set, &source_scope, &allow_all(), false)?;
     let scoped = Scoped::new(&format!("bulk-fetch-{}", target.label()));
     match target {
         Target::Seedd => {
@@ -498,15 +501,9 @@ fn held_once(
 ) -> Result<HeldRun, String> {
     let data = held_data(n, set, log);
     let source_scope = Scoped::new("bulk-source");
-    let dir = node_dir();
-    let home = auth(dir.path(), BULK_SOURCE);
-    let _ = std::fs::remove_dir_all(home.join("storage"));
-    copy_tree(&set.storage, &home.join("storage"));
     // The source seeds (and announces) the set only: with a default `allow` it would fetch
     // the held seed's inventory back.
-    seed_explicitly(&home, &set.rids)?;
-    let source = source_scope.radicle(dir, BULK_SOURCE, &[], &json!({ "default": "block" }));
-    repin_to_load(source.child.id());
+    let source = start_source(set, &source_scope, &json!({ "default": "block" }), true)?;
     let started = Instant::now();
     let seedd_benches::SpawnedSeedd {
         mut child,

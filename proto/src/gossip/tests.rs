@@ -966,23 +966,26 @@ fn own_refs_of_a_private_repo_go_only_to_allowed_peers() {
     assert!(sends(&s.take_outputs()).is_empty());
 }
 
+/// The inventories announced to session `id` in `out`.
+fn inventories_sent_to(out: &[Output], id: SessionId) -> Vec<Vec<RepoId>> {
+    sent_to(out, id)
+        .into_iter()
+        .filter_map(|m| match m {
+            Message::Announcement(Announcement {
+                message: AnnouncementMessage::Inventory(inv),
+                ..
+            }) => Some(inv.inventory),
+            _ => None,
+        })
+        .collect()
+}
+
 #[test]
 fn private_repos_never_enter_the_inventory() {
     let (mut s, _a, _b, c) = private_setup();
     s.set_inventory(vec![rid(7), rid(8)], T0 + 1);
     assert_eq!(s.inventory(), &[rid(8)]);
-    let inventories = |out: &[Output]| -> Vec<Vec<RepoId>> {
-        sent_to(out, 3)
-            .into_iter()
-            .filter_map(|m| match m {
-                Message::Announcement(Announcement {
-                    message: AnnouncementMessage::Inventory(inv),
-                    ..
-                }) => Some(inv.inventory),
-                _ => None,
-            })
-            .collect()
-    };
+    let inventories = |out: &[Output]| inventories_sent_to(out, 3);
     assert_eq!(inventories(&s.take_outputs()), vec![vec![rid(8)]]);
     // A repository that becomes private leaves the inventory at once.
     s.set_visibility(
@@ -1347,18 +1350,7 @@ fn inventory_additions_are_announced_once_per_interval() {
     let visibility: VisibilityMap = (10..40u8).map(|n| (rid(n), Visibility::Public)).collect();
     s.set_visibility(Arc::new(visibility), T0);
     s.take_outputs();
-    let inventories = |out: &[Output]| -> Vec<Vec<RepoId>> {
-        sent_to(out, 3)
-            .into_iter()
-            .filter_map(|m| match m {
-                Message::Announcement(Announcement {
-                    message: AnnouncementMessage::Inventory(inv),
-                    ..
-                }) => Some(inv.inventory),
-                _ => None,
-            })
-            .collect()
-    };
+    let inventories = |out: &[Output]| inventories_sent_to(out, 3);
     let interval = Timers::default().inventory_interval_ms;
     // The first change goes out at once.
     let mut held = vec![rid(10)];
