@@ -668,21 +668,7 @@ fn main() {
             "pack_bytes": ds.pack_bytes,
             "cache": ds.dir.display().to_string(),
         },
-        "results": rows.iter().map(|r| {
-            let (a, b) = r.summaries();
-            json!({
-                "key": r.key,
-                "workload": r.workload,
-                "metric": r.metric,
-                "unit": r.unit,
-                "seedd": a.map(|s| s.to_json()),
-                "radicle_node": b.map(|s| s.to_json()),
-                "ratio": r.ratio(),
-                "better": r.better,
-                "rounds_seedd": r.values[0],
-                "rounds_radicle_node": r.values[1],
-            })
-        }).collect::<Vec<_>>(),
+        "results": rows.iter().map(|r| r.to_json(["seedd", "radicle_node"])).collect::<Vec<_>>(),
         // The list `benches/tools/targets.py` reads.
         "targets": ([fetch_targets, bulk_targets, held_targets].concat()),
         "fetch_rounds": {
@@ -691,18 +677,7 @@ fn main() {
         },
         "bulk_rounds": bulk_json,
         "held": {
-            "results": held_rows.iter().map(|r| {
-                let (a, b) = r.summaries();
-                json!({
-                    "key": r.key,
-                    "workload": r.workload,
-                    "metric": r.metric,
-                    "unit": r.unit,
-                    "at_largest": a.map(|s| s.to_json()),
-                    "at_smallest": b.map(|s| s.to_json()),
-                    "ratio": r.ratio(),
-                })
-            }).collect::<Vec<_>>(),
+            "results": held_rows.iter().map(|r| r.to_json(["at_largest", "at_smallest"])).collect::<Vec<_>>(),
             "runs": held_json,
         },
         "serve_rounds": {
@@ -1447,6 +1422,28 @@ impl Row {
             unit: self.unit,
             better: self.better,
         }
+    }
+
+    /// The row in the JSON result, its two columns named `names` (their rounds under
+    /// `rounds_<name>`).
+    fn to_json(&self, names: [&str; 2]) -> Value {
+        let (a, b) = self.summaries();
+        let mut v = json!({
+            "key": self.key,
+            "workload": self.workload,
+            "metric": self.metric,
+            "unit": self.unit,
+            "ratio": self.ratio(),
+            "better": self.better,
+        });
+        for (name, (summary, rounds)) in names
+            .iter()
+            .zip([(a, &self.values[0]), (b, &self.values[1])])
+        {
+            v[*name] = json!(summary.map(|s| s.to_json()));
+            v[format!("rounds_{name}")] = json!(rounds);
+        }
+        v
     }
 
     /// seedd / radicle-node, of the medians.
