@@ -527,11 +527,20 @@ impl Fetcher {
                 .collect();
             (queued, per_peer)
         };
-        let room = inner.cfg.max_queued.saturating_sub(queued.len());
+        let share = inner.cfg.max_queued_per_peer;
+        // What the queue and the connected peers' shares of it can take: a list worked
+        // through from one peer hands out one fetch as one ends, walking a few entries.
+        let free: usize = connected
+            .iter()
+            .filter(|n| !p.blocked(n))
+            .map(|n| share.saturating_sub(per_peer.get(n).copied().unwrap_or(0)))
+            .sum();
+        let room = inner.cfg.max_queued.saturating_sub(queued.len()).min(free);
         if room == 0 {
+            let listed = self.sync_list().len();
+            inner.metrics.p2p.sync_missing.set(listed as i64);
             return 0;
         }
-        let share = inner.cfg.max_queued_per_peer;
         let requests = self.sync_list().due(
             room,
             |r| p.seeding(r).is_some(),

@@ -139,9 +139,13 @@ impl SyncList {
                 }
                 None => false,
             };
-            let keep = if !seeded(&rid) || holds(&rid) {
+            // Queued ones first: most of a long list is queued while a bulk runs, and that
+            // check is a set lookup where `holds` is a `stat`.
+            let keep = if queued(&rid) {
+                true
+            } else if !seeded(&rid) || holds(&rid) {
                 false
-            } else if queued(&rid) || held_back {
+            } else if held_back {
                 true
             } else {
                 match source(&rid, &self.connected) {
@@ -277,31 +281,43 @@ mod tests {
         for n in 0..=199u8 {
             list.offer(rid(n), |_| true, |_| false);
         }
-        let visited = Cell::new(0);
+        // Visits are counted by the first check (`queued`), storage checks by `holds`.
+        let (visited, stats) = (Cell::new(0), Cell::new(0));
         let holds = |_: &RepoId| {
-            visited.set(visited.get() + 1);
+            stats.set(stats.get() + 1);
             false
         };
+        let queued = |is: fn(&RepoId) -> bool| {
+            let visited = &visited;
+            move |r: &RepoId| {
+                visited.set(visited.get() + 1);
+                is(r)
+            }
+        };
         let peer = |_: &RepoId, _: &HashSet<NodeId>| Source::Peer(nid(1));
-        let reqs = list.due(3, |_| true, holds, |_| false, peer);
+        let reqs = list.due(3, |_| true, holds, queued(|_| false), peer);
         assert_eq!(
             reqs.iter().map(|(r, _)| *r).collect::<Vec<_>>(),
             vec![rid(0), rid(1), rid(2)]
         );
-        assert_eq!(visited.get(), 3);
-        // The next call starts after rid(2); queued ones are skipped but counted.
+        assert_eq!((visited.get(), stats.get()), (3, 3));
+        // The next call starts after rid(2); queued ones are skipped (no storage check) but
+        // counted.
         visited.set(0);
-        let reqs = list.due(2, |_| true, holds, |r| *r == rid(3), peer);
+        stats.set(0);
+        let reqs = list.due(2, |_| true, holds, queued(|r| *r == rid(3)), peer);
         assert_eq!(
             reqs.iter().map(|(r, _)| *r).collect::<Vec<_>>(),
             vec![rid(4), rid(5)]
         );
-        assert_eq!(visited.get(), 3);
-        // Everything queued: the walk stops after its budget (2 × 1 + 64), not the list.
+        assert_eq!((visited.get(), stats.get()), (3, 2));
+        // Everything queued: the walk stops after its budget (2 × 1 + 64), not the list, and
+        // checks storage for none of them.
         visited.set(0);
-        let reqs = list.due(1, |_| true, holds, |_| true, peer);
+        stats.set(0);
+        let reqs = list.due(1, |_| true, holds, queued(|_| true), peer);
         assert!(reqs.is_empty());
-        assert_eq!(visited.get(), 66);
+        assert_eq!((visited.get(), stats.get()), (66, 0));
         // Busy sources keep their repositories listed; no source drops them.
         let reqs = list.due(200, |_| true, |_| false, |_| false, |_, _| Source::Busy);
         assert!(reqs.is_empty());
