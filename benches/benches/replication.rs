@@ -1149,18 +1149,18 @@ fn start_node(dir: tempfile::TempDir, name: &str, connect: &[String], seeding: &
 
 /// SIGTERM, then wait (SIGKILL after 20 s).
 fn stop_node(node: &mut RadNode) {
+    stop_child(&mut node.child, Duration::from_secs(20));
+}
+
+/// SIGTERM `child`, then wait for it (SIGKILL after `grace`).
+fn stop_child(child: &mut std::process::Child, grace: Duration) {
     let _ = Command::new("kill")
-        .args(["-TERM", &node.child.id().to_string()])
+        .args(["-TERM", &child.id().to_string()])
         .status();
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while node.child.try_wait().ok().flatten().is_none() {
-        if Instant::now() > deadline {
-            let _ = node.child.kill();
-            let _ = node.child.wait();
-            break;
-        }
-        std::thread::sleep(Duration::from_millis(50));
+    if !wait_until(grace, || matches!(child.try_wait(), Ok(Some(_)))) {
+        let _ = child.kill();
     }
+    let _ = child.wait();
 }
 
 // ------------------------------------------------------------------------------------------

@@ -391,7 +391,7 @@ impl Fetcher {
                     .fetches
                     .with_label_values(&["queue_full"])
                     .inc();
-                self.offer_missing(rid);
+                self.offer_missing(rid, false);
                 return;
             }
             queue::Admit::Spawn => {}
@@ -404,12 +404,7 @@ impl Fetcher {
                 if result.is_err() {
                     // The sync task retries it (if we still lack it) from a connected peer,
                     // at its next tick.
-                    let p = &this.inner.policies;
-                    this.sync_list().offer_failed(
-                        rid,
-                        |r| p.seeding(r).is_some(),
-                        |r| this.holds(r),
-                    );
+                    this.offer_missing(rid, true);
                 }
                 let next = this
                     .inner
@@ -462,11 +457,18 @@ impl Fetcher {
         self.inner.sync.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// Puts `rid` on the sync list if it is seeded and we lack it.
-    fn offer_missing(&self, rid: RepoId) {
+    /// Puts `rid` on the sync list if it is seeded and we lack it; when its fetch `failed`, it
+    /// is not handed out again before the next tick.
+    fn offer_missing(&self, rid: RepoId, failed: bool) {
         let p = &self.inner.policies;
-        self.sync_list()
-            .offer(rid, |r| p.seeding(r).is_some(), |r| self.holds(r));
+        let seeded = |r: &RepoId| p.seeding(r).is_some();
+        let holds = |r: &RepoId| self.holds(r);
+        let mut list = self.sync_list();
+        if failed {
+            list.offer_failed(rid, seeded, holds);
+        } else {
+            list.offer(rid, seeded, holds);
+        }
     }
 
     fn sync_once(&self) {
@@ -584,7 +586,8 @@ impl Fetcher {
         }
     }
 
-    /// The sync task's hand-out without a tick: the peers it knows are the last tick's.
+    /// The sync task's hand-out between ticks (no new routes are offered), to the peers
+    /// connected now.
     fn refill_once(&self) {
         let connected = self.connected();
         self.hand_out(&connected);

@@ -519,17 +519,7 @@ fn held_once(
         &data.join("seedd-bulk.log"),
     );
     let pid = child.id();
-    let stop = |child: &mut std::process::Child| {
-        let _ = Command::new("kill")
-            .args(["-TERM", &child.id().to_string()])
-            .status();
-        if !wait_until(Duration::from_secs(60), || {
-            matches!(child.try_wait(), Ok(Some(_)))
-        }) {
-            let _ = child.kill();
-        }
-        let _ = child.wait();
-    };
+    let stop = |child: &mut std::process::Child| stop_child(child, Duration::from_secs(60));
     let ready_url = format!("http://127.0.0.1:{admin}/readyz");
     let mut last_log = Instant::now();
     loop {

@@ -201,17 +201,18 @@ pub(super) fn migrate(
     }
     let pack_dir = live.join("objects").join("pack");
     std::fs::create_dir_all(&pack_dir)?;
-    // A new repository (no refs yet, so nothing to stop a walk at): what the tips reach is
-    // walked in process, and the received packs move if they hold exactly that — no process.
-    if held_empty(&input) {
-        if let Some(wanted) = reachable(q, tips, CLONE_WALK_MAX) {
-            if move_packs(q, live, wanted)? {
-                return Ok(());
-            }
-        }
-    }
-    if quarantine_pack_bytes(q) >= MOVE_MIN_BYTES {
-        let wanted = rev_list(cfg, q, &input)?;
+    // What the accepted tips bring: for a new repository (no refs yet, so nothing to stop a
+    // walk at) walked in process; otherwise listed by `rev-list`, for big packs only. The
+    // received packs move if they hold exactly that.
+    let walked = held_empty(&input)
+        .then(|| reachable(q, tips, CLONE_WALK_MAX))
+        .flatten();
+    let wanted = match walked {
+        Some(w) => Some(w),
+        None if quarantine_pack_bytes(q) >= MOVE_MIN_BYTES => Some(rev_list(cfg, q, &input)?),
+        None => None,
+    };
+    if let Some(wanted) = wanted {
         if move_packs(q, live, wanted)? {
             return Ok(());
         }
