@@ -10,9 +10,12 @@
 //! * `lock.rs`: the per-repository lock fetches, purges and maintenance share;
 //! * `debounce.rs`: after-fetch triggers, debounced per repository.
 //!
-//! Runs are triggered after fetches (debounced) and by a slow sweep over every held
-//! repository, and only for repositories whose debt passes a threshold; `seedctl repo
-//! maintain` runs one now. The worker has its own budget (`maintenance.concurrency` runs at
+//! Runs are triggered after fetches (debounced; the fetched repository's debt is measured
+//! then) and by a slow scrub over every held repository — at most
+//! `maintenance.scrub_repos_per_sec` measured per second, a pass started at most every
+//! `maintenance.sweep_interval_secs` — that finds what changed outside seedd; only
+//! repositories whose debt passes a threshold are maintained; `seedctl repo maintain` runs one
+//! now. The worker has its own budget (`maintenance.concurrency` runs at
 //! once, separate from serve and fetch slots) and never waits for a repository's lock: a
 //! repository being fetched or purged is skipped and looked at again later. Safe against
 //! `kill -9` at any point: every step is one of git's own atomic operations (see `steps.rs`),
@@ -44,9 +47,11 @@ pub use lock::{RepoGuard, RepoLocks};
 /// Lock and temporary files of an earlier process younger than this are left alone (a git
 /// orphaned by a crash may still be finishing).
 const STALE_AFTER: Duration = Duration::from_secs(3_600);
-/// The first sweep runs this long after the start at the latest (sooner with a shorter
+/// The first scrub pass starts this long after the start at the latest (sooner with a shorter
 /// `maintenance.sweep_interval_secs`).
 const FIRST_SWEEP: Duration = Duration::from_secs(300);
+/// A scrub pass logs its progress this often.
+const SCRUB_PROGRESS: Duration = Duration::from_secs(60);
 
 #[derive(Debug, thiserror::Error)]
 pub enum MaintainError {
@@ -68,6 +73,7 @@ pub struct Settings {
     pub enabled: bool,
     pub concurrency: usize,
     pub sweep_interval: Duration,
+    pub scrub_per_sec: u32,
     pub debounce: Duration,
     pub timeout: Duration,
     pub thresholds: Thresholds,
@@ -82,6 +88,7 @@ impl Settings {
             enabled: c.enabled,
             concurrency: c.concurrency,
             sweep_interval: c.sweep_interval,
+            scrub_per_sec: c.scrub_repos_per_sec.max(1),
             debounce: c.debounce,
             timeout: c.timeout,
             thresholds: Thresholds {
@@ -196,6 +203,39 @@ impl Scores {
     }
 }
 
+/// At most `per_sec` items a second, in windows of one second (the scrub's budget).
+#[derive(Debug)]
+struct Pace {
+    per_sec: u32,
+    window: Instant,
+    used: u32,
+}
+
+impl Pace {
+    fn new(per_sec: u32, now: Instant) -> Self {
+        Self {
+            per_sec: per_sec.max(1),
+            window: now,
+            used: 0,
+        }
+    }
+
+    /// How many of `want` may go at `now` (0: wait for [`Pace::next_window`]).
+    fn take(&mut self, now: Instant, want: u32) -> u32 {
+        if now >= self.next_window() {
+            self.window = now;
+            self.used = 0;
+        }
+        let n = want.min(self.per_sec - self.used);
+        self.used += n;
+        n
+    }
+
+    fn next_window(&self) -> Instant {
+        self.window + Duration::from_secs(1)
+    }
+}
+
 fn unix_now() -> u64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
@@ -271,7 +311,7 @@ impl Maintainer {
         self.inner.wake.notify_one();
     }
 
-    /// Starts the debounce loop and the sweep (when enabled) until `stop` is cancelled.
+    /// Starts the debounce loop and the scrub (when enabled) until `stop` is cancelled.
     pub fn spawn(&self, stop: CancellationToken) {
         if !self.inner.s.enabled {
             tracing::info!("background repository maintenance disabled (maintenance.enabled = false); `seedctl repo maintain` still works");
@@ -314,73 +354,147 @@ impl Maintainer {
                 _ = tokio::time::sleep(first) => {}
             }
             loop {
-                this.sweep().await;
+                let started = tokio::time::Instant::now();
+                this.scrub(&stop).await;
                 tokio::select! {
                     _ = stop.cancelled() => return,
-                    _ = tokio::time::sleep(this.inner.s.sweep_interval) => {}
+                    _ = tokio::time::sleep_until(started + this.inner.s.sweep_interval) => {}
                 }
             }
         });
     }
 
-    /// Measures every held repository (records, gauge, packs histogram) and queues the due
-    /// ones. Records of repositories no longer held are dropped.
-    async fn sweep(&self) {
+    /// One scrub pass: every held repository measured (record, gauge, packs histogram) at
+    /// most `scrub_per_sec` a second, the due ones queued as they are found. Records of
+    /// repositories no longer held are dropped at its start. Stops when `stop` is cancelled.
+    async fn scrub(&self, stop: &CancellationToken) {
         let started = Instant::now();
         let this = self.clone();
-        let measured = tokio::task::spawn_blocking(move || this.measure_all()).await;
-        let statuses = match measured {
-            Ok(Ok(s)) => s,
+        let held = match tokio::task::spawn_blocking(move || this.held_and_pruned()).await {
+            Ok(Ok(held)) => held,
             Ok(Err(e)) => {
-                tracing::error!(error = %crate::logging::chain(&e), "maintenance sweep failed");
+                tracing::error!(error = %crate::logging::chain(&e), "maintenance scrub failed to list storage; next pass in maintenance.sweep_interval_secs");
                 return;
             }
             Err(e) => {
-                tracing::error!(error = %crate::logging::chain(&e), "maintenance sweep did not finish");
+                tracing::error!(error = %crate::logging::chain(&e), "maintenance scrub did not start");
                 return;
             }
         };
-        let due: Vec<&Status> = statuses.iter().filter(|s| s.due.is_some()).collect();
-        tracing::info!(
-            repos = statuses.len(),
-            due = due.len(),
-            ms = started.elapsed().as_millis() as u64,
-            "maintenance sweep"
-        );
-        for s in due {
-            self.queue(s.rid, s.due.unwrap_or("sweep"));
-        }
-    }
-
-    /// Every held repository measured now and written to the index (blocking).
-    fn measure_all(&self) -> Result<Vec<Status>, MaintainError> {
-        let inner = &self.inner;
-        let held = inner.storage.list()?;
-        let held_set: HashSet<RepoId> = held.iter().copied().collect();
-        for (rid, _) in inner.index.maintenance_records()? {
-            if !held_set.contains(&rid) {
-                inner.index.delete_maintenance_record(&rid)?;
+        let total = held.len();
+        let mut pace = Pace::new(self.inner.s.scrub_per_sec, Instant::now());
+        let (mut measured, mut due) = (0usize, 0usize);
+        let mut logged = Instant::now();
+        let mut rest = held.as_slice();
+        while !rest.is_empty() {
+            let want = u32::try_from(rest.len()).unwrap_or(u32::MAX);
+            let n = pace.take(Instant::now(), want) as usize;
+            if n == 0 {
+                tokio::select! {
+                    _ = stop.cancelled() => return,
+                    _ = tokio::time::sleep_until(pace.next_window().into()) => {}
+                }
+                continue;
+            }
+            let (chunk, tail) = rest.split_at(n.min(rest.len()));
+            rest = tail;
+            let chunk = chunk.to_vec();
+            let this = self.clone();
+            let Ok(statuses) = tokio::task::spawn_blocking(move || this.measure_each(chunk)).await
+            else {
+                return;
+            };
+            self.inner.metrics.maintenance.scrubbed.inc_by(n as u64);
+            measured += statuses.len();
+            for s in statuses {
+                if let Some(why) = s.due {
+                    due += 1;
+                    self.queue(s.rid, why);
+                }
+            }
+            if logged.elapsed() >= SCRUB_PROGRESS {
+                logged = Instant::now();
+                tracing::info!(measured, of = total, due, "maintenance scrub in progress");
             }
         }
-        inner
+        tracing::info!(
+            repos = total,
+            measured,
+            due,
+            secs = started.elapsed().as_secs(),
+            "maintenance scrub pass done"
+        );
+    }
+
+    /// The held repositories (sorted), with the records of those no longer held deleted and,
+    /// the first time, the debt gauge loaded from the records (blocking; records streamed).
+    fn held_and_pruned(&self) -> Result<Vec<RepoId>, MaintainError> {
+        let inner = &self.inner;
+        let mut held = inner.storage.list()?;
+        held.sort_unstable();
+        let is_held = |rid: &RepoId| held.binary_search(rid).is_ok();
+        let load = inner
             .scores
             .lock()
             .unwrap_or_else(|e| e.into_inner())
-            .retain(|rid| held_set.contains(rid));
-        let mut out = Vec::with_capacity(held.len());
-        for rid in held {
+            .by_repo
+            .is_empty();
+        let mut stale = Vec::new();
+        let mut loaded = Vec::new();
+        inner.index.for_each_maintenance_record(|rid, bytes| {
+            if !is_held(&rid) {
+                stale.push(rid);
+            } else if load {
+                if let Ok(r) = serde_json::from_slice::<Record>(bytes) {
+                    loaded.push((rid, r.score));
+                }
+            }
+        })?;
+        for rid in &stale {
+            inner.index.delete_maintenance_record(rid)?;
+        }
+        let total = {
+            let mut scores = inner.scores.lock().unwrap_or_else(|e| e.into_inner());
+            scores.retain(|rid| is_held(rid));
+            for (rid, score) in loaded {
+                // A measurement made meanwhile is newer than the record read.
+                if !scores.by_repo.contains_key(&rid) {
+                    scores.insert(rid, score);
+                }
+            }
+            scores.total()
+        };
+        inner
+            .metrics
+            .maintenance
+            .debt
+            .set(i64::try_from(total).unwrap_or(i64::MAX));
+        Ok(held)
+    }
+
+    /// Each of `rids` measured now and written to the index (blocking); those that cannot be
+    /// (purged meanwhile, unreadable) are logged and left out.
+    fn measure_each(&self, rids: Vec<RepoId>) -> Vec<Status> {
+        let mut out = Vec::with_capacity(rids.len());
+        for rid in rids {
             match self.measure(rid) {
                 Ok(record) => {
-                    let due = inner.s.thresholds.due(&record.debt).map(|d| d.label());
+                    let due = self.inner.s.thresholds.due(&record.debt).map(|d| d.label());
                     out.push(Status { rid, record, due });
                 }
-                // A repository purged meanwhile, or unreadable: logged, the others go on.
+                Err(MaintainError::NotHeld(_)) => {}
                 Err(e) => {
                     tracing::warn!(%rid, error = %crate::logging::chain(&e), "measuring maintenance debt failed")
                 }
             }
         }
-        Ok(out)
+        out
+    }
+
+    /// Every held repository measured now and written to the index (blocking).
+    fn measure_all(&self) -> Result<Vec<Status>, MaintainError> {
+        let held = self.held_and_pruned()?;
+        Ok(self.measure_each(held))
     }
 
     /// Measures `rid`, keeps its last run, writes the record (blocking).
@@ -648,6 +762,89 @@ mod tests {
     }
 
     use super::*;
+
+    #[test]
+    fn the_pace_hands_out_at_most_its_rate_per_second() {
+        let t0 = Instant::now();
+        let mut p = Pace::new(5, t0);
+        assert_eq!(p.take(t0, 3), 3);
+        assert_eq!(p.take(t0 + Duration::from_millis(500), 10), 2);
+        assert_eq!(p.take(t0 + Duration::from_millis(999), 10), 0);
+        assert_eq!(p.next_window(), t0 + Duration::from_secs(1));
+        // A new window: the budget is whole again, and never more than it.
+        let t1 = t0 + Duration::from_secs(1);
+        assert_eq!(p.take(t1, 10), 5);
+        assert_eq!(p.take(t1, 10), 0);
+        assert_eq!(p.next_window(), t1 + Duration::from_secs(1));
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_scrub_pass_measures_every_held_repository_at_its_rate_and_drops_stale_records() {
+        let dir = tempfile::tempdir().unwrap();
+        let held: Vec<RepoId> = (0..7u8)
+            .map(|b| RepoId::from_oid_bytes([b + 10; 20]))
+            .collect();
+        for rid in &held {
+            let bare = dir.path().join("storage").join(rid.canonical());
+            std::fs::create_dir_all(&bare).unwrap();
+            git(&bare, &["init", "-q", "--bare"]);
+        }
+        let storage = Storage::open(dir.path().join("storage")).unwrap();
+        let index = Index::open(&dir.path().join("index")).unwrap();
+        // A record left by a repository removed from storage, and one of a held repository
+        // with a score from an earlier process (the gauge starts from it).
+        let gone = RepoId::from_oid_bytes([99; 20]);
+        let old = Record {
+            debt: Debt::default(),
+            score: 40,
+            measured_at: 1,
+            last_run: None,
+        };
+        index
+            .put_maintenance_record(&gone, &serde_json::to_vec(&old).unwrap())
+            .unwrap();
+        index
+            .put_maintenance_record(&held[0], &serde_json::to_vec(&old).unwrap())
+            .unwrap();
+        let metrics = Arc::new(Metrics::new().unwrap());
+        std::fs::create_dir_all(dir.path().join("home")).unwrap();
+        let mut s = settings(dir.path());
+        s.scrub_per_sec = 3;
+        let m = Maintainer::new(s, storage, index.clone(), metrics.clone());
+        let pruned = m.held_and_pruned().unwrap();
+        assert_eq!(pruned.len(), 7);
+        assert_eq!(
+            metrics.maintenance.debt.get(),
+            40,
+            "loaded from the records"
+        );
+        assert!(index.maintenance_record(&gone).unwrap().is_none());
+        let started = Instant::now();
+        m.scrub(&CancellationToken::new()).await;
+        // 7 repositories at 3 a second: three windows, so at least two seconds.
+        assert!(started.elapsed() >= Duration::from_secs(2));
+        assert_eq!(metrics.maintenance.scrubbed.get(), 7);
+        for rid in &held {
+            let r: Record =
+                serde_json::from_slice(&index.maintenance_record(rid).unwrap().unwrap()).unwrap();
+            assert!(r.measured_at > 1, "{rid} not measured");
+        }
+        assert_eq!(
+            metrics.maintenance.debt.get(),
+            0,
+            "empty repositories owe nothing"
+        );
+        // A cancelled pass stops at its next wait.
+        let stop = CancellationToken::new();
+        stop.cancel();
+        let before = metrics.maintenance.scrubbed.get();
+        m.scrub(&stop).await;
+        assert_eq!(
+            metrics.maintenance.scrubbed.get() - before,
+            3,
+            "one window, then stopped"
+        );
+    }
 
     fn settings(dir: &std::path::Path) -> Settings {
         let c = MaintenanceConfig {

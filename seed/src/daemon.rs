@@ -3,7 +3,7 @@
 //! directories and key, storage and index, tenants and policies with a pending restore
 //! imported, the seed identities' p2p layers, replication, tenant control (with the config
 //! file's `[[tenants]]`), the admin and git listeners, the initial index. [`Daemon::run`] then
-//! handles signals (SIGHUP reload, SIGTERM/SIGINT graceful stop) until the end.
+//! handles signals (SIGHUP config reload (no rescan), SIGTERM/SIGINT graceful stop) until the end.
 //!
 //! `files`: data directory, key and admin tokens; `rescan`: storage rescans; `reload`: hot
 //! reload; `listen`: HTTP listeners, certificates and periodic gauges.
@@ -109,7 +109,6 @@ struct Core {
 pub struct Daemon {
     tenants: Tenants,
     identities: Identities,
-    rescanner: Rescanner,
     reloader: Reloader,
     shutdown: watch::Sender<bool>,
     http_task: JoinHandle<()>,
@@ -270,12 +269,11 @@ impl Daemon {
             web: web_state(reloader.current.clone(), &identities, &tenants),
         };
         let http_task = listen::start_http(&cfg, listeners.http, &certs, http_parts, &shutdown_rx)?;
-        start_initial_index(rescanner.clone(), ready, indexed, catch_up);
+        start_initial_index(rescanner, ready, indexed, catch_up);
         listen::start_gauges(&cfg, core.metrics.clone(), tenants.clone(), &shutdown_rx);
         Ok(Self {
             tenants,
             identities,
-            rescanner,
             reloader,
             shutdown,
             http_task,
@@ -307,19 +305,16 @@ impl Daemon {
         Ok(())
     }
 
-    /// SIGHUP: reload the configuration and TLS, then rescan storage (on the blocking pool).
+    /// SIGHUP: reload the configuration and TLS (on the blocking pool), as `seedctl config
+    /// reload` does. Storage is not rescanned: a reload costs the config file, not a pass over
+    /// every repository (`seedctl rescan` is that pass, for changes made outside seedd).
     fn hangup(&self) {
-        tracing::info!("SIGHUP: reloading the configuration and TLS, rescanning storage");
-        let (rescanner, reloader) = (self.rescanner.clone(), self.reloader.clone());
-        tokio::task::spawn_blocking(move || {
-            match reloader.reload() {
-                Ok(changes) => tracing::info!(?changes, "configuration reloaded"),
-                Err(e) => {
-                    tracing::error!(error = %e, "configuration reload failed")
-                }
-            }
-            if let Err(e) = rescanner.rescan() {
-                tracing::error!(error = %e, "rescan failed");
+        tracing::info!("SIGHUP: reloading the configuration and TLS (storage is not rescanned: `seedctl rescan` does that)");
+        let reloader = self.reloader.clone();
+        tokio::task::spawn_blocking(move || match reloader.reload() {
+            Ok(changes) => tracing::info!(?changes, "configuration reloaded"),
+            Err(e) => {
+                tracing::error!(error = %e, "configuration reload failed")
             }
         });
     }

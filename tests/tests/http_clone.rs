@@ -526,46 +526,48 @@ fn pack_generation_is_capped_and_overflow_gets_503_with_retry_after() {
 }
 
 #[test]
-fn repos_added_on_disk_appear_after_rescan_or_sighup() {
+fn repos_added_on_disk_appear_after_a_rescan_not_a_reload() {
     let seed = Seed::start(SeedOptions::default());
     let f = fixtures();
     let tmp = tempfile::tempdir().unwrap();
-    let mut added = Vec::new();
-    for (name, trigger) in [(SMALL, "admin"), (HEARTWOOD, "sighup")] {
-        let rid = f.rid(name);
-        let url = seed.url(&format!("{rid}.git/info/refs?service=git-upload-pack"));
-        assert_eq!(http_get(&url, &[]).unwrap().0, 404);
-        copy_tree(
-            &f.storage().join(canonical(&rid)),
-            &seed.storage().join(canonical(&rid)),
-        );
-        if trigger == "admin" {
-            // Through seedctl, the operator's tool.
-            let out = run(Command::new(bin("seedctl"))
-                .args(["--admin", &seed.admin_url(""), "--token-file"])
-                .arg(seed.token_file())
-                .args(["rescan", "-o", "json"]));
-            let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-            assert_eq!(v["added"], 1, "{v}");
-        } else {
-            seed.signal(1);
-        }
-        let deadline = Instant::now() + Duration::from_secs(20);
-        while http_get(&url, &[]).unwrap().0 != 200 {
-            assert!(
-                Instant::now() < deadline,
-                "{name} not served after {trigger}"
-            );
-            std::thread::sleep(Duration::from_millis(100));
-        }
-        run(git(tmp.path())
-            .args(["clone", "-q", &seed.url(&format!("{rid}.git"))])
-            .arg(tmp.path().join(name)));
-        added.push(rid);
+    let rid = f.rid(SMALL);
+    let url = seed.url(&format!("{rid}.git/info/refs?service=git-upload-pack"));
+    assert_eq!(http_get(&url, &[]).unwrap().0, 404);
+    copy_tree(
+        &f.storage().join(canonical(&rid)),
+        &seed.storage().join(canonical(&rid)),
+    );
+    // SIGHUP reloads the configuration only: no pass over storage.
+    let scans = seed.metric("seedd_index_scan_duration_seconds_count", &[]);
+    let reloads = seed.metric("seedd_config_reloads_total", &["ok"]);
+    seed.signal(1);
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while seed.metric("seedd_config_reloads_total", &["ok"]) == reloads {
+        assert!(Instant::now() < deadline, "SIGHUP not acted on");
+        std::thread::sleep(Duration::from_millis(100));
     }
-    // A restart keeps the index and re-reads nothing that did not change.
-    let data = seed.data_dir();
-    let _ = data;
+    std::thread::sleep(Duration::from_millis(500));
+    assert_eq!(
+        http_get(&url, &[]).unwrap().0,
+        404,
+        "a reload rescanned storage"
+    );
+    assert_eq!(
+        seed.metric("seedd_index_scan_duration_seconds_count", &[]),
+        scans,
+        "a reload rescanned storage"
+    );
+    // `seedctl rescan`, the operator's tool, finds it.
+    let out = run(Command::new(bin("seedctl"))
+        .args(["--admin", &seed.admin_url(""), "--token-file"])
+        .arg(seed.token_file())
+        .args(["rescan", "-o", "json"]));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["added"], 1, "{v}");
+    assert_eq!(http_get(&url, &[]).unwrap().0, 200);
+    run(git(tmp.path())
+        .args(["clone", "-q", &seed.url(&format!("{rid}.git"))])
+        .arg(tmp.path().join(SMALL)));
     let status = seed.stop();
     assert!(status.success(), "seedd exited with {status}");
 }

@@ -1,7 +1,7 @@
 //! Repository maintenance with seedd as a process and real git: `seedctl repo maintain` turns
 //! a repository of many packs and loose refs into one pack with a multi-pack index, a bitmap,
 //! packed refs and a commit-graph while clones keep the same HEAD; `seedctl maintenance ls`
-//! shows the debt dropping; the background sweep maintains due repositories on its own; and a
+//! shows the debt dropping; the background scrub maintains due repositories on its own; and a
 //! `kill -9` in the middle of a repack leaves a repository that clones and passes `git fsck`.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -248,7 +248,7 @@ fn maintain_now_repacks_packs_refs_and_clones_stay_the_same() {
 }
 
 #[test]
-fn the_sweep_maintains_only_due_repositories() {
+fn the_scrub_maintains_only_due_repositories() {
     let data = tempfile::tempdir().unwrap();
     let storage = data.path().join("storage");
     std::fs::create_dir_all(&storage).unwrap();
@@ -264,7 +264,7 @@ fn the_sweep_maintains_only_due_repositories() {
         ],
     );
     let e = wait_for(
-        "the sweep to maintain the due repository",
+        "the scrub to maintain the due repository",
         Duration::from_secs(60),
         || {
             let e = entry(&seed, &due);
@@ -278,7 +278,7 @@ fn the_sweep_maintains_only_due_repositories() {
     let f = entry(&seed, &fine);
     assert!(f["last_run"].is_null(), "{f}");
     assert_eq!(packs_in(&fine_path), fine_packs);
-    assert!(seed.logs().contains("maintenance sweep"));
+    assert!(seed.logs().contains("maintenance scrub pass done"));
     fsck(&due_path);
 }
 

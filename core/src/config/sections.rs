@@ -443,15 +443,21 @@ impl Default for LogConfig {
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 #[serde(default)]
 pub struct MaintenanceConfig {
-    /// Background maintenance after fetches and by the sweep (`seedctl repo maintain` works
+    /// Background maintenance after fetches and by the scrub (`seedctl repo maintain` works
     /// either way).
     pub enabled: bool,
     /// Repositories maintained at once.
     #[serde(deserialize_with = "fields::at_least_one")]
     pub concurrency: usize,
-    /// How often every held repository's debt is measured (and the due ones maintained).
+    /// A scrub pass over every held repository (its debt measured, the due ones maintained)
+    /// starts at most this often. Fetches and runs measure their repository themselves; the
+    /// scrub finds what changed outside seedd.
     #[serde(rename = "sweep_interval_secs", with = "fields::secs_nonzero")]
     pub sweep_interval: Duration,
+    /// The scrub measures at most this many repositories per second (~0.3 ms of a core each:
+    /// the default keeps it under 1 % of a core; a pass over 100,000 takes ~1.4 h).
+    #[serde(deserialize_with = "fields::at_least_one")]
+    pub scrub_repos_per_sec: u32,
     /// A fetched repository is looked at once no fetch changed it for this long.
     #[serde(rename = "debounce_secs", with = "fields::secs_nonzero")]
     pub debounce: Duration,
@@ -480,6 +486,7 @@ impl Default for MaintenanceConfig {
             enabled: true,
             concurrency: 1,
             sweep_interval: Duration::from_secs(3_600),
+            scrub_repos_per_sec: 20,
             debounce: Duration::from_secs(60),
             timeout: Duration::from_secs(3_600),
             max_packs: 4,

@@ -327,6 +327,7 @@ fn maintenance_keys_load_and_bad_values_are_named() {
     std::fs::write(
         &path,
         "[maintenance]\nenabled = false\nconcurrency = 2\nsweep_interval_secs = 600\n\
+         scrub_repos_per_sec = 7\n\
          debounce_secs = 5\ntimeout_secs = 60\nmax_packs = 8\nmax_loose_objects = 10\n\
          max_loose_refs = 20\nbitmap_min_bytes = 0\nfull_repack_below_bytes = 1024\n",
     )
@@ -337,12 +338,14 @@ fn maintenance_keys_load_and_bad_values_are_named() {
     assert_eq!((m.concurrency, m.max_packs), (2, 8));
     assert_eq!((m.sweep_interval.as_secs(), m.debounce.as_secs()), (600, 5));
     assert_eq!(m.timeout.as_secs(), 60);
+    assert_eq!(m.scrub_repos_per_sec, 7);
     assert_eq!((m.max_loose_objects, m.max_loose_refs), (10, 20));
     assert_eq!((m.bitmap_min_bytes, m.full_repack_below_bytes), (0, 1024));
     for (text, key) in [
         ("concurrency = 0", "maintenance.concurrency"),
         ("max_packs = 1", "maintenance.max_packs"),
         ("sweep_interval_secs = 0", "maintenance.sweep_interval_secs"),
+        ("scrub_repos_per_sec = 0", "maintenance.scrub_repos_per_sec"),
         ("debounce_secs = 0", "maintenance.debounce_secs"),
         ("max_loose_refs = 0", "maintenance.max_loose_refs"),
         ("enable = true", "maintenance.enable"),

@@ -28,18 +28,29 @@ impl Index {
     }
 
     /// Every maintenance record, in RID order (keys that are not RIDs are skipped).
+    #[cfg(test)]
     pub(crate) fn maintenance_records(&self) -> Result<Vec<(RepoId, Vec<u8>)>, IndexError> {
         let mut out = Vec::new();
+        self.for_each_maintenance_record(|rid, v| out.push((rid, v.to_vec())))?;
+        Ok(out)
+    }
+
+    /// Every maintenance record handed to `f` one at a time, in RID order (the scrub's pass:
+    /// never all of them in memory at once).
+    pub(crate) fn for_each_maintenance_record(
+        &self,
+        mut f: impl FnMut(RepoId, &[u8]),
+    ) -> Result<(), IndexError> {
         for item in self
             .db
             .iterator_cf(self.cf(CF_MAINTENANCE)?, IteratorMode::Start)
         {
             let (k, v) = item?;
             if let Ok(bytes) = <[u8; 20]>::try_from(&*k) {
-                out.push((RepoId::from_oid_bytes(bytes), v.to_vec()));
+                f(RepoId::from_oid_bytes(bytes), &v);
             }
         }
-        Ok(out)
+        Ok(())
     }
 }
 

@@ -1,4 +1,4 @@
-//! Reconcile the index with storage: on start, on SIGHUP and on an admin rescan.
+//! Reconcile the index with storage: on start and on an admin rescan (`seedctl rescan`; SIGHUP only reloads the config).
 //!
 //! A full pass ([`reconcile`]) re-reads a repository only when its ref listing changed
 //! (fingerprint over ref names and targets); the start ([`reconcile_changed`]) reads only
@@ -51,7 +51,7 @@ pub enum Indexed {
 /// Threads reading repositories during a reconcile pass (at most the number of cores).
 const MAX_SCAN_THREADS: usize = 8;
 
-/// Bring the index in line with storage, reading every repository (SIGHUP, `seedctl rescan`:
+/// Bring the index in line with storage, reading every repository (`seedctl rescan`:
 /// changes made outside seedd). Unchanged repositories cost a ref listing each.
 pub fn reconcile(storage: &Storage, index: &Index) -> Result<ScanReport, ScanError> {
     pass(storage, index, Pass::Full)
@@ -61,7 +61,7 @@ pub fn reconcile(storage: &Storage, index: &Index) -> Result<ScanReport, ScanErr
 /// and those a crash left marked ([`Index::mark_dirty`]: a fetch moved refs but did not
 /// re-index) are read; repositories gone from storage are dropped. seedd is the only writer of
 /// its storage, so every other repository is as indexed — changes made outside seedd need a
-/// rescan (SIGHUP or `seedctl rescan`).
+/// rescan (`seedctl rescan`).
 pub fn reconcile_changed(storage: &Storage, index: &Index) -> Result<ScanReport, ScanError> {
     pass(storage, index, Pass::Changed)
 }

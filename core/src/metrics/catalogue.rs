@@ -507,7 +507,13 @@ pub const CATALOGUE: &[MetricDoc] = &[
         name: "seedd_repo_packs",
         kind: "histogram",
         labels: &[],
-        help: "Pack files per repository, observed each time a repository's debt is measured (sweep, before and after maintenance).",
+        help: "Pack files per repository, observed each time a repository's debt is measured (scrub, after a fetch, before and after maintenance).",
+    },
+    MetricDoc {
+        name: "seedd_maintenance_scrubbed_repos_total",
+        kind: "counter",
+        labels: &[],
+        help: "Repositories whose debt the slow background scrub measured (at most maintenance.scrub_repos_per_sec; fetches and runs measure their repository themselves).",
     },
     MetricDoc {
         name: "seedd_web_bounded_total",

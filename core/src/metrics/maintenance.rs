@@ -1,6 +1,6 @@
 //! Repository maintenance metrics (the `maintain` room sets them; see the catalogue).
 
-use prometheus::{Histogram, HistogramOpts, IntCounterVec, IntGauge, Registry};
+use prometheus::{Histogram, HistogramOpts, IntCounter, IntCounterVec, IntGauge, Registry};
 
 use super::{doc, opts, zero};
 
@@ -13,6 +13,7 @@ pub struct MaintenanceMetrics {
     pub running: IntGauge,
     pub debt: IntGauge,
     pub packs: Histogram,
+    pub scrubbed: IntCounter,
 }
 
 impl MaintenanceMetrics {
@@ -32,17 +33,20 @@ impl MaintenanceMetrics {
         )?;
         let running = IntGauge::with_opts(opts("seedd_maintenance_running"))?;
         let debt = IntGauge::with_opts(opts("seedd_maintenance_debt_score"))?;
+        let scrubbed = IntCounter::with_opts(opts("seedd_maintenance_scrubbed_repos_total"))?;
         registry.register(Box::new(runs.clone()))?;
         registry.register(Box::new(duration.clone()))?;
         registry.register(Box::new(running.clone()))?;
         registry.register(Box::new(debt.clone()))?;
         registry.register(Box::new(packs.clone()))?;
+        registry.register(Box::new(scrubbed.clone()))?;
         Ok(Self {
             runs,
             duration,
             running,
             debt,
             packs,
+            scrubbed,
         })
     }
 }

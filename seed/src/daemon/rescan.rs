@@ -1,4 +1,4 @@
-//! Storage rescans (start, SIGHUP, `seedctl rescan`): reconcile the index with storage,
+//! Storage rescans (start, `seedctl rescan`): reconcile the index with storage,
 //! publish the result in metrics, then measure tenants' repositories and refresh every
 //! identity's inventory.
 
@@ -117,7 +117,7 @@ impl Rescanner {
 /// Which tenant repositories [`measure_tenant_repos`] walks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) enum Measure {
-    /// Every one (SIGHUP, `seedctl rescan`: storage may have changed outside seedd).
+    /// Every one (`seedctl rescan`: storage may have changed outside seedd).
     All,
     /// Only those without a remembered size (the start: sizes are remembered after each fetch).
     Unknown,
