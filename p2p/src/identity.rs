@@ -73,12 +73,22 @@ pub struct Identities {
     inventories: Arc<Mutex<HashMap<String, BTreeSet<RepoId>>>>,
     /// A debounced [`Identities::refresh_soon`] is waiting.
     refresh_pending: Arc<AtomicBool>,
-    /// Identities over their cap whose inventory changed: their most wanted are selected
-    /// again once per [`PUBLISH_DEBOUNCE`], not once per change ([`Identities::publish_soon`]).
-    publish_pending: Arc<Mutex<HashSet<String>>>,
+    /// Identities over their cap whose inventory changed, with what joined (`true`) or left:
+    /// their most wanted are selected again once per [`PUBLISH_DEBOUNCE`], not once per change
+    /// ([`Identities::publish_soon`]).
+    publish_pending: Arc<Mutex<HashMap<String, HashMap<RepoId, bool>>>>,
+    /// Over-cap identities' selections with the Unix second of their last full selection: a
+    /// change updates one at the cost of the cap ([`announce::Selection::update`]).
+    selections: Arc<Mutex<HashMap<String, (announce::Selection, u64)>>>,
     /// Counts [`Identities::refresh`]es (policy, tenant and storage changes): the sync task
     /// re-reads what is seeded when it moves.
     seeding_generation: Arc<std::sync::atomic::AtomicU64>,
+}
+
+fn unix_now() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs())
 }
 
 /// How long [`Identities::refresh_soon`] gathers changes before one full refresh.
@@ -87,6 +97,10 @@ const REFRESH_DEBOUNCE: Duration = Duration::from_millis(250);
 /// (a selection reads every held repository's demand and update time: at 100k repositories,
 /// once per fetched repository would be the bulk of a new seed's CPU).
 const PUBLISH_DEBOUNCE: Duration = Duration::from_secs(1);
+/// An over-cap selection is made in full again at least this often (seconds): between two,
+/// changes update it ([`announce::Selection`]), and a repository asked for again in the
+/// meantime may wait this long to displace an announced one.
+const FULL_SELECTION_EVERY: u64 = 600;
 
 /// `seedctl identity ls` row.
 #[derive(Debug, Clone, Serialize)]
@@ -124,6 +138,7 @@ impl Identities {
             inventories: Arc::default(),
             refresh_pending: Arc::default(),
             publish_pending: Arc::default(),
+            selections: Arc::default(),
             seeding_generation: Arc::default(),
         }
     }
@@ -350,7 +365,7 @@ impl Identities {
             record.as_ref().is_some_and(|r| r.is_public()) && self.policies.seeding(&rid).is_some();
         let holders = self.tenants.identities_of(&rid);
         let dedicated_only = !holders.is_empty() && !holders.contains(DEFAULT_IDENTITY);
-        let mut over_cap: Vec<String> = Vec::new();
+        let mut over_cap: Vec<(String, bool)> = Vec::new();
         let mut update = |name: &str, member: bool, net: &Net, cap: usize| {
             let inv = inventories.entry(name.to_owned()).or_default();
             let changed = if member {
@@ -360,7 +375,7 @@ impl Identities {
             };
             if changed {
                 if inv.len() > cap.min(INVENTORY_LIMIT) {
-                    over_cap.push(name.to_owned());
+                    over_cap.push((name.to_owned(), member));
                 } else {
                     self.publish(name, net, inv.iter().copied().collect(), cap);
                 }
@@ -378,21 +393,22 @@ impl Identities {
             update(&r.spec.name, member, &r.net, cap);
         }
         drop(inventories);
-        for name in over_cap {
-            self.publish_soon(name);
+        for (name, member) in over_cap {
+            self.publish_soon(name, rid, member);
         }
     }
 
     /// Publishes identity `name`'s inventory within [`PUBLISH_DEBOUNCE`], once for all the
-    /// changes made meanwhile, on the blocking pool. Without a runtime (tests, shutdown) at once.
-    fn publish_soon(&self, name: String) {
+    /// changes made meanwhile (`rid` joined it when `member`, else left), on the blocking
+    /// pool. Without a runtime (tests, shutdown) at once.
+    fn publish_soon(&self, name: String, rid: RepoId, member: bool) {
         let first = {
             let mut pending = self
                 .publish_pending
                 .lock()
                 .unwrap_or_else(|p| p.into_inner());
             let first = pending.is_empty();
-            pending.insert(name);
+            pending.entry(name).or_default().insert(rid, member);
             first
         };
         let Ok(rt) = tokio::runtime::Handle::try_current() else {
@@ -417,27 +433,71 @@ impl Identities {
     }
 
     /// Publishes every identity [`Identities::publish_soon`] was asked for, from what
-    /// [`Identities::repo_changed`] keeps.
+    /// [`Identities::repo_changed`] keeps: an over-cap selection is updated from the changes
+    /// (the cost of the cap), or made in full when that cannot be done or the last full one
+    /// is [`FULL_SELECTION_EVERY`] old (the cost of the inventory).
     fn publish_pending_now(&self) {
-        let names = std::mem::take(
+        let pending = std::mem::take(
             &mut *self
                 .publish_pending
                 .lock()
                 .unwrap_or_else(|p| p.into_inner()),
         );
         let inventories = self.inventories();
-        for name in names {
+        for (name, changes) in pending {
             let Some(inv) = inventories.get(&name) else {
                 continue;
             };
-            let inv: Vec<RepoId> = inv.iter().copied().collect();
-            if name == DEFAULT_IDENTITY {
-                self.publish(&name, &self.default, inv, self.default_cap);
+            let (net, cap) = if name == DEFAULT_IDENTITY {
+                (self.default.clone(), self.default_cap)
             } else if let Some(r) = self.lock().iter().find(|r| r.spec.name == name) {
-                let cap = r.spec.inventory_cap.unwrap_or(INVENTORY_LIMIT);
-                self.publish(&name, &r.net, inv, cap);
+                (
+                    r.net.clone(),
+                    r.spec.inventory_cap.unwrap_or(INVENTORY_LIMIT),
+                )
+            } else {
+                continue;
+            };
+            let cap = cap.min(INVENTORY_LIMIT);
+            if inv.len() > cap {
+                if let Some(chosen) = self.update_selection(&name, inv, &changes, cap) {
+                    self.announce(&name, &net, inv.len(), chosen, cap);
+                    continue;
+                }
             }
+            self.publish(&name, &net, inv.iter().copied().collect(), cap);
         }
+    }
+
+    /// Identity `name`'s selection updated from `changes` to its inventory `inv` (over `cap`):
+    /// the chosen, the spares and what joined ranked again. `None` when there is no recent
+    /// full selection to update or the update declines.
+    fn update_selection(
+        &self,
+        name: &str,
+        inv: &BTreeSet<RepoId>,
+        changes: &HashMap<RepoId, bool>,
+        cap: usize,
+    ) -> Option<Vec<RepoId>> {
+        let now = unix_now();
+        let mut selections = self.selections.lock().unwrap_or_else(|p| p.into_inner());
+        let (sel, full_at) = selections.get(name)?;
+        if now.saturating_sub(*full_at) >= FULL_SELECTION_EVERY {
+            return None;
+        }
+        let mut pool: Vec<RepoId> = sel.pool().filter(|r| inv.contains(r)).collect();
+        let pooled: HashSet<RepoId> = pool.iter().copied().collect();
+        pool.extend(
+            changes
+                .iter()
+                .filter(|(rid, member)| **member && inv.contains(rid) && !pooled.contains(rid))
+                .map(|(rid, _)| *rid),
+        );
+        let next = sel.update(self.candidates(pool, now), cap, now)?;
+        let chosen = next.chosen.clone();
+        let full_at = *full_at;
+        selections.insert(name.to_owned(), (next, full_at));
+        Some(chosen)
     }
 
     fn inventories(&self) -> std::sync::MutexGuard<'_, HashMap<String, BTreeSet<RepoId>>> {
@@ -450,11 +510,23 @@ impl Identities {
     fn publish(&self, name: &str, net: &Net, inv: Vec<seedd_proto::crypto::RepoId>, cap: usize) {
         let cap = cap.min(INVENTORY_LIMIT);
         let held = inv.len();
+        let mut selections = self.selections.lock().unwrap_or_else(|p| p.into_inner());
         let inv = if held > cap {
-            self.most_wanted(net, inv, cap)
+            let sel = self.most_wanted(net, inv, cap);
+            let chosen = sel.chosen.clone();
+            selections.insert(name.to_owned(), (sel, unix_now()));
+            chosen
         } else {
+            selections.remove(name);
             inv
         };
+        drop(selections);
+        self.announce(name, net, held, inv, cap);
+    }
+
+    /// Announces `inv`, the selection out of `held` repositories, on `net`, counting the
+    /// unannounced in `seedd_identity_inventory_unannounced_repos`.
+    fn announce(&self, name: &str, net: &Net, held: usize, inv: Vec<RepoId>, cap: usize) {
         let unannounced = held.saturating_sub(inv.len());
         let m = &self.metrics.tenant;
         let gauge = m.identity_unannounced.with_label_values(&[name]);
@@ -483,30 +555,31 @@ impl Identities {
     }
 
     /// The `cap` repositories of `inv` to announce: most requested, then most recently updated,
-    /// keeping what `net` announces now where that ties (see `announce`). Reads each
-    /// candidate's record for its update time: only while over the cap.
+    /// keeping what `net` announces now where that ties (see `announce`), with the runners-up
+    /// later changes update it from.
     fn most_wanted(
         &self,
         net: &Net,
         inv: Vec<seedd_proto::crypto::RepoId>,
         cap: usize,
-    ) -> Vec<seedd_proto::crypto::RepoId> {
-        let now = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| d.as_secs());
-        let demand = self.metrics.demand.scores_at(&inv, now);
-        let candidates = inv
-            .into_iter()
+    ) -> announce::Selection {
+        let now = unix_now();
+        let candidates = self.candidates(inv, now);
+        let previous = net.inventory().into_iter().collect();
+        announce::Selection::full(candidates, cap, &previous, now)
+    }
+
+    /// Each of `rids` with its demand and update time (both from memory).
+    fn candidates(&self, rids: Vec<RepoId>, now: u64) -> Vec<announce::Candidate> {
+        let demand = self.metrics.demand.scores_at(&rids, now);
+        rids.into_iter()
             .zip(demand)
             .map(|(rid, demand)| announce::Candidate {
                 rid,
                 demand,
-                // From the index's memory: this runs over every held repository.
                 updated: self.index.indexed_at(&rid).unwrap_or(0),
             })
-            .collect();
-        let previous = net.inventory().into_iter().collect();
-        announce::select(candidates, cap, &previous, now)
+            .collect()
     }
 
     pub fn list(&self) -> Vec<IdentityInfo> {

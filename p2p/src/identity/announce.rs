@@ -57,43 +57,179 @@ fn demand_class(demand: f64) -> u32 {
     (1.0 + demand).log2().ceil() as u32
 }
 
+/// A candidate's rank: smaller is better; a total order (the RID last).
+type Key = (
+    Reverse<u32>,
+    Reverse<u8>,
+    Reverse<bool>,
+    Reverse<u64>,
+    RepoId,
+);
+
+fn key(c: &Candidate, incumbent: bool, now: u64) -> Key {
+    (
+        Reverse(demand_class(c.demand)),
+        Reverse(recency_class(c.updated, now)),
+        Reverse(incumbent),
+        Reverse(c.updated),
+        c.rid,
+    )
+}
+
+/// How many runners-up a [`Selection`] keeps to fill the places of removed repositories.
+pub(crate) const SPARES: usize = 256;
+
+/// An over-cap identity's selection, kept so that a change of membership costs the selection
+/// and its runners-up, not every held repository ([`Selection::update`]).
+///
+/// The invariant that makes an update exact: every held repository that is neither chosen
+/// nor a spare (an *outsider*) ranks at or below `bar`, and every spare above it. Over time
+/// an outsider's rank only falls (demand decays, updates age), so the invariant holds until
+/// an outsider is asked for again; a full selection every few minutes catches that.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct Selection {
+    /// What is announced, in RID order.
+    pub chosen: Vec<RepoId>,
+    /// The best of the others, best first (at most [`SPARES`]).
+    spares: Vec<RepoId>,
+    /// The rank of the best outsider when there is one (`None`: there is none).
+    bar: Option<Key>,
+    /// How many spares are kept ([`SPARES`]).
+    keep: usize,
+}
+
+impl Selection {
+    /// The `cap` most wanted of `candidates` (every held repository), given the previous
+    /// selection `previous` and the time `now` (Unix seconds); all of them when they fit.
+    pub(crate) fn full(
+        candidates: Vec<Candidate>,
+        cap: usize,
+        previous: &HashSet<RepoId>,
+        now: u64,
+    ) -> Self {
+        Self::full_keeping(candidates, cap, previous, now, SPARES)
+    }
+
+    fn full_keeping(
+        candidates: Vec<Candidate>,
+        cap: usize,
+        previous: &HashSet<RepoId>,
+        now: u64,
+        keep: usize,
+    ) -> Self {
+        let mut ranked: Vec<(Key, Candidate)> = candidates
+            .into_iter()
+            .map(|c| (key(&c, previous.contains(&c.rid), now), c))
+            .collect();
+        let rest = if ranked.len() > cap {
+            ranked.select_nth_unstable_by(cap, |a, b| a.0.cmp(&b.0));
+            ranked.split_off(cap)
+        } else {
+            Vec::new()
+        };
+        let chosen = ranked.into_iter().map(|(_, c)| c.rid).collect();
+        // The others, ranked as the next update sees them: none is an incumbent.
+        let mut rest: Vec<(Key, RepoId)> = rest
+            .into_iter()
+            .map(|(_, c)| (key(&c, false, now), c.rid))
+            .collect();
+        let bar = Self::keep_best(&mut rest, keep);
+        rest.sort_unstable();
+        Self::new(
+            chosen,
+            rest.into_iter().map(|(_, r)| r).collect(),
+            bar,
+            keep,
+        )
+    }
+
+    /// Cuts `ranked` to its `keep` best; the best rank cut (`None` when none is).
+    fn keep_best(ranked: &mut Vec<(Key, RepoId)>, keep: usize) -> Option<Key> {
+        if ranked.len() <= keep {
+            return None;
+        }
+        ranked.select_nth_unstable_by(keep, |a, b| a.0.cmp(&b.0));
+        let bar = ranked.get(keep).map(|(k, _)| *k);
+        ranked.truncate(keep);
+        bar
+    }
+
+    fn new(mut chosen: Vec<RepoId>, spares: Vec<RepoId>, bar: Option<Key>, keep: usize) -> Self {
+        chosen.sort_unstable();
+        chosen.dedup();
+        Self {
+            chosen,
+            spares,
+            bar,
+            keep,
+        }
+    }
+
+    /// The chosen and the spares: what an update ranks again, with what was added.
+    pub(crate) fn pool(&self) -> impl Iterator<Item = RepoId> + '_ {
+        self.chosen.iter().chain(self.spares.iter()).copied()
+    }
+
+    /// The selection after a change: `pool` is [`Selection::pool`] with the removed
+    /// repositories left out and the added ones in (each once). The same answer a full
+    /// selection over every held repository would give with this selection as the previous
+    /// one, at the cost of the pool; `None` when the pool cannot give it (too many of the
+    /// chosen and spares removed): select in full.
+    pub(crate) fn update(&self, pool: Vec<Candidate>, cap: usize, now: u64) -> Option<Self> {
+        let incumbent: HashSet<RepoId> = self.chosen.iter().copied().collect();
+        // Only what ranks above the bar is sure to beat every outsider.
+        let above = |k: &Key| self.bar.is_none_or(|b| *k < b);
+        let mut safe: Vec<(Key, Candidate)> = pool
+            .into_iter()
+            .map(|c| (key(&c, incumbent.contains(&c.rid), now), c))
+            .filter(|(k, _)| above(k))
+            .collect();
+        if safe.len() < cap && self.bar.is_some() {
+            return None;
+        }
+        let rest = if safe.len() > cap {
+            safe.select_nth_unstable_by(cap, |a, b| a.0.cmp(&b.0));
+            safe.split_off(cap)
+        } else {
+            Vec::new()
+        };
+        let chosen: Vec<RepoId> = safe.into_iter().map(|(_, c)| c.rid).collect();
+        // Those that fell to or below the bar (no longer incumbents) join the outsiders.
+        let mut rest: Vec<(Key, RepoId)> = rest
+            .into_iter()
+            .map(|(_, c)| (key(&c, false, now), c.rid))
+            .filter(|(k, _)| above(k))
+            .collect();
+        let bar = match (Self::keep_best(&mut rest, self.keep), self.bar) {
+            (Some(cut), Some(bar)) => Some(cut.min(bar)),
+            (cut, bar) => cut.or(bar),
+        };
+        rest.sort_unstable();
+        Some(Self::new(
+            chosen,
+            rest.into_iter().map(|(_, r)| r).collect(),
+            bar,
+            self.keep,
+        ))
+    }
+}
+
 /// The `cap` repositories to announce out of `candidates`, in RID order, given the previous
 /// selection `previous` and the time `now` (Unix seconds). All of them when they fit.
+#[cfg(test)]
 pub(crate) fn select(
     candidates: Vec<Candidate>,
     cap: usize,
     previous: &HashSet<RepoId>,
     now: u64,
 ) -> Vec<RepoId> {
-    let mut ranked: Vec<_> = candidates
-        .into_iter()
-        .map(|c| {
-            let incumbent = previous.contains(&c.rid);
-            (
-                (
-                    Reverse(demand_class(c.demand)),
-                    Reverse(recency_class(c.updated, now)),
-                    Reverse(incumbent),
-                    Reverse(c.updated),
-                    c.rid,
-                ),
-                c.rid,
-            )
-        })
-        .collect();
-    if ranked.len() > cap {
-        ranked.select_nth_unstable_by(cap, |a, b| a.0.cmp(&b.0));
-        ranked.truncate(cap);
-    }
-    let mut out: Vec<RepoId> = ranked.into_iter().map(|(_, rid)| rid).collect();
-    out.sort();
-    out.dedup();
-    out
+    Selection::full(candidates, cap, previous, now).chosen
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proptest::prelude::*;
 
     const NOW: u64 = 1_800_000_000;
 
@@ -186,6 +322,129 @@ mod tests {
         // A push (a newer recency class) does displace an idle incumbent.
         let c = vec![cand(1, 0.0, 5 * DAY), cand(2, 0.0, 60)];
         assert_eq!(select(c, 1, &previous, NOW), vec![rid(2)]);
+    }
+
+    /// A held set: demand and age drawn from a few classes so ties (and incumbency) matter.
+    fn held_strategy(most: usize) -> impl Strategy<Value = Vec<Candidate>> {
+        prop::collection::vec((0u8..6, 0u8..8, 0u16..400), 0..most).prop_map(|v| {
+            v.into_iter()
+                .enumerate()
+                .map(|(i, (d, a, jitter))| {
+                    let demand = [0.0, 0.5, 1.0, 3.0, 9.0, 40.0][usize::from(d)];
+                    let age = [
+                        60,
+                        2 * DAY,
+                        20 * DAY,
+                        200 * DAY,
+                        900 * DAY,
+                        0,
+                        3600,
+                        5 * DAY,
+                    ][usize::from(a)];
+                    Candidate {
+                        rid: rid(i as u16),
+                        demand,
+                        updated: if age == 0 {
+                            0
+                        } else {
+                            NOW - age - u64::from(jitter)
+                        },
+                    }
+                })
+                .collect()
+        })
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(512))]
+        /// Updates through adds and removes answer what a full selection over every held
+        /// repository answers with the same previous selection, or decline (then the caller
+        /// selects in full, as the test does).
+        #[test]
+        fn updates_agree_with_full_selections(
+            held in prop_oneof![held_strategy(40), held_strategy(400)],
+            cap in 1usize..30,
+            keep in 0usize..6,
+            steps in prop::collection::vec((any::<bool>(), 0usize..1000, 0u8..6, 0u8..5), 1..80),
+        ) {
+            let mut held: std::collections::BTreeMap<RepoId, Candidate> =
+                held.into_iter().map(|c| (c.rid, c)).collect();
+            let mut sel = Selection::full_keeping(
+                held.values().cloned().collect(), cap, &HashSet::new(), NOW, keep,
+            );
+            let mut updated = 0;
+            for (add, pick, d, a) in steps {
+                let changed = if add {
+                    let c = Candidate {
+                        rid: rid(1000 + pick as u16),
+                        demand: [0.0, 0.5, 1.0, 3.0, 9.0, 40.0][usize::from(d)],
+                        updated: NOW - [60, 2 * DAY, 20 * DAY, 200 * DAY, 900 * DAY][usize::from(a)],
+                    };
+                    held.insert(c.rid, c.clone());
+                    c.rid
+                } else {
+                    let Some(r) = held.keys().nth(pick % held.len().max(1)).copied() else {
+                        continue;
+                    };
+                    // Removals pick among the chosen and spares half of the time (they matter).
+                    let r = if pick % 2 == 0 {
+                        sel.pool().nth(pick / 2 % (cap + keep)).unwrap_or(r)
+                    } else {
+                        r
+                    };
+                    held.remove(&r);
+                    r
+                };
+                let previous: HashSet<RepoId> = sel.chosen.iter().copied().collect();
+                let full = Selection::full_keeping(
+                    held.values().cloned().collect(), cap, &previous, NOW, keep,
+                );
+                let mut pool: Vec<RepoId> = sel.pool().filter(|r| held.contains_key(r)).collect();
+                if add && !pool.contains(&changed) {
+                    pool.push(changed);
+                }
+                let pool = pool.into_iter().map(|r| held[&r].clone()).collect();
+                match sel.update(pool, cap, NOW) {
+                    Some(next) => {
+                        prop_assert_eq!(&next.chosen, &full.chosen);
+                        updated += 1;
+                        sel = next;
+                    }
+                    None => sel = full,
+                }
+            }
+            // How many steps updated rather than declined (kept for a failing case's report).
+            let _ = updated;
+        }
+    }
+
+    #[test]
+    fn an_update_fills_a_removed_place_from_the_spares_and_declines_when_they_run_out() {
+        // 600 held, cap 3: ranked by update time (one demand class), rid 599 best.
+        let held: std::collections::HashMap<RepoId, Candidate> = (0..600u16)
+            .map(|i| cand(i, 0.0, 400 * DAY + u64::from(600 - i)))
+            .map(|c| (c.rid, c))
+            .collect();
+        let of = |rids: &mut dyn Iterator<Item = RepoId>| -> Vec<Candidate> {
+            rids.map(|r| held[&r].clone()).collect()
+        };
+        let sel = Selection::full(held.values().cloned().collect(), 3, &HashSet::new(), NOW);
+        assert_eq!(sel.chosen, vec![rid(597), rid(598), rid(599)]);
+        assert_eq!(sel.spares.len(), SPARES);
+        assert_eq!(sel.spares[0], rid(596), "best first");
+        // rid 599 leaves: the best spare takes its place.
+        let pool = of(&mut sel.pool().filter(|r| *r != rid(599)));
+        let next = sel.update(pool, 3, NOW).unwrap();
+        assert_eq!(next.chosen, vec![rid(596), rid(597), rid(598)]);
+        // A newcomer better than all: in; the weakest chosen goes back to the spares.
+        let mut pool = of(&mut next.pool());
+        pool.push(cand(1000, 50.0, 60));
+        let after = next.update(pool, 3, NOW).unwrap();
+        assert_eq!(after.chosen, vec![rid(597), rid(598), rid(1000)]);
+        assert!(after.spares.contains(&rid(596)));
+        // Chosen and spares all gone but two: an outsider might be next, so it declines.
+        let pool = of(&mut after.pool().take(2));
+        assert_eq!(after.update(pool, 3, NOW), None);
     }
 
     #[test]
