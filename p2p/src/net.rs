@@ -271,6 +271,29 @@ pub(crate) struct Core {
     /// copy from another session meanwhile is stale once the first is stored (or invalid like
     /// it), so it is dropped without a verification of its own.
     pub verifying: HashMap<(NodeId, [u8; 64]), seedd_proto::wire::Announcement>,
+    /// Authors' keys, decompressed once.
+    pub keys: KeyCache,
+}
+
+/// The decompressed keys of authors whose announcements verified (decompressing one is ~10 %
+/// of a verification), at most [`KeyCache::CAP`] (~3 MiB; emptied when full).
+#[derive(Default)]
+pub(crate) struct KeyCache(HashMap<NodeId, seedd_proto::crypto::VerifyingKey>);
+
+impl KeyCache {
+    const CAP: usize = 16_384;
+
+    pub(crate) fn get(&self, nid: &NodeId) -> Option<seedd_proto::crypto::VerifyingKey> {
+        self.0.get(nid).cloned()
+    }
+
+    /// Keeps a key that verified a signature.
+    pub(crate) fn keep(&mut self, key: seedd_proto::crypto::VerifyingKey) {
+        if self.0.len() >= Self::CAP {
+            self.0.clear();
+        }
+        self.0.insert(key.node(), key);
+    }
 }
 
 pub(crate) struct Shared {
@@ -405,6 +428,7 @@ impl Net {
                 guard,
                 inbound_handshaking: 0,
                 verifying: HashMap::new(),
+                keys: KeyCache::default(),
             }),
             index: index.clone(),
             counters: counters::GossipCounters::new(&metrics.p2p),

@@ -114,3 +114,36 @@ fn peer_addresses_parse() {
         assert!(parse_peer(bad).is_err(), "{bad}");
     }
 }
+
+#[test]
+fn the_key_cache_keeps_verifying_keys_up_to_its_cap() {
+    let mut keys = super::KeyCache::default();
+    let key = |n: u64| {
+        seedd_proto::crypto::Keypair::mock(n)
+            .nid()
+            .verifying_key()
+            .expect("a valid key")
+    };
+    let first = key(1);
+    assert!(keys.get(&first.node()).is_none());
+    keys.keep(first.clone());
+    assert_eq!(
+        keys.get(&first.node()).map(|k| k.node()),
+        Some(first.node())
+    );
+    // Filling it past the cap empties it once: never more than the cap.
+    let one = key(2);
+    for _ in 0..super::KeyCache::CAP {
+        keys.keep(one.clone());
+    }
+    assert!(keys.0.len() <= super::KeyCache::CAP);
+    for i in 0..super::KeyCache::CAP as u32 {
+        let mut b = [0u8; 32];
+        b[..4].copy_from_slice(&i.to_be_bytes());
+        // Not every 32 bytes are a point; those that are stand for other authors.
+        if let Ok(k) = seedd_proto::crypto::NodeId::from_bytes(b).verifying_key() {
+            keys.keep(k);
+        }
+        assert!(keys.0.len() <= super::KeyCache::CAP);
+    }
+}

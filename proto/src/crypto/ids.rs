@@ -57,12 +57,35 @@ impl NodeId {
     /// Verifies an Ed25519 signature over `msg` made by this key, with the semantics of
     /// `ed25519_dalek::VerifyingKey::verify` (what radicle uses; not `verify_strict`).
     pub fn verify(&self, msg: &[u8], sig: &[u8]) -> Result<(), CryptoError> {
-        let key = ed25519_dalek::VerifyingKey::from_bytes(&self.0)
-            .map_err(|_| CryptoError::InvalidPublicKey(*self))?;
+        self.verifying_key()?.verify(msg, sig)
+    }
+
+    /// The key as a curve point (its decompression is ~10 % of a verification): kept by
+    /// whoever verifies many signatures of one node.
+    pub fn verifying_key(&self) -> Result<VerifyingKey, CryptoError> {
+        ed25519_dalek::VerifyingKey::from_bytes(&self.0)
+            .map(|key| VerifyingKey(*self, key))
+            .map_err(|_| CryptoError::InvalidPublicKey(*self))
+    }
+}
+
+/// A node's public key, decompressed ([`NodeId::verifying_key`]).
+#[derive(Clone, Debug)]
+pub struct VerifyingKey(NodeId, ed25519_dalek::VerifyingKey);
+
+impl VerifyingKey {
+    /// Whose key it is.
+    pub fn node(&self) -> NodeId {
+        self.0
+    }
+
+    /// [`NodeId::verify`] without decompressing the key again.
+    pub fn verify(&self, msg: &[u8], sig: &[u8]) -> Result<(), CryptoError> {
         let sig = ed25519_dalek::Signature::from_slice(sig)
             .map_err(|_| CryptoError::InvalidSignatureLength(sig.len()))?;
-        key.verify(msg, &sig)
-            .map_err(|_| CryptoError::BadSignature(*self))
+        self.1
+            .verify(msg, &sig)
+            .map_err(|_| CryptoError::BadSignature(self.0))
     }
 }
 

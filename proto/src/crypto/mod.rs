@@ -14,7 +14,7 @@ mod keys;
 use std::path::PathBuf;
 
 pub use canonical::{canonical_json, to_canonical_json};
-pub use ids::{git_blob_oid, NodeId, RepoId};
+pub use ids::{git_blob_oid, NodeId, RepoId, VerifyingKey};
 pub use keys::{
     load_or_generate, mock_seed, ssh_fingerprint, ssh_public_key_string, Keypair, PRIVATE_KEY_FILE,
     PUBLIC_KEY_FILE,

@@ -386,7 +386,14 @@ fn screened_copies_verified_outside_are_acted_on_once() {
     let mut broken = node_ann(&author, T0 + 5, FEATURE_SEED);
     broken.signature[0] ^= 1;
     assert_eq!(s.screen(&broken), Ok(()));
+    let key = author.nid().verifying_key().expect("a valid key");
+    assert!(Verified::check_with(broken.clone(), &key).is_none());
     assert!(Verified::check(broken).is_none());
+    // A kept key verifies as `check` does, and only its own node's announcements.
+    let good = node_ann(&author, T0 + 5, FEATURE_SEED);
+    assert!(Verified::check_with(good.clone(), &key).is_some());
+    let other = Keypair::mock(7).nid().verifying_key().expect("a valid key");
+    assert!(Verified::check_with(good, &other).is_none());
     s.take_outputs();
     s.received_invalid_signature(1, T0 + 6);
     assert_eq!(

@@ -317,6 +317,12 @@ impl Verified {
         ann.verify().then_some(Self(ann))
     }
 
+    /// [`Verified::check`] with the author's key decompressed beforehand (`None` for another
+    /// node's key).
+    pub fn check_with(ann: Announcement, key: &crate::crypto::VerifyingKey) -> Option<Self> {
+        ann.verify_with(key).then_some(Self(ann))
+    }
+
     pub fn announcement(&self) -> &Announcement {
         &self.0
     }

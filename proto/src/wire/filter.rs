@@ -82,13 +82,20 @@ pub fn bit_indices(rid: &RepoId, nbits: u64) -> [u64; FILTER_HASHES as usize] {
 }
 
 /// A repository id hashed once, to test against many filters ([`Filter::contains_probe`]): a
-/// relay checks one repository against every session's subscription.
+/// relay checks one repository against every session's subscription. Holds the bit indices
+/// for each of the [`FILTER_SIZES`], so a test is at most [`FILTER_HASHES`] byte reads and
+/// usually one (no hashing or division per filter).
 #[derive(Debug, Clone, Copy)]
-pub struct Probe((u64, u64));
+pub struct Probe {
+    hashes: (u64, u64),
+    indices: [[u64; FILTER_HASHES as usize]; FILTER_SIZES.len()],
+}
 
 impl Probe {
     pub fn new(rid: &RepoId) -> Self {
-        Self(sip_hashes(rid))
+        let hashes = sip_hashes(rid);
+        let indices = FILTER_SIZES.map(|bytes| indices_of(hashes, bytes as u64 * 8));
+        Self { hashes, indices }
     }
 }
 
@@ -176,16 +183,25 @@ impl Filter {
 
     /// Whether the repository is (probably) in the filter; never a false negative.
     pub fn contains(&self, rid: &RepoId) -> bool {
-        self.contains_probe(&Probe::new(rid))
-    }
-
-    /// [`Filter::contains`] with the repository hashed beforehand.
-    pub fn contains_probe(&self, probe: &Probe) -> bool {
-        indices_of(probe.0, self.nbits()).iter().all(|&bit| {
+        bit_indices(rid, self.nbits()).iter().all(|bit| {
             self.bytes
                 .get((bit / 8) as usize)
                 .is_some_and(|byte| byte & (1 << (bit % 8)) != 0)
         })
+    }
+
+    /// [`Filter::contains`] with the repository hashed beforehand.
+    pub fn contains_probe(&self, probe: &Probe) -> bool {
+        let set = |bit: &u64| {
+            self.bytes
+                .get((bit / 8) as usize)
+                .is_some_and(|byte| byte & (1 << (bit % 8)) != 0)
+        };
+        match FILTER_SIZES.iter().position(|&n| n == self.bytes.len()) {
+            Some(i) => probe.indices[i].iter().all(set),
+            // Not a wire size (never built: `from_bytes` refuses them): computed here.
+            None => indices_of(probe.hashes, self.nbits()).iter().all(set),
+        }
     }
 
     /// `u16 length ‖ bytes`.

@@ -559,8 +559,19 @@ impl Announcement {
     /// Whether `signature` is `node`'s valid Ed25519 signature over the encoded body (with
     /// `ed25519_dalek`'s non-strict verification, like radicle).
     pub fn verify(&self) -> bool {
+        self.node
+            .verifying_key()
+            .is_ok_and(|key| self.verify_with(&key))
+    }
+
+    /// [`Announcement::verify`] with `node`'s key decompressed beforehand; false for another
+    /// node's key.
+    pub fn verify_with(&self, key: &crate::crypto::VerifyingKey) -> bool {
+        if key.node() != self.node {
+            return false;
+        }
         match self.message.encode_body() {
-            Ok(body) => self.node.verify(&body, &self.signature).is_ok(),
+            Ok(body) => key.verify(&body, &self.signature).is_ok(),
             Err(_) => false,
         }
     }

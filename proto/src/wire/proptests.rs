@@ -193,28 +193,36 @@ proptest! {
         prop_assert_eq!(varint::decode(&bytes).unwrap(), (value, bytes.len()));
     }
 
-    /// A probe (the repository hashed once for a relay) answers as `contains`, for small
-    /// filters and for the largest size.
+    /// A probe (the repository hashed once for a relay, its bit indices taken for every
+    /// filter size) answers as `contains` (the indices computed for the filter), at each of
+    /// the three sizes.
     #[test]
     fn prop_filter_probe_agrees_with_contains(
         members in proptest::collection::vec(rid(), 0..40),
-        other in rid(),
-        large in any::<bool>(),
+        others in proptest::collection::vec(rid(), 1..20),
+        extra in prop_oneof![Just(0u32), Just(2_000), Just(20_000)],
     ) {
         let mut all = members.clone();
-        if large {
-            all.extend((0..20_000u32).map(|n| {
-                let mut b = [0u8; 20];
-                b[..4].copy_from_slice(&n.to_be_bytes());
-                RepoId::from_oid_bytes(b)
-            }));
-        }
+        all.extend((0..extra).map(|n| {
+            let mut b = [0u8; 20];
+            b[..4].copy_from_slice(&n.to_be_bytes());
+            RepoId::from_oid_bytes(b)
+        }));
         let filter = Filter::new(all.iter());
-        for r in members.iter().chain([&other]) {
+        let want = match extra {
+            0 => crate::wire::filter::FILTER_SIZE_S,
+            2_000 => crate::wire::filter::FILTER_SIZE_M,
+            _ => crate::wire::filter::FILTER_SIZE_L,
+        };
+        prop_assert_eq!(filter.size(), want);
+        for r in members.iter().chain(&others) {
             prop_assert_eq!(
                 filter.contains_probe(&crate::wire::filter::Probe::new(r)),
                 filter.contains(r)
             );
+        }
+        for r in &members {
+            prop_assert!(filter.contains_probe(&crate::wire::filter::Probe::new(r)));
         }
     }
 
