@@ -287,6 +287,9 @@ fn urls(n: usize, list: &[(String, String)]) -> Vec<(&'static str, Vec<String>)>
     ]
 }
 
+/// (server, level, endpoint) → per round (p50 ms, p99 ms, CPU ms per request).
+type Figures = std::collections::BTreeMap<(String, usize, String), Vec<(f64, f64, f64)>>;
+
 /// One endpoint's pass: latencies (ms, sorted) of the measured requests, CPU ms per request,
 /// errors.
 struct Pass {
@@ -391,9 +394,7 @@ fn main() {
     let mut all: Vec<usize> = seedd_levels.iter().chain(&httpd_levels).copied().collect();
     all.sort_unstable();
     all.dedup();
-    // (server, level, endpoint) → per-round (p50, p99, cpu ms)
-    let mut figures: std::collections::BTreeMap<(String, usize, String), Vec<(f64, f64, f64)>> =
-        Default::default();
+    let mut figures: Figures = Default::default();
     let mut errors = 0usize;
     for &n in &all {
         let dir = data_root.join(format!("n{n}"));
@@ -462,7 +463,7 @@ fn main() {
     };
     let mut table = String::from("| server | repositories | endpoint | p50 ms | p99 ms | CPU ms/request |\n|---|---|---|---|---|---|\n");
     let mut rows = Vec::new();
-    for ((server, n, endpoint), _) in &figures {
+    for (server, n, endpoint) in figures.keys() {
         let s = |f: fn(&(f64, f64, f64)) -> f64| summary(server, *n, endpoint, f);
         let (p50, p99, cpu) = (s(|r| r.0), s(|r| r.1), s(|r| r.2));
         let show = |x: Option<Summary>| x.map_or("-".into(), |x| x.to_string());
