@@ -138,7 +138,7 @@ impl RefCache {
         };
         let read = match self.source.as_ref().and_then(|s| s.snapshot(&rid)) {
             Some(snap) => Ok(snap),
-            None => gix::open_opts(path, gix::open::Options::isolated())
+            None => crate::storage::open_stored(path)
                 .map_err(|e| AdvertError::Refs(Box::new(e)))
                 .and_then(|repo| Snapshot::read(&repo)),
         };
