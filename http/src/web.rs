@@ -135,6 +135,8 @@ pub struct Web {
     pub(crate) raw: raw::RawBlobs,
     /// Nodes' aliases from their announcements (`aliases.rs`).
     pub(crate) aliases: aliases::Aliases,
+    /// What canonical refs' objects peel to (`repos.rs`).
+    pub(crate) peels: Arc<repos::Peels>,
 }
 
 impl Web {
@@ -148,6 +150,7 @@ impl Web {
             answers: trees::TreeCache::default(),
             raw: raw::RawBlobs::default(),
             aliases: aliases::Aliases::default(),
+            peels: Arc::default(),
         }
     }
 }

@@ -219,14 +219,25 @@ async fn infos(
             refs.push((r.rid, top_level_refs(state, &r.rid)?));
         }
     }
-    // `refs` as `one` gives them (httpd lists them too), peeled in one blocking pass per page.
-    let storage = state.storage.clone();
-    let canonical = super::blocking(move || {
-        refs.into_iter()
-            .map(|(rid, refs)| canonical_refs(&storage, rid, refs))
-            .collect::<Result<Vec<_>, _>>()
-    })
-    .await?;
+    // `refs` as `one` gives them (httpd lists them too): from the peel cache, else peeled in
+    // one blocking pass per page.
+    let peels = state.web.peels.clone();
+    let canonical = match refs
+        .iter()
+        .map(|(_, refs)| peels.canonical(refs))
+        .collect::<Option<Vec<_>>>()
+    {
+        Some(all) => all,
+        None => {
+            let storage = state.storage.clone();
+            super::blocking(move || {
+                refs.into_iter()
+                    .map(|(rid, refs)| canonical_refs(&storage, &peels, rid, refs))
+                    .collect::<Result<Vec<_>, _>>()
+            })
+            .await?
+        }
+    };
     for (info, refs) in out.iter_mut().zip(canonical) {
         info.refs = Some(refs);
     }
@@ -285,8 +296,14 @@ pub(super) async fn one(
     ))?;
     info.delegates = named_delegates(&state, &r);
     let refs = top_level_refs(&state, &r.rid)?;
-    let storage = state.storage.clone();
-    let canonical = super::blocking(move || canonical_refs(&storage, r.rid, refs)).await?;
+    let peels = state.web.peels.clone();
+    let canonical = match peels.canonical(&refs) {
+        Some(c) => c,
+        None => {
+            let storage = state.storage.clone();
+            super::blocking(move || canonical_refs(&storage, &peels, r.rid, refs)).await?
+        }
+    };
     info.refs = Some(canonical);
     Ok(Json(info).into_response())
 }
@@ -306,40 +323,110 @@ fn top_level_refs(state: &HttpState, rid: &RepoId) -> Result<Vec<(String, RefTar
     Ok(refs)
 }
 
-/// `refs` of `RepoInfo`: the canonical (top-level) branches and tags, peeled to commits.
-fn canonical_refs(
+/// `refs` of `RepoInfo`: the canonical (top-level) branches and tags, peeled to commits
+/// (opening the repository for the objects `peels` does not know yet).
+pub(super) fn canonical_refs(
     storage: &seedd_core::storage::Storage,
+    peels: &Peels,
     rid: seedd_proto::crypto::RepoId,
     refs: Vec<(String, RefTarget)>,
 ) -> Result<CanonicalRefs, WebError> {
+    if let Some(known) = peels.canonical(&refs) {
+        return Ok(known);
+    }
     let repo = super::source::open(storage, rid)?;
+    let mut found = HashMap::new();
+    for (name, target) in &refs {
+        let RefTarget::Oid(id) = target else { continue };
+        if !wanted(name) {
+            continue;
+        }
+        let peeled = match peels.get(id) {
+            Some(known) => known,
+            // A ref whose object is missing or does not peel to a commit is left out; a
+            // missing object is not remembered (a fetch may bring it).
+            None => match repo.find_object(*id) {
+                Ok(o) => {
+                    let commit = o.peel_to_kind(gix::object::Kind::Commit).ok().map(|c| c.id);
+                    peels.keep(*id, commit);
+                    commit
+                }
+                Err(_) => None,
+            },
+        };
+        found.insert(*id, peeled);
+    }
+    Ok(canonical_of(&refs, |id| found.get(id).copied()))
+}
+
+/// The canonical refs of `refs` whose objects `peeled` knows to peel to commits.
+fn canonical_of(
+    refs: &[(String, RefTarget)],
+    peeled: impl Fn(&gix::ObjectId) -> Option<Option<gix::ObjectId>>,
+) -> CanonicalRefs {
     let mut out = CanonicalRefs::default();
     for (name, target) in refs {
         let RefTarget::Oid(id) = target else { continue };
-        let is_tag = name.starts_with("refs/tags/");
-        if !is_tag && !name.starts_with("refs/heads/") {
+        if !wanted(name) {
             continue;
         }
-        // A ref whose object is missing or does not peel to a commit is left out.
-        let Some(commit) = repo
-            .find_object(id)
-            .ok()
-            .and_then(|o| o.peel_to_kind(gix::object::Kind::Commit).ok())
-        else {
+        let Some(Some(commit)) = peeled(id) else {
             continue;
         };
-        if is_tag {
+        if name.starts_with("refs/tags/") {
             out.tags.insert(
-                name,
+                name.clone(),
                 TagRef {
-                    commit: commit.id.to_string(),
+                    commit: commit.to_string(),
                 },
             );
         } else {
-            out.refs.insert(name, commit.id.to_string());
+            out.refs.insert(name.clone(), commit.to_string());
         }
     }
-    Ok(out)
+    out
+}
+
+/// A canonical branch or tag (the only refs `RepoInfo` lists).
+fn wanted(name: &str) -> bool {
+    name.starts_with("refs/heads/") || name.starts_with("refs/tags/")
+}
+
+/// What an object peels to as a commit (`None`: not a commit, e.g. a tag of a tree), by
+/// object id: content-addressed, so never stale. A listing page or a repository's info then
+/// needs no repository opened for refs seen before (opening one is most of a row's CPU).
+/// At most [`Peels::CAP`] ids (~5 MiB; emptied when full).
+#[derive(Default)]
+pub(crate) struct Peels(std::sync::Mutex<HashMap<gix::ObjectId, Option<gix::ObjectId>>>);
+
+impl Peels {
+    const CAP: usize = 65_536;
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<gix::ObjectId, Option<gix::ObjectId>>> {
+        self.0.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn get(&self, id: &gix::ObjectId) -> Option<Option<gix::ObjectId>> {
+        self.lock().get(id).copied()
+    }
+
+    fn keep(&self, id: gix::ObjectId, commit: Option<gix::ObjectId>) {
+        let mut map = self.lock();
+        if map.len() >= Self::CAP {
+            map.clear();
+        }
+        map.insert(id, commit);
+    }
+
+    /// The canonical refs of `refs` when every wanted one's object is known (one lock).
+    pub(super) fn canonical(&self, refs: &[(String, RefTarget)]) -> Option<CanonicalRefs> {
+        let map = self.lock();
+        let known = refs.iter().all(|(name, target)| match target {
+            RefTarget::Oid(id) => !wanted(name) || map.contains_key(id),
+            _ => true,
+        });
+        known.then(|| canonical_of(refs, |id| map.get(id).copied()))
+    }
 }
 
 /// `GET /api/v1/delegates/{did}/repos?show&page&perPage`: repositories `did` delegates.

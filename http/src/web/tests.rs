@@ -247,3 +247,77 @@ fn moves_and_copies_render_as_httpd_shows_them() {
     let typed: seedd_web_api::Diff = serde_json::from_value(json).unwrap();
     assert_eq!(typed.files.len(), 3);
 }
+
+/// Issue 30 §1: canonical refs peel as before (a branch to its commit, an annotated tag to its
+/// commit, a ref to a tree or to a missing object left out), and refs seen once are answered
+/// again without the repository (the peel cache is content-addressed).
+#[test]
+fn canonical_refs_peel_once_then_come_from_the_cache() {
+    use seedd_core::storage::RefTarget;
+    let tmp = tempfile::tempdir().unwrap();
+    let rid = seedd_proto::crypto::RepoId::from_oid_bytes([7; 20]);
+    let bare = tmp.path().join(rid.canonical());
+    std::fs::create_dir_all(&bare).unwrap();
+    let git = |args: &[&str]| seedd_core::git::testing::ok(&bare, args);
+    git(&["init", "-q", "--bare"]);
+    let tree = git(&["write-tree"]);
+    let tree = tree.trim().to_owned();
+    let commit = git(&[
+        "-c",
+        "user.name=a",
+        "-c",
+        "user.email=a@b",
+        "commit-tree",
+        &tree,
+        "-m",
+        "one",
+    ]);
+    let commit = commit.trim().to_owned();
+    git(&["update-ref", "refs/heads/main", &commit]);
+    git(&[
+        "-c",
+        "user.name=a",
+        "-c",
+        "user.email=a@b",
+        "tag",
+        "-a",
+        "v1",
+        "-m",
+        "v1",
+        &commit,
+    ]);
+    let tag = git(&["rev-parse", "refs/tags/v1"]);
+    let tag = tag.trim().to_owned();
+    assert_ne!(tag, commit, "an annotated tag object");
+    let id = |s: &str| gix::ObjectId::from_hex(s.as_bytes()).unwrap();
+    let missing = id("1111111111111111111111111111111111111111");
+    let mut refs = vec![
+        ("refs/heads/main".to_owned(), RefTarget::Oid(id(&commit))),
+        ("refs/tags/v1".to_owned(), RefTarget::Oid(id(&tag))),
+        ("refs/tags/tree".to_owned(), RefTarget::Oid(id(&tree))),
+        ("refs/rad/id".to_owned(), RefTarget::Oid(id(&commit))),
+        ("refs/heads/gone".to_owned(), RefTarget::Oid(missing)),
+    ];
+    let storage = seedd_core::storage::Storage::open(tmp.path().to_owned()).unwrap();
+    let peels = super::repos::Peels::default();
+    let first = super::repos::canonical_refs(&storage, &peels, rid, refs.clone()).unwrap();
+    let json = serde_json::to_value(&first).unwrap();
+    assert_eq!(
+        json["refs"],
+        serde_json::json!({ "refs/heads/main": commit }),
+        "{json}"
+    );
+    assert_eq!(
+        json["tags"]["refs/tags/v1"]["commit"],
+        commit.as_str(),
+        "{json}"
+    );
+    assert!(json["tags"].get("refs/tags/tree").is_none(), "{json}");
+    // The missing object is not remembered (a fetch may bring it): the repository is needed.
+    assert!(peels.canonical(&refs).is_none());
+    refs.pop();
+    // Everything else is known: answered with the repository gone.
+    std::fs::remove_dir_all(&bare).unwrap();
+    let again = super::repos::canonical_refs(&storage, &peels, rid, refs).unwrap();
+    assert_eq!(serde_json::to_value(&again).unwrap(), json);
+}
