@@ -19,7 +19,8 @@
 //! Each endpoint gets 1,000 requests one at a time on one keep-alive connection after 100
 //! unmeasured ones (latency, not throughput: p50, p99), and the scope's CPU over them per
 //! request; a pass stops after 60 s once 50 are answered (httpd's listing at 10k). The sequence of URLs is the same for every server
-//! and round (a fixed seed). Writes `<target>/seedd-bench-web-scale.json`. Measures only.
+//! and round (a fixed seed). Each server is measured once idle after its start (`wait_idle`).
+//! Writes `<target>/seedd-bench-web-scale.json`. Measures only.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::path::{Path, PathBuf};
@@ -450,6 +451,11 @@ fn main() {
                     Kind::Seedd => start_seedd(&seedd_bin, &dir, n, &logs),
                     Kind::Httpd => start_httpd(httpd_bin.as_ref().unwrap(), &dir, n, &logs),
                 };
+                // What a start sets going (announcing the inventory, the sync list, RocksDB
+                // compactions) finishes first: the endpoints of a running server are measured.
+                if !measure::wait_idle(&server.scope, Duration::from_secs(120)) {
+                    log("  WARNING: the server was not idle after 120 s");
+                }
                 for (endpoint, urls) in &sets {
                     let p = pass(&server, urls);
                     errors += p.errors;

@@ -45,6 +45,7 @@ run gossip_scale gossip_scale
 run clone clone
 run hostile hostile
 run web web
+run web_scale web_scale
 run fleet fleet
 run scale scale
 echo "$(date +%T) all done" >> "$out/status"

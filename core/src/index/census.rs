@@ -326,15 +326,21 @@ impl Grams {
                 Some(_) => {}
             }
         }
-        let mut ids = rarest.cloned().unwrap_or_default();
-        ids.sort_unstable();
-        ids.dedup();
-        Some(
-            ids.into_iter()
-                .filter_map(|id| self.names.get(id as usize).cloned().flatten())
-                .filter(|name| name.contains(needle))
-                .collect(),
-        )
+        // Checked before anything is copied: with names sharing a prefix, the rarest trigram
+        // can still be in most of them, and few contain the whole needle.
+        let mut hits: Vec<Arc<str>> = rarest
+            .map(|ids| {
+                ids.iter()
+                    .filter_map(|id| self.names.get(*id as usize).and_then(Option::as_ref))
+                    .filter(|name| name.contains(needle))
+                    .cloned()
+                    .collect()
+            })
+            .unwrap_or_default();
+        // A reused id can be listed twice under one trigram.
+        hits.sort_unstable();
+        hits.dedup();
+        Some(hits)
     }
 }
 

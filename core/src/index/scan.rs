@@ -75,27 +75,30 @@ enum Pass {
 /// Repositories read in parallel, bounded (see the module documentation).
 fn pass(storage: &Storage, index: &Index, kind: Pass) -> Result<ScanReport, ScanError> {
     let started = Instant::now();
-    let on_disk = storage.list()?;
+    // Once, on the first start of an index written before `refs` kept peeled targets: every
+    // repository is read so its refs are rewritten with them (advertisements then come from
+    // the index; until then they read the repository, as before).
+    let upgrade = kind == Pass::Changed && !index.done(PEELED_REFS)?;
+    let indexed: HashSet<RepoId> = match kind {
+        Pass::Changed if !upgrade => index.indexed().into_iter().collect(),
+        _ => HashSet::new(),
+    };
+    // At the start an indexed repository's directory is taken as it is (no `stat` inside it):
+    // one whose files were removed outside seedd is found by `seedctl rescan`.
+    let on_disk = storage.list_with(&|rid| indexed.contains(rid))?;
     let mut report = ScanReport {
         scanned: on_disk.len(),
         ..ScanReport::default()
     };
     let present: BTreeSet<RepoId> = on_disk.iter().copied().collect();
     let dirty: HashSet<RepoId> = index.dirty()?.into_iter().collect();
-    // Once, on the first start of an index written before `refs` kept peeled targets: every
-    // repository is read so its refs are rewritten with them (advertisements then come from
-    // the index; until then they read the repository, as before).
-    let upgrade = kind == Pass::Changed && !index.done(PEELED_REFS)?;
     let to_read: Vec<RepoId> = match kind {
         Pass::Full => on_disk,
         Pass::Changed if upgrade => on_disk,
-        Pass::Changed => {
-            let indexed: HashSet<RepoId> = index.indexed().into_iter().collect();
-            on_disk
-                .into_iter()
-                .filter(|rid| !indexed.contains(rid) || dirty.contains(rid))
-                .collect()
-        }
+        Pass::Changed => on_disk
+            .into_iter()
+            .filter(|rid| !indexed.contains(rid) || dirty.contains(rid))
+            .collect(),
     };
     let skipped = report.scanned - to_read.len();
     tracing::info!(
