@@ -608,7 +608,7 @@ def storage():
          "p95 (range)"),
         (f"sum(rate(seedd_index_scan_duration_seconds_sum{{{I}}}[1h])) "
          f"/ sum(rate(seedd_index_scan_duration_seconds_count{{{I}}}[1h]))", "mean (1h)"),
-    ], unit="s", desc="Storage → index reconcile passes (startup, rescans, SIGHUP).", w=8))
+    ], unit="s", desc="Storage → index reconcile passes (startup, `seedctl rescan`).", w=8))
     p.append(timeseries(lay, "Index scans", [
         (f"sum(increase(seedd_index_scan_duration_seconds_count{{{I}}}[1h]))", "scans per hour"),
     ], desc="Reconcile passes per hour.", w=8))
