@@ -30,6 +30,8 @@ use std::time::{Duration, Instant};
 
 use seedd_benches::generate::{generate, Spec};
 use seedd_benches::measure::{self, Pinning, Scope, Summary};
+// Deterministic, so every server and round gets the same URLs.
+use seedd_benches::textgen::Rng;
 use seedd_benches::{ensure_seedd, env_usize, profile_dir};
 use seedd_tests::{free_port, radicle_bin};
 use serde_json::{json, Value};
@@ -60,22 +62,6 @@ impl Kind {
             Kind::Seedd => "seedd",
             Kind::Httpd => "radicle-httpd",
         }
-    }
-}
-
-/// A deterministic generator (xorshift64*), so every server and round gets the same URLs.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
-    }
-
-    fn unit(&mut self) -> f64 {
-        (self.next() >> 11) as f64 / (1u64 << 53) as f64
     }
 }
 
@@ -254,7 +240,7 @@ fn start_httpd(bin: &Path, dir: &Path, n: usize, logs: &Path) -> Server {
 
 /// The URLs of each endpoint for `n` repositories, in request order (warm-up first).
 fn urls(n: usize, list: &[(String, String)]) -> Vec<(&'static str, Vec<String>)> {
-    let mut rng = Rng(0x5eed_d00d ^ n as u64);
+    let mut rng = Rng::new(0x5eed_d00d ^ n as u64);
     let total = WARMUP + REQUESTS;
     let pages = n.div_ceil(PER_PAGE);
     let page_cdf = zipf_cdf(pages);
