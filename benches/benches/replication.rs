@@ -53,7 +53,8 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use seedd_benches::measure::{self, Interval, Pinning, Scope, Summary};
 use seedd_benches::procfs::{alive, loadavg};
 use seedd_benches::{
-    cmd_out, ensure_seedd, env_usize, fmt, profile_dir, radicle_version, write_table, TableLine,
+    cmd_out, ensure_seedd, env_usize, fmt, profile_dir, radicle_version, stop_child, write_table,
+    TableLine,
 };
 use seedd_tests::{copy_tree, radicle_bin, run, RadNode, RadNodeOptions, Seed, SeedOptions};
 use serde_json::{json, Value};
@@ -1150,17 +1151,6 @@ fn start_node(dir: tempfile::TempDir, name: &str, connect: &[String], seeding: &
 /// SIGTERM, then wait (SIGKILL after 20 s).
 fn stop_node(node: &mut RadNode) {
     stop_child(&mut node.child, Duration::from_secs(20));
-}
-
-/// SIGTERM `child`, then wait for it (SIGKILL after `grace`).
-fn stop_child(child: &mut std::process::Child, grace: Duration) {
-    let _ = Command::new("kill")
-        .args(["-TERM", &child.id().to_string()])
-        .status();
-    if !wait_until(grace, || matches!(child.try_wait(), Ok(Some(_)))) {
-        let _ = child.kill();
-    }
-    let _ = child.wait();
 }
 
 // ------------------------------------------------------------------------------------------

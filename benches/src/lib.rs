@@ -545,6 +545,20 @@ pub fn spawn_seedd(
     }
 }
 
+/// SIGTERM `child` (a server closes its index cleanly then), wait for it, SIGKILL after `grace`.
+pub fn stop_child(child: &mut std::process::Child, grace: std::time::Duration) {
+    let _ = std::process::Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .stderr(Stdio::null())
+        .status();
+    let deadline = std::time::Instant::now() + grace;
+    while std::time::Instant::now() < deadline && matches!(child.try_wait(), Ok(None)) {
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+}
+
 #[cfg(test)]
 mod tests {
     use std::process::{Command, Stdio};
