@@ -168,6 +168,8 @@ struct Inner {
     queued: Mutex<HashSet<RepoId>>,
     /// Latest score per repository (the debt gauge is their sum).
     scores: Mutex<Scores>,
+    /// The stored records' scores were loaded into `scores` (the first scrub pass does it).
+    scores_loaded: std::sync::atomic::AtomicBool,
     /// When this process started (older lock files may be stale).
     started: SystemTime,
 }
@@ -283,6 +285,7 @@ impl Maintainer {
                 wake: Notify::new(),
                 queued: Mutex::new(HashSet::new()),
                 scores: Mutex::new(Scores::default()),
+                scores_loaded: std::sync::atomic::AtomicBool::new(false),
                 started: SystemTime::now(),
             }),
         }
@@ -433,12 +436,10 @@ impl Maintainer {
         let mut held = inner.storage.list()?;
         held.sort_unstable();
         let is_held = |rid: &RepoId| held.binary_search(rid).is_ok();
-        let load = inner
-            .scores
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .by_repo
-            .is_empty();
+        // Once, even if a fetch measured its repository before the first pass.
+        let load = !inner
+            .scores_loaded
+            .load(std::sync::atomic::Ordering::Acquire);
         let mut stale = Vec::new();
         let mut loaded = Vec::new();
         inner.index.for_each_maintenance_record(|rid, bytes| {
@@ -461,6 +462,11 @@ impl Maintainer {
                 if !scores.by_repo.contains_key(&rid) {
                     scores.insert(rid, score);
                 }
+            }
+            if load {
+                inner
+                    .scores_loaded
+                    .store(true, std::sync::atomic::Ordering::Release);
             }
             scores.total()
         };

@@ -523,15 +523,14 @@ fn verify_each(
     Option<seedd_proto::crypto::VerifyingKey>,
 )> {
     anns.into_iter()
-        .map(|(ann, cached)| match cached {
-            Some(key) => (gossip::Verified::check_with(ann, &key), None),
-            None => match ann.node.verifying_key() {
-                Ok(key) => match gossip::Verified::check_with(ann, &key) {
-                    Some(v) => (Some(v), Some(key)),
-                    None => (None, None),
-                },
-                Err(_) => (None, None),
-            },
+        .map(|(ann, cached)| {
+            let fresh = cached.is_none();
+            let Some(key) = cached.or_else(|| ann.node.verifying_key().ok()) else {
+                return (None, None);
+            };
+            let verified = gossip::Verified::check_with(ann, &key);
+            let keep = (fresh && verified.is_some()).then_some(key);
+            (verified, keep)
         })
         .collect()
 }

@@ -803,17 +803,26 @@ fn private_setup() -> (Service, Keypair, Keypair, Keypair) {
     (s, a, b, c)
 }
 
-fn refs_sent_to(outputs: &[Output], id: SessionId) -> Vec<RepoId> {
+/// What `pick` takes from each announcement sent to session `id` in `outputs`.
+fn announced_to<T>(
+    outputs: &[Output],
+    id: SessionId,
+    pick: impl Fn(AnnouncementMessage) -> Option<T>,
+) -> Vec<T> {
     sent_to(outputs, id)
         .into_iter()
         .filter_map(|m| match m {
-            Message::Announcement(Announcement {
-                message: AnnouncementMessage::Refs(r),
-                ..
-            }) => Some(r.rid),
+            Message::Announcement(Announcement { message, .. }) => pick(message),
             _ => None,
         })
         .collect()
+}
+
+fn refs_sent_to(outputs: &[Output], id: SessionId) -> Vec<RepoId> {
+    announced_to(outputs, id, |m| match m {
+        AnnouncementMessage::Refs(r) => Some(r.rid),
+        _ => None,
+    })
 }
 
 #[test]
@@ -975,16 +984,10 @@ fn own_refs_of_a_private_repo_go_only_to_allowed_peers() {
 
 /// The inventories announced to session `id` in `out`.
 fn inventories_sent_to(out: &[Output], id: SessionId) -> Vec<Vec<RepoId>> {
-    sent_to(out, id)
-        .into_iter()
-        .filter_map(|m| match m {
-            Message::Announcement(Announcement {
-                message: AnnouncementMessage::Inventory(inv),
-                ..
-            }) => Some(inv.inventory),
-            _ => None,
-        })
-        .collect()
+    announced_to(out, id, |m| match m {
+        AnnouncementMessage::Inventory(inv) => Some(inv.inventory),
+        _ => None,
+    })
 }
 
 #[test]
