@@ -8,7 +8,7 @@
 //! |---|---|---|
 //! | `meta` | `schema_version`; `own_ts/<type>` | utf-8; u64 BE |
 //! | `repos` | rid (20 bytes) | [`RepoRecord`] |
-//! | `refs` | rid (20) ‖ ref name | oid (20) ‖ `0x00` (not an annotated tag), oid ‖ peeled oid (40: an annotated tag and the first non-tag object it leads to), a bare oid (20: not known whether it is a tag: written before peeled targets were kept, or peeling failed), or `ref: <target>` for symbolic refs ([`adverts`]) |
+//! | `refs` | rid (20) ‖ ref name | oid (20) ‖ kind (1: not an annotated tag), oid ‖ peeled oid ‖ kind (41: an annotated tag and the first non-tag object it leads to), a bare oid (20: not known whether it is a tag: written before peeled targets were kept, or peeling failed), or `ref: <target>` for symbolic refs ([`adverts`]); kind: what the ref leads to, `1` a commit, `2` something else, `0` not known (missing object, or written before kinds were kept — then a tag's value is 40 bytes) |
 //! | `sigrefs` | rid (20) ‖ nid (32) | [`SigrefsRecord`] |
 //! | `routing` | rid (20) ‖ nid (32) | u64 BE timestamp (see [`gossip`]) |
 //! | `nodes` | nid (32) | address-book record |
@@ -46,7 +46,10 @@ use rocksdb::{ColumnFamilyDescriptor, Options, WriteBatch, WriteOptions, DB};
 use serde::{Deserialize, Serialize};
 
 use crate::storage::{FeatureLevel, RefTarget, Visibility};
-pub(crate) use adverts::{Peel, Peels};
+
+/// A ref as [`Index::refs_under_commits`] gives it: name, target, the commit it leads to.
+pub type RefCommit = (String, RefTarget, Option<Option<gix::ObjectId>>);
+pub(crate) use adverts::{End, Peel, Peels};
 use census::{Census, Named};
 use seedd_proto::crypto::{NodeId, RepoId};
 pub use tuning::Tuning;
@@ -583,17 +586,51 @@ impl Index {
         rid: &RepoId,
         prefix: &str,
     ) -> Result<Vec<(String, RefTarget)>, IndexError> {
-        let start = [rid.as_bytes().as_slice(), prefix.as_bytes()].concat();
         let mut out = Vec::new();
+        self.each_ref_under(rid, prefix, |name, v| {
+            out.push((name, decode_target(v)?));
+            Ok(())
+        })?;
+        Ok(out)
+    }
+
+    /// [`Index::refs_under`], with the commit each direct ref leads to after its tags:
+    /// `Some(Some(commit))`; `Some(None)` when it leads to a tree or a blob; `None` when the
+    /// index does not know (a symbolic ref, a missing object, or refs written before kinds
+    /// were kept — then read the repository).
+    pub fn refs_under_commits(
+        &self,
+        rid: &RepoId,
+        prefix: &str,
+    ) -> Result<Vec<RefCommit>, IndexError> {
+        let mut out = Vec::new();
+        self.each_ref_under(rid, prefix, |name, v| {
+            let (target, peel) = decode_peeled(v)?;
+            let commit = match &target {
+                RefTarget::Oid(oid) => peel.commit(*oid),
+                RefTarget::Symbolic(_) => None,
+            };
+            out.push((name, target, commit));
+            Ok(())
+        })?;
+        Ok(out)
+    }
+
+    fn each_ref_under(
+        &self,
+        rid: &RepoId,
+        prefix: &str,
+        mut each: impl FnMut(String, &[u8]) -> Result<(), IndexError>,
+    ) -> Result<(), IndexError> {
+        let start = [rid.as_bytes().as_slice(), prefix.as_bytes()].concat();
         for item in self.db.prefix_iterator_cf(self.cf(CF_REFS)?, &start) {
             let (k, v) = item?;
             if !k.starts_with(&start) {
                 break;
             }
-            let name = String::from_utf8_lossy(&k[20..]).into_owned();
-            out.push((name, decode_target(&v)?));
+            each(String::from_utf8_lossy(&k[20..]).into_owned(), &v)?;
         }
-        Ok(out)
+        Ok(())
     }
 
     /// Every ref of `rid` with what it peels to ([`Peel::Unknown`] for symbolic refs), the
@@ -900,8 +937,13 @@ fn peel_of<'a>(peels: &'a Peels, name: &str) -> &'a Peel {
 fn encode_target(t: &RefTarget, peel: &Peel) -> Vec<u8> {
     match (t, peel) {
         (RefTarget::Oid(oid), Peel::Unknown) => oid.as_bytes().to_vec(),
-        (RefTarget::Oid(oid), Peel::Plain) => [oid.as_bytes(), &[0u8][..]].concat(),
-        (RefTarget::Oid(oid), Peel::Tag(peeled)) => [oid.as_bytes(), peeled.as_bytes()].concat(),
+        (RefTarget::Oid(oid), Peel::Plain(end)) => [oid.as_bytes(), &[end_byte(*end)]].concat(),
+        (RefTarget::Oid(oid), Peel::Tag(peeled, End::Unknown)) => {
+            [oid.as_bytes(), peeled.as_bytes()].concat()
+        }
+        (RefTarget::Oid(oid), Peel::Tag(peeled, end)) => {
+            [oid.as_bytes(), peeled.as_bytes(), &[end_byte(*end)]].concat()
+        }
         (RefTarget::Symbolic(name), _) => format!("ref: {name}").into_bytes(),
     }
 }
@@ -927,9 +969,41 @@ fn decode_peeled(v: &[u8]) -> Result<(RefTarget, Peel), IndexError> {
     };
     match v.len() {
         20 => Ok((RefTarget::Oid(oid(v)?), Peel::Unknown)),
-        21 if v.get(20) == Some(&0) => Ok((RefTarget::Oid(oid(&v[..20])?), Peel::Plain)),
-        40 => Ok((RefTarget::Oid(oid(&v[..20])?), Peel::Tag(oid(&v[20..])?))),
+        21 => Ok((
+            RefTarget::Oid(oid(&v[..20])?),
+            Peel::Plain(byte_end(v[20])?),
+        )),
+        40 => Ok((
+            RefTarget::Oid(oid(&v[..20])?),
+            Peel::Tag(oid(&v[20..])?, End::Unknown),
+        )),
+        41 => Ok((
+            RefTarget::Oid(oid(&v[..20])?),
+            Peel::Tag(oid(&v[20..40])?, byte_end(v[40])?),
+        )),
         n => Err(corrupt(format!("a ref value of {n} bytes"))),
+    }
+}
+
+/// The kind byte of a `refs` value (0: not known, as written before kinds were kept).
+fn end_byte(end: End) -> u8 {
+    match end {
+        End::Unknown => 0,
+        End::Commit => 1,
+        End::Other => 2,
+    }
+}
+
+fn byte_end(b: u8) -> Result<End, IndexError> {
+    match b {
+        0 => Ok(End::Unknown),
+        1 => Ok(End::Commit),
+        2 => Ok(End::Other),
+        b => Err(IndexError::Corrupt {
+            cf: CF_REFS,
+            key: None,
+            reason: format!("a ref value's object kind {b}"),
+        }),
     }
 }
 

@@ -24,19 +24,70 @@ pub(crate) enum Peel {
     /// Not known (an index written before peeled targets were kept, or peeling failed).
     Unknown,
     /// Not an annotated tag (or its object is missing): advertised without a peeled line.
-    Plain,
+    Plain(End),
     /// An annotated tag, and the first non-tag object it leads to.
-    Tag(ObjectId),
+    Tag(ObjectId, End),
+}
+
+/// What kind of object a ref finally leads to (after its tags): what the web API needs to
+/// list a ref as a commit without opening the repository.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum End {
+    Commit,
+    /// A tree or a blob.
+    Other,
+    /// Not known: indexed before kinds were kept, or the object is missing.
+    Unknown,
+}
+
+impl Peel {
+    /// The commit a ref with this peel and target `oid` leads to: `Some(None)` when it leads
+    /// to something else, `None` when that is not known.
+    pub(crate) fn commit(&self, oid: ObjectId) -> Option<Option<ObjectId>> {
+        let (end, id) = match self {
+            Peel::Unknown => return None,
+            Peel::Plain(end) => (end, oid),
+            Peel::Tag(peeled, end) => (end, *peeled),
+        };
+        match end {
+            End::Commit => Some(Some(id)),
+            End::Other => Some(None),
+            End::Unknown => None,
+        }
+    }
+
+    /// Whether something is left to learn by reading the object again.
+    pub(crate) fn incomplete(&self) -> bool {
+        matches!(
+            self,
+            Peel::Unknown | Peel::Plain(End::Unknown) | Peel::Tag(_, End::Unknown)
+        )
+    }
 }
 
 /// Peeled targets of direct refs, by full ref name.
 pub(crate) type Peels = HashMap<String, Peel>;
 
-/// What `oid` peels to in `repo` ([`crate::serve::advert::peel`], the advertisement's own rule).
+/// What `oid` peels to in `repo` (the advertisement's own rule, [`crate::serve::advert::peel`]),
+/// and the kind of object it ends at (from the object headers: no object is decoded unless
+/// it is a tag).
 pub(crate) fn peel(repo: &gix::Repository, oid: ObjectId) -> Peel {
-    match crate::serve::advert::peel(repo, oid) {
-        Ok(Some(peeled)) => Peel::Tag(peeled),
-        Ok(None) => Peel::Plain,
+    let end = |kind: gix::object::Kind| match kind {
+        gix::object::Kind::Commit => End::Commit,
+        _ => End::Other,
+    };
+    let header = match repo.find_header(oid) {
+        Ok(h) => h,
+        Err(_) => return Peel::Plain(End::Unknown),
+    };
+    if header.kind() != gix::object::Kind::Tag {
+        return Peel::Plain(end(header.kind()));
+    }
+    match repo
+        .find_object(oid)
+        .and_then(|o| Ok(o.peel_tags_to_end()?))
+    {
+        Ok(peeled) => Peel::Tag(peeled.id, end(peeled.kind)),
         Err(_) => Peel::Unknown,
     }
 }
@@ -75,8 +126,8 @@ impl RefSource for Index {
             let target = match (target, peel) {
                 (RefTarget::Symbolic(t), _) => Target::Symbolic(t.into()),
                 (RefTarget::Oid(_), Peel::Unknown) => return None,
-                (RefTarget::Oid(oid), Peel::Plain) => Target::Direct { oid, peeled: None },
-                (RefTarget::Oid(oid), Peel::Tag(p)) => Target::Direct {
+                (RefTarget::Oid(oid), Peel::Plain(_)) => Target::Direct { oid, peeled: None },
+                (RefTarget::Oid(oid), Peel::Tag(p, _)) => Target::Direct {
                     oid,
                     peeled: Some(p),
                 },

@@ -75,9 +75,9 @@ enum Pass {
 /// Repositories read in parallel, bounded (see the module documentation).
 fn pass(storage: &Storage, index: &Index, kind: Pass) -> Result<ScanReport, ScanError> {
     let started = Instant::now();
-    // Once, on the first start of an index written before `refs` kept peeled targets: every
-    // repository is read so its refs are rewritten with them (advertisements then come from
-    // the index; until then they read the repository, as before).
+    // Once, on the first start of an index written before `refs` kept peeled targets and
+    // kinds: every repository is read so its refs are rewritten with them (advertisements and
+    // the web API's refs then come from the index; until then they read the repository).
     let upgrade = kind == Pass::Changed && !index.done(PEELED_REFS)?;
     let indexed: HashSet<RepoId> = match kind {
         Pass::Changed if !upgrade => index.indexed().into_iter().collect(),
@@ -110,7 +110,7 @@ fn pass(storage: &Storage, index: &Index, kind: Pass) -> Result<ScanReport, Scan
     if upgrade && index.repo_counts().total > 0 {
         tracing::info!(
             repos = to_read.len(),
-            "keeping peeled tag targets in the index (once after an upgrade): every repository's refs are read"
+            "keeping peeled tag targets and object kinds in the index (once after an upgrade): every repository's refs are read"
         );
     }
     // Repositories are independent: read them on a few threads (bounded by the cores), each
@@ -206,8 +206,9 @@ fn pass(storage: &Storage, index: &Index, kind: Pass) -> Result<ScanReport, Scan
     Ok(report)
 }
 
-/// [`Index::done`] once every repository's refs were written with their peeled targets.
-const PEELED_REFS: &str = "refs-peeled";
+/// [`Index::done`] once every repository's refs were written with their peeled targets and
+/// the kinds of object they lead to (`refs-peeled` marked the first, without kinds).
+const PEELED_REFS: &str = "refs-peeled-kinds";
 
 /// What re-indexing one repository cost: work proportional to what changed.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
@@ -342,9 +343,9 @@ fn indexed_refs(
         .collect())
 }
 
-/// A direct ref indexed without its peeled target.
+/// A direct ref indexed without its peeled target or the kind of object it leads to.
 fn unpeeled((target, peel): &(RefTarget, Peel)) -> bool {
-    matches!(target, RefTarget::Oid(_)) && *peel == Peel::Unknown
+    matches!(target, RefTarget::Oid(_)) && peel.incomplete()
 }
 
 /// What the direct refs among `refs` peel to (an object header read each; tags read through).
@@ -760,5 +761,81 @@ mod tests {
         git(&path, &["update-ref", "refs/heads/feature", &head]);
         index_repo_counted(&storage, &index, rid).unwrap();
         assert_eq!(RefSource::snapshot(&index, &rid), Some(read()));
+    }
+
+    /// Issue 30 §1: the index keeps what each ref leads to after its tags — a commit, or
+    /// something else — so the web API lists canonical refs without opening the repository;
+    /// refs written before kinds were kept (the same bytes older versions wrote) are not
+    /// known, until the first start's pass rewrites them, once.
+    #[test]
+    fn indexed_refs_know_the_commit_they_lead_to() {
+        use std::collections::HashMap;
+        let (rid, dir, storage, path) = held_heartwood();
+        let tag = |args: &[&str]| {
+            let mut all = vec!["-c", "user.name=t", "-c", "user.email=t@example.com", "tag"];
+            all.extend_from_slice(args);
+            git(&path, &all);
+        };
+        let head = git(&path, &["rev-parse", "HEAD"]);
+        let tree = git(&path, &["rev-parse", "HEAD^{tree}"]);
+        tag(&["-a", "-m", "one", "v1", &head]);
+        tag(&["-a", "-m", "of a tag", "v2", "v1"]);
+        tag(&["-a", "-m", "of a tree", "tree-annotated", &tree]);
+        tag(&["tree", &tree]);
+        let id = |s: &str| gix::ObjectId::from_hex(s.as_bytes()).unwrap();
+        let index = Index::open(&dir.path().join("index")).unwrap();
+        index_repo_counted(&storage, &index, rid).unwrap();
+        let commits = |prefix: &str| -> HashMap<String, Option<Option<gix::ObjectId>>> {
+            index
+                .refs_under_commits(&rid, prefix)
+                .unwrap()
+                .into_iter()
+                .map(|(name, _, commit)| (name, commit))
+                .collect()
+        };
+        let tags = commits("refs/tags/");
+        assert_eq!(tags["refs/tags/v1"], Some(Some(id(&head))));
+        assert_eq!(
+            tags["refs/tags/v2"],
+            Some(Some(id(&head))),
+            "a tag of a tag"
+        );
+        assert_eq!(tags["refs/tags/tree"], Some(None));
+        assert_eq!(tags["refs/tags/tree-annotated"], Some(None));
+        let heads = index.refs_under_commits(&rid, "refs/heads/").unwrap();
+        assert!(!heads.is_empty());
+        for (name, target, commit) in &heads {
+            let RefTarget::Oid(oid) = target else {
+                panic!("{name} is symbolic")
+            };
+            assert_eq!(*commit, Some(Some(*oid)), "{name}");
+        }
+        // As an older version wrote them: the same targets, kinds unknown.
+        let legacy: Peels = index
+            .refs_peeled(&rid)
+            .unwrap()
+            .into_iter()
+            .map(|(name, _, peel)| {
+                let peel = match peel {
+                    Peel::Plain(_) => Peel::Plain(super::super::End::Unknown),
+                    Peel::Tag(p, _) => Peel::Tag(p, super::super::End::Unknown),
+                    Peel::Unknown => Peel::Unknown,
+                };
+                (String::from_utf8(name).unwrap(), peel)
+            })
+            .collect();
+        let record = index.repo(&rid).unwrap().unwrap();
+        let refs = index.refs(&rid).unwrap();
+        let sigrefs = index.sigrefs(&rid).unwrap();
+        index
+            .put_repo_peeled(&record, &refs, &legacy, &sigrefs)
+            .unwrap();
+        assert!(commits("refs/tags/").values().all(Option::is_none));
+        assert!(commits("refs/heads/").values().all(Option::is_none));
+        let report = reconcile_changed(&storage, &index).unwrap();
+        assert_eq!((report.updated, report.failed), (1, 0), "{report:?}");
+        assert_eq!(commits("refs/tags/"), tags, "rewritten with their kinds");
+        let report = reconcile_changed(&storage, &index).unwrap();
+        assert_eq!(report.updated, 0, "the upgrade runs once");
     }
 }

@@ -15,7 +15,7 @@ use serde::Deserialize;
 use super::cobs::{counts, Counts};
 use super::{author, Paging, Scope, WebError, MAX_PER_PAGE};
 use crate::HttpState;
-use seedd_core::index::{ListOrder, RepoRecord};
+use seedd_core::index::{ListOrder, RefCommit, RepoRecord};
 use seedd_core::storage::RefTarget;
 use seedd_proto::crypto::{NodeId, RepoId};
 
@@ -308,37 +308,39 @@ pub(super) async fn one(
     Ok(Json(info).into_response())
 }
 
-/// The canonical branches and tags of `rid` from the index (namespaces are not read).
-fn top_level_refs(state: &HttpState, rid: &RepoId) -> Result<Vec<(String, RefTarget)>, WebError> {
+/// The canonical branches and tags of `rid` from the index (namespaces are not read), with
+/// the commit each leads to where the index knows it.
+fn top_level_refs(state: &HttpState, rid: &RepoId) -> Result<Vec<RefCommit>, WebError> {
     let mut refs = state
         .index
-        .refs_under(rid, "refs/heads/")
+        .refs_under_commits(rid, "refs/heads/")
         .map_err(WebError::index)?;
     refs.extend(
         state
             .index
-            .refs_under(rid, "refs/tags/")
+            .refs_under_commits(rid, "refs/tags/")
             .map_err(WebError::index)?,
     );
     Ok(refs)
 }
 
-/// `refs` of `RepoInfo`: the canonical (top-level) branches and tags, peeled to commits
-/// (opening the repository for the objects `peels` does not know yet).
+/// `refs` of `RepoInfo`: the canonical (top-level) branches and tags, peeled to commits —
+/// from the index (which keeps what each ref leads to), else from `peels`, else by opening
+/// the repository for the objects neither knows.
 pub(super) fn canonical_refs(
     storage: &seedd_core::storage::Storage,
     peels: &Peels,
     rid: seedd_proto::crypto::RepoId,
-    refs: Vec<(String, RefTarget)>,
+    refs: Vec<RefCommit>,
 ) -> Result<CanonicalRefs, WebError> {
     if let Some(known) = peels.canonical(&refs) {
         return Ok(known);
     }
     let repo = super::source::open(storage, rid)?;
     let mut found = HashMap::new();
-    for (name, target) in &refs {
+    for (name, target, indexed) in &refs {
         let RefTarget::Oid(id) = target else { continue };
-        if !wanted(name) {
+        if !wanted(name) || indexed.is_some() {
             continue;
         }
         let peeled = match peels.get(id) {
@@ -359,18 +361,18 @@ pub(super) fn canonical_refs(
     Ok(canonical_of(&refs, |id| found.get(id).copied()))
 }
 
-/// The canonical refs of `refs` whose objects `peeled` knows to peel to commits.
+/// The canonical refs of `refs` known to lead to commits (by the index, else by `peeled`).
 fn canonical_of(
-    refs: &[(String, RefTarget)],
+    refs: &[RefCommit],
     peeled: impl Fn(&gix::ObjectId) -> Option<Option<gix::ObjectId>>,
 ) -> CanonicalRefs {
     let mut out = CanonicalRefs::default();
-    for (name, target) in refs {
+    for (name, target, indexed) in refs {
         let RefTarget::Oid(id) = target else { continue };
         if !wanted(name) {
             continue;
         }
-        let Some(Some(commit)) = peeled(id) else {
+        let Some(Some(commit)) = indexed.or_else(|| peeled(id)) else {
             continue;
         };
         if name.starts_with("refs/tags/") {
@@ -418,13 +420,23 @@ impl Peels {
         map.insert(id, commit);
     }
 
-    /// The canonical refs of `refs` when every wanted one's object is known (one lock).
-    pub(super) fn canonical(&self, refs: &[(String, RefTarget)]) -> Option<CanonicalRefs> {
+    /// The canonical refs of `refs` when every wanted one's commit is known, by the index or
+    /// here (one lock, taken only when the index does not know one).
+    pub(super) fn canonical(&self, refs: &[RefCommit]) -> Option<CanonicalRefs> {
+        let unknown = |(name, target, indexed): &&RefCommit| {
+            matches!(target, RefTarget::Oid(_)) && wanted(name) && indexed.is_none()
+        };
+        if !refs.iter().any(|r| unknown(&r)) {
+            return Some(canonical_of(refs, |_| None));
+        }
         let map = self.lock();
-        let known = refs.iter().all(|(name, target)| match target {
-            RefTarget::Oid(id) => !wanted(name) || map.contains_key(id),
-            _ => true,
-        });
+        let known = refs
+            .iter()
+            .filter(unknown)
+            .all(|(_, target, _)| match target {
+                RefTarget::Oid(id) => map.contains_key(id),
+                _ => true,
+            });
         known.then(|| canonical_of(refs, |id| map.get(id).copied()))
     }
 }

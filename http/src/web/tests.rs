@@ -250,7 +250,8 @@ fn moves_and_copies_render_as_httpd_shows_them() {
 
 /// Issue 30 §1: canonical refs peel as before (a branch to its commit, an annotated tag to its
 /// commit, a ref to a tree or to a missing object left out), and refs seen once are answered
-/// again without the repository (the peel cache is content-addressed).
+/// again without the repository (the peel cache is content-addressed), as are refs whose commits
+/// the index knows.
 #[test]
 fn canonical_refs_peel_once_then_come_from_the_cache() {
     use seedd_core::storage::RefTarget;
@@ -291,12 +292,17 @@ fn canonical_refs_peel_once_then_come_from_the_cache() {
     assert_ne!(tag, commit, "an annotated tag object");
     let id = |s: &str| gix::ObjectId::from_hex(s.as_bytes()).unwrap();
     let missing = id("1111111111111111111111111111111111111111");
-    let mut refs = vec![
-        ("refs/heads/main".to_owned(), RefTarget::Oid(id(&commit))),
-        ("refs/tags/v1".to_owned(), RefTarget::Oid(id(&tag))),
-        ("refs/tags/tree".to_owned(), RefTarget::Oid(id(&tree))),
-        ("refs/rad/id".to_owned(), RefTarget::Oid(id(&commit))),
-        ("refs/heads/gone".to_owned(), RefTarget::Oid(missing)),
+    // Not known to the index (as for refs indexed before kinds were kept).
+    let mut refs: Vec<seedd_core::index::RefCommit> = vec![
+        (
+            "refs/heads/main".to_owned(),
+            RefTarget::Oid(id(&commit)),
+            None,
+        ),
+        ("refs/tags/v1".to_owned(), RefTarget::Oid(id(&tag)), None),
+        ("refs/tags/tree".to_owned(), RefTarget::Oid(id(&tree)), None),
+        ("refs/rad/id".to_owned(), RefTarget::Oid(id(&commit)), None),
+        ("refs/heads/gone".to_owned(), RefTarget::Oid(missing), None),
     ];
     let storage = seedd_core::storage::Storage::open(tmp.path().to_owned()).unwrap();
     let peels = super::repos::Peels::default();
@@ -320,4 +326,26 @@ fn canonical_refs_peel_once_then_come_from_the_cache() {
     std::fs::remove_dir_all(&bare).unwrap();
     let again = super::repos::canonical_refs(&storage, &peels, rid, refs).unwrap();
     assert_eq!(serde_json::to_value(&again).unwrap(), json);
+    // What the index knows needs neither the repository nor the cache (a tag's commit as the
+    // index peeled it; a ref to a tree known to lead to no commit).
+    let indexed: Vec<seedd_core::index::RefCommit> = vec![
+        (
+            "refs/heads/main".to_owned(),
+            RefTarget::Oid(id(&commit)),
+            Some(Some(id(&commit))),
+        ),
+        (
+            "refs/tags/v1".to_owned(),
+            RefTarget::Oid(id(&tag)),
+            Some(Some(id(&commit))),
+        ),
+        (
+            "refs/tags/tree".to_owned(),
+            RefTarget::Oid(id(&tree)),
+            Some(None),
+        ),
+    ];
+    let empty = super::repos::Peels::default();
+    let from_index = super::repos::canonical_refs(&storage, &empty, rid, indexed).unwrap();
+    assert_eq!(serde_json::to_value(&from_index).unwrap(), json);
 }
