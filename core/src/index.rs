@@ -271,13 +271,14 @@ impl Index {
             values: ValueEncoding::default(),
         };
         index.check_schema()?;
-        let mut census = Census::default();
+        let mut census = Census::building();
         // Seed counts first (one pass over the routing table), so each entry is listed once.
         let seeds = index.seed_counts()?;
         index.for_each_repo(|r| census.insert(&r, || seeds.get(&r.rid).copied().unwrap_or(0)))?;
         for rid in index.blocked_repos()? {
             census.set_denied(rid, true);
         }
+        census.built();
         index.census = Arc::new(Mutex::new(census));
         Ok(index)
     }
@@ -385,9 +386,8 @@ impl Index {
 
     /// Public indexed repositories whose name contains `needle` (case-sensitive, as httpd's
     /// search), each with whether the name starts with it, from memory, no record read: a
-    /// needle of 3 bytes or more costs the names sharing its rarest trigram (the census's
-    /// trigram postings), a shorter one a pass over the distinct names. Sorted: prefix
-    /// matches first, then by RID.
+    /// binary search in the census's suffix array and the matches (an empty needle: a pass
+    /// over the distinct names). Sorted: prefix matches first, then by RID.
     pub fn search_names(&self, needle: &str) -> Vec<(RepoId, bool)> {
         let mut out: Vec<(RepoId, bool)> = {
             let census = self.census();
@@ -401,13 +401,12 @@ impl Index {
                     .collect::<Vec<_>>()
             };
             match census.grams.matching(needle) {
-                // Three bytes or more: the names sharing its rarest trigram.
                 Some(names) => names
                     .iter()
                     .filter_map(|name| census.by_name.get(name).map(|named| hits(name, named)))
                     .flatten()
                     .collect(),
-                // Shorter: every distinct name.
+                // Empty: every distinct name.
                 None => census
                     .by_name
                     .iter()

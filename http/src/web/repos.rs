@@ -507,8 +507,8 @@ pub(super) const MAX_SEARCH_RANKED: usize = 1_000;
 /// name, as httpd's storage walk does; names starting with `q` first, then most seeded, then
 /// RID. `SearchResult` carries the raw project payload (no `data`/`meta`) and `seeds`.
 ///
-/// Served from the index's in-memory census of names (trigram postings for a query of 3 bytes
-/// or more, no record read); only candidates this host shows are read, at most
+/// Served from the index's in-memory census of names (a suffix array: a binary search and the
+/// matches, no record read); only candidates this host shows are read, at most
 /// [`MAX_SEARCH_RANKED`], on the blocking pool under a heavy permit.
 pub(super) async fn search(
     State(state): State<Arc<HttpState>>,
