@@ -41,8 +41,8 @@ const LEVELS: [usize; 2] = [1_000, 100_000];
 const HTTPD_LEVELS: [usize; 1] = [10_000];
 const ROUNDS: usize = 5;
 /// Measured requests per endpoint: enough that a pass spans a few seconds, so a p99 is the
-/// server's own tail rather than one stall of the host (this VM pauses every process for
-/// 2–7 ms about once a second, at any repository count: `benches/runs/web_scale.md`).
+/// server's own tail rather than one stall of the host (a sleeping thread here wakes 2–5 ms
+/// late about once a second, at any repository count: `benches/runs/web_scale.md`).
 const REQUESTS: usize = 5_000;
 const WARMUP: usize = 100;
 /// Distinct repositories the per-repository and search URLs are drawn from.
@@ -316,7 +316,7 @@ fn pass(server: &Server, urls: &[String]) -> Pass {
         let _ = get(u);
     }
     let measured = &urls[WARMUP.min(urls.len())..];
-    let ((mut lat, errors), interval) = measure::measure(&server.scope, || {
+    let ((mut lat, errors), interval) = measure::measure_cpu(&server.scope, || {
         let mut lat = Vec::with_capacity(measured.len());
         let mut errors = 0;
         let started = Instant::now();

@@ -848,6 +848,32 @@ impl Interval {
     }
 }
 
+/// [`measure`] without the memory sampler: CPU and wall only (`memory_peak` still from the
+/// cgroup, which costs the server nothing; no PSS/RSS samples). For latency passes: reading a
+/// process's `smaps_rollup` walks its page tables under its `mmap_lock`, so a server that
+/// allocates waits for every sample — ~4 ms every 20 ms at 100k repositories (a 165 MiB RSS),
+/// which is the p99 of a listing, and more for a larger server: the observer would make the
+/// tail grow with the server's memory (`benches/runs/web_scale.md`).
+pub fn measure_cpu<T>(scope: &Arc<Scope>, f: impl FnOnce() -> T) -> (T, Interval) {
+    scope.reset_peak();
+    let c0 = scope.cpu_usec();
+    let t0 = std::time::Instant::now();
+    let r = f();
+    let wall = t0.elapsed();
+    std::thread::sleep(Duration::from_millis(50));
+    let c1 = scope.cpu_usec();
+    (
+        r,
+        Interval {
+            cpu_usec: c1.saturating_sub(c0),
+            wall,
+            memory_peak: scope.memory_peak(),
+            pss_peak_kib: 0,
+            rss_peak_kib: 0,
+        },
+    )
+}
+
 /// Run `f` and measure `scope` around it (the peak is reset first).
 pub fn measure<T>(scope: &Arc<Scope>, f: impl FnOnce() -> T) -> (T, Interval) {
     scope.reset_peak();

@@ -137,7 +137,18 @@ pub(crate) async fn views(
     r: &RepoRecord,
     kind: Kind,
 ) -> Result<Vec<(gix::ObjectId, Arc<View>)>, WebError> {
-    Ok(views_of(state, r, kind, None)
+    let refs = state.index.refs(&r.rid).map_err(WebError::index)?;
+    views_in(state, r, kind, refs).await
+}
+
+/// [`views`], with the repository's refs already read.
+pub(crate) async fn views_in(
+    state: &HttpState,
+    r: &RepoRecord,
+    kind: Kind,
+    refs: Vec<(String, RefTarget)>,
+) -> Result<Vec<(gix::ObjectId, Arc<View>)>, WebError> {
+    Ok(views_of(state, r, kind, None, refs)
         .await?
         .into_iter()
         .filter_map(|(id, b)| Some((id, b.view()?)))
@@ -150,8 +161,8 @@ async fn views_of(
     r: &RepoRecord,
     kind: Kind,
     only: Option<gix::ObjectId>,
+    refs: Vec<(String, RefTarget)>,
 ) -> Result<Vec<(gix::ObjectId, Built)>, WebError> {
-    let refs = state.index.refs(&r.rid).map_err(WebError::index)?;
     let mut heads = heads(&refs, &r.namespaces, kind);
     if let Some(id) = only {
         heads.retain(|k, _| *k == id);
@@ -311,15 +322,20 @@ impl Counts {
 }
 
 /// The issue and patch counts of a repository.
-pub(crate) async fn counts(state: &HttpState, r: &RepoRecord) -> Result<Counts, WebError> {
+/// The issue and patch counts of `r`, whose refs are `refs` (every ref of the repository).
+pub(crate) async fn counts(
+    state: &HttpState,
+    r: &RepoRecord,
+    refs: Vec<(String, RefTarget)>,
+) -> Result<Counts, WebError> {
     let mut c = Counts::default();
-    for (_, v) in views(state, r, Kind::Issue).await? {
+    for (_, v) in views_in(state, r, Kind::Issue, refs.clone()).await? {
         match v.status {
             "closed" => c.closed_issues += 1,
             _ => c.open_issues += 1,
         }
     }
-    for (_, v) in views(state, r, Kind::Patch).await? {
+    for (_, v) in views_in(state, r, Kind::Patch, refs).await? {
         match v.status {
             "draft" => c.draft += 1,
             "archived" => c.archived += 1,
@@ -437,7 +453,8 @@ async fn one(
 ) -> Result<Response, WebError> {
     let r = super::repo(state, scope, rid)?;
     let id = cob_id(id)?;
-    let built = views_of(state, &r, kind, Some(id))
+    let refs = state.index.refs(&r.rid).map_err(WebError::index)?;
+    let built = views_of(state, &r, kind, Some(id), refs)
         .await?
         .into_iter()
         .find(|(i, _)| *i == id)

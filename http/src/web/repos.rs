@@ -212,11 +212,12 @@ async fn infos(
         let Some(r) = state.index.repo(&rid).map_err(WebError::index)? else {
             continue;
         };
-        let counts = counts(state, &r).await?;
+        let (all, top) = row_refs(state, &r.rid)?;
+        let counts = counts(state, &r, all).await?;
         if let Some(mut info) = repo_info(&r, seeds, aliases.get(&r.rid), &counts) {
             info.delegates = named_delegates(state, &r);
             out.push(info);
-            refs.push((r.rid, top_level_refs(state, &r.rid)?));
+            refs.push((r.rid, top));
         }
     }
     // `refs` as `one` gives them (httpd lists them too): from the peel cache, else peeled in
@@ -289,13 +290,13 @@ pub(super) async fn one(
 ) -> Result<Response, WebError> {
     let r = super::repo(&state, &scope, &rid)?;
     let alias = aliases(&state, &scope).remove(&r.rid);
-    let counts = counts(&state, &r).await?;
+    let (all, refs) = row_refs(&state, &r.rid)?;
+    let counts = counts(&state, &r, all).await?;
     let seeds = state.index.shown_seeds(&r.rid);
     let mut info = repo_info(&r, seeds, alias.as_ref(), &counts).ok_or(WebError::NotFound(
         "repository has no project or no default branch",
     ))?;
     info.delegates = named_delegates(&state, &r);
-    let refs = top_level_refs(&state, &r.rid)?;
     let peels = state.web.peels.clone();
     let canonical = match peels.canonical(&refs) {
         Some(c) => c,
@@ -308,20 +309,24 @@ pub(super) async fn one(
     Ok(Json(info).into_response())
 }
 
-/// The canonical branches and tags of `rid` from the index (namespaces are not read), with
-/// the commit each leads to where the index knows it.
-fn top_level_refs(state: &HttpState, rid: &RepoId) -> Result<Vec<RefCommit>, WebError> {
-    let mut refs = state
+/// Every ref of `rid` (for the COB heads of the issue and patch counts) and, of them, the
+/// canonical branches and tags with the commit each leads to where the index knows it: one
+/// read of the index (an iterator costs more than the few refs a row reads).
+fn row_refs(
+    state: &HttpState,
+    rid: &RepoId,
+) -> Result<(Vec<(String, RefTarget)>, Vec<RefCommit>), WebError> {
+    let read = state
         .index
-        .refs_under_commits(rid, "refs/heads/")
+        .refs_under_commits(rid, "")
         .map_err(WebError::index)?;
-    refs.extend(
-        state
-            .index
-            .refs_under_commits(rid, "refs/tags/")
-            .map_err(WebError::index)?,
-    );
-    Ok(refs)
+    let top = read
+        .iter()
+        .filter(|(name, _, _)| wanted(name))
+        .cloned()
+        .collect();
+    let all = read.into_iter().map(|(name, t, _)| (name, t)).collect();
+    Ok((all, top))
 }
 
 /// `refs` of `RepoInfo`: the canonical (top-level) branches and tags, peeled to commits —
