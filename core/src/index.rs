@@ -271,14 +271,24 @@ impl Index {
             values: ValueEncoding::default(),
         };
         index.check_schema()?;
+        let started = std::time::Instant::now();
         let mut census = Census::building();
         // Seed counts first (one pass over the routing table), so each entry is listed once.
         let seeds = index.seed_counts()?;
+        let counted = started.elapsed();
         index.for_each_repo(|r| census.insert(&r, || seeds.get(&r.rid).copied().unwrap_or(0)))?;
         for rid in index.blocked_repos()? {
             census.set_denied(rid, true);
         }
+        let read = started.elapsed();
         census.built();
+        tracing::info!(
+            repos = census.repos.len(),
+            routes_ms = counted.as_millis() as u64,
+            records_ms = (read - counted).as_millis() as u64,
+            names_ms = (started.elapsed() - read).as_millis() as u64,
+            "index census loaded"
+        );
         index.census = Arc::new(Mutex::new(census));
         Ok(index)
     }
