@@ -558,7 +558,22 @@ impl Index {
 
     /// The whole listing in RID order ([`Index::listing_page`] without paging), from memory.
     pub fn listing(&self) -> Vec<RepoId> {
-        self.census().listed.iter_from(0).copied().collect()
+        self.listing_at().0
+    }
+
+    /// [`Index::listing`], with the count of census changes it was read at.
+    pub fn listing_at(&self) -> (Vec<RepoId>, u64) {
+        let census = self.census();
+        (
+            census.listed.iter_from(0).copied().collect(),
+            census.changes,
+        )
+    }
+
+    /// How many changes the census has seen (entries, policies, seed counts): anything
+    /// computed from [`Index::listing_at`] at this count is still current.
+    pub fn listing_changes(&self) -> u64 {
+        self.census().changes
     }
 
     /// The seed count the web API shows for an indexed repository (at least 1), from memory.

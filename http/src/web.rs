@@ -137,6 +137,8 @@ pub struct Web {
     pub(crate) aliases: aliases::Aliases,
     /// What canonical refs' objects peel to (`repos.rs`).
     pub(crate) peels: Arc<repos::Peels>,
+    /// In a fleet, the listed repositories this shard does not serve (`repos.rs`).
+    pub(crate) fleet_hidden: repos::FleetHidden,
 }
 
 impl Web {
@@ -151,6 +153,7 @@ impl Web {
             raw: raw::RawBlobs::default(),
             aliases: aliases::Aliases::default(),
             peels: Arc::default(),
+            fleet_hidden: repos::FleetHidden::default(),
         }
     }
 }

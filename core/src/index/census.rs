@@ -32,6 +32,9 @@ pub(super) struct Census {
     pub(super) by_seeds: RankedSet<(Reverse<u32>, RepoId)>,
     /// The repositories of each delegate (the web API's delegate listing).
     pub(super) by_delegate: HashMap<NodeId, Named>,
+    /// Bumped by every change that can move the listing (what a cache of something computed
+    /// from the listing compares: [`super::Index::listing_at`]).
+    pub(super) changes: u64,
 }
 
 pub(super) struct CensusEntry {
@@ -108,6 +111,8 @@ impl Census {
 
     /// Takes `rid` out of the listing (before its entry changes).
     fn unlist(&mut self, rid: &RepoId) {
+        // Every change of an entry, a policy or a seed count starts here.
+        self.changes = self.changes.wrapping_add(1);
         if let Some(e) = self.repos.get(rid) {
             let key = (Reverse(e.shown_seeds()), *rid);
             self.listed.remove(rid);

@@ -450,3 +450,32 @@ fn listing_pages_skip_the_excluded_exactly() {
         }
     }
 }
+
+/// The census's change count moves with every write that can change the listing (a record, a
+/// route, a policy, a removal) and not with reads: what the web API's fleet cache compares.
+#[test]
+fn the_listing_change_count_moves_with_writes_only() {
+    let dir = tempfile::tempdir().unwrap();
+    let rid = |n: u8| RepoId::from_oid_bytes([n; 20]);
+    let index = Index::open(dir.path()).unwrap();
+    let mut last = index.listing_changes();
+    let mut moved = |index: &Index, what: &str| {
+        let now = index.listing_changes();
+        assert_ne!(now, last, "{what}");
+        last = now;
+    };
+    index.put_repo(&listable(rid(1), vec![]), &[], &[]).unwrap();
+    moved(&index, "a record");
+    index.apply_gossip(&[route(rid(1), 1, true)]).unwrap();
+    moved(&index, "a route");
+    index
+        .set_repo_policy(&rid(1), Some(policy::RepoPolicy::Block))
+        .unwrap();
+    moved(&index, "a policy");
+    index.remove_repo(&rid(1)).unwrap();
+    moved(&index, "a removal");
+    let (listing, at) = index.listing_at();
+    assert!(listing.is_empty());
+    let _ = (index.listing(), page(&index, ListOrder::Rid, 0, 10));
+    assert_eq!(index.listing_changes(), at, "reads change nothing");
+}

@@ -87,16 +87,23 @@ impl Listing {
             }
             Scope::All => {
                 let mut excluded = tenancy.tenants.suspended_only();
-                if tenancy.policies.placement_version().is_some() {
-                    // A fleet: what this shard holds but does not serve (copies of moves).
-                    // A pass over the listing in memory; no record is read.
-                    excluded.extend(
+                if let Some(version) = tenancy.policies.placement_version() {
+                    // A fleet: what this shard holds but does not serve (copies of moves):
+                    // a pass over the listing in memory once per placement version and
+                    // listing change, not per request.
+                    let hidden =
                         state
-                            .index
-                            .listing()
-                            .into_iter()
-                            .filter(|rid| !tenancy.policies.served_here(rid)),
-                    );
+                            .web
+                            .fleet_hidden
+                            .get(&version, state.index.listing_changes(), || {
+                                let (listing, at) = state.index.listing_at();
+                                let hidden = listing
+                                    .into_iter()
+                                    .filter(|rid| !tenancy.policies.served_here(rid))
+                                    .collect();
+                                (hidden, at)
+                            });
+                    excluded.extend(hidden.iter().copied());
                 }
                 Self::Node { excluded }
             }
@@ -562,4 +569,33 @@ pub(super) async fn search(
         })
         .collect();
     Ok(super::cached(super::TEN_MINUTES, &out))
+}
+
+/// In a fleet, the listed repositories this shard does not serve, as of a placement version
+/// and a count of the index's listing changes ([`seedd_core::index::Index::listing_changes`]):
+/// computed again only when either moved, so a listing costs its page, not a pass over the
+/// shard's repositories per request.
+#[derive(Default)]
+pub(crate) struct FleetHidden(std::sync::Mutex<Option<(String, u64, Arc<HashSet<RepoId>>)>>);
+
+impl FleetHidden {
+    /// The set for `version` at `changes`: the one kept, or `compute`'s (which returns the
+    /// change count it read the listing at; kept under that count).
+    pub(super) fn get(
+        &self,
+        version: &str,
+        changes: u64,
+        compute: impl FnOnce() -> (HashSet<RepoId>, u64),
+    ) -> Arc<HashSet<RepoId>> {
+        let lock = || self.0.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some((v, at, hidden)) = &*lock() {
+            if v == version && *at == changes {
+                return hidden.clone();
+            }
+        }
+        let (hidden, at) = compute();
+        let hidden = Arc::new(hidden);
+        *lock() = Some((version.to_owned(), at, hidden.clone()));
+        hidden
+    }
 }

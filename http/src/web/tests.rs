@@ -349,3 +349,26 @@ fn canonical_refs_peel_once_then_come_from_the_cache() {
     let from_index = super::repos::canonical_refs(&storage, &empty, rid, indexed).unwrap();
     assert_eq!(serde_json::to_value(&from_index).unwrap(), json);
 }
+
+/// Issue 30 §1: a fleet shard's hidden set is computed once per placement version and
+/// listing change count, not per request.
+#[test]
+fn fleet_hidden_set_is_computed_again_only_when_the_placement_or_listing_moved() {
+    use std::collections::HashSet;
+    let cache = super::repos::FleetHidden::default();
+    let rid = |n: u8| seedd_proto::crypto::RepoId::from_oid_bytes([n; 20]);
+    let computed = std::cell::Cell::new(0);
+    let get = |version: &str, changes: u64, hidden: u8| {
+        cache.get(version, changes, || {
+            computed.set(computed.get() + 1);
+            (HashSet::from([rid(hidden)]), changes)
+        })
+    };
+    assert!(get("v1", 7, 1).contains(&rid(1)));
+    assert!(get("v1", 7, 2).contains(&rid(1)), "kept");
+    assert_eq!(computed.get(), 1);
+    assert!(get("v1", 8, 2).contains(&rid(2)), "the listing changed");
+    assert!(get("v2", 8, 3).contains(&rid(3)), "the placement changed");
+    assert!(get("v2", 8, 4).contains(&rid(3)));
+    assert_eq!(computed.get(), 3);
+}
