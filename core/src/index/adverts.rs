@@ -83,10 +83,10 @@ pub(crate) fn peel(repo: &gix::Repository, oid: ObjectId) -> Peel {
     if header.kind() != gix::object::Kind::Tag {
         return Peel::Plain(end(header.kind()));
     }
-    match repo
-        .find_object(oid)
-        .and_then(|o| Ok(o.peel_tags_to_end()?))
-    {
+    let Ok(object) = repo.find_object(oid) else {
+        return Peel::Unknown;
+    };
+    match object.peel_tags_to_end() {
         Ok(peeled) => Peel::Tag(peeled.id, end(peeled.kind)),
         Err(_) => Peel::Unknown,
     }

@@ -316,13 +316,13 @@ pub(super) async fn one(
     Ok(Json(info).into_response())
 }
 
+/// A ref's name and target.
+type Ref = (String, RefTarget);
+
 /// Every ref of `rid` (for the COB heads of the issue and patch counts) and, of them, the
 /// canonical branches and tags with the commit each leads to where the index knows it: one
 /// read of the index (an iterator costs more than the few refs a row reads).
-fn row_refs(
-    state: &HttpState,
-    rid: &RepoId,
-) -> Result<(Vec<(String, RefTarget)>, Vec<RefCommit>), WebError> {
+fn row_refs(state: &HttpState, rid: &RepoId) -> Result<(Vec<Ref>, Vec<RefCommit>), WebError> {
     let read = state
         .index
         .refs_under_commits(rid, "")
@@ -576,7 +576,10 @@ pub(super) async fn search(
 /// computed again only when either moved, so a listing costs its page, not a pass over the
 /// shard's repositories per request.
 #[derive(Default)]
-pub(crate) struct FleetHidden(std::sync::Mutex<Option<(String, u64, Arc<HashSet<RepoId>>)>>);
+pub(crate) struct FleetHidden(std::sync::Mutex<Option<Hidden>>);
+
+/// A placement version, a listing change count and the hidden set as of both.
+type Hidden = (String, u64, Arc<HashSet<RepoId>>);
 
 impl FleetHidden {
     /// The set for `version` at `changes`: the one kept, or `compute`'s (which returns the
