@@ -860,6 +860,7 @@ pub fn measure_cpu<T>(scope: &Arc<Scope>, f: impl FnOnce() -> T) -> (T, Interval
     let t0 = std::time::Instant::now();
     let r = f();
     let wall = t0.elapsed();
+    // Let the server finish what the last response started (logging, cache rename).
     std::thread::sleep(Duration::from_millis(50));
     let c1 = scope.cpu_usec();
     (
@@ -874,28 +875,15 @@ pub fn measure_cpu<T>(scope: &Arc<Scope>, f: impl FnOnce() -> T) -> (T, Interval
     )
 }
 
-/// Run `f` and measure `scope` around it (the peak is reset first).
+/// Run `f` and measure `scope` around it (the peak is reset first), sampling PSS and RSS.
 pub fn measure<T>(scope: &Arc<Scope>, f: impl FnOnce() -> T) -> (T, Interval) {
     scope.reset_peak();
     let sampler = scope.sampler(Duration::from_millis(20));
-    let c0 = scope.cpu_usec();
-    let t0 = std::time::Instant::now();
-    let r = f();
-    let wall = t0.elapsed();
-    // Let the server finish what the last response started (logging, cache rename).
-    std::thread::sleep(Duration::from_millis(50));
-    let c1 = scope.cpu_usec();
+    let (r, mut interval) = measure_cpu(scope, f);
     let peak = sampler.finish();
-    (
-        r,
-        Interval {
-            cpu_usec: c1.saturating_sub(c0),
-            wall,
-            memory_peak: scope.memory_peak(),
-            pss_peak_kib: peak.pss_kib,
-            rss_peak_kib: peak.rss_kib,
-        },
-    )
+    interval.pss_peak_kib = peak.pss_kib;
+    interval.rss_peak_kib = peak.rss_kib;
+    (r, interval)
 }
 
 // ------------------------------------------------------------------------------------------

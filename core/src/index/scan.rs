@@ -535,6 +535,13 @@ mod tests {
         (rid, dir, storage, path)
     }
 
+    /// `git tag` in `repo` with a fixed tagger.
+    fn tag_in(repo: &std::path::Path, args: &[&str]) {
+        let mut all = vec!["-c", "user.name=t", "-c", "user.email=t@example.com", "tag"];
+        all.extend_from_slice(args);
+        git(repo, &all);
+    }
+
     fn git(repo: &std::path::Path, args: &[&str]) -> String {
         let out = std::process::Command::new("git")
             .arg("--git-dir")
@@ -713,11 +720,7 @@ mod tests {
         use crate::serve::advert::Snapshot;
         use crate::serve::refcache::RefSource;
         let (rid, dir, storage, path) = held_heartwood();
-        let tag = |args: &[&str]| {
-            let mut all = vec!["-c", "user.name=t", "-c", "user.email=t@example.com", "tag"];
-            all.extend_from_slice(args);
-            git(&path, &all);
-        };
+        let tag = |args: &[&str]| tag_in(&path, args);
         let head = git(&path, &["rev-parse", "HEAD"]);
         tag(&["-a", "-m", "one", "v1", &head]);
         tag(&["-a", "-m", "of a tag", "v1-signed", "v1"]);
@@ -771,11 +774,7 @@ mod tests {
     fn indexed_refs_know_the_commit_they_lead_to() {
         use std::collections::HashMap;
         let (rid, dir, storage, path) = held_heartwood();
-        let tag = |args: &[&str]| {
-            let mut all = vec!["-c", "user.name=t", "-c", "user.email=t@example.com", "tag"];
-            all.extend_from_slice(args);
-            git(&path, &all);
-        };
+        let tag = |args: &[&str]| tag_in(&path, args);
         let head = git(&path, &["rev-parse", "HEAD"]);
         let tree = git(&path, &["rev-parse", "HEAD^{tree}"]);
         tag(&["-a", "-m", "one", "v1", &head]);
