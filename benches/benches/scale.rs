@@ -1570,7 +1570,7 @@ fn push_phase(
         let oid = head(&work)?;
         std::thread::sleep(Duration::from_secs(1));
         measure::wait_idle(scope, IDLE_MAX);
-        let (r, iv) = measure::measure(scope, || -> Result<(f64, bool), String> {
+        let (r, iv) = measure::measure_cpu(scope, || -> Result<(f64, bool), String> {
             let t0 = Instant::now();
             ok(
                 pusher.git_in(&work, &["push", "-q", "rad", "main"]),
@@ -1593,11 +1593,11 @@ fn push_phase(
         ));
         // The first ref advertisement after the push, then the same again (warm).
         if let Some(advert) = advert {
-            let (l, iv) = measure::measure(scope, || advert(&rid));
+            let (l, iv) = measure::measure_cpu(scope, || advert(&rid));
             first_ms.push(l);
             first_cpu.push(iv.cpu_usec as f64 / 1e3);
             const WARM: usize = 5;
-            let (ls, iv) = measure::measure(scope, || {
+            let (ls, iv) = measure::measure_cpu(scope, || {
                 (0..WARM).map(|_| advert(&rid)).collect::<Vec<f64>>()
             });
             warm_ms.push(median(ls));
@@ -1612,7 +1612,7 @@ fn push_phase(
     }
     // What the pushes triggered later (seedd: debounced maintenance), inside the window too.
     let t_tail = Instant::now();
-    let (settled, iv) = measure::measure(scope, || {
+    let (settled, iv) = measure::measure_cpu(scope, || {
         std::thread::sleep(tail);
         let deadline = Instant::now() + IDLE_MAX;
         while !maintenance_idle() && Instant::now() < deadline {
