@@ -75,9 +75,9 @@ enum Pass {
 /// Repositories read in parallel, bounded (see the module documentation).
 fn pass(storage: &Storage, index: &Index, kind: Pass) -> Result<ScanReport, ScanError> {
     let started = Instant::now();
-    // Once, on the first start of an index written before `refs` kept peeled targets and
-    // kinds: every repository is read so its refs are rewritten with them (advertisements and
-    // the web API's refs then come from the index; until then they read the repository).
+    // Once, on the first start of an index written before `refs` kept peeled targets: every
+    // repository is read so its refs are rewritten with them (advertisements then come from
+    // the index; until then they read the repository, as before).
     let upgrade = kind == Pass::Changed && !index.done(PEELED_REFS)?;
     let indexed: HashSet<RepoId> = match kind {
         Pass::Changed if !upgrade => index.indexed().into_iter().collect(),
@@ -110,7 +110,7 @@ fn pass(storage: &Storage, index: &Index, kind: Pass) -> Result<ScanReport, Scan
     if upgrade && index.repo_counts().total > 0 {
         tracing::info!(
             repos = to_read.len(),
-            "keeping peeled tag targets and object kinds in the index (once after an upgrade): every repository's refs are read"
+            "keeping peeled tag targets in the index (once after an upgrade): every repository's refs are read"
         );
     }
     // Repositories are independent: read them on a few threads (bounded by the cores), each
@@ -127,8 +127,10 @@ fn pass(storage: &Storage, index: &Index, kind: Pass) -> Result<ScanReport, Scan
             scope.spawn(|| loop {
                 let i = next.fetch_add(1, Ordering::Relaxed);
                 let Some(rid) = to_read.get(i) else { break };
-                let mut outcome =
-                    index_repo_with(storage, index, *rid, upgrade).map(|(indexed, _)| indexed);
+                // A full rescan reads every repository's refs anyway: it also fills in what
+                // older versions did not keep (peeled targets, kinds).
+                let mut outcome = index_repo_with(storage, index, *rid, upgrade || kind == Pass::Full)
+                    .map(|(indexed, _)| indexed);
                 if outcome.is_ok() && dirty.contains(rid) {
                     if let Err(e) = index.clear_dirty(rid) {
                         outcome = Err(e.into());
@@ -206,9 +208,12 @@ fn pass(storage: &Storage, index: &Index, kind: Pass) -> Result<ScanReport, Scan
     Ok(report)
 }
 
-/// [`Index::done`] once every repository's refs were written with their peeled targets and
-/// the kinds of object they lead to (`refs-peeled` marked the first, without kinds).
-const PEELED_REFS: &str = "refs-peeled-kinds";
+/// [`Index::done`] once every repository's refs were written with their peeled targets.
+/// The kinds of object they lead to (kept since) are not a reason to read every repository
+/// before the seed is ready: refs without them are rewritten when their repository is next
+/// re-indexed or by a full rescan (`seedctl rescan`), and the web API reads the repository for
+/// them meanwhile.
+const PEELED_REFS: &str = "refs-peeled";
 
 /// What re-indexing one repository cost: work proportional to what changed.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
@@ -769,7 +774,8 @@ mod tests {
     /// Issue 30 §1: the index keeps what each ref leads to after its tags — a commit, or
     /// something else — so the web API lists canonical refs without opening the repository;
     /// refs written before kinds were kept (the same bytes older versions wrote) are not
-    /// known, until the first start's pass rewrites them, once.
+    /// known until rewritten: by the one-off start pass of an index older than peeled targets,
+    /// by a full rescan, or when the repository changes — never by a start otherwise.
     #[test]
     fn indexed_refs_know_the_commit_they_lead_to() {
         use std::collections::HashMap;
@@ -831,10 +837,34 @@ mod tests {
             .unwrap();
         assert!(commits("refs/tags/").values().all(Option::is_none));
         assert!(commits("refs/heads/").values().all(Option::is_none));
+        // A first start of an index older than peeled targets reads every repository.
         let report = reconcile_changed(&storage, &index).unwrap();
         assert_eq!((report.updated, report.failed), (1, 0), "{report:?}");
         assert_eq!(commits("refs/tags/"), tags, "rewritten with their kinds");
         let report = reconcile_changed(&storage, &index).unwrap();
         assert_eq!(report.updated, 0, "the upgrade runs once");
+        // Peeled but without kinds (this version's predecessor): a start does not wait to read
+        // every repository for them; a full rescan, or the repository's next change, fills them.
+        index
+            .put_repo_peeled(&record, &refs, &legacy, &sigrefs)
+            .unwrap();
+        let report = reconcile_changed(&storage, &index).unwrap();
+        assert_eq!(report.updated, 0, "not at start");
+        assert!(commits("refs/tags/").values().all(Option::is_none));
+        let report = reconcile(&storage, &index).unwrap();
+        assert_eq!((report.updated, report.failed), (1, 0), "{report:?}");
+        assert_eq!(commits("refs/tags/"), tags, "a rescan fills them in");
+        index
+            .put_repo_peeled(&record, &refs, &legacy, &sigrefs)
+            .unwrap();
+        tag(&["v3", &head]);
+        index_repo_counted(&storage, &index, rid).unwrap();
+        let mut moved = tags.clone();
+        moved.insert("refs/tags/v3".into(), Some(Some(id(&head))));
+        assert_eq!(
+            commits("refs/tags/"),
+            moved,
+            "so does a change of the repository"
+        );
     }
 }
