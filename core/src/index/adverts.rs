@@ -69,25 +69,18 @@ impl Peel {
 pub(crate) type Peels = HashMap<String, Peel>;
 
 /// What `oid` peels to in `repo` (the advertisement's own rule, [`crate::serve::advert::peel`]),
-/// and the kind of object it ends at (from the object headers: no object is decoded unless
-/// it is a tag).
+/// and the kind of object it ends at.
 pub(crate) fn peel(repo: &gix::Repository, oid: ObjectId) -> Peel {
     let end = |kind: gix::object::Kind| match kind {
         gix::object::Kind::Commit => End::Commit,
         _ => End::Other,
     };
-    let header = match repo.find_header(oid) {
-        Ok(h) => h,
-        Err(_) => return Peel::Plain(End::Unknown),
-    };
-    if header.kind() != gix::object::Kind::Tag {
-        return Peel::Plain(end(header.kind()));
-    }
-    let Ok(object) = repo.find_object(oid) else {
-        return Peel::Unknown;
-    };
-    match object.peel_tags_to_end() {
-        Ok(peeled) => Peel::Tag(peeled.id, end(peeled.kind)),
+    match crate::serve::advert::peel_kind(repo, oid) {
+        Ok(None) => Peel::Plain(End::Unknown),
+        Ok(Some(p)) => match p.tag_target {
+            Some(target) => Peel::Tag(target, end(p.kind)),
+            None => Peel::Plain(end(p.kind)),
+        },
         Err(_) => Peel::Unknown,
     }
 }

@@ -220,12 +220,32 @@ fn target_of(repo: &gix::Repository, r: &gix::Reference<'_>) -> Result<Target, A
 /// The first non-tag object `oid` leads to, when `oid` is an annotated tag. A missing object
 /// is not an error (git advertises the ref without a peeled line).
 pub(crate) fn peel(repo: &gix::Repository, oid: ObjectId) -> Result<Option<ObjectId>, AdvertError> {
+    Ok(peel_kind(repo, oid)?.and_then(|p| p.tag_target))
+}
+
+/// What a ref's object leads to ([`peel_kind`]).
+pub(crate) struct Peeled {
+    /// The first non-tag object, when the object is an annotated tag.
+    pub(crate) tag_target: Option<ObjectId>,
+    /// The kind of object the ref ends at (after its tags).
+    pub(crate) kind: gix::object::Kind,
+}
+
+/// [`peel`], with the kind of object `oid` ends at (from the object headers: only tags are
+/// decoded); `Ok(None)` for a missing object.
+pub(crate) fn peel_kind(
+    repo: &gix::Repository,
+    oid: ObjectId,
+) -> Result<Option<Peeled>, AdvertError> {
     let header = match repo.find_header(oid) {
         Ok(h) => h,
         Err(_) => return Ok(None),
     };
     if header.kind() != gix::object::Kind::Tag {
-        return Ok(None);
+        return Ok(Some(Peeled {
+            tag_target: None,
+            kind: header.kind(),
+        }));
     }
     let object = repo.find_object(oid).map_err(|e| AdvertError::Peel {
         oid,
@@ -235,7 +255,10 @@ pub(crate) fn peel(repo: &gix::Repository, oid: ObjectId) -> Result<Option<Objec
         oid,
         cause: Box::new(e),
     })?;
-    Ok(Some(peeled.id))
+    Ok(Some(Peeled {
+        tag_target: Some(peeled.id),
+        kind: peeled.kind,
+    }))
 }
 
 /// What a view shows: its namespace prefix (stripped from names) and `uploadpack.hideRefs`.
