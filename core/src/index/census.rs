@@ -283,7 +283,6 @@ pub(super) struct Grams {
 
 /// A name by id: removed names stay while `sorted` holds their suffixes (the order needs
 /// their bytes).
-#[derive(Clone)]
 enum Slot {
     Live(Arc<str>),
     Removed(Arc<str>),

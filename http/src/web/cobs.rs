@@ -137,16 +137,19 @@ pub(crate) async fn views(
     r: &RepoRecord,
     kind: Kind,
 ) -> Result<Vec<(gix::ObjectId, Arc<View>)>, WebError> {
-    let refs = state.index.refs(&r.rid).map_err(WebError::index)?;
+    let refs = Arc::new(state.index.refs(&r.rid).map_err(WebError::index)?);
     views_in(state, r, kind, refs).await
 }
+
+/// A repository's refs as the index lists them, shared by the views built from them.
+pub(crate) type Refs = Arc<Vec<(String, RefTarget)>>;
 
 /// [`views`], with the repository's refs already read.
 pub(crate) async fn views_in(
     state: &HttpState,
     r: &RepoRecord,
     kind: Kind,
-    refs: Vec<(String, RefTarget)>,
+    refs: Refs,
 ) -> Result<Vec<(gix::ObjectId, Arc<View>)>, WebError> {
     Ok(views_of(state, r, kind, None, refs)
         .await?
@@ -161,7 +164,7 @@ async fn views_of(
     r: &RepoRecord,
     kind: Kind,
     only: Option<gix::ObjectId>,
-    refs: Vec<(String, RefTarget)>,
+    refs: Refs,
 ) -> Result<Vec<(gix::ObjectId, Built)>, WebError> {
     let mut heads = heads(&refs, &r.namespaces, kind);
     if let Some(id) = only {
@@ -321,15 +324,14 @@ impl Counts {
     }
 }
 
-/// The issue and patch counts of a repository.
 /// The issue and patch counts of `r`, whose refs are `refs` (every ref of the repository).
 pub(crate) async fn counts(
     state: &HttpState,
     r: &RepoRecord,
-    refs: Vec<(String, RefTarget)>,
+    refs: Refs,
 ) -> Result<Counts, WebError> {
     let mut c = Counts::default();
-    for (_, v) in views_in(state, r, Kind::Issue, refs.clone()).await? {
+    for (_, v) in views_in(state, r, Kind::Issue, Arc::clone(&refs)).await? {
         match v.status {
             "closed" => c.closed_issues += 1,
             _ => c.open_issues += 1,
@@ -453,7 +455,7 @@ async fn one(
 ) -> Result<Response, WebError> {
     let r = super::repo(state, scope, rid)?;
     let id = cob_id(id)?;
-    let refs = state.index.refs(&r.rid).map_err(WebError::index)?;
+    let refs = Arc::new(state.index.refs(&r.rid).map_err(WebError::index)?);
     let built = views_of(state, &r, kind, Some(id), refs)
         .await?
         .into_iter()

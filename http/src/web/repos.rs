@@ -316,13 +316,13 @@ pub(super) async fn one(
     Ok(Json(info).into_response())
 }
 
-/// A ref's name and target.
-type Ref = (String, RefTarget);
-
 /// Every ref of `rid` (for the COB heads of the issue and patch counts) and, of them, the
 /// canonical branches and tags with the commit each leads to where the index knows it: one
 /// read of the index (an iterator costs more than the few refs a row reads).
-fn row_refs(state: &HttpState, rid: &RepoId) -> Result<(Vec<Ref>, Vec<RefCommit>), WebError> {
+fn row_refs(
+    state: &HttpState,
+    rid: &RepoId,
+) -> Result<(super::cobs::Refs, Vec<RefCommit>), WebError> {
     let read = state
         .index
         .refs_under_commits(rid, "")
@@ -333,7 +333,7 @@ fn row_refs(state: &HttpState, rid: &RepoId) -> Result<(Vec<Ref>, Vec<RefCommit>
         .cloned()
         .collect();
     let all = read.into_iter().map(|(name, t, _)| (name, t)).collect();
-    Ok((all, top))
+    Ok((Arc::new(all), top))
 }
 
 /// `refs` of `RepoInfo`: the canonical (top-level) branches and tags, peeled to commits —
