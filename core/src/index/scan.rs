@@ -79,6 +79,11 @@ fn pass(storage: &Storage, index: &Index, kind: Pass) -> Result<ScanReport, Scan
     // repository is read so its refs are rewritten with them (advertisements then come from
     // the index; until then they read the repository, as before).
     let upgrade = kind == Pass::Changed && !index.done(PEELED_REFS)?;
+    // A full rescan reads every repository's refs anyway: until one has gone through without
+    // a failure, it also fills in what older versions did not keep (kinds); then it no longer
+    // reads the indexed refs of unchanged repositories to look.
+    let fill_kinds = kind == Pass::Full && !index.done(REFS_KINDS)?;
+    let fill = upgrade || fill_kinds;
     let indexed: HashSet<RepoId> = match kind {
         Pass::Changed if !upgrade => index.indexed().into_iter().collect(),
         _ => HashSet::new(),
@@ -127,10 +132,8 @@ fn pass(storage: &Storage, index: &Index, kind: Pass) -> Result<ScanReport, Scan
             scope.spawn(|| loop {
                 let i = next.fetch_add(1, Ordering::Relaxed);
                 let Some(rid) = to_read.get(i) else { break };
-                // A full rescan reads every repository's refs anyway: it also fills in what
-                // older versions did not keep (peeled targets, kinds).
-                let mut outcome = index_repo_with(storage, index, *rid, upgrade || kind == Pass::Full)
-                    .map(|(indexed, _)| indexed);
+                let mut outcome =
+                    index_repo_with(storage, index, *rid, fill).map(|(indexed, _)| indexed);
                 if outcome.is_ok() && dirty.contains(rid) {
                     if let Err(e) = index.clear_dirty(rid) {
                         outcome = Err(e.into());
@@ -193,6 +196,9 @@ fn pass(storage: &Storage, index: &Index, kind: Pass) -> Result<ScanReport, Scan
     if upgrade {
         index.set_done(PEELED_REFS)?;
     }
+    if fill_kinds && report.failed == 0 {
+        index.set_done(REFS_KINDS)?;
+    }
     report.duration_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
     tracing::info!(
         scanned = report.scanned,
@@ -214,6 +220,10 @@ fn pass(storage: &Storage, index: &Index, kind: Pass) -> Result<ScanReport, Scan
 /// re-indexed or by a full rescan (`seedctl rescan`), and the web API reads the repository for
 /// them meanwhile.
 const PEELED_REFS: &str = "refs-peeled";
+
+/// [`Index::done`] once a full rescan wrote every repository's refs with their kinds (refs
+/// written since always have them; one whose object is missing is re-read when it changes).
+const REFS_KINDS: &str = "refs-kinds";
 
 /// What re-indexing one repository cost: work proportional to what changed.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
