@@ -21,8 +21,8 @@ pub use node::{
     AdminStatus, Ban, BansResponse, ConnectRequest, ConnectResponse, DisconnectRequest,
     DisconnectResponse, HttpStatus, NodePolicy, NodePolicyEntry, NodePolicyRequest,
     NodePolicyResponse, NodeRecord, NodesResponse, P2pStatus, Peer, PeersResponse,
-    PoliciesResponse, RepoCounts, RepoPolicy, RepoPolicyEntry, Route, RoutingResponse, ScanReport,
-    Scope, Status,
+    PoliciesResponse, RepoCounts, RepoPolicy, RepoPolicyEntry, RescanRequest, Route,
+    RoutingResponse, ScanReport, Scope, Status,
 };
 pub use ops::{
     ApplyRequest, ApplyResponse, Backup, BackupIdentity, BackupNodePolicy, BackupRepoPolicy,

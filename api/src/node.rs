@@ -49,6 +49,15 @@ pub struct P2pStatus {
     pub node_announcement_timestamp: u64,
 }
 
+/// `POST /api/v1/rescan` body (optional): the repositories to re-read; none or empty: all of
+/// storage.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RescanRequest {
+    /// RIDs (`rad:z…` or `z…`) changed, added or removed outside seedd.
+    #[serde(default)]
+    pub repos: Vec<String>,
+}
+
 /// `POST /api/v1/rescan`: what a reconcile of storage and index did.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ScanReport {

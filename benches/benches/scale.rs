@@ -68,6 +68,7 @@ use seedd_benches::generate::{generate, Spec};
 use seedd_benches::measure::{self, Pinning, Scope, Summary};
 use seedd_benches::peers::{gossip_rounds, ramp, wait_settled, Shared};
 use seedd_benches::procfs::{alive, loadavg};
+use seedd_benches::textgen::{Rng, Zipf};
 use seedd_benches::{ensure_seedd, fmt, profile_dir, radicle_version, write_table, TableLine};
 use seedd_proto::crypto::{Keypair, NodeId, RepoId};
 use seedd_tests::{free_port, http_get, radicle_bin, RadNode, RadNodeOptions};
@@ -81,6 +82,20 @@ const SIZES: [usize; 2] = [1_000, 10_000];
 const ROUNDS: usize = 5;
 /// Requests per latency figure (`SEEDD_BENCH_SCALE_REQUESTS`).
 const REQUESTS: usize = 300;
+/// Clones per latency figure (`SEEDD_BENCH_SCALE_CLONES`).
+const CLONES: usize = 100;
+/// Distinct repositories the Zipf(1) draws of info/refs and clones go over
+/// (`SEEDD_BENCH_SCALE_ZIPF_REPOS`): the same at every N, so only N differs.
+const ZIPF_REPOS: usize = 1_000;
+/// Seconds of an idle seedd measured for its background CPU (`SEEDD_BENCH_SCALE_IDLE_SECS`).
+const IDLE_SECS: usize = 30;
+/// Above this many repositories radicle-node is not run (`SEEDD_BENCH_SCALE_RADICLE_UPTO`):
+/// its start alone walks the storage for minutes at 1M, and issue 30 §3 compares seedd at 1M
+/// with seedd at 1k.
+const RADICLE_UPTO: usize = 100_000;
+/// Above this many repositories the index is rebuilt once (the first round's "index lost,
+/// cold"), not in every round (`SEEDD_BENCH_SCALE_LOST_UPTO`).
+const LOST_UPTO: usize = 100_000;
 /// Idle time after ready before memory is read (both servers).
 const SETTLE: Duration = Duration::from_secs(5);
 /// Replicated pushes per server (`SEEDD_BENCH_SCALE_PUSHES`).
@@ -142,6 +157,11 @@ fn main() {
         .unwrap_or_else(|| SIZES.to_vec());
     let rounds = knob("SEEDD_BENCH_SCALE_ROUNDS", ROUNDS, 1);
     let requests = knob("SEEDD_BENCH_SCALE_REQUESTS", REQUESTS, 1);
+    let clones = knob("SEEDD_BENCH_SCALE_CLONES", CLONES, 0);
+    let zipf_repos = knob("SEEDD_BENCH_SCALE_ZIPF_REPOS", ZIPF_REPOS, 1);
+    let idle_secs = knob("SEEDD_BENCH_SCALE_IDLE_SECS", IDLE_SECS, 0) as u64;
+    let radicle_upto = knob("SEEDD_BENCH_SCALE_RADICLE_UPTO", RADICLE_UPTO, 0);
+    let lost_upto = knob("SEEDD_BENCH_SCALE_LOST_UPTO", LOST_UPTO, 0);
     let pushes = knob("SEEDD_BENCH_SCALE_PUSHES", PUSHES, 0);
     let push_tail =
         Duration::from_secs(knob("SEEDD_BENCH_SCALE_PUSH_TAIL_SECS", PUSH_TAIL_SECS, 0) as u64);
@@ -215,10 +235,19 @@ fn main() {
             let mut ready: [[Sample; 4]; 2] = Default::default();
             let mut lat: [Latency; 2] = Default::default();
             let mut checked = false;
+            let mut idle = Vec::new();
+            // The same distinct repositories at every size (drawn from this storage).
+            let zipf_rids = zipf_set(&rids, zipf_repos);
             for round in 0..rounds {
                 for si in measure::abba(round, 2) {
+                    if si == 1 && n > radicle_upto {
+                        continue;
+                    }
                     if si == 0 {
                         for (vi, &(label, lost, cold)) in VARIANTS.iter().enumerate() {
+                            if lost && n > lost_upto && (round > 0 || !cold) {
+                                continue;
+                            }
                             log(&format!(
                                 "{n}: round {}/{rounds}: seedd, {label}",
                                 round + 1
@@ -236,8 +265,12 @@ fn main() {
                                 checked = true;
                             }
                             if !cold {
+                                if !lost && idle_secs > 0 {
+                                    idle.push(s.idle_cpu_percent(idle_secs, &log));
+                                }
                                 // 0: right after the rebuild; 1: restarted with the index.
-                                lat[usize::from(!lost)].add(&s, &rids, requests, &log);
+                                lat[usize::from(!lost)]
+                                    .add(&s, &rids, &zipf_rids, requests, clones, &log);
                             }
                             s.stop();
                         }
@@ -293,21 +326,31 @@ fn main() {
                     ));
                 }
             }
+            rows.push((
+                format!("background CPU, idle {idle_secs} s after ready+5 s, index present, warm"),
+                [idle, Vec::new()],
+                "% core",
+                "lower",
+            ));
             for (li, when) in ["after the rebuild", "restarted"].iter().enumerate() {
                 let l = &lat[li];
                 for (metric, v, unit, better) in [
                     ("HTTP info/refs p50", &l.http50, "ms", "lower"),
                     ("HTTP info/refs p99", &l.http99, "ms", "lower"),
+                    ("HTTP info/refs Zipf p50", &l.zipf50, "ms", "lower"),
+                    ("HTTP info/refs Zipf p99", &l.zipf99, "ms", "lower"),
+                    ("git clone Zipf p50", &l.clone50, "ms", "lower"),
+                    ("git clone Zipf p99", &l.clone99, "ms", "lower"),
                     ("admin status p50", &l.admin50, "ms", "lower"),
                     ("admin status p99", &l.admin99, "ms", "lower"),
-                    ("memory.peak during requests", &l.peak_mib, "MiB", "lower"),
-                    ("PSS peak during requests", &l.pss_mib, "MiB", "lower"),
                     (
-                        "Σ RSS peak during requests (secondary)",
-                        &l.rss_mib,
+                        "memory.peak, start to after requests",
+                        &l.peak_mib,
                         "MiB",
-                        "",
+                        "lower",
                     ),
+                    ("PSS after requests", &l.pss_mib, "MiB", "lower"),
+                    ("Σ RSS after requests (secondary)", &l.rss_mib, "MiB", ""),
                 ] {
                     rows.push((
                         format!("{metric}, {when}"),
@@ -394,7 +437,7 @@ fn main() {
         };
 
         // 4 on radicle-node: the node database the ready rounds left, else a fresh one.
-        let rad_gossip = if want("gossip") {
+        let rad_gossip = if want("gossip") && n <= radicle_upto {
             let home = dir.join("rad-home");
             let home = if home.join("node").exists() {
                 Ok(home)
@@ -419,7 +462,7 @@ fn main() {
             );
         }
         // 3 on radicle-node: a fresh node database.
-        let rad_push = if !want("push") {
+        let rad_push = if !want("push") || n > radicle_upto {
             None
         } else {
             match RadRun::home(&dir, &storage) {
@@ -435,6 +478,18 @@ fn main() {
                 }
             }
         };
+        if n > radicle_upto {
+            notes.push(format!(
+                "{n}: radicle-node not run above {radicle_upto} repositories \
+                 (SEEDD_BENCH_SCALE_RADICLE_UPTO)"
+            ));
+        }
+        if n > lost_upto && want("ready") {
+            notes.push(format!(
+                "{n}: the index rebuilt once (round 1, index lost, cold), not every round \
+                 (SEEDD_BENCH_SCALE_LOST_UPTO = {lost_upto})"
+            ));
+        }
         if want("push") {
             let p = |x: &Option<PushFigures>, f: fn(&PushFigures) -> Vec<f64>| {
                 x.as_ref().map(f).unwrap_or_default()
@@ -691,6 +746,8 @@ fn scale_targets(results: &[Value], sizes: &[usize]) -> Vec<Value> {
         for metric in [
             "HTTP info/refs p50, restarted",
             "HTTP info/refs p99, restarted",
+            "HTTP info/refs Zipf p99, restarted",
+            "git clone Zipf p99, restarted",
             "admin status p99, restarted",
             "CPU per push incl. triggered maintenance",
         ] {
@@ -703,11 +760,57 @@ fn scale_targets(results: &[Value], sizes: &[usize]) -> Vec<Value> {
             }));
         }
     }
+    // Issue 30 §3, at the largest N: absolute bounds.
+    let idle = "background CPU, idle";
+    let idle_pct = results
+        .iter()
+        .find(|r| r["repos"] == hi && r["metric"].as_str().is_some_and(|m| m.starts_with(idle)))
+        .and_then(|r| r["seedd"]["median"].as_f64());
+    for (what, v, goal, ok) in [
+        (
+            "ready, index present, warm, s",
+            med(hi, "ready, index present, warm", "seedd"),
+            "≤ 5",
+            5.0,
+        ),
+        (
+            "ready, index present, cold (caches dropped), s",
+            med(hi, "ready, index present, cold", "seedd"),
+            "≤ 60",
+            60.0,
+        ),
+        (
+            "memory.peak, start to after requests, restarted, MiB",
+            med(
+                hi,
+                "memory.peak, start to after requests, restarted",
+                "seedd",
+            ),
+            "≤ 1024",
+            1024.0,
+        ),
+        (
+            "background CPU when idle, % of a core",
+            idle_pct,
+            "≤ 1",
+            1.0,
+        ),
+    ] {
+        out.push(json!({
+            "target": format!("seedd {what}, {hi} repositories"),
+            "goal": goal,
+            "value": v,
+            "met": v.map(|v| v <= ok),
+        }));
+    }
     for metric in [
         "ready, index present, warm",
         "ready, index present, cold",
         "CPU per push incl. triggered maintenance",
     ] {
+        if med(hi, metric, "radicle_node").is_none() {
+            continue;
+        }
         let v = div(med(hi, metric, "seedd"), med(hi, metric, "radicle_node"));
         out.push(json!({
             "target": format!("seedd {metric} vs radicle-node, {hi} repositories"),
@@ -770,6 +873,10 @@ impl Sample {
 struct Latency {
     http50: Vec<f64>,
     http99: Vec<f64>,
+    zipf50: Vec<f64>,
+    zipf99: Vec<f64>,
+    clone50: Vec<f64>,
+    clone99: Vec<f64>,
     admin50: Vec<f64>,
     admin99: Vec<f64>,
     peak_mib: Vec<f64>,
@@ -778,31 +885,56 @@ struct Latency {
 }
 
 impl Latency {
-    /// The requests on `s`, with its scope's memory over them.
-    fn add(&mut self, s: &SeeddRun, rids: &[String], requests: usize, log: &dyn Fn(&str)) {
-        let ((http, admin), iv) = measure::measure(&s.scope, || {
-            (
-                s.latency_info_refs(rids, requests),
-                s.latency_status(requests),
-            )
-        });
+    /// The requests on `s`: info/refs of uniformly random repositories among all `rids`,
+    /// info/refs and full `git clone`s of repositories drawn Zipf(1) from `zipf_rids`, the
+    /// admin status. CPU only is observed while they run (no PSS sampler: it reads
+    /// `smaps_rollup` under the server's `mmap_lock` and stalls it in proportion to its
+    /// memory, which would flatter the smaller N); memory.peak is the cgroup's since the start,
+    /// PSS is read once after.
+    fn add(
+        &mut self,
+        s: &SeeddRun,
+        rids: &[String],
+        zipf_rids: &[String],
+        requests: usize,
+        clones: usize,
+        log: &dyn Fn(&str),
+    ) {
+        let http = s.latency_info_refs(rids, requests);
+        let zipf = s.latency_info_refs_zipf(zipf_rids, requests);
+        let clone = s.latency_clones(zipf_rids, clones);
+        let admin = s.latency_status(requests);
+        let peak = peak_mib(s.scope.memory_peak());
+        let pss = mib(s.scope.pss_kib());
+        let rss = mib(s.scope.rss_kib());
         log(&format!(
-            "  info/refs p50 {:.2} ms p99 {:.2} ms; status p50 {:.2} ms p99 {:.2} ms; memory.peak {:.0} MiB, PSS {:.0} MiB",
-            http.0,
-            http.1,
-            admin.0,
-            admin.1,
-            peak_mib(iv.memory_peak),
-            mib(iv.pss_peak_kib)
+            "  info/refs p50 {:.2} ms p99 {:.2} ms; Zipf p50 {:.2} p99 {:.2}; clone p50 {:.1} p99 {:.1}; status p50 {:.2} ms p99 {:.2} ms; memory.peak since start {peak:.0} MiB, PSS after {pss:.0} MiB",
+            http.0, http.1, zipf.0, zipf.1, clone.0, clone.1, admin.0, admin.1,
         ));
         self.http50.push(http.0);
         self.http99.push(http.1);
+        self.zipf50.push(zipf.0);
+        self.zipf99.push(zipf.1);
+        self.clone50.push(clone.0);
+        self.clone99.push(clone.1);
         self.admin50.push(admin.0);
         self.admin99.push(admin.1);
-        self.peak_mib.push(peak_mib(iv.memory_peak));
-        self.pss_mib.push(mib(iv.pss_peak_kib));
-        self.rss_mib.push(mib(iv.rss_peak_kib));
+        self.peak_mib.push(peak);
+        self.pss_mib.push(pss);
+        self.rss_mib.push(rss);
     }
+}
+
+/// `k` of `rids` chosen at random (a fixed seed), in the order Zipf ranks them.
+fn zipf_set(rids: &[String], k: usize) -> Vec<String> {
+    let mut rng = Rng::new(0x5ca1_e000 ^ rids.len() as u64);
+    let mut pool: Vec<&String> = rids.iter().collect();
+    let k = k.min(pool.len());
+    for i in 0..k {
+        let j = i + rng.below(pool.len() - i);
+        pool.swap(i, j);
+    }
+    pool.into_iter().take(k).cloned().collect()
 }
 
 /// `$SEEDD_BENCH_DATA` or `~/.cache/seedd/bench-data`.
@@ -901,12 +1033,19 @@ impl SeeddRun {
             let _ = std::fs::remove_dir_all(data.join("index"));
         }
         if cold {
-            let e = measure::evict(&[storage, data]);
-            log(&format!(
-                "  evicted {} files, {:.0} MB",
-                e.files,
-                e.bytes as f64 / 1e6
-            ));
+            // Every cache the kernel keeps for storage: file pages, and the inodes and
+            // directory entries a start walks (at 1M repositories on an inline-data image the
+            // files live in their inodes, which `fadvise` does not drop).
+            if measure::drop_caches() {
+                log("  dropped the page, inode and dentry caches (drop_caches = 3)");
+            } else {
+                let e = measure::evict(&[storage, data]);
+                log(&format!(
+                    "  evicted {} files, {:.0} MB (fadvise; drop_caches not writable)",
+                    e.files,
+                    e.bytes as f64 / 1e6
+                ));
+            }
         }
         let log_name = format!(
             "seedd-index-{}-{}.log",
@@ -1067,6 +1206,63 @@ impl SeeddRun {
             assert_eq!(status, 200, "{url}");
         }
         percentiles(samples)
+    }
+
+    /// info/refs of `n` repositories drawn Zipf(1) over `zipf_rids` (p50, p99 ms).
+    fn latency_info_refs_zipf(&self, zipf_rids: &[String], n: usize) -> (f64, f64) {
+        let z = Zipf::new(zipf_rids.len());
+        let mut rng = Rng::new(0x21bf);
+        let samples = (0..n)
+            .map(|_| self.info_refs_ms(&zipf_rids[z.sample(&mut rng)]))
+            .collect();
+        percentiles(samples)
+    }
+
+    /// `n` full bare `git clone`s over HTTP of repositories drawn Zipf(1) over `zipf_rids`,
+    /// one at a time, each into a fresh directory (p50, p99 ms of the whole `git clone`).
+    fn latency_clones(&self, zipf_rids: &[String], n: usize) -> (f64, f64) {
+        if n == 0 {
+            return (f64::NAN, f64::NAN);
+        }
+        let z = Zipf::new(zipf_rids.len());
+        let mut rng = Rng::new(0xc10e);
+        let tmp = tempfile::tempdir().unwrap();
+        let samples = (0..n)
+            .map(|i| {
+                let rid = &zipf_rids[z.sample(&mut rng)];
+                let url = format!("http://127.0.0.1:{}/{rid}.git", self.http);
+                let into = tmp.path().join(i.to_string());
+                let t = Instant::now();
+                let out = Command::new("git")
+                    .args(["clone", "--bare", "-q", &url])
+                    .arg(&into)
+                    .stdin(Stdio::null())
+                    .output()
+                    .unwrap();
+                let ms = t.elapsed().as_secs_f64() * 1e3;
+                assert!(
+                    out.status.success(),
+                    "git clone {url}: {}",
+                    String::from_utf8_lossy(&out.stderr)
+                );
+                let _ = std::fs::remove_dir_all(&into);
+                ms
+            })
+            .collect();
+        percentiles(samples)
+    }
+
+    /// seedd's cgroup CPU over `secs` s with no request, as % of one core (what runs in
+    /// the background: scrub, sync, flushes).
+    fn idle_cpu_percent(&self, secs: u64, log: &dyn Fn(&str)) -> f64 {
+        let c0 = self.scope.cpu_usec();
+        let t0 = Instant::now();
+        std::thread::sleep(Duration::from_secs(secs));
+        let pct = (self.scope.cpu_usec() - c0) as f64 / 1e4 / t0.elapsed().as_secs_f64();
+        log(&format!(
+            "  background CPU over {secs} s idle: {pct:.2} % of a core"
+        ));
+        pct
     }
 
     fn auth(&self) -> String {

@@ -31,7 +31,7 @@ use std::time::{Duration, Instant};
 use seedd_benches::generate::{generate, Spec};
 use seedd_benches::measure::{self, Pinning, Scope, Summary};
 // Deterministic, so every server and round gets the same URLs.
-use seedd_benches::textgen::Rng;
+use seedd_benches::textgen::{Rng, Zipf};
 use seedd_benches::{ensure_seedd, env_usize, profile_dir};
 use seedd_tests::{free_port, radicle_bin};
 use serde_json::{json, Value};
@@ -66,28 +66,6 @@ impl Kind {
             Kind::Httpd => "radicle-httpd",
         }
     }
-}
-
-/// Zipf(1) over `n` ranks: the cumulative weights, for [`zipf`].
-fn zipf_cdf(n: usize) -> Vec<f64> {
-    let mut acc = 0.0;
-    let mut cdf: Vec<f64> = (1..=n.max(1))
-        .map(|k| {
-            acc += 1.0 / k as f64;
-            acc
-        })
-        .collect();
-    let total = acc;
-    for c in &mut cdf {
-        *c /= total;
-    }
-    cdf
-}
-
-/// A rank in `0..cdf.len()`, the first most often.
-fn zipf(cdf: &[f64], rng: &mut Rng) -> usize {
-    let u = rng.unit();
-    cdf.partition_point(|&c| c < u).min(cdf.len() - 1)
 }
 
 /// Generate `n` repositories under `dir/storage` once.
@@ -237,29 +215,29 @@ fn urls(n: usize, list: &[(String, String)]) -> Vec<(&'static str, Vec<String>)>
     let mut rng = Rng::new(0x5eed_d00d ^ n as u64);
     let total = WARMUP + REQUESTS;
     let pages = n.div_ceil(PER_PAGE);
-    let page_cdf = zipf_cdf(pages);
+    let page_cdf = Zipf::new(pages);
     let distinct = DISTINCT.min(list.len());
     // The distinct repositories: spread over the whole set, not its first names.
     let step = (list.len() / distinct.max(1)).max(1);
     let chosen: Vec<&(String, String)> = list.iter().step_by(step).take(distinct).collect();
-    let cdf = zipf_cdf(chosen.len());
+    let cdf = Zipf::new(chosen.len());
     let listing = (0..total)
         .map(|_| {
-            let p = zipf(&page_cdf, &mut rng);
+            let p = page_cdf.sample(&mut rng);
             format!("/api/v1/repos?show=all&page={p}&perPage={PER_PAGE}")
         })
         .collect();
     let stats = vec!["/api/v1/stats".to_owned(); total];
     let search = (0..total)
         .map(|_| {
-            let (_, name) = chosen[zipf(&cdf, &mut rng)];
+            let (_, name) = chosen[cdf.sample(&mut rng)];
             let q = &name[name.len().saturating_sub(6)..];
             format!("/api/v1/repos/search?q={q}")
         })
         .collect();
     let repo = (0..total)
         .map(|_| {
-            let (rid, _) = chosen[zipf(&cdf, &mut rng)];
+            let (rid, _) = chosen[cdf.sample(&mut rng)];
             format!("/api/v1/repos/{rid}")
         })
         .collect();

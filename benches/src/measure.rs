@@ -897,6 +897,14 @@ pub struct Evicted {
     pub bytes: u64,
 }
 
+/// `sync`, then drop the kernel's page, inode and dentry caches (`/proc/sys/vm/drop_caches`
+/// = 3; root only): everything a start reads comes from disk, binaries included. Whether it
+/// was done (else use [`evict`]).
+pub fn drop_caches() -> bool {
+    let _ = Command::new("sync").status();
+    std::fs::write("/proc/sys/vm/drop_caches", "3\n").is_ok()
+}
+
 /// `sync`, then `posix_fadvise(DONTNEED)` on every regular file under `paths` (symlinks not
 /// followed), so the next read of storage, index or cache comes from disk.
 pub fn evict(paths: &[&Path]) -> Evicted {

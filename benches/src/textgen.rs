@@ -25,6 +25,34 @@ impl Rng {
     }
 }
 
+/// Zipf(1) over `n` ranks (rank `k` drawn with weight `1/(k+1)`): the cumulative weights.
+pub struct Zipf {
+    cdf: Vec<f64>,
+}
+
+impl Zipf {
+    pub fn new(n: usize) -> Self {
+        let mut acc = 0.0;
+        let mut cdf: Vec<f64> = (1..=n.max(1))
+            .map(|k| {
+                acc += 1.0 / k as f64;
+                acc
+            })
+            .collect();
+        let total = acc;
+        for c in &mut cdf {
+            *c /= total;
+        }
+        Zipf { cdf }
+    }
+
+    /// A rank in `0..n`, the first most often.
+    pub fn sample(&self, rng: &mut Rng) -> usize {
+        let u = rng.unit();
+        self.cdf.partition_point(|&c| c < u).min(self.cdf.len() - 1)
+    }
+}
+
 /// `n` random lowercase words of 2–9 letters.
 pub fn vocabulary(rng: &mut Rng, n: usize) -> Vec<Vec<u8>> {
     (0..n)

@@ -272,7 +272,14 @@ impl Index {
         };
         index.check_schema()?;
         let started = std::time::Instant::now();
-        let mut census = Census::building();
+        // RocksDB's estimate of the records (no pass), so the census's maps are sized once.
+        let expected = index
+            .db
+            .property_int_value_cf(index.cf(CF_REPOS)?, "rocksdb.estimate-num-keys")
+            .ok()
+            .flatten()
+            .map_or(0, |n| usize::try_from(n).unwrap_or(0).min(1 << 24));
+        let mut census = Census::building(expected);
         // Seed counts first (one pass over the routing table), so each entry is listed once.
         let seeds = index.seed_counts()?;
         let counted = started.elapsed();

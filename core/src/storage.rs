@@ -89,8 +89,13 @@ impl Storage {
             cause: source,
         };
         let mut out = Vec::new();
+        let mut seen = 0usize;
         for entry in std::fs::read_dir(&self.root).map_err(io)? {
             let entry = entry.map_err(io)?;
+            seen += 1;
+            if seen.is_multiple_of(100_000) {
+                tracing::info!(entries = seen, repos = out.len(), root = %self.root.display(), "listing storage");
+            }
             let name = entry.file_name();
             let Some(name) = name.to_str() else { continue };
             if name.starts_with('.') {

@@ -55,8 +55,14 @@ pub(crate) enum Output {
 pub(crate) enum Command {
     /// Identity, version, uptime, repositories and listeners of the seed.
     Status,
-    /// Re-read storage and update the index (picks up repositories added on disk).
-    Rescan,
+    /// Re-read storage and update the index: changes made on disk outside seedd (a start
+    /// reads only what seedd journaled). With --repo, only those repositories (added,
+    /// changed or removed), whatever storage holds; without, every repository.
+    Rescan {
+        /// A repository to re-read (`rad:z…`); repeat for more.
+        #[arg(long = "repo", value_name = "RID")]
+        repos: Vec<String>,
+    },
     /// Repositories: list, show, seed, unseed, purge.
     Repo {
         #[command(subcommand)]

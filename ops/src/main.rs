@@ -50,7 +50,7 @@ fn run(cli: &Cli) -> anyhow::Result<()> {
 fn dispatch(client: &Client, command: &Command) -> anyhow::Result<Box<dyn Report>> {
     match command {
         Command::Status => cmd::status::status(client),
-        Command::Rescan => cmd::status::rescan(client),
+        Command::Rescan { repos } => cmd::status::rescan(client, repos.clone()),
         Command::Repo { command } => cmd::repo::run(client, command),
         Command::Fetch { rid, from } => cmd::repo::fetch(client, rid, from.as_deref()),
         Command::Peers { command } => cmd::peer::run(client, command),

@@ -765,11 +765,10 @@ impl Fetcher {
         let received = self.special_refs(&attempt, scope).await?;
         let received = received + self.data_refs(&attempt, received).await?;
         inner.metrics.p2p.fetch_received_bytes.inc_by(received);
-        // Journal the refs change before it happens: a crash before the re-index below makes
-        // the next start re-read this repository (`index::scan::reconcile_changed`).
-        if !clone {
-            inner.after.mark_dirty(rid).await?;
-        }
+        // Journal the refs change (or, for a clone, the new repository) before it happens: a
+        // crash before the re-index below makes the next start read this repository
+        // (`index::scan::reconcile_changed`; a start lists no storage, it reads the journal).
+        inner.after.mark_dirty(rid).await?;
         let outcome = self.validate_and_apply(&attempt, local).await?;
         let Attempt { repo, .. } = attempt;
 

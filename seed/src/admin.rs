@@ -29,7 +29,10 @@ mod status;
 mod tenants;
 
 /// Runs a storage → index reconcile; provided by the daemon.
-pub(crate) type Rescan = Arc<dyn Fn() -> Result<ScanReport, String> + Send + Sync>;
+/// A rescan of all of storage (`None`) or of the repositories named.
+pub(crate) type Rescan = Arc<
+    dyn Fn(Option<Vec<seedd_proto::crypto::RepoId>>) -> Result<ScanReport, String> + Send + Sync,
+>;
 /// Re-reads and applies the configuration; provided by the daemon.
 pub(crate) type Reload = Arc<dyn Fn() -> Result<Vec<String>, String> + Send + Sync>;
 
@@ -178,9 +181,23 @@ async fn status(State(state): State<Arc<AdminState>>) -> Response {
     .into_response()
 }
 
-async fn rescan(State(state): State<Arc<AdminState>>) -> Result<Json<api::ScanReport>, Failure> {
+async fn rescan(
+    State(state): State<Arc<AdminState>>,
+    body: Option<Json<api::RescanRequest>>,
+) -> Result<Json<api::ScanReport>, Failure> {
+    let repos = body.map(|Json(b)| b.repos).unwrap_or_default();
+    let only = if repos.is_empty() {
+        None
+    } else {
+        Some(
+            repos
+                .iter()
+                .map(|r| parse_rid(r))
+                .collect::<Result<Vec<_>, _>>()?,
+        )
+    };
     let f = state.rescan.clone();
-    let report = tokio::task::spawn_blocking(move || f())
+    let report = tokio::task::spawn_blocking(move || f(only))
         .await?
         .map_err(Failure::internal)?;
     Ok(Json(convert::scan_report(report)))

@@ -251,6 +251,9 @@ impl Control {
         };
         let src = self.storage.path_of(rid);
         if src.exists() {
+            // Journaled first: a crash between the rename and the index's removal leaves the
+            // mark, and the next start (which lists no storage) drops the record.
+            self.index.mark_dirty(rid)?;
             seedd_core::fsutil::create_private_dir(&self.trash).map_err(fail)?;
             let dst = self.trash.join(format!(
                 "{}-{}",
@@ -259,6 +262,7 @@ impl Control {
             ));
             std::fs::rename(&src, &dst).map_err(fail)?;
             self.index.remove_repo(rid)?;
+            self.index.clear_dirty(rid)?;
             if let Err(e) = std::fs::remove_dir_all(&dst) {
                 tracing::warn!(%rid, path = %dst.display(), error = %seedd_core::logging::chain(&e), "removing purged repository failed; it is removed on the next start");
             }

@@ -239,7 +239,10 @@ impl Daemon {
             tls: certs.http.is_some(),
             rescan: {
                 let r = rescanner.clone();
-                Arc::new(move || r.rescan())
+                Arc::new(move |only| match only {
+                    None => r.rescan(),
+                    Some(rids) => r.rescan_repos(&rids),
+                })
             },
             net: identities.default_net().clone(),
             policies: policies.clone(),

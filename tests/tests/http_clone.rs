@@ -572,6 +572,69 @@ fn repos_added_on_disk_appear_after_a_rescan_not_a_reload() {
     assert!(status.success(), "seedd exited with {status}");
 }
 
+/// Issue 30 §3: `seedctl rescan --repo` re-reads only the repositories named (added,
+/// changed or removed on disk outside seedd), not storage; a restart reads only what seedd
+/// journaled, so a repository copied in by hand waits for a rescan.
+#[test]
+fn a_rescan_of_named_repositories_reads_only_them() {
+    let seed = Seed::start(SeedOptions {
+        repos: vec![HEARTWOOD.into()],
+        ..SeedOptions::default()
+    });
+    let f = fixtures();
+    let (small, hw) = (f.rid(SMALL), f.rid(HEARTWOOD));
+    let refs = |rid: &str| {
+        let url = seed.url(&format!("{rid}.git/info/refs?service=git-upload-pack"));
+        http_get(&url, &[]).unwrap().0
+    };
+    let rescan = |args: &[&str]| {
+        let out = Command::new(bin("seedctl"))
+            .args(["--admin", &seed.admin_url(""), "--token-file"])
+            .arg(seed.token_file())
+            .arg("rescan")
+            .args(args)
+            .args(["-o", "json"])
+            .output()
+            .unwrap();
+        (
+            out.status.success(),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    assert_eq!(refs(&hw), 200);
+    copy_tree(
+        &f.storage().join(canonical(&small)),
+        &seed.storage().join(canonical(&small)),
+    );
+    // Named: the new one read, nothing else (one repository scanned of two on disk).
+    let (ok, out, err) = rescan(&["--repo", &small]);
+    assert!(ok, "{err}");
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(
+        (v["scanned"].as_u64(), v["added"].as_u64()),
+        (Some(1), Some(1)),
+        "{v}"
+    );
+    assert_eq!(refs(&small), 200);
+    // Removed on disk: a rescan of it drops it from the index.
+    std::fs::remove_dir_all(seed.storage().join(canonical(&hw))).unwrap();
+    let (ok, out, err) = rescan(&["--repo", &hw]);
+    assert!(ok, "{err}");
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(
+        (v["scanned"].as_u64(), v["removed"].as_u64()),
+        (Some(1), Some(1)),
+        "{v}"
+    );
+    assert_eq!(refs(&hw), 404);
+    // Not a repository id: refused, naming it.
+    let (ok, _, err) = rescan(&["--repo", "rad:nonsense"]);
+    assert!(!ok && err.contains("rad:nonsense"), "{err}");
+    let status = seed.stop();
+    assert!(status.success(), "seedd exited with {status}");
+}
+
 #[test]
 fn a_client_that_stops_reading_is_timed_out_and_frees_its_slot() {
     let seed = single_slot_seed(&[("SEEDD_HTTP__IDLE_TIMEOUT_SECS", "1")]);

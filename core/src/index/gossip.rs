@@ -88,10 +88,10 @@ impl Index {
 
     /// How many routing entries each repository has: one pass over the routing table (the
     /// census's seed counts at open).
-    pub(super) fn seed_counts(&self) -> Result<HashMap<RepoId, u32>, IndexError> {
+    pub(super) fn seed_counts(&self) -> Result<super::census::Map<RepoId, u32>, IndexError> {
         let mut opts = ReadOptions::default();
         opts.set_total_order_seek(true);
-        let mut out: HashMap<RepoId, u32> = HashMap::new();
+        let mut out = super::census::Map::<RepoId, u32>::default();
         for item in self
             .db
             .iterator_cf_opt(self.cf(CF_ROUTING)?, opts, IteratorMode::Start)

@@ -84,19 +84,27 @@ fn pass(storage: &Storage, index: &Index, kind: Pass) -> Result<ScanReport, Scan
     // reads the indexed refs of unchanged repositories to look.
     let fill_kinds = kind == Pass::Full && !index.done(REFS_KINDS)?;
     let fill = upgrade || fill_kinds;
+    let dirty: HashSet<RepoId> = index.dirty()?.into_iter().collect();
+    // seedd is its storage's only writer and journals every change before making it (a fetch
+    // marks the repository before its refs move and before a new one moves in, a purge before
+    // its directory goes): a start with an index that a listing pass completed reads the
+    // journaled repositories only — no listing of storage, no `stat` per repository (issue 30
+    // §3: O(changed) at 1M). What changed outside seedd is found by `seedctl rescan`.
+    if kind == Pass::Changed && !upgrade && index.done(LISTED)? {
+        return journaled(storage, index, dirty, started);
+    }
     let indexed: HashSet<RepoId> = match kind {
         Pass::Changed if !upgrade => index.indexed().into_iter().collect(),
         _ => HashSet::new(),
     };
-    // At the start an indexed repository's directory is taken as it is (no `stat` inside it):
-    // one whose files were removed outside seedd is found by `seedctl rescan`.
+    // An indexed repository's directory is taken as it is (no `stat` inside it): one whose
+    // files were removed outside seedd is found by `seedctl rescan`.
     let on_disk = storage.list_with(&|rid| indexed.contains(rid))?;
     let mut report = ScanReport {
         scanned: on_disk.len(),
         ..ScanReport::default()
     };
     let present: BTreeSet<RepoId> = on_disk.iter().copied().collect();
-    let dirty: HashSet<RepoId> = index.dirty()?.into_iter().collect();
     let to_read: Vec<RepoId> = match kind {
         Pass::Full => on_disk,
         Pass::Changed if upgrade => on_disk,
@@ -196,6 +204,11 @@ fn pass(storage: &Storage, index: &Index, kind: Pass) -> Result<ScanReport, Scan
     if upgrade {
         index.set_done(PEELED_REFS)?;
     }
+    // Storage and index agree now (a failed repository's record was dropped): later starts
+    // may trust the journal.
+    if !index.done(LISTED)? {
+        index.set_done(LISTED)?;
+    }
     if fill_kinds && report.failed == 0 {
         index.set_done(REFS_KINDS)?;
     }
@@ -212,6 +225,108 @@ fn pass(storage: &Storage, index: &Index, kind: Pass) -> Result<ScanReport, Scan
         "index reconciled with storage"
     );
     Ok(report)
+}
+
+/// [`Index::done`] once a pass listed storage and brought the index in line with it: from
+/// then on every change seedd makes to storage is journaled first ([`Index::mark_dirty`]), so
+/// a start reads the journaled repositories only ([`journaled`]). An index written by a
+/// version that did not journal new repositories lists storage once more.
+const LISTED: &str = "storage-listed";
+
+/// The start of a seed whose index agrees with storage: only the repositories a fetch or purge
+/// journaled and did not finish are read (or dropped, when their directory is gone).
+fn journaled(
+    storage: &Storage,
+    index: &Index,
+    dirty: HashSet<RepoId>,
+    started: Instant,
+) -> Result<ScanReport, ScanError> {
+    let total = index.repo_counts().total;
+    let mut dirty: Vec<RepoId> = dirty.into_iter().collect();
+    dirty.sort();
+    let (mut report, known) = read_each(storage, index, &dirty)?;
+    // The others are as indexed.
+    report.unchanged += total.saturating_sub(known);
+    report.duration_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
+    tracing::info!(
+        journaled = report.scanned,
+        added = report.added,
+        updated = report.updated,
+        unchanged = report.unchanged,
+        removed = report.removed,
+        failed = report.failed,
+        ms = report.duration_ms,
+        "index reconciled with storage (journaled repositories only; `seedctl rescan` finds changes made outside seedd)"
+    );
+    Ok(report)
+}
+
+/// Bring the index in line with storage for `rids` only (`seedctl rescan --repo`: repositories
+/// changed, added or removed outside seedd, when the operator knows which): each is read, or
+/// dropped from the index when its directory is gone. O(given), whatever storage holds.
+pub fn reconcile_repos(
+    storage: &Storage,
+    index: &Index,
+    rids: &[RepoId],
+) -> Result<ScanReport, ScanError> {
+    let started = Instant::now();
+    let (mut report, _) = read_each(storage, index, rids)?;
+    report.duration_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
+    tracing::info!(
+        repos = report.scanned,
+        added = report.added,
+        updated = report.updated,
+        unchanged = report.unchanged,
+        removed = report.removed,
+        failed = report.failed,
+        ms = report.duration_ms,
+        "index reconciled with storage for the repositories named"
+    );
+    Ok(report)
+}
+
+/// Reads each of `rids` into the index (refs re-peeled with their kinds), or drops its record
+/// when its directory is gone or unreadable; clears its journal mark once the index agrees.
+/// Returns the report and how many of them were indexed before.
+fn read_each(
+    storage: &Storage,
+    index: &Index,
+    rids: &[RepoId],
+) -> Result<(ScanReport, usize), ScanError> {
+    let mut report = ScanReport::default();
+    let mut known = 0;
+    for &rid in rids {
+        report.scanned += 1;
+        let was_indexed = index.repo(&rid)?.is_some();
+        known += usize::from(was_indexed);
+        if !storage.path_of(&rid).is_dir() {
+            if was_indexed {
+                index.remove_repo(&rid)?;
+                report.removed += 1;
+            }
+            index.clear_dirty(&rid)?;
+            continue;
+        }
+        match index_repo_with(storage, index, rid, true) {
+            Ok((indexed, _)) => {
+                index.clear_dirty(&rid)?;
+                match indexed {
+                    Indexed::Added => report.added += 1,
+                    Indexed::Updated => report.updated += 1,
+                    Indexed::Unchanged => report.unchanged += 1,
+                }
+            }
+            Err(ScanError::Index(e)) => return Err(ScanError::Index(e)),
+            Err(e) => {
+                tracing::warn!(rid = %rid, error = %crate::logging::chain(&e), "repository not indexed: fix or remove it, then rescan");
+                // Not served from a stale record; the mark stays, so the next start retries.
+                index.remove_repo(&rid)?;
+                report.failed += 1;
+                report.errors.push(format!("{rid}: {e}"));
+            }
+        }
+    }
+    Ok((report, known))
 }
 
 /// [`Index::done`] once every repository's refs were written with their peeled targets.
@@ -548,6 +663,51 @@ mod tests {
             .success();
         assert!(ok);
         (rid, dir, storage, path)
+    }
+
+    /// Issue 30 §3: a start with an index that agrees with storage lists no storage; it reads
+    /// the repositories seedd journaled (a new one before it moved in, one about to go) and
+    /// trusts the rest; changes made outside seedd wait for a full rescan; an index no pass
+    /// listed storage for (first start, an older version's) lists it once.
+    #[test]
+    fn a_start_reads_the_journal_not_storage() {
+        let (rid, dir, storage, path) = held_heartwood();
+        let index = Index::open(&dir.path().join("index")).unwrap();
+        let aside = dir.path().join("aside");
+        let start = || reconcile_changed(&storage, &index).unwrap();
+        let counts = |r: &ScanReport| (r.added, r.unchanged, r.removed, r.failed);
+        // First start: storage listed, the repository added.
+        assert_eq!(counts(&start()), (1, 0, 0, 0));
+        assert_eq!(counts(&start()), (0, 1, 0, 0));
+        // Removed outside seedd: a start trusts the index; a rescan finds it gone.
+        std::fs::rename(&path, &aside).unwrap();
+        let r = start();
+        assert_eq!((counts(&r), r.scanned), ((0, 1, 0, 0), 0), "no listing");
+        assert_eq!(index.repo_count().unwrap(), 1);
+        assert_eq!(reconcile(&storage, &index).unwrap().removed, 1);
+        // Added outside seedd: not seen by a start (nothing journaled), seen once journaled.
+        std::fs::rename(&aside, &path).unwrap();
+        assert_eq!(counts(&start()), (0, 0, 0, 0));
+        index.mark_dirty(&rid).unwrap();
+        assert_eq!(
+            counts(&start()),
+            (1, 0, 0, 0),
+            "a clone a crash interrupted"
+        );
+        assert!(index.dirty().unwrap().is_empty());
+        // Journaled, then gone (a purge a crash interrupted): dropped by the start.
+        index.mark_dirty(&rid).unwrap();
+        std::fs::rename(&path, &aside).unwrap();
+        assert_eq!(counts(&start()), (0, 0, 1, 0));
+        assert!(index.dirty().unwrap().is_empty());
+        assert_eq!(index.repo_count().unwrap(), 0);
+        // An index without the mark of a listing pass (an older version's): listed once.
+        std::fs::rename(&aside, &path).unwrap();
+        index
+            .delete(super::super::CF_META, super::super::done_key(LISTED))
+            .unwrap();
+        assert_eq!(counts(&start()), (1, 0, 0, 0));
+        assert!(index.done(LISTED).unwrap());
     }
 
     /// `git tag` in `repo` with a fixed tagger.

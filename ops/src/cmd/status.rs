@@ -9,8 +9,14 @@ pub(crate) fn status(client: &Client) -> anyhow::Result<Box<dyn Report>> {
     Ok(Box::new(client.get::<Status>("/api/v1/status")?))
 }
 
-pub(crate) fn rescan(client: &Client) -> anyhow::Result<Box<dyn Report>> {
-    Ok(Box::new(client.post::<ScanReport>("/api/v1/rescan")?))
+pub(crate) fn rescan(client: &Client, repos: Vec<String>) -> anyhow::Result<Box<dyn Report>> {
+    if repos.is_empty() {
+        return Ok(Box::new(client.post::<ScanReport>("/api/v1/rescan")?));
+    }
+    let body = seedd_api::RescanRequest { repos };
+    Ok(Box::new(
+        client.post_json::<ScanReport>("/api/v1/rescan", &body)?,
+    ))
 }
 
 impl Text for Status {

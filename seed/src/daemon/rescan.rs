@@ -13,6 +13,7 @@ use seedd_core::serve::refcache::RefCache;
 use seedd_core::storage::Storage;
 use seedd_core::tenant::Tenants;
 use seedd_p2p::identity::Identities;
+use seedd_proto::crypto::RepoId;
 
 /// One rescan at a time. Cheap to clone.
 #[derive(Clone)]
@@ -64,6 +65,32 @@ impl Rescanner {
         Ok(report)
     }
 
+    /// `seedctl rescan --repo`: only the repositories named (their ref snapshots dropped, the
+    /// sizes of those tenants hold measured again), then every identity's inventory.
+    pub(super) fn rescan_repos(&self, rids: &[RepoId]) -> Result<ScanReport, String> {
+        let report =
+            self.reconcile_with(|storage, index| scan::reconcile_repos(storage, index, rids))?;
+        for rid in rids {
+            self.refs.invalidate(rid);
+        }
+        let held: BTreeSet<RepoId> = rids
+            .iter()
+            .filter(|rid| !self.tenants.claimants(rid).is_empty())
+            .copied()
+            .collect();
+        for rid in held {
+            let path = self.storage.path_of(&rid);
+            let size = path
+                .join("HEAD")
+                .exists()
+                .then(|| seedd_core::tenant::dir_size(&path));
+            self.tenants.set_size(rid, size);
+        }
+        self.tenants.refresh_metrics();
+        self.identities.refresh();
+        Ok(report)
+    }
+
     /// At start: index what is new or was left dirty ([`scan::reconcile_changed`]), then
     /// tenants' sizes (remembered ones kept, only the others walked) and every identity's
     /// inventory.
@@ -87,7 +114,7 @@ impl Rescanner {
 
     fn reconcile_with(
         &self,
-        pass: fn(&Storage, &Index) -> Result<ScanReport, scan::ScanError>,
+        pass: impl FnOnce(&Storage, &Index) -> Result<ScanReport, scan::ScanError>,
     ) -> Result<ScanReport, String> {
         let _guard = self
             .lock
