@@ -289,6 +289,13 @@ pub fn all() -> Vec<Sample> {
     });
     vec![
         response("get", "/api/v1/status", "200", json(status)),
+        request(
+            "post",
+            "/api/v1/rescan",
+            json(api::RescanRequest {
+                repos: vec![RID.to_owned()],
+            }),
+        ),
         response("post", "/api/v1/rescan", "200", json(scan)),
         response(
             "get",
