@@ -93,7 +93,7 @@ impl Storage {
         for entry in std::fs::read_dir(&self.root).map_err(io)? {
             let entry = entry.map_err(io)?;
             seen += 1;
-            if seen.is_multiple_of(100_000) {
+            if seen % 100_000 == 0 {
                 tracing::info!(entries = seen, repos = out.len(), root = %self.root.display(), "listing storage");
             }
             let name = entry.file_name();
