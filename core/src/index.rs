@@ -216,6 +216,10 @@ impl Batch<'_> {
     }
 }
 
+/// Below this many repositories the name search is sorted inline when the index opens (a few
+/// milliseconds); above, on a thread of its own while the seed starts.
+const NAME_SEARCH_INLINE: usize = 20_000;
+
 /// Handle to the index database. Cheap to clone.
 #[derive(Clone)]
 pub struct Index {
@@ -287,16 +291,28 @@ impl Index {
         for rid in index.blocked_repos()? {
             census.set_denied(rid, true);
         }
-        let read = started.elapsed();
-        census.built();
         tracing::info!(
             repos = census.repos.len(),
             routes_ms = counted.as_millis() as u64,
-            records_ms = (read - counted).as_millis() as u64,
-            names_ms = (started.elapsed() - read).as_millis() as u64,
+            records_ms = (started.elapsed() - counted).as_millis() as u64,
             "index census loaded"
         );
+        let small = census.repos.len() < NAME_SEARCH_INLINE;
+        if small {
+            census.built();
+        }
         index.census = Arc::new(Mutex::new(census));
+        if !small {
+            // The name search is sorted beside the start, not before it (the thread holds
+            // the census only, not the database: closing the index is not held up).
+            let census = index.census.clone();
+            let spawned = std::thread::Builder::new()
+                .name("name-search".into())
+                .spawn(move || Census::build_name_search(&census));
+            if spawned.is_err() {
+                Census::build_name_search(&index.census);
+            }
+        }
         Ok(index)
     }
 
@@ -599,6 +615,15 @@ impl Index {
     /// When an indexed repository was last indexed (its record's `indexed_at`), from memory.
     pub fn indexed_at(&self, rid: &RepoId) -> Option<u64> {
         self.census().repos.get(rid).map(|e| e.indexed_at)
+    }
+
+    /// [`Index::indexed_at`] of each of `rids`, under one lock (an inventory ranking asks for
+    /// every held repository).
+    pub fn indexed_at_each(&self, rids: &[RepoId]) -> Vec<Option<u64>> {
+        let census = self.census();
+        rids.iter()
+            .map(|rid| census.repos.get(rid).map(|e| e.indexed_at))
+            .collect()
     }
 
     fn census(&self) -> std::sync::MutexGuard<'_, Census> {

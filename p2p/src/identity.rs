@@ -272,11 +272,6 @@ impl Identities {
                 return;
             }
         };
-        let public: BTreeSet<_> = visibility
-            .iter()
-            .filter(|(_, v)| **v == seedd_proto::gossip::Visibility::Public)
-            .map(|(rid, _)| *rid)
-            .collect();
         let mut inventories = self.inventories();
         // Every identity first learns who may see which repository (private ones: delegates
         // and allow list only), then its inventory.
@@ -289,15 +284,18 @@ impl Identities {
         let seeded: Vec<_> = p.explicitly_seeded().into_iter().map(|(r, _)| r).collect();
         let dedicated = self.tenants.dedicated_only();
         // Default: public, seeded, not held only by tenants on dedicated identities.
-        let default_inv: BTreeSet<_> = public
+        let public = visibility.public();
+        let default_list: Vec<RepoId> = public
             .iter()
             .filter(|rid| p.seeding(rid).is_some() && !dedicated.contains(rid))
             .copied()
             .collect();
+        // In RID order already: the set is built in one pass.
+        let default_inv: BTreeSet<RepoId> = default_list.iter().copied().collect();
         self.publish(
             DEFAULT_IDENTITY,
             &self.default,
-            default_inv.iter().copied().collect(),
+            default_list,
             self.default_cap,
         );
         inventories.clear();
@@ -307,7 +305,7 @@ impl Identities {
             let mine = self.tenants.identity_repos(&r.spec.name);
             let inv: BTreeSet<_> = mine
                 .iter()
-                .filter(|rid| public.contains(rid) && p.seeding(rid).is_some())
+                .filter(|rid| public.binary_search(rid).is_ok() && p.seeding(rid).is_some())
                 .copied()
                 .collect();
             let cap = r.spec.inventory_cap.unwrap_or(INVENTORY_LIMIT);
@@ -572,12 +570,14 @@ impl Identities {
     /// Each of `rids` with its demand and update time (both from memory).
     fn candidates(&self, rids: Vec<RepoId>, now: u64) -> Vec<announce::Candidate> {
         let demand = self.metrics.demand.scores_at(&rids, now);
+        let updated = self.index.indexed_at_each(&rids);
         rids.into_iter()
             .zip(demand)
-            .map(|(rid, demand)| announce::Candidate {
+            .zip(updated)
+            .map(|((rid, demand), updated)| announce::Candidate {
                 rid,
                 demand,
-                updated: self.index.indexed_at(&rid).unwrap_or(0),
+                updated: updated.unwrap_or(0),
             })
             .collect()
     }

@@ -150,17 +150,20 @@ impl NetConfig {
 pub(crate) fn visibility_map(
     index: &Index,
 ) -> Result<VisibilityMap, seedd_core::index::IndexError> {
-    let mut map = VisibilityMap::with_capacity(index.repo_count()?);
-    index.for_each_visibility(|rid, private| {
-        let v = match private {
-            None => gossip::Visibility::Public,
-            Some((delegates, allow)) => gossip::Visibility::Private {
-                allowed: delegates.iter().chain(allow).copied().collect(),
-            },
-        };
-        map.insert(rid, v);
+    let mut public = Vec::with_capacity(index.repo_count()?);
+    let mut private = std::collections::HashMap::new();
+    index.for_each_visibility(|rid, p| match p {
+        None => public.push(rid),
+        Some((delegates, allow)) => {
+            private.insert(
+                rid,
+                gossip::Visibility::Private {
+                    allowed: delegates.iter().chain(allow).copied().collect(),
+                },
+            );
+        }
     });
-    Ok(map)
+    Ok(VisibilityMap::from_parts(public, private))
 }
 
 /// Who may learn about one repository from us (see [`visibility_map`]).

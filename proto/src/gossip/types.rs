@@ -116,7 +116,113 @@ impl Visibility {
 
 /// The visibility of every repository we hold, pushed by the shell whenever its index
 /// changes ([`Service::set_visibility`]). Shared, not copied, between identities.
-pub type VisibilityMap = HashMap<RepoId, Visibility>;
+///
+/// Public repositories are a sorted list of RIDs (20 bytes each; a map entry with its
+/// [`Visibility`] cost ~70 bytes in a table twice the size: ~150 MB at 1M repositories,
+/// issue 30 §3), private ones a map to who may see them. A RID in neither is not held.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct VisibilityMap {
+    public: Vec<RepoId>,
+    private: HashMap<RepoId, Visibility>,
+}
+
+/// What [`VisibilityMap::get`] answers for a public repository.
+static PUBLIC: Visibility = Visibility::Public;
+
+impl VisibilityMap {
+    /// From the public repositories (any order, duplicates dropped) and the private ones (a
+    /// `Public` value among them counts as public).
+    pub fn from_parts(mut public: Vec<RepoId>, private: HashMap<RepoId, Visibility>) -> Self {
+        let mut map = Self {
+            public: Vec::new(),
+            private: HashMap::with_capacity(private.len()),
+        };
+        for (rid, v) in private {
+            match v {
+                Visibility::Public => public.push(rid),
+                v => {
+                    map.private.insert(rid, v);
+                }
+            }
+        }
+        public.sort_unstable();
+        public.dedup();
+        public.retain(|rid| !map.private.contains_key(rid));
+        map.public = public;
+        map
+    }
+
+    /// The visibility of `rid`, `None` when it is not held.
+    pub fn get(&self, rid: &RepoId) -> Option<&Visibility> {
+        match self.private.get(rid) {
+            Some(v) => Some(v),
+            None => self.public.binary_search(rid).is_ok().then_some(&PUBLIC),
+        }
+    }
+
+    /// Sets the visibility of `rid` (O(public) for a public one: for building small maps).
+    pub fn insert(&mut self, rid: RepoId, v: Visibility) {
+        match v {
+            Visibility::Public => {
+                self.private.remove(&rid);
+                if let Err(at) = self.public.binary_search(&rid) {
+                    self.public.insert(at, rid);
+                }
+            }
+            v => {
+                if let Ok(at) = self.public.binary_search(&rid) {
+                    self.public.remove(at);
+                }
+                self.private.insert(rid, v);
+            }
+        }
+    }
+
+    /// The public repositories, in RID order.
+    pub fn public(&self) -> &[RepoId] {
+        &self.public
+    }
+
+    /// Every held repository with its visibility (public ones first, in RID order).
+    pub fn iter(&self) -> impl Iterator<Item = (&RepoId, &Visibility)> + '_ {
+        self.public
+            .iter()
+            .map(|rid| (rid, &PUBLIC))
+            .chain(self.private.iter())
+    }
+
+    pub fn len(&self) -> usize {
+        self.public.len() + self.private.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+impl std::ops::Index<&RepoId> for VisibilityMap {
+    type Output = Visibility;
+
+    /// The visibility of a held repository; panics for one not held (as a map does).
+    fn index(&self, rid: &RepoId) -> &Visibility {
+        match self.get(rid) {
+            Some(v) => v,
+            None => panic!("{rid} is not in the visibility map"),
+        }
+    }
+}
+
+impl FromIterator<(RepoId, Visibility)> for VisibilityMap {
+    fn from_iter<I: IntoIterator<Item = (RepoId, Visibility)>>(iter: I) -> Self {
+        Self::from_parts(Vec::new(), iter.into_iter().collect())
+    }
+}
+
+impl<const N: usize> From<[(RepoId, Visibility); N]> for VisibilityMap {
+    fn from(items: [(RepoId, Visibility); N]) -> Self {
+        items.into_iter().collect()
+    }
+}
 
 /// Identifies a session; assigned by the shell, never reused.
 pub type SessionId = u64;
