@@ -892,8 +892,8 @@ struct Latency {
 
 impl Latency {
     /// The requests on `s`: info/refs of uniformly random repositories among all `rids`,
-    /// info/refs and full `git clone`s of repositories drawn Zipf(1) from `zipf_rids`, the
-    /// admin status. CPU only is observed while they run (no PSS sampler: it reads
+    /// info/refs and full `git clone`s of repositories drawn Zipf(1) from `zipf_rids` (after
+    /// one untimed pass of the same clones), the admin status. CPU only is observed while they run (no PSS sampler: it reads
     /// `smaps_rollup` under the server's `mmap_lock` and stalls it in proportion to its
     /// memory, which would flatter the smaller N); memory.peak is the cgroup's since the start,
     /// PSS is read once after.
@@ -906,6 +906,11 @@ impl Latency {
         clones: usize,
         log: &dyn Fn(&str),
     ) {
+        // The Zipf sequence once untimed first: the same repositories at every N have their
+        // storage pages, ref snapshots and pack-cache entries in the same state when timed
+        // (a start with an index reads no storage, so without it 1M's would be read from
+        // disk while 1k's were warm from the round's rebuild).
+        let _ = s.latency_clones(zipf_rids, clones);
         let http = s.latency_info_refs(rids, requests);
         let zipf = s.latency_info_refs_zipf(zipf_rids, requests);
         let clone = s.latency_clones(zipf_rids, clones);
@@ -941,6 +946,23 @@ fn zipf_set(rids: &[String], k: usize) -> Vec<String> {
         pool.swap(i, j);
     }
     pool.into_iter().take(k).cloned().collect()
+}
+
+/// Before a cold start of either server: every cache the kernel keeps for `paths` — file
+/// pages, and the inodes and directory entries a start walks (at 1M repositories on an
+/// inline-data image the files live in their inodes, which `fadvise` does not drop) — by
+/// `drop_caches` when writable (root), else `fadvise` of every file under `paths`.
+fn evict_cold(paths: &[&Path], log: &dyn Fn(&str)) {
+    if measure::drop_caches() {
+        log("  dropped the page, inode and dentry caches (drop_caches = 3)");
+    } else {
+        let e = measure::evict(paths);
+        log(&format!(
+            "  evicted {} files, {:.0} MB (fadvise; drop_caches not writable)",
+            e.files,
+            e.bytes as f64 / 1e6
+        ));
+    }
 }
 
 /// `$SEEDD_BENCH_DATA` or `~/.cache/seedd/bench-data`.
@@ -1039,19 +1061,7 @@ impl SeeddRun {
             let _ = std::fs::remove_dir_all(data.join("index"));
         }
         if cold {
-            // Every cache the kernel keeps for storage: file pages, and the inodes and
-            // directory entries a start walks (at 1M repositories on an inline-data image the
-            // files live in their inodes, which `fadvise` does not drop).
-            if measure::drop_caches() {
-                log("  dropped the page, inode and dentry caches (drop_caches = 3)");
-            } else {
-                let e = measure::evict(&[storage, data]);
-                log(&format!(
-                    "  evicted {} files, {:.0} MB (fadvise; drop_caches not writable)",
-                    e.files,
-                    e.bytes as f64 / 1e6
-                ));
-            }
+            evict_cold(&[storage, data], log);
         }
         let log_name = format!(
             "seedd-index-{}-{}.log",
@@ -1504,12 +1514,7 @@ impl RadRun {
         log: &dyn Fn(&str),
     ) -> Result<(f64, f64, f64, f64), String> {
         if cold {
-            let e = measure::evict(&[storage, home]);
-            log(&format!(
-                "  evicted {} files, {:.0} MB",
-                e.files,
-                e.bytes as f64 / 1e6
-            ));
+            evict_cold(&[storage, home], log);
         }
         let started = Instant::now();
         let node = RadRun::spawn(home, free_port(), None, "node.log")?;

@@ -769,7 +769,17 @@ impl Fetcher {
         // crash before the re-index below makes the next start read this repository
         // (`index::scan::reconcile_changed`; a start lists no storage, it reads the journal).
         inner.after.mark_dirty(rid).await?;
-        let outcome = self.validate_and_apply(&attempt, local).await?;
+        let outcome = match self.validate_and_apply(&attempt, local).await {
+            Ok(outcome) => outcome,
+            Err(e) => {
+                // A clone that failed left nothing in storage: no mark to keep (strangers'
+                // failing repositories must not pile up in the journal).
+                if clone {
+                    inner.after.clear_mark(rid).await;
+                }
+                return Err(e);
+            }
+        };
         let Attempt { repo, .. } = attempt;
 
         // 4. A clone moves into storage in one rename — unless the repository was purged
@@ -780,6 +790,7 @@ impl Fetcher {
                 .tenants()
                 .is_some_and(|t| t.purged_since(&rid, started_ms))
         {
+            inner.after.clear_mark(rid).await;
             return Err(FetchError::Purged);
         }
         if clone {

@@ -94,6 +94,15 @@ impl AfterFetch {
         }
     }
 
+    /// Takes back [`AfterFetch::mark_dirty`] for a clone that moved nothing into storage. A
+    /// failure leaves the mark: the next start looks, finds no repository and clears it.
+    pub(super) async fn clear_mark(&self, rid: RepoId) {
+        let index = self.inner.index.clone();
+        if let Ok(Err(e)) = blocking::run(REINDEX_WAIT, move || index.clear_dirty(&rid)).await {
+            tracing::debug!(%rid, error = %seedd_core::logging::chain(&e), "clearing the journal mark of a failed clone; the next start clears it");
+        }
+    }
+
     /// The per-repository lock a fetch holds (shared with maintenance and purges).
     pub(crate) fn locks(&self) -> &RepoLocks {
         self.inner.maintainer.locks()
