@@ -247,18 +247,28 @@ fn journaled(
     let (mut report, known) = read_each(storage, index, &dirty)?;
     // The others are as indexed.
     report.unchanged += total.saturating_sub(known);
+    Ok(reported(
+        report,
+        started,
+        "journaled repositories only (`seedctl rescan` finds changes made outside seedd)",
+    ))
+}
+
+/// `report` with its duration, logged as the pass `what`.
+fn reported(mut report: ScanReport, started: Instant, what: &'static str) -> ScanReport {
     report.duration_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
     tracing::info!(
-        journaled = report.scanned,
+        read = report.scanned,
         added = report.added,
         updated = report.updated,
         unchanged = report.unchanged,
         removed = report.removed,
         failed = report.failed,
         ms = report.duration_ms,
-        "index reconciled with storage (journaled repositories only; `seedctl rescan` finds changes made outside seedd)"
+        pass = what,
+        "index reconciled with storage"
     );
-    Ok(report)
+    report
 }
 
 /// Bring the index in line with storage for `rids` only (`seedctl rescan --repo`: repositories
@@ -270,19 +280,8 @@ pub fn reconcile_repos(
     rids: &[RepoId],
 ) -> Result<ScanReport, ScanError> {
     let started = Instant::now();
-    let (mut report, _) = read_each(storage, index, rids)?;
-    report.duration_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
-    tracing::info!(
-        repos = report.scanned,
-        added = report.added,
-        updated = report.updated,
-        unchanged = report.unchanged,
-        removed = report.removed,
-        failed = report.failed,
-        ms = report.duration_ms,
-        "index reconciled with storage for the repositories named"
-    );
-    Ok(report)
+    let (report, _) = read_each(storage, index, rids)?;
+    Ok(reported(report, started, "the repositories named"))
 }
 
 /// Reads each of `rids` into the index (refs re-peeled with their kinds), or drops its record
