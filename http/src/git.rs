@@ -221,14 +221,11 @@ async fn route_request(
     }
     // Visibility: private and unknown look the same — also to a client of a tenant whose
     // egress is used up, so visibility is decided before the quota (a 429 would say "held").
-    let record = match state.index.repo(&path.rid) {
-        Ok(Some(r)) if r.is_public() => r,
-        Ok(_) => return Err(Refusal::RepoNotFound),
-        Err(e) => {
-            tracing::error!(rid = %path.rid, error = %seedd_core::logging::chain(&e), "index lookup failed");
-            return Err(Refusal::IndexUnavailable);
-        }
-    };
+    // From the census (memory): no record decoded on the common path (at 1M repositories the
+    // index outgrows the block cache, and a decode was a cache miss per request).
+    if !state.index.is_public(&path.rid) {
+        return Err(Refusal::RepoNotFound);
+    }
     let payer = tenancy
         .tenants
         .payer(host.map(|h| h.name.as_str()), &path.rid);
@@ -242,8 +239,15 @@ async fn route_request(
     let egress = payer.map(|p| (tenancy.tenants.clone(), p));
     let view = match path.nid {
         None => View::Canonical,
-        Some(nid) if record.namespaces.contains(&nid) => View::Namespace(nid),
-        Some(_) => return Err(Refusal::RepoNotFound),
+        // A namespace view: the record says which namespaces are held.
+        Some(nid) => match state.index.repo(&path.rid) {
+            Ok(Some(r)) if r.is_public() && r.namespaces.contains(&nid) => View::Namespace(nid),
+            Ok(_) => return Err(Refusal::RepoNotFound),
+            Err(e) => {
+                tracing::error!(rid = %path.rid, error = %seedd_core::logging::chain(&e), "index lookup failed");
+                return Err(Refusal::IndexUnavailable);
+            }
+        },
     };
     let protocol = serve::git_protocol(
         req.headers()
