@@ -296,7 +296,7 @@ fn read_each(
     let mut known = 0;
     for &rid in rids {
         report.scanned += 1;
-        let was_indexed = index.repo(&rid)?.is_some();
+        let was_indexed = index.indexed_at(&rid).is_some();
         known += usize::from(was_indexed);
         if !storage.path_of(&rid).is_dir() {
             if was_indexed {

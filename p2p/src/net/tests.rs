@@ -62,9 +62,9 @@ fn visibility_map_lets_delegates_and_the_allow_list_see_private_repos() {
     }
     let map = visibility_map(&index).unwrap();
     assert_eq!(map.len(), 2);
-    let public = &map[&RepoId::from_oid_bytes([1; 20])];
+    let public = map.get(&RepoId::from_oid_bytes([1; 20])).unwrap();
     assert_eq!(*public, gossip::Visibility::Public);
-    let private = &map[&RepoId::from_oid_bytes([2; 20])];
+    let private = map.get(&RepoId::from_oid_bytes([2; 20])).unwrap();
     assert!(private.is_visible_to(&nid(1)), "delegate");
     assert!(private.is_visible_to(&nid(2)), "allow list");
     assert!(!private.is_visible_to(&nid(3)));
@@ -78,7 +78,7 @@ fn visibility_map_lets_delegates_and_the_allow_list_see_private_repos() {
         .unwrap();
     let map = visibility_map(&index).unwrap();
     assert_eq!(
-        map[&RepoId::from_oid_bytes([2; 20])],
+        map.get(&RepoId::from_oid_bytes([2; 20])).unwrap().clone(),
         gossip::Visibility::Public
     );
     index
@@ -97,7 +97,7 @@ fn visibility_map_lets_delegates_and_the_allow_list_see_private_repos() {
     let index = Index::open(dir.path()).unwrap();
     let map = visibility_map(&index).unwrap();
     assert_eq!(map.len(), 3);
-    let private = &map[&RepoId::from_oid_bytes([3; 20])];
+    let private = map.get(&RepoId::from_oid_bytes([3; 20])).unwrap();
     assert!(private.is_visible_to(&nid(4)) && private.is_visible_to(&nid(1)));
     assert!(!private.is_visible_to(&nid(2)));
 }

@@ -200,18 +200,6 @@ impl VisibilityMap {
     }
 }
 
-impl std::ops::Index<&RepoId> for VisibilityMap {
-    type Output = Visibility;
-
-    /// The visibility of a held repository; panics for one not held (as a map does).
-    fn index(&self, rid: &RepoId) -> &Visibility {
-        match self.get(rid) {
-            Some(v) => v,
-            None => panic!("{rid} is not in the visibility map"),
-        }
-    }
-}
-
 impl FromIterator<(RepoId, Visibility)> for VisibilityMap {
     fn from_iter<I: IntoIterator<Item = (RepoId, Visibility)>>(iter: I) -> Self {
         Self::from_parts(Vec::new(), iter.into_iter().collect())

@@ -79,12 +79,7 @@ impl Rescanner {
             .copied()
             .collect();
         for rid in held {
-            let path = self.storage.path_of(&rid);
-            let size = path
-                .join("HEAD")
-                .exists()
-                .then(|| seedd_core::tenant::dir_size(&path));
-            self.tenants.set_size(rid, size);
+            measure_one(&self.storage, &self.tenants, rid);
         }
         self.tenants.refresh_metrics();
         self.identities.refresh();
@@ -183,17 +178,22 @@ pub(super) fn measure_tenant_repos(
             sizes.known += 1;
             continue;
         }
-        let path = storage.path_of(&rid);
-        let size = path
-            .join("HEAD")
-            .exists()
-            .then(|| seedd_core::tenant::dir_size(&path));
-        match size {
+        match measure_one(storage, tenants, rid) {
             Some(_) => sizes.measured += 1,
             None => sizes.gone += 1,
         }
-        tenants.set_size(rid, size);
     }
     tenants.refresh_metrics();
     sizes
+}
+
+/// Bytes on disk of `rid` (`None`: not in storage), remembered for its tenants.
+fn measure_one(storage: &Storage, tenants: &Tenants, rid: RepoId) -> Option<u64> {
+    let path = storage.path_of(&rid);
+    let size = path
+        .join("HEAD")
+        .exists()
+        .then(|| seedd_core::tenant::dir_size(&path));
+    tenants.set_size(rid, size);
+    size
 }
